@@ -1,0 +1,94 @@
+// MemoryBreakdown: the one output. Named terms (bytes, formula text, source) per phase of a
+// training step; the peak is derived from the phases, never stored beside them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "estimator/model.h"
+
+namespace memplan {
+
+// Per-GPU terms, in the order they are reported. The names are the JSON keys, the table rows
+// and the names `explain` and calibration reports use.
+enum class Term {
+  weights,             // parameters (and autocast's half copies while they are alive)
+  gradients,           // parameter gradients
+  master_weights,      // fp32 master copy (mixed precision)
+  optimizer_states,    // Adam moments, momentum, factored second moments, ...
+  activations,         // tensors saved for backward (per layer, per saved tensor)
+  logits_and_loss,     // logits, log-probabilities and their gradients
+  transient,           // activation gradients, kernel and optimizer temporaries
+  workspace,           // cuBLAS/cuBLASLt workspace
+  cuda_context,        // CUDA context and loaded kernels (outside the allocator)
+  allocator_overhead,  // caching-allocator rounding and fragmentation
+  comm_buffers,        // DDP buckets, ZeRO reduce/all-gather buckets and prefetch
+};
+constexpr int kNumTerms = 11;
+const char* term_name(Term t);
+Term term_at(int i);
+
+enum class Phase { forward, backward, optimizer_step };
+constexpr int kNumPhases = 3;
+const char* phase_name(Phase p);
+
+struct TermText {
+  std::string formula;  // the formula with this setup's numbers
+  std::string source;   // where the formula comes from
+};
+
+// The live bytes per term at one phase's peak moment.
+struct PhaseState {
+  Phase phase = Phase::forward;
+  std::array<int64_t, kNumTerms> bytes{};
+  std::string at;  // the op or moment of the peak ("layer 31 backward: softmax")
+  int64_t total() const;
+  int64_t operator[](Term t) const { return bytes[static_cast<int>(t)]; }
+};
+
+struct HostTerm {
+  std::string name;  // offloaded_optimizer_states, dataloader_prefetch, ...
+  int64_t bytes = 0;
+  std::string formula;
+  std::string source;
+};
+
+// One saved tensor of one layer kind, for the per-layer table (explain, --json).
+struct SavedTensor {
+  std::string layer;  // "layer", "moe layer", "head and loss", "embedding"
+  std::string op;     // the op that saves it
+  int64_t bytes = 0;
+  std::string category;  // activation | loss | weight_copy
+};
+
+struct MemoryBreakdown {
+  std::array<TermText, kNumTerms> text;
+  std::vector<PhaseState> phases;  // forward, backward, optimizer_step
+  std::vector<HostTerm> host;
+  std::vector<SavedTensor> saved_per_layer;
+  ParameterCounts params;
+  std::vector<std::string> notes;  // approximations and assumptions that apply to this setup
+  bool calibrated = false;
+  std::string calibration;  // profile file and device when calibrated
+
+  // The phase with the largest total (the first such phase on ties).
+  const PhaseState& peak() const;
+  int64_t peak_bytes() const { return peak().total(); }
+  Phase peak_phase() const { return peak().phase; }
+  const PhaseState& at(Phase p) const;
+  int64_t host_bytes() const;
+};
+
+// Where a peak sits against the device's memory bands.
+struct Verdict {
+  bool known = false;        // false when the device capacity is unknown
+  bool fits = false;         // peak <= target * capacity
+  double utilization = 0;    // peak / capacity
+  int64_t headroom_bytes = 0;  // target * capacity - peak (negative when over)
+  std::string status;        // normal | warning | critical | emergency | out_of_memory
+};
+Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s);
+
+}  // namespace memplan

@@ -1,0 +1,685 @@
+// Composes the step's timeline from the model states and the segment profiles (graph.h):
+//
+//   forward:   static + batch + sum(retained of earlier segments) + own live of the running one
+//   backward:  head first, then layers L-1..0, then the embedding; each segment's own live on top
+//              of static + retained of the segments still waiting + gradients produced so far
+//   optimizer: static + gradients + the optimizer's temporaries
+//
+// "static" is what lives through the whole step in steady state (step >= 2): weights, master
+// weights, optimizer states (created lazily by the first step() [adam.py:164-185]), and the
+// gradients too on micro-steps >= 2 of gradient accumulation (micro-step 1 starts with none:
+// zero_grad(set_to_none=True), the 2.x default).
+#include "estimator/estimate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "estimator/graph.h"
+#include "estimator/layers.h"
+#include "estimator/model.h"
+
+namespace memplan {
+
+// ---- names ---------------------------------------------------------------------------------
+
+const char* term_name(Term t) {
+  switch (t) {
+    case Term::weights: return "weights";
+    case Term::gradients: return "gradients";
+    case Term::master_weights: return "master_weights";
+    case Term::optimizer_states: return "optimizer_states";
+    case Term::activations: return "activations";
+    case Term::logits_and_loss: return "logits_and_loss";
+    case Term::transient: return "transient";
+    case Term::workspace: return "workspace";
+    case Term::cuda_context: return "cuda_context";
+    case Term::allocator_overhead: return "allocator_overhead";
+    case Term::comm_buffers: return "comm_buffers";
+  }
+  return "?";
+}
+Term term_at(int i) { return static_cast<Term>(i); }
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::forward: return "forward";
+    case Phase::backward: return "backward";
+    case Phase::optimizer_step: return "optimizer_step";
+  }
+  return "?";
+}
+
+int64_t PhaseState::total() const {
+  int64_t t = 0;
+  for (int64_t b : bytes) t += b;
+  return t;
+}
+
+const PhaseState& MemoryBreakdown::peak() const {
+  size_t best = 0;
+  for (size_t i = 1; i < phases.size(); ++i)
+    if (phases[i].total() > phases[best].total()) best = i;
+  return phases.at(best);
+}
+const PhaseState& MemoryBreakdown::at(Phase p) const {
+  for (const auto& ph : phases)
+    if (ph.phase == p) return ph;
+  return phases.at(0);
+}
+int64_t MemoryBreakdown::host_bytes() const {
+  int64_t t = 0;
+  for (const auto& h : host) t += h.bytes;
+  return t;
+}
+
+Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s) {
+  Verdict v;
+  const int64_t cap = s.device.capacity_bytes;
+  if (cap <= 0) return v;
+  v.known = true;
+  const int64_t peak = b.peak_bytes();
+  v.utilization = static_cast<double>(peak) / static_cast<double>(cap);
+  v.headroom_bytes = static_cast<int64_t>(s.thresholds.target * static_cast<double>(cap)) - peak;
+  v.fits = v.utilization <= s.thresholds.target;
+  const Thresholds& t = s.thresholds;
+  if (v.utilization > 1.0) v.status = "out_of_memory";
+  else if (v.utilization >= t.emergency) v.status = "emergency";
+  else if (v.utilization >= t.critical) v.status = "critical";
+  else if (v.utilization >= t.warning) v.status = "warning";
+  else v.status = "normal";
+  return v;
+}
+
+// ---- validation --------------------------------------------------------------------------------
+
+std::vector<Problem> validate(const TrainingSetup& s) {
+  std::vector<Problem> p;
+  const ModelSpec& m = s.model;
+  auto positive = [&](const char* field, int64_t v, int64_t max) {
+    if (v < 1) p.push_back({field, fmt::format("must be at least 1 (got {})", v), ""});
+    else if (v > max) p.push_back({field, fmt::format("is absurdly large ({}); the limit is {}", v, max), "check the units"});
+  };
+  positive("model.hidden_size", m.hidden_size, 1'000'000);
+  positive("model.num_layers", m.num_layers, 10'000);
+  positive("model.num_attention_heads", m.num_attention_heads, 100'000);
+  positive("model.num_key_value_heads", m.num_key_value_heads, 100'000);
+  positive("model.head_dim", m.head_dim, 100'000);
+  positive("model.intermediate_size", m.intermediate_size > 0 ? m.intermediate_size : m.expert_width(), 10'000'000);
+  positive("model.vocab_size", m.vocab_size, 100'000'000);
+  positive("batch.micro_batch", s.batch.micro_batch, 1'000'000);
+  positive("batch.seq_len", s.batch.seq_len, 100'000'000);
+  positive("batch.grad_accum", s.batch.grad_accum, 1'000'000);
+  positive("parallel.num_gpus", s.parallel.num_gpus, 1'000'000);
+  if (!p.empty()) return p;
+  if (m.num_key_value_heads > m.num_attention_heads || m.num_attention_heads % m.num_key_value_heads != 0)
+    p.push_back({"model.num_key_value_heads",
+                 fmt::format("{} key/value heads do not divide {} attention heads", m.num_key_value_heads, m.num_attention_heads),
+                 "grouped-query attention needs num_attention_heads to be a multiple of num_key_value_heads"});
+  if (m.head_dim * m.num_attention_heads != m.hidden_size && m.model_type != "gemma" && m.model_type != "gemma2" &&
+      m.model_type != "qwen3" && m.model_type != "qwen3_moe" && m.head_dim == m.hidden_size / std::max<int64_t>(1, m.num_attention_heads) &&
+      m.hidden_size % m.num_attention_heads != 0)
+    p.push_back({"model.num_attention_heads",
+                 fmt::format("{} heads do not divide hidden size {}", m.num_attention_heads, m.hidden_size),
+                 "set head_dim explicitly if the model uses a head dimension other than hidden/heads"});
+  if (m.num_experts < 0) p.push_back({"model.num_experts", "must not be negative", ""});
+  if (m.num_experts > 0) {
+    if (m.experts_per_token < 1)
+      p.push_back({"model.num_experts_per_token", "must be at least 1 for a mixture of experts", "Mixtral uses 2"});
+    else if (m.experts_per_token > m.num_experts)
+      p.push_back({"model.num_experts_per_token",
+                   fmt::format("top-{} routing needs at least {} experts (the model has {})", m.experts_per_token,
+                               m.experts_per_token, m.num_experts),
+                   "num_experts_per_token must not exceed num_experts"});
+    if (m.num_experts > 100'000) p.push_back({"model.num_experts", "is absurdly large", ""});
+  }
+  if (m.capacity_factor < 0 || m.capacity_factor > 1000)
+    p.push_back({"model.capacity_factor", fmt::format("must be in [0, 1000] (got {})", m.capacity_factor),
+                 "0 means dropless routing; 1.0-2.0 is usual"});
+  if (s.parallel.zero_stage < 0 || s.parallel.zero_stage > 3)
+    p.push_back({"parallel.zero_stage", fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", s.parallel.zero_stage), ""});
+  const int64_t mp = s.parallel.tensor_parallel * s.parallel.pipeline_parallel;
+  if (s.parallel.tensor_parallel < 1 || s.parallel.pipeline_parallel < 1 || s.parallel.expert_parallel < 1)
+    p.push_back({"parallel.tensor_parallel", "parallel degrees must be at least 1", ""});
+  else if (s.parallel.num_gpus % mp != 0)
+    p.push_back({"parallel.num_gpus",
+                 fmt::format("{} GPUs cannot be split into tensor x pipeline = {} groups", s.parallel.num_gpus, mp),
+                 "num_gpus must be a multiple of tensor_parallel * pipeline_parallel"});
+  else if (s.parallel.tensor_parallel > 1 &&
+           (m.num_attention_heads % s.parallel.tensor_parallel != 0))
+    p.push_back({"parallel.tensor_parallel", "tensor parallel degree must divide the attention heads", ""});
+  if (s.parallel.offload == Offload::optimizer_and_params && s.parallel.zero_stage != 3)
+    p.push_back({"parallel.offload", "parameter offload needs ZeRO stage 3", "use --zero 3 or --offload optimizer"});
+  if (s.parallel.offload != Offload::none && s.parallel.zero_stage == 0)
+    p.push_back({"parallel.offload", "optimizer offload needs ZeRO stage 1 or higher", "use --zero 2 --offload optimizer"});
+  if (s.finetune.mode != FinetuneMode::full && (s.finetune.lora_rank < 1 || s.finetune.lora_rank > 100'000))
+    p.push_back({"finetune.lora_rank", fmt::format("must be between 1 and 100000 (got {})", s.finetune.lora_rank), ""});
+  if (s.finetune.freeze_layers < 0 || s.finetune.freeze_layers > m.num_layers)
+    p.push_back({"finetune.freeze_layers", fmt::format("must be between 0 and the {} layers", m.num_layers), ""});
+  auto frac = [&](const char* f, double v) {
+    if (!(v >= 0 && v < 1)) p.push_back({f, fmt::format("must be in [0, 1) (got {})", v), ""});
+  };
+  frac("model.attention_dropout", m.attention_dropout);
+  frac("model.hidden_dropout", m.hidden_dropout);
+  frac("model.embedding_dropout", m.embedding_dropout);
+  const Thresholds& t = s.thresholds;
+  if (!(t.target > 0 && t.target <= t.warning && t.warning <= t.critical && t.critical <= t.emergency && t.emergency <= 1.0))
+    p.push_back({"memory.target_utilization", "thresholds must satisfy 0 < target <= warning <= critical <= emergency <= 1",
+                 "the defaults are 0.90, 0.92, 0.95, 0.97"});
+  if (s.device.capacity_bytes < 0) p.push_back({"hardware.gpu_memory", "must not be negative", ""});
+  return p;
+}
+
+// ---- model states ------------------------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+
+// The model one rank holds: tensor parallelism shards heads, MLP width, vocabulary and experts
+// (Megatron-style, no sequence parallelism); pipeline parallelism keeps ceil(L/pp) layers.
+ModelSpec rank_model(const TrainingSetup& s) {
+  ModelSpec m = s.model;
+  const int64_t tp = s.parallel.tensor_parallel, pp = s.parallel.pipeline_parallel, ep = s.parallel.expert_parallel;
+  if (tp > 1) {
+    m.num_attention_heads = std::max<int64_t>(1, m.num_attention_heads / tp);
+    m.num_key_value_heads = std::max<int64_t>(1, m.num_key_value_heads / tp);
+    m.intermediate_size = std::max<int64_t>(1, m.intermediate_size / tp);
+    m.moe_intermediate_size = m.moe_intermediate_size > 0 ? std::max<int64_t>(1, m.moe_intermediate_size / tp) : 0;
+    m.shared_expert_intermediate_size /= tp;
+    m.vocab_size = (m.vocab_size + tp - 1) / tp;
+  }
+  if (ep > 1 && m.num_experts > 0) m.num_experts = std::max<int64_t>(m.experts_per_token, m.num_experts / ep);
+  if (pp > 1) m.num_layers = (m.num_layers + pp - 1) / pp;
+  return m;
+}
+
+struct OptimizerCost {
+  int64_t states = 0;     // bytes of optimizer states (whole trainable set)
+  int64_t transient = 0;  // temporaries during step()
+  std::string states_formula;
+  std::string transient_formula;
+  bool paged = false;     // states live in host memory (paged optimizers)
+};
+
+OptimizerImpl resolve_impl(const TrainingSetup& s) {
+  if (s.runtime.optimizer_impl != OptimizerImpl::automatic) return s.runtime.optimizer_impl;
+  if (master_bytes_per_param(s.precision) > 0) return OptimizerImpl::fused;  // DeepSpeed FusedAdam
+  if (s.device.kind == DeviceKind::cuda && s.runtime.torch_at_least(2, 0)) return OptimizerImpl::foreach;
+  return OptimizerImpl::for_loop;
+}
+
+OptimizerCost optimizer_cost(const TrainingSetup& s, const std::vector<ParamTensor>& params) {
+  OptimizerCost c;
+  const int64_t sb = state_bytes_per_element(s.precision);
+  int64_t trainable = 0, largest = 0, factored = 0, small8 = 0, big8 = 0;
+  for (const auto& p : params) {
+    if (!p.trainable) continue;
+    trainable += p.total();
+    largest = std::max(largest, p.elements);
+    factored += (p.rows > 0 && p.cols > 0 ? p.rows + p.cols : p.elements) * p.count;
+    (p.elements >= 4096 ? big8 : small8) += p.total();
+  }
+  const OptimizerImpl impl = resolve_impl(s);
+  auto per_param_loop = [&](int64_t temps, const char* what) {
+    switch (impl) {
+      case OptimizerImpl::fused:
+        c.transient = 0;
+        c.transient_formula = "fused kernel: no parameter-sized temporaries";
+        break;
+      case OptimizerImpl::foreach:
+        c.transient = (s.runtime.torch_at_least(2, 0) ? 1 : 2) * trainable * sb;
+        c.transient_formula = fmt::format("foreach: {} x trainable params x {} B ({})",
+                                          s.runtime.torch_at_least(2, 0) ? 1 : 2, sb, what);
+        break;
+      default:
+        c.transient = temps * largest * sb;
+        c.transient_formula = fmt::format("for-loop: {} x largest tensor {} x {} B ({})", temps, largest, sb, what);
+    }
+  };
+  switch (s.optimizer) {
+    case OptimizerKind::adamw: case OptimizerKind::adam: case OptimizerKind::paged_adamw:
+      c.states = 2 * trainable * sb;
+      c.states_formula = fmt::format("2 moments x {} trainable params x {} B", trainable, sb);
+      per_param_loop(2, "sqrt(exp_avg_sq) and its scaled copy");
+      c.paged = s.optimizer == OptimizerKind::paged_adamw;
+      break;
+    case OptimizerKind::sgd:
+      c.states = 0;
+      c.states_formula = "plain SGD keeps no state";
+      c.transient_formula = "in-place update";
+      break;
+    case OptimizerKind::sgd_momentum:
+      c.states = trainable * sb;
+      c.states_formula = fmt::format("momentum buffer: {} trainable params x {} B", trainable, sb);
+      c.transient_formula = "in-place update";
+      break;
+    case OptimizerKind::lion:
+      c.states = trainable * sb;
+      c.states_formula = fmt::format("exp_avg: {} trainable params x {} B", trainable, sb);
+      c.transient = impl == OptimizerImpl::fused ? 0 : 2 * largest * sb;
+      c.transient_formula = fmt::format("exp_avg.clone() and the update: 2 x largest tensor {} x {} B", largest, sb);
+      break;
+    case OptimizerKind::adafactor:
+      c.states = factored * sb;
+      c.states_formula = fmt::format("factored second moment: sum(rows + cols) = {} x {} B (no first moment)", factored, sb);
+      c.transient = 3 * largest * 4;
+      c.transient_formula = fmt::format("grad^2, the r*c approximation and the update: 3 x largest tensor {} x 4 B", largest);
+      break;
+    case OptimizerKind::adamw_8bit: case OptimizerKind::paged_adamw_8bit: {
+      // bitsandbytes: tensors >= 4096 elements keep two uint8 states with an fp32 absmax per
+      // 256-element block; smaller ones keep fp32 states (min_8bit_size).
+      const double per = 2.0 * (1.0 + 4.0 / 256.0);
+      c.states = static_cast<int64_t>(std::llround(per * static_cast<double>(big8))) + 8 * small8;
+      c.states_formula = fmt::format("2 x (1 B + 4 B/256) x {} params in 8-bit + 8 B x {} small params", big8, small8);
+      c.transient_formula = "fused 8-bit kernel: no parameter-sized temporaries";
+      c.paged = s.optimizer == OptimizerKind::paged_adamw_8bit;
+      break;
+    }
+  }
+  return c;
+}
+
+// Weight bytes of all parameters of one rank's model, quantized ones at their bit width and
+// LoRA adapters in fp32 (PEFT autocast_adapter_dtype).
+int64_t weight_bytes(const TrainingSetup& s, const std::vector<ParamTensor>& params, int64_t* quantized_out = nullptr) {
+  const int64_t wb = weight_bytes_per_param(s.precision);
+  const double qbits = quantized_bits(s.finetune);
+  double q = 0;
+  int64_t w = 0;
+  for (const auto& p : params) {
+    if (p.quantized) q += static_cast<double>(p.total()) * qbits / 8.0;
+    else if (p.group == ParamGroup::adapter) w += p.total() * 4;
+    else w += p.total() * wb;
+  }
+  if (quantized_out) *quantized_out = static_cast<int64_t>(std::llround(q));
+  return w + static_cast<int64_t>(std::llround(q));
+}
+
+struct States {
+  int64_t weights = 0, buffers = 0, grads_full = 0, grads_static = 0, master = 0, opt = 0, opt_transient = 0;
+  int64_t comm_fwd = 0, comm_step = 0, step_extra = 0;
+  int64_t trainable = 0, largest_tensor_bytes = 0, large_tensors = 0;
+  bool grads_partitioned = false;
+  OptimizerCost oc;
+  std::vector<HostTerm> host;
+  std::string grads_formula, weights_formula, master_formula, comm_formula;
+};
+
+States model_states(const TrainingSetup& s, const TrainingSetup& rs, const std::vector<ParamTensor>& params) {
+  States st;
+  const int64_t dp = s.parallel.data_parallel();
+  const int zero = dp > 1 ? s.parallel.zero_stage : std::min(s.parallel.zero_stage, 3);
+  const int64_t gb = grad_bytes_per_param(s.precision), mb = master_bytes_per_param(s.precision);
+  const int64_t wb = weight_bytes_per_param(s.precision);
+  int64_t trainable = 0, adapters = 0;
+  for (const auto& p : params)
+    if (p.trainable) {
+      trainable += p.total();
+      if (p.group == ParamGroup::adapter) adapters += p.total();
+    }
+  st.trainable = trainable;
+  // Adapters train in fp32 whatever the base precision; their grads are fp32.
+  const int64_t grad_bytes = (trainable - adapters) * gb + adapters * 4;
+  int64_t quantized = 0;
+  const int64_t all_weights = weight_bytes(rs, params, &quantized);
+  st.buffers = model_buffer_bytes(rs);
+  st.oc = optimizer_cost(s, params);
+  const auto part = [&](int64_t bytes, bool on) { return on && dp > 1 ? (bytes + dp - 1) / dp : bytes; };
+
+  const bool off_opt = s.parallel.offload != Offload::none;
+  const bool off_par = s.parallel.offload == Offload::optimizer_and_params;
+  st.weights = off_par ? 0 : part(all_weights, zero >= 3);
+  st.weights_formula = quantized > 0
+                           ? fmt::format("{} params: {} B/param, {} quantized at {:.3f} bits", count_parameters(rs).total, wb,
+                                         count_parameters(rs).quantized, quantized_bits(s.finetune))
+                           : fmt::format("{} params x {} B ({}){}", count_parameters(rs).total, wb, to_string(s.precision),
+                                         zero >= 3 && dp > 1 ? fmt::format(" / {} ranks (ZeRO-3)", dp) : "");
+  if (adapters > 0) st.weights_formula += fmt::format(" + {} LoRA adapter params x 4 B", adapters);
+  st.master = off_opt ? 0 : part(trainable * mb, zero >= 1);
+  st.master_formula = mb ? fmt::format("{} trainable x {} B fp32 master{}", trainable, mb,
+                                       zero >= 1 && dp > 1 ? fmt::format(" / {} ranks", dp) : "")
+                         : "none: the parameters are the master copy in this regime";
+  st.opt = (off_opt || st.oc.paged) ? 0 : part(st.oc.states, zero >= 1);
+  st.opt_transient = off_opt ? 0 : st.oc.transient;
+  st.grads_full = grad_bytes;
+  st.grads_partitioned = zero >= 2 && dp > 1;
+  st.grads_static = st.grads_partitioned ? (off_opt ? 0 : part(grad_bytes, true)) : 0;
+  st.grads_formula = st.grads_partitioned
+                         ? fmt::format("{} trainable x {} B / {} ranks (ZeRO-{} partition)", trainable, gb, dp, zero)
+                         : fmt::format("{} trainable x {} B", trainable, adapters ? 4 : gb);
+
+  // Communication buffers.
+  if (dp > 1 && zero == 0) {
+    st.comm_fwd = s.parallel.ddp_bucket_view ? 0 : grad_bytes;
+    st.comm_formula = s.parallel.ddp_bucket_view
+                          ? "DDP gradient_as_bucket_view: buckets alias the gradients"
+                          : fmt::format("DDP buckets hold a copy of all gradients: {} B (gradient_as_bucket_view=False)", grad_bytes);
+  } else if (dp > 1 && zero <= 2) {
+    const int64_t red = std::min(s.parallel.reduce_bucket_elems, trainable) * gb * (s.parallel.overlap_comm ? 2 : 1);
+    const int64_t ag = std::min(s.parallel.allgather_bucket_elems, trainable) * wb;
+    st.comm_fwd = red;
+    st.comm_step = ag;
+    st.comm_formula = fmt::format("reduce bucket {} elems x {} B{}; all-gather bucket {} elems x {} B in the step",
+                                  std::min(s.parallel.reduce_bucket_elems, trainable), gb,
+                                  s.parallel.overlap_comm ? " x 2 (overlap_comm)" : "",
+                                  std::min(s.parallel.allgather_bucket_elems, trainable), wb);
+  } else if (dp > 1 && zero == 3) {
+    // Gathered parameters of the running layer plus the prefetch bucket.
+    int64_t layer_params = 0;
+    for (const auto& l : layer_linears(rs.model, rs.model.num_experts > 0)) layer_params += l.elems();
+    const int64_t live = std::min(s.parallel.stage3_max_live_parameters, 2 * layer_params);
+    const int64_t pre = std::min(s.parallel.stage3_prefetch_bucket_elems, layer_params);
+    const int64_t red = std::min(s.parallel.reduce_bucket_elems, trainable) * gb;
+    st.comm_fwd = (live + pre) * wb + red;
+    st.comm_formula = fmt::format("gathered params of 2 layers {} + prefetch {} elems x {} B + reduce bucket {} x {} B", live,
+                                  pre, wb, std::min(s.parallel.reduce_bucket_elems, trainable), gb);
+  } else {
+    st.comm_formula = "single data-parallel rank: no communication buffers";
+  }
+  // Mixed precision: the fp32 gradient of the rank's partition exists during the step.
+  if (mb > 0 && !off_opt) st.step_extra = part(trainable * 4, zero >= 1);
+
+  // Rounding: every tensor >= 10 MiB is rounded to 2 MiB (mean waste 1 MiB) by the caching
+  // allocator [CUDACachingAllocator.cpp kRoundLarge].
+  for (const auto& p : params)
+    if (p.elements * wb >= 10 * kMiB) st.large_tensors += p.count;
+
+  // Host memory.
+  if (off_opt) {
+    st.host.push_back({"offloaded_optimizer_states", part(st.oc.states, true), st.oc.states_formula + " on the host",
+                       "ZeRO-Offload (Ren et al. 2021): optimizer states in CPU memory"});
+    if (mb > 0)
+      st.host.push_back({"offloaded_master_weights", part(trainable * mb, true), fmt::format("{} trainable x 4 B", trainable),
+                         "ZeRO-Offload keeps the fp32 master parameters on the CPU"});
+    st.host.push_back({"offloaded_gradients", part(trainable * 4, true), fmt::format("{} trainable x 4 B fp32", trainable),
+                       "ZeRO-Offload copies gradient partitions to fp32 CPU buffers"});
+  }
+  if (st.oc.paged)
+    st.host.push_back({"paged_optimizer_states", st.oc.states, st.oc.states_formula + " (paged to host)",
+                       "bitsandbytes paged optimizers: unified memory evicted to the host under pressure"});
+  if (off_par)
+    st.host.push_back({"offloaded_parameters", part(all_weights, true), "parameters / ranks on the host",
+                       "ZeRO-Infinity / stage-3 offload_param"});
+  return st;
+}
+
+// ---- segment profiles (cached per distinct layer kind) -------------------------------------
+
+struct LayerKey {
+  bool moe, ckpt, frozen;
+  bool operator<(const LayerKey& o) const {
+    return std::tie(moe, ckpt, frozen) < std::tie(o.moe, o.ckpt, o.frozen);
+  }
+};
+
+sim::CatBytes add(sim::CatBytes a, const sim::CatBytes& b) {
+  for (int i = 0; i < sim::kNumCats; ++i) a[i] += b[i];
+  return a;
+}
+
+int64_t cat(const sim::CatBytes& c, sim::Cat k) { return c[static_cast<int>(k)]; }
+
+std::string human(int64_t bytes) {
+  const double g = static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
+  if (g >= 1) return fmt::format("{:.2f} GiB", g);
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
+int64_t model_state_bytes(const TrainingSetup& s) {
+  TrainingSetup rs = s;
+  rs.model = rank_model(s);
+  const auto params = parameter_tensors(rs);
+  const States st = model_states(s, rs, params);
+  return st.weights + (st.grads_partitioned ? st.grads_static : st.grads_full) + st.master + st.opt;
+}
+
+MemoryBreakdown estimate(const TrainingSetup& s) { return estimate(s, nullptr); }
+
+MemoryBreakdown estimate(const TrainingSetup& s, const Calibration* cal) {
+  MemoryBreakdown out;
+  TrainingSetup rs = s;  // the rank's view of the model
+  rs.model = rank_model(s);
+  const auto params = parameter_tensors(rs);
+  out.params = count_parameters(s);
+  const States st = model_states(s, rs, params);
+  const ModelSpec& m = rs.model;
+  const bool cuda = s.device.kind == DeviceKind::cuda;
+  const int64_t dp = s.parallel.data_parallel();
+
+  // Micro-steps: the first starts without gradients; later ones (accumulation) add into them.
+  const bool accumulating = s.batch.grad_accum > 1;
+  const bool grads_persist = !accumulating && !st.grads_partitioned;
+
+  // Segment profiles.
+  sim::SimOptions so;
+  so.grads_persist = grads_persist;
+  const sim::Segment emb_seg = embedding_segment(rs);
+  const sim::Profile emb = emb_seg.simulate(so);
+  const bool layer_input_rg = embeddings_trainable(rs);
+  std::map<LayerKey, sim::Profile> cache;
+  std::vector<const sim::Profile*> layer(m.num_layers);
+  std::vector<std::string> layer_name(m.num_layers);
+  for (int64_t i = 0; i < m.num_layers; ++i) {
+    const LayerKey key{m.is_moe_layer(i), s.checkpointing.layer_checkpointed(i), layer_frozen(rs, i)};
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      sim::SimOptions lo = so;
+      lo.checkpointed = key.ckpt;
+      // Below frozen embeddings nothing needs the input gradient until a trainable op.
+      lo.input_requires_grad = layer_input_rg || i > 0 || rs.finetune.mode == FinetuneMode::full;
+      const sim::Segment seg = layer_segment(rs, key.moe, i);
+      it = cache.emplace(key, seg.simulate(lo)).first;
+      if (!key.ckpt)
+        for (const auto& row : seg.saved_rows())
+          out.saved_per_layer.push_back({seg.name(), row.op, row.bytes,
+                                         row.cat == sim::Cat::loss ? "loss" : row.cat == sim::Cat::weight_copy ? "weight_copy" : "activation"});
+    }
+    layer[i] = &it->second;
+    layer_name[i] = fmt::format("layer {}{}", i, key.moe ? " (moe)" : "");
+  }
+  const sim::Segment head_seg = head_segment(rs);
+  const sim::Profile head = head_seg.simulate(so);
+  for (const auto& row : head_seg.saved_rows())
+    out.saved_per_layer.push_back({head_seg.name(), row.op, row.bytes, row.cat == sim::Cat::loss ? "loss" : "activation"});
+
+  const SharedTensors shared = shared_tensors(rs);
+  const int64_t batch = batch_input_bytes(rs);
+  bool any_ckpt = false;
+  for (int64_t i = 0; i < m.num_layers; ++i) any_ckpt = any_ckpt || s.checkpointing.layer_checkpointed(i);
+  // Pipeline 1F1B: the first stage holds activations of up to pp micro-batches in flight.
+  const int64_t in_flight = s.parallel.pipeline_parallel > 1 ? std::min(s.parallel.pipeline_parallel, s.batch.grad_accum) : 1;
+
+  // CUDA overheads (per family; calibration replaces them).
+  int64_t context = cuda ? s.device.cuda_context_bytes : 0;
+  // Two cuBLAS handles hold a workspace each: the main thread's (forward) and the autograd
+  // device thread's (backward) [CublasHandlePool.cpp: one workspace per handle and stream].
+  int64_t workspace = cuda ? 2 * s.device.cublas_workspace_bytes : 0;
+  if (cal && cal->cuda_context_bytes >= 0 && cuda) context = cal->cuda_context_bytes;
+  if (cal && cal->workspace_bytes >= 0 && cuda) workspace = cal->workspace_bytes;
+
+  // Static bytes during forward/backward (per term).
+  std::array<int64_t, kNumTerms> base{};
+  auto T = [](Term t) { return static_cast<int>(t); };
+  base[T(Term::weights)] = st.weights + st.buffers;
+  base[T(Term::master_weights)] = st.master;
+  base[T(Term::optimizer_states)] = st.opt;
+  base[T(Term::gradients)] = st.grads_partitioned ? st.grads_static : (accumulating ? st.grads_full : 0);
+  base[T(Term::comm_buffers)] = st.comm_fwd;
+  base[T(Term::cuda_context)] = context;
+  base[T(Term::workspace)] = workspace;
+  base[T(Term::activations)] = batch;
+
+  auto put = [&](std::array<int64_t, kNumTerms>& b, const sim::CatBytes& c, int64_t mult = 1) {
+    b[T(Term::activations)] += mult * cat(c, sim::Cat::activation);
+    b[T(Term::logits_and_loss)] += mult * cat(c, sim::Cat::loss);
+    b[T(Term::weights)] += mult * cat(c, sim::Cat::weight_copy);
+    b[T(Term::transient)] += mult * (cat(c, sim::Cat::act_grad) + cat(c, sim::Cat::scratch));
+    b[T(Term::gradients)] += mult * cat(c, sim::Cat::param_grad);
+  };
+  auto total_of = [](const std::array<int64_t, kNumTerms>& b) {
+    int64_t t = 0;
+    for (int64_t v : b) t += v;
+    return t;
+  };
+
+  // Forward walk.
+  PhaseState fwd;
+  fwd.phase = Phase::forward;
+  auto consider = [&](PhaseState& ph, const std::array<int64_t, kNumTerms>& b, const std::string& where) {
+    if (ph.at.empty() || total_of(b) > ph.total()) {
+      ph.bytes = b;
+      ph.at = where;
+    }
+  };
+  {
+    auto b = base;
+    put(b, emb.forward.bytes);
+    consider(fwd, b, "embedding: " + emb.forward.where);
+    sim::CatBytes retained = emb.retained;
+    int64_t shared_live = shared.whole_step_bytes + shared.forward_bytes;
+    for (int64_t i = 0; i < m.num_layers; ++i) {
+      auto bl = base;
+      put(bl, retained);
+      bl[T(Term::activations)] += shared_live;
+      put(bl, layer[i]->forward.bytes);
+      consider(fwd, bl, layer_name[i] + ": " + layer[i]->forward.where);
+      retained = add(retained, layer[i]->retained);
+    }
+    auto bh = base;
+    put(bh, retained, 1);
+    // Pipeline: earlier micro-batches' activations are still held on this stage.
+    if (in_flight > 1) {
+      sim::CatBytes layers_only{};
+      for (int64_t i = 0; i < m.num_layers; ++i) layers_only = add(layers_only, layer[i]->retained);
+      put(bh, layers_only, in_flight - 1);
+    }
+    bh[T(Term::activations)] += shared.whole_step_bytes + (any_ckpt ? shared.forward_bytes : 0);
+    put(bh, head.forward.bytes);
+    consider(fwd, bh, "head: " + head.forward.where);
+  }
+
+  // Backward walk: head, layers L-1..0, embedding.
+  PhaseState bwd;
+  bwd.phase = Phase::backward;
+  {
+    std::vector<sim::CatBytes> before(m.num_layers + 1);  // retained of embedding + layers < i
+    before[0] = emb.retained;
+    for (int64_t i = 0; i < m.num_layers; ++i) before[i + 1] = add(before[i], layer[i]->retained);
+    const int64_t shared_bwd = shared.whole_step_bytes + (any_ckpt ? shared.forward_bytes : 0);
+    int64_t grads = 0;  // produced so far (when they persist)
+    auto stage = [&](const sim::Profile& p, const sim::CatBytes& waiting, const std::string& where) {
+      auto b = base;
+      put(b, waiting);
+      if (in_flight > 1) {
+        sim::CatBytes layers_only{};
+        for (int64_t i = 0; i < m.num_layers; ++i) layers_only = add(layers_only, layer[i]->retained);
+        put(b, layers_only, in_flight - 1);
+      }
+      b[T(Term::activations)] += shared_bwd;
+      b[T(Term::gradients)] += grads;
+      put(b, p.backward.bytes);
+      consider(bwd, b, where + ": " + p.backward.where);
+      if (grads_persist) grads += p.param_grad_bytes;
+    };
+    stage(head, before[m.num_layers], "head");
+    for (int64_t i = m.num_layers - 1; i >= 0; --i) stage(*layer[i], before[i], layer_name[i]);
+    stage(emb, sim::CatBytes{}, "embedding");
+  }
+
+  // Optimizer step.
+  PhaseState opt;
+  opt.phase = Phase::optimizer_step;
+  {
+    auto b = base;
+    b[T(Term::activations)] = 0;
+    b[T(Term::gradients)] = st.grads_partitioned ? st.grads_static : st.grads_full;
+    b[T(Term::comm_buffers)] = std::max(st.comm_fwd, st.comm_step);
+    b[T(Term::transient)] = st.opt_transient + st.step_extra;
+    opt.bytes = b;
+    opt.at = "optimizer.step()";
+  }
+
+  // Allocator overhead on CUDA: 1 MiB mean rounding waste per large tensor of every model-state
+  // copy, plus a fraction of the dynamic bytes for fragmentation (calibrate fits both).
+  const double frac = cal && cal->overhead_fraction >= 0 ? cal->overhead_fraction : 0.05;
+  const int64_t copies = 1 + (st.grads_full > 0 ? 1 : 0) + (st.master > 0 ? 1 : 0) +
+                         (s.optimizer == OptimizerKind::adamw || s.optimizer == OptimizerKind::adam ? 2 : 0);
+  const int64_t rounding = cuda ? st.large_tensors * copies * kMiB : 0;
+  for (PhaseState* ph : {&fwd, &bwd, &opt}) {
+    auto& b = ph->bytes;
+    if (cal) {
+      for (Term t : {Term::activations, Term::logits_and_loss, Term::transient})
+        b[T(t)] = static_cast<int64_t>(std::llround(static_cast<double>(b[T(t)]) * cal->activation_scale));
+      for (Term t : {Term::weights, Term::gradients, Term::optimizer_states, Term::master_weights})
+        b[T(t)] = static_cast<int64_t>(std::llround(static_cast<double>(b[T(t)]) * cal->model_state_scale));
+    }
+    if (cuda && s.runtime.allocator_rounding) {
+      const int64_t dynamic = b[T(Term::activations)] + b[T(Term::logits_and_loss)] + b[T(Term::transient)];
+      b[T(Term::allocator_overhead)] =
+          rounding + static_cast<int64_t>(frac * static_cast<double>(dynamic)) + (cal ? cal->overhead_bytes : 0);
+    }
+  }
+  out.phases = {fwd, bwd, opt};
+
+  // Host terms.
+  out.host = st.host;
+  if (s.data.num_workers > 0) {
+    const int64_t per = s.batch.micro_batch * s.batch.seq_len * 3 * 8;
+    out.host.push_back({"dataloader_prefetch", s.data.num_workers * s.data.prefetch_factor * per,
+                        fmt::format("{} workers x {} prefetch x {} x {} tokens x 24 B (input_ids, attention_mask, labels int64)",
+                                    s.data.num_workers, s.data.prefetch_factor, s.batch.micro_batch, s.batch.seq_len),
+                        "PyTorch DataLoader keeps prefetch_factor batches per worker; seed 002's formula counts 2 B/token"});
+  }
+
+  // Formula text.
+  auto& tx = out.text;
+  const int64_t gb = grad_bytes_per_param(s.precision);
+  tx[T(Term::weights)] = {st.weights_formula + (is_autocast(s.precision) ? "; + autocast half copies of matmul weights, 2 B each, from forward until their layer's backward" : "") +
+                              (st.buffers ? fmt::format("; + model buffers {}", human(st.buffers)) : ""),
+                          "parameter list in estimator/model.cpp; autocast cache: autocast_mode.cpp cached_cast"};
+  tx[T(Term::gradients)] = {st.grads_formula + (grads_persist ? "; they appear layer by layer during backward (zero_grad set_to_none)"
+                                                               : accumulating ? "; resident through later micro-steps of accumulation" : ""),
+                            fmt::format("{} B/param gradient dtype; AccumulateGrad steals the first gradient (accumulate_grad.h)", gb)};
+  tx[T(Term::master_weights)] = {st.master_formula, "ZeRO (Rajbhandari et al. 2020) K=12: 4 B master + 8 B Adam"};
+  tx[T(Term::optimizer_states)] = {st.oc.states_formula + (s.parallel.zero_stage >= 1 && dp > 1 ? fmt::format(" / {} ranks (ZeRO-{})", dp, s.parallel.zero_stage) : ""),
+                                   "torch.optim state_dict contents; bitsandbytes 8-bit: block-wise quantization (Dettmers et al. 2022)"};
+  tx[T(Term::activations)] = {fmt::format("saved tensors per layer (see the per-layer table) x {} layers, checkpointing {}, attention {}; "
+                                          "+ input ids and labels {}", m.num_layers, to_string(s.checkpointing), to_string(s.attention), human(batch)),
+                              "per-op table in estimator/layers.cpp (reference/autograd-saved.md); Korthikanti et al. 2022 as oracle"};
+  tx[T(Term::logits_and_loss)] = {fmt::format("logits N x V = {} x {}{}; log-softmax and its gradients in fp32", s.batch.micro_batch * s.batch.seq_len,
+                                              m.vocab_size, s.runtime.loss_upcast ? " with the HF fp32 upcast" : ""),
+                                  "HF ForCausalLMLoss; autograd-saved.md §4 (backward peak 12-14 x b*s*V bytes)"};
+  tx[T(Term::transient)] = {"activation gradients at the backward frontier and kernel temporaries; in the step: " + st.oc.transient_formula +
+                                (st.step_extra ? fmt::format(" + fp32 gradient partition {}", human(st.step_extra)) : ""),
+                            "autograd engine (engine.cpp); optimizer implementations (libtorch-notes §8)"};
+  tx[T(Term::workspace)] = {cuda ? fmt::format("2 cuBLAS handles (forward thread, autograd thread) x {}", human(s.device.cublas_workspace_bytes)) : "none on CPU",
+                            "CublasHandlePool.cpp: CUBLAS_WORKSPACE_CONFIG default :4096:2:16:8, 32 MiB on sm90"};
+  tx[T(Term::cuda_context)] = {cuda ? fmt::format("{} family default", s.device.family.empty() ? "generic" : s.device.family) : "none on CPU",
+                               "libtorch-notes §2.1 (lazy module loading); replaced by calibration"};
+  tx[T(Term::allocator_overhead)] = {cuda ? fmt::format("1 MiB x {} large tensors x {} copies + {:.0f}% of activations, loss and transients",
+                                                        st.large_tensors, copies, frac * 100)
+                                          : "none on CPU (no caching allocator)",
+                                     "CUDACachingAllocator.cpp: 2 MiB rounding above 10 MiB; fragmentation default until calibrated"};
+  tx[T(Term::comm_buffers)] = {st.comm_formula, "DDP Reducer buckets; DeepSpeed reduce/allgather_bucket_size defaults 5e8"};
+  if (cal) {
+    out.calibrated = true;
+    out.calibration = cal->file.empty() ? cal->device : cal->file;
+  }
+
+  // Notes: the approximations that apply here.
+  if (m.num_experts > 0)
+    out.notes.push_back("MoE: tokens are assumed routed uniformly across experts (router at initialisation)");
+  if (s.parallel.tensor_parallel > 1)
+    out.notes.push_back("tensor parallel modelled Megatron-style without sequence parallelism");
+  if (in_flight > 1)
+    out.notes.push_back(fmt::format("pipeline 1F1B: the first stage holds {} micro-batches of activations", in_flight));
+  if (!cuda) out.notes.push_back("CPU: no CUDA context, workspace or caching-allocator overhead");
+  return out;
+}
+
+}  // namespace memplan

@@ -1,0 +1,318 @@
+// The forward/backward walk of a Segment (see graph.h for the rules it follows).
+//
+// Gradients are storages with reference counts, like tensors: AddBackward hands the same
+// gradient to both inputs; a view's backward reuses its output's gradient; a second
+// contribution is added in place when the buffer is not shared, else out of place
+// (torch/csrc/autograd/input_buffer.cpp, InputBuffer::accumulate).
+#include "estimator/graph.h"
+
+#include <algorithm>
+
+#include "estimator/error.h"
+
+namespace memplan::sim {
+
+int64_t total(const CatBytes& c) {
+  int64_t t = 0;
+  for (int64_t v : c) t += v;
+  return t;
+}
+
+int Segment::input(int64_t bytes, Cat cat) {
+  MEMPLAN_CHECK(input_ < 0 && tensors_.empty(), "a segment has one input, declared first");
+  tensors_.push_back({bytes, 0, cat});
+  producer_.push_back(-1);
+  input_ = 0;
+  return 0;
+}
+
+int Segment::op(Op o) {
+  const int id = static_cast<int>(tensors_.size());
+  for (int r : o.reads) MEMPLAN_CHECK(r >= 0 && r < id, std::string("bad read in ") + o.name);
+  for (int r : o.grad_to)
+    MEMPLAN_CHECK(std::find(o.reads.begin(), o.reads.end(), r) != o.reads.end() || r == o.alias_of,
+                  std::string("gradient to a tensor the op does not read in ") + o.name);
+  int storage = id;
+  int64_t bytes = o.out_bytes;
+  if (o.alias_of >= 0) {
+    MEMPLAN_CHECK(o.alias_of < id, "alias of an unknown tensor");
+    storage = tensors_[o.alias_of].storage;
+    bytes = tensors_[o.alias_of].bytes;
+    if (std::find(o.reads.begin(), o.reads.end(), o.alias_of) == o.reads.end()) o.reads.push_back(o.alias_of);
+  }
+  tensors_.push_back({bytes, storage, o.out_cat});
+  producer_.push_back(static_cast<int>(ops_.size()));
+  ops_.push_back(std::move(o));
+  return id;
+}
+
+void Segment::mark_recompute(int t) {
+  MEMPLAN_CHECK(t >= 0 && t < static_cast<int>(tensors_.size()) && producer_[t] >= 0, "no op produced this tensor");
+  ops_[producer_[t]].recompute = true;
+}
+
+namespace {
+constexpr int kForever = 1 << 30;
+}
+
+class Runner {
+ public:
+  Runner(const Segment& s, const SimOptions& opt) : s_(s), opt_(opt) {
+    const size_t n = s.tensors_.size();
+    const size_t m = s.ops_.size();
+    alive_.assign(n, false);
+    refs_.assign(n, 0);
+    last_use_.assign(n, -1);
+    rg_.assign(n, false);
+    grad_of_.assign(n, -1);
+    aux_live_.assign(m, 0);
+    saved_by_op_.assign(m, false);
+    if (s.input_ >= 0) rg_[0] = opt.input_requires_grad;
+    for (size_t t = 0; t < n; ++t) {
+      if (s.producer_[t] < 0) continue;
+      const Op& o = s.ops_[s.producer_[t]];
+      bool rg = o.param_grad_bytes > 0 && o.params_trainable;
+      for (int r : o.reads) rg = rg || rg_[r];
+      rg_[t] = rg;
+    }
+    for (size_t j = 0; j < m; ++j)
+      for (int r : s.ops_[j].reads) last_use_[st(r)] = std::max<int>(last_use_[st(r)], static_cast<int>(j));
+    if (s.output_ >= 0) last_use_[st(s.output_)] = kForever;
+    // Selective recomputation keeps the region's inputs (what the checkpoint saves).
+    for (size_t j = 0; j < m; ++j) {
+      if (!s.ops_[j].recompute) continue;
+      for (int r : s.ops_[j].reads) {
+        const int p = s.producer_[r];
+        if (p < 0 || !s.ops_[p].recompute) region_inputs_.push_back(st(r));
+      }
+    }
+    std::sort(region_inputs_.begin(), region_inputs_.end());
+    region_inputs_.erase(std::unique(region_inputs_.begin(), region_inputs_.end()), region_inputs_.end());
+  }
+
+  Profile run() {
+    Profile p;
+    const bool ckpt = opt_.checkpointed;
+    if (s_.input_ >= 0) alloc(0);
+    if (ckpt && s_.input_ >= 0) refs_[0] += 1;  // the checkpoint saves its input
+    forward(/*grad_mode=*/!ckpt, /*only_recompute=*/false, p.forward);
+    for (size_t t = 0; t < alive_.size(); ++t)
+      if (alive_[t] && !(s_.output_ >= 0 && st(s_.output_) == static_cast<int>(t)))
+        p.retained[ci(s_.tensors_[t].cat)] += s_.tensors_[t].bytes;
+    for (size_t j = 0; j < aux_live_.size(); ++j) p.retained[ci(Cat::activation)] += aux_live_[j];
+    p.output_bytes = s_.output_ >= 0 ? s_.tensors_[s_.output_].bytes : 0;
+
+    // Backward. The output belongs to the next segment now; its gradient arrives.
+    if (s_.output_ >= 0) {
+      free_storage(st(s_.output_));
+      if (rg_[s_.output_]) grad_of_[s_.output_] = new_grad(s_.tensors_[s_.output_].bytes);
+    }
+    track(p.backward, "backward start");
+    if (ckpt) forward(/*grad_mode=*/true, false, p.backward);  // recompute; the output is kept
+    backward(p);
+    if (ckpt) {
+      if (s_.output_ >= 0) free_storage(st(s_.output_));
+      if (s_.input_ >= 0) release(0);
+    }
+    if (s_.input_ >= 0 && grad_of_[0] >= 0) p.input_grad_bytes = gbytes_[grad_of_[0]];
+    return p;
+  }
+
+ private:
+  int st(int t) const { return s_.tensors_[t].storage; }
+  static int ci(Cat c) { return static_cast<int>(c); }
+  Cat gcat() const { return s_.grad_cat_; }
+  int out_id(size_t j) const { return static_cast<int>(j) + (s_.input_ >= 0 ? 1 : 0); }
+
+  void alloc(int s) {
+    if (alive_[s]) return;
+    alive_[s] = true;
+    live_[ci(s_.tensors_[s].cat)] += s_.tensors_[s].bytes;
+  }
+  void free_storage(int s) {
+    if (!alive_[s]) return;
+    alive_[s] = false;
+    live_[ci(s_.tensors_[s].cat)] -= s_.tensors_[s].bytes;
+  }
+  void release(int s) {
+    if (refs_[s] > 0 && --refs_[s] == 0 && last_use_[s] != kForever) free_storage(s);
+  }
+  void track(Peak& pk, const char* where) {
+    if (pk.where.empty() || sim::total(live_) > pk.total()) {
+      pk.bytes = live_;
+      pk.where = where;
+    }
+  }
+  void add(Cat c, int64_t b) { live_[ci(c)] += b; }
+
+  // Gradient storages.
+  int new_grad(int64_t bytes) {
+    gbytes_.push_back(bytes);
+    grefs_.push_back(1);
+    add(gcat(), bytes);
+    return static_cast<int>(gbytes_.size()) - 1;
+  }
+  void drop_grad(int g) {
+    if (g >= 0 && --grefs_[g] == 0) add(gcat(), -gbytes_[g]);
+  }
+
+  bool wants(const Op& o, const Op::CondSave& cs) const {
+    if (cs.if_grad == Op::kParams) return o.params_trainable && o.param_grad_bytes > 0;
+    return rg_[cs.if_grad];
+  }
+
+  void save_for(size_t j) {
+    const Op& o = s_.ops_[j];
+    for (int t : o.saves) refs_[st(t)] += 1;
+    for (const auto& cs : o.saves_if)
+      if (wants(o, cs)) refs_[st(cs.tensor)] += 1;
+    if (o.save_output) refs_[st(out_id(j))] += 1;
+    aux_live_[j] = o.saved_aux_bytes;
+    add(Cat::activation, o.saved_aux_bytes);
+    saved_by_op_[j] = true;
+  }
+
+  // One forward pass. grad_mode=false: nothing saved. only_recompute: the selective region.
+  void forward(bool grad_mode, bool only_recompute, Peak& pk) {
+    const bool drop_recompute = !opt_.checkpointed && !only_recompute;
+    const bool selective_first_pass = grad_mode && drop_recompute;
+    if (selective_first_pass)
+      for (int s : region_inputs_) refs_[s] += 1;
+    for (size_t j = 0; j < s_.ops_.size(); ++j) {
+      const Op& o = s_.ops_[j];
+      if (only_recompute && !o.recompute) continue;
+      const int out = out_id(j);
+      const int os = st(out);
+      alloc(os);
+      const bool saving = grad_mode && rg_[out] && !(o.recompute && drop_recompute);
+      add(Cat::scratch, o.fwd_scratch);
+      if (saving) save_for(j);
+      track(pk, o.name);
+      add(Cat::scratch, -o.fwd_scratch);
+      for (int r : o.reads) {
+        const int rs = st(r);
+        const int lu = only_recompute ? last_recompute_use(rs) : last_use_[rs];
+        if (lu == static_cast<int>(j) && refs_[rs] == 0) free_storage(rs);
+      }
+      const int lu_out = only_recompute ? last_recompute_use(os) : last_use_[os];
+      if (lu_out < static_cast<int>(j) && refs_[os] == 0 && last_use_[os] != kForever) free_storage(os);
+    }
+  }
+
+  int last_recompute_use(int s) const {
+    int lu = -1;
+    for (size_t j = 0; j < s_.ops_.size(); ++j) {
+      if (!s_.ops_[j].recompute) continue;
+      for (int r : s_.ops_[j].reads)
+        if (st(r) == s) lu = static_cast<int>(j);
+    }
+    return lu;
+  }
+
+  void backward(Profile& p) {
+    const size_t m = s_.ops_.size();
+    bool recomputed = false;
+    for (size_t jj = m; jj-- > 0;) {
+      const Op& o = s_.ops_[jj];
+      if (o.recompute && !recomputed && !opt_.checkpointed) {
+        forward(/*grad_mode=*/true, /*only_recompute=*/true, p.backward);
+        recomputed = true;
+      }
+      const int out = out_id(jj);
+      const int g_out = grad_of_[out];
+      if (g_out >= 0) {
+        const int64_t pgrad = o.params_trainable ? o.param_grad_bytes : 0;
+        add(Cat::scratch, o.bwd_scratch);
+        add(Cat::param_grad, pgrad);
+        std::vector<int64_t> transient;  // contributions added in place, freed after the op
+        for (size_t i = 0; i < o.grad_to.size(); ++i) {
+          const int in = o.grad_to[i];
+          if (!rg_[in]) continue;
+          int contribution;
+          if (o.grad_passthrough ||
+              std::find(o.grad_share.begin(), o.grad_share.end(), in) != o.grad_share.end()) {
+            contribution = g_out;
+            grefs_[g_out] += 1;
+          } else {
+            const int64_t gb = i < o.grad_bytes.size() ? o.grad_bytes[i] : s_.tensors_[in].bytes;
+            contribution = new_grad(gb);
+          }
+          const int existing = grad_of_[in];
+          if (existing < 0) {
+            grad_of_[in] = contribution;
+          } else if (grefs_[existing] == 1) {
+            transient.push_back(contribution);  // added in place into the existing buffer
+          } else {
+            // The buffer is shared: out of place, old + new.
+            const int sum = new_grad(gbytes_[existing]);
+            transient.push_back(contribution);
+            drop_grad(existing);
+            grad_of_[in] = sum;
+          }
+        }
+        track(p.backward, o.name);
+        add(Cat::scratch, -o.bwd_scratch);
+        for (int g : transient) drop_grad(static_cast<int>(g));
+        if (!opt_.grads_persist) add(Cat::param_grad, -pgrad);
+        p.param_grad_bytes += pgrad;
+        drop_grad(g_out);
+        grad_of_[out] = -1;
+      }
+      if (saved_by_op_[jj]) {
+        for (int t : o.saves) release(st(t));
+        for (const auto& cs : o.saves_if)
+          if (wants(o, cs)) release(st(cs.tensor));
+        if (o.save_output) release(st(out));
+        add(Cat::activation, -aux_live_[jj]);
+        aux_live_[jj] = 0;
+        saved_by_op_[jj] = false;
+      }
+      // The first op of a selective region releases the region's inputs.
+      if (o.recompute && (jj == 0 || !s_.ops_[jj - 1].recompute) && !opt_.checkpointed)
+        for (int s : region_inputs_) release(s);
+    }
+  }
+
+  const Segment& s_;
+  const SimOptions& opt_;
+  CatBytes live_{};
+  std::vector<bool> alive_;
+  std::vector<int> refs_;       // saved references per storage
+  std::vector<int> last_use_;   // last forward op reading each storage
+  std::vector<bool> rg_;        // requires_grad per tensor
+  std::vector<int> grad_of_;    // gradient storage per tensor (-1: none)
+  std::vector<int64_t> gbytes_; // gradient storages
+  std::vector<int> grefs_;
+  std::vector<int64_t> aux_live_;
+  std::vector<bool> saved_by_op_;
+  std::vector<int> region_inputs_;
+};
+
+Profile Segment::simulate(const SimOptions& opt) const {
+  Runner r(*this, opt);
+  return r.run();
+}
+
+std::vector<Segment::SavedRow> Segment::saved_rows() const {
+  std::vector<SavedRow> rows;
+  std::vector<bool> listed(tensors_.size(), false);
+  auto add_row = [&](const Op& o, int t) {
+    const int s = tensors_[t].storage;
+    if (listed[s]) return;
+    listed[s] = true;
+    rows.push_back({o.name, tensors_[s].bytes, tensors_[s].cat});
+  };
+  const int first = input_ >= 0 ? 1 : 0;
+  for (size_t j = 0; j < ops_.size(); ++j) {
+    const Op& o = ops_[j];
+    if (o.recompute) continue;
+    for (int t : o.saves) add_row(o, t);
+    for (const auto& cs : o.saves_if)
+      if (cs.if_grad != Op::kParams || (o.params_trainable && o.param_grad_bytes > 0)) add_row(o, cs.tensor);
+    if (o.save_output) add_row(o, static_cast<int>(j) + first);
+    if (o.saved_aux_bytes) rows.push_back({o.name, o.saved_aux_bytes, Cat::activation});
+  }
+  return rows;
+}
+
+}  // namespace memplan::sim

@@ -1,0 +1,799 @@
+// Per-op table of a training step: each function below is one op of the HF modelling code, with
+// what it allocates, what autograd saves and what its backward allocates. The segment builders
+// at the bottom compose them in the order the modelling code calls them.
+//
+// Legend (autograd-saved.md §0):
+//   b micro-batch, s sequence, N = b*s tokens, h hidden, a query heads, k KV heads, d head dim,
+//   f MLP width, V vocabulary, E experts, K top-k, r LoRA rank.
+//   e  bytes per element of the model dtype (4 fp32 and AMP, 2 pure/mixed 16-bit)
+//   c  bytes of autocast's lower-precision dtype (2)
+// Citations: [DY n] = tools/autograd/derivatives.yaml line n at v2.6.0; [DY13 n] at v1.13.1;
+// HF code by class/function as in reference/autograd-saved.md.
+//
+// Device and version differences that change bytes (all checked on Debian's LibTorch 1.13.1 CPU
+// or read from source, see autograd-saved.md §2):
+//   dropout   CUDA: native_dropout saves a bool mask (1 B/elem); CPU: x.mul(noise) saves the
+//             noise in x's dtype [Dropout.cpp:47-74].
+//   LayerNorm mean/rstd: fp32 on CUDA; the input dtype on CPU 1.13.
+//   RMSNorm   1.13's mean saves x^2 (fp32) [DY13 1056]; 2.x saves nothing.
+//   autocast  CUDA runs softmax/log_softmax/pow/rsqrt/layer_norm in fp32; LibTorch 1.13's CPU
+//             autocast only lowers matmuls (softmax stays bf16: measured).
+#include "estimator/layers.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "estimator/model.h"
+
+namespace memplan {
+
+using sim::Cat;
+using sim::Op;
+using sim::Segment;
+
+namespace {
+
+constexpr int64_t kInt64 = 8;
+constexpr int64_t kFp32 = 4;
+
+// A tensor of the segment being built: id, element count and bytes per element.
+struct T {
+  int id = -1;
+  int64_t n = 0;   // elements
+  int64_t dt = 4;  // bytes per element
+  int64_t bytes() const { return n * dt; }
+};
+
+// Builds one segment with the dtype policy of the setup's precision, device and torch version.
+class Net {
+ public:
+  Net(const TrainingSetup& s, Segment& seg) : s_(s), g_(seg) {
+    const Precision p = s.precision;
+    cuda_ = s.device.kind == DeviceKind::cuda;
+    ac_ = is_autocast(p);
+    e_ = weight_bytes_per_param(p) == 4 ? 4 : 2;
+    gb_ = grad_bytes_per_param(p);
+    torch2_ = s.runtime.torch_at_least(2, 0);
+  }
+
+  const TrainingSetup& s_;
+  Segment& g_;
+  bool cuda_ = true, ac_ = false, torch2_ = true;
+  int64_t e_ = 4, gb_ = 4;
+  static constexpr int64_t c_ = 2;  // autocast half dtype bytes
+  Cat cat_ = Cat::activation;       // category of new tensors
+
+  T input(int64_t n, int64_t dt) { return {g_.input(n * dt, cat_), n, dt}; }
+
+  T make(Op o, int64_t n, int64_t dt) {
+    o.out_bytes = n * dt;
+    o.out_cat = cat_;
+    return {g_.op(std::move(o)), n, dt};
+  }
+
+  // ---- elementary ops ---------------------------------------------------------------------
+
+  // _to_copy: nothing saved; backward casts the gradient back [DY 458].
+  T cast(T x, int64_t dt, const char* name = "_to_copy") {
+    if (x.dt == dt) return x;
+    Op o;
+    o.name = name;
+    o.reads = {x.id};
+    o.grad_to = {x.id};
+    o.grad_bytes = {x.bytes()};
+    return make(std::move(o), x.n, dt);
+  }
+  // view/reshape/transpose/permute/split: aliases, gradient passes through.
+  T view(T x, const char* name = "view") {
+    Op o;
+    o.name = name;
+    o.alias_of = x.id;
+    o.reads = {x.id};
+    o.grad_to = {x.id};
+    o.grad_passthrough = true;
+    return {g_.op(std::move(o)), x.n, x.dt};
+  }
+  // A slice view with fewer elements (chunk of a fused projection).
+  T slice(T x, int64_t n, const char* name) {
+    T v = view(x, name);
+    v.n = n;
+    return v;
+  }
+  // clone / contiguous / matmul's reshape copy: nothing saved, gradient passes through.
+  T copy(T x, const char* name) {
+    Op o;
+    o.name = name;
+    o.reads = {x.id};
+    o.grad_to = {x.id};
+    o.grad_passthrough = true;
+    return make(std::move(o), x.n, x.dt);
+  }
+  // repeat_kv / expand+reshape to more heads: a copy; backward sums the repeats (new grad).
+  T expand_copy(T x, int64_t n_out, const char* name) {
+    Op o;
+    o.name = name;
+    o.reads = {x.id};
+    o.grad_to = {x.id};
+    return make(std::move(o), n_out, x.dt);
+  }
+  // a + b: saves nothing [DY 229]; AddBackward hands the same gradient to both inputs unless
+  // a dtype differs (the engine casts it then).
+  T add(T a, T b, const char* name = "add") {
+    Op o;
+    o.name = name;
+    o.reads = {a.id, b.id};
+    const int64_t dt = std::max(a.dt, b.dt);
+    const int64_t n = std::max(a.n, b.n);
+    if (a.dt == b.dt && a.n == b.n) {
+      o.grad_to = {a.id, b.id};
+      o.grad_passthrough = true;
+    } else {
+      o.grad_to = {a.id, b.id};
+      o.grad_bytes = {a.bytes(), b.bytes()};
+    }
+    return make(std::move(o), n, dt);
+  }
+  // x * y (both tensors): saves y if x needs grad and x if y needs grad [DY 1212].
+  T mul(T x, T y, const char* name = "mul") {
+    Op o;
+    o.name = name;
+    o.reads = {x.id, y.id};
+    o.saves_if = {{y.id, x.id}, {x.id, y.id}};
+    o.grad_to = {x.id, y.id};
+    o.grad_bytes = {x.bytes(), y.bytes()};
+    return make(std::move(o), std::max(x.n, y.n), std::max(x.dt, y.dt));
+  }
+  // x * python_float / x / python_float: a 0-dim tensor is saved, nothing else [DY 1212, 588].
+  T scale(T x, const char* name = "mul(scalar)") {
+    Op o;
+    o.name = name;
+    o.reads = {x.id};
+    o.grad_to = {x.id};
+    return make(std::move(o), x.n, x.dt);
+  }
+  // Elementwise op saving its input (gelu, silu, pow) [DY 2119, 2095, 1375].
+  T unary_saving_input(T x, const char* name, int64_t out_dt = 0) {
+    Op o;
+    o.name = name;
+    o.reads = {x.id};
+    o.saves = {x.id};
+    o.grad_to = {x.id};
+    return make(std::move(o), x.n, out_dt ? out_dt : x.dt);
+  }
+  // Elementwise op saving its output (tanh, relu, rsqrt) [DY 1750, 1479].
+  T unary_saving_output(T x, const char* name) {
+    Op o;
+    o.name = name;
+    o.reads = {x.id};
+    o.save_output = true;
+    o.grad_to = {x.id};
+    return make(std::move(o), x.n, x.dt);
+  }
+  // An op that saves nothing and passes a new gradient (neg, cat pieces, where).
+  T plain(T x, const char* name, int64_t n_out = -1) {
+    Op o;
+    o.name = name;
+    o.reads = {x.id};
+    o.grad_to = {x.id};
+    return make(std::move(o), n_out < 0 ? x.n : n_out, x.dt);
+  }
+
+  // F.dropout(p) in training. p == 0 returns the input [Dropout.cpp:117-130].
+  T dropout(T x, double p, const char* name = "dropout") {
+    if (p <= 0) return x;
+    if (cuda_) {
+      Op o;  // native_dropout: saves the bool mask only [DY 619]
+      o.name = name;
+      o.reads = {x.id};
+      o.saved_aux_bytes = x.n;  // bool mask, 1 B/elem
+      o.grad_to = {x.id};
+      return make(std::move(o), x.n, x.dt);
+    }
+    // CPU: noise = empty_like(x).bernoulli_(1-p).div_(1-p); x.mul(noise) saves the noise.
+    Op noise;
+    noise.name = "dropout noise";
+    noise.reads = {x.id};
+    const T nz = make(std::move(noise), x.n, x.dt);
+    Op o;
+    o.name = name;
+    o.reads = {x.id, nz.id};
+    o.saves_if = {{nz.id, x.id}};
+    o.grad_to = {x.id};
+    return make(std::move(o), x.n, x.dt);
+  }
+
+  // softmax over the last dim: saves its output [DY 2196]. A bf16 input with dtype=fp32 makes
+  // a transient fp32 copy first (SoftMax.cpp:443-455).
+  T softmax(T x, int64_t out_dt, const char* name = "softmax") {
+    Op o;
+    o.name = name;
+    o.reads = {x.id};
+    o.save_output = true;
+    o.fwd_scratch = (out_dt != x.dt && !(x.dt == 2 && cuda_ && s_.precision == Precision::amp_fp16)) ? x.n * out_dt : 0;
+    o.grad_to = {x.id};
+    o.grad_bytes = {x.bytes()};
+    o.bwd_scratch = out_dt != x.dt ? x.n * out_dt : 0;  // grad computed in fp32, then cast
+    return make(std::move(o), x.n, out_dt);
+  }
+
+  // bmm(A, B): saves A if B needs grad, B if A needs grad [DY 378].
+  T bmm(T a, T b, int64_t n_out, const char* name) {
+    Op o;
+    o.name = name;
+    o.reads = {a.id, b.id};
+    o.saves_if = {{a.id, b.id}, {b.id, a.id}};
+    o.grad_to = {a.id, b.id};
+    return make(std::move(o), n_out, a.dt);
+  }
+
+  // ---- normalisation ------------------------------------------------------------------------
+
+  // nn.LayerNorm -> native_layer_norm: saves input, mean, rstd [DY 1255]. Under CUDA autocast it
+  // runs in fp32 (a half input is cast first).
+  T layer_norm(T x, int64_t width, bool trainable, const char* name = "layer_norm") {
+    if (ac_ && cuda_) x = cast(x, kFp32);
+    const int64_t rows = x.n / width;
+    const int64_t stat = cuda_ ? kFp32 : (torch2_ ? std::max<int64_t>(x.dt, e_) : x.dt);
+    Op o;
+    o.name = name;
+    o.reads = {x.id};
+    o.saves = {x.id};
+    o.saved_aux_bytes = 2 * rows * stat;
+    o.grad_to = {x.id};
+    o.param_grad_bytes = (s_.model.norm_bias ? 2 : 1) * width * gb_;
+    o.params_trainable = trainable;
+    return make(std::move(o), x.n, x.dt);
+  }
+
+  // HF LlamaRMSNorm: x.to(fp32); var = x.pow(2).mean(-1); x * rsqrt(var + eps); .to(dtype);
+  // weight * x. Gemma's (1 + weight) adds nothing saved.
+  T rms_norm(T x, int64_t width, bool trainable, const char* name = "rms_norm") {
+    const int64_t rows = x.n / width;
+    T x32 = cast(x, kFp32, "rmsnorm .to(fp32)");
+    T sq = unary_saving_input(x32, "rmsnorm pow(2)");  // saves x32 [DY 1375]
+    Op mean;
+    mean.name = "rmsnorm mean";
+    mean.reads = {sq.id};
+    if (!torch2_) mean.saves = {sq.id};  // 1.13 saves the input of mean.dim [DY13 1056]
+    mean.grad_to = {sq.id};
+    mean.grad_bytes = {sq.bytes()};
+    const T var = make(std::move(mean), rows, kFp32);
+    const T var_eps = plain(var, "rmsnorm + eps");
+    const T rs = unary_saving_output(var_eps, "rmsnorm rsqrt");  // [DY 1479]
+    const T xn = mul(x32, rs, "rmsnorm x*rsqrt");
+    const int64_t out_dt = ac_ ? x.dt : x.dt;  // .to(input_dtype)
+    const T xc = cast(xn, out_dt, "rmsnorm .to(dtype)");
+    // weight * x: saves x for the weight's gradient [DY 1212]; the weight is a parameter.
+    Op w;
+    w.name = name;
+    w.reads = {xc.id};
+    w.saves_if = {{xc.id, Op::kParams}};
+    w.grad_to = {xc.id};
+    w.param_grad_bytes = width * gb_;
+    w.params_trainable = trainable;
+    const int64_t wdt = std::max(xc.dt, e_);  // promotes with the weight's dtype
+    return make(std::move(w), x.n, wdt);
+  }
+
+  T norm(T x, int64_t width, bool trainable, const char* name) {
+    return s_.model.norm == NormKind::rms_norm ? rms_norm(x, width, trainable, name)
+                                               : layer_norm(x, width, trainable, name);
+  }
+
+  // ---- linear layers ------------------------------------------------------------------------
+
+  // Linear (F.linear / HF Conv1D addmm): under autocast the input is cast (a copy per call: the
+  // cast cache only holds weights) and the weight's cached half copy is saved [autocast_mode.cpp
+  // cached_cast]. mm saves the input if the weight trains, the weight if the input needs grad
+  // [DY 1203]. Backward allocates the input's gradient and the weight's (half, then fp32 under
+  // autocast). LoRA adds A and B (PEFT lora.Linear.forward).
+  T linear(T x, const Linear& lin, int64_t layer, const char* name) {
+    const int64_t rows = x.n / lin.in;
+    const bool trainable = base_trainable(s_, lin.role, layer);
+    T xin = ac_ ? cast(x, c_, "autocast cast input") : x;
+    const int64_t wn = lin.in * lin.out * lin.count;
+    Op o;
+    o.name = name;
+    o.reads = {xin.id};
+    o.saves_if = {{xin.id, Op::kParams}};
+    if (ac_) {
+      // The cached half weight copy lives as a separate storage saved for the input's gradient.
+      Op wc;
+      wc.name = "autocast weight copy";
+      const Cat keep = cat_;
+      cat_ = Cat::weight_copy;
+      const T w = make(std::move(wc), wn, c_);
+      cat_ = keep;
+      o.reads.push_back(w.id);
+      o.saves_if.push_back({w.id, xin.id});
+      o.bwd_scratch = trainable ? wn * c_ : 0;  // half weight grad before the fp32 cast
+    }
+    o.grad_to = {xin.id};
+    o.grad_bytes = {xin.bytes()};
+    o.param_grad_bytes = (wn + (lin.bias ? lin.out * lin.count : 0)) * gb_;
+    o.params_trainable = trainable;
+    if (quantized_base(lin.role)) {
+      // bitsandbytes dequantizes the 4/8-bit weight to the compute dtype for each matmul.
+      o.fwd_scratch += lin.in * lin.out * c_;
+      o.bwd_scratch += lin.in * lin.out * c_;
+    }
+    const int64_t out_dt = ac_ ? c_ : std::max(x.dt, e_ == 4 ? x.dt : e_);
+    T y = make(std::move(o), rows * lin.out * lin.count, out_dt);
+    if (lora_on(s_, lin.role)) y = lora(x, y, lin, rows);
+    return y;
+  }
+
+  bool quantized_base(Role r) const {
+    return s_.finetune.mode != FinetuneMode::full && s_.finetune.base_quant != BaseQuant::none &&
+           r != Role::router && r != Role::shared_expert_gate && r != Role::lm_head;
+  }
+
+  // PEFT LoRA: result + lora_B(lora_A(dropout(x.to(A.dtype)))) * scaling. Adapters are fp32
+  // (PEFT autocast_adapter_dtype), so a 16-bit input is cast up first.
+  T lora(T x, T y, const Linear& lin, int64_t rows) {
+    const int64_t r = s_.finetune.lora_rank;
+    const int64_t adt = kFp32;
+    T xa = ac_ ? cast(x, c_, "autocast cast input") : cast(x, adt, "lora x.to(fp32)");
+    xa = dropout(xa, s_.finetune.lora_dropout, "lora dropout");
+    Linear a{lin.role, lin.in, r, false, lin.count};
+    Linear b{lin.role, r, lin.out, false, lin.count};
+    const T ha = adapter(xa, a, rows, "lora_A");
+    const T hb = adapter(ha, b, rows, "lora_B");
+    const T sc = scale(hb, "lora scaling");
+    return add(y, sc, "lora add");
+  }
+  T adapter(T x, const Linear& lin, int64_t rows, const char* name) {
+    Op o;
+    o.name = name;
+    o.reads = {x.id};
+    o.saves = {x.id};
+    o.grad_to = {x.id};
+    o.param_grad_bytes = lin.in * lin.out * lin.count * kFp32;
+    o.params_trainable = true;
+    return make(std::move(o), rows * lin.out * lin.count, ac_ ? c_ : x.dt);
+  }
+
+  // ---- activations ---------------------------------------------------------------------------
+
+  T activation(T x) {
+    switch (s_.model.activation) {
+      case Activation::gelu: case Activation::gelu_tanh: return unary_saving_input(x, "gelu");
+      case Activation::silu: return unary_saving_input(x, "silu");
+      case Activation::relu: return unary_saving_output(x, "relu");
+      case Activation::gelu_new: return gelu_new(x);
+    }
+    return x;
+  }
+  // HF NewGELUActivation: 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))). Under CUDA autocast pow
+  // runs in fp32, which promotes the rest (autograd-saved.md §6).
+  T gelu_new(T x) {
+    const int64_t pdt = (ac_ && cuda_) ? kFp32 : x.dt;
+    T xp = (pdt != x.dt) ? cast(x, pdt, "autocast pow cast") : x;
+    const T p3 = unary_saving_input(xp, "gelu_new pow(x,3)");
+    const T m1 = scale(p3, "gelu_new 0.044715*");
+    const T s1 = add(x, m1, "gelu_new x+");
+    const T m2 = scale(s1, "gelu_new c*");
+    const T th = unary_saving_output(m2, "gelu_new tanh");
+    const T one = plain(th, "gelu_new 1+");
+    const T half = scale(x, "gelu_new 0.5*x");
+    return mul(half, one, "gelu_new mul");
+  }
+
+  // ---- attention ------------------------------------------------------------------------------
+
+  // RoPE on (rows, heads*d): q*cos + rotate_half(q)*sin. The muls save only the shared cos/sin;
+  // neg and cat save nothing [DY 1280, 386]. partial: fraction of d rotated (NeoX).
+  T rope(T q, double partial = 1.0) {
+    const int64_t nr = static_cast<int64_t>(std::llround(q.n * partial));
+    T qr = partial < 1.0 ? slice(q, nr, "rope slice") : q;
+    const T qc = scale(qr, "rope q*cos");
+    const T neg = plain(qr, "rope neg", nr / 2);
+    const T cat = plain(neg, "rope cat", nr);
+    const T qs = scale(cat, "rope *sin");
+    T out = add(qc, qs, "rope add");
+    if (partial < 1.0) out = plain(out, "rope cat(pass)", q.n);
+    return out;
+  }
+};
+
+// The attention block of a decoder layer, from the normed input to the output projection.
+T attention_block(Net& n, T x, int64_t layer) {
+  const TrainingSetup& s = n.s_;
+  const ModelSpec& m = s.model;
+  const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len, N = b * sq;
+  const int64_t a = m.num_attention_heads, kv = m.num_key_value_heads, d = m.head_dim;
+  const auto lins = layer_linears(m, false);
+  auto find = [&](Role r) { return *std::find_if(lins.begin(), lins.end(), [&](const Linear& l) { return l.role == r; }); };
+
+  T q, k, v;
+  if (lins.front().role == Role::qkv) {
+    const T qkv = n.linear(x, find(Role::qkv), layer, "qkv_proj");
+    q = n.slice(qkv, N * a * d, "split q");
+    k = n.slice(qkv, N * kv * d, "split k");
+    v = n.slice(qkv, N * kv * d, "split v");
+  } else {
+    q = n.linear(x, find(Role::q), layer, "q_proj");
+    k = n.linear(x, find(Role::k), layer, "k_proj");
+    v = n.linear(x, find(Role::v), layer, "v_proj");
+  }
+  if (has_qk_norm(m)) {
+    q = n.rms_norm(q, d, !(s.finetune.mode != FinetuneMode::full), "q_norm");
+    k = n.rms_norm(k, d, !(s.finetune.mode != FinetuneMode::full), "k_norm");
+  }
+  if (m.positions == PositionKind::rotary) {
+    const double partial = m.model_type == "gpt_neox" ? 0.25 : (m.model_type == "phi" ? 0.4 : 1.0);
+    q = n.rope(q, partial);
+    k = n.rope(k, partial);
+  }
+
+  const bool torch2 = s.runtime.torch_at_least(2, 0);
+  const bool fused = s.attention == AttentionImpl::flash ||
+                     (s.attention == AttentionImpl::sdpa && torch2 &&
+                      (n.cuda_ || m.attention_dropout == 0.0));
+  T o;
+  if (fused) {
+    // SDPA flash / mem-efficient / cuDNN, or flash-attn: saves q, k, v, out and the fp32
+    // logsumexp (b, a, s) [DY 2876]; with GQA K/V stay at k heads (enable_gqa, torch >= 2.5).
+    const bool gqa_native = s.attention == AttentionImpl::flash || s.runtime.torch_at_least(2, 5);
+    if (!gqa_native && kv < a) {
+      k = n.expand_copy(k, N * a * d, "repeat_kv k");
+      v = n.expand_copy(v, N * a * d, "repeat_kv v");
+    }
+    Op op;
+    op.name = "flash attention";
+    op.reads = {q.id, k.id, v.id};
+    op.saves = {q.id, k.id, v.id};
+    op.save_output = true;
+    const int64_t lse = b * a * ((sq + 31) / 32 * 32) * kFp32;
+    op.saved_aux_bytes = lse;
+    op.grad_to = {q.id, k.id, v.id};
+    op.grad_bytes = {q.bytes(), k.bytes(), v.bytes()};
+    // Backward: dq accumulator in fp32, softmax_d, and K/V gradients at a heads before the GQA
+    // reduction (flash_api.cpp:904-954).
+    op.bwd_scratch = N * a * d * kFp32 + b * a * sq * kFp32 + (kv < a ? 2 * N * a * d * q.dt : 0);
+    o = n.make(std::move(op), N * a * d, q.dt);
+    o = n.view(o, "transpose(1,2)");  // (b, s, a, d) already: contiguous() is a no-op
+  } else {
+    // Eager attention (HF eager_attention_forward / GPT2Attention._attn / BertSelfAttention).
+    // matmul copies q and k^T to (b*a, s, d) because the head-split views cannot be reshaped
+    // without a copy; GQA's repeat_kv makes K/V copies at a heads [LinearAlgebra.cpp matmul].
+    const bool selective = s.checkpointing.mode == CheckpointMode::selective;
+    const int64_t e = q.dt;
+    const T qc = n.copy(q, "matmul copy q");
+    const T kc = kv < a ? n.expand_copy(k, N * a * d, "repeat_kv k") : n.copy(k, "matmul copy k^T");
+    T sc = n.bmm(qc, kc, b * a * sq * sq, "bmm q k^T");
+    sc = n.scale(sc, m.model_type == "gpt2" ? "div sqrt(d)" : "* scaling");
+    if (m.model_type == "gemma2") {  // attention logit soft-capping: tanh saves its output
+      sc = n.scale(sc, "softcap /");
+      sc = n.unary_saving_output(sc, "softcap tanh");
+      sc = n.scale(sc, "softcap *");
+    }
+    // causal mask: GPT-2 torch.where on its bool buffer, others add the 4-D mask; neither saves.
+    sc = n.plain(sc, m.model_type == "gpt2" ? "where(causal)" : "+ causal_mask");
+    // softmax: Llama-style code asks for fp32 explicitly; GPT-2/BERT use the autocast policy.
+    const bool explicit_fp32 = !(m.model_type == "gpt2" || m.bert_style || m.model_type == "gpt_neox");
+    const int64_t p_dt = explicit_fp32 ? kFp32 : ((n.ac_ && n.cuda_) ? kFp32 : e);
+    T p = n.softmax(sc, p_dt);
+    p = n.cast(p, e, "probs .to(dtype)");
+    p = n.dropout(p, m.attention_dropout, "attn dropout");
+    const T vc = kv < a ? n.expand_copy(v, N * a * d, "repeat_kv v") : n.copy(v, "matmul copy v");
+    o = n.bmm(p, vc, N * a * d, "bmm p v");
+    o = n.copy(o, "transpose(1,2).contiguous()");
+    if (selective)  // the core, from the q copy through bmm(p, v), is recomputed in backward
+      for (int id = qc.id; id < o.id; ++id) n.g_.mark_recompute(id);
+  }
+  return n.linear(o, find(Role::o), layer, "o_proj");
+}
+
+// Dense MLP: fc_in -> act -> down, or SwiGLU/GeGLU: act(gate(x)) * up(x) -> down.
+T mlp_block(Net& n, T x, int64_t layer, int64_t width, Role gate_r, Role up_r, Role down_r, int64_t count = 1) {
+  const ModelSpec& m = n.s_.model;
+  const int64_t h = m.hidden_size;
+  if (m.gated_mlp) {
+    T g, u;
+    if (m.model_type == "phi3" && gate_r == Role::gate) {
+      const T gu = n.linear(x, Linear{Role::gate_up, h, 2 * width, m.mlp_bias, count}, layer, "gate_up_proj");
+      g = n.slice(gu, gu.n / 2, "chunk gate");
+      u = n.slice(gu, gu.n / 2, "chunk up");
+    } else {
+      g = n.linear(x, Linear{gate_r, h, width, m.mlp_bias && gate_r == Role::gate, count}, layer, "gate_proj");
+      u = n.linear(x, Linear{up_r, h, width, m.mlp_bias && up_r == Role::up, count}, layer, "up_proj");
+    }
+    const T act = n.activation(g);
+    const T prod = n.mul(act, u, "act*up");
+    return n.linear(prod, Linear{down_r, width, h, m.mlp_bias && down_r == Role::down, count}, layer, "down_proj");
+  }
+  const T f = n.linear(x, Linear{Role::fc_in, h, width, m.mlp_bias, count}, layer, "fc_in");
+  const T act = n.activation(f);
+  return n.linear(act, Linear{Role::down, width, h, m.mlp_bias, count}, layer, "fc_out");
+}
+
+// HF MixtralSparseMoeBlock (loop over experts) with optional shared experts (Qwen2-MoE,
+// DeepSeek). Tokens are assumed routed uniformly: expert i gets K*N/E tokens, capped at the
+// capacity ceil(cf * K * N / E) when a capacity factor is set.
+T moe_block(Net& n, T x, int64_t layer) {
+  const TrainingSetup& s = n.s_;
+  const ModelSpec& m = s.model;
+  const int64_t N = s.batch.micro_batch * s.batch.seq_len, h = m.hidden_size;
+  const int64_t E = m.num_experts, K = m.experts_per_token, fe = m.expert_width();
+  const int64_t e = x.dt;
+  const auto lins = layer_linears(m, true);
+  auto find = [&](Role r) { return *std::find_if(lins.begin(), lins.end(), [&](const Linear& l) { return l.role == r; }); };
+
+  const T logits = n.linear(x, find(Role::router), layer, "router");
+  T probs = n.softmax(logits, kFp32, "router softmax(fp32)");  // (N, E) fp32 saved
+  // topk: values new, indices int64 saved [DY 1754].
+  Op tk;
+  tk.name = "topk";
+  tk.reads = {probs.id};
+  tk.saved_aux_bytes = N * K * kInt64;
+  tk.grad_to = {probs.id};
+  tk.grad_bytes = {probs.bytes()};
+  T w = n.make(std::move(tk), N * K, kFp32);
+  if (m.norm_topk_prob) {
+    // routing_weights /= sum: the in-place div clones the old self and saves the sum [DY 588].
+    const T sum = n.plain(w, "topk sum", N);
+    Op dv;
+    dv.name = "routing /= sum";
+    dv.reads = {w.id, sum.id};
+    dv.saves = {sum.id};
+    dv.saved_aux_bytes = N * K * kFp32;  // original self clone
+    dv.grad_to = {w.id, sum.id};
+    w = n.make(std::move(dv), N * K, kFp32);
+  }
+  w = n.cast(w, e, "routing .to(dtype)");
+  // one_hot(selected, E): N*K*E int64, a forward temporary.
+  Op oh;
+  oh.name = "one_hot";
+  oh.reads = {w.id};
+  oh.fwd_scratch = N * K * E * kInt64;
+  const T mask = n.make(std::move(oh), 0, 1);
+  (void)mask;
+
+  const int64_t routed = K * N;
+  int64_t cap = routed;  // per-expert cap
+  if (m.capacity_factor > 0) cap = static_cast<int64_t>(std::ceil(m.capacity_factor * routed / static_cast<double>(E)));
+  Op zeros;  // final_hidden_states = zeros(N, h): becomes the output (index_add_ into it)
+  zeros.name = "final_hidden_states zeros";
+  T acc = n.make(std::move(zeros), N * h, e);
+  for (int64_t i = 0; i < E; ++i) {
+    int64_t ne = routed / E + (i < routed % E ? 1 : 0);
+    ne = std::min(ne, cap);
+    if (ne == 0) continue;
+    // where(expert_mask[i]) -> (idx, top_x): 2*ne int64, saved by index and index_add_.
+    Op wh;
+    wh.name = "where(expert_mask)";
+    wh.reads = {w.id};
+    wh.saved_aux_bytes = 2 * ne * kInt64;
+    const T idx = n.make(std::move(wh), 0, 1);
+    (void)idx;
+    // hidden_states[None, top_x]: a copy of ne rows; backward scatters into zeros(N, h).
+    Op gather;
+    gather.name = "gather tokens";
+    gather.reads = {x.id};
+    gather.grad_to = {x.id};
+    gather.grad_bytes = {N * h * x.dt};
+    const T xi = n.make(std::move(gather), ne * h, x.dt);
+    const T y = mlp_block(n, xi, layer, fe, Role::expert_gate, Role::expert_up, Role::expert_down);
+    // routing_weights[top_x, idx, None]: ne values (index saves the indices).
+    const T rw = n.plain(w, "routing weight column", ne);
+    const T weighted = n.mul(y, rw, "expert_out * weight");
+    const T src = n.cast(weighted, e, ".to(dtype)");
+    // final.index_add_(0, top_x, src): saves index and source [DY 853].
+    Op ia;
+    ia.name = "index_add_";
+    ia.reads = {acc.id, src.id};
+    ia.alias_of = acc.id;  // in place
+    ia.saves = {src.id};
+    ia.grad_to = {acc.id, src.id};
+    ia.grad_share = {acc.id};
+    ia.grad_bytes = {acc.bytes(), src.bytes()};
+    acc = T{n.g_.op(std::move(ia)), acc.n, acc.dt};
+  }
+  if (m.num_shared_experts > 0 || m.shared_expert_intermediate_size > 0) {
+    const int64_t fs = m.shared_expert_intermediate_size > 0 ? m.shared_expert_intermediate_size
+                                                             : m.num_shared_experts * fe;
+    T sh = mlp_block(n, x, layer, fs, Role::shared_gate, Role::shared_up, Role::shared_down);
+    if (m.shared_expert_gate) {
+      const T gl = n.linear(x, find(Role::shared_expert_gate), layer, "shared_expert_gate");
+      const T sg = n.unary_saving_output(gl, "sigmoid");
+      sh = n.mul(sg, sh, "sigmoid * shared");
+    }
+    acc = n.add(acc, sh, "+ shared_expert");
+  }
+  return acc;
+}
+
+}  // namespace
+
+// ---- model-level tensors -------------------------------------------------------------------
+
+int64_t batch_input_bytes(const TrainingSetup& s) {
+  return 2 * s.batch.micro_batch * s.batch.seq_len * kInt64;  // input_ids + labels
+}
+
+int64_t residual_bytes(const TrainingSetup& s) { return weight_bytes_per_param(s.precision) == 4 ? 4 : 2; }
+
+SharedTensors shared_tensors(const TrainingSetup& s) {
+  SharedTensors t;
+  const ModelSpec& m = s.model;
+  const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len;
+  const int64_t e = residual_bytes(s);
+  if (m.positions == PositionKind::rotary) {
+    t.whole_step_bytes += 2 * b * sq * m.head_dim * e;  // cos, sin (b, s, d) in the model dtype
+    t.what = "RoPE cos/sin 2*b*s*d*e";
+  }
+  const bool eager_mask = s.attention == AttentionImpl::eager && !m.bert_style && m.model_type != "gpt2";
+  if (eager_mask) t.forward_bytes += b * sq * sq * e;  // 4-D causal mask (b, 1, s, s)
+  return t;
+}
+
+int64_t model_buffer_bytes(const TrainingSetup& s) {
+  // GPT2Attention registers bias = tril(ones(P, P)).bool() per layer (non-persistent buffer).
+  if (s.model.model_type == "gpt2")
+    return s.model.num_layers * s.model.max_position_embeddings * s.model.max_position_embeddings;
+  return 0;
+}
+
+bool head_shares_embedding(const TrainingSetup& s) {
+  return s.model.tie_word_embeddings && s.model.head != HeadKind::sequence_classification;
+}
+
+// ---- segments --------------------------------------------------------------------------------
+
+Segment embedding_segment(const TrainingSetup& s) {
+  Segment seg("embedding");
+  Net n(s, seg);
+  const ModelSpec& m = s.model;
+  const int64_t N = s.batch.micro_batch * s.batch.seq_len, h = m.hidden_size;
+  const int64_t ew = weight_bytes_per_param(s.precision);
+  const bool train = embeddings_trainable(s);
+  // embedding(weight, ids): saves the indices (the batch's input_ids, counted as batch input).
+  // Backward: embedding_dense_backward builds zeros(V, h) and index_adds [Embedding.cpp:112].
+  // A tied head already holds the weight's .grad, so this one is a temporary added into it.
+  Op tok;
+  tok.name = "embed_tokens";
+  tok.param_grad_bytes = head_shares_embedding(s) ? 0 : m.vocab_size * h * n.gb_;
+  tok.bwd_scratch = head_shares_embedding(s) && train ? m.vocab_size * h * n.gb_ : 0;
+  tok.params_trainable = train;
+  T x = n.make(std::move(tok), N * h, ew);
+  if (m.positions == PositionKind::learned) {
+    Op pos;  // wpe(position_ids) is (1, s, h), broadcast in the add
+    pos.name = "embed_positions";
+    pos.param_grad_bytes = m.max_position_embeddings * h * n.gb_;
+    pos.params_trainable = train;
+    const T p = n.make(std::move(pos), s.batch.seq_len * h, ew);
+    x = n.add(x, p, "+ positions");
+  }
+  if (m.type_vocab_size > 0) {
+    Op tt;
+    tt.name = "token_type_embeddings";
+    tt.param_grad_bytes = m.type_vocab_size * h * n.gb_;
+    tt.params_trainable = train;
+    const T t = n.make(std::move(tt), N * h, ew);
+    x = n.add(x, t, "+ token types");
+  }
+  if (m.model_type == "gemma" || m.model_type == "gemma2") x = n.scale(x, "* sqrt(h) normalizer");
+  if (m.bert_style) x = n.layer_norm(x, h, train, "embeddings.LayerNorm");
+  x = n.dropout(x, m.embedding_dropout, "embedding dropout");
+  seg.output(x.id);
+  return seg;
+}
+
+Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
+  Segment seg(moe ? "moe layer" : "layer");
+  Net n(s, seg);
+  const ModelSpec& m = s.model;
+  const int64_t N = s.batch.micro_batch * s.batch.seq_len, h = m.hidden_size;
+  const bool train_norm = s.finetune.mode == FinetuneMode::full && !layer_frozen(s, layer);
+  T x = n.input(N * h, residual_bytes(s));
+
+  if (m.bert_style) {
+    // BertLayer (post-LN): attention -> dense -> dropout -> LN(x + .) -> intermediate -> gelu ->
+    // output -> dropout -> LN(x + .).
+    T att = attention_block(n, x, layer);
+    att = n.dropout(att, m.hidden_dropout, "hidden dropout");
+    const T x2 = n.layer_norm(n.add(att, x, "+ residual"), h, train_norm, "attention.output.LayerNorm");
+    T y = mlp_block(n, x2, layer, m.intermediate_size, Role::gate, Role::up, Role::down);
+    y = n.dropout(y, m.hidden_dropout, "hidden dropout");
+    const T out = n.layer_norm(n.add(y, x2, "+ residual"), h, train_norm, "output.LayerNorm");
+    seg.output(out.id);
+    return seg;
+  }
+
+  const bool sandwich = m.model_type == "gemma2";
+  T h1 = n.norm(x, h, train_norm, "input_layernorm");
+  T att = attention_block(n, h1, layer);
+  if (sandwich) att = n.norm(att, h, train_norm, "post_attention_layernorm");
+  att = n.dropout(att, m.hidden_dropout, "resid dropout");
+  T out;
+  if (m.model_type == "gpt_neox") {
+    // GPT-NeoX parallel residual: x + attn(ln1(x)) + mlp(ln2(x)).
+    const T h2 = n.norm(x, h, train_norm, "post_attention_layernorm");
+    T y = moe ? moe_block(n, h2, layer) : mlp_block(n, h2, layer, m.intermediate_size, Role::gate, Role::up, Role::down);
+    y = n.dropout(y, m.hidden_dropout, "resid dropout");
+    out = n.add(n.add(y, att, "mlp + attn"), x, "+ residual");
+  } else {
+    const T x2 = n.add(x, att, "+ residual");
+    const T h2 = n.norm(x2, h, train_norm, sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm");
+    T y = moe ? moe_block(n, h2, layer) : mlp_block(n, h2, layer, m.intermediate_size, Role::gate, Role::up, Role::down);
+    if (sandwich) y = n.norm(y, h, train_norm, "post_feedforward_layernorm");
+    y = n.dropout(y, m.hidden_dropout, "resid dropout");
+    out = n.add(x2, y, "+ residual");
+  }
+  seg.output(out.id);
+  return seg;
+}
+
+Segment head_segment(const TrainingSetup& s) {
+  Segment seg("head and loss");
+  Net n(s, seg);
+  seg.grad_category(Cat::loss);
+  const ModelSpec& m = s.model;
+  const int64_t b = s.batch.micro_batch, N = b * s.batch.seq_len, h = m.hidden_size, V = m.vocab_size;
+  const bool train_head = head_trainable(s);
+  T x = n.input(N * h, residual_bytes(s));
+  if (m.final_norm && !m.bert_style) x = n.norm(x, h, s.finetune.mode == FinetuneMode::full, "final norm");
+
+  if (m.head == HeadKind::sequence_classification) {
+    // Score on the pooled token (HF pools the last token; BERT the [CLS] through the pooler).
+    const T pooled = n.plain(x, "pool token", b * h);
+    T y = pooled;
+    if (m.bert_style) {
+      y = n.linear(y, Linear{Role::pooler, h, h, true}, 0, "pooler");
+      y = n.unary_saving_output(y, "pooler tanh");
+    }
+    n.cat_ = Cat::loss;
+    const T logits = n.linear(y, Linear{Role::classifier, h, m.num_labels, m.bert_style}, 0, "score");
+    const T lp = n.softmax(logits, logits.dt, "log_softmax");
+    Op nll;
+    nll.name = "nll_loss";
+    nll.reads = {lp.id};
+    nll.grad_to = {lp.id};
+    const T loss = n.make(std::move(nll), 1, kFp32);
+    seg.output(loss.id);
+    return seg;
+  }
+
+  if (m.head == HeadKind::masked_lm) {
+    x = n.linear(x, Linear{Role::mlm_transform, h, h, true}, 0, "cls.transform.dense");
+    x = n.activation(x);
+    x = n.layer_norm(x, h, train_head, "cls.transform.LayerNorm");
+  }
+  n.cat_ = Cat::loss;
+  // lm_head: (N, h) x (h, V). A tied head multiplies by the embedding matrix.
+  Linear head{Role::lm_head, h, V, m.head == HeadKind::masked_lm};
+  T logits = n.linear(x, head, 0, "lm_head");
+  if (m.model_type == "gemma2") {  // final_logit_softcapping: logits / cap -> tanh -> * cap
+    logits = n.scale(logits, "softcap /");
+    logits = n.unary_saving_output(logits, "softcap tanh");
+    logits = n.scale(logits, "softcap *");
+  }
+  // HF >= 4.46 ForCausalLMLoss: logits.float() (a copy unless already fp32), then
+  // cross_entropy = log_softmax (saves its fp32 output) + nll_loss (saves the int64 target).
+  // BertForMaskedLM calls CrossEntropyLoss on the logits as they are.
+  const bool upcast = s.runtime.loss_upcast && m.head == HeadKind::causal_lm;
+  if (upcast) logits = n.cast(logits, kFp32, "logits.float()");
+  // Autocast runs log_softmax in fp32 (CUDA policy; CPU's fp32 list has cross_entropy).
+  if (n.ac_ && logits.dt != kFp32) logits = n.cast(logits, kFp32, "autocast fp32 cast");
+  Op ls;
+  ls.name = "log_softmax";
+  ls.reads = {logits.id};
+  ls.save_output = true;
+  ls.grad_to = {logits.id};
+  ls.grad_bytes = {N * V * logits.dt};
+  const T lp = n.make(std::move(ls), N * V, logits.dt);
+  // nll_loss: saves target (int64, N; the shifted labels are a contiguous copy) and
+  // total_weight; backward allocates zeros like the log-probs [DY 2067].
+  Op nll;
+  nll.name = "nll_loss";
+  nll.reads = {lp.id};
+  nll.saved_aux_bytes = N * kInt64 + (m.head == HeadKind::causal_lm ? b * (s.batch.seq_len + 1) * kInt64 : 0);
+  nll.grad_to = {lp.id};
+  nll.grad_bytes = {lp.bytes()};
+  const T loss = n.make(std::move(nll), 1, kFp32);
+  seg.output(loss.id);
+  return seg;
+}
+
+}  // namespace memplan

@@ -1,0 +1,173 @@
+// Where TrainingSetups come from: the bundled GPU and model presets (data files under
+// profiles/), HF config.json files, memplan YAML in the seed guides' dialects, DeepSpeed
+// ds_config.json, calibration profiles, and command-line flags. Every reader reports bad input
+// as InputError with file:line:col and a hint; near-miss keys become Warnings ("did you mean").
+// No memory arithmetic lives here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimator/error.h"
+#include "estimator/estimate.h"
+#include "estimator/setup.h"
+
+namespace memplan::profiles {
+
+// ---- bundled data -----------------------------------------------------------------------------
+
+// The folder holding gpus.yaml and models/: $MEMPLAN_DATA_DIR if set, else the source tree's
+// profiles/ (compiled in), else <executable dir>/../profiles.
+std::string data_dir();
+
+struct GpuFamily {
+  std::string name;
+  int64_t cuda_context_bytes = 0;
+  int64_t cublas_workspace_bytes = 0;
+  std::string source;
+};
+
+struct GpuProfile {
+  std::string name;                  // preset name, lower case
+  std::vector<std::string> aliases;  // other spellings (torch.cuda.get_device_name())
+  std::string vendor;                // nvidia | amd | apple
+  std::string family;
+  int64_t memory_bytes = 0;          // total device memory
+  bool unified_memory = false;
+  double usable_fraction = 1.0;      // share a training job can use (Apple unified memory)
+  std::string compute_capability;
+  bool bf16 = true;
+  bool fp8 = false;
+  double peak_bf16_flops = 0;
+  double memory_bandwidth_bytes_per_s = 0;
+  double interconnect_bytes_per_s = 0;
+  std::string source;
+  int64_t usable_bytes() const;      // memory_bytes * usable_fraction
+};
+
+struct GpuCatalog {
+  std::vector<GpuFamily> families;
+  std::vector<GpuProfile> gpus;
+  // By name or alias, case-insensitive; nullptr when unknown.
+  const GpuProfile* find(const std::string& name) const;
+  const GpuFamily* family(const std::string& name) const;
+  // Up to 3 nearest names (edit distance / substring), for "did you mean".
+  std::vector<std::string> suggest(const std::string& name) const;
+};
+// Loaded once from data_dir()/gpus.yaml. Throws InputError if the file is broken.
+const GpuCatalog& gpu_catalog();
+GpuCatalog load_gpu_catalog(const std::string& path);
+
+// Sets setup.device from a GPU profile (capacity = usable bytes, family defaults for context
+// and cuBLAS workspace).
+void apply_gpu(TrainingSetup& s, const GpuProfile& g, const GpuCatalog& catalog);
+
+struct ModelPreset {
+  std::string name;     // file stem under models/
+  std::string hf_repo;  // _name_or_path of the config
+  std::string path;     // absolute path of the config.json
+};
+std::vector<ModelPreset> model_presets();  // sorted by name
+
+// A model by preset name, HF repository id alias, config.json path or directory holding one.
+// `origin` says where the name came from (flag or YAML position) for errors.
+ModelSpec load_model(const std::string& name_or_path, const Where& origin);
+// An HF config.json (file path). Unknown model_type, missing or wrong-typed fields are errors
+// with the JSON position.
+ModelSpec parse_hf_config(const std::string& path);
+ModelSpec parse_hf_config_text(const std::string& text, const std::string& path_for_errors);
+
+// ---- sizes -------------------------------------------------------------------------------------
+
+// "12GiB", "12 GiB", "24GB" (decimal: 24e9), "80G" (GiB), "512MiB", "1.5TiB", "12884901888".
+// nullopt when not a size.
+std::optional<int64_t> parse_size(const std::string& text);
+
+// ---- training configs ----------------------------------------------------------------------------
+
+// Where each setup field was set, by setup path ("batch.micro_batch", "model.hidden_size"),
+// so validation problems can point at the line or flag.
+struct Provenance {
+  std::map<std::string, Where> fields;
+  Where of(const std::string& field) const;  // empty Where when unknown
+  void set(const std::string& field, const Where& w) { fields[field] = w; }
+};
+
+// What a config file says. `set` holds the setup paths the file set explicitly.
+struct LoadedConfig {
+  TrainingSetup setup;
+  Provenance origin;
+  std::vector<Warning> warnings;
+  std::optional<int64_t> global_batch;       // training.global_batch_size / train_batch_size
+  std::optional<std::string> gpu;            // hardware.gpu
+  std::optional<int64_t> gpu_memory;         // hardware.gpu_memory
+  bool has_model = false;                    // the file named a model (preset, hf_config, inline)
+  std::string kind;                          // "memplan-yaml" | "deepspeed-json" | "hf-config"
+};
+
+// Reads a memplan/seed-dialect YAML, a DeepSpeed JSON or an HF config.json (detected from the
+// content). Relative paths inside (model.hf_config) resolve against the file's folder.
+LoadedConfig load_config(const std::string& path);
+
+// ---- flags -> setup -----------------------------------------------------------------------------
+
+// Everything the common command-line flags can say. Unset means "not given".
+struct SetupInputs {
+  std::optional<std::string> config;         // --config FILE
+  std::optional<std::string> model;          // --model PRESET|FILE|DIR
+  std::optional<std::string> gpu;            // --gpu PRESET
+  std::optional<std::string> gpu_memory;     // --gpu-memory 12GiB
+  std::optional<int64_t> gpus;               // --gpus N
+  std::optional<int64_t> micro_batch;        // --micro-batch
+  std::optional<int64_t> seq_len;            // --seq-len
+  std::optional<int64_t> grad_accum;         // --grad-accum
+  std::optional<std::string> precision;      // --precision
+  std::optional<std::string> optimizer;      // --optimizer
+  std::optional<std::string> checkpointing;  // --checkpointing
+  std::optional<std::string> attention;      // --attention
+  std::optional<int64_t> zero;               // --zero
+  std::optional<std::string> offload;        // --offload
+  std::optional<std::string> finetune;       // --finetune
+  std::optional<int64_t> lora_rank;          // --lora-rank
+  std::optional<double> lora_alpha;          // --lora-alpha
+  std::optional<std::string> lora_targets;   // --lora-targets q,k,v,o | all-linear
+  std::optional<int64_t> freeze_layers;      // --freeze-layers
+  std::optional<std::string> device;         // --device cpu|cuda|cuda:N
+  std::optional<int64_t> tensor_parallel;    // --tensor-parallel
+  std::optional<int64_t> pipeline_parallel;  // --pipeline-parallel
+  std::optional<std::string> calibration;    // --calibration FILE
+};
+
+struct BuiltSetup {
+  TrainingSetup setup;
+  Provenance origin;
+  std::vector<Warning> warnings;
+  std::optional<int64_t> global_batch;  // from the config file, if it said
+  std::optional<Calibration> calibration;
+  std::string config_path;              // the --config file, if any
+};
+
+// Config file first, then flags on top (flags win). Validates the result with
+// memplan::validate and throws InputError pointing at the file position or flag of the first
+// problem. A missing model is an error ("--model or model: in the config").
+BuiltSetup build_setup(const SetupInputs& in);
+
+// ---- calibration profiles -------------------------------------------------------------------
+
+// memplan.calibration/v1 YAML written by `memplan calibrate`.
+Calibration load_calibration(const std::string& path);
+// Writes atomically (temp file + rename): never a half-written file.
+void save_calibration(const Calibration& c, const std::map<std::string, std::string>& stamp,
+                      const std::string& path);
+
+// ---- helpers shared by readers ---------------------------------------------------------------
+
+// Levenshtein distance (for did-you-mean).
+int edit_distance(const std::string& a, const std::string& b);
+// The closest candidates within a typo's distance, best first.
+std::vector<std::string> nearest(const std::string& word, const std::vector<std::string>& candidates, size_t max = 3);
+
+}  // namespace memplan::profiles
