@@ -16,6 +16,8 @@ struct Where {
   std::string flag;  // "--micro-batch" when the value came from the command line
 
   bool empty() const { return file.empty() && flag.empty(); }
+  static Where at_flag(std::string f) { Where w; w.flag = std::move(f); return w; }
+  static Where at_file(std::string f, int line = 0, int col = 0) { Where w; w.file = std::move(f); w.line = line; w.col = col; return w; }
   // "cfg.yaml:7:3", "cfg.yaml", "--micro-batch" or "".
   std::string str() const;
 };

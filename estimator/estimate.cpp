@@ -542,16 +542,20 @@ MemoryBreakdown estimate(const TrainingSetup& s, const Calibration* cal) {
     consider(fwd, b, "embedding: " + emb.forward.where);
     sim::CatBytes retained = emb.retained;
     int64_t shared_live = shared.whole_step_bytes + shared.forward_bytes;
+    int64_t cache = 0;  // autocast weight copies of checkpointed layers, freed when autocast exits
     for (int64_t i = 0; i < m.num_layers; ++i) {
       auto bl = base;
       put(bl, retained);
-      bl[T(Term::activations)] += shared_live;
+      bl[T(Term::activations)] += shared_live + (i > 0 || !shared.embeds_is_layer_input ? shared.embeds_bytes : 0);
+      bl[T(Term::weights)] += cache;
       put(bl, layer[i]->forward.bytes);
       consider(fwd, bl, layer_name[i] + ": " + layer[i]->forward.where);
       retained = add(retained, layer[i]->retained);
+      cache += layer[i]->forward_cache;
     }
     auto bh = base;
     put(bh, retained, 1);
+    bh[T(Term::weights)] += cache;
     // Pipeline: earlier micro-batches' activations are still held on this stage.
     if (in_flight > 1) {
       sim::CatBytes layers_only{};

@@ -7,6 +7,8 @@
 #include "estimator/graph.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "estimator/error.h"
 
@@ -37,13 +39,18 @@ int Segment::op(Op o) {
   if (o.alias_of >= 0) {
     MEMPLAN_CHECK(o.alias_of < id, "alias of an unknown tensor");
     storage = tensors_[o.alias_of].storage;
-    bytes = tensors_[o.alias_of].bytes;
+    bytes = o.view_bytes > 0 ? o.view_bytes : tensors_[o.alias_of].bytes;
     if (std::find(o.reads.begin(), o.reads.end(), o.alias_of) == o.reads.end()) o.reads.push_back(o.alias_of);
   }
   tensors_.push_back({bytes, storage, o.out_cat});
   producer_.push_back(static_cast<int>(ops_.size()));
   ops_.push_back(std::move(o));
   return id;
+}
+
+void Segment::hold(int t) {
+  MEMPLAN_CHECK(t >= 0 && t < static_cast<int>(tensors_.size()) && !ops_.empty(), "hold of an unknown tensor");
+  holds_.push_back({t, static_cast<int>(ops_.size()) - 1});
 }
 
 void Segment::mark_recompute(int t) {
@@ -77,7 +84,11 @@ class Runner {
     }
     for (size_t j = 0; j < m; ++j)
       for (int r : s.ops_[j].reads) last_use_[st(r)] = std::max<int>(last_use_[st(r)], static_cast<int>(j));
+    for (const auto& [t, j] : s.holds_) last_use_[st(t)] = std::max(last_use_[st(t)], j);
     if (s.output_ >= 0) last_use_[st(s.output_)] = kForever;
+    dies_after_.assign(m, {});
+    for (size_t t = 0; t < n; ++t)
+      if (last_use_[t] >= 0 && last_use_[t] < static_cast<int>(m)) dies_after_[last_use_[t]].push_back(static_cast<int>(t));
     // Selective recomputation keeps the region's inputs (what the checkpoint saves).
     for (size_t j = 0; j < m; ++j) {
       if (!s.ops_[j].recompute) continue;
@@ -96,6 +107,13 @@ class Runner {
     if (s_.input_ >= 0) alloc(0);
     if (ckpt && s_.input_ >= 0) refs_[0] += 1;  // the checkpoint saves its input
     forward(/*grad_mode=*/!ckpt, /*only_recompute=*/false, p.forward);
+    // Autocast's cache holds the half weight copies until the autocast region ends, whether or
+    // not anything saved them (autocast_mode.cpp cached_cast ignores grad mode).
+    for (size_t t = 0; t < alive_.size(); ++t)
+      if (alive_[t] && s_.tensors_[t].cat == Cat::weight_copy && refs_[t] == 0) {
+        p.forward_cache += s_.tensors_[t].bytes;
+        free_storage(static_cast<int>(t));
+      }
     for (size_t t = 0; t < alive_.size(); ++t)
       if (alive_[t] && !(s_.output_ >= 0 && st(s_.output_) == static_cast<int>(t)))
         p.retained[ci(s_.tensors_[t].cat)] += s_.tensors_[t].bytes;
@@ -137,7 +155,14 @@ class Runner {
   void release(int s) {
     if (refs_[s] > 0 && --refs_[s] == 0 && last_use_[s] != kForever) free_storage(s);
   }
+  // MEMPLAN_TRACE_SIM=1 prints the live bytes at every op (to compare with
+  // MEMPLAN_TRACE_ALLOC's allocator trace when an estimate and a measurement disagree).
+  static bool tracing() {
+    static const bool on = std::getenv("MEMPLAN_TRACE_SIM") != nullptr;
+    return on;
+  }
   void track(Peak& pk, const char* where) {
+    if (tracing()) std::fprintf(stderr, "  sim %-10s %-32s live %12lld\n", s_.name_.c_str(), where, static_cast<long long>(sim::total(live_)));
     if (pk.where.empty() || sim::total(live_) > pk.total()) {
       pk.bytes = live_;
       pk.where = where;
@@ -189,10 +214,15 @@ class Runner {
       if (saving) save_for(j);
       track(pk, o.name);
       add(Cat::scratch, -o.fwd_scratch);
-      for (int r : o.reads) {
-        const int rs = st(r);
-        const int lu = only_recompute ? last_recompute_use(rs) : last_use_[rs];
-        if (lu == static_cast<int>(j) && refs_[rs] == 0) free_storage(rs);
+      auto try_free = [&](int rs) {
+        const bool cached = s_.tensors_[rs].cat == Cat::weight_copy && !grad_mode;
+        if (refs_[rs] == 0 && !cached) free_storage(rs);
+      };
+      if (only_recompute) {
+        for (int r : o.reads)
+          if (last_recompute_use(st(r)) == static_cast<int>(j)) try_free(st(r));
+      } else {
+        for (int rs : dies_after_[j]) try_free(rs);
       }
       const int lu_out = only_recompute ? last_recompute_use(os) : last_use_[os];
       if (lu_out < static_cast<int>(j) && refs_[os] == 0 && last_use_[os] != kForever) free_storage(os);
@@ -278,7 +308,8 @@ class Runner {
   CatBytes live_{};
   std::vector<bool> alive_;
   std::vector<int> refs_;       // saved references per storage
-  std::vector<int> last_use_;   // last forward op reading each storage
+  std::vector<int> last_use_;   // last forward op reading (or holding) each storage
+  std::vector<std::vector<int>> dies_after_;  // per op: storages whose last use it is
   std::vector<bool> rg_;        // requires_grad per tensor
   std::vector<int> grad_of_;    // gradient storage per tensor (-1: none)
   std::vector<int64_t> gbytes_; // gradient storages

@@ -40,6 +40,7 @@ struct Op {
   std::vector<int> reads;       // tensors the forward reads (keeps them alive until here)
   int64_t out_bytes = 0;        // new output storage (0 with alias_of)
   int alias_of = -1;            // output is a view of this tensor (no allocation)
+  int64_t view_bytes = 0;       // a view's own size (a slice); 0: the whole aliased tensor
   Cat out_cat = Cat::activation;
   bool save_output = false;     // the output itself is saved for backward
   std::vector<int> saves;       // tensors saved for backward (when anything needs a gradient)
@@ -74,6 +75,8 @@ struct Profile {
   int64_t output_bytes = 0;  // the segment output (next segment's input)
   int64_t input_grad_bytes = 0;  // gradient left for the previous segment
   int64_t param_grad_bytes = 0;  // parameter gradients produced (persist when micro-step 1)
+  int64_t forward_cache = 0;  // autocast-cached weight copies a no-grad (checkpointed) forward
+                              // leaves alive until autocast exits at the end of the forward
   Peak forward;   // own live bytes at the forward peak (includes the input while alive)
   Peak backward;  // own live bytes at the backward peak (retained not yet freed, grads, temps)
 };
@@ -96,6 +99,9 @@ class Segment {
   int op(Op o);
   // The segment's output (kept alive at the end of forward).
   void output(int t) { output_ = t; }
+  // Keeps tensor `t` alive through the latest op, as a Python variable that still refers to it
+  // would (HF's `residual`, an argument held by the caller, a returned attn_weights).
+  void hold(int t);
   // Marks the op that produced tensor `t` for recomputation (selective checkpointing).
   void mark_recompute(int t);
   // The gradient category of tensors of this segment (Cat::loss in the head).
@@ -114,6 +120,7 @@ class Segment {
   std::vector<Tensor> tensors_;
   std::vector<Op> ops_;
   std::vector<int> producer_;  // per tensor: producing op index, -1 for the input
+  std::vector<std::pair<int, int>> holds_;  // (tensor, op index it lives through)
   int input_ = -1;
   int output_ = -1;
   Cat grad_cat_ = Cat::act_grad;

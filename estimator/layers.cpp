@@ -64,6 +64,7 @@ class Net {
   Cat cat_ = Cat::activation;       // category of new tensors
 
   T input(int64_t n, int64_t dt) { return {g_.input(n * dt, cat_), n, dt}; }
+  void hold(T t) { if (t.id >= 0) g_.hold(t.id); }
 
   T make(Op o, int64_t n, int64_t dt) {
     o.out_bytes = n * dt;
@@ -84,21 +85,18 @@ class Net {
     return make(std::move(o), x.n, dt);
   }
   // view/reshape/transpose/permute/split: aliases, gradient passes through.
-  T view(T x, const char* name = "view") {
+  T view(T x, const char* name = "view", int64_t n = -1) {
     Op o;
     o.name = name;
     o.alias_of = x.id;
+    if (n >= 0) o.view_bytes = n * x.dt;
     o.reads = {x.id};
     o.grad_to = {x.id};
     o.grad_passthrough = true;
-    return {g_.op(std::move(o)), x.n, x.dt};
+    return {g_.op(std::move(o)), n >= 0 ? n : x.n, x.dt};
   }
   // A slice view with fewer elements (chunk of a fused projection).
-  T slice(T x, int64_t n, const char* name) {
-    T v = view(x, name);
-    v.n = n;
-    return v;
-  }
+  T slice(T x, int64_t n, const char* name) { return view(x, name, n); }
   // clone / contiguous / matmul's reshape copy: nothing saved, gradient passes through.
   T copy(T x, const char* name) {
     Op o;
@@ -144,12 +142,13 @@ class Net {
     return make(std::move(o), std::max(x.n, y.n), std::max(x.dt, y.dt));
   }
   // x * python_float / x / python_float: a 0-dim tensor is saved, nothing else [DY 1212, 588].
-  T scale(T x, const char* name = "mul(scalar)") {
+  T scale(T x, const char* name = "mul(scalar)", int64_t out_dt = 0) {
     Op o;
     o.name = name;
     o.reads = {x.id};
     o.grad_to = {x.id};
-    return make(std::move(o), x.n, x.dt);
+    o.grad_bytes = {x.bytes()};
+    return make(std::move(o), x.n, out_dt ? out_dt : x.dt);
   }
   // Elementwise op saving its input (gelu, silu, pow) [DY 2119, 2095, 1375].
   T unary_saving_input(T x, const char* name, int64_t out_dt = 0) {
@@ -202,17 +201,20 @@ class Net {
     return make(std::move(o), x.n, x.dt);
   }
 
-  // softmax over the last dim: saves its output [DY 2196]. A bf16 input with dtype=fp32 makes
-  // a transient fp32 copy first (SoftMax.cpp:443-455).
+  // softmax(x, dim, dtype): a half input asked for fp32 is first copied with toType(fp32) (a
+  // forward temporary; its backward casts the gradient back), then _softmax saves its output
+  // [DY 2196]. CUDA fp16 uses _softmax(half_to_float=True) instead: no copy
+  // (SoftMax.cpp:443-455).
   T softmax(T x, int64_t out_dt, const char* name = "softmax") {
+    const bool half_to_float = cuda_ && x.dt == 2 && out_dt == kFp32 &&
+                               (s_.precision == Precision::amp_fp16 || s_.precision == Precision::fp16);
+    if (out_dt != x.dt && !half_to_float) x = cast(x, out_dt, "softmax toType(fp32)");
     Op o;
     o.name = name;
     o.reads = {x.id};
     o.save_output = true;
-    o.fwd_scratch = (out_dt != x.dt && !(x.dt == 2 && cuda_ && s_.precision == Precision::amp_fp16)) ? x.n * out_dt : 0;
     o.grad_to = {x.id};
     o.grad_bytes = {x.bytes()};
-    o.bwd_scratch = out_dt != x.dt ? x.n * out_dt : 0;  // grad computed in fp32, then cast
     return make(std::move(o), x.n, out_dt);
   }
 
@@ -381,23 +383,43 @@ class Net {
 
   // ---- attention ------------------------------------------------------------------------------
 
-  // RoPE on (rows, heads*d): q*cos + rotate_half(q)*sin. The muls save only the shared cos/sin;
-  // neg and cat save nothing [DY 1280, 386]. partial: fraction of d rotated (NeoX).
-  T rope(T q, double partial = 1.0) {
-    const int64_t nr = static_cast<int64_t>(std::llround(q.n * partial));
+  // RoPE on (rows, heads*d): q*cos + rotate_half(q)*sin. cos/sin are in the residual dtype
+  // (HF casts them to x.dtype), so under autocast the fp32 cos promotes q to fp32. The muls save
+  // only the shared cos/sin; neg and cat save nothing [DY 1280, 386]. partial: share of d
+  // rotated (GPT-NeoX rotary_pct).
+  T rope(T q, int64_t cos_dt, double partial = 1.0) {
+    const int64_t nr = static_cast<int64_t>(std::llround(static_cast<double>(q.n) * partial));
+    const int64_t dt = std::max(q.dt, cos_dt);
     T qr = partial < 1.0 ? slice(q, nr, "rope slice") : q;
-    const T qc = scale(qr, "rope q*cos");
+    const T qc = scale(qr, "rope q*cos", dt);
     const T neg = plain(qr, "rope neg", nr / 2);
     const T cat = plain(neg, "rope cat", nr);
-    const T qs = scale(cat, "rope *sin");
+    const T qs = scale(cat, "rope *sin", dt);
     T out = add(qc, qs, "rope add");
     if (partial < 1.0) out = plain(out, "rope cat(pass)", q.n);
     return out;
   }
+
+  // What a matmul operand becomes before bmm saves it: autocast casts it to the half dtype
+  // (a copy that keeps the strides), then matmul copies it if the head-split layout cannot be
+  // viewed as (b*a, s, d) [LinearAlgebra.cpp matmul, reshape].
+  T mm_operand(T x, bool viewable, const char* name) {
+    if (ac_) x = cast(x, c_, "autocast cast");
+    return viewable ? x : copy(x, name);
+  }
+};
+
+// Tensors of the attention block that HF's Python variables keep alive after their last use:
+// q/k/v (LlamaAttention.forward's locals, or the split views of GPT-2's c_attn output) and the
+// attention weights (returned; GPT2Attention.forward holds them to its end, LlamaDecoderLayer to
+// the end of the layer).
+struct AttnHeld {
+  std::vector<T> until_attention_end;
+  T weights;
 };
 
 // The attention block of a decoder layer, from the normed input to the output projection.
-T attention_block(Net& n, T x, int64_t layer) {
+T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
   const TrainingSetup& s = n.s_;
   const ModelSpec& m = s.model;
   const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len, N = b * sq;
@@ -408,6 +430,7 @@ T attention_block(Net& n, T x, int64_t layer) {
   T q, k, v;
   if (lins.front().role == Role::qkv) {
     const T qkv = n.linear(x, find(Role::qkv), layer, "qkv_proj");
+    held->until_attention_end.push_back(qkv);
     q = n.slice(qkv, N * a * d, "split q");
     k = n.slice(qkv, N * kv * d, "split k");
     v = n.slice(qkv, N * kv * d, "split v");
@@ -421,10 +444,11 @@ T attention_block(Net& n, T x, int64_t layer) {
     k = n.rms_norm(k, d, !(s.finetune.mode != FinetuneMode::full), "k_norm");
   }
   if (m.positions == PositionKind::rotary) {
-    const double partial = m.model_type == "gpt_neox" ? 0.25 : (m.model_type == "phi" ? 0.4 : 1.0);
-    q = n.rope(q, partial);
-    k = n.rope(k, partial);
+    const double partial = m.model_type == "gpt_neox" ? 0.25 : 1.0;
+    q = n.rope(q, residual_bytes(s), partial);
+    k = n.rope(k, residual_bytes(s), partial);
   }
+  for (T t : {q, k, v}) held->until_attention_end.push_back(t);
 
   const bool torch2 = s.runtime.torch_at_least(2, 0);
   const bool fused = s.attention == AttentionImpl::flash ||
@@ -435,6 +459,11 @@ T attention_block(Net& n, T x, int64_t layer) {
     // SDPA flash / mem-efficient / cuDNN, or flash-attn: saves q, k, v, out and the fp32
     // logsumexp (b, a, s) [DY 2876]; with GQA K/V stay at k heads (enable_gqa, torch >= 2.5).
     const bool gqa_native = s.attention == AttentionImpl::flash || s.runtime.torch_at_least(2, 5);
+    if (n.ac_) {  // scaled_dot_product_attention is in autocast's half list
+      q = n.cast(q, Net::c_, "autocast cast q");
+      k = n.cast(k, Net::c_, "autocast cast k");
+      v = n.cast(v, Net::c_, "autocast cast v");
+    }
     if (!gqa_native && kv < a) {
       k = n.expand_copy(k, N * a * d, "repeat_kv k");
       v = n.expand_copy(v, N * a * d, "repeat_kv v");
@@ -454,33 +483,49 @@ T attention_block(Net& n, T x, int64_t layer) {
     o = n.make(std::move(op), N * a * d, q.dt);
     o = n.view(o, "transpose(1,2)");  // (b, s, a, d) already: contiguous() is a no-op
   } else {
-    // Eager attention (HF eager_attention_forward / GPT2Attention._attn / BertSelfAttention).
-    // matmul copies q and k^T to (b*a, s, d) because the head-split views cannot be reshaped
-    // without a copy; GQA's repeat_kv makes K/V copies at a heads [LinearAlgebra.cpp matmul].
+    // Eager attention (HF eager_attention_forward / GPT2Attention._attn / BertSelfAttention),
+    // following the dtypes: under autocast the matmuls run in half, the fp32 mask promotes the
+    // scores, Llama's softmax asks for fp32 and casts back to the query's dtype.
     const bool selective = s.checkpointing.mode == CheckpointMode::selective;
-    const int64_t e = q.dt;
-    const T qc = n.copy(q, "matmul copy q");
-    const T kc = kv < a ? n.expand_copy(k, N * a * d, "repeat_kv k") : n.copy(k, "matmul copy k^T");
+    const int64_t r = residual_bytes(s);
+    const bool gpt2 = m.model_type == "gpt2" || m.bert_style;
+    const int first_core = std::max({q.id, k.id, v.id}) + 1;  // the core starts after q, k, v
+    // q keeps the (b, s, a, d) memory order of the projection: matmul copies it to (b*a, s, d),
+    // except at b = 1, where merging the batch dim is a view (measured on 1.13: no copy, and bmm
+    // saves views that keep the projection's storage alive).
+    const bool b1 = b == 1;
+    const T qc = n.mm_operand(q, b1, "matmul copy q");
+    // k: repeat_kv makes a contiguous (b, a, s, d) copy whose transpose is viewable; without it
+    // matmul copies k^T.
+    T kc;
+    if (kv < a) kc = n.mm_operand(n.expand_copy(k, N * a * d, "repeat_kv k"), true, "");
+    else kc = n.mm_operand(k, b1, "matmul copy k^T");
     T sc = n.bmm(qc, kc, b * a * sq * sq, "bmm q k^T");
-    sc = n.scale(sc, m.model_type == "gpt2" ? "div sqrt(d)" : "* scaling");
+    sc = n.scale(sc, gpt2 ? "/ sqrt(d)" : "* scaling");
     if (m.model_type == "gemma2") {  // attention logit soft-capping: tanh saves its output
       sc = n.scale(sc, "softcap /");
       sc = n.unary_saving_output(sc, "softcap tanh");
       sc = n.scale(sc, "softcap *");
     }
-    // causal mask: GPT-2 torch.where on its bool buffer, others add the 4-D mask; neither saves.
-    sc = n.plain(sc, m.model_type == "gpt2" ? "where(causal)" : "+ causal_mask");
-    // softmax: Llama-style code asks for fp32 explicitly; GPT-2/BERT use the autocast policy.
-    const bool explicit_fp32 = !(m.model_type == "gpt2" || m.bert_style || m.model_type == "gpt_neox");
-    const int64_t p_dt = explicit_fp32 ? kFp32 : ((n.ac_ && n.cuda_) ? kFp32 : e);
+    // Causal mask: GPT-2 torch.where with a mask value of the scores' dtype; Llama/BERT add the
+    // 4-D mask built in the model dtype, which promotes half scores under autocast.
+    sc = m.model_type == "gpt2" ? n.plain(sc, "where(causal)") : n.scale(sc, "+ causal_mask", std::max(sc.dt, r));
+    // softmax: Llama-style code asks for fp32; GPT-2/BERT follow the autocast policy (fp32 on
+    // CUDA, unchanged by LibTorch 1.13's CPU autocast).
+    const int64_t p_dt = !gpt2 ? kFp32 : ((n.ac_ && n.cuda_) ? kFp32 : sc.dt);
     T p = n.softmax(sc, p_dt);
-    p = n.cast(p, e, "probs .to(dtype)");
+    // .to(query.dtype) (Llama) / .type(value.dtype) (GPT-2)
+    p = n.cast(p, gpt2 ? v.dt : q.dt, "probs .to(dtype)");
     p = n.dropout(p, m.attention_dropout, "attn dropout");
-    const T vc = kv < a ? n.expand_copy(v, N * a * d, "repeat_kv v") : n.copy(v, "matmul copy v");
+    held->weights = p;
+    p = n.mm_operand(p, true, "");
+    T vc;
+    if (kv < a) vc = n.mm_operand(n.expand_copy(v, N * a * d, "repeat_kv v"), true, "");
+    else vc = n.mm_operand(v, b1, "matmul copy v");
     o = n.bmm(p, vc, N * a * d, "bmm p v");
     o = n.copy(o, "transpose(1,2).contiguous()");
     if (selective)  // the core, from the q copy through bmm(p, v), is recomputed in backward
-      for (int id = qc.id; id < o.id; ++id) n.g_.mark_recompute(id);
+      for (int id = first_core; id < o.id; ++id) n.g_.mark_recompute(id);
   }
   return n.linear(o, find(Role::o), layer, "o_proj");
 }
@@ -542,13 +587,11 @@ T moe_block(Net& n, T x, int64_t layer) {
     w = n.make(std::move(dv), N * K, kFp32);
   }
   w = n.cast(w, e, "routing .to(dtype)");
-  // one_hot(selected, E): N*K*E int64, a forward temporary.
+  // expert_mask = one_hot(selected, E).permute(2, 1, 0): N*K*E int64, held through the loop.
   Op oh;
   oh.name = "one_hot";
   oh.reads = {w.id};
-  oh.fwd_scratch = N * K * E * kInt64;
-  const T mask = n.make(std::move(oh), 0, 1);
-  (void)mask;
+  const T expert_mask = n.make(std::move(oh), N * K * E, kInt64);
 
   const int64_t routed = K * N;
   int64_t cap = routed;  // per-expert cap
@@ -556,6 +599,7 @@ T moe_block(Net& n, T x, int64_t layer) {
   Op zeros;  // final_hidden_states = zeros(N, h): becomes the output (index_add_ into it)
   zeros.name = "final_hidden_states zeros";
   T acc = n.make(std::move(zeros), N * h, e);
+  T prev_x, prev_y;  // a loop iteration's locals live until the next iteration reassigns them
   for (int64_t i = 0; i < E; ++i) {
     int64_t ne = routed / E + (i < routed % E ? 1 : 0);
     ne = std::min(ne, cap);
@@ -574,10 +618,14 @@ T moe_block(Net& n, T x, int64_t layer) {
     gather.grad_to = {x.id};
     gather.grad_bytes = {N * h * x.dt};
     const T xi = n.make(std::move(gather), ne * h, x.dt);
+    n.hold(prev_x);
     const T y = mlp_block(n, xi, layer, fe, Role::expert_gate, Role::expert_up, Role::expert_down);
     // routing_weights[top_x, idx, None]: ne values (index saves the indices).
     const T rw = n.plain(w, "routing weight column", ne);
     const T weighted = n.mul(y, rw, "expert_out * weight");
+    n.hold(prev_y);
+    prev_x = xi;
+    prev_y = weighted;
     const T src = n.cast(weighted, e, ".to(dtype)");
     // final.index_add_(0, top_x, src): saves index and source [DY 853].
     Op ia;
@@ -590,6 +638,9 @@ T moe_block(Net& n, T x, int64_t layer) {
     ia.grad_bytes = {acc.bytes(), src.bytes()};
     acc = T{n.g_.op(std::move(ia)), acc.n, acc.dt};
   }
+  n.hold(expert_mask);
+  n.hold(prev_x);
+  n.hold(prev_y);
   if (m.num_shared_experts > 0 || m.shared_expert_intermediate_size > 0) {
     const int64_t fs = m.shared_expert_intermediate_size > 0 ? m.shared_expert_intermediate_size
                                                              : m.num_shared_experts * fe;
@@ -625,6 +676,11 @@ SharedTensors shared_tensors(const TrainingSetup& s) {
   }
   const bool eager_mask = s.attention == AttentionImpl::eager && !m.bert_style && m.model_type != "gpt2";
   if (eager_mask) t.forward_bytes += b * sq * sq * e;  // 4-D causal mask (b, 1, s, s)
+  const int64_t ew = weight_bytes_per_param(s.precision);
+  t.embeds_bytes = b * sq * m.hidden_size * ew;
+  if (m.positions == PositionKind::learned) t.embeds_bytes += sq * m.hidden_size * ew;
+  t.embeds_is_layer_input = m.positions != PositionKind::learned && m.embedding_dropout == 0 && !m.bert_style &&
+                            m.type_vocab_size == 0 && m.model_type != "gemma" && m.model_type != "gemma2";
   return t;
 }
 
@@ -691,7 +747,8 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   if (m.bert_style) {
     // BertLayer (post-LN): attention -> dense -> dropout -> LN(x + .) -> intermediate -> gelu ->
     // output -> dropout -> LN(x + .).
-    T att = attention_block(n, x, layer);
+    AttnHeld held;
+    T att = attention_block(n, x, layer, &held);
     att = n.dropout(att, m.hidden_dropout, "hidden dropout");
     const T x2 = n.layer_norm(n.add(att, x, "+ residual"), h, train_norm, "attention.output.LayerNorm");
     T y = mlp_block(n, x2, layer, m.intermediate_size, Role::gate, Role::up, Role::down);
@@ -702,25 +759,37 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   }
 
   const bool sandwich = m.model_type == "gemma2";
+  const bool gpt2 = m.model_type == "gpt2";
   T h1 = n.norm(x, h, train_norm, "input_layernorm");
-  T att = attention_block(n, h1, layer);
+  AttnHeld held;
+  T att = attention_block(n, h1, layer, &held);
   if (sandwich) att = n.norm(att, h, train_norm, "post_attention_layernorm");
   att = n.dropout(att, m.hidden_dropout, "resid dropout");
+  // Held to the end of the attention call: its argument and q/k/v (GPT-2 also its weights).
+  n.hold(h1);
+  for (T t : held.until_attention_end) n.hold(t);
+  if (gpt2 && held.weights.id >= 0) n.hold(held.weights);
   T out;
   if (m.model_type == "gpt_neox") {
     // GPT-NeoX parallel residual: x + attn(ln1(x)) + mlp(ln2(x)).
     const T h2 = n.norm(x, h, train_norm, "post_attention_layernorm");
     T y = moe ? moe_block(n, h2, layer) : mlp_block(n, h2, layer, m.intermediate_size, Role::gate, Role::up, Role::down);
+    n.hold(h2);
     y = n.dropout(y, m.hidden_dropout, "resid dropout");
     out = n.add(n.add(y, att, "mlp + attn"), x, "+ residual");
   } else {
     const T x2 = n.add(x, att, "+ residual");
     const T h2 = n.norm(x2, h, train_norm, sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm");
     T y = moe ? moe_block(n, h2, layer) : mlp_block(n, h2, layer, m.intermediate_size, Role::gate, Role::up, Role::down);
+    n.hold(h2);  // the MLP's argument
     if (sandwich) y = n.norm(y, h, train_norm, "post_feedforward_layernorm");
     y = n.dropout(y, m.hidden_dropout, "resid dropout");
     out = n.add(x2, y, "+ residual");
   }
+  // The caller's loop variable holds the layer input, and LlamaDecoderLayer its attn_weights,
+  // until the layer returns.
+  n.hold(x);
+  if (!gpt2 && held.weights.id >= 0) n.hold(held.weights);
   seg.output(out.id);
   return seg;
 }
@@ -773,6 +842,7 @@ Segment head_segment(const TrainingSetup& s) {
   // cross_entropy = log_softmax (saves its fp32 output) + nll_loss (saves the int64 target).
   // BertForMaskedLM calls CrossEntropyLoss on the logits as they are.
   const bool upcast = s.runtime.loss_upcast && m.head == HeadKind::causal_lm;
+  const T model_logits = logits;  // outputs.logits: alive until the model's forward returns
   if (upcast) logits = n.cast(logits, kFp32, "logits.float()");
   // Autocast runs log_softmax in fp32 (CUDA policy; CPU's fp32 list has cross_entropy).
   if (n.ac_ && logits.dt != kFp32) logits = n.cast(logits, kFp32, "autocast fp32 cast");
@@ -787,8 +857,10 @@ Segment head_segment(const TrainingSetup& s) {
   // total_weight; backward allocates zeros like the log-probs [DY 2067].
   Op nll;
   nll.name = "nll_loss";
-  nll.reads = {lp.id};
-  nll.saved_aux_bytes = N * kInt64 + (m.head == HeadKind::causal_lm ? b * (s.batch.seq_len + 1) * kInt64 : 0);
+  nll.reads = {lp.id, model_logits.id};
+  // The shifted labels (contiguous int64 copy) are saved; the padded labels are a temporary.
+  nll.saved_aux_bytes = N * kInt64;
+  nll.fwd_scratch = m.head == HeadKind::causal_lm ? b * (s.batch.seq_len + 1) * kInt64 : 0;
   nll.grad_to = {lp.id};
   nll.grad_bytes = {lp.bytes()};
   const T loss = n.make(std::move(nll), 1, kFp32);

@@ -21,6 +21,10 @@ int64_t batch_input_bytes(const TrainingSetup& s);
 struct SharedTensors {
   int64_t whole_step_bytes = 0;  // cos/sin
   int64_t forward_bytes = 0;     // causal mask
+  // inputs_embeds (and GPT-2's position_embeds): locals of the model's forward, alive through
+  // every layer. When inputs_embeds is itself layer 0's input, layer 0 already counts it.
+  int64_t embeds_bytes = 0;
+  bool embeds_is_layer_input = false;
   std::string what;
 };
 SharedTensors shared_tensors(const TrainingSetup& s);

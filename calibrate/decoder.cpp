@@ -1,0 +1,583 @@
+// The decoder the harness trains: built from a TrainingSetup, computing what HF transformers'
+// eager code computes, op for op, so the measured memory is what users of that code get:
+//   GPT-2 style (model_type gpt2): GPT2Model/GPT2Attention._attn/GPT2MLP with Conv1D (addmm),
+//     split + permuted heads, / sqrt(d) by a 0-dim tensor, torch.where on a bool causal buffer,
+//     softmax without dtype, dropout, HF NewGELU or F.gelu, tied lm_head.
+//   Llama style (everything else): LlamaRMSNorm (or LayerNorm), RoPE with cos/sin in the model
+//     dtype, repeat_kv copies for GQA, softmax(dtype=fp32).to(query.dtype), the 4-D causal mask
+//     in the model dtype, SwiGLU (or a plain MLP), Mixtral's loop-over-experts MoE block.
+//   Loss: HF ForCausalLMLoss (logits.float(), labels padded with -100 and shifted, cross_entropy).
+// Where it differs from HF: no KV cache (use_cache=False, as in training recipes); the MoE
+// capacity factor caps each expert at ceil(cf * K * N / E) tokens (HF Mixtral is dropless);
+// checkpointing is a reentrant autograd Function like torch.utils.checkpoint(use_reentrant=True).
+#include <cmath>
+#include <limits>
+
+#include "calibrate/torch_internal.h"
+#include "estimator/error.h"
+#include "estimator/model.h"
+
+namespace memplan::calibrate {
+
+using torch::Tensor;
+using torch::indexing::None;
+using torch::indexing::Slice;
+
+// ---- autocast ---------------------------------------------------------------------------------
+
+bool AutocastGuard::enabled(c10::DeviceType d) {
+#if MEMPLAN_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(d);
+#else
+  return d == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+#endif
+}
+c10::ScalarType AutocastGuard::dtype(c10::DeviceType d) {
+#if MEMPLAN_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(d);
+#else
+  return d == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+static void set_autocast(c10::DeviceType d, bool on, c10::ScalarType dt) {
+#if MEMPLAN_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(d, on);
+  at::autocast::set_autocast_dtype(d, dt);
+#else
+  if (d == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(on);
+    at::autocast::set_autocast_gpu_dtype(dt);
+  } else {
+    at::autocast::set_cpu_enabled(on);
+    at::autocast::set_autocast_cpu_dtype(dt);
+  }
+#endif
+}
+AutocastGuard::AutocastGuard(c10::DeviceType d, c10::ScalarType dt)
+    : dev_(d), prev_on_(enabled(d)), prev_dt_(dtype(d)) {
+  set_autocast(d, true, dt);
+  at::autocast::increment_nesting();
+}
+AutocastGuard::~AutocastGuard() {
+  // Leaving the outermost autocast drops the cached half weight copies (Python __exit__).
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  set_autocast(dev_, prev_on_, prev_dt_);
+}
+
+namespace {
+
+// ---- activation checkpointing ----------------------------------------------------------------
+
+// A layer as a function of its input and the shared tensors (mask, cos, sin).
+using LayerFn = std::function<Tensor(const Tensor& x)>;
+
+struct CheckpointState {
+  LayerFn fn;
+  torch::Tensor cpu_rng;
+  c10::optional<c10::Device> cuda_dev;
+  torch::Tensor cuda_rng;
+  bool ac_cpu = false, ac_cuda = false;
+  c10::ScalarType ac_cpu_dt = c10::kBFloat16, ac_cuda_dt = c10::kHalf;
+};
+
+Tensor generator_state(c10::Device d) {
+  auto gen = at::globalContext().defaultGenerator(d);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+void set_generator_state(c10::Device d, const Tensor& s) {
+  auto gen = at::globalContext().defaultGenerator(d);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(s);
+}
+
+// torch.utils.checkpoint(use_reentrant=True) in C++ (libtorch-notes §5): forward without grad,
+// saving only the input and the parameters; backward restores the RNG and autocast state,
+// recomputes with grad and runs an inner backward that accumulates the parameters' .grad.
+struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, Tensor x, torch::TensorList params,
+                        int64_t state_ptr) {
+    auto* st = reinterpret_cast<CheckpointState*>(state_ptr);
+    st->cpu_rng = generator_state(c10::Device(c10::kCPU));
+    if (x.is_cuda()) {
+      st->cuda_dev = x.device();
+      st->cuda_rng = generator_state(x.device());
+    }
+    st->ac_cpu = AutocastGuard::enabled(c10::DeviceType::CPU);
+    st->ac_cpu_dt = AutocastGuard::dtype(c10::DeviceType::CPU);
+    st->ac_cuda = AutocastGuard::enabled(c10::DeviceType::CUDA);
+    st->ac_cuda_dt = AutocastGuard::dtype(c10::DeviceType::CUDA);
+    ctx->save_for_backward({x});
+    ctx->saved_data["state"] = state_ptr;
+    ctx->saved_data["n_params"] = static_cast<int64_t>(params.size());
+    torch::NoGradGuard no_grad;
+    return st->fn(x);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    std::unique_ptr<CheckpointState> st(reinterpret_cast<CheckpointState*>(ctx->saved_data["state"].toInt()));
+    const auto saved = ctx->get_saved_variables();
+    Tensor x = saved[0].detach().requires_grad_(saved[0].requires_grad());
+    const Tensor cpu_now = generator_state(c10::Device(c10::kCPU));
+    set_generator_state(c10::Device(c10::kCPU), st->cpu_rng);
+    Tensor cuda_now;
+    if (st->cuda_dev) {
+      cuda_now = generator_state(*st->cuda_dev);
+      set_generator_state(*st->cuda_dev, st->cuda_rng);
+    }
+    Tensor out;
+    {
+      torch::AutoGradMode enable(true);
+      std::unique_ptr<AutocastGuard> g1, g2;
+      if (st->ac_cpu) g1 = std::make_unique<AutocastGuard>(c10::DeviceType::CPU, st->ac_cpu_dt);
+      if (st->ac_cuda) g2 = std::make_unique<AutocastGuard>(c10::DeviceType::CUDA, st->ac_cuda_dt);
+      out = st->fn(x);
+    }
+    set_generator_state(c10::Device(c10::kCPU), cpu_now);
+    if (st->cuda_dev) set_generator_state(*st->cuda_dev, cuda_now);
+    torch::autograd::backward({out}, {grad_out[0]});
+    out = Tensor();
+    torch::autograd::variable_list grads;
+    grads.push_back(x.requires_grad() ? x.grad() : Tensor());
+    const int64_t np = ctx->saved_data["n_params"].toInt();
+    for (int64_t i = 0; i < np; ++i) grads.emplace_back();  // accumulated into .grad already
+    grads.emplace_back();                                    // state_ptr
+    return grads;
+  }
+};
+
+Tensor checkpoint(LayerFn fn, const Tensor& x, const std::vector<Tensor>& params) {
+  auto* st = new CheckpointState();
+  st->fn = std::move(fn);
+  // Parameters are passed so the node exists even when x needs no grad (libtorch-notes §5.1).
+  return CheckpointFunction::apply(x, torch::TensorList(params), reinterpret_cast<int64_t>(st));
+}
+
+// ---- parameters and ops ---------------------------------------------------------------------
+
+struct Params {
+  std::vector<Tensor> all;
+  torch::Device device;
+  c10::ScalarType dtype;
+  double std = 0.02;  // HF initializer_range
+
+  Tensor make(std::vector<int64_t> shape, bool ones = false, bool zero = false) {
+    Tensor t;
+    {
+      torch::NoGradGuard ng;
+      auto o = torch::TensorOptions().device(device).dtype(torch::kFloat);
+      t = ones ? torch::ones(shape, o) : zero ? torch::zeros(shape, o) : torch::randn(shape, o).mul_(std);
+      if (dtype != torch::kFloat) t = t.to(dtype);
+    }
+    t.requires_grad_(true);
+    all.push_back(t);
+    return t;
+  }
+};
+
+// HF Conv1D: addmm(bias, x.view(-1, in), weight) with weight (in, out).
+struct Conv1D {
+  Tensor w, b;
+  Conv1D(Params& p, int64_t in, int64_t out) : w(p.make({in, out})), b(p.make({out}, false, true)) {}
+  Tensor operator()(const Tensor& x) const {
+    auto size = x.sizes().vec();
+    size.back() = w.size(1);
+    return torch::addmm(b, x.view({-1, x.size(-1)}), w).view(size);
+  }
+};
+
+// nn.Linear: weight (out, in), optional bias.
+struct Linear {
+  Tensor w, b;
+  Linear() = default;
+  Linear(Params& p, int64_t in, int64_t out, bool bias) : w(p.make({out, in})) {
+    if (bias) b = p.make({out}, false, true);
+  }
+  Tensor operator()(const Tensor& x) const { return torch::linear(x, w, b); }
+};
+
+struct Norm {
+  bool rms = false;
+  Tensor w, b;
+  double eps = 1e-5;
+  Norm() = default;
+  Norm(Params& p, int64_t h, bool rms_norm, bool bias) : rms(rms_norm), w(p.make({h}, true)) {
+    if (!rms && bias) b = p.make({h}, false, true);
+  }
+  Tensor operator()(const Tensor& x) const {
+    if (!rms) return torch::layer_norm(x, {x.size(-1)}, w, b, eps);
+    // LlamaRMSNorm.forward, one statement per line as HF writes it.
+    const auto in_dtype = x.scalar_type();
+    Tensor hs = x.to(torch::kFloat);
+    Tensor var = hs.pow(2).mean(-1, /*keepdim=*/true);
+    hs = hs * torch::rsqrt(var + eps);
+    return w * hs.to(in_dtype);
+  }
+};
+
+// HF NewGELUActivation ("gelu_new"):
+//   0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
+// Python frees each intermediate as soon as the next op has used it and evaluates 0.5 * input
+// first; C++ would keep a whole expression's temporaries to the end of the statement, so the
+// chain is spelled out to give the same lifetimes.
+Tensor gelu_new(const Tensor& x) {
+  const Tensor half = 0.5 * x;
+  Tensor t = torch::pow(x, 3.0);
+  t = 0.044715 * t;
+  t = x + t;
+  t = std::sqrt(2.0 / M_PI) * t;
+  t = torch::tanh(t);
+  t = 1.0 + t;
+  return half * t;
+}
+Tensor activation(const ModelSpec& m, const Tensor& x) {
+  switch (m.activation) {
+    case Activation::gelu: return torch::gelu(x);
+    case Activation::gelu_tanh: return torch::gelu(x, "tanh");
+    case Activation::gelu_new: return gelu_new(x);
+    case Activation::silu: return torch::silu(x);
+    case Activation::relu: return torch::relu(x);
+  }
+  return x;
+}
+
+struct Mlp {
+  bool gated = false;
+  Linear gate, up, down;
+  Mlp() = default;
+  Mlp(Params& p, const ModelSpec& m, int64_t width, bool bias) : gated(m.gated_mlp) {
+    if (gated) gate = Linear(p, m.hidden_size, width, bias);
+    up = Linear(p, m.hidden_size, width, bias);
+    down = Linear(p, width, m.hidden_size, bias);
+  }
+  // LlamaMLP: down_proj(act_fn(gate_proj(x)) * up_proj(x)), intermediates freed as Python does.
+  Tensor operator()(const ModelSpec& m, const Tensor& x) const {
+    if (!gated) {
+      Tensor t = up(x);
+      t = activation(m, t);
+      return down(t);
+    }
+    Tensor t = gate(x);
+    t = activation(m, t);
+    Tensor u = up(x);
+    t = t * u;
+    u = Tensor();
+    return down(t);
+  }
+};
+
+// Tensors built once per forward and shared by all layers.
+struct Shared {
+  Tensor mask;      // Llama: (b, 1, s, s) additive causal mask in the model dtype
+  Tensor cos, sin;  // (1, 1, s, d) in the model dtype
+};
+
+Tensor rotate_half(const Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  const Tensor x1 = x.index({"...", Slice(None, half)});
+  const Tensor x2 = x.index({"...", Slice(half, None)});
+  const Tensor neg = -x2;
+  return torch::cat({neg, x1}, -1);
+}
+
+// apply_rotary_pos_emb: (q * cos) + (rotate_half(q) * sin), with Python's lifetimes.
+Tensor apply_rope(const Tensor& q, const Shared& sh) {
+  const Tensor a = q * sh.cos;
+  Tensor r = rotate_half(q);
+  r = r * sh.sin;
+  return a + r;
+}
+
+// HF repeat_kv: (b, k, s, d) -> (b, k * n_rep, s, d) via expand + reshape (a copy).
+Tensor repeat_kv(const Tensor& x, int64_t n_rep) {
+  if (n_rep == 1) return x;
+  const auto b = x.size(0), k = x.size(1), s = x.size(2), d = x.size(3);
+  return x.index({Slice(), Slice(), None, Slice(), Slice()}).expand({b, k, n_rep, s, d}).reshape({b, k * n_rep, s, d});
+}
+
+class Model : public Decoder {
+ public:
+  Model(const TrainingSetup& s, const torch::Device& dev)
+      : s_(s), m_(s.model), p_{{}, dev, s.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat} {
+    const int64_t h = m_.hidden_size, V = m_.vocab_size;
+    gpt2_ = m_.model_type == "gpt2";
+    wte_ = p_.make({V, h});
+    if (m_.positions == PositionKind::learned) wpe_ = p_.make({m_.max_position_embeddings, h});
+    const bool rms = m_.norm == NormKind::rms_norm;
+    for (int64_t i = 0; i < m_.num_layers; ++i) {
+      Layer l;
+      l.ln1 = Norm(p_, h, rms, m_.norm_bias);
+      l.ln2 = Norm(p_, h, rms, m_.norm_bias);
+      const int64_t a = m_.num_attention_heads, k = m_.num_key_value_heads, d = m_.head_dim;
+      if (gpt2_) {
+        l.c_attn = std::make_unique<Conv1D>(p_, h, (a + 2 * k) * d);
+        l.c_proj = std::make_unique<Conv1D>(p_, a * d, h);
+        l.c_fc = std::make_unique<Conv1D>(p_, h, m_.intermediate_size);
+        l.c_mlp_proj = std::make_unique<Conv1D>(p_, m_.intermediate_size, h);
+        // GPT2Attention.bias: tril bool (1, 1, P, P), a non-persistent buffer.
+        l.causal = torch::tril(torch::ones({m_.max_position_embeddings, m_.max_position_embeddings},
+                                           torch::TensorOptions().dtype(torch::kBool).device(dev)))
+                       .view({1, 1, m_.max_position_embeddings, m_.max_position_embeddings});
+      } else {
+        l.q = Linear(p_, h, a * d, m_.qkv_bias);
+        l.k = Linear(p_, h, k * d, m_.qkv_bias);
+        l.v = Linear(p_, h, k * d, m_.qkv_bias);
+        l.o = Linear(p_, a * d, h, m_.o_bias);
+        l.moe = m_.is_moe_layer(i);
+        if (l.moe) {
+          l.router = Linear(p_, h, m_.num_experts, false);
+          for (int64_t e = 0; e < m_.num_experts; ++e) l.experts.emplace_back(p_, m_, m_.expert_width(), false);
+        } else {
+          l.mlp = Mlp(p_, m_, m_.intermediate_size, m_.mlp_bias);
+        }
+      }
+      layers_.push_back(std::move(l));
+    }
+    if (m_.final_norm) ln_f_ = Norm(p_, h, rms, m_.norm_bias);
+    if (!m_.tie_word_embeddings) lm_head_ = p_.make({V, h});
+    if (m_.positions == PositionKind::rotary) {
+      // LlamaRotaryEmbedding.inv_freq (a buffer, fp32)
+      const int64_t d = m_.head_dim;
+      inv_freq_ = 1.0 / torch::pow(10000.0, torch::arange(0, d, 2, torch::TensorOptions().dtype(torch::kFloat).device(dev)) / d);
+    }
+  }
+
+  std::vector<Tensor> parameters() override { return p_.all; }
+
+  Tensor loss(const Tensor& ids, const Tensor& labels) override {
+    const Tensor logits = forward(ids);
+    // ForCausalLMLoss: upcast, pad labels with -100, shift, flatten, cross-entropy.
+    const int64_t V = logits.size(-1);
+    const Tensor lf = logits.to(torch::kFloat);
+    const Tensor padded = torch::constant_pad_nd(labels, {0, 1}, -100);
+    const Tensor shift = padded.index({Slice(), Slice(1, None)}).contiguous();
+    namespace F = torch::nn::functional;
+    return F::cross_entropy(lf.view({-1, V}), shift.view({-1}), F::CrossEntropyFuncOptions().ignore_index(-100));
+  }
+
+ private:
+  struct Layer {
+    Norm ln1, ln2;
+    std::unique_ptr<Conv1D> c_attn, c_proj, c_fc, c_mlp_proj;
+    Tensor causal;
+    Linear q, k, v, o;
+    Mlp mlp;
+    bool moe = false;
+    Linear router;
+    std::vector<Mlp> experts;
+    std::vector<Tensor> params() const {
+      std::vector<Tensor> out;
+      auto add = [&](const Tensor& t) { if (t.defined()) out.push_back(t); };
+      for (const Norm* n : {&ln1, &ln2}) { add(n->w); add(n->b); }
+      for (const auto* c : {c_attn.get(), c_proj.get(), c_fc.get(), c_mlp_proj.get()})
+        if (c) { add(c->w); add(c->b); }
+      for (const Linear* l : {&q, &k, &v, &o, &router, &mlp.gate, &mlp.up, &mlp.down}) { add(l->w); add(l->b); }
+      for (const Mlp& e : experts)
+        for (const Linear* l : {&e.gate, &e.up, &e.down}) { add(l->w); add(l->b); }
+      return out;
+    }
+  };
+
+  bool train() const { return true; }
+
+  Tensor dropout(const Tensor& x, double p) const { return p > 0 ? torch::dropout(x, p, train()) : x; }
+
+  Tensor forward(const Tensor& ids) {
+    const int64_t b = ids.size(0), sq = ids.size(1);
+    const auto dev = ids.device();
+    // inputs_embeds (and GPT-2's position_embeds) are locals of the model's forward: they stay
+    // alive through every layer until the model body returns.
+    Tensor inputs_embeds = torch::embedding(wte_, ids);
+    Tensor position_embeds;
+    Tensor x = inputs_embeds;
+    if (wpe_.defined()) {
+      const Tensor pos = torch::arange(sq, torch::TensorOptions().dtype(torch::kLong).device(dev)).unsqueeze(0);
+      position_embeds = torch::embedding(wpe_, pos);
+      x = inputs_embeds + position_embeds;
+    }
+    x = dropout(x, m_.embedding_dropout);
+    Shared sh;
+    if (!gpt2_) {
+      const auto mdt = x.scalar_type();
+      // LlamaModel._update_causal_mask with an all-ones attention_mask: the (s, s) triangle of
+      // finfo.min, expanded to (b, 1, s, s) and cloned.
+      const double mn = mdt == torch::kBFloat16 ? -3.3895313892515355e38 : static_cast<double>(std::numeric_limits<float>::lowest());
+      Tensor tri = torch::full({sq, sq}, mn, torch::TensorOptions().dtype(mdt).device(dev)).triu(1);
+      sh.mask = tri.index({None, None}).expand({b, 1, sq, sq}).clone();
+      if (inv_freq_.defined()) {
+        // LlamaRotaryEmbedding.forward with position_ids (1, s): cos/sin (1, s, d) in x.dtype.
+        const Tensor pos = torch::arange(sq, torch::TensorOptions().dtype(torch::kFloat).device(dev));
+        const Tensor freqs = torch::outer(pos, inv_freq_);
+        const Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(0);
+        sh.cos = emb.cos().to(mdt).unsqueeze(1);
+        sh.sin = emb.sin().to(mdt).unsqueeze(1);
+      }
+    }
+    for (int64_t i = 0; i < m_.num_layers; ++i) {
+      Layer& l = layers_[i];
+      LayerFn fn = [this, &l, sh](const Tensor& in) { return gpt2_ ? gpt2_block(l, in) : llama_block(l, in, sh); };
+      if (s_.checkpointing.layer_checkpointed(i)) x = checkpoint_layer(fn, x, l.params());
+      else x = fn(x);
+    }
+    if (m_.final_norm) x = ln_f_(x);
+    // The model body returns: its locals (mask, cos/sin, embeddings) go unless something saved them.
+    sh = Shared();
+    inputs_embeds = position_embeds = Tensor();
+    return torch::linear(x, m_.tie_word_embeddings ? wte_ : lm_head_);
+  }
+
+  // The mask and cos/sin are inputs of HF's checkpointed layer call, so the reentrant
+  // checkpoint keeps them until its backward; the closure holding them does the same.
+  static Tensor checkpoint_layer(const LayerFn& fn, const Tensor& x, const std::vector<Tensor>& params) {
+    return checkpoint(fn, x, params);
+  }
+
+  // GPT2Block.forward, GPT2Attention.forward/_attn, GPT2MLP.forward, statement by statement so
+  // tensors live exactly as long as HF's Python variables hold them.
+  Tensor gpt2_block(const Layer& l, const Tensor& x) const {
+    Tensor residual = x;
+    Tensor hs = l.ln1(x);
+    Tensor attn_output = gpt2_attention(l, hs);
+    hs = attn_output + residual;
+    attn_output = Tensor();
+    residual = hs;
+    hs = l.ln2(hs);
+    Tensor ff = (*l.c_fc)(hs);
+    ff = activation(m_, ff);
+    ff = (*l.c_mlp_proj)(ff);
+    ff = dropout(ff, m_.hidden_dropout);
+    hs = residual + ff;
+    return hs;
+  }
+
+  Tensor gpt2_attention(const Layer& l, const Tensor& x) const {
+    const int64_t b = x.size(0), sq = x.size(1), h = m_.hidden_size, a = m_.num_attention_heads, d = m_.head_dim;
+    auto qkv = (*l.c_attn)(x).split(h, 2);
+    auto split_heads = [&](const Tensor& t) { return t.view({b, sq, a, d}).permute({0, 2, 1, 3}); };
+    const Tensor query = split_heads(qkv[0]), key = split_heads(qkv[1]), value = split_heads(qkv[2]);
+    // _attn
+    Tensor w = torch::matmul(query, key.transpose(-1, -2));
+    w = w / torch::full({}, std::sqrt(static_cast<double>(d)), w.options());
+    const Tensor causal = l.causal.index({Slice(), Slice(), Slice(0, sq), Slice(0, sq)});
+    const double mn = w.scalar_type() == torch::kBFloat16 ? -3.3895313892515355e38 : static_cast<double>(std::numeric_limits<float>::lowest());
+    w = torch::where(causal, w, torch::full({}, mn, w.options()));
+    w = torch::softmax(w, -1);
+    w = w.to(value.scalar_type());
+    w = dropout(w, m_.attention_dropout);
+    Tensor o = torch::matmul(w, value);
+    // _merge_heads, c_proj, resid_dropout (attn_weights stays referenced until forward returns)
+    o = o.permute({0, 2, 1, 3}).contiguous().view({b, sq, a * d});
+    o = (*l.c_proj)(o);
+    o = dropout(o, m_.hidden_dropout);
+    return o;
+  }
+
+  // LlamaDecoderLayer.forward
+  Tensor llama_block(const Layer& l, const Tensor& x, const Shared& sh) const {
+    Tensor residual = x;
+    Tensor hs = l.ln1(x);
+    Tensor self_attn_weights;
+    hs = attention(l, hs, sh, &self_attn_weights);
+    hs = dropout(hs, m_.hidden_dropout);
+    hs = residual + hs;
+    residual = hs;
+    hs = l.ln2(hs);
+    hs = l.moe ? moe(l, hs) : l.mlp(m_, hs);
+    hs = dropout(hs, m_.hidden_dropout);
+    hs = residual + hs;
+    return hs;
+  }
+
+  // LlamaAttention.forward + eager_attention_forward
+  Tensor attention(const Layer& l, const Tensor& x, const Shared& sh, Tensor* weights) const {
+    const int64_t b = x.size(0), sq = x.size(1), a = m_.num_attention_heads, kv = m_.num_key_value_heads, d = m_.head_dim;
+    Tensor q = l.q(x).view({b, sq, -1, d}).transpose(1, 2);
+    Tensor k = l.k(x).view({b, sq, -1, d}).transpose(1, 2);
+    Tensor v = l.v(x).view({b, sq, -1, d}).transpose(1, 2);
+    if (sh.cos.defined()) {
+      q = apply_rope(q, sh);
+      k = apply_rope(k, sh);
+    }
+    Tensor o;
+    const bool sdpa = s_.attention != AttentionImpl::eager;
+#if MEMPLAN_TORCH_AT_LEAST(2, 0)
+    if (sdpa) {
+      // sdpa_attention_forward: no mask, is_causal, GQA natively on torch >= 2.5.
+#if MEMPLAN_TORCH_AT_LEAST(2, 5)
+      o = at::scaled_dot_product_attention(q, k, v, {}, train() ? m_.attention_dropout : 0.0, true, c10::nullopt, kv < a);
+#else
+      o = at::scaled_dot_product_attention(q, repeat_kv(k, a / kv), repeat_kv(v, a / kv), {}, m_.attention_dropout, true);
+#endif
+      o = o.transpose(1, 2).contiguous();
+    }
+#endif
+    if (!o.defined()) {
+      // eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout)
+      (void)sdpa;
+      const Tensor key_states = repeat_kv(k, a / kv);
+      const Tensor value_states = repeat_kv(v, a / kv);
+      Tensor w = torch::matmul(q, key_states.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(d)));
+      w = w + sh.mask.index({Slice(), Slice(), Slice(), Slice(None, key_states.size(-2))});
+      w = torch::softmax(w, -1, torch::kFloat).to(q.scalar_type());
+      w = dropout(w, m_.attention_dropout);
+      o = torch::matmul(w, value_states);
+      o = o.transpose(1, 2).contiguous();
+      *weights = w;  // returned as attn_weights; LlamaDecoderLayer holds it until it returns
+    }
+    o = o.reshape({b, sq, -1}).contiguous();
+    o = l.o(o);
+    return o;  // q, k, v (held by LlamaAttention.forward's locals) go here
+  }
+
+  // MixtralSparseMoeBlock.forward (loop over experts).
+  Tensor moe(const Layer& l, const Tensor& x) const {
+    const int64_t b = x.size(0), sq = x.size(1), h = x.size(2);
+    const int64_t E = m_.num_experts, K = m_.experts_per_token;
+    const Tensor hs = x.view({-1, h});
+    const Tensor router_logits = l.router(hs);
+    Tensor rw = torch::softmax(router_logits, 1, torch::kFloat);
+    auto [top, selected] = torch::topk(rw, K, -1);
+    rw = top;
+    if (m_.norm_topk_prob) rw /= rw.sum(-1, true);
+    rw = rw.to(hs.scalar_type());
+    Tensor final_hs = torch::zeros({b * sq, h}, hs.options());
+    const Tensor expert_mask = torch::one_hot(selected, E).permute({2, 1, 0});
+    const int64_t cap = m_.capacity_factor > 0
+                            ? static_cast<int64_t>(std::ceil(m_.capacity_factor * static_cast<double>(K * b * sq) / static_cast<double>(E)))
+                            : std::numeric_limits<int64_t>::max();
+    // Python keeps a loop iteration's locals alive until the next iteration reassigns them.
+    Tensor idx, top_x, cur, y;
+    for (int64_t e = 0; e < E; ++e) {
+      auto where = torch::where(expert_mask[e]);
+      idx = where[0];
+      top_x = where[1];
+      where.clear();
+      if (top_x.numel() > cap) {  // capacity: drop the tokens beyond the expert's capacity
+        idx = idx.index({Slice(0, cap)});
+        top_x = top_x.index({Slice(0, cap)});
+      }
+      if (top_x.numel() == 0) continue;
+      cur = hs.index({None, top_x}).reshape({-1, h});
+      y = l.experts[e](m_, cur) * rw.index({top_x, idx, None});
+      final_hs.index_add_(0, top_x, y.to(hs.scalar_type()));
+    }
+    return final_hs.reshape({b, sq, h});
+  }
+
+  const TrainingSetup s_;
+  const ModelSpec m_;
+  Params p_;
+  bool gpt2_ = false;
+  Tensor wte_, wpe_, lm_head_, inv_freq_;
+  std::vector<Layer> layers_;
+  Norm ln_f_;
+};
+
+}  // namespace
+
+std::unique_ptr<Decoder> make_decoder(const TrainingSetup& s, const torch::Device& device) {
+  return std::make_unique<Model>(s, device);
+}
+
+}  // namespace memplan::calibrate

@@ -1,0 +1,456 @@
+// Runs real training steps and records peak memory per phase: on CPU through a counting
+// allocator installed with c10::SetCPUAllocator, on CUDA from the caching allocator's stats plus
+// cudaMemGetInfo. Setups the harness cannot run are refused before anything is allocated; a
+// model too large for the device is run at 1-3 layers and extrapolated per layer.
+#include "calibrate/measure.h"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "calibrate/torch_internal.h"
+#include "estimator/error.h"
+#include "estimator/estimate.h"
+
+#ifdef MEMPLAN_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+#endif
+
+#if MEMPLAN_TORCH_AT_LEAST(2, 3)
+#define MEMPLAN_ALLOC_CONST
+#define MEMPLAN_HAS_COPY_DATA 1
+#else
+#define MEMPLAN_ALLOC_CONST const
+#define MEMPLAN_HAS_COPY_DATA 0
+#endif
+
+namespace memplan::calibrate {
+
+bool torch_available() { return true; }
+std::string torch_version() { return fmt::format("{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR); }
+
+bool cuda_available() {
+#ifdef MEMPLAN_WITH_CUDA
+  return torch::cuda::is_available();
+#else
+  return false;
+#endif
+}
+
+bool cpu_supports_bf16() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0) return line.find("avx512_bf16") != std::string::npos || line.find("amx_bf16") != std::string::npos;
+  return false;
+}
+
+namespace {
+
+// ---- CPU probe ----------------------------------------------------------------------------------
+
+// Counts the bytes of every CPU tensor and oneDNN scratch buffer. data == context is required:
+// oneDNN calls raw_allocate(), which asserts it (libtorch-notes §4.1). The size sits in a 64-byte
+// header in front of the data so the plain-function deleter can recover it.
+struct CountingAllocator final : c10::Allocator {
+  static constexpr size_t kHeader = 64;
+  static std::atomic<int64_t>& current() { static std::atomic<int64_t> v{0}; return v; }
+  static std::atomic<int64_t>& peak() { static std::atomic<int64_t> v{0}; return v; }
+
+  // MEMPLAN_TRACE_ALLOC=<bytes>: print every allocation and free at least that large (debugging
+  // a mismatch between the estimate and the measurement).
+  static int64_t trace_threshold() {
+    static const int64_t t = [] { const char* v = std::getenv("MEMPLAN_TRACE_ALLOC"); return v ? std::atoll(v) : -1; }();
+    return t;
+  }
+  static void release(void* data) {
+    if (!data) return;
+    char* base = static_cast<char*>(data) - kHeader;
+    const int64_t n = static_cast<int64_t>(*reinterpret_cast<size_t*>(base));
+    const int64_t now = current().fetch_sub(n) - n;
+    if (trace_threshold() >= 0 && n >= trace_threshold()) std::fprintf(stderr, "  free  %12lld -> %12lld\n", (long long)n, (long long)now);
+    c10::free_cpu(base);
+  }
+  c10::DataPtr allocate(size_t n) MEMPLAN_ALLOC_CONST override {
+    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    *reinterpret_cast<size_t*>(base) = n;
+    const int64_t now = current().fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
+    int64_t p = peak().load();
+    while (now > p && !peak().compare_exchange_weak(p, now)) {
+    }
+    if (trace_threshold() >= 0 && static_cast<int64_t>(n) >= trace_threshold())
+      std::fprintf(stderr, "  alloc %12zu -> %12lld\n", n, (long long)now);
+    void* data = base + kHeader;
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+#if MEMPLAN_HAS_COPY_DATA
+  void copy_data(void* dst, const void* src, std::size_t n) const override { default_copy_data(dst, src, n); }
+#endif
+};
+
+// One probe interface for both devices.
+class Probe {
+ public:
+  virtual ~Probe() = default;
+  virtual void reset_peak() = 0;
+  virtual int64_t current() = 0;
+  virtual int64_t peak() = 0;
+  virtual int64_t peak_reserved() { return 0; }
+  virtual int64_t device_used() { return 0; }
+};
+
+class CpuProbe : public Probe {
+ public:
+  CpuProbe() {
+    static CountingAllocator counter;
+    c10::SetCPUAllocator(&counter, /*priority=*/1);
+  }
+  ~CpuProbe() override { c10::SetCPUAllocator(c10::GetDefaultCPUAllocator(), 1); }
+  void reset_peak() override { CountingAllocator::peak().store(CountingAllocator::current().load()); }
+  int64_t current() override { return CountingAllocator::current().load(); }
+  int64_t peak() override { return CountingAllocator::peak().load(); }
+};
+
+#ifdef MEMPLAN_WITH_CUDA
+// Caching-allocator stats (index 0 = StatType::AGGREGATE; libtorch-notes §3.2) and
+// cudaMemGetInfo for what lives outside the allocator.
+class CudaProbe : public Probe {
+ public:
+  explicit CudaProbe(int dev) : dev_(dev) {}
+  void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(dev_); }
+  int64_t current() override { return stats().allocated_bytes[0].current; }
+  int64_t peak() override { return stats().allocated_bytes[0].peak; }
+  int64_t peak_reserved() override { return stats().reserved_bytes[0].peak; }
+  int64_t device_used() override {
+    c10::cuda::CUDAGuard g(static_cast<c10::DeviceIndex>(dev_));
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+    return static_cast<int64_t>(total_b - free_b);
+  }
+  int64_t total_memory() {
+    c10::cuda::CUDAGuard g(static_cast<c10::DeviceIndex>(dev_));
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+    return static_cast<int64_t>(total_b);
+  }
+
+ private:
+  auto stats() { return c10::cuda::CUDACachingAllocator::getDeviceStats(dev_); }
+  int dev_;
+};
+#endif
+
+int64_t host_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 8LL << 30;
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto p = line.find(':');
+      return "cpu (" + (p == std::string::npos ? line : line.substr(p + 2)) + ")";
+    }
+  return "cpu";
+}
+
+bool is_cuda(const std::string& dev) { return dev.rfind("cuda", 0) == 0; }
+
+// Why the harness cannot run this setup, or "" when it can.
+std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
+  const ModelSpec& m = s.model;
+  const bool cuda = is_cuda(opt.device);
+  const std::string t = m.model_type;
+  if (t != "gpt2" && t != "llama" && t != "mistral" && t != "mixtral" && t != "qwen2")
+    return fmt::format("model_type '{}' is not built by the harness (it builds gpt2, llama, mistral, mixtral and qwen2 "
+                       "layers; {} has layers it does not reproduce)", t, t);
+  if (m.head != HeadKind::causal_lm) return "only causal-LM heads are measured";
+  if (m.model_type == "gpt2" && m.gated_mlp) return "a gated MLP in a gpt2-style model is not built";
+  if (s.finetune.mode != FinetuneMode::full || s.finetune.freeze_layers > 0)
+    return "LoRA/QLoRA and frozen layers are not measured yet";
+  if (s.parallel.num_gpus > 1 || s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none ||
+      s.parallel.tensor_parallel > 1 || s.parallel.pipeline_parallel > 1)
+    return "measure runs one process on one device: ZeRO, offload and multi-GPU parallelism are estimated, not measured";
+  switch (s.optimizer) {
+    case OptimizerKind::adamw: case OptimizerKind::adam: case OptimizerKind::sgd: case OptimizerKind::sgd_momentum: break;
+    default: return fmt::format("optimizer {} is not measured (AdamW, Adam and SGD with or without momentum are)", to_string(s.optimizer));
+  }
+  switch (s.precision) {
+    case Precision::fp32: break;
+    case Precision::amp_bf16: case Precision::bf16:
+      if (!cuda && !cpu_supports_bf16()) return "this CPU has no avx512_bf16: bf16 steps cannot run here";
+      break;
+    case Precision::amp_fp16: case Precision::fp16:
+      if (!cuda) return "fp16 steps need CUDA (LibTorch's CPU autocast is bf16 only)";
+      break;
+    case Precision::mixed_fp16: case Precision::mixed_bf16:
+      return "mixed-fp16/mixed-bf16 are DeepSpeed's regimes (fp32 master copies): measure amp-bf16 or bf16 instead";
+  }
+  if (s.checkpointing.mode == CheckpointMode::selective) return "selective checkpointing is not measured (none, full and every:K are)";
+  if (s.attention != AttentionImpl::eager) {
+#if !MEMPLAN_TORCH_AT_LEAST(2, 0)
+    return "LibTorch 1.13 has no public scaled_dot_product_attention: measure --attention eager";
+#endif
+    if (m.model_type == "gpt2") return "SDPA is measured for Llama-style models only";
+  }
+  if (cuda && !cuda_available()) return "this memplan was built without CUDA or no GPU is visible";
+  return "";
+}
+
+}  // namespace
+
+TrainingSetup harness_setup(const TrainingSetup& s, const MeasureOptions& opt) {
+  TrainingSetup h = s;
+  h.runtime.torch_major = TORCH_VERSION_MAJOR;
+  h.runtime.torch_minor = TORCH_VERSION_MINOR;
+  h.runtime.optimizer_impl = OptimizerImpl::for_loop;  // LibTorch's optimizers loop over params
+  h.runtime.loss_upcast = true;
+  h.runtime.keep_logits = false;
+  if (is_cuda(opt.device)) {
+    h.device.kind = DeviceKind::cuda;
+  } else {
+    h.device.kind = DeviceKind::cpu;
+    h.runtime.allocator_rounding = false;
+  }
+  if (opt.layers > 0) h.model.num_layers = opt.layers;
+  return h;
+}
+
+namespace {
+
+struct RunOutcome {
+  std::vector<StepSample> steps;
+  int64_t weights = 0, states = 0, forward_end = 0, context = 0, device_used_peak = 0, peak_reserved = 0;
+  std::string oom;
+};
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingSetup& s, std::vector<torch::Tensor> params) {
+  switch (s.optimizer) {
+    case OptimizerKind::adamw:
+      return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
+    case OptimizerKind::adam:
+      return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(1e-4));
+    case OptimizerKind::sgd_momentum:
+      return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(1e-3).momentum(0.9));
+    default:
+      return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(1e-3));
+  }
+}
+
+RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
+  RunOutcome out;
+  const bool cuda = is_cuda(opt.device);
+  torch::Device dev = cuda ? torch::Device(opt.device) : torch::Device(torch::kCPU);
+  std::unique_ptr<Probe> probe;
+#ifdef MEMPLAN_WITH_CUDA
+  CudaProbe* cuda_probe = nullptr;
+  if (cuda) {
+    // Lazy-init the device, then read what lives outside the allocator (context, modules).
+    (void)torch::empty({1}, torch::TensorOptions().device(dev));
+    auto p = std::make_unique<CudaProbe>(dev.has_index() ? dev.index() : 0);
+    cuda_probe = p.get();
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    out.context = p->device_used() - p->current();
+    probe = std::move(p);
+  }
+#endif
+  if (!cuda) probe = std::make_unique<CpuProbe>();
+  auto say = [&](const std::string& line) { if (opt.progress) opt.progress(line); };
+  torch::manual_seed(static_cast<uint64_t>(opt.seed));
+  const int64_t base = probe->current();
+  auto now = [&] { return probe->current() - base; };
+  auto peak = [&] { return probe->peak() - base; };
+
+  std::unique_ptr<Decoder> model = make_decoder(s, dev);
+  out.weights = now();
+  auto optimizer = make_optimizer(s, model->parameters());
+  const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len;
+  const torch::Tensor ids = torch::randint(s.model.vocab_size, {b, sq}, torch::TensorOptions().dtype(torch::kLong).device(dev));
+  const torch::Tensor labels = ids.clone();
+  const bool amp = is_autocast(s.precision);
+  const auto ac_dev = cuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
+  const auto ac_dt = s.precision == Precision::amp_fp16 ? torch::kHalf : torch::kBFloat16;
+  try {
+    for (int step = 1; step <= opt.steps; ++step) {
+      StepSample ss;
+      ss.step = step;
+      const auto t0 = std::chrono::steady_clock::now();
+      ss.start_bytes = now();
+      auto sample = [&](const char* phase) {
+        PhaseSample p;
+        p.phase = phase;
+        p.peak_bytes = peak();
+        p.end_bytes = now();
+        p.peak_reserved = probe->peak_reserved();
+        p.device_used = probe->device_used();
+        out.device_used_peak = std::max(out.device_used_peak, p.device_used);
+        out.peak_reserved = std::max(out.peak_reserved, p.peak_reserved);
+        ss.phases.push_back(p);
+      };
+      say(fmt::format("step {}/{}: forward", step, opt.steps));
+      if (CountingAllocator::trace_threshold() >= 0) std::fprintf(stderr, "== step %d forward\n", step);
+      probe->reset_peak();
+      torch::Tensor loss;
+      {
+        std::unique_ptr<AutocastGuard> guard;
+        if (amp) guard = std::make_unique<AutocastGuard>(ac_dev, ac_dt);
+        loss = model->loss(ids, labels);
+      }
+      sample("forward");
+      out.forward_end = now();
+      say(fmt::format("step {}/{}: backward (loss {:.3f})", step, opt.steps, loss.item<double>()));
+      probe->reset_peak();
+      if (CountingAllocator::trace_threshold() >= 0) std::fprintf(stderr, "== step %d backward\n", step);
+      loss.backward();
+      loss = torch::Tensor();
+      sample("backward");
+      say(fmt::format("step {}/{}: optimizer step", step, opt.steps));
+      const int64_t before_step = now();
+      probe->reset_peak();
+      optimizer->step();
+      sample("optimizer_step");
+      if (step == 1) out.states = now() - before_step;
+      // zero_grad(set_to_none=True): LibTorch 1.13's zero_grad() only zeroes (libtorch-notes §8).
+      for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+      ss.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      out.steps.push_back(ss);
+    }
+  } catch (const c10::Error& e) {
+    const std::string what = e.what();
+    if (what.find("out of memory") == std::string::npos && what.find("OutOfMemory") == std::string::npos) throw;
+    out.oom = what.substr(0, what.find('\n'));
+  }
+#ifdef MEMPLAN_WITH_CUDA
+  (void)cuda_probe;
+#endif
+  return out;
+}
+
+}  // namespace
+
+MeasureResult measure(const TrainingSetup& s, const MeasureOptions& opt) {
+  if (opt.steps < 2) throw InputError(Where::at_flag("--steps"), "needs at least 2 steps", "step 1 creates the optimizer state; step 2 is the steady state");
+  if (const std::string why = unsupported(s, opt); !why.empty())
+    throw InputError(Where::at_flag("--device"), "cannot measure this setup: " + why);
+  if (!is_cuda(opt.device) && opt.device != "cpu")
+    throw InputError(Where::at_flag("--device"), fmt::format("unknown device '{}'", opt.device), "use cpu, cuda or cuda:N");
+  // oneDNN must stay off AMX for bf16 on Debian's LibTorch (libtorch-notes §4.3); set before
+  // the first op.
+  setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 0);
+  setenv("DNNL_MAX_CPU_ISA", "AVX512_CORE_BF16", 0);
+  if (opt.threads > 0) torch::set_num_threads(opt.threads);
+
+  MeasureResult r;
+  r.libtorch = torch_version();
+  r.device_name = is_cuda(opt.device) ? opt.device : cpu_name();
+#ifdef MEMPLAN_WITH_CUDA
+  if (is_cuda(opt.device)) {
+    const torch::Device dev(opt.device);
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev.has_index() ? dev.index() : 0) == cudaSuccess) r.device_name = prop.name;
+    int drv = 0, rt = 0;
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rt);
+    r.driver = fmt::format("driver {}.{}, runtime {}.{}", drv / 1000, (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10);
+  }
+#endif
+
+  // Depth: full if the estimate fits the budget, else the largest of 1-3 layers that fit.
+  const TrainingSetup full = harness_setup(s, opt);
+  int64_t budget = opt.memory_budget;
+  if (budget <= 0) budget = is_cuda(opt.device) ? (s.device.capacity_bytes > 0 ? s.device.capacity_bytes : (80LL << 30)) * 9 / 10
+                                                 : host_available_bytes() * 8 / 10;
+  std::vector<int64_t> depths;
+  if (opt.layers > 0 || estimate(full).peak_bytes() <= budget) {
+    depths = {full.model.num_layers};
+  } else {
+    for (int64_t d = 1; d <= std::min<int64_t>(3, s.model.num_layers); ++d) {
+      TrainingSetup t = full;
+      t.model.num_layers = d;
+      if (estimate(t).peak_bytes() <= budget) depths.push_back(d);
+    }
+    if (depths.size() < 2)
+      throw InputError(Where::at_flag("--device"),
+                       fmt::format("cannot measure {}: even {} layer(s) need an estimated {:.1f} GiB, over the {:.1f} GiB budget",
+                                   s.model.name, depths.empty() ? 1 : 2,
+                                   [&] { TrainingSetup t = full; t.model.num_layers = depths.empty() ? 1 : 2; return estimate(t).peak_bytes() / 1073741824.0; }(),
+                                   budget / 1073741824.0),
+                       "measure a smaller micro-batch or sequence, or on a device with more memory");
+  }
+
+  std::vector<RunOutcome> runs;
+  for (int64_t d : depths) {
+    TrainingSetup t = full;
+    t.model.num_layers = d;
+    if (opt.progress && depths.size() > 1) opt.progress(fmt::format("depth {} of {} layers (reduced; extrapolating)", d, s.model.num_layers));
+    runs.push_back(run_steps(t, opt));
+    if (!runs.back().oom.empty()) break;
+  }
+  const RunOutcome& last = runs.back();
+  r.layers_measured = depths.back();
+  r.weights_bytes = last.weights;
+  r.states_bytes = last.states;
+  r.forward_end_bytes = last.forward_end;
+  r.steps = last.steps;
+  r.context_bytes = last.context;
+  r.device_used_peak = last.device_used_peak;
+  r.peak_reserved = last.peak_reserved;
+  if (!last.oom.empty()) r.notes.push_back("out of memory: " + last.oom);
+
+  // Per-phase peaks (max over steps) at each depth, then per-layer extrapolation.
+  auto phase_peaks = [](const RunOutcome& o) {
+    std::vector<int64_t> pk(kNumPhases, 0);
+    for (const auto& st : o.steps)
+      for (const auto& ph : st.phases) {
+        const int i = ph.phase == "forward" ? 0 : ph.phase == "backward" ? 1 : 2;
+        pk[i] = std::max(pk[i], ph.peak_bytes);
+      }
+    return pk;
+  };
+  r.phase_peaks = phase_peaks(last);
+  if (depths.size() > 1 && runs.size() == depths.size()) {
+    r.extrapolated = true;
+    r.depths = depths;
+    // Least-squares line through (depth, peak) per phase, evaluated at the full depth.
+    const double n = static_cast<double>(depths.size());
+    for (int ph = 0; ph < kNumPhases; ++ph) {
+      double sx = 0, sy = 0, sxx = 0, sxy = 0;
+      for (size_t i = 0; i < depths.size(); ++i) {
+        const double x = static_cast<double>(depths[i]), y = static_cast<double>(phase_peaks(runs[i])[ph]);
+        sx += x; sy += y; sxx += x * x; sxy += x * y;
+      }
+      const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+      const double icept = (sy - slope * sx) / n;
+      r.phase_peaks[ph] = static_cast<int64_t>(icept + slope * static_cast<double>(s.model.num_layers));
+    }
+    r.notes.push_back(fmt::format("measured at {} layers and extrapolated per layer to {}", fmt::join(depths, ", "), s.model.num_layers));
+    r.layers_measured = s.model.num_layers;
+  }
+  int best = 0;
+  for (int i = 1; i < kNumPhases; ++i)
+    if (r.phase_peaks[i] > r.phase_peaks[best]) best = i;
+  r.peak_bytes = r.phase_peaks[best];
+  r.peak_phase = static_cast<Phase>(best);
+  return r;
+}
+
+}  // namespace memplan::calibrate

@@ -1,0 +1,79 @@
+// Real training steps through LibTorch, measured. This header is torch-free so the CLI can call
+// it; the implementation (measure.cpp, decoder.cpp) is the only code that includes torch.
+// When memplan is built without LibTorch, torch_available() is false and measure() throws.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "estimator/breakdown.h"
+#include "estimator/setup.h"
+
+namespace memplan::calibrate {
+
+bool torch_available();
+std::string torch_version();   // "1.13" / "2.11", "" without LibTorch
+bool cuda_available();         // built with CUDA and a device is visible
+bool cpu_supports_bf16();      // avx512_bf16 (or amx) on this CPU, so bf16 CPU steps run
+
+struct MeasureOptions {
+  std::string device = "cpu";  // cpu | cuda | cuda:N
+  int steps = 2;               // >= 2: step 1 creates the optimizer state
+  int threads = 0;             // CPU intra-op threads (0: LibTorch's default)
+  uint64_t seed = 0;
+  int64_t layers = 0;          // measure at this depth (0: full depth, or reduced if too big)
+  int64_t memory_budget = 0;   // bytes the run may use (0: device capacity or host RAM)
+  std::function<void(const std::string&)> progress;  // one line per event ("step 1/2 forward")
+};
+
+// Peak and resident bytes of one phase of one step. On CPU the counting allocator's bytes;
+// on CUDA the caching allocator's allocated bytes, plus reserved and device-wide used.
+struct PhaseSample {
+  std::string phase;          // forward | backward | optimizer_step
+  int64_t peak_bytes = 0;     // peak during the phase (allocated)
+  int64_t end_bytes = 0;      // live at the end of the phase
+  int64_t peak_reserved = 0;  // CUDA: caching allocator reserved at peak
+  int64_t device_used = 0;    // CUDA: total - free from cudaMemGetInfo after the phase
+};
+
+struct StepSample {
+  int step = 0;
+  int64_t start_bytes = 0;    // live before the forward
+  std::vector<PhaseSample> phases;
+  double seconds = 0;
+};
+
+struct MeasureResult {
+  std::string device_name;        // "cpu (Intel Xeon ...)" / "NVIDIA H100 80GB HBM3"
+  std::string libtorch;           // LibTorch version
+  std::string driver;             // CUDA driver/runtime versions ("" on CPU)
+  int64_t layers_measured = 0;    // depth actually run
+  bool extrapolated = false;      // full-depth numbers extrapolated from reduced depth
+  std::vector<int64_t> depths;    // depths run when extrapolated
+  int64_t weights_bytes = 0;      // live after building the model
+  int64_t states_bytes = 0;       // optimizer state created by step 1
+  int64_t forward_end_bytes = 0;  // live after the last step's forward (activations kept)
+  std::vector<StepSample> steps;
+  // Run-level peaks (max over steps), full depth (extrapolated when reduced).
+  int64_t peak_bytes = 0;
+  Phase peak_phase = Phase::forward;
+  int64_t peak_reserved = 0;      // CUDA
+  int64_t context_bytes = 0;      // CUDA: device used before any allocation by memplan
+  int64_t device_used_peak = 0;   // CUDA: max total - free
+  std::vector<int64_t> phase_peaks;  // per Phase, max over steps (index = Phase)
+  std::vector<std::string> notes;
+};
+
+// Runs opt.steps real steps of the setup on the device and records the peaks.
+// Throws InputError before allocating anything when the setup cannot be measured (unsupported
+// combination, or a model that does not fit even at one layer); an out-of-memory during the
+// run is reported as MeasureResult with `notes` saying so, not as a crash.
+MeasureResult measure(const TrainingSetup& s, const MeasureOptions& opt);
+
+// The setup the harness will actually run (what it changes: the torch version it models, the
+// optimizer implementation, reduced depth) so the estimate compared with it is like for like.
+TrainingSetup harness_setup(const TrainingSetup& s, const MeasureOptions& opt);
+
+}  // namespace memplan::calibrate

@@ -1,0 +1,113 @@
+// The CPU accuracy matrix: small models that run real steps in seconds on 2 cores and cover
+// dense and MoE, GELU and SwiGLU, MHA and GQA, tied and untied, fp32 and bf16, AdamW and SGD,
+// checkpointing none/full/every:2, sequences 64-1024. Shared by the test and `memplan bench`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "estimator/setup.h"
+
+namespace memplan::testing {
+
+inline ModelSpec tiny_gpt2(int64_t h = 256, int64_t layers = 4, int64_t heads = 4, int64_t vocab = 8192) {
+  ModelSpec m;
+  m.name = "gpt2-tiny";
+  m.model_type = "gpt2";
+  m.hidden_size = h;
+  m.num_layers = layers;
+  m.num_attention_heads = m.num_key_value_heads = heads;
+  m.head_dim = h / heads;
+  m.intermediate_size = 4 * h;
+  m.vocab_size = vocab;
+  m.max_position_embeddings = 1024;
+  m.norm = NormKind::layer_norm;
+  m.activation = Activation::gelu_new;
+  m.positions = PositionKind::learned;
+  m.tie_word_embeddings = true;
+  m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
+  return m;
+}
+
+inline ModelSpec tiny_llama(int64_t h = 256, int64_t layers = 4, int64_t heads = 8, int64_t kv = 2, int64_t vocab = 8192) {
+  ModelSpec m;
+  m.name = "llama-tiny";
+  m.model_type = "llama";
+  m.hidden_size = h;
+  m.num_layers = layers;
+  m.num_attention_heads = heads;
+  m.num_key_value_heads = kv;
+  m.head_dim = h / heads;
+  m.intermediate_size = 688;
+  m.vocab_size = vocab;
+  m.max_position_embeddings = 2048;
+  m.norm = NormKind::rms_norm;
+  m.activation = Activation::silu;
+  m.gated_mlp = true;
+  m.positions = PositionKind::rotary;
+  m.tie_word_embeddings = false;
+  m.qkv_bias = m.o_bias = m.mlp_bias = m.norm_bias = false;
+  return m;
+}
+
+inline ModelSpec tiny_moe(int64_t experts = 4, int64_t top_k = 2, double capacity = 0) {
+  ModelSpec m = tiny_llama(256, 3, 8, 4, 8192);
+  m.name = "moe-tiny";
+  m.model_type = "mixtral";
+  m.num_experts = experts;
+  m.experts_per_token = top_k;
+  m.intermediate_size = 512;
+  m.moe_intermediate_size = 512;
+  m.capacity_factor = capacity;
+  return m;
+}
+
+struct MatrixCase {
+  std::string name;
+  TrainingSetup setup;
+};
+
+inline std::vector<MatrixCase> cpu_matrix() {
+  std::vector<MatrixCase> cases;
+  auto add = [&](std::string name, ModelSpec m, Precision p, OptimizerKind o, const char* ckpt, int64_t b, int64_t s) {
+    TrainingSetup t;
+    t.model = std::move(m);
+    t.precision = p;
+    t.optimizer = o;
+    t.checkpointing = *parse_checkpointing(ckpt);
+    t.batch.micro_batch = b;
+    t.batch.seq_len = s;
+    t.device.kind = DeviceKind::cpu;
+    t.device.name = "cpu";
+    cases.push_back({std::move(name), std::move(t)});
+  };
+  // Most cases use a small vocabulary so that layer activations, attention and experts, not the
+  // loss spike, decide the peak; a few keep 8192 so the loss path is checked too.
+  ModelSpec gelu = tiny_gpt2(256, 4, 4, 1024);
+  gelu.activation = Activation::gelu;
+  gelu.attention_dropout = gelu.hidden_dropout = gelu.embedding_dropout = 0;
+  const ModelSpec mha = tiny_llama(256, 4, 8, 8, 8192);
+  ModelSpec tied = tiny_llama(256, 4, 8, 2, 4096);
+  tied.tie_word_embeddings = true;
+  add("gpt2 fp32 adamw", tiny_gpt2(), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  add("gpt2 fp32 sgd full", tiny_gpt2(256, 4, 4, 2048), Precision::fp32, OptimizerKind::sgd, "full", 2, 512);
+  add("gpt2 amp-bf16 adamw every:2", tiny_gpt2(), Precision::amp_bf16, OptimizerKind::adamw, "every:2", 4, 128);
+  add("gpt2 gelu nodrop fp32 adamw s1024", gelu, Precision::fp32, OptimizerKind::adamw, "none", 1, 1024);
+  add("gpt2 bf16 sgd-mom", tiny_gpt2(256, 4, 4, 2048), Precision::bf16, OptimizerKind::sgd_momentum, "none", 2, 256);
+  add("llama gqa fp32 adamw", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  add("llama mha fp32 sgd-mom full s1024", mha, Precision::fp32, OptimizerKind::sgd_momentum, "full", 1, 1024);
+  add("llama gqa amp-bf16 adamw", tiny_llama(256, 4, 8, 2, 2048), Precision::amp_bf16, OptimizerKind::adamw, "none", 2, 512);
+  add("llama gqa bf16 adamw every:2", tiny_llama(), Precision::bf16, OptimizerKind::adamw, "every:2", 2, 256);
+  add("llama mha amp-bf16 sgd full", mha, Precision::amp_bf16, OptimizerKind::sgd, "full", 2, 256);
+  add("llama tied fp32 sgd s64", tied, Precision::fp32, OptimizerKind::sgd, "none", 8, 64);
+  ModelSpec moe_small_vocab = tiny_moe();
+  moe_small_vocab.vocab_size = 1024;
+  add("moe fp32 adamw", moe_small_vocab, Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  add("moe amp-bf16 sgd full cf1.25", tiny_moe(4, 2, 1.25), Precision::amp_bf16, OptimizerKind::sgd, "full", 2, 128);
+  ModelSpec moe8 = tiny_moe(8, 2);
+  moe8.vocab_size = 2048;
+  add("moe bf16 adamw every:2", moe8, Precision::bf16, OptimizerKind::adamw, "every:2", 2, 256);
+  return cases;
+}
+
+}  // namespace memplan::testing
