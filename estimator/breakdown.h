@@ -87,7 +87,9 @@ struct Verdict {
   bool fits = false;         // peak <= target * capacity
   double utilization = 0;    // peak / capacity
   int64_t headroom_bytes = 0;  // target * capacity - peak (negative when over)
-  std::string status;        // normal | warning | critical | emergency | out_of_memory
+  // The band (seed 002's thresholds): normal (<= target), above_target (< warning),
+  // warning (< critical), critical (< emergency), emergency (<= 100%), out_of_memory.
+  std::string status;
 };
 Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s);
 

@@ -89,6 +89,7 @@ Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s) {
   else if (v.utilization >= t.emergency) v.status = "emergency";
   else if (v.utilization >= t.critical) v.status = "critical";
   else if (v.utilization >= t.warning) v.status = "warning";
+  else if (v.utilization > t.target) v.status = "above_target";
   else v.status = "normal";
   return v;
 }

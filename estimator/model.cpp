@@ -253,11 +253,11 @@ ParameterCounts count_parameters(const TrainingSetup& s) {
     else if (p.group != ParamGroup::embedding)
       c.active_per_token += n;
   }
-  // Tied embeddings serve as the LM head matmul: count them as active once.
+  // Active parameters are the ones a token multiplies (FLOPs): the embedding lookup is not, but
+  // a tied embedding matrix serves as the LM head matmul, so it counts once. (Model cards that
+  // quote "active" counts usually include the input embedding table too.)
   if (m.tie_word_embeddings && m.head != HeadKind::sequence_classification)
     c.active_per_token += m.vocab_size * m.hidden_size;
-  else if (!m.tie_word_embeddings && m.head == HeadKind::causal_lm)
-    ;  // lm_head is already counted in the list
   return c;
 }
 

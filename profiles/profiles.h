@@ -75,6 +75,9 @@ std::vector<ModelPreset> model_presets();  // sorted by name
 // A model by preset name, HF repository id alias, config.json path or directory holding one.
 // `origin` says where the name came from (flag or YAML position) for errors.
 ModelSpec load_model(const std::string& name_or_path, const Where& origin);
+// Same, appending what the config could only approximate (e.g. Qwen-MoE mlp_only_layers) to
+// `warnings` when it is not null.
+ModelSpec load_model(const std::string& name_or_path, const Where& origin, std::vector<Warning>* warnings);
 // An HF config.json (file path). Unknown model_type, missing or wrong-typed fields are errors
 // with the JSON position.
 ModelSpec parse_hf_config(const std::string& path);
@@ -89,14 +92,16 @@ std::optional<int64_t> parse_size(const std::string& text);
 // ---- training configs ----------------------------------------------------------------------------
 
 // Where each setup field was set, by setup path ("batch.micro_batch", "model.hidden_size"),
-// so validation problems can point at the line or flag.
+// so validation problems can point at the line or flag. The paths are validate()'s Problem
+// fields plus "precision", "optimizer", "checkpointing", "attention", "device", "hardware.gpu",
+// "batch.global_batch", "finetune.mode", "finetune.lora_targets", "data.*" and "thresholds.*".
 struct Provenance {
   std::map<std::string, Where> fields;
   Where of(const std::string& field) const;  // empty Where when unknown
   void set(const std::string& field, const Where& w) { fields[field] = w; }
 };
 
-// What a config file says. `set` holds the setup paths the file set explicitly.
+// What a config file says. `origin` holds the setup paths the file set explicitly.
 struct LoadedConfig {
   TrainingSetup setup;
   Provenance origin;

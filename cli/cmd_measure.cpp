@@ -1,0 +1,232 @@
+// memplan measure and memplan calibrate: real LibTorch steps against the estimate, and the
+// probe series that fits a calibration profile. Progress goes to stderr, results to stdout.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ostream>
+
+#include "calibrate/calibrate.h"
+#include "calibrate/measure.h"
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+
+namespace memplan::cli {
+namespace {
+
+struct MeasureFlags {
+  int steps = 2;
+  int threads = 0;
+  int64_t layers = 0;
+  std::string out;
+  bool quick = false;
+};
+
+// Progress lines on stderr with the elapsed time, so a long run shows what runs and what is left.
+std::function<void(const std::string&)> progress(std::ostream& err, const char* who) {
+  const auto t0 = std::chrono::steady_clock::now();
+  return [&err, who, t0](const std::string& line) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    err << fmt::format("[{} {:6.1f}s] {}\n", who, s, line) << std::flush;
+  };
+}
+
+std::string device_of(const profiles::SetupInputs& in) { return in.device.value_or("cpu"); }
+
+double rel(int64_t est, int64_t meas) {
+  return meas > 0 ? (static_cast<double>(est) - static_cast<double>(meas)) / static_cast<double>(meas) : 0;
+}
+
+// The estimate of step 1: the optimizer state does not exist yet during its forward and backward.
+int64_t step_estimate(const MemoryBreakdown& e, Phase p, int step) {
+  const PhaseState& ph = e.at(p);
+  return step == 1 && p != Phase::optimizer_step ? ph.total() - ph[Term::optimizer_states] : ph.total();
+}
+
+int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, const OutputFlags& o) {
+  const profiles::BuiltSetup b = profiles::build_setup(in);
+  print_warnings(io.err, b.warnings);
+  calibrate::MeasureOptions mo;
+  mo.device = device_of(in);
+  mo.steps = f.steps;
+  mo.threads = f.threads;
+  mo.layers = f.layers;
+  mo.progress = progress(io.err, "measure");
+  const calibrate::MeasureResult r = calibrate::measure(b.setup, mo);
+  // Estimate the setup the harness ran (same device kind, LibTorch version, optimizer loop),
+  // at full depth when the run was extrapolated.
+  calibrate::MeasureOptions full = mo;
+  if (r.extrapolated) full.layers = 0;
+  const TrainingSetup hs = calibrate::harness_setup(b.setup, full);
+  const MemoryBreakdown e = estimate(hs, b.calibration ? &*b.calibration : nullptr);
+  const bool depth_matches = !r.extrapolated && r.layers_measured == hs.model.num_layers;
+
+  nlohmann::json doc = {{"schema", "memplan.measure/v1"}, {"memplan_version", MEMPLAN_VERSION}};
+  doc["setup"] = setup_json(hs);
+  doc["device"] = {{"name", r.device_name}, {"libtorch", r.libtorch}, {"driver", r.driver}};
+  doc["layers_measured"] = r.layers_measured;
+  doc["extrapolated"] = r.extrapolated;
+  doc["steps"] = nlohmann::json::array();
+  for (const auto& st : r.steps) {
+    nlohmann::json phases = nlohmann::json::array();
+    for (const auto& ph : st.phases) {
+      const Phase p = ph.phase == "forward" ? Phase::forward : ph.phase == "backward" ? Phase::backward : Phase::optimizer_step;
+      nlohmann::json j = {{"phase", ph.phase}, {"measured_peak_bytes", ph.peak_bytes}, {"measured_end_bytes", ph.end_bytes}};
+      if (depth_matches) {
+        const int64_t est = step_estimate(e, p, st.step);
+        j["estimated_peak_bytes"] = est;
+        j["error"] = rel(est, ph.peak_bytes);
+      }
+      if (ph.peak_reserved) j["measured_peak_reserved_bytes"] = ph.peak_reserved;
+      if (ph.device_used) j["device_used_bytes"] = ph.device_used;
+      phases.push_back(j);
+    }
+    const auto peak_it = std::max_element(st.phases.begin(), st.phases.end(),
+                                          [](const auto& a, const auto& c) { return a.peak_bytes < c.peak_bytes; });
+    nlohmann::json sj = {{"step", st.step}, {"seconds", st.seconds}, {"phases", phases}};
+    if (peak_it != st.phases.end()) {
+      sj["measured_peak_bytes"] = peak_it->peak_bytes;
+      sj["measured_peak_phase"] = peak_it->phase;
+      if (depth_matches) {
+        int64_t best = 0;
+        Phase bp = Phase::forward;
+        for (Phase p : {Phase::forward, Phase::backward, Phase::optimizer_step})
+          if (step_estimate(e, p, st.step) > best) {
+            best = step_estimate(e, p, st.step);
+            bp = p;
+          }
+        sj["estimated_peak_bytes"] = best;
+        sj["estimated_peak_phase"] = phase_name(bp);
+      }
+    }
+    doc["steps"].push_back(sj);
+  }
+  doc["measured_peak_bytes"] = r.peak_bytes;
+  doc["measured_peak_phase"] = phase_name(r.peak_phase);
+  doc["estimated_peak_bytes"] = e.peak_bytes();
+  doc["estimated_peak_phase"] = phase_name(e.peak_phase());
+  doc["error"] = rel(e.peak_bytes(), r.peak_bytes);
+  doc["calibrated"] = e.calibrated;
+  if (r.context_bytes) doc["measured_context_bytes"] = r.context_bytes;
+  if (r.peak_reserved) doc["measured_peak_reserved_bytes"] = r.peak_reserved;
+  nlohmann::json terms = nlohmann::json::array();
+  const PhaseState& opt = e.at(Phase::optimizer_step);
+  if (depth_matches) {
+    terms.push_back({{"name", "weights"}, {"measured_bytes", r.weights_bytes}, {"estimated_bytes", opt[Term::weights]}});
+    terms.push_back({{"name", "optimizer_states"}, {"measured_bytes", r.states_bytes}, {"estimated_bytes", opt[Term::optimizer_states]}});
+  }
+  doc["terms"] = terms;
+  doc["notes"] = r.notes;
+
+  if (o.format() != Format::table) {
+    emit(io.out, doc, o.format());
+    return kExitOk;
+  }
+  io.out << fmt::format("memplan measure: {} on {} (LibTorch {}{}{})\n", hs.model.name, r.device_name, r.libtorch,
+                        r.driver.empty() ? "" : ", ", r.driver);
+  io.out << "  " << describe(hs) << "\n";
+  if (r.extrapolated)
+    io.out << fmt::format("  measured at {} layers and extrapolated per layer to {} (the full model does not fit here)\n",
+                          fmt::join(r.depths, ", "), hs.model.num_layers);
+  io.out << fmt::format("\n  {:<5} {:<15} {:>12} {:>12} {:>8}\n", "step", "phase", "measured", "estimated", "error");
+  for (const auto& st : doc["steps"])
+    for (const auto& ph : st["phases"])
+      io.out << fmt::format("  {:<5} {:<15} {:>12} {:>12} {:>8}\n", st["step"].get<int>(), ph["phase"].get<std::string>(),
+                            gib(ph["measured_peak_bytes"].get<int64_t>()),
+                            ph.contains("estimated_peak_bytes") ? gib(ph["estimated_peak_bytes"].get<int64_t>()) : "-",
+                            ph.contains("error") ? fmt::format("{:+.2f}%", 100 * ph["error"].get<double>()) : "-");
+  io.out << fmt::format("\n  run peak: measured {} ({}), estimated {} ({}): {:+.2f}%{}\n", gib(r.peak_bytes), phase_name(r.peak_phase),
+                        gib(e.peak_bytes()), phase_name(e.peak_phase()), 100 * rel(e.peak_bytes(), r.peak_bytes),
+                        e.calibrated ? " (calibrated)" : " (uncalibrated)");
+  if (depth_matches)
+    io.out << fmt::format("  weights: measured {}, estimated {}; optimizer states: measured {}, estimated {}\n", gib(r.weights_bytes),
+                          gib(opt[Term::weights]), gib(r.states_bytes), gib(opt[Term::optimizer_states]));
+  if (r.peak_reserved)
+    io.out << fmt::format("  CUDA: peak reserved {}, outside the allocator {}, device used peak {}\n", gib(r.peak_reserved),
+                          gib(r.context_bytes), gib(r.device_used_peak));
+  for (const auto& n : r.notes) io.out << "  note: " << n << "\n";
+  return kExitOk;
+}
+
+int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, const OutputFlags& o) {
+  if (!calibrate::torch_available())
+    throw InputError(Where::at_flag("--device"), "this memplan was built without LibTorch", "install libtorch-dev and rebuild");
+  calibrate::CalibrateOptions co;
+  co.device = device_of(in);
+  co.quick = f.quick;
+  co.threads = f.threads;
+  co.progress = progress(io.err, "calibrate");
+  const calibrate::CalibrationRun run = calibrate::run_calibration(co);
+  if (!f.out.empty()) profiles::save_calibration(run.fitted, run.stamp, f.out);
+  nlohmann::json doc = {{"schema", "memplan.calibrate/v1"}, {"stamp", run.stamp}, {"probes", nlohmann::json::array()}};
+  for (const auto& p : run.probes) {
+    nlohmann::json j = {{"name", p.probe.name}, {"ok", p.ok}};
+    if (p.ok) {
+      j["measured_bytes"] = p.measured;
+      j["estimated_bytes"] = p.estimated;
+      j["calibrated_bytes"] = p.calibrated;
+      j["error_before"] = rel(p.estimated, p.measured);
+      j["error_after"] = rel(p.calibrated, p.measured);
+    } else {
+      j["note"] = p.note;
+    }
+    doc["probes"].push_back(j);
+  }
+  doc["corrections"] = {{"cuda_context_bytes", run.fitted.cuda_context_bytes},
+                        {"workspace_bytes", run.fitted.workspace_bytes},
+                        {"activation_scale", run.fitted.activation_scale},
+                        {"model_state_scale", run.fitted.model_state_scale},
+                        {"overhead_fraction", run.fitted.overhead_fraction},
+                        {"overhead_bytes", run.fitted.overhead_bytes}};
+  if (!f.out.empty()) doc["profile"] = f.out;
+  if (o.format() != Format::table) {
+    emit(io.out, doc, o.format());
+    return kExitOk;
+  }
+  io.out << fmt::format("memplan calibrate: {} ({}), LibTorch {}\n", run.stamp.at("device_name"), co.device, run.stamp.at("libtorch"));
+  io.out << fmt::format("\n  {:<40} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "probe", "measured", "estimated", "error", "calibrated", "error");
+  for (const auto& p : run.probes) {
+    if (!p.ok) {
+      io.out << fmt::format("  {:<40} {}\n", p.probe.name, p.note);
+      continue;
+    }
+    io.out << fmt::format("  {:<40} {:>12} {:>12} {:>+7.2f}% {:>12} {:>+7.2f}%\n", p.probe.name, gib(p.measured), gib(p.estimated),
+                          100 * rel(p.estimated, p.measured), gib(p.calibrated), 100 * rel(p.calibrated, p.measured));
+  }
+  const Calibration& c = run.fitted;
+  io.out << fmt::format("\n  fitted: activation x{:.4f}, model states x{:.4f}, constant {}, context {}\n", c.activation_scale,
+                        c.model_state_scale, gib(c.overhead_bytes), gib(std::max<int64_t>(0, c.cuda_context_bytes)));
+  io.out << fmt::format("  largest error: {:.2f}% uncalibrated, {:.2f}% calibrated\n", 100 * run.max_error_before, 100 * run.max_error_after);
+  if (!f.out.empty()) io.out << fmt::format("  wrote {} (use it with --calibration {})\n", f.out, f.out);
+  return kExitOk;
+}
+
+}  // namespace
+
+Command register_measure(CLI::App& root, Io io) {
+  auto* app = root.add_subcommand("measure", "run real LibTorch training steps and compare measured peaks with the estimate");
+  auto in = std::make_shared<profiles::SetupInputs>();
+  auto f = std::make_shared<MeasureFlags>();
+  auto o = std::make_shared<OutputFlags>();
+  add_setup_flags(*app, *in);
+  app->add_option("--steps", f->steps, "training steps (>= 2; step 1 creates the optimizer state)")->type_name("N");
+  app->add_option("--threads", f->threads, "CPU threads for LibTorch (default: LibTorch's)")->type_name("N");
+  app->add_option("--layers", f->layers, "run at this depth instead of the model's")->type_name("N");
+  add_output_flags(*app, *o);
+  return {app, [io, in, f, o] { return run_measure(io, *in, *f, *o); }};
+}
+
+Command register_calibrate(CLI::App& root, Io io) {
+  auto* app = root.add_subcommand("calibrate", "fit corrections on a device from a probe series of real steps");
+  auto in = std::make_shared<profiles::SetupInputs>();
+  auto f = std::make_shared<MeasureFlags>();
+  auto o = std::make_shared<OutputFlags>();
+  app->add_option("--device", in->device, "cpu or cuda:N")->type_name("DEVICE");
+  app->add_option("--out", f->out, "write the calibration profile (YAML) here")->type_name("FILE");
+  app->add_flag("--quick", f->quick, "fewer probes");
+  app->add_option("--threads", f->threads, "CPU threads for LibTorch")->type_name("N");
+  add_output_flags(*app, *o);
+  return {app, [io, in, f, o] { return run_calibrate(io, *in, *f, *o); }};
+}
+
+}  // namespace memplan::cli

@@ -1,0 +1,223 @@
+// Flags, formatting and the JSON documents shared by the subcommands.
+#include "cli/common.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <ostream>
+
+namespace memplan::cli {
+
+void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
+  app.add_option("--config", in.config, "memplan/seed-dialect YAML, DeepSpeed JSON or HF config.json")->type_name("FILE");
+  app.add_option("--model", in.model, "preset (memplan models), HF repo id, config.json or model directory")->type_name("NAME|FILE|DIR");
+  app.add_option("--gpu", in.gpu, "GPU preset (memplan gpus)")->type_name("PRESET");
+  app.add_option("--gpu-memory", in.gpu_memory, "device memory, e.g. 12GiB (overrides the preset's)")->type_name("SIZE");
+  app.add_option("--gpus", in.gpus, "number of GPUs (data-parallel world size)")->type_name("N");
+  app.add_option("--micro-batch", in.micro_batch, "sequences per GPU per forward")->type_name("N");
+  app.add_option("--seq-len", in.seq_len, "tokens per sequence")->type_name("N");
+  app.add_option("--grad-accum", in.grad_accum, "micro-batches per optimizer step")->type_name("N");
+  app.add_option("--precision", in.precision, "fp32|amp-fp16|amp-bf16|bf16|fp16|mixed-fp16|mixed-bf16")->type_name("P");
+  app.add_option("--optimizer", in.optimizer, "adamw|adam|sgd|sgd-momentum|adafactor|adamw-8bit|lion|paged-adamw|paged-adamw-8bit")->type_name("O");
+  app.add_option("--checkpointing", in.checkpointing, "none|full|selective|every:K")->type_name("MODE");
+  app.add_option("--attention", in.attention, "eager|sdpa|flash")->type_name("IMPL");
+  app.add_option("--zero", in.zero, "DeepSpeed ZeRO stage 0-3")->type_name("STAGE");
+  app.add_option("--offload", in.offload, "none|optimizer|optimizer+params")->type_name("WHAT");
+  app.add_option("--finetune", in.finetune, "full|lora|qlora")->type_name("MODE");
+  app.add_option("--lora-rank", in.lora_rank, "LoRA rank r (default 8)")->type_name("N");
+  app.add_option("--lora-alpha", in.lora_alpha, "LoRA alpha")->type_name("A");
+  app.add_option("--lora-targets", in.lora_targets, "q,k,v,o,gate,up,down or all-linear")->type_name("LIST");
+  app.add_option("--freeze-layers", in.freeze_layers, "full fine-tuning with the first N layers frozen")->type_name("N");
+  app.add_option("--tensor-parallel", in.tensor_parallel, "tensor-parallel degree")->type_name("N");
+  app.add_option("--pipeline-parallel", in.pipeline_parallel, "pipeline stages")->type_name("N");
+  app.add_option("--device", in.device, "cuda (default) or cpu: whose memory behaviour to model")->type_name("cpu|cuda");
+  app.add_option("--calibration", in.calibration, "calibration profile from memplan calibrate")->type_name("FILE");
+}
+
+void add_output_flags(CLI::App& app, OutputFlags& o) {
+  auto* j = app.add_flag("--json", o.json, "print the versioned JSON document");
+  app.add_flag("--yaml", o.yaml, "print the document as YAML")->excludes(j);
+}
+
+std::string gib(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  const double a = b < 0 ? -b : b;
+  if (a >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  if (a >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+  if (a >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+std::string percent(double f) { return fmt::format("{:.1f}%", 100.0 * f); }
+
+std::string thousands(int64_t n) {
+  std::string s = std::to_string(n < 0 ? -n : n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return n < 0 ? "-" + s : s;
+}
+
+std::string describe(const TrainingSetup& s) {
+  std::string d = fmt::format("{}, {}, micro-batch {} x {} tokens, accumulation {}, checkpointing {}, attention {}",
+                              to_string(s.precision), to_string(s.optimizer), s.batch.micro_batch, s.batch.seq_len,
+                              s.batch.grad_accum, to_string(s.checkpointing), to_string(s.attention));
+  if (s.parallel.num_gpus > 1) d += fmt::format(", {} GPUs", s.parallel.num_gpus);
+  if (s.parallel.zero_stage > 0) d += fmt::format(", ZeRO-{}", s.parallel.zero_stage);
+  if (s.parallel.offload != Offload::none) d += fmt::format(", offload {}", to_string(s.parallel.offload));
+  if (s.finetune.mode != FinetuneMode::full) d += fmt::format(", {} r={}", to_string(s.finetune.mode), s.finetune.lora_rank);
+  if (s.device.kind == DeviceKind::cpu) d += ", CPU";
+  return d;
+}
+
+nlohmann::json setup_json(const TrainingSetup& s) {
+  const ModelSpec& m = s.model;
+  nlohmann::json j;
+  j["model"] = {{"name", m.name},
+                {"model_type", m.model_type},
+                {"hidden_size", m.hidden_size},
+                {"num_layers", m.num_layers},
+                {"num_attention_heads", m.num_attention_heads},
+                {"num_key_value_heads", m.num_key_value_heads},
+                {"head_dim", m.head_dim},
+                {"intermediate_size", m.intermediate_size},
+                {"vocab_size", m.vocab_size},
+                {"norm", to_string(m.norm)},
+                {"activation", to_string(m.activation)},
+                {"gated_mlp", m.gated_mlp},
+                {"positions", to_string(m.positions)},
+                {"tie_word_embeddings", m.tie_word_embeddings},
+                {"head", to_string(m.head)}};
+  if (m.num_experts > 0)
+    j["model"]["moe"] = {{"num_experts", m.num_experts},
+                         {"num_experts_per_token", m.experts_per_token},
+                         {"expert_intermediate_size", m.expert_width()},
+                         {"capacity_factor", m.capacity_factor},
+                         {"num_shared_experts", m.num_shared_experts}};
+  j["precision"] = to_string(s.precision);
+  j["optimizer"] = to_string(s.optimizer);
+  j["batch"] = {{"micro_batch", s.batch.micro_batch}, {"seq_len", s.batch.seq_len}, {"grad_accum", s.batch.grad_accum},
+                {"global_batch", s.batch.micro_batch * s.batch.grad_accum * s.parallel.data_parallel()}};
+  j["checkpointing"] = to_string(s.checkpointing);
+  j["attention"] = to_string(s.attention);
+  j["parallel"] = {{"num_gpus", s.parallel.num_gpus},
+                   {"data_parallel", s.parallel.data_parallel()},
+                   {"tensor_parallel", s.parallel.tensor_parallel},
+                   {"pipeline_parallel", s.parallel.pipeline_parallel},
+                   {"zero_stage", s.parallel.zero_stage},
+                   {"offload", to_string(s.parallel.offload)}};
+  j["finetune"] = {{"mode", to_string(s.finetune.mode)}};
+  if (s.finetune.mode != FinetuneMode::full) {
+    j["finetune"]["lora_rank"] = s.finetune.lora_rank;
+    j["finetune"]["lora_alpha"] = s.finetune.lora_alpha;
+    j["finetune"]["lora_targets"] = s.finetune.lora_targets;
+    j["finetune"]["base_quant"] = to_string(s.finetune.base_quant);
+  }
+  if (s.finetune.freeze_layers > 0) j["finetune"]["freeze_layers"] = s.finetune.freeze_layers;
+  j["device_kind"] = to_string(s.device.kind);
+  j["thresholds"] = {{"target", s.thresholds.target},
+                     {"warning", s.thresholds.warning},
+                     {"critical", s.thresholds.critical},
+                     {"emergency", s.thresholds.emergency}};
+  return j;
+}
+
+nlohmann::json verdict_json(const Verdict& v, const TrainingSetup& s) {
+  if (!v.known) return {{"fits", nullptr}, {"status", "unknown"}, {"reason", "no device capacity (pass --gpu or --gpu-memory)"}};
+  return {{"fits", v.fits},
+          {"utilization", v.utilization},
+          {"headroom_bytes", v.headroom_bytes},
+          {"status", v.status},
+          {"target_utilization", s.thresholds.target}};
+}
+
+nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdown& e) {
+  const TrainingSetup& s = b.setup;
+  nlohmann::json j;
+  j["schema"] = "memplan.estimate/v1";
+  j["memplan_version"] = MEMPLAN_VERSION;
+  j["setup"] = setup_json(s);
+  j["model"] = {{"name", s.model.name},
+                {"hf_repo", s.model.hf_repo},
+                {"parameters", e.params.total},
+                {"trainable_parameters", e.params.trainable},
+                {"active_parameters_per_token", e.params.active_per_token}};
+  const PhaseState& peak = e.peak();
+  nlohmann::json terms = nlohmann::json::array();
+  for (int i = 0; i < kNumTerms; ++i)
+    terms.push_back({{"name", term_name(term_at(i))},
+                     {"bytes", peak.bytes[i]},
+                     {"formula", e.text[i].formula},
+                     {"source", e.text[i].source}});
+  nlohmann::json phases = nlohmann::json::array();
+  for (const PhaseState& ph : e.phases) {
+    nlohmann::json t;
+    for (int i = 0; i < kNumTerms; ++i) t[term_name(term_at(i))] = ph.bytes[i];
+    phases.push_back({{"name", phase_name(ph.phase)}, {"bytes", ph.total()}, {"at", ph.at}, {"terms", t}});
+  }
+  nlohmann::json saved = nlohmann::json::array();
+  for (const SavedTensor& r : e.saved_per_layer)
+    saved.push_back({{"segment", r.layer}, {"op", r.op}, {"bytes", r.bytes}, {"category", r.category}});
+  j["per_gpu"] = {{"terms", terms},
+                  {"peak_bytes", e.peak_bytes()},
+                  {"peak_phase", phase_name(peak.phase)},
+                  {"peak_at", peak.at},
+                  {"phases", phases},
+                  {"saved_tensors_per_layer", saved}};
+  nlohmann::json host = nlohmann::json::array();
+  for (const HostTerm& h : e.host)
+    host.push_back({{"name", h.name}, {"bytes", h.bytes}, {"formula", h.formula}, {"source", h.source}});
+  j["host"] = {{"terms", host}, {"total_bytes", e.host_bytes()}};
+  j["device"] = {{"name", s.device.name},
+                 {"kind", to_string(s.device.kind)},
+                 {"capacity_bytes", s.device.capacity_bytes},
+                 {"family", s.device.family}};
+  j["verdict"] = verdict_json(judge(e, s), s);
+  j["calibrated"] = e.calibrated;
+  if (e.calibrated) j["calibration"] = e.calibration;
+  j["notes"] = e.notes;
+  nlohmann::json warnings = nlohmann::json::array();
+  for (const Warning& w : b.warnings) warnings.push_back(w.render());
+  j["warnings"] = warnings;
+  return j;
+}
+
+namespace {
+void to_yaml(YAML::Emitter& y, const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::object:
+      y << YAML::BeginMap;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        y << YAML::Key << it.key() << YAML::Value;
+        to_yaml(y, it.value());
+      }
+      y << YAML::EndMap;
+      break;
+    case nlohmann::json::value_t::array:
+      y << YAML::BeginSeq;
+      for (const auto& v : j) to_yaml(y, v);
+      y << YAML::EndSeq;
+      break;
+    case nlohmann::json::value_t::string: y << j.get<std::string>(); break;
+    case nlohmann::json::value_t::boolean: y << j.get<bool>(); break;
+    case nlohmann::json::value_t::number_integer: y << j.get<int64_t>(); break;
+    case nlohmann::json::value_t::number_unsigned: y << j.get<uint64_t>(); break;
+    case nlohmann::json::value_t::number_float: y << j.get<double>(); break;
+    default: y << YAML::Null;
+  }
+}
+}  // namespace
+
+void emit(std::ostream& out, const nlohmann::json& doc, Format f) {
+  if (f == Format::yaml) {
+    YAML::Emitter y;
+    to_yaml(y, doc);
+    out << y.c_str() << "\n";
+  } else {
+    out << doc.dump(2) << "\n";
+  }
+}
+
+void print_warnings(std::ostream& err, const std::vector<Warning>& w) {
+  for (const Warning& x : w) err << x.render() << "\n";
+}
+
+}  // namespace memplan::cli

@@ -1,0 +1,165 @@
+// Command-line flags -> TrainingSetup: the --config file first, then each given flag on top (the
+// flag wins and becomes the field's origin), then defaults that depend on the model, then one
+// validation whose first problem is reported at the line or flag it came from.
+#include <climits>
+#include <fstream>
+#include <sstream>
+
+#include "profiles/detail.h"
+
+namespace memplan::profiles {
+using detail::lower;
+
+namespace {
+
+Where flag(const char* name) {
+  Where w;
+  w.flag = name;
+  return w;
+}
+
+// Sets `slot` from a flag when it was given, and notes the flag as the field's origin.
+template <class T, class V>
+void from_flag(Provenance& origin, const std::optional<V>& v, const char* name, const char* field, T& slot) {
+  if (!v) return;
+  slot = static_cast<T>(*v);
+  origin.set(field, flag(name));
+}
+
+template <class E, class Parse>
+void choice_flag(Provenance& origin, const std::optional<std::string>& v, const char* name, const char* field,
+                 const char* what, Parse parse, const std::vector<std::string>& names, E& slot) {
+  if (!v) return;
+  slot = detail::parse_choice<E>(*v, what, parse, names, flag(name));
+  origin.set(field, flag(name));
+}
+
+// Host RAM from /proc/meminfo (0 when unreadable): the capacity of --device cpu.
+int64_t host_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kib = 0;
+    if (fields >> key >> kib && key == "MemTotal:") return kib * 1024;
+  }
+  return 0;
+}
+
+std::optional<int64_t> capacity_flag(const SetupInputs& in) {
+  if (!in.gpu_memory) return std::nullopt;
+  const auto bytes = parse_size(*in.gpu_memory);
+  if (!bytes || *bytes <= 0)
+    throw InputError(flag("--gpu-memory"), fmt::format("cannot read '{}' as a size", *in.gpu_memory),
+                     "write it like 12GiB, 24GB or 25769803776");
+  return bytes;
+}
+
+// A --gpu flag replaces the file's whole target (its gpu and gpu_memory); --gpu-memory replaces
+// only the capacity; --device cpu measures against host RAM.
+void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
+  TrainingSetup& s = b.setup;
+  const std::optional<int64_t> flag_capacity = capacity_flag(in);
+  if (in.gpu || flag_capacity) {
+    const Where gpu_where = in.gpu ? flag("--gpu") : cfg.origin.of("hardware.gpu");
+    const auto gpu = in.gpu ? in.gpu : cfg.gpu;
+    const auto capacity = flag_capacity ? flag_capacity : in.gpu ? std::nullopt : cfg.gpu_memory;
+    s.device = detail::gpu_device(gpu, gpu_where, capacity);
+    s.runtime.allocator_rounding = true;
+    if (gpu) b.origin.set("hardware.gpu", gpu_where);
+    const Where capacity_where = flag_capacity ? flag("--gpu-memory") : in.gpu ? gpu_where : cfg.origin.of("hardware.gpu_memory");
+    b.origin.set("hardware.gpu_memory", capacity_where);
+  }
+  if (!in.device) return;
+  const std::string d = lower(*in.device);
+  const bool cuda_n = d.size() > 5 && d.rfind("cuda:", 0) == 0 &&
+                      d.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (d == "cpu") {
+    DeviceSpec cpu;
+    cpu.name = "cpu";
+    cpu.kind = DeviceKind::cpu;
+    cpu.capacity_bytes = flag_capacity ? *flag_capacity : host_memory_bytes();
+    s.device = cpu;
+    s.runtime.allocator_rounding = false;  // the CPU allocator does not round like CUDA's caching allocator
+    b.origin.set("hardware.gpu_memory", flag_capacity ? flag("--gpu-memory") : flag("--device"));
+  } else if (d == "cuda" || cuda_n) {
+    s.device.kind = DeviceKind::cuda;
+  } else {
+    throw InputError(flag("--device"), fmt::format("unknown device '{}'", *in.device), "expected one of: cpu, cuda, cuda:N");
+  }
+  b.origin.set("device", flag("--device"));
+}
+
+void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
+  Finetune& f = b.setup.finetune;
+  Provenance& o = b.origin;
+  choice_flag(o, in.finetune, "--finetune", "finetune.mode", "fine-tuning method", parse_finetune, finetune_names(), f.mode);
+  if (in.finetune) f.base_quant = f.mode == FinetuneMode::qlora ? BaseQuant::nf4 : BaseQuant::none;
+  from_flag(o, in.lora_rank, "--lora-rank", "finetune.lora_rank", f.lora_rank);
+  from_flag(o, in.lora_alpha, "--lora-alpha", "finetune.lora_alpha", f.lora_alpha);
+  from_flag(o, in.freeze_layers, "--freeze-layers", "finetune.freeze_layers", f.freeze_layers);
+  if (in.lora_targets) {
+    f.lora_targets.clear();
+    std::stringstream ss(*in.lora_targets);
+    for (std::string t; std::getline(ss, t, ',');) {
+      t.erase(0, t.find_first_not_of(" \t"));
+      t.erase(t.find_last_not_of(" \t") + 1);
+      if (!t.empty()) f.lora_targets.push_back(t);
+    }
+    o.set("finetune.lora_targets", flag("--lora-targets"));
+  }
+}
+
+void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
+  TrainingSetup& s = b.setup;
+  Provenance& o = b.origin;
+  from_flag(o, in.micro_batch, "--micro-batch", "batch.micro_batch", s.batch.micro_batch);
+  from_flag(o, in.seq_len, "--seq-len", "batch.seq_len", s.batch.seq_len);
+  from_flag(o, in.grad_accum, "--grad-accum", "batch.grad_accum", s.batch.grad_accum);
+  from_flag(o, in.gpus, "--gpus", "parallel.num_gpus", s.parallel.num_gpus);
+  from_flag(o, in.tensor_parallel, "--tensor-parallel", "parallel.tensor_parallel", s.parallel.tensor_parallel);
+  from_flag(o, in.pipeline_parallel, "--pipeline-parallel", "parallel.pipeline_parallel", s.parallel.pipeline_parallel);
+  if (in.zero && (*in.zero < INT_MIN || *in.zero > INT_MAX))
+    throw InputError(flag("--zero"), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *in.zero));
+  from_flag(o, in.zero, "--zero", "parallel.zero_stage", s.parallel.zero_stage);
+  choice_flag(o, in.precision, "--precision", "precision", "precision", parse_precision, precision_names(), s.precision);
+  choice_flag(o, in.optimizer, "--optimizer", "optimizer", "optimizer", parse_optimizer, optimizer_names(), s.optimizer);
+  choice_flag(o, in.checkpointing, "--checkpointing", "checkpointing", "checkpointing", parse_checkpointing,
+              {"none", "full", "selective", "every:K"}, s.checkpointing);
+  choice_flag(o, in.attention, "--attention", "attention", "attention", parse_attention, attention_names(), s.attention);
+  choice_flag(o, in.offload, "--offload", "parallel.offload", "offload", parse_offload, offload_names(), s.parallel.offload);
+}
+
+}  // namespace
+
+BuiltSetup build_setup(const SetupInputs& in) {
+  BuiltSetup b;
+  LoadedConfig cfg;
+  if (in.config) {
+    cfg = load_config(*in.config);
+    b.config_path = *in.config;
+  }
+  b.setup = cfg.setup;
+  b.origin = cfg.origin;
+  b.warnings = cfg.warnings;
+  b.global_batch = cfg.global_batch;
+  TrainingSetup& s = b.setup;
+  if (in.model) {
+    s.model = load_model(*in.model, flag("--model"), &b.warnings);
+    detail::set_model_origin(b.origin, flag("--model"));
+  } else if (!cfg.has_model) {
+    throw InputError(Where{}, "no model given",
+                     "pass --model PRESET|config.json or set model: in the config (memplan models lists the presets)");
+  }
+  apply_device(in, cfg, b);
+  apply_training_flags(in, b);
+  apply_finetune(in, b);
+  if (in.calibration) b.calibration = load_calibration(*in.calibration);
+  // A sequence longer than a learned position table cannot run; 512 is the default otherwise.
+  const int64_t positions = s.model.max_position_embeddings;
+  if (!b.origin.fields.count("batch.seq_len") && positions > 0 && positions < s.batch.seq_len) s.batch.seq_len = positions;
+  detail::throw_first_problem(s, b.origin, "", Where{});
+  return b;
+}
+
+}  // namespace memplan::profiles

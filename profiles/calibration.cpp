@@ -1,0 +1,125 @@
+// Calibration profiles (memplan.calibration/v1 YAML): what `memplan calibrate` measured on one
+// device. memplan writes these files itself, so reading is strict: an unknown or out-of-range
+// correction is an error at its line, never silently ignored. Writing is atomic.
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "profiles/detail.h"
+
+namespace memplan::profiles {
+namespace fs = std::filesystem;
+using detail::Node;
+
+namespace {
+
+constexpr const char* kSchema = "memplan.calibration/v1";
+
+int64_t bytes_or_unset(const Node& n) {  // -1: not measured, keep the family default
+  const int64_t v = detail::as_int(n);
+  if (v < -1) detail::type_error(n, "a byte count (or -1 for none)");
+  return v;
+}
+double positive_scale(const Node& n) {
+  const double v = detail::as_number(n);
+  if (!(v > 0 && v <= 100)) detail::type_error(n, "a multiplier in (0, 100]");
+  return v;
+}
+
+const detail::KeyTable<Calibration>& correction_keys() {
+  static const detail::KeyTable<Calibration> t = {
+      {{"cuda_context_bytes"}, [](const Node& n, Calibration& c) { c.cuda_context_bytes = bytes_or_unset(n); }},
+      {{"workspace_bytes"}, [](const Node& n, Calibration& c) { c.workspace_bytes = bytes_or_unset(n); }},
+      {{"activation_scale"}, [](const Node& n, Calibration& c) { c.activation_scale = positive_scale(n); }},
+      {{"model_state_scale"}, [](const Node& n, Calibration& c) { c.model_state_scale = positive_scale(n); }},
+      {{"overhead_fraction"}, [](const Node& n, Calibration& c) {
+         c.overhead_fraction = detail::as_number(n);
+         if (!(c.overhead_fraction == -1 || (c.overhead_fraction >= 0 && c.overhead_fraction < 1)))
+           detail::type_error(n, "a fraction in [0, 1) (or -1 for none)");
+       }},
+      {{"overhead_bytes"}, [](const Node& n, Calibration& c) {
+         c.overhead_bytes = detail::as_int(n);
+         if (c.overhead_bytes < 0) detail::type_error(n, "a byte count");
+       }},
+  };
+  return t;
+}
+
+const detail::KeyTable<Calibration>& profile_keys() {
+  static const detail::KeyTable<Calibration> t = {
+      {{"schema"}, [](const Node&, Calibration&) {}},  // checked before reading
+      {{"device"}, [](const Node& n, Calibration& c) { c.device = detail::as_text(n); }},
+      {{"stamp"}, [](const Node& n, Calibration&) {  // provenance for people; only its shape is checked
+         if (n.kind != Node::Kind::map) detail::not_a_map(n);
+       }},
+      {{"corrections"}, [](const Node& n, Calibration& c) { detail::read_section(n, {&correction_keys()}, c, nullptr); }},
+  };
+  return t;
+}
+
+[[noreturn]] void write_failed(const std::string& path, const std::string& why) {
+  throw InputError(detail::file_where(path), fmt::format("cannot write the calibration profile ({})", why),
+                   "choose a writable path with --out");
+}
+
+}  // namespace
+
+Calibration load_calibration(const std::string& path) {
+  const Node root = detail::parse_yaml(detail::read_text_file(path), path);
+  const Node* schema = root.kind == Node::Kind::map ? root.find("schema") : nullptr;
+  if (!schema || detail::as_text(*schema) != kSchema)
+    throw InputError(schema ? schema->where : detail::file_where(path), fmt::format("expected 'schema: {}'", kSchema),
+                     "memplan calibrate --out FILE writes calibration profiles");
+  Calibration c;
+  detail::read_section(root, {&profile_keys()}, c, nullptr);
+  c.file = path;
+  return c;
+}
+
+void save_calibration(const Calibration& c, const std::map<std::string, std::string>& stamp, const std::string& path) {
+  MEMPLAN_CHECK(std::isfinite(c.activation_scale) && std::isfinite(c.model_state_scale) && std::isfinite(c.overhead_fraction),
+                "calibration corrections must be finite");
+  // Doubles go out in fmt's shortest round-trip form so load(save(c)) == c exactly.
+  auto number = [](double v) { return fmt::format("{}", v); };
+  YAML::Emitter e;
+  e << YAML::BeginMap << YAML::Key << "schema" << YAML::Value << kSchema;
+  e << YAML::Key << "device" << YAML::Value << c.device;
+  e << YAML::Key << "stamp" << YAML::Value << YAML::BeginMap;
+  for (const auto& [k, v] : stamp) e << YAML::Key << k << YAML::Value << YAML::DoubleQuoted << v;
+  e << YAML::EndMap;
+  e << YAML::Key << "corrections" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "cuda_context_bytes" << YAML::Value << static_cast<long long>(c.cuda_context_bytes);
+  e << YAML::Key << "workspace_bytes" << YAML::Value << static_cast<long long>(c.workspace_bytes);
+  e << YAML::Key << "activation_scale" << YAML::Value << number(c.activation_scale);
+  e << YAML::Key << "model_state_scale" << YAML::Value << number(c.model_state_scale);
+  e << YAML::Key << "overhead_fraction" << YAML::Value << number(c.overhead_fraction);
+  e << YAML::Key << "overhead_bytes" << YAML::Value << static_cast<long long>(c.overhead_bytes);
+  e << YAML::EndMap << YAML::EndMap;
+
+  // Write beside the target and rename over it: readers see the old file or the new one, never half.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) write_failed(path, std::strerror(errno));
+    out << "# memplan calibration profile (written by memplan calibrate)\n" << e.c_str() << '\n';
+    out.close();
+    if (!out) {
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      write_failed(path, "write error");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    write_failed(path, ec.message());
+  }
+}
+
+}  // namespace memplan::profiles

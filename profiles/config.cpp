@@ -1,0 +1,657 @@
+// Training configs -> LoadedConfig: memplan YAML in every seed dialect (sectioned like Ava's
+// model/training/data/deepspeed/memory, flat like GSA's and Gearhead's, NeMo's policy:), DeepSpeed
+// ds_config.json, and a bare HF config.json. Each section is a table of known keys (with the
+// aliases the seed guides use); facts that several keys can state (precision, checkpointing,
+// fine-tuning mode) are collected while reading and resolved once the whole file is read.
+#include <climits>
+#include <filesystem>
+#include <set>
+
+#include "profiles/detail.h"
+
+namespace memplan::profiles {
+namespace fs = std::filesystem;
+
+Where Provenance::of(const std::string& field) const {
+  const auto it = fields.find(field);
+  return it == fields.end() ? Where{} : it->second;
+}
+
+namespace detail {
+namespace {
+
+template <class T>
+struct Fact {
+  T value;
+  Where where;
+};
+
+struct ConfigState {
+  std::string path;  // as the user gave it
+  fs::path folder;   // relative paths inside the file resolve against it
+  LoadedConfig out;
+
+  // Facts several keys may state; resolve() turns them into setup fields.
+  std::optional<Fact<std::string>> precision;        // precision: (memplan or dtype names)
+  std::optional<Fact<std::string>> mixed_precision;  // mixed_precision: fp16|bf16|true|false
+  std::optional<Fact<bool>> bf16, fp16;              // HF TrainingArguments flags (autocast)
+  std::optional<Fact<Checkpointing>> checkpointing;
+  std::optional<Fact<int64_t>> checkpoint_every;     // NeMo: one checkpointed layer in K
+  std::optional<Fact<bool>> use_deepspeed;
+  std::optional<Fact<FinetuneMode>> method;
+  std::optional<Where> adapters;                     // a lora: section or LoRA keys were given
+  std::optional<Where> load_in_4bit, load_in_8bit;
+  std::set<std::string> model_given;                 // model.* fields the file sets inline
+  std::vector<std::string> auto_keys;                // DeepSpeed "auto" values left to defaults
+  Where first_auto;
+
+  TrainingSetup& s() { return out.setup; }
+  template <class T, class V>
+  void set(const char* field, T& slot, V value, const Node& n) {
+    slot = static_cast<T>(value);
+    out.origin.set(field, n.where);
+  }
+  template <class T, class V>
+  void set_model(const char* field, T ModelSpec::*member, V value, const Node& n) {
+    set(field, s().model.*member, value, n);
+    model_given.insert(field);
+  }
+};
+
+using Table = KeyTable<ConfigState>;
+
+// ---- facts ------------------------------------------------------------------------------------
+
+int specificity(const Checkpointing& c) {
+  return c.mode == CheckpointMode::none ? 0 : c.mode == CheckpointMode::full ? 1 : 2;
+}
+// Several keys switch checkpointing (gradient_checkpointing, activation_checkpointing, DeepSpeed's):
+// any of them on means on, and a named mode (selective, every:K) beats a plain true.
+void note_checkpointing(ConfigState& st, const Checkpointing& c, const Node& n) {
+  if (!st.checkpointing || specificity(c) >= specificity(st.checkpointing->value))
+    st.checkpointing = Fact<Checkpointing>{c, n.where};
+}
+void note_checkpointing_flag(const Node& n, ConfigState& st) {
+  Checkpointing c;
+  if (as_bool(n)) c.mode = CheckpointMode::full;
+  note_checkpointing(st, c, n);
+}
+void note_checkpointing_mode(const Node& n, ConfigState& st) {
+  note_checkpointing(st, as_choice<Checkpointing>(n, "checkpointing", parse_checkpointing,
+                                                  {"none", "full", "selective", "every:K", "true", "false"}),
+                     n);
+}
+
+// Offload only grows: any key asking for it turns it on.
+void raise_offload(ConfigState& st, Offload o, const Node& n) {
+  if (o > st.s().parallel.offload) st.set("parallel.offload", st.s().parallel.offload, o, n);
+}
+
+void set_attention(const Node& n, ConfigState& st) {
+  st.set("attention", st.s().attention, as_choice<AttentionImpl>(n, "attention", parse_attention, attention_names()), n);
+}
+
+void set_flash(const Node& n, ConfigState& st) {
+  if (as_bool(n)) st.set("attention", st.s().attention, AttentionImpl::flash, n);
+}
+
+void set_optimizer(const Node& n, ConfigState& st) {
+  const Node* v = &n;
+  if (n.kind == Node::Kind::map) {  // optimizer: {name: adamw, lr: ...} / DeepSpeed {type: AdamW}
+    v = n.find("name") ? n.find("name") : n.find("type");
+    if (!v) return;
+  }
+  st.set("optimizer", st.s().optimizer, as_choice<OptimizerKind>(*v, "optimizer", parse_optimizer, optimizer_names()), *v);
+}
+
+void set_global_batch(const Node& n, ConfigState& st) {
+  st.set("batch.global_batch", st.out.global_batch, as_count(n), n);
+}
+
+// parallel.zero_stage is an int; a value beyond it is reported here with the wording validate() uses.
+int as_zero_stage(const Node& n) {
+  const int64_t stage = as_int(n);
+  if (stage < INT_MIN || stage > INT_MAX)
+    throw InputError(n.where, fmt::format("parallel.zero_stage: ZeRO stage must be 0, 1, 2 or 3 (got {})", stage));
+  return static_cast<int>(stage);
+}
+
+// ---- key factories: one row per key in the tables below ---------------------------------------
+
+// A key read with `read` into the setup field setup.*outer.*inner, noted as `field`.
+template <class Outer, class T, class Read>
+Key<ConfigState> setup_key(std::vector<std::string> names, const char* field, Outer TrainingSetup::*outer,
+                           T Outer::*inner, Read read) {
+  return {std::move(names), [=](const Node& n, ConfigState& st) { st.set(field, st.s().*outer.*inner, read(n), n); }};
+}
+// A key read into a model field set inline (it overrides a preset's value).
+template <class T, class Read>
+Key<ConfigState> model_key(std::vector<std::string> names, const char* field, T ModelSpec::*member, Read read) {
+  return {std::move(names), [=](const Node& n, ConfigState& st) { st.set_model(field, member, read(n), n); }};
+}
+// A key stating one of the facts resolved after the whole file is read.
+template <class T, class Read>
+Key<ConfigState> fact_key(std::vector<std::string> names, std::optional<Fact<T>> ConfigState::*fact, Read read) {
+  return {std::move(names), [=](const Node& n, ConfigState& st) { st.*fact = Fact<T>{read(n), n.where}; }};
+}
+// A switch that, when true, asks for at least `what` offload.
+Key<ConfigState> offload_switch(std::vector<std::string> names, Offload what) {
+  return {std::move(names), [=](const Node& n, ConfigState& st) { if (as_bool(n)) raise_offload(st, what, n); }};
+}
+// A subsection read with its own table.
+Key<ConfigState> section(std::vector<std::string> names, const Table& (*table)()) {
+  return {std::move(names), [=](const Node& n, ConfigState& st) { read_section(n, {&table()}, st, &st.out.warnings); }};
+}
+
+// Counts whose zero has no meaning validate() could report (checkpoint_every: K).
+int64_t as_positive(const Node& n) {
+  const int64_t v = as_count(n);
+  if (v < 1) type_error(n, "a positive integer");
+  return v;
+}
+double as_fraction(const Node& n) {
+  const double v = as_number(n);
+  if (!(v > 0 && v <= 1)) type_error(n, "a fraction in (0, 1]");
+  return v;
+}
+
+// ---- tables -----------------------------------------------------------------------------------
+
+void read_model(const Node& n, ConfigState& st);
+void read_deepspeed_file(const Node& n, ConfigState& st);
+
+const Table& model_keys() {
+  static const Table t = {
+      {{"preset", "hf_config", "name", "model_type"}, [](const Node&, ConfigState&) {}},  // read first, in read_model
+      model_key({"hidden_size", "d_model"}, "model.hidden_size", &ModelSpec::hidden_size, as_count),
+      model_key({"num_layers", "num_hidden_layers", "n_layers", "n_layer"}, "model.num_layers", &ModelSpec::num_layers,
+                as_count),
+      model_key({"num_attention_heads", "num_heads", "n_heads", "n_head", "attention_heads"}, "model.num_attention_heads",
+                &ModelSpec::num_attention_heads, as_count),
+      model_key({"num_key_value_heads", "num_kv_heads"}, "model.num_key_value_heads", &ModelSpec::num_key_value_heads,
+                as_count),
+      model_key({"head_dim", "attention_head_dim"}, "model.head_dim", &ModelSpec::head_dim, as_count),
+      model_key({"intermediate_size", "d_ffn", "ffn_hidden_size", "n_inner"}, "model.intermediate_size",
+                &ModelSpec::intermediate_size, as_count),
+      model_key({"vocab_size"}, "model.vocab_size", &ModelSpec::vocab_size, as_count),
+      model_key({"max_position_embeddings"}, "model.max_position_embeddings", &ModelSpec::max_position_embeddings, as_count),
+      model_key({"num_experts", "num_local_experts"}, "model.num_experts", &ModelSpec::num_experts, as_int),
+      model_key({"num_experts_per_token", "num_experts_per_tok", "experts_per_token", "top_k"},
+                "model.num_experts_per_token", &ModelSpec::experts_per_token, as_count),
+      model_key({"capacity_factor", "expert_capacity_factor"}, "model.capacity_factor", &ModelSpec::capacity_factor, as_number),
+      model_key({"moe_intermediate_size"}, "model.moe_intermediate_size", &ModelSpec::moe_intermediate_size, as_count),
+      model_key({"num_shared_experts"}, "model.num_shared_experts", &ModelSpec::num_shared_experts, as_int),
+      model_key({"activation", "hidden_act"}, "model.activation", &ModelSpec::activation, as_activation),
+      model_key({"gated_mlp"}, "model.gated_mlp", &ModelSpec::gated_mlp, as_bool),
+      model_key({"tie_word_embeddings"}, "model.tie_word_embeddings", &ModelSpec::tie_word_embeddings, as_bool),
+      model_key({"attention_dropout"}, "model.attention_dropout", &ModelSpec::attention_dropout, as_number),
+      model_key({"hidden_dropout"}, "model.hidden_dropout", &ModelSpec::hidden_dropout, as_number),
+      {{"dropout"}, [](const Node& n, ConfigState& st) {
+         const double p = as_number(n);
+         st.set_model("model.attention_dropout", &ModelSpec::attention_dropout, p, n);
+         st.set_model("model.hidden_dropout", &ModelSpec::hidden_dropout, p, n);
+         st.set_model("model.embedding_dropout", &ModelSpec::embedding_dropout, p, n);
+       }},
+      {{"norm"}, [](const Node& n, ConfigState& st) {
+         const std::string v = lower(as_text(n));
+         if (v != "layer_norm" && v != "layernorm" && v != "rms_norm" && v != "rmsnorm")
+           throw InputError(n.where, fmt::format("unknown norm '{}'", as_text(n)), "expected one of: layer_norm, rms_norm");
+         const bool rms = v.rfind("rms", 0) == 0;
+         st.set_model("model.norm", &ModelSpec::norm, rms ? NormKind::rms_norm : NormKind::layer_norm, n);
+         st.s().model.norm_bias = !rms;  // RMSNorm never has a bias
+       }},
+      {{"use_flash_attention"}, set_flash},
+      {{"attention", "attention_type", "attn_implementation"}, set_attention},
+      {{"deepspeed_activation_checkpointing"}, note_checkpointing_flag},
+  };
+  return t;
+}
+
+const Table& training_keys() {
+  static const Table t = {
+      setup_key({"micro_batch_size", "batch_size", "per_device_train_batch_size", "train_micro_batch_size_per_gpu"},
+                "batch.micro_batch", &TrainingSetup::batch, &Batch::micro_batch, as_count),
+      setup_key({"gradient_accumulation_steps", "grad_accum"}, "batch.grad_accum", &TrainingSetup::batch,
+                &Batch::grad_accum, as_count),
+      {{"global_batch_size"}, set_global_batch},
+      fact_key({"precision"}, &ConfigState::precision, as_text),
+      fact_key({"mixed_precision"}, &ConfigState::mixed_precision, as_text),
+      fact_key({"bf16"}, &ConfigState::bf16, as_bool),
+      fact_key({"fp16"}, &ConfigState::fp16, as_bool),
+      {{"optimizer", "optim"}, set_optimizer},
+      {{"gradient_checkpointing"}, note_checkpointing_mode},
+      {{"activation_checkpointing"}, note_checkpointing_flag},
+      fact_key({"checkpoint_every"}, &ConfigState::checkpoint_every, as_positive),
+      setup_key({"tensor_parallel_size", "tensor_parallel"}, "parallel.tensor_parallel", &TrainingSetup::parallel,
+                &Parallelism::tensor_parallel, as_count),
+      setup_key({"pipeline_parallel_size", "pipeline_parallel"}, "parallel.pipeline_parallel", &TrainingSetup::parallel,
+                &Parallelism::pipeline_parallel, as_count),
+      setup_key({"expert_parallel_size", "expert_parallel"}, "parallel.expert_parallel", &TrainingSetup::parallel,
+                &Parallelism::expert_parallel, as_count),
+      setup_key({"zero_stage"}, "parallel.zero_stage", &TrainingSetup::parallel, &Parallelism::zero_stage, as_zero_stage),
+      offload_switch({"offload_optimizer"}, Offload::optimizer),
+      {{"offload"}, [](const Node& n, ConfigState& st) {
+         raise_offload(st, as_choice<Offload>(n, "offload", parse_offload, offload_names()), n);
+       }},
+      {{"use_flash_attention"}, set_flash},
+      {{"attention", "attention_type", "attn_implementation"}, set_attention},
+  };
+  return t;
+}
+
+const Table& data_keys() {
+  static const Table t = {
+      setup_key({"seq_len", "max_seq_len", "max_seq_length", "max_length", "seq_length"}, "batch.seq_len",
+                &TrainingSetup::batch, &Batch::seq_len, as_count),
+      setup_key({"num_workers"}, "data.num_workers", &TrainingSetup::data, &DataLoading::num_workers, as_int),
+      setup_key({"prefetch_factor"}, "data.prefetch_factor", &TrainingSetup::data, &DataLoading::prefetch_factor, as_int),
+      setup_key({"pin_memory"}, "data.pin_memory", &TrainingSetup::data, &DataLoading::pin_memory, as_bool),
+  };
+  return t;
+}
+
+const Table& hardware_keys() {
+  static const Table t = {
+      {{"gpu"}, [](const Node& n, ConfigState& st) { st.set("hardware.gpu", st.out.gpu, as_text(n), n); }},
+      {{"gpu_memory"}, [](const Node& n, ConfigState& st) {
+         const int64_t bytes = as_size(n);
+         if (bytes <= 0) type_error(n, "a size above 0");
+         st.set("hardware.gpu_memory", st.out.gpu_memory, bytes, n);
+       }},
+      setup_key({"num_gpus", "gpus"}, "parallel.num_gpus", &TrainingSetup::parallel, &Parallelism::num_gpus, as_count),
+  };
+  return t;
+}
+
+const Table& deepspeed_keys() {  // the deepspeed: section of a memplan / Ava YAML
+  static const Table t = {
+      fact_key({"use_deepspeed", "enabled"}, &ConfigState::use_deepspeed, as_bool),
+      setup_key({"zero_stage", "stage"}, "parallel.zero_stage", &TrainingSetup::parallel, &Parallelism::zero_stage,
+                as_zero_stage),
+      offload_switch({"cpu_offload", "nvme_offload", "offload_optimizer"}, Offload::optimizer),
+      offload_switch({"offload_param"}, Offload::optimizer_and_params),
+      {{"activation_checkpointing"}, note_checkpointing_flag},
+  };
+  return t;
+}
+
+const Table& memory_keys() {
+  static const Table t = {
+      setup_key({"target_utilization"}, "thresholds.target", &TrainingSetup::thresholds, &Thresholds::target, as_fraction),
+      setup_key({"warning_threshold"}, "thresholds.warning", &TrainingSetup::thresholds, &Thresholds::warning, as_fraction),
+      setup_key({"critical_threshold"}, "thresholds.critical", &TrainingSetup::thresholds, &Thresholds::critical,
+                as_fraction),
+      setup_key({"emergency_threshold"}, "thresholds.emergency", &TrainingSetup::thresholds, &Thresholds::emergency,
+                as_fraction),
+  };
+  return t;
+}
+
+const Table& output_keys() {
+  static const Table t = {{{"gradient_checkpointing"}, note_checkpointing_mode}};
+  return t;
+}
+
+const Table& finetune_keys() {  // lora: / peft: / finetune:
+  static const Table t = {
+      fact_key({"method", "type"}, &ConfigState::method, [](const Node& n) {
+        return as_choice<FinetuneMode>(n, "fine-tuning method", parse_finetune, finetune_names());
+      }),
+      {{"r", "rank", "lora_rank", "lora_r"}, [](const Node& n, ConfigState& st) {
+         st.set("finetune.lora_rank", st.s().finetune.lora_rank, as_count(n), n);
+         st.adapters = n.where;
+       }},
+      setup_key({"lora_alpha", "alpha"}, "finetune.lora_alpha", &TrainingSetup::finetune, &Finetune::lora_alpha, as_number),
+      setup_key({"lora_dropout", "dropout"}, "finetune.lora_dropout", &TrainingSetup::finetune, &Finetune::lora_dropout,
+                as_number),
+      {{"target_modules", "lora_target_modules"}, [](const Node& n, ConfigState& st) {
+         st.set("finetune.lora_targets", st.s().finetune.lora_targets, as_text_list(n), n);
+         st.adapters = n.where;
+       }},
+      {{"modules_to_save"}, [](const Node& n, ConfigState& st) {
+         for (const auto& m : as_text_list(n)) {
+           if (m == "embed_tokens" || m == "wte" || m == "embed_in") st.s().finetune.train_embeddings = true;
+           if (m == "lm_head" || m == "score" || m == "classifier") st.s().finetune.train_head = true;
+         }
+       }},
+      {{"load_in_4bit"}, [](const Node& n, ConfigState& st) { if (as_bool(n)) st.load_in_4bit = n.where; }},
+      {{"load_in_8bit"}, [](const Node& n, ConfigState& st) { if (as_bool(n)) st.load_in_8bit = n.where; }},
+      setup_key({"freeze_layers"}, "finetune.freeze_layers", &TrainingSetup::finetune, &Finetune::freeze_layers, as_int),
+  };
+  return t;
+}
+
+// Sections that may sit at the top or inside training:/policy:.
+const Table& nested_sections() {
+  static const Table t = {
+      {{"deepspeed"}, read_deepspeed_file},
+      {{"memory"}, [](const Node& n, ConfigState& st) {
+         // validate() reports the thresholds' order as one problem: point it at the section.
+         st.out.origin.set("memory.target_utilization", n.where);
+         read_section(n, {&memory_keys()}, st, &st.out.warnings);
+       }},
+      {{"lora"}, [](const Node& n, ConfigState& st) {
+         st.adapters = n.where;
+         read_section(n, {&finetune_keys()}, st, &st.out.warnings);
+       }},
+      section({"peft", "finetune", "fine_tuning"}, finetune_keys),
+  };
+  return t;
+}
+
+void read_training_like(const Node& n, ConfigState& st) {
+  read_section(n, {&training_keys(), &data_keys(), &nested_sections()}, st, &st.out.warnings);
+}
+
+const Table& root_sections() {
+  static const Table t = {
+      {{"model"}, read_model},
+      section({"hardware"}, hardware_keys),
+      {{"training", "policy"}, read_training_like},
+      section({"data"}, data_keys),
+      section({"output"}, output_keys),
+  };
+  return t;
+}
+
+// ---- DeepSpeed JSON ---------------------------------------------------------------------------
+
+// offload_optimizer / offload_param: {"device": "cpu" | "nvme" | "none"}.
+Key<ConfigState> ds_offload(const char* name, Offload what) {
+  return {{name}, [=](const Node& section, ConfigState& st) {
+            if (section.kind != Node::Kind::map) not_a_map(section);
+            const Node* device = section.find("device");
+            if (!device) return;
+            const std::string d = lower(as_text(*device));
+            if (d == "cpu" || d == "nvme") raise_offload(st, what, *device);
+            else if (d != "none")
+              throw InputError(device->where, fmt::format("unknown offload device '{}'", as_text(*device)),
+                               "expected one of: cpu, nvme, none");
+          }};
+}
+
+// DeepSpeed's bf16/fp16 sections mean its mixed precision: 16-bit params, fp32 master weights.
+Key<ConfigState> ds_half(std::vector<std::string> names, const char* regime) {
+  return {std::move(names), [=](const Node& section, ConfigState& st) {
+            if (section.kind != Node::Kind::map) not_a_map(section);
+            if (const Node* on = section.find("enabled"); on && as_bool(*on)) st.precision = Fact<std::string>{regime, on->where};
+          }};
+}
+
+const Table& ds_zero_keys() {
+  static const Table t = {
+      setup_key({"stage"}, "parallel.zero_stage", &TrainingSetup::parallel, &Parallelism::zero_stage, as_zero_stage),
+      ds_offload("offload_optimizer", Offload::optimizer),
+      ds_offload("offload_param", Offload::optimizer_and_params),
+      offload_switch({"cpu_offload"}, Offload::optimizer),  // the pre-0.3.17 spelling
+      setup_key({"reduce_bucket_size"}, "parallel.reduce_bucket_elems", &TrainingSetup::parallel,
+                &Parallelism::reduce_bucket_elems, as_int),
+      setup_key({"allgather_bucket_size"}, "parallel.allgather_bucket_elems", &TrainingSetup::parallel,
+                &Parallelism::allgather_bucket_elems, as_int),
+      setup_key({"stage3_prefetch_bucket_size"}, "parallel.stage3_prefetch_bucket_elems", &TrainingSetup::parallel,
+                &Parallelism::stage3_prefetch_bucket_elems, as_int),
+      setup_key({"stage3_max_live_parameters"}, "parallel.stage3_max_live_parameters", &TrainingSetup::parallel,
+                &Parallelism::stage3_max_live_parameters, as_int),
+      setup_key({"overlap_comm"}, "parallel.overlap_comm", &TrainingSetup::parallel, &Parallelism::overlap_comm, as_bool),
+  };
+  return t;
+}
+
+const Table& ds_root_keys() {
+  static const Table t = {
+      setup_key({"train_micro_batch_size_per_gpu"}, "batch.micro_batch", &TrainingSetup::batch, &Batch::micro_batch,
+                as_count),
+      setup_key({"gradient_accumulation_steps"}, "batch.grad_accum", &TrainingSetup::batch, &Batch::grad_accum, as_count),
+      {{"train_batch_size"}, set_global_batch},
+      section({"zero_optimization"}, ds_zero_keys),
+      ds_half({"bf16", "bfloat16"}, "mixed-bf16"),
+      ds_half({"fp16"}, "mixed-fp16"),
+      {{"optimizer"}, set_optimizer},
+  };
+  return t;
+}
+
+// Drops "auto" values (the HF Trainer integration fills them at run time), noting their paths.
+void drop_auto(Node& n, ConfigState& st) {
+  auto& e = n.entries;
+  for (auto it = e.begin(); it != e.end();) {
+    if (it->second.kind == Node::Kind::scalar && it->second.text == "auto") {
+      if (st.auto_keys.empty()) st.first_auto = it->second.where;
+      st.auto_keys.push_back(it->second.path);
+      it = e.erase(it);
+    } else {
+      drop_auto(it->second, st);
+      ++it;
+    }
+  }
+}
+
+void read_deepspeed_json(Node root, ConfigState& st) {
+  drop_auto(root, st);
+  read_section(root, {&ds_root_keys()}, st, &st.out.warnings);
+  if (st.auto_keys.empty()) return;
+  st.out.warnings.push_back({st.first_auto,
+                             fmt::format("{} DeepSpeed value(s) are \"auto\" ({}); memplan keeps its defaults for them",
+                                         st.auto_keys.size(), fmt::join(st.auto_keys, ", ")),
+                             "the Hugging Face integration resolves \"auto\" at run time; pass --micro-batch, "
+                             "--grad-accum or --precision to say what it will pick"});
+}
+
+fs::path beside_config(const ConfigState& st, const std::string& relative) {
+  const fs::path p(relative);
+  return p.is_relative() ? (st.folder / p).lexically_normal() : p;
+}
+
+// deepspeed: is a section of switches, or (HF TrainingArguments style) the path of a ds_config.json.
+void read_deepspeed_file(const Node& n, ConfigState& st) {
+  if (n.kind != Node::Kind::scalar) return read_section(n, {&deepspeed_keys()}, st, &st.out.warnings);
+  const std::string path = beside_config(st, as_text(n)).string();
+  read_deepspeed_json(parse_json(read_text_file(path), path), st);
+}
+
+// ---- model ------------------------------------------------------------------------------------
+
+void use_model(ConfigState& st, const ReadModel& m, const Where& named_at) {
+  st.s().model = m.spec;
+  st.out.has_model = true;
+  set_model_origin(st.out.origin, named_at);
+  for (const auto& [field, where] : m.origin.fields) st.out.origin.set(field, where);  // positions inside a config.json
+  st.out.warnings.insert(st.out.warnings.end(), m.warnings.begin(), m.warnings.end());
+}
+
+bool has_inline_sizes(const Node& n) {
+  for (const auto& k : model_keys())
+    if (k.names.front() == "hidden_size" || k.names.front() == "num_layers" || k.names.front() == "num_attention_heads")
+      for (const auto& name : k.names)
+        if (n.find(name)) return true;
+  return false;
+}
+
+// Llama's MLP width rule (multiple_of 256 over 8h/3) for gated MLPs, 4h otherwise. Absurd widths
+// are left to validation rather than overflowing here.
+int64_t default_intermediate(const ModelSpec& m) {
+  const int64_t h = m.hidden_size;
+  if (h <= 0 || h > (int64_t{1} << 40)) return 0;
+  if (!m.gated_mlp) return 4 * h;
+  return 256 * ((8 * h / 3 + 255) / 256);
+}
+
+// Fields the file did not give follow the ones it did, the way the base model derived them.
+void derive_model(ConfigState& st, const ModelSpec& base) {
+  ModelSpec& m = st.s().model;
+  Provenance& origin = st.out.origin;
+  auto given = [&](const char* f) { return st.model_given.count(f) > 0; };
+  if (!given("model.num_key_value_heads") && base.num_key_value_heads == base.num_attention_heads) {
+    m.num_key_value_heads = m.num_attention_heads;
+    origin.set("model.num_key_value_heads", origin.of("model.num_attention_heads"));
+  }
+  if (!given("model.head_dim") && m.num_attention_heads > 0 &&
+      (base.head_dim == 0 || base.head_dim * base.num_attention_heads == base.hidden_size)) {
+    m.head_dim = m.hidden_size / m.num_attention_heads;
+    origin.set("model.head_dim", origin.of("model.num_attention_heads"));
+  }
+  if (!given("model.vocab_size") && base.vocab_size == 0) m.vocab_size = 32000;  // Llama/Mistral's tokenizer
+  if (!given("model.intermediate_size") && base.intermediate_size == 0) {
+    m.intermediate_size = default_intermediate(m);
+    origin.set("model.intermediate_size", origin.of("model.hidden_size"));
+  }
+}
+
+void read_model(const Node& n, ConfigState& st) {
+  if (n.kind == Node::Kind::scalar) return use_model(st, resolve_model(as_text(n), n.where), n.where);
+  if (n.kind != Node::Kind::map) type_error(n, "a preset name or a mapping");
+  const Node* preset = n.find("preset");
+  const Node* hf = n.find("hf_config");
+  const Node* name = n.find("name");
+  const Node* type = n.find("model_type");
+  const bool sizes = has_inline_sizes(n);
+  const bool from_scratch = !preset && !hf && sizes;
+  if (preset) {
+    use_model(st, resolve_model(as_text(*preset), preset->where), preset->where);
+  } else if (hf) {
+    use_model(st, read_hf_config_file(beside_config(st, as_text(*hf)).string()), hf->where);
+  } else if (name && !sizes) {
+    use_model(st, resolve_model(as_text(*name), name->where), name->where);
+  } else if (from_scratch) {
+    st.s().model = family_defaults_or_throw(type ? as_text(*type) : "llama", type ? type->where : n.where);
+    st.s().model.name = name ? as_text(*name) : fs::path(st.path).stem().string();
+    st.out.has_model = true;
+  }
+  const ModelSpec base = st.s().model;
+  read_section(n, {&model_keys()}, st, &st.out.warnings);
+  if (!st.out.has_model) return;  // only setup-level keys here (use_flash_attention, ...)
+  if (from_scratch)
+    for (const char* field : {"model.hidden_size", "model.num_layers", "model.num_attention_heads"})
+      if (!st.model_given.count(field))
+        throw InputError(n.where, fmt::format("the inline model has no {}", field + 6),
+                         "an inline model needs hidden_size, num_layers and num_attention_heads; or name one with "
+                         "model.preset (memplan models lists the presets) or model.hf_config");
+  derive_model(st, base);
+}
+
+// ---- resolution -------------------------------------------------------------------------------
+
+// Precision as training frameworks spell dtypes (NeMo's "bfloat16") or as memplan names regimes.
+std::optional<Precision> precision_or_dtype(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "bfloat16") return Precision::bf16;
+  if (l == "float16" || l == "half") return Precision::fp16;
+  return parse_precision(s);
+}
+
+void resolve_precision(ConfigState& st) {
+  auto use = [&](Precision p, const Where& w) {
+    st.s().precision = p;
+    st.out.origin.set("precision", w);
+  };
+  std::vector<std::string> names = precision_names();
+  names.insert(names.end(), {"bfloat16", "float16", "float32"});
+  std::optional<Precision> base;
+  if (st.precision)
+    base = parse_choice<Precision>(st.precision->value, "precision", precision_or_dtype, names, st.precision->where);
+  const bool regime = base && *base != Precision::fp32 && *base != Precision::bf16 && *base != Precision::fp16;
+  if (st.mixed_precision && !regime) {
+    const std::string m = lower(st.mixed_precision->value);
+    const bool half_fp16 = base == Precision::fp16;
+    if (m == "fp16" || m == "float16" || ((m == "true" || m == "yes" || m == "on") && half_fp16))
+      return use(Precision::amp_fp16, st.mixed_precision->where);
+    if (m == "bf16" || m == "bfloat16" || m == "true" || m == "yes" || m == "on")
+      return use(Precision::amp_bf16, st.mixed_precision->where);
+    if (m != "false" && m != "no" && m != "off" && m != "none" && m != "fp32")
+      throw InputError(st.mixed_precision->where, fmt::format("unknown mixed_precision '{}'", st.mixed_precision->value),
+                       "expected one of: fp16, bf16, true, false");
+  }
+  const bool bf16 = st.bf16 && st.bf16->value, fp16 = st.fp16 && st.fp16->value;
+  if (bf16 && fp16) throw InputError(st.fp16->where, "bf16 and fp16 are both true", "set one of them");
+  if (!regime && bf16) return use(Precision::amp_bf16, st.bf16->where);  // HF Trainer: autocast
+  if (!regime && fp16) return use(Precision::amp_fp16, st.fp16->where);
+  if (base) use(*base, st.precision->where);
+}
+
+void resolve_checkpointing(ConfigState& st) {
+  if (st.checkpoint_every && (!st.checkpointing || st.checkpointing->value.mode != CheckpointMode::selective)) {
+    Checkpointing c;
+    c.every_k = st.checkpoint_every->value;
+    c.mode = c.every_k == 1 ? CheckpointMode::full : CheckpointMode::every;
+    st.checkpointing = Fact<Checkpointing>{c, st.checkpoint_every->where};
+  }
+  if (!st.checkpointing) return;
+  st.s().checkpointing = st.checkpointing->value;
+  st.out.origin.set("checkpointing", st.checkpointing->where);
+}
+
+void resolve_finetune(ConfigState& st) {
+  Finetune& f = st.s().finetune;
+  if (!st.method && !st.adapters && !st.load_in_4bit && !st.load_in_8bit) return;  // full fine-tuning
+  const Where where = st.method ? st.method->where : st.load_in_4bit ? *st.load_in_4bit
+                      : st.adapters ? *st.adapters : *st.load_in_8bit;
+  f.mode = st.method ? st.method->value : FinetuneMode::lora;
+  if (st.load_in_4bit && f.mode != FinetuneMode::full) f.mode = FinetuneMode::qlora;
+  f.base_quant = f.mode == FinetuneMode::qlora ? BaseQuant::nf4
+                 : f.mode == FinetuneMode::lora && st.load_in_8bit ? BaseQuant::int8 : BaseQuant::none;
+  st.out.origin.set("finetune.mode", where);
+}
+
+void resolve(ConfigState& st) {
+  resolve_precision(st);
+  resolve_checkpointing(st);
+  resolve_finetune(st);
+  if (st.use_deepspeed && !st.use_deepspeed->value) {  // a deepspeed: section switched off
+    st.s().parallel.zero_stage = 0;
+    st.s().parallel.offload = Offload::none;
+    st.out.origin.set("parallel.zero_stage", st.use_deepspeed->where);
+    st.out.origin.set("parallel.offload", st.use_deepspeed->where);
+  }
+  if (st.out.gpu || st.out.gpu_memory)
+    st.s().device = gpu_device(st.out.gpu, st.out.origin.of("hardware.gpu"), st.out.gpu_memory);
+}
+
+bool is_json(const std::string& path, const std::string& text) {
+  const std::string ext = lower(fs::path(path).extension().string());
+  if (ext == ".json") return true;
+  if (ext == ".yaml" || ext == ".yml") return false;
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && text[first] == '{';
+}
+
+void read_json_config(const std::string& text, ConfigState& st) {
+  Node root = parse_json(text, st.path);
+  if (root.kind != Node::Kind::map) type_error(root, "a JSON object");
+  if (root.find("zero_optimization") || root.find("train_micro_batch_size_per_gpu") || root.find("train_batch_size")) {
+    st.out.kind = "deepspeed-json";
+    return read_deepspeed_json(std::move(root), st);
+  }
+  if (root.find("model_type")) {
+    st.out.kind = "hf-config";
+    return use_model(st, read_hf_config(root, st.path, config_model_name(st.path)), file_where(st.path));
+  }
+  throw InputError(file_where(st.path), "cannot tell what this JSON file configures",
+                   "memplan reads DeepSpeed ds_config.json (zero_optimization, train_micro_batch_size_per_gpu) and "
+                   "Hugging Face config.json (model_type)");
+}
+
+}  // namespace
+}  // namespace detail
+
+LoadedConfig load_config(const std::string& path) {
+  using namespace detail;
+  const std::string text = read_text_file(path);
+  ConfigState st;
+  st.path = path;
+  st.folder = fs::path(path).parent_path();
+  if (is_json(path, text)) {
+    read_json_config(text, st);
+  } else {
+    st.out.kind = "memplan-yaml";
+    const Node root = parse_yaml(text, path);
+    if (root.kind != Node::Kind::map)
+      throw InputError(file_where(path), "expected a mapping of settings (model:, training:, ...)",
+                       "see examples/ for memplan config files");
+    read_section(root, {&root_sections(), &training_keys(), &data_keys(), &hardware_keys(), &nested_sections()}, st,
+                 &st.out.warnings);
+  }
+  resolve(st);
+  return st.out;
+}
+
+}  // namespace memplan::profiles

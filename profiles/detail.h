@@ -1,0 +1,51 @@
+// Pieces shared between the profiles/ source files and not part of its public interface: the
+// HF config reader with field positions, model families' architecture defaults, and the device
+// and validation glue that load_config and build_setup both use.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "profiles/profiles.h"
+#include "profiles/reader.h"
+
+namespace memplan::profiles::detail {
+
+// A model read from a file, with where each model.* field came from and any warnings.
+struct ReadModel {
+  ModelSpec spec;
+  Provenance origin;
+  std::vector<Warning> warnings;
+};
+
+// The architecture flags of an HF model_type (norm, activation, biases, tying, head; no sizes),
+// following each family's transformers Config defaults. nullopt for an unsupported type.
+std::optional<ModelSpec> family_defaults(const std::string& model_type);
+// model_type must be supported: InputError at `where` otherwise (with the supported list).
+ModelSpec family_defaults_or_throw(const std::string& model_type, const Where& where);
+
+// An MLP activation by its HF name (hidden_act); InputError listing the known ones otherwise.
+Activation as_activation(const Node& n);
+
+// An HF config.json tree; `name` becomes ModelSpec::name. Validates the model.
+ReadModel read_hf_config(const Node& root, const std::string& path, const std::string& name);
+ReadModel read_hf_config_file(const std::string& path);
+// The model name a config file gives: its stem, or its folder for ".../name/config.json".
+std::string config_model_name(const std::string& path);
+// load_model with positions and warnings.
+ReadModel resolve_model(const std::string& name_or_path, const Where& origin);
+
+// The model fields validate() checks, all pointed at one origin (a preset name, --model).
+void set_model_origin(Provenance& origin, const Where& where);
+
+// Throws InputError for the first problem validate() finds whose field starts with `prefix`
+// ("" for all), at the position or flag the field came from (else at `fallback`).
+void throw_first_problem(const TrainingSetup& s, const Provenance& origin, const std::string& prefix,
+                         const Where& fallback);
+
+// The device for a GPU preset and/or an explicit capacity (either may be absent). An unknown GPU
+// is an InputError at `gpu_where` with the nearest presets as a hint.
+DeviceSpec gpu_device(const std::optional<std::string>& gpu, const Where& gpu_where, std::optional<int64_t> capacity);
+
+}  // namespace memplan::profiles::detail

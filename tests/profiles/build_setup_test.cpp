@@ -1,0 +1,190 @@
+// build_setup: the file first, flags on top, defaults, and validation problems reported at the
+// flag or line they came from.
+#include <doctest/doctest.h>
+
+#include "profiles/profiles.h"
+
+using namespace memplan;
+using namespace memplan::profiles;
+
+namespace {
+
+const std::string kData = std::string(MEMPLAN_TEST_DATA) + "/profiles/";
+
+std::string render_error(const SetupInputs& in) {
+  try {
+    build_setup(in);
+  } catch (const InputError& e) {
+    return e.render();
+  }
+  return "";
+}
+
+SetupInputs with_model(const char* model) {
+  SetupInputs in;
+  in.model = model;
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("flags win over the config file and become the field's origin") {
+  SetupInputs in;
+  in.config = kData + "ava.yaml";
+  in.micro_batch = 4;
+  in.precision = "bf16";
+  in.gpu = "a100-80gb";
+  const BuiltSetup b = build_setup(in);
+  CHECK(b.config_path == kData + "ava.yaml");
+  CHECK(b.setup.batch.micro_batch == 4);
+  CHECK(b.setup.precision == Precision::bf16);
+  CHECK(b.setup.device.name == "a100-80gb");
+  CHECK(b.setup.batch.seq_len == 256);  // untouched fields keep the file's values
+  CHECK(b.setup.parallel.zero_stage == 1);
+  CHECK(b.origin.of("batch.micro_batch").flag == "--micro-batch");
+  CHECK(b.origin.of("batch.seq_len").line == 37);  // data.max_length
+  CHECK(b.origin.of("hardware.gpu").flag == "--gpu");
+}
+
+TEST_CASE("a flag fixes a problem in the file; a flag's own problem names the flag") {
+  SetupInputs in;
+  in.config = kData + "bad/zero_micro_batch.yaml";
+  in.micro_batch = 2;
+  CHECK(build_setup(in).setup.batch.micro_batch == 2);
+  in.micro_batch = 0;
+  CHECK(render_error(in) == "error: --micro-batch: must be at least 1 (got 0)");
+  SetupInputs tp = with_model("llama-2-7b");
+  tp.gpus = 3;
+  tp.tensor_parallel = 3;
+  CHECK(render_error(tp) == "error: --tensor-parallel: tensor parallel degree must divide the attention heads");
+  SetupInputs off = with_model("gpt2");
+  off.offload = "optimizer";
+  CHECK(render_error(off) ==
+        "error: --offload: optimizer offload needs ZeRO stage 1 or higher\nhint: use --zero 2 --offload optimizer");
+  off.zero = 2;
+  CHECK(build_setup(off).setup.parallel.offload == Offload::optimizer);
+}
+
+TEST_CASE("--model replaces the file's model") {
+  SetupInputs in;
+  in.config = kData + "gearhead_flat.yaml";
+  in.model = "gpt2";
+  const BuiltSetup b = build_setup(in);
+  CHECK(b.setup.model.name == "gpt2");
+  CHECK(b.setup.batch.micro_batch == 2);  // the rest of the file still applies
+  CHECK(b.origin.of("model.num_layers").flag == "--model");
+}
+
+TEST_CASE("defaults when nothing says otherwise") {
+  const BuiltSetup b = build_setup(with_model("llama-2-7b"));
+  CHECK(b.setup.precision == Precision::fp32);
+  CHECK(b.setup.optimizer == OptimizerKind::adamw);
+  CHECK(b.setup.batch.micro_batch == 1);
+  CHECK(b.setup.batch.seq_len == 512);
+  CHECK(b.setup.batch.grad_accum == 1);
+  CHECK(b.setup.device.kind == DeviceKind::cuda);
+  CHECK(b.setup.device.capacity_bytes == 0);
+  CHECK(b.warnings.empty());
+  // A model with fewer positions than 512 defaults to its own length.
+  CHECK(build_setup(with_model((kData + "models/tiny-llama").c_str())).setup.batch.seq_len == 256);
+  SetupInputs explicit_len = with_model((kData + "models/tiny-llama").c_str());
+  explicit_len.seq_len = 400;
+  CHECK(build_setup(explicit_len).setup.batch.seq_len == 400);
+}
+
+TEST_CASE("no model anywhere is an error with the ways to give one") {
+  CHECK(render_error(SetupInputs{}) ==
+        "error: no model given\nhint: pass --model PRESET|config.json or set model: in the config (memplan models "
+        "lists the presets)");
+  SetupInputs ds;
+  ds.config = kData + "ds_config.json";
+  CHECK(render_error(ds).rfind("error: no model given", 0) == 0);
+  ds.model = "gpt2";
+  CHECK(build_setup(ds).setup.parallel.zero_stage == 2);
+}
+
+TEST_CASE("device flags: --gpu, --gpu-memory, --device") {
+  SetupInputs in = with_model("gpt2");
+  in.gpu = "rtx-3090ti";
+  CHECK(render_error(in) ==
+        "error: --gpu: unknown GPU 'rtx-3090ti'\nhint: did you mean 'rtx-3090-ti'? (memplan gpus lists the presets)");
+  in.gpu = "RTX 3090";
+  CHECK(build_setup(in).setup.device.capacity_bytes == 25'414'860'800);
+  in.gpu_memory = "20GiB";  // overrides the preset's capacity, keeps its family
+  DeviceSpec d = build_setup(in).setup.device;
+  CHECK(d.capacity_bytes == 20LL << 30);
+  CHECK(d.family == "ampere");
+  in.gpu.reset();
+  in.gpu_memory = "12 gigs";
+  CHECK(render_error(in) ==
+        "error: --gpu-memory: cannot read '12 gigs' as a size\nhint: write it like 12GiB, 24GB or 25769803776");
+  in.gpu_memory = "12GiB";
+  d = build_setup(in).setup.device;
+  CHECK(d.capacity_bytes == 12LL << 30);
+  CHECK(d.family == "generic");
+  CHECK(d.cuda_context_bytes == 536'870'912);
+  CHECK(d.cublas_workspace_bytes == 8'519'680);
+
+  SetupInputs cpu = with_model("gpt2");
+  cpu.device = "cpu";
+  BuiltSetup b = build_setup(cpu);
+  CHECK(b.setup.device.kind == DeviceKind::cpu);
+  CHECK(b.setup.device.name == "cpu");
+  CHECK(b.setup.device.capacity_bytes > (1LL << 28));  // host RAM from /proc/meminfo
+  CHECK(b.setup.device.cuda_context_bytes == 0);
+  CHECK_FALSE(b.setup.runtime.allocator_rounding);
+  cpu.gpu_memory = "8GiB";
+  CHECK(build_setup(cpu).setup.device.capacity_bytes == 8LL << 30);
+  cpu.device = "cuda:1";
+  CHECK(build_setup(cpu).setup.device.kind == DeviceKind::cuda);
+  cpu.device = "tpu";
+  CHECK(render_error(cpu) == "error: --device: unknown device 'tpu'\nhint: expected one of: cpu, cuda, cuda:N");
+}
+
+TEST_CASE("enumerated flags list the accepted values") {
+  SetupInputs in = with_model("gpt2");
+  in.precision = "fp8";
+  CHECK(render_error(in) ==
+        "error: --precision: unknown precision 'fp8'\nhint: expected one of: fp32, amp-fp16, amp-bf16, bf16, fp16, "
+        "mixed-fp16, mixed-bf16");
+  in.precision = "amp_bf16";
+  in.checkpointing = "every:0";
+  CHECK(render_error(in) ==
+        "error: --checkpointing: unknown checkpointing 'every:0'\nhint: expected one of: none, full, selective, every:K");
+  in.checkpointing = "every:4";
+  in.attention = "sdpa";
+  in.optimizer = "adamw_8bit";
+  const TrainingSetup s = build_setup(in).setup;
+  CHECK(s.precision == Precision::amp_bf16);
+  CHECK(s.checkpointing.mode == CheckpointMode::every);
+  CHECK(s.checkpointing.every_k == 4);
+  CHECK(s.attention == AttentionImpl::sdpa);
+  CHECK(s.optimizer == OptimizerKind::adamw_8bit);
+}
+
+TEST_CASE("fine-tuning flags") {
+  SetupInputs in = with_model("llama-2-7b");
+  in.finetune = "qlora";
+  in.lora_rank = 64;
+  in.lora_targets = "q, k,v ,o";
+  TrainingSetup s = build_setup(in).setup;
+  CHECK(s.finetune.mode == FinetuneMode::qlora);
+  CHECK(s.finetune.base_quant == BaseQuant::nf4);
+  CHECK(s.finetune.lora_rank == 64);
+  CHECK(s.finetune.lora_targets == std::vector<std::string>{"q", "k", "v", "o"});
+  in.finetune = "lora";
+  CHECK(build_setup(in).setup.finetune.base_quant == BaseQuant::none);
+  in.lora_rank = 0;
+  CHECK(render_error(in) == "error: --lora-rank: must be between 1 and 100000 (got 0)");
+}
+
+TEST_CASE("config warnings and --calibration reach the BuiltSetup") {
+  SetupInputs in;
+  in.config = kData + "bad/near_miss.yaml";
+  in.calibration = kData + "calibration.yaml";
+  const BuiltSetup b = build_setup(in);
+  CHECK(b.warnings.size() == 2);
+  REQUIRE(b.calibration.has_value());
+  CHECK(b.calibration->device == "rtx-3090");
+  CHECK(b.calibration->file == kData + "calibration.yaml");
+}
