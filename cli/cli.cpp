@@ -17,9 +17,9 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
   app.set_version_flag("--version", MEMPLAN_VERSION);
   app.require_subcommand(1);
   const Io io{out, err};
-  std::vector<Command> commands = {register_estimate(app, io), register_fit(app, io),     register_gpus(app, io),
-                                   register_models(app, io),   register_explain(app, io), register_measure(app, io),
-                                   register_calibrate(app, io)};
+  std::vector<Command> commands = {register_estimate(app, io), register_fit(app, io),       register_plan(app, io),
+                                   register_check(app, io),    register_gpus(app, io),      register_models(app, io),
+                                   register_explain(app, io),  register_measure(app, io),   register_calibrate(app, io)};
   try {
     try {
       app.parse(argc, argv);

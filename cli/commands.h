@@ -27,5 +27,7 @@ Command register_models(CLI::App& root, Io io);
 Command register_explain(CLI::App& root, Io io);
 Command register_measure(CLI::App& root, Io io);
 Command register_calibrate(CLI::App& root, Io io);
+Command register_plan(CLI::App& root, Io io);   // cmd_plan.cpp
+Command register_check(CLI::App& root, Io io);  // cmd_check.cpp
 
 }  // namespace memplan::cli

@@ -602,6 +602,14 @@ void resolve(ConfigState& st) {
     st.out.origin.set("parallel.zero_stage", st.use_deepspeed->where);
     st.out.origin.set("parallel.offload", st.use_deepspeed->where);
   }
+  // With DeepSpeed in charge, "bf16"/"fp16"/mixed_precision mean DeepSpeed's mixed precision
+  // (16-bit parameters and gradients, fp32 master weights in the optimizer), which is what the HF
+  // integration turns bf16=True into. An explicit memplan name (amp-bf16) is kept as written.
+  const bool deepspeed = (st.use_deepspeed && st.use_deepspeed->value) || st.s().parallel.zero_stage > 0;
+  const bool explicit_regime = st.precision && parse_precision(st.precision->value) &&
+                               is_autocast(*parse_precision(st.precision->value));
+  if (deepspeed && !explicit_regime && is_autocast(st.s().precision))
+    st.s().precision = st.s().precision == Precision::amp_bf16 ? Precision::mixed_bf16 : Precision::mixed_fp16;
   if (st.out.gpu || st.out.gpu_memory)
     st.s().device = gpu_device(st.out.gpu, st.out.origin.of("hardware.gpu"), st.out.gpu_memory);
 }

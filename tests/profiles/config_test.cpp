@@ -42,7 +42,8 @@ TEST_CASE("seed 002 (Ava): model/training/data/deepspeed/memory/output sections"
   CHECK(s.batch.micro_batch == 12);
   CHECK(s.batch.grad_accum == 4);
   CHECK(s.batch.seq_len == 256);
-  CHECK(s.precision == Precision::amp_fp16);
+  // mixed_precision: fp16 under use_deepspeed/zero_stage 1: DeepSpeed's fp16 mode.
+  CHECK(s.precision == Precision::mixed_fp16);
   CHECK(s.optimizer == OptimizerKind::adamw_8bit);
   CHECK(s.parallel.zero_stage == 1);
   CHECK(s.parallel.offload == Offload::none);
@@ -111,7 +112,8 @@ TEST_CASE("seed 001 (NeMo): policy: section, bfloat16 + mixed_precision, checkpo
   const TrainingSetup& s = c.setup;
   CHECK(c.warnings.empty());
   CHECK(s.model.name == "llama-2-13b");
-  CHECK(s.precision == Precision::amp_bf16);
+  // DeepSpeed (zero_stage 1) is in charge, so bfloat16 mixed precision is DeepSpeed's regime.
+  CHECK(s.precision == Precision::mixed_bf16);
   CHECK(s.checkpointing.mode == CheckpointMode::every);
   CHECK(s.checkpointing.every_k == 2);
   CHECK(s.batch.grad_accum == 4);
@@ -182,4 +184,9 @@ TEST_CASE("a bare HF config.json is a config with only a model") {
   CHECK(c.setup.model.name == "tiny-classifier");
   CHECK(c.setup.model.hf_repo == "memplan-tests/tiny-classifier");
   CHECK(c.setup.model.intermediate_size == 688);
+}
+
+TEST_CASE("without DeepSpeed, bf16: true is HF Trainer autocast; with it, DeepSpeed's mixed precision") {
+  const LoadedConfig flat = load_config(kData + "gearhead_flat.yaml");  // bf16: true, no deepspeed
+  CHECK(flat.setup.precision == Precision::amp_bf16);
 }

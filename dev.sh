@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The README's quick start, on a fresh Debian 12 machine:
+#   ./dev.sh demo   install what is missing, build, run `memplan fit` on a bundled example
+#   ./dev.sh test   install what is missing, build, run every test suite through ctest
+# Also: ./dev.sh build (install + build only).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Debian packages the project needs. libopenblas0-pthread matters: without it Debian's LibTorch
+# runs matrix products on the reference BLAS (about 10x slower CPU steps).
+PACKAGES=(build-essential cmake ninja-build git pkg-config
+          libfmt-dev libcli11-dev libyaml-cpp-dev libeigen3-dev nlohmann-json3-dev doctest-dev
+          libtorch-dev libopenblas0-pthread)
+
+install_missing() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "dev.sh: installing ${missing[*]}" >&2
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+build() {
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j "$(nproc)"
+}
+
+case "${1:-demo}" in
+  demo)
+    install_missing
+    build
+    # exit 1 means "does not fit": the answer, not a failure of the demo.
+    build/memplan fit --config examples/quickstart.yaml || [ $? -eq 1 ]
+    ;;
+  test)
+    install_missing
+    build
+    ctest --test-dir build --output-on-failure
+    ;;
+  build)
+    install_missing
+    build
+    ;;
+  *)
+    echo "usage: ./dev.sh demo|test|build" >&2
+    exit 2
+    ;;
+esac
