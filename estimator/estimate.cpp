@@ -212,70 +212,63 @@ OptimizerImpl resolve_impl(const TrainingSetup& s) {
   return OptimizerImpl::for_loop;
 }
 
-OptimizerCost optimizer_cost(const TrainingSetup& s, const std::vector<ParamTensor>& params) {
+OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, bool text) {
   OptimizerCost c;
-  const int64_t sb = state_bytes_per_element(s.precision);
-  int64_t trainable = 0, largest = 0, factored = 0, small8 = 0, big8 = 0;
-  for (const auto& p : params) {
-    if (!p.trainable) continue;
-    trainable += p.total();
-    largest = std::max(largest, p.elements);
-    factored += (p.rows > 0 && p.cols > 0 ? p.rows + p.cols : p.elements) * p.count;
-    (p.elements >= 4096 ? big8 : small8) += p.total();
-  }
+  // LoRA adapters train in fp32 (PEFT autocast_adapter_dtype), so their states are fp32 too.
+  const int64_t sb = ps.adapters == ps.trainable && ps.trainable > 0 ? 4 : state_bytes_per_element(s.precision);
+  const int64_t trainable = ps.trainable, largest = ps.largest_trainable;
   const OptimizerImpl impl = resolve_impl(s);
+  const bool v2 = s.runtime.torch_at_least(2, 0);
   auto per_param_loop = [&](int64_t temps, const char* what) {
     switch (impl) {
       case OptimizerImpl::fused:
         c.transient = 0;
-        c.transient_formula = "fused kernel: no parameter-sized temporaries";
+        if (text) c.transient_formula = "fused kernel: no parameter-sized temporaries";
         break;
       case OptimizerImpl::foreach:
-        c.transient = (s.runtime.torch_at_least(2, 0) ? 1 : 2) * trainable * sb;
-        c.transient_formula = fmt::format("foreach: {} x trainable params x {} B ({})",
-                                          s.runtime.torch_at_least(2, 0) ? 1 : 2, sb, what);
+        c.transient = (v2 ? 1 : 2) * trainable * sb;
+        if (text) c.transient_formula = fmt::format("foreach: {} x trainable params x {} B ({})", v2 ? 1 : 2, sb, what);
         break;
       default:
         c.transient = temps * largest * sb;
-        c.transient_formula = fmt::format("for-loop: {} x largest tensor {} x {} B ({})", temps, largest, sb, what);
+        if (text) c.transient_formula = fmt::format("for-loop: {} x largest tensor {} x {} B ({})", temps, largest, sb, what);
     }
   };
   switch (s.optimizer) {
     case OptimizerKind::adamw: case OptimizerKind::adam: case OptimizerKind::paged_adamw:
       c.states = 2 * trainable * sb;
-      c.states_formula = fmt::format("2 moments x {} trainable params x {} B", trainable, sb);
+      if (text) c.states_formula = fmt::format("2 moments x {} trainable params x {} B", trainable, sb);
       per_param_loop(2, "sqrt(exp_avg_sq) and its scaled copy");
       c.paged = s.optimizer == OptimizerKind::paged_adamw;
       break;
     case OptimizerKind::sgd:
-      c.states = 0;
-      c.states_formula = "plain SGD keeps no state";
-      c.transient_formula = "in-place update";
+      if (text) c.states_formula = "plain SGD keeps no state";
+      if (text) c.transient_formula = "in-place update";
       break;
     case OptimizerKind::sgd_momentum:
       c.states = trainable * sb;
-      c.states_formula = fmt::format("momentum buffer: {} trainable params x {} B", trainable, sb);
-      c.transient_formula = "in-place update";
+      if (text) c.states_formula = fmt::format("momentum buffer: {} trainable params x {} B", trainable, sb);
+      if (text) c.transient_formula = "in-place update";
       break;
     case OptimizerKind::lion:
       c.states = trainable * sb;
-      c.states_formula = fmt::format("exp_avg: {} trainable params x {} B", trainable, sb);
       c.transient = impl == OptimizerImpl::fused ? 0 : 2 * largest * sb;
-      c.transient_formula = fmt::format("exp_avg.clone() and the update: 2 x largest tensor {} x {} B", largest, sb);
+      if (text) c.states_formula = fmt::format("exp_avg: {} trainable params x {} B", trainable, sb);
+      if (text) c.transient_formula = fmt::format("exp_avg.clone() and the update: 2 x largest tensor {} x {} B", largest, sb);
       break;
     case OptimizerKind::adafactor:
-      c.states = factored * sb;
-      c.states_formula = fmt::format("factored second moment: sum(rows + cols) = {} x {} B (no first moment)", factored, sb);
+      c.states = ps.factored * sb;
       c.transient = 3 * largest * 4;
-      c.transient_formula = fmt::format("grad^2, the r*c approximation and the update: 3 x largest tensor {} x 4 B", largest);
+      if (text) c.states_formula = fmt::format("factored second moment: sum(rows + cols) = {} x {} B (no first moment)", ps.factored, sb);
+      if (text) c.transient_formula = fmt::format("grad^2, the r*c approximation and the update: 3 x largest tensor {} x 4 B", largest);
       break;
     case OptimizerKind::adamw_8bit: case OptimizerKind::paged_adamw_8bit: {
       // bitsandbytes: tensors >= 4096 elements keep two uint8 states with an fp32 absmax per
       // 256-element block; smaller ones keep fp32 states (min_8bit_size).
       const double per = 2.0 * (1.0 + 4.0 / 256.0);
-      c.states = static_cast<int64_t>(std::llround(per * static_cast<double>(big8))) + 8 * small8;
-      c.states_formula = fmt::format("2 x (1 B + 4 B/256) x {} params in 8-bit + 8 B x {} small params", big8, small8);
-      c.transient_formula = "fused 8-bit kernel: no parameter-sized temporaries";
+      c.states = static_cast<int64_t>(std::llround(per * static_cast<double>(ps.big8))) + 8 * ps.small8;
+      if (text) c.states_formula = fmt::format("2 x (1 B + 4 B/256) x {} params in 8-bit + 8 B x {} small params", ps.big8, ps.small8);
+      if (text) c.transient_formula = "fused 8-bit kernel: no parameter-sized temporaries";
       c.paged = s.optimizer == OptimizerKind::paged_adamw_8bit;
       break;
     }
@@ -283,127 +276,111 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const std::vector<ParamTens
   return c;
 }
 
-// Weight bytes of all parameters of one rank's model, quantized ones at their bit width and
-// LoRA adapters in fp32 (PEFT autocast_adapter_dtype).
-int64_t weight_bytes(const TrainingSetup& s, const std::vector<ParamTensor>& params, int64_t* quantized_out = nullptr) {
-  const int64_t wb = weight_bytes_per_param(s.precision);
-  const double qbits = quantized_bits(s.finetune);
-  double q = 0;
-  int64_t w = 0;
-  for (const auto& p : params) {
-    if (p.quantized) q += static_cast<double>(p.total()) * qbits / 8.0;
-    else if (p.group == ParamGroup::adapter) w += p.total() * 4;
-    else w += p.total() * wb;
-  }
-  if (quantized_out) *quantized_out = static_cast<int64_t>(std::llround(q));
-  return w + static_cast<int64_t>(std::llround(q));
-}
-
 struct States {
   int64_t weights = 0, buffers = 0, grads_full = 0, grads_static = 0, master = 0, opt = 0, opt_transient = 0;
   int64_t comm_fwd = 0, comm_step = 0, step_extra = 0;
-  int64_t trainable = 0, largest_tensor_bytes = 0, large_tensors = 0;
+  int64_t trainable = 0, large_tensors = 0;
   bool grads_partitioned = false;
   OptimizerCost oc;
   std::vector<HostTerm> host;
   std::string grads_formula, weights_formula, master_formula, comm_formula;
 };
 
-States model_states(const TrainingSetup& s, const TrainingSetup& rs, const std::vector<ParamTensor>& params) {
+States model_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamSummary& ps, bool text) {
   States st;
   const int64_t dp = s.parallel.data_parallel();
-  const int zero = dp > 1 ? s.parallel.zero_stage : std::min(s.parallel.zero_stage, 3);
+  const int zero = s.parallel.zero_stage;
   const int64_t gb = grad_bytes_per_param(s.precision), mb = master_bytes_per_param(s.precision);
   const int64_t wb = weight_bytes_per_param(s.precision);
-  int64_t trainable = 0, adapters = 0;
-  for (const auto& p : params)
-    if (p.trainable) {
-      trainable += p.total();
-      if (p.group == ParamGroup::adapter) adapters += p.total();
-    }
+  const int64_t trainable = ps.trainable, adapters = ps.adapters;
   st.trainable = trainable;
-  // Adapters train in fp32 whatever the base precision; their grads are fp32.
+  // Adapters train in fp32 whatever the base precision; their grads are fp32. Quantized base
+  // weights are stored at their bit width (QLoRA), adapters in fp32 (PEFT autocast_adapter_dtype).
   const int64_t grad_bytes = (trainable - adapters) * gb + adapters * 4;
-  int64_t quantized = 0;
-  const int64_t all_weights = weight_bytes(rs, params, &quantized);
+  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.quantized) * quantized_bits(s.finetune) / 8.0));
+  const int64_t all_weights = ps.plain * wb + adapters * 4 + quantized;
   st.buffers = model_buffer_bytes(rs);
-  st.oc = optimizer_cost(s, params);
+  st.oc = optimizer_cost(s, ps, text);
   const auto part = [&](int64_t bytes, bool on) { return on && dp > 1 ? (bytes + dp - 1) / dp : bytes; };
 
   const bool off_opt = s.parallel.offload != Offload::none;
   const bool off_par = s.parallel.offload == Offload::optimizer_and_params;
   st.weights = off_par ? 0 : part(all_weights, zero >= 3);
-  st.weights_formula = quantized > 0
-                           ? fmt::format("{} params: {} B/param, {} quantized at {:.3f} bits", count_parameters(rs).total, wb,
-                                         count_parameters(rs).quantized, quantized_bits(s.finetune))
-                           : fmt::format("{} params x {} B ({}){}", count_parameters(rs).total, wb, to_string(s.precision),
-                                         zero >= 3 && dp > 1 ? fmt::format(" / {} ranks (ZeRO-3)", dp) : "");
-  if (adapters > 0) st.weights_formula += fmt::format(" + {} LoRA adapter params x 4 B", adapters);
   st.master = off_opt ? 0 : part(trainable * mb, zero >= 1);
-  st.master_formula = mb ? fmt::format("{} trainable x {} B fp32 master{}", trainable, mb,
-                                       zero >= 1 && dp > 1 ? fmt::format(" / {} ranks", dp) : "")
-                         : "none: the parameters are the master copy in this regime";
   st.opt = (off_opt || st.oc.paged) ? 0 : part(st.oc.states, zero >= 1);
   st.opt_transient = off_opt ? 0 : st.oc.transient;
   st.grads_full = grad_bytes;
-  st.grads_partitioned = zero >= 2 && dp > 1;
+  st.grads_partitioned = gradients_partitioned(s);
   st.grads_static = st.grads_partitioned ? (off_opt ? 0 : part(grad_bytes, true)) : 0;
-  st.grads_formula = st.grads_partitioned
-                         ? fmt::format("{} trainable x {} B / {} ranks (ZeRO-{} partition)", trainable, gb, dp, zero)
-                         : fmt::format("{} trainable x {} B", trainable, adapters ? 4 : gb);
-
-  // Communication buffers.
-  if (dp > 1 && zero == 0) {
-    st.comm_fwd = s.parallel.ddp_bucket_view ? 0 : grad_bytes;
-    st.comm_formula = s.parallel.ddp_bucket_view
-                          ? "DDP gradient_as_bucket_view: buckets alias the gradients"
-                          : fmt::format("DDP buckets hold a copy of all gradients: {} B (gradient_as_bucket_view=False)", grad_bytes);
-  } else if (dp > 1 && zero <= 2) {
-    const int64_t red = std::min(s.parallel.reduce_bucket_elems, trainable) * gb * (s.parallel.overlap_comm ? 2 : 1);
-    const int64_t ag = std::min(s.parallel.allgather_bucket_elems, trainable) * wb;
-    st.comm_fwd = red;
-    st.comm_step = ag;
-    st.comm_formula = fmt::format("reduce bucket {} elems x {} B{}; all-gather bucket {} elems x {} B in the step",
-                                  std::min(s.parallel.reduce_bucket_elems, trainable), gb,
-                                  s.parallel.overlap_comm ? " x 2 (overlap_comm)" : "",
-                                  std::min(s.parallel.allgather_bucket_elems, trainable), wb);
-  } else if (dp > 1 && zero == 3) {
-    // Gathered parameters of the running layer plus the prefetch bucket.
-    int64_t layer_params = 0;
-    for (const auto& l : layer_linears(rs.model, rs.model.num_experts > 0)) layer_params += l.elems();
-    const int64_t live = std::min(s.parallel.stage3_max_live_parameters, 2 * layer_params);
-    const int64_t pre = std::min(s.parallel.stage3_prefetch_bucket_elems, layer_params);
-    const int64_t red = std::min(s.parallel.reduce_bucket_elems, trainable) * gb;
-    st.comm_fwd = (live + pre) * wb + red;
-    st.comm_formula = fmt::format("gathered params of 2 layers {} + prefetch {} elems x {} B + reduce bucket {} x {} B", live,
-                                  pre, wb, std::min(s.parallel.reduce_bucket_elems, trainable), gb);
-  } else {
-    st.comm_formula = "single data-parallel rank: no communication buffers";
-  }
   // Mixed precision: the fp32 gradient of the rank's partition exists during the step.
   if (mb > 0 && !off_opt) st.step_extra = part(trainable * 4, zero >= 1);
 
+  // Communication buffers.
+  int64_t live = 0, pre = 0;
+  // DeepSpeed's buckets exist whenever a ZeRO stage runs (one GPU included); DDP's only with
+  // several ranks.
+  const bool deepspeed_buckets = zero >= 1;  // DeepSpeed's engine reduces through them at any world size
+  if (dp > 1 && zero == 0) {
+    st.comm_fwd = s.parallel.ddp_bucket_view ? 0 : grad_bytes;
+  } else if (deepspeed_buckets && zero <= 2) {
+    st.comm_fwd = std::min(s.parallel.reduce_bucket_elems, trainable) * gb * (s.parallel.overlap_comm ? 2 : 1);
+    st.comm_step = std::min(s.parallel.allgather_bucket_elems, trainable) * wb;
+  } else if (zero == 3) {
+    // Gathered parameters of the running layer and the next (prefetch) plus the reduce bucket.
+    live = std::min(s.parallel.stage3_max_live_parameters, 2 * ps.layer_params);
+    pre = std::min(s.parallel.stage3_prefetch_bucket_elems, ps.layer_params);
+    st.comm_fwd = (live + pre) * wb + std::min(s.parallel.reduce_bucket_elems, trainable) * gb;
+  }
+
   // Rounding: every tensor >= 10 MiB is rounded to 2 MiB (mean waste 1 MiB) by the caching
   // allocator [CUDACachingAllocator.cpp kRoundLarge].
-  for (const auto& p : params)
-    if (p.elements * wb >= 10 * kMiB) st.large_tensors += p.count;
+  for (const auto& [elements, count] : ps.sizes)
+    if (elements * wb >= 10 * kMiB) st.large_tensors += count;
 
   // Host memory.
   if (off_opt) {
-    st.host.push_back({"offloaded_optimizer_states", part(st.oc.states, true), st.oc.states_formula + " on the host",
+    st.host.push_back({"offloaded_optimizer_states", part(st.oc.states, true), text ? st.oc.states_formula + " on the host" : "",
                        "ZeRO-Offload (Ren et al. 2021): optimizer states in CPU memory"});
     if (mb > 0)
-      st.host.push_back({"offloaded_master_weights", part(trainable * mb, true), fmt::format("{} trainable x 4 B", trainable),
+      st.host.push_back({"offloaded_master_weights", part(trainable * mb, true), text ? fmt::format("{} trainable x 4 B", trainable) : "",
                          "ZeRO-Offload keeps the fp32 master parameters on the CPU"});
-    st.host.push_back({"offloaded_gradients", part(trainable * 4, true), fmt::format("{} trainable x 4 B fp32", trainable),
+    st.host.push_back({"offloaded_gradients", part(trainable * 4, true), text ? fmt::format("{} trainable x 4 B fp32", trainable) : "",
                        "ZeRO-Offload copies gradient partitions to fp32 CPU buffers"});
   }
   if (st.oc.paged)
-    st.host.push_back({"paged_optimizer_states", st.oc.states, st.oc.states_formula + " (paged to host)",
+    st.host.push_back({"paged_optimizer_states", st.oc.states, text ? st.oc.states_formula + " (paged to host)" : "",
                        "bitsandbytes paged optimizers: unified memory evicted to the host under pressure"});
   if (off_par)
     st.host.push_back({"offloaded_parameters", part(all_weights, true), "parameters / ranks on the host",
                        "ZeRO-Infinity / stage-3 offload_param"});
+  if (!text) return st;
+
+  st.weights_formula = quantized > 0
+                           ? fmt::format("{} params: {} B/param, {} quantized at {:.3f} bits", ps.counts.total, wb,
+                                         ps.counts.quantized, quantized_bits(s.finetune))
+                           : fmt::format("{} params x {} B ({}){}", ps.counts.total, wb, to_string(s.precision),
+                                         zero >= 3 && dp > 1 ? fmt::format(" / {} ranks (ZeRO-3)", dp) : "");
+  if (adapters > 0) st.weights_formula += fmt::format(" + {} LoRA adapter params x 4 B", adapters);
+  st.master_formula = mb ? fmt::format("{} trainable x {} B fp32 master{}", trainable, mb,
+                                       zero >= 1 && dp > 1 ? fmt::format(" / {} ranks", dp) : "")
+                         : "none: the parameters are the master copy in this regime";
+  st.grads_formula = st.grads_partitioned
+                         ? fmt::format("{} trainable x {} B / {} ranks (ZeRO-{} partition)", trainable, gb, dp, zero)
+                         : fmt::format("{} trainable x {} B", trainable, adapters ? 4 : gb);
+  if (dp > 1 && zero == 0)
+    st.comm_formula = s.parallel.ddp_bucket_view
+                          ? "DDP gradient_as_bucket_view: buckets alias the gradients"
+                          : fmt::format("DDP buckets hold a copy of all gradients: {} B (gradient_as_bucket_view=False)", grad_bytes);
+  else if (deepspeed_buckets && zero <= 2)
+    st.comm_formula = fmt::format("reduce bucket {} elems x {} B{}; all-gather bucket {} elems x {} B in the step",
+                                  std::min(s.parallel.reduce_bucket_elems, trainable), gb,
+                                  s.parallel.overlap_comm ? " x 2 (overlap_comm)" : "",
+                                  std::min(s.parallel.allgather_bucket_elems, trainable), wb);
+  else if (zero == 3)
+    st.comm_formula = fmt::format("gathered params of 2 layers {} + prefetch {} elems x {} B + reduce bucket {} x {} B", live,
+                                  pre, wb, std::min(s.parallel.reduce_bucket_elems, trainable), gb);
+  else
+    st.comm_formula = "single data-parallel rank: no communication buffers";
   return st;
 }
 
@@ -431,32 +408,58 @@ std::string human(int64_t bytes) {
 
 }  // namespace
 
+ParamSummary summarize_parameters(const TrainingSetup& s) {
+  TrainingSetup rs = s;
+  rs.model = rank_model(s);
+  ParamSummary ps;
+  for (const ParamTensor& p : parameter_tensors(rs)) {
+    const int64_t n = p.total();
+    if (p.quantized) ps.quantized += n;
+    else if (p.group == ParamGroup::adapter) ps.adapters_stored += n;
+    else ps.plain += n;
+    if (p.trainable) {
+      ps.trainable += n;
+      if (p.group == ParamGroup::adapter) ps.adapters += n;
+      ps.largest_trainable = std::max(ps.largest_trainable, p.elements);
+      ps.factored += (p.rows > 0 && p.cols > 0 ? p.rows + p.cols : p.elements) * p.count;
+      (p.elements >= 4096 ? ps.big8 : ps.small8) += n;
+    }
+    ps.sizes.emplace_back(p.elements, p.count);
+  }
+  for (const auto& l : layer_linears(rs.model, rs.model.num_experts > 0)) ps.layer_params += l.elems();
+  ps.counts = count_parameters(rs);
+  return ps;
+}
+
 int64_t model_state_bytes(const TrainingSetup& s) {
   TrainingSetup rs = s;
   rs.model = rank_model(s);
-  const auto params = parameter_tensors(rs);
-  const States st = model_states(s, rs, params);
+  const States st = model_states(s, rs, summarize_parameters(s), false);
   return st.weights + (st.grads_partitioned ? st.grads_static : st.grads_full) + st.master + st.opt;
 }
 
 MemoryBreakdown estimate(const TrainingSetup& s) { return estimate(s, nullptr); }
 
-MemoryBreakdown estimate(const TrainingSetup& s, const Calibration* cal) {
-  MemoryBreakdown out;
-  TrainingSetup rs = s;  // the rank's view of the model
+bool gradients_partitioned(const TrainingSetup& s) {
+  // ZeRO-2/3 reduce gradients bucket by bucket into the rank's partition, or with ZeRO-Offload
+  // straight to host buffers (one GPU included). Without offload, one rank's "partition" is all
+  // of them and DeepSpeed behaves like plain training.
+  return s.parallel.zero_stage >= 2 && (s.parallel.data_parallel() > 1 || s.parallel.offload != Offload::none);
+}
+
+bool gradients_persist(const TrainingSetup& s) {
+  // Micro-step 1 starts without gradients and keeps each as it appears; later micro-steps of
+  // accumulation add into existing ones (temporaries); ZeRO-2/3 reduce and drop them in buckets.
+  return s.batch.grad_accum <= 1 && !gradients_partitioned(s);
+}
+
+Timeline activation_timeline(const TrainingSetup& s) {
+  Timeline out;
+  TrainingSetup rs = s;
   rs.model = rank_model(s);
-  const auto params = parameter_tensors(rs);
-  out.params = count_parameters(s);
-  const States st = model_states(s, rs, params);
   const ModelSpec& m = rs.model;
-  const bool cuda = s.device.kind == DeviceKind::cuda;
-  const int64_t dp = s.parallel.data_parallel();
+  const bool grads_persist = gradients_persist(s);
 
-  // Micro-steps: the first starts without gradients; later ones (accumulation) add into them.
-  const bool accumulating = s.batch.grad_accum > 1;
-  const bool grads_persist = !accumulating && !st.grads_partitioned;
-
-  // Segment profiles.
   sim::SimOptions so;
   so.grads_persist = grads_persist;
   const sim::Segment emb_seg = embedding_segment(rs);
@@ -464,7 +467,6 @@ MemoryBreakdown estimate(const TrainingSetup& s, const Calibration* cal) {
   const bool layer_input_rg = embeddings_trainable(rs);
   std::map<LayerKey, sim::Profile> cache;
   std::vector<const sim::Profile*> layer(m.num_layers);
-  std::vector<std::string> layer_name(m.num_layers);
   for (int64_t i = 0; i < m.num_layers; ++i) {
     const LayerKey key{m.is_moe_layer(i), s.checkpointing.layer_checkpointed(i), layer_frozen(rs, i)};
     auto it = cache.find(key);
@@ -481,7 +483,6 @@ MemoryBreakdown estimate(const TrainingSetup& s, const Calibration* cal) {
                                          row.cat == sim::Cat::loss ? "loss" : row.cat == sim::Cat::weight_copy ? "weight_copy" : "activation"});
     }
     layer[i] = &it->second;
-    layer_name[i] = fmt::format("layer {}{}", i, key.moe ? " (moe)" : "");
   }
   const sim::Segment head_seg = head_segment(rs);
   const sim::Profile head = head_seg.simulate(so);
@@ -489,11 +490,137 @@ MemoryBreakdown estimate(const TrainingSetup& s, const Calibration* cal) {
     out.saved_per_layer.push_back({head_seg.name(), row.op, row.bytes, row.cat == sim::Cat::loss ? "loss" : "activation"});
 
   const SharedTensors shared = shared_tensors(rs);
-  const int64_t batch = batch_input_bytes(rs);
   bool any_ckpt = false;
   for (int64_t i = 0; i < m.num_layers; ++i) any_ckpt = any_ckpt || s.checkpointing.layer_checkpointed(i);
   // Pipeline 1F1B: the first stage holds activations of up to pp micro-batches in flight.
   const int64_t in_flight = s.parallel.pipeline_parallel > 1 ? std::min(s.parallel.pipeline_parallel, s.batch.grad_accum) : 1;
+  out.in_flight = in_flight;
+  sim::CatBytes layers_only{};
+  for (int64_t i = 0; i < m.num_layers; ++i) layers_only = add(layers_only, layer[i]->retained);
+
+  // Only the dynamic bytes are walked: the static ones (model states, context) add the same
+  // amount at every point of a phase, so they do not move its peak. The peak's label is made
+  // once at the end from (segment, op).
+  auto T = [](Term t) { return static_cast<int>(t); };
+  using Bytes = std::array<int64_t, kNumTerms>;
+  auto put = [&](Bytes& b, const sim::CatBytes& c, int64_t mult = 1) {
+    b[T(Term::activations)] += mult * cat(c, sim::Cat::activation);
+    b[T(Term::logits_and_loss)] += mult * cat(c, sim::Cat::loss);
+    b[T(Term::weights)] += mult * cat(c, sim::Cat::weight_copy);
+    b[T(Term::transient)] += mult * (cat(c, sim::Cat::act_grad) + cat(c, sim::Cat::scratch));
+    b[T(Term::gradients)] += mult * cat(c, sim::Cat::param_grad);
+  };
+  auto total_of = [](const Bytes& b) {
+    int64_t t = 0;
+    for (int64_t v : b) t += v;
+    return t;
+  };
+  struct Label { int64_t layer; const std::string* op; };  // layer -1: embedding, -2: head
+  auto consider = [&](PhaseState& ph, Label& label, const Bytes& b, Label at) {
+    if (label.op == nullptr || total_of(b) > ph.total()) {
+      ph.bytes = b;
+      label = at;
+    }
+  };
+  auto label_text = [&](const Label& l) {
+    const std::string where = l.layer == -1 ? "embedding" : l.layer == -2 ? "head"
+                              : fmt::format("layer {}{}", l.layer, m.is_moe_layer(l.layer) ? " (moe)" : "");
+    return where + ": " + (l.op ? *l.op : std::string("?"));
+  };
+
+  // Forward walk.
+  out.forward.phase = Phase::forward;
+  Label fl{};
+  {
+    Bytes b{};
+    put(b, emb.forward.bytes);
+    consider(out.forward, fl, b, {-1, &emb.forward.where});
+    sim::CatBytes retained = emb.retained;
+    const int64_t shared_live = shared.whole_step_bytes + shared.forward_bytes;
+    int64_t autocast_cache = 0;  // weight copies of checkpointed layers, freed when autocast exits
+    for (int64_t i = 0; i < m.num_layers; ++i) {
+      Bytes bl{};
+      put(bl, retained);
+      bl[T(Term::activations)] += shared_live + (i > 0 || !shared.embeds_is_layer_input ? shared.embeds_bytes : 0);
+      bl[T(Term::weights)] += autocast_cache;
+      put(bl, layer[i]->forward.bytes);
+      consider(out.forward, fl, bl, {i, &layer[i]->forward.where});
+      retained = add(retained, layer[i]->retained);
+      autocast_cache += layer[i]->forward_cache;
+    }
+    Bytes bh{};
+    put(bh, retained);
+    bh[T(Term::weights)] += autocast_cache;
+    if (in_flight > 1) put(bh, layers_only, in_flight - 1);  // earlier micro-batches in flight
+    bh[T(Term::activations)] += shared.whole_step_bytes + (any_ckpt ? shared.forward_bytes : 0);
+    put(bh, head.forward.bytes);
+    consider(out.forward, fl, bh, {-2, &head.forward.where});
+  }
+
+  // Backward walk: head, layers L-1..0, embedding.
+  out.backward.phase = Phase::backward;
+  Label bl{};
+  {
+    std::vector<sim::CatBytes> before(m.num_layers + 1);  // retained of embedding + layers < i
+    before[0] = emb.retained;
+    for (int64_t i = 0; i < m.num_layers; ++i) before[i + 1] = add(before[i], layer[i]->retained);
+    const int64_t shared_bwd = shared.whole_step_bytes + (any_ckpt ? shared.forward_bytes : 0);
+    int64_t grads = 0;  // produced so far (when they persist)
+    auto stage = [&](const sim::Profile& p, const sim::CatBytes& waiting, int64_t idx) {
+      Bytes b{};
+      put(b, waiting);
+      if (in_flight > 1) put(b, layers_only, in_flight - 1);
+      b[T(Term::activations)] += shared_bwd;
+      b[T(Term::gradients)] += grads;
+      put(b, p.backward.bytes);
+      consider(out.backward, bl, b, {idx, &p.backward.where});
+      if (grads_persist) grads += p.param_grad_bytes;
+    };
+    // The head's backward (the loss spike) runs before any bucket of ZeRO-2/3 gradients is
+    // reduced, so it is kept apart: compose() adds the gradient partition only after it.
+    stage(head, before[m.num_layers], -2);
+    out.backward_head = out.backward;
+    const Label head_label = bl;
+    out.backward = PhaseState{};
+    out.backward.phase = Phase::backward;
+    bl = Label{};
+    for (int64_t i = m.num_layers - 1; i >= 0; --i) stage(*layer[i], before[i], i);
+    stage(emb, sim::CatBytes{}, -1);
+    out.backward_head.at = label_text(head_label);
+  }
+  out.forward.at = label_text(fl);
+  out.backward.at = label_text(bl);
+  return out;
+}
+
+MemoryBreakdown estimate(const TrainingSetup& s, const Calibration* cal) {
+  return estimate(s, activation_timeline(s), cal);
+}
+
+int64_t estimate_peak(const TrainingSetup& s, const Timeline& t, const Calibration* cal, const ParamSummary* summary) {
+  return compose(s, t, cal, /*with_text=*/false, summary).peak_bytes();
+}
+
+MemoryBreakdown estimate(const TrainingSetup& s, const Timeline& t, const Calibration* cal) {
+  return compose(s, t, cal, /*with_text=*/true, nullptr);
+}
+
+MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibration* cal, bool with_text,
+                        const ParamSummary* summary) {
+  MemoryBreakdown out;
+  TrainingSetup rs = s;  // the rank's view of the model
+  rs.model = rank_model(s);
+  const ParamSummary own = summary ? ParamSummary{} : summarize_parameters(s);
+  const ParamSummary& ps = summary ? *summary : own;
+  if (with_text) out.params = count_parameters(s);
+  const States st = model_states(s, rs, ps, with_text);
+  const ModelSpec& m = rs.model;
+  const bool cuda = s.device.kind == DeviceKind::cuda;
+  const int64_t dp = s.parallel.data_parallel();
+  const bool accumulating = s.batch.grad_accum > 1;
+  const bool grads_persist = gradients_persist(s);
+  const int64_t batch = batch_input_bytes(rs);
+  const int64_t in_flight = t.in_flight;
 
   // CUDA overheads (per family; calibration replaces them).
   int64_t context = cuda ? s.device.cuda_context_bytes : 0;
@@ -509,92 +636,20 @@ MemoryBreakdown estimate(const TrainingSetup& s, const Calibration* cal) {
   base[T(Term::weights)] = st.weights + st.buffers;
   base[T(Term::master_weights)] = st.master;
   base[T(Term::optimizer_states)] = st.opt;
-  base[T(Term::gradients)] = st.grads_partitioned ? st.grads_static : (accumulating ? st.grads_full : 0);
+  // Gradients resident before backward starts: all of them between micro-steps of
+  // accumulation, or the ZeRO-2/3 partition; without accumulation none (set_to_none), and the
+  // ZeRO partition appears with the first reduced bucket, after the head's backward.
+  const int64_t grads_kept = accumulating ? (st.grads_partitioned ? st.grads_static : st.grads_full) : 0;
+  base[T(Term::gradients)] = grads_kept;
   base[T(Term::comm_buffers)] = st.comm_fwd;
   base[T(Term::cuda_context)] = context;
   base[T(Term::workspace)] = workspace;
   base[T(Term::activations)] = batch;
-
-  auto put = [&](std::array<int64_t, kNumTerms>& b, const sim::CatBytes& c, int64_t mult = 1) {
-    b[T(Term::activations)] += mult * cat(c, sim::Cat::activation);
-    b[T(Term::logits_and_loss)] += mult * cat(c, sim::Cat::loss);
-    b[T(Term::weights)] += mult * cat(c, sim::Cat::weight_copy);
-    b[T(Term::transient)] += mult * (cat(c, sim::Cat::act_grad) + cat(c, sim::Cat::scratch));
-    b[T(Term::gradients)] += mult * cat(c, sim::Cat::param_grad);
-  };
-  auto total_of = [](const std::array<int64_t, kNumTerms>& b) {
-    int64_t t = 0;
-    for (int64_t v : b) t += v;
-    return t;
-  };
-
-  // Forward walk.
-  PhaseState fwd;
-  fwd.phase = Phase::forward;
-  auto consider = [&](PhaseState& ph, const std::array<int64_t, kNumTerms>& b, const std::string& where) {
-    if (ph.at.empty() || total_of(b) > ph.total()) {
-      ph.bytes = b;
-      ph.at = where;
-    }
-  };
-  {
-    auto b = base;
-    put(b, emb.forward.bytes);
-    consider(fwd, b, "embedding: " + emb.forward.where);
-    sim::CatBytes retained = emb.retained;
-    int64_t shared_live = shared.whole_step_bytes + shared.forward_bytes;
-    int64_t cache = 0;  // autocast weight copies of checkpointed layers, freed when autocast exits
-    for (int64_t i = 0; i < m.num_layers; ++i) {
-      auto bl = base;
-      put(bl, retained);
-      bl[T(Term::activations)] += shared_live + (i > 0 || !shared.embeds_is_layer_input ? shared.embeds_bytes : 0);
-      bl[T(Term::weights)] += cache;
-      put(bl, layer[i]->forward.bytes);
-      consider(fwd, bl, layer_name[i] + ": " + layer[i]->forward.where);
-      retained = add(retained, layer[i]->retained);
-      cache += layer[i]->forward_cache;
-    }
-    auto bh = base;
-    put(bh, retained, 1);
-    bh[T(Term::weights)] += cache;
-    // Pipeline: earlier micro-batches' activations are still held on this stage.
-    if (in_flight > 1) {
-      sim::CatBytes layers_only{};
-      for (int64_t i = 0; i < m.num_layers; ++i) layers_only = add(layers_only, layer[i]->retained);
-      put(bh, layers_only, in_flight - 1);
-    }
-    bh[T(Term::activations)] += shared.whole_step_bytes + (any_ckpt ? shared.forward_bytes : 0);
-    put(bh, head.forward.bytes);
-    consider(fwd, bh, "head: " + head.forward.where);
-  }
-
-  // Backward walk: head, layers L-1..0, embedding.
-  PhaseState bwd;
-  bwd.phase = Phase::backward;
-  {
-    std::vector<sim::CatBytes> before(m.num_layers + 1);  // retained of embedding + layers < i
-    before[0] = emb.retained;
-    for (int64_t i = 0; i < m.num_layers; ++i) before[i + 1] = add(before[i], layer[i]->retained);
-    const int64_t shared_bwd = shared.whole_step_bytes + (any_ckpt ? shared.forward_bytes : 0);
-    int64_t grads = 0;  // produced so far (when they persist)
-    auto stage = [&](const sim::Profile& p, const sim::CatBytes& waiting, const std::string& where) {
-      auto b = base;
-      put(b, waiting);
-      if (in_flight > 1) {
-        sim::CatBytes layers_only{};
-        for (int64_t i = 0; i < m.num_layers; ++i) layers_only = add(layers_only, layer[i]->retained);
-        put(b, layers_only, in_flight - 1);
-      }
-      b[T(Term::activations)] += shared_bwd;
-      b[T(Term::gradients)] += grads;
-      put(b, p.backward.bytes);
-      consider(bwd, b, where + ": " + p.backward.where);
-      if (grads_persist) grads += p.param_grad_bytes;
-    };
-    stage(head, before[m.num_layers], "head");
-    for (int64_t i = m.num_layers - 1; i >= 0; --i) stage(*layer[i], before[i], layer_name[i]);
-    stage(emb, sim::CatBytes{}, "embedding");
-  }
+  PhaseState fwd = t.forward, bwd = t.backward, bwd_head = t.backward_head;
+  for (PhaseState* ph : {&fwd, &bwd, &bwd_head})
+    for (int i = 0; i < kNumTerms; ++i) ph->bytes[i] += base[i];
+  if (st.grads_partitioned && !accumulating) bwd.bytes[T(Term::gradients)] += st.grads_static;
+  if (bwd_head.total() > bwd.total()) bwd = bwd_head;
 
   // Optimizer step.
   PhaseState opt;
@@ -630,6 +685,8 @@ MemoryBreakdown estimate(const TrainingSetup& s, const Calibration* cal) {
     }
   }
   out.phases = {fwd, bwd, opt};
+  if (!with_text) return out;
+  if (!t.saved_per_layer.empty()) out.saved_per_layer = t.saved_per_layer;
 
   // Host terms.
   out.host = st.host;

@@ -38,6 +38,49 @@ struct Calibration {
 MemoryBreakdown estimate(const TrainingSetup& s);
 MemoryBreakdown estimate(const TrainingSetup& s, const Calibration* cal);
 
+// The expensive half of estimate(): the dynamic bytes (activations, logits and loss,
+// temporaries, autocast weight copies, gradients produced during backward) at the forward and
+// backward peaks, from the segment simulation. It depends on the model, micro-batch, sequence,
+// precision, checkpointing, attention, device kind, fine-tuning mode, pipeline depth and
+// whether gradients persist during backward; not on the optimizer, ZeRO stage or offload. The
+// planner computes it once per such key and composes many setups with it.
+struct Timeline {
+  PhaseState forward;        // dynamic terms only
+  PhaseState backward;       // dynamic terms only, layers and embedding
+  PhaseState backward_head;  // dynamic terms only, the head's backward (loss spike)
+  int64_t in_flight = 1;
+  std::vector<SavedTensor> saved_per_layer;
+};
+Timeline activation_timeline(const TrainingSetup& s);
+// True when gradients stay as they appear during backward (micro-step 1, no ZeRO-2/3
+// partitioning); part of the timeline's key.
+bool gradients_persist(const TrainingSetup& s);
+// True when ZeRO-2/3 keep only the rank's gradient partition (several ranks, or offload).
+bool gradients_partitioned(const TrainingSetup& s);
+// The parameter list reduced to what the model-state terms need (one rank's view). Depends on
+// the model, fine-tuning mode and tensor/pipeline/expert parallel degrees only.
+struct ParamSummary {
+  int64_t plain = 0;            // elements stored at the precision's bytes
+  int64_t quantized = 0;        // elements stored at the quantized bit width
+  int64_t adapters_stored = 0;  // LoRA elements (fp32)
+  int64_t trainable = 0, adapters = 0, largest_trainable = 0;
+  int64_t factored = 0;         // sum(rows + cols) of trainable matrices (Adafactor)
+  int64_t big8 = 0, small8 = 0; // trainable elements in tensors >= / < 4096 elements (8-bit Adam)
+  int64_t layer_params = 0;     // one layer's linear parameters (ZeRO-3 gathering)
+  std::vector<std::pair<int64_t, int64_t>> sizes;  // (elements, count) per tensor (rounding)
+  ParameterCounts counts;
+};
+ParamSummary summarize_parameters(const TrainingSetup& s);
+
+// estimate() on a timeline computed for a setup with the same activation key.
+MemoryBreakdown estimate(const TrainingSetup& s, const Timeline& t, const Calibration* cal);
+// Only the peak (no formula text): what the planner ranks by. `summary` (optional) avoids
+// rebuilding the parameter list for every candidate.
+int64_t estimate_peak(const TrainingSetup& s, const Timeline& t, const Calibration* cal,
+                      const ParamSummary* summary = nullptr);
+MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibration* cal, bool with_text,
+                        const ParamSummary* summary);
+
 // Bytes of the model states alone (weights, gradients, master weights, optimizer states) per
 // GPU, the quantity of ZeRO's Figure 1.
 int64_t model_state_bytes(const TrainingSetup& s);

@@ -35,6 +35,7 @@ struct ConfigState {
   std::optional<Fact<std::string>> precision;        // precision: (memplan or dtype names)
   std::optional<Fact<std::string>> mixed_precision;  // mixed_precision: fp16|bf16|true|false
   std::optional<Fact<bool>> bf16, fp16;              // HF TrainingArguments flags (autocast)
+  std::optional<Fact<std::string>> torch_dtype;      // HF/TRL model loading dtype (16-bit weights)
   std::optional<Fact<Checkpointing>> checkpointing;
   std::optional<Fact<int64_t>> checkpoint_every;     // NeMo: one checkpointed layer in K
   std::optional<Fact<bool>> use_deepspeed;
@@ -159,6 +160,7 @@ double as_fraction(const Node& n) {
 
 void read_model(const Node& n, ConfigState& st);
 void read_deepspeed_file(const Node& n, ConfigState& st);
+void use_model(ConfigState& st, const ReadModel& m, const Where& named_at);
 
 const Table& model_keys() {
   static const Table t = {
@@ -220,6 +222,9 @@ const Table& training_keys() {
       fact_key({"fp16"}, &ConfigState::fp16, as_bool),
       {{"optimizer", "optim"}, set_optimizer},
       {{"gradient_checkpointing"}, note_checkpointing_mode},
+      fact_key({"torch_dtype"}, &ConfigState::torch_dtype, as_text),
+      // HF/TRL ModelConfig names the model by its hub id (memplan presets accept it as an alias).
+      {{"model_name_or_path"}, [](const Node& n, ConfigState& st) { use_model(st, resolve_model(as_text(n), n.where), n.where); }},
       {{"activation_checkpointing"}, note_checkpointing_flag},
       fact_key({"checkpoint_every"}, &ConfigState::checkpoint_every, as_positive),
       setup_key({"tensor_parallel_size", "tensor_parallel"}, "parallel.tensor_parallel", &TrainingSetup::parallel,
@@ -407,6 +412,14 @@ const Table& ds_root_keys() {
       ds_half({"bf16", "bfloat16"}, "mixed-bf16"),
       ds_half({"fp16"}, "mixed-fp16"),
       {{"optimizer"}, set_optimizer},
+      // What DeepSpeed cannot express (model, sequence, attention, checkpointing, target), in
+      // memplan's YAML vocabulary; DeepSpeed ignores unknown top-level keys. memplan plan writes it.
+      {{"memplan"}, [](const Node& n, ConfigState& st) {
+         if (n.kind != Node::Kind::map) not_a_map(n);
+         read_section(n, {&root_sections(), &training_keys(), &data_keys(), &hardware_keys(), &nested_sections()}, st,
+                      &st.out.warnings);
+       }},
+      {{"_comment"}, [](const Node&, ConfigState&) {}},
   };
   return t;
 }
@@ -444,6 +457,9 @@ fs::path beside_config(const ConfigState& st, const std::string& relative) {
 
 // deepspeed: is a section of switches, or (HF TrainingArguments style) the path of a ds_config.json.
 void read_deepspeed_file(const Node& n, ConfigState& st) {
+  // HF TrainingArguments also takes the DeepSpeed config itself as a mapping.
+  if (n.kind == Node::Kind::map && (n.find("zero_optimization") || n.find("train_micro_batch_size_per_gpu")))
+    return read_section(n, {&ds_root_keys()}, st, &st.out.warnings);
   if (n.kind != Node::Kind::scalar) return read_section(n, {&deepspeed_keys()}, st, &st.out.warnings);
   const std::string path = beside_config(st, as_text(n)).string();
   read_deepspeed_json(parse_json(read_text_file(path), path), st);
@@ -563,6 +579,12 @@ void resolve_precision(ConfigState& st) {
   }
   const bool bf16 = st.bf16 && st.bf16->value, fp16 = st.fp16 && st.fp16->value;
   if (bf16 && fp16) throw InputError(st.fp16->where, "bf16 and fp16 are both true", "set one of them");
+  // A model loaded in bfloat16/float16 trains with 16-bit weights, gradients and optimizer
+  // states whatever autocast does on top (torchtune/LitGPT "bf16-true").
+  if (!regime && st.torch_dtype) {
+    const auto p = precision_or_dtype(st.torch_dtype->value);
+    if (p == Precision::bf16 || p == Precision::fp16) return use(*p, st.torch_dtype->where);
+  }
   if (!regime && bf16) return use(Precision::amp_bf16, st.bf16->where);  // HF Trainer: autocast
   if (!regime && fp16) return use(Precision::amp_fp16, st.fp16->where);
   if (base) use(*base, st.precision->where);

@@ -1,0 +1,81 @@
+// memplan plan: the configuration with the highest modelled throughput whose peak stays inside
+// the tier's budget, searched exhaustively over micro-batch x checkpointing x attention x
+// precision x optimizer x ZeRO stage x offload, with the runners-up and why each lost.
+// Memory comes from estimate() (activation timelines cached per key, composition per
+// candidate); speed from throughput.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "estimator/estimate.h"
+#include "planner/throughput.h"
+
+namespace memplan::planner {
+
+// Budget tiers (seed 004's progressive tuning): safe, balanced, aggressive.
+double tier_fraction(const std::string& tier);  // 0.85 / 0.90 / 0.95; 0 when unknown
+
+// Which training stack the plan is for; it decides the precision regimes on offer and which
+// checkpointing modes the stack can express.
+enum class Stack {
+  any,        // PyTorch (autocast / pure bf16, DDP) without ZeRO, DeepSpeed with ZeRO
+  deepspeed,  // DeepSpeed: mixed-bf16/fp16 or fp32 at every ZeRO stage
+  hf,         // HF Trainer: as any, checkpointing only none or full
+  lightning,  // Lightning: as any, checkpointing none or full
+};
+
+struct PlanRequest {
+  TrainingSetup base;        // model, device, GPU count, sequence, fine-tuning, runtime
+  int64_t global_batch = 0;  // sequences per optimizer step over all GPUs
+  double budget = 0.90;      // fraction of device memory the peak may use
+  Stack stack = Stack::any;
+  std::vector<OptimizerKind> optimizers;      // allowed; empty: the base's optimizer
+  std::vector<Precision> precisions;          // allowed; empty: what the stack and GPU support
+  std::vector<AttentionImpl> attentions;      // allowed; empty: what the device supports
+  std::vector<Checkpointing> checkpointings;  // allowed; empty: none, selective, every:2, every:4, full
+  bool allow_offload = true;
+  int64_t max_micro_batch = 1024;
+  const Calibration* calibration = nullptr;
+};
+
+struct Candidate {
+  TrainingSetup setup;
+  int64_t peak_bytes = 0;
+  StepTime time;
+  int64_t global_batch = 0;  // micro-batch x accumulation x data-parallel ranks
+  bool fits = false;
+};
+
+// A configuration that differs from the winner in one dimension, and why it lost.
+struct RunnerUp {
+  std::string dimension;  // "micro-batch", "checkpointing", "ZeRO stage", ...
+  std::string value;      // "8", "none", "3", ...
+  Candidate candidate;
+  std::string why;        // "does not fit: 41.2 GiB > 36.0 GiB budget" / "-18% throughput: ..."
+};
+
+struct PlanResult {
+  bool found = false;
+  Candidate best;
+  std::vector<RunnerUp> runners_up;
+  int64_t budget_bytes = 0;
+  std::string batch_note;       // when the global batch cannot be met exactly
+  // Search statistics.
+  int64_t candidates = 0;       // grid points classified
+  int64_t fitting = 0;
+  int64_t timelines = 0;        // activation timelines simulated
+  int64_t compositions = 0;     // memory compositions evaluated
+  double seconds = 0;
+  // When nothing fits.
+  std::string why_not;
+  std::string smallest_gpu;           // the smallest preset card where a plan exists (same count)
+  int64_t smallest_gpu_count = 0;     // the fewest GPUs of the requested card where one exists
+};
+
+// REQUIRES: validate(req.base) is empty, req.base.device.capacity_bytes > 0,
+// req.global_batch >= data-parallel ranks. `gpus` (optional) lists other cards to try when
+// nothing fits: (name, DeviceSpec).
+PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string, DeviceSpec>>& gpus = {});
+
+}  // namespace memplan::planner

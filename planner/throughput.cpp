@@ -1,0 +1,112 @@
+// The step-time model (see throughput.h). Constants are round numbers from public MFU reports
+// (Megatron-LM, PaLM, DeepSpeed ZeRO-Offload), chosen to order configurations, not to predict.
+#include "planner/throughput.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "estimator/model.h"
+
+namespace memplan::planner {
+namespace {
+
+// Attention matmul FLOPs per token of one forward on one rank: QK^T and PV, 2 * 2 * s * a * d
+// per layer; fused kernels skip the masked half of a causal square.
+double attention_fwd_flops_per_token(const TrainingSetup& s) {
+  const ModelSpec& m = s.model;
+  const double heads = static_cast<double>(m.num_attention_heads) / static_cast<double>(s.parallel.tensor_parallel);
+  const double layers = std::ceil(static_cast<double>(m.num_layers) / static_cast<double>(s.parallel.pipeline_parallel));
+  const double f = 4.0 * static_cast<double>(s.batch.seq_len) * heads * static_cast<double>(m.head_dim) * layers;
+  return s.attention == AttentionImpl::eager ? f : 0.5 * f;
+}
+
+double active_params(const ParamSummary& ps) {
+  return static_cast<double>(ps.counts.active_per_token - ps.counts.adapter);
+}
+
+// Peak FLOP/s for the precision: tensor-core 16-bit rate, fp32 at an eighth of it (PyTorch
+// leaves TF32 off for matmuls by default).
+double peak_flops(const TrainingSetup& s) {
+  const double p = s.device.peak_flops > 0 ? s.device.peak_flops : 100e12;
+  return s.precision == Precision::fp32 ? p / 8 : p;
+}
+
+// Utilisation grows with the tokens per micro-step: small matmuls leave the GPU idle.
+double utilisation(const TrainingSetup& s) {
+  const double tokens = static_cast<double>(s.batch.micro_batch * s.batch.seq_len);
+  const double top = s.attention == AttentionImpl::eager ? 0.40 : 0.50;
+  return top * tokens / (tokens + 1024.0);
+}
+
+double bytes_per_s_or(double v, double fallback) { return v > 0 ? v : fallback; }
+
+}  // namespace
+
+double train_flops_per_token(const TrainingSetup& s, const ParamSummary& ps) {
+  const double n = active_params(ps);
+  const double attn = attention_fwd_flops_per_token(s);
+  if (s.finetune.mode != FinetuneMode::full) return 4 * n + 3 * attn;  // no frozen-weight gradients
+  return 6 * n + 3 * attn;
+}
+
+double recompute_flops_per_token(const TrainingSetup& s, const ParamSummary& ps) {
+  const double fwd = 2 * active_params(ps) + attention_fwd_flops_per_token(s);
+  switch (s.checkpointing.mode) {
+    case CheckpointMode::none: return 0;
+    case CheckpointMode::selective: return attention_fwd_flops_per_token(s);  // the attention core only
+    case CheckpointMode::full: return fwd;
+    case CheckpointMode::every: return fwd / static_cast<double>(std::max<int64_t>(1, s.checkpointing.every_k));
+  }
+  return 0;
+}
+
+StepTime step_time(const TrainingSetup& s) { return step_time(s, summarize_parameters(s)); }
+
+StepTime step_time(const TrainingSetup& s, const ParamSummary& ps) {
+  StepTime t;
+  const double tokens_per_micro = static_cast<double>(s.batch.micro_batch * s.batch.seq_len);
+  const double micro_steps = static_cast<double>(s.batch.grad_accum);
+  double flops_token = train_flops_per_token(s, ps) + recompute_flops_per_token(s, ps);
+  if (s.finetune.base_quant != BaseQuant::none) flops_token *= 1.3;  // dequantization in every matmul
+  t.flops_per_step = flops_token * tokens_per_micro * micro_steps;
+  t.utilisation = utilisation(s);
+  t.compute_s = t.flops_per_step / (peak_flops(s) * t.utilisation);
+
+  const int64_t dp = s.parallel.data_parallel();
+  const double total_params = static_cast<double>(ps.counts.total);
+  const double trainable = static_cast<double>(ps.trainable);
+  const double wb = static_cast<double>(weight_bytes_per_param(s.precision));
+  const double gb = static_cast<double>(grad_bytes_per_param(s.precision));
+  const double link = bytes_per_s_or(s.device.interconnect_bytes_per_s, 25e9);
+  const double pcie = 25e9;   // host <-> device, effective
+  const double hbm = 1.5e12;  // optimizer step memory traffic (order of magnitude)
+  if (dp > 1) {
+    const double frac = static_cast<double>(dp - 1) / static_cast<double>(dp);
+    double bytes = 0, exposed = 0.3;
+    switch (s.parallel.zero_stage) {
+      case 0: case 1: bytes = 2 * frac * trainable * gb; break;               // all-reduce
+      case 2: bytes = frac * trainable * gb + frac * total_params * wb; break;  // reduce-scatter + all-gather
+      default:  // ZeRO-3: all-gather parameters in forward and backward of every micro-step
+        bytes = micro_steps * 2 * frac * total_params * wb + frac * trainable * gb;
+        exposed = 0.5;
+    }
+    t.comm_s = exposed * bytes / link;
+  }
+  const double part = static_cast<double>(dp > 1 && s.parallel.zero_stage >= 1 ? dp : 1);
+  if (s.parallel.offload != Offload::none) {
+    // Gradients down (fp32), parameters up (16-bit) for the rank's partition, and a CPU Adam at
+    // about 1e9 parameters/s (DeepSpeed CPU-Adam on a many-core host).
+    t.offload_s = trainable / part * (4 + wb) / pcie + trainable / part / 1e9;
+    if (s.parallel.offload == Offload::optimizer_and_params)
+      t.offload_s += micro_steps * 2 * total_params / part * wb / pcie;
+  } else {
+    const double state = s.optimizer == OptimizerKind::sgd ? 0 : s.optimizer == OptimizerKind::sgd_momentum ? 1 : 2;
+    t.optimizer_s = trainable / part * (wb + gb + state * 4 * 2) * 2 / hbm;
+  }
+  t.total_s = t.compute_s + t.comm_s + t.offload_s + t.optimizer_s;
+  const double global_tokens = tokens_per_micro * micro_steps * static_cast<double>(dp);
+  t.tokens_per_s = t.total_s > 0 ? global_tokens / t.total_s : 0;
+  return t;
+}
+
+}  // namespace memplan::planner

@@ -1,0 +1,45 @@
+// memplan fit's library: the largest micro-batch is the boundary of the fitting set, and the
+// ladder's cumulative path ends in a setup that fits.
+#include <doctest/doctest.h>
+
+#include "planner/fit.h"
+#include "profiles/profiles.h"
+
+using namespace memplan;
+
+TEST_CASE("largest_micro_batch is exactly the boundary") {
+  TrainingSetup s;
+  s.model = profiles::load_model("qwen2.5-0.5b", Where());
+  const auto& cat = profiles::gpu_catalog();
+  profiles::apply_gpu(s, *cat.find("rtx-4090"), cat);
+  s.precision = Precision::amp_bf16;
+  s.attention = AttentionImpl::flash;
+  s.batch.seq_len = 1024;
+  const int64_t b = planner::largest_micro_batch(s);
+  REQUIRE(b >= 1);
+  s.batch.micro_batch = b;
+  CHECK(planner::fits(s));
+  s.batch.micro_batch = b + 1;
+  CHECK_FALSE(planner::fits(s));
+}
+
+TEST_CASE("the acceptance case does not fit and the stacked ladder ends fitting") {
+  TrainingSetup s;
+  s.model = profiles::load_model("llama-3.2-1b", Where());
+  const auto& cat = profiles::gpu_catalog();
+  profiles::apply_gpu(s, *cat.find("rtx-3060-12gb"), cat);
+  s.precision = Precision::amp_bf16;
+  s.batch.micro_batch = 4;
+  s.batch.seq_len = 1024;
+  const planner::FitReport r = planner::fit(s);
+  CHECK_FALSE(r.verdict.fits);
+  CHECK(r.largest_micro_batch == 0);
+  REQUIRE(!r.cumulative.empty());
+  CHECK(r.cumulative.back().fits);
+  int64_t last = r.peak_bytes;
+  for (const auto& c : r.cumulative) {  // every stacked step lowers the peak
+    CHECK(c.peak_bytes < last);
+    last = c.peak_bytes;
+  }
+  for (const auto& c : r.single) CHECK(c.peak_bytes < r.peak_bytes);
+}
