@@ -5,8 +5,11 @@
 
 #include <ostream>
 
+#include <regex>
+
 #include "cli/commands.h"
 #include "estimator/error.h"
+#include "profiles/profiles.h"
 
 namespace memplan::cli {
 
@@ -21,6 +24,17 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
                                    register_check(app, io),    register_gpus(app, io),      register_models(app, io),
                                    register_explain(app, io),  register_measure(app, io),   register_calibrate(app, io)};
   try {
+    // A misspelt command: name it and suggest the nearest (CLI11 only says one is required).
+    if (argc >= 2 && argv[1][0] != '-') {
+      std::vector<std::string> names;
+      for (const Command& c : commands) names.push_back(c.app->get_name());
+      if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+        const auto near = profiles::nearest(argv[1], names);
+        err << "error: unknown command '" << argv[1] << "'\n";
+        err << "hint: " << (near.empty() ? "" : "did you mean '" + near[0] + "'? ") << "memplan --help lists the commands\n";
+        return kExitInvalid;
+      }
+    }
     try {
       app.parse(argc, argv);
     } catch (const CLI::CallForHelp&) {
@@ -43,8 +57,31 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
         out << app.help();
         return kExitOk;
       }
-      err << "error: " << e.what() << "\n";
-      err << "hint: memplan --help lists the commands; memplan COMMAND --help their flags\n";
+      const CLI::App* sub = nullptr;
+      for (const Command& c : commands)
+        if (c.app->parsed()) sub = c.app;
+      const std::string cmd = sub ? sub->get_name() : "COMMAND";
+      const std::string what = e.what();
+      std::smatch m;
+      // CLI11: "Could not convert: --micro-batch = abc" -> DESIGN.md's "error: --flag: ...".
+      if (std::regex_search(what, m, std::regex("Could not convert: (--[A-Za-z0-9-]+) = (.*)"))) {
+        err << "error: " << m[1] << ": cannot read '" << m[2] << "' as its value\n";
+        err << "hint: memplan " << cmd << " --help shows what " << m[1] << " takes\n";
+        return kExitInvalid;
+      }
+      // CLI11: "The following arguments were not expected: --micro-bach 4" -> nearest flag.
+      if (sub && what.find("not expected") != std::string::npos &&
+          std::regex_search(what, m, std::regex("(--[A-Za-z0-9-]+)"))) {
+        std::vector<std::string> flags;
+        for (const CLI::Option* opt : sub->get_options())
+          for (const std::string& n : opt->get_lnames()) flags.push_back("--" + n);
+        const auto near = profiles::nearest(m[1].str(), flags);
+        err << "error: unknown flag '" << m[1] << "' for memplan " << cmd << "\n";
+        err << "hint: " << (near.empty() ? "" : "did you mean '" + near[0] + "'? ") << "memplan " << cmd << " --help lists its flags\n";
+        return kExitInvalid;
+      }
+      err << "error: " << what << "\n";
+      err << "hint: memplan --help lists the commands; memplan " << cmd << " --help their flags\n";
       return kExitInvalid;
     }
     for (const Command& c : commands)

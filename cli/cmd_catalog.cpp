@@ -131,7 +131,11 @@ int run_explain(Io io, const profiles::SetupInputs& in, const std::string& term,
     if (only && term_at(i) != *only) continue;
     io.out << term_name(term_at(i)) << ": " << term_meaning(term_at(i)) << "\n";
     if (e) {
-      io.out << "  for this setup: " << gib(e->peak().bytes[i]) << " at the peak\n";
+      std::string per_phase;
+      for (const PhaseState& ph : e->phases)
+        per_phase += fmt::format("{}{} {}{}", per_phase.empty() ? "" : ", ", phase_name(ph.phase), gib(ph.bytes[i]),
+                                 &ph == &e->peak() ? " (peak)" : "");
+      io.out << "  for this setup: " << per_phase << "\n";
       io.out << "  formula: " << e->text[i].formula << "\n";
       io.out << "  source:  " << e->text[i].source << "\n";
     }

@@ -37,10 +37,13 @@ double rel(int64_t est, int64_t meas) {
   return meas > 0 ? (static_cast<double>(est) - static_cast<double>(meas)) / static_cast<double>(meas) : 0;
 }
 
-// The estimate of step 1: the optimizer state does not exist yet during its forward and backward.
-int64_t step_estimate(const MemoryBreakdown& e, Phase p, int step) {
+// The estimate of step 1: the optimizer state does not exist yet during its forward and
+// backward, and its step() creates it parameter by parameter.
+int64_t step_estimate(const TrainingSetup& s, const MemoryBreakdown& e, Phase p, int step) {
   const PhaseState& ph = e.at(p);
-  return step == 1 && p != Phase::optimizer_step ? ph.total() - ph[Term::optimizer_states] : ph.total();
+  if (step != 1) return ph.total();
+  if (p == Phase::optimizer_step) return first_step_optimizer_peak(s, e);
+  return ph.total() - ph[Term::optimizer_states];
 }
 
 int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, const OutputFlags& o) {
@@ -73,7 +76,7 @@ int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, c
       const Phase p = ph.phase == "forward" ? Phase::forward : ph.phase == "backward" ? Phase::backward : Phase::optimizer_step;
       nlohmann::json j = {{"phase", ph.phase}, {"measured_peak_bytes", ph.peak_bytes}, {"measured_end_bytes", ph.end_bytes}};
       if (depth_matches) {
-        const int64_t est = step_estimate(e, p, st.step);
+        const int64_t est = step_estimate(hs, e, p, st.step);
         j["estimated_peak_bytes"] = est;
         j["error"] = rel(est, ph.peak_bytes);
       }
@@ -91,8 +94,8 @@ int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, c
         int64_t best = 0;
         Phase bp = Phase::forward;
         for (Phase p : {Phase::forward, Phase::backward, Phase::optimizer_step})
-          if (step_estimate(e, p, st.step) > best) {
-            best = step_estimate(e, p, st.step);
+          if (step_estimate(hs, e, p, st.step) > best) {
+            best = step_estimate(hs, e, p, st.step);
             bp = p;
           }
         sj["estimated_peak_bytes"] = best;

@@ -121,7 +121,9 @@ nlohmann::json setup_json(const TrainingSetup& s) {
 }
 
 nlohmann::json verdict_json(const Verdict& v, const TrainingSetup& s) {
-  if (!v.known) return {{"fits", nullptr}, {"status", "unknown"}, {"reason", "no device capacity (pass --gpu or --gpu-memory)"}};
+  if (!v.known)
+    return {{"fits", nullptr}, {"utilization", nullptr}, {"headroom_bytes", nullptr}, {"status", "unknown"},
+            {"target_utilization", s.thresholds.target}, {"reason", "no device capacity (pass --gpu or --gpu-memory)"}};
   return {{"fits", v.fits},
           {"utilization", v.utilization},
           {"headroom_bytes", v.headroom_bytes},

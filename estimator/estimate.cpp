@@ -401,9 +401,11 @@ sim::CatBytes add(sim::CatBytes a, const sim::CatBytes& b) {
 int64_t cat(const sim::CatBytes& c, sim::Cat k) { return c[static_cast<int>(k)]; }
 
 std::string human(int64_t bytes) {
-  const double g = static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
-  if (g >= 1) return fmt::format("{:.2f} GiB", g);
-  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
 }
 
 }  // namespace
@@ -429,6 +431,31 @@ ParamSummary summarize_parameters(const TrainingSetup& s) {
   for (const auto& l : layer_linears(rs.model, rs.model.num_experts > 0)) ps.layer_params += l.elems();
   ps.counts = count_parameters(rs);
   return ps;
+}
+
+int64_t first_step_optimizer_peak(const TrainingSetup& s, const MemoryBreakdown& steady) {
+  // Step 1's step() creates each parameter's states just before updating it, in parameter
+  // order (LibTorch and torch.optim's for-loop), so a large tensor updated early sees few
+  // states around it. Only the for-loop implementation has per-parameter temporaries.
+  TrainingSetup rs = s;
+  rs.model = rank_model(s);
+  const PhaseState& opt = steady.at(Phase::optimizer_step);
+  const int64_t states = opt[Term::optimizer_states];
+  const int64_t transient = opt[Term::transient];
+  if (resolve_impl(s) != OptimizerImpl::for_loop || states == 0) return opt.total();
+  const int64_t base = opt.total() - states - transient;
+  const ParamSummary ps = summarize_parameters(s);
+  const double per_elem = ps.trainable > 0 ? static_cast<double>(states) / static_cast<double>(ps.trainable) : 0;
+  const double temp_per_elem = ps.largest_trainable > 0 ? static_cast<double>(transient) / static_cast<double>(ps.largest_trainable) : 0;
+  double created = 0, peak = 0;
+  for (const ParamTensor& p : parameter_tensors(rs)) {
+    if (!p.trainable) continue;
+    for (int64_t i = 0; i < p.count; ++i) {
+      created += per_elem * static_cast<double>(p.elements);
+      peak = std::max(peak, created + temp_per_elem * static_cast<double>(p.elements));
+    }
+  }
+  return base + static_cast<int64_t>(peak);
 }
 
 int64_t model_state_bytes(const TrainingSetup& s) {
@@ -570,7 +597,8 @@ Timeline activation_timeline(const TrainingSetup& s) {
       Bytes b{};
       put(b, waiting);
       if (in_flight > 1) put(b, layers_only, in_flight - 1);
-      b[T(Term::activations)] += shared_bwd;
+      // cos/sin and a checkpoint-held mask are released with layer 0's backward.
+      if (idx != -1) b[T(Term::activations)] += shared_bwd;
       b[T(Term::gradients)] += grads;
       put(b, p.backward.bytes);
       consider(out.backward, bl, b, {idx, &p.backward.where});

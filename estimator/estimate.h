@@ -81,6 +81,10 @@ int64_t estimate_peak(const TrainingSetup& s, const Timeline& t, const Calibrati
 MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibration* cal, bool with_text,
                         const ParamSummary* summary);
 
+// The optimizer step's peak in step 1, when states are created parameter by parameter (for
+// display next to a measured step 1; the steady state is what estimate() reports).
+int64_t first_step_optimizer_peak(const TrainingSetup& s, const MemoryBreakdown& steady);
+
 // Bytes of the model states alone (weights, gradients, master weights, optimizer states) per
 // GPU, the quantity of ZeRO's Figure 1.
 int64_t model_state_bytes(const TrainingSetup& s);

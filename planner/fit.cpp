@@ -93,10 +93,18 @@ std::vector<Change> zero_step(const TrainingSetup& s, const Calibration* cal, bo
 }
 
 std::vector<Change> sequence_step(const TrainingSetup& s, const Calibration* cal, bool) {
+  // Halve until it fits, but not past the point where halving stops helping (the optimizer
+  // step or the model states may set a floor).
   TrainingSetup t = s;
+  int64_t last = peak(s, cal);
   while (t.batch.seq_len > 128) {
-    t.batch.seq_len /= 2;
-    if (peak(t, cal) <= target_bytes(t)) break;
+    TrainingSetup n = t;
+    n.batch.seq_len /= 2;
+    const int64_t p = peak(n, cal);
+    if (p >= last) break;
+    t = n;
+    last = p;
+    if (p <= target_bytes(t)) break;
   }
   if (t.batch.seq_len == s.batch.seq_len) return {};
   return {make("shorter sequence", fmt::format("--seq-len {}", t.batch.seq_len), "changes what the model learns (context length)", t, cal)};

@@ -60,6 +60,8 @@ std::optional<int64_t> capacity_flag(const SetupInputs& in) {
 void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
   const std::optional<int64_t> flag_capacity = capacity_flag(in);
+  if (!in.gpu && !flag_capacity && !cfg.gpu && !cfg.gpu_memory && s.device.family.empty())
+    s.device = detail::gpu_device(std::nullopt, Where(), std::nullopt);  // no target: generic overheads
   if (in.gpu || flag_capacity) {
     const Where gpu_where = in.gpu ? flag("--gpu") : cfg.origin.of("hardware.gpu");
     const auto gpu = in.gpu ? in.gpu : cfg.gpu;

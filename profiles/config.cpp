@@ -525,7 +525,12 @@ void read_model(const Node& n, ConfigState& st) {
   if (preset) {
     use_model(st, resolve_model(as_text(*preset), preset->where), preset->where);
   } else if (hf) {
-    use_model(st, read_hf_config_file(beside_config(st, as_text(*hf)).string()), hf->where);
+    const std::string path = beside_config(st, as_text(*hf)).string();
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+      throw InputError(hf->where, fmt::format("model.hf_config: '{}' does not exist", path),
+                       "hf_config is relative to this file's folder; it names an HF config.json");
+    use_model(st, read_hf_config_file(path), hf->where);
   } else if (name && !sizes) {
     use_model(st, resolve_model(as_text(*name), name->where), name->where);
   } else if (from_scratch) {

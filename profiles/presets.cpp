@@ -283,8 +283,10 @@ DeviceSpec gpu_device(const std::optional<std::string>& gpu, const Where& gpu_wh
       throw InputError(gpu_where, fmt::format("unknown GPU '{}'", *gpu),
                        did_you_mean(catalog.suggest(*gpu), "memplan gpus", "--gpu-memory 24GiB sets a capacity directly"));
     apply_gpu(s, *g, catalog);
-  } else if (capacity) {
-    s.device.name = "custom";
+  } else {
+    // A bare capacity, or no target at all: a generic CUDA device with the generic overheads
+    // (so estimates without a card still count a context and workspaces).
+    s.device.name = capacity ? "custom" : "unspecified";
     s.device.family = "generic";
     s.device.cuda_context_bytes = kGenericContextBytes;
     s.device.cublas_workspace_bytes = kGenericWorkspaceBytes;

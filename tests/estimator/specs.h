@@ -62,4 +62,26 @@ inline ModelSpec mixtral() {
   return m;
 }
 
+// BERT-base as HF BertConfig defaults with a masked-LM head (google-bert/bert-base-uncased).
+inline ModelSpec bert_base() {
+  ModelSpec m;
+  m.name = "bert-ish";
+  m.model_type = "bert";
+  m.head = HeadKind::masked_lm;
+  m.bert_style = true;
+  m.final_norm = false;
+  m.hidden_size = 768;
+  m.num_layers = 12;
+  m.num_attention_heads = 12;
+  m.num_key_value_heads = 12;
+  m.head_dim = 64;
+  m.intermediate_size = 3072;
+  m.vocab_size = 30522;
+  m.max_position_embeddings = 512;
+  m.type_vocab_size = 2;
+  m.activation = Activation::gelu;
+  m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
+  return m;
+}
+
 }  // namespace memplan::testing

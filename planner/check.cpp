@@ -1,0 +1,292 @@
+// memplan check's logic. A change's cost is measured, not guessed: the config now is estimated
+// again with one field put back to its baseline value, and the difference is that field's effect
+// (per term and on the peak). Interactions between changes are not split: two changes that only
+// matter together (micro-batch and sequence length both doubled) each get the effect of undoing
+// it alone.
+#include "planner/check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+
+namespace memplan::planner {
+namespace {
+
+int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+
+int64_t target_bytes(const TrainingSetup& s) {
+  return static_cast<int64_t>(s.thresholds.target * static_cast<double>(s.device.capacity_bytes));
+}
+
+// One comparable setup field: how to print it and how to put the baseline's value back.
+struct FieldSpec {
+  const char* field;
+  const char* label;
+  std::function<std::string(const TrainingSetup&)> text;
+  std::function<void(TrainingSetup& into, const TrainingSetup& from)> revert;
+  // False when the field means nothing for this pair (the LoRA rank under full fine-tuning).
+  std::function<bool(const TrainingSetup& a, const TrainingSetup& b)> relevant = nullptr;
+};
+
+template <class T>
+std::string num(T v) {
+  return fmt::format("{}", v);
+}
+
+bool adapters(const TrainingSetup& a, const TrainingSetup& b) {
+  return a.finetune.mode != FinetuneMode::full || b.finetune.mode != FinetuneMode::full;
+}
+
+// The architecture fields compared when the model keeps its name (an inline model edited in place).
+// Reverting the width or the head count also puts back head_dim, which follows them.
+const std::vector<FieldSpec>& arch_fields() {
+  static const std::vector<FieldSpec> t = {
+      {"model.hidden_size", "hidden size", [](const TrainingSetup& s) { return num(s.model.hidden_size); },
+       [](TrainingSetup& s, const TrainingSetup& b) {
+         s.model.hidden_size = b.model.hidden_size;
+         s.model.head_dim = b.model.head_dim;
+       }},
+      {"model.num_layers", "layers", [](const TrainingSetup& s) { return num(s.model.num_layers); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.model.num_layers = b.model.num_layers; }},
+      {"model.num_attention_heads", "attention heads",
+       [](const TrainingSetup& s) { return num(s.model.num_attention_heads); },
+       [](TrainingSetup& s, const TrainingSetup& b) {
+         s.model.num_attention_heads = b.model.num_attention_heads;
+         s.model.head_dim = b.model.head_dim;
+       }},
+      {"model.num_key_value_heads", "key-value heads", [](const TrainingSetup& s) { return num(s.model.num_key_value_heads); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.model.num_key_value_heads = b.model.num_key_value_heads; }},
+      {"model.intermediate_size", "MLP width", [](const TrainingSetup& s) { return num(s.model.intermediate_size); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.model.intermediate_size = b.model.intermediate_size; }},
+      {"model.vocab_size", "vocabulary", [](const TrainingSetup& s) { return num(s.model.vocab_size); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.model.vocab_size = b.model.vocab_size; }},
+      {"model.num_experts", "experts", [](const TrainingSetup& s) { return num(s.model.num_experts); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.model.num_experts = b.model.num_experts; }},
+      {"model.num_experts_per_token", "experts per token", [](const TrainingSetup& s) { return num(s.model.experts_per_token); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.model.experts_per_token = b.model.experts_per_token; }},
+      {"model.capacity_factor", "capacity factor", [](const TrainingSetup& s) { return num(s.model.capacity_factor); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.model.capacity_factor = b.model.capacity_factor; }},
+  };
+  return t;
+}
+
+// Everything else, in report order.
+const std::vector<FieldSpec>& setup_fields() {
+  static const std::vector<FieldSpec> t = {
+      {"batch.micro_batch", "micro-batch", [](const TrainingSetup& s) { return num(s.batch.micro_batch); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.batch.micro_batch = b.batch.micro_batch; }},
+      {"batch.seq_len", "sequence length", [](const TrainingSetup& s) { return num(s.batch.seq_len); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.batch.seq_len = b.batch.seq_len; }},
+      {"batch.grad_accum", "accumulation", [](const TrainingSetup& s) { return num(s.batch.grad_accum); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.batch.grad_accum = b.batch.grad_accum; }},
+      {"precision", "precision", [](const TrainingSetup& s) { return std::string(to_string(s.precision)); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.precision = b.precision; }},
+      {"optimizer", "optimizer", [](const TrainingSetup& s) { return std::string(to_string(s.optimizer)); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.optimizer = b.optimizer; }},
+      {"checkpointing", "checkpointing", [](const TrainingSetup& s) { return to_string(s.checkpointing); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.checkpointing = b.checkpointing; }},
+      {"attention", "attention", [](const TrainingSetup& s) { return std::string(to_string(s.attention)); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.attention = b.attention; }},
+      {"parallel.num_gpus", "GPUs", [](const TrainingSetup& s) { return num(s.parallel.num_gpus); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.num_gpus = b.parallel.num_gpus; }},
+      {"parallel.zero_stage", "ZeRO stage", [](const TrainingSetup& s) { return num(s.parallel.zero_stage); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.zero_stage = b.parallel.zero_stage; }},
+      {"parallel.offload", "offload", [](const TrainingSetup& s) { return std::string(to_string(s.parallel.offload)); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.offload = b.parallel.offload; }},
+      {"parallel.tensor_parallel", "tensor parallel", [](const TrainingSetup& s) { return num(s.parallel.tensor_parallel); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.tensor_parallel = b.parallel.tensor_parallel; }},
+      {"parallel.pipeline_parallel", "pipeline stages",
+       [](const TrainingSetup& s) { return num(s.parallel.pipeline_parallel); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.pipeline_parallel = b.parallel.pipeline_parallel; }},
+      {"parallel.expert_parallel", "expert parallel", [](const TrainingSetup& s) { return num(s.parallel.expert_parallel); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.expert_parallel = b.parallel.expert_parallel; }},
+      {"finetune.mode", "fine-tuning", [](const TrainingSetup& s) { return std::string(to_string(s.finetune.mode)); },
+       [](TrainingSetup& s, const TrainingSetup& b) {
+         s.finetune.mode = b.finetune.mode;
+         s.finetune.base_quant = b.finetune.base_quant;
+       }},
+      {"finetune.lora_rank", "LoRA rank", [](const TrainingSetup& s) { return num(s.finetune.lora_rank); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.finetune.lora_rank = b.finetune.lora_rank; }, adapters},
+      {"finetune.freeze_layers", "frozen layers", [](const TrainingSetup& s) { return num(s.finetune.freeze_layers); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.finetune.freeze_layers = b.finetune.freeze_layers; }},
+      // The target: a different card, or the same one with another capacity (hardware.gpu_memory).
+      {"hardware.gpu", "GPU", [](const TrainingSetup& s) { return s.device.name; },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.device = b.device; }},
+      {"hardware.gpu_memory", "GPU memory",
+       [](const TrainingSetup& s) {
+         return fmt::format("{:.2f} GiB", static_cast<double>(s.device.capacity_bytes) / (1024.0 * 1024 * 1024));
+       },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.device.capacity_bytes = b.device.capacity_bytes; },
+       [](const TrainingSetup& a, const TrainingSetup& b) { return a.device.name == b.device.name; }},
+      {"thresholds.target", "target utilization",
+       [](const TrainingSetup& s) { return fmt::format("{:g}%", 100.0 * s.thresholds.target); },
+       [](TrainingSetup& s, const TrainingSetup& b) { s.thresholds.target = b.thresholds.target; }},
+  };
+  return t;
+}
+
+// The whole model, when it changed to another one.
+const FieldSpec& model_field() {
+  static const FieldSpec f = {"model", "model", [](const TrainingSetup& s) { return s.model.name; },
+                              [](TrainingSetup& s, const TrainingSetup& b) { s.model = b.model; }};
+  return f;
+}
+
+bool same_architecture(const ModelSpec& a, const ModelSpec& b) {
+  for (const FieldSpec& f : arch_fields()) {
+    TrainingSetup x, y;
+    x.model = a;
+    y.model = b;
+    if (f.text(x) != f.text(y)) return false;
+  }
+  return a.model_type == b.model_type && a.gated_mlp == b.gated_mlp && a.tie_word_embeddings == b.tie_word_embeddings &&
+         a.head == b.head && a.head_dim == b.head_dim && a.moe_intermediate_size == b.moe_intermediate_size;
+}
+
+// The fields that differ, each with its measured effect.
+std::vector<FieldChange> changed_fields(const TrainingSetup& base, const Calibration* base_cal, const TrainingSetup& now,
+                                        const Calibration* cal, const MemoryBreakdown& now_breakdown) {
+  std::vector<const FieldSpec*> specs;
+  if (!same_architecture(base.model, now.model)) {
+    if (base.model.name != now.model.name) {
+      specs.push_back(&model_field());
+    } else {
+      for (const FieldSpec& f : arch_fields()) specs.push_back(&f);
+    }
+  }
+  for (const FieldSpec& f : setup_fields()) specs.push_back(&f);
+
+  const PhaseState& now_peak = now_breakdown.peak();
+  const int64_t over_now = now_peak.total() - target_bytes(now);
+  std::vector<FieldChange> out;
+  for (const FieldSpec* f : specs) {
+    if (f->relevant && !f->relevant(base, now)) continue;
+    FieldChange c;
+    c.field = f->field;
+    c.label = f->label;
+    c.before = f->text(base);
+    c.after = f->text(now);
+    if (c.before == c.after) continue;
+    TrainingSetup reverted = now;
+    f->revert(reverted, base);
+    if (validate(reverted).empty()) {
+      const bool device = c.field == "hardware.gpu" || c.field == "hardware.gpu_memory";
+      const MemoryBreakdown r = estimate(reverted, device ? base_cal : cal);
+      const PhaseState& rp = r.peak();
+      c.effect_known = true;
+      c.peak_effect_bytes = now_peak.total() - rp.total();
+      c.over_effect_bytes = over_now - (rp.total() - target_bytes(reverted));
+      for (int i = 0; i < kNumTerms; ++i) c.term_effect_bytes[i] = now_peak.bytes[i] - rp.bytes[i];
+    }
+    out.push_back(std::move(c));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const FieldChange& a, const FieldChange& b) {
+    if (a.effect_known != b.effect_known) return a.effect_known;
+    return a.over_effect_bytes > b.over_effect_bytes;
+  });
+  return out;
+}
+
+}  // namespace
+
+std::string FieldChange::text() const { return fmt::format("{} {} -> {}", label, before, after); }
+
+std::vector<std::string> compared_fields() {
+  std::vector<std::string> out = {model_field().field};
+  for (const FieldSpec& f : arch_fields()) out.push_back(f.field);
+  for (const FieldSpec& f : setup_fields()) out.push_back(f.field);
+  return out;
+}
+
+Comparison compare(const TrainingSetup& base, const Calibration* base_cal, const TrainingSetup& now,
+                   const Calibration* cal) {
+  const MemoryBreakdown b = estimate(base, base_cal);
+  const MemoryBreakdown n = estimate(now, cal);
+  Comparison c;
+  c.base_peak_bytes = b.peak_bytes();
+  c.peak_bytes = n.peak_bytes();
+  c.growth = c.base_peak_bytes > 0
+                 ? static_cast<double>(c.peak_bytes - c.base_peak_bytes) / static_cast<double>(c.base_peak_bytes)
+                 : 0.0;
+  c.changes = changed_fields(base, base_cal, now, cal, n);
+  for (int i = 0; i < kNumTerms; ++i) {
+    TermDelta d;
+    d.term = term_at(i);
+    d.before_bytes = b.peak().bytes[i];
+    d.after_bytes = n.peak().bytes[i];
+    const int64_t delta = d.delta_bytes();
+    if (abs64(delta) < kTermDeltaFloorBytes) continue;
+    // A cause moves this term the same way, by at least a tenth of the move (and a MiB).
+    const int64_t floor = std::max(kTermDeltaFloorBytes, abs64(delta) / 10);
+    for (size_t k = 0; k < c.changes.size(); ++k) {
+      const int64_t e = c.changes[k].term_effect_bytes[i];
+      if (c.changes[k].effect_known && (e > 0) == (delta > 0) && abs64(e) >= floor) d.causes.push_back(k);
+    }
+    std::stable_sort(d.causes.begin(), d.causes.end(), [&](size_t x, size_t y) {
+      return abs64(c.changes[x].term_effect_bytes[i]) > abs64(c.changes[y].term_effect_bytes[i]);
+    });
+    c.terms.push_back(std::move(d));
+  }
+  std::stable_sort(c.terms.begin(), c.terms.end(), [](const TermDelta& x, const TermDelta& y) {
+    return abs64(x.delta_bytes()) > abs64(y.delta_bytes());
+  });
+  return c;
+}
+
+std::string largest_contributor(const std::array<int64_t, kNumTerms>& t, const std::vector<std::string>& fields_in_file) {
+  auto at = [&](Term x) { return t[static_cast<int>(x)]; };
+  const int64_t activation_like = at(Term::activations) + at(Term::logits_and_loss) + at(Term::transient);
+  const int64_t state_like = at(Term::weights) + at(Term::gradients) + at(Term::master_weights) + at(Term::optimizer_states);
+  static const std::vector<std::string> batch_first = {"batch.micro_batch", "batch.seq_len", "checkpointing", "attention",
+                                                       "model"};
+  static const std::vector<std::string> model_first = {"model", "precision", "optimizer", "parallel.zero_stage",
+                                                       "batch.micro_batch"};
+  const std::vector<std::string>& order = activation_like >= state_like ? batch_first : model_first;
+  for (const std::string& f : order) {
+    // The model counts as set when the file names it (its size fields then point at that line).
+    const std::string key = f == "model" ? "model.hidden_size" : f;
+    if (std::find(fields_in_file.begin(), fields_in_file.end(), key) != fields_in_file.end()) return f;
+  }
+  return order.front();
+}
+
+GateResult gate(const TrainingSetup& now, const Calibration* cal, const TrainingSetup* base, const Calibration* base_cal,
+                const GateOptions& options, size_t warnings, const std::vector<std::string>& fields_in_file) {
+  GateResult r;
+  const MemoryBreakdown e = estimate(now, cal);
+  const PhaseState& peak = e.peak();
+  r.verdict = judge(e, now);
+  r.peak_bytes = peak.total();
+  r.capacity_bytes = now.device.capacity_bytes;
+  r.target_bytes = target_bytes(now);
+  r.peak_phase = peak.phase;
+  r.peak_at = peak.at;
+  r.terms = peak.bytes;
+  r.calibrated = e.calibrated;
+  r.over_budget = r.verdict.known && !r.verdict.fits;
+  if (base) {
+    r.baseline = compare(*base, base_cal, now, cal);
+    r.over_growth = options.max_growth && r.baseline->growth > *options.max_growth;
+  }
+  r.warned = options.strict && warnings > 0;
+  if (!r.over_budget && !r.over_growth) return r;
+  // Blame the change that cost the most: over-target bytes when over budget (a smaller card
+  // counts), peak bytes when only the growth failed.
+  if (r.baseline) {
+    int64_t best = 0;
+    for (size_t k = 0; k < r.baseline->changes.size(); ++k) {
+      const FieldChange& c = r.baseline->changes[k];
+      const int64_t effect = r.over_budget ? c.over_effect_bytes : c.peak_effect_bytes;
+      if (c.effect_known && effect > best) {
+        best = effect;
+        r.blame_change = k;
+      }
+    }
+  }
+  r.blame = r.blame_change ? r.baseline->changes[*r.blame_change].field : largest_contributor(r.terms, fields_in_file);
+  return r;
+}
+
+}  // namespace memplan::planner

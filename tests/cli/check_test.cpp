@@ -1,0 +1,643 @@
+// memplan check: the gate's logic (planner/check.h: comparison, per-term deltas and their causes,
+// blame, growth, strict) and the command end to end through cli::run (walking folders, skipping
+// files that are not training configs, per-file errors, the four output formats), including a real
+// git repository in a temporary folder with a passing and a failing change (issue 5).
+// Expected numbers come from estimate() on the same setups, so the tests pin the gate's wording and
+// logic rather than the estimator's current values.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "planner/check.h"
+#include "profiles/profiles.h"
+
+namespace fs = std::filesystem;
+using memplan::cli::gib;
+using memplan::cli::percent;
+
+namespace memplan {
+namespace {
+
+const std::string kCheckData = std::string(MEMPLAN_TEST_DATA) + "/check";
+std::string data(const std::string& name) { return kCheckData + "/" + name; }
+std::string examples_dir() { return (fs::path(MEMPLAN_TEST_DATA) / ".." / ".." / "examples").lexically_normal().string(); }
+
+struct CheckRun {
+  int code = -1;
+  std::string out, err;
+};
+
+CheckRun check(std::vector<std::string> args) {
+  args.insert(args.begin(), {"memplan", "check"});
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  CheckRun r;
+  r.code = cli::run(static_cast<int>(argv.size()), argv.data(), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+bool has_line(const std::string& text, const std::string& line) {
+  for (const std::string& l : lines_of(text))
+    if (l == line) return true;
+  return false;
+}
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const std::string& l : lines_of(text))
+    if (l.rfind(prefix, 0) == 0) out.push_back(l);
+  return out;
+}
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TrainingSetup setup_of(const std::string& path) {
+  profiles::SetupInputs in;
+  in.config = path;
+  return profiles::build_setup(in).setup;
+}
+int64_t peak(const TrainingSetup& s) { return estimate(s).peak_bytes(); }
+int64_t target_bytes(const TrainingSetup& s) {
+  return static_cast<int64_t>(s.thresholds.target * static_cast<double>(s.device.capacity_bytes));
+}
+// GitHub's escaping of a workflow command's message (the tests' messages hold '%', no newlines).
+std::string gh(std::string s) {
+  for (size_t at = 0; (at = s.find('%', at)) != std::string::npos; at += 3) s.replace(at, 1, "%25");
+  return s;
+}
+
+// ---- planner: compare -----------------------------------------------------------------------------
+
+TEST_CASE("compare: one changed field, its cost, the terms it moved and the growth") {
+  const TrainingSetup base = setup_of(data("fits.yaml"));  // micro-batch 2
+  const TrainingSetup now = setup_of(data("over.yaml"));   // micro-batch 64
+  const planner::Comparison c = planner::compare(base, nullptr, now, nullptr);
+  const int64_t p0 = peak(base), p1 = peak(now);
+  CHECK(c.base_peak_bytes == p0);
+  CHECK(c.peak_bytes == p1);
+  CHECK(c.growth == doctest::Approx(static_cast<double>(p1 - p0) / static_cast<double>(p0)));
+  REQUIRE(c.changes.size() == 1);
+  const planner::FieldChange& m = c.changes[0];
+  CHECK(m.field == "batch.micro_batch");
+  CHECK(m.text() == "micro-batch 2 -> 64");
+  CHECK(m.effect_known);
+  CHECK(m.peak_effect_bytes == p1 - p0);  // reverting the only change gives the baseline back
+  CHECK(m.over_effect_bytes == p1 - p0);  // same card, same target
+
+  REQUIRE(!c.terms.empty());
+  CHECK(c.terms[0].term == Term::activations);  // a 32x micro-batch: activations move most
+  int64_t listed = 0;
+  for (size_t i = 0; i < c.terms.size(); ++i) {
+    const planner::TermDelta& d = c.terms[i];
+    CHECK(std::llabs(d.delta_bytes()) >= planner::kTermDeltaFloorBytes);
+    if (i > 0) CHECK(std::llabs(d.delta_bytes()) <= std::llabs(c.terms[i - 1].delta_bytes()));
+    CHECK(d.causes == std::vector<size_t>{0});
+    listed += d.delta_bytes();
+  }
+  // The terms below the floor are all that is missing from the peak's change.
+  CHECK(std::llabs((p1 - p0) - listed) < memplan::kNumTerms * planner::kTermDeltaFloorBytes);
+  // Weights do not depend on the micro-batch.
+  for (const planner::TermDelta& d : c.terms) CHECK(d.term != Term::weights);
+}
+
+TEST_CASE("compare: an unchanged config has no changes, no term deltas and no growth") {
+  const TrainingSetup s = setup_of(data("fits.yaml"));
+  const planner::Comparison c = planner::compare(s, nullptr, s, nullptr);
+  CHECK(c.changes.empty());
+  CHECK(c.terms.empty());
+  CHECK(c.growth == 0.0);
+}
+
+TEST_CASE("compare: several changes, each measured alone, largest first") {
+  const TrainingSetup base = setup_of(data("fits.yaml"));
+  TrainingSetup now = base;
+  now.batch.micro_batch = 8;
+  now.batch.seq_len = 1024;
+  now.precision = Precision::fp32;
+  const planner::Comparison c = planner::compare(base, nullptr, now, nullptr);
+  REQUIRE(c.changes.size() == 3);
+  for (size_t i = 0; i < c.changes.size(); ++i) {
+    const planner::FieldChange& ch = c.changes[i];
+    TrainingSetup reverted = now;
+    if (ch.field == "batch.micro_batch") reverted.batch.micro_batch = base.batch.micro_batch;
+    else if (ch.field == "batch.seq_len") reverted.batch.seq_len = base.batch.seq_len;
+    else if (ch.field == "precision") reverted.precision = base.precision;
+    else FAIL("unexpected change " << ch.field);
+    CAPTURE(ch.field);
+    CHECK(ch.peak_effect_bytes == peak(now) - peak(reverted));
+    if (i > 0) CHECK(ch.over_effect_bytes <= c.changes[i - 1].over_effect_bytes);
+  }
+  std::vector<std::string> texts;
+  for (const auto& ch : c.changes) texts.push_back(ch.text());
+  CHECK(std::find(texts.begin(), texts.end(), "sequence length 512 -> 1024") != texts.end());
+  CHECK(std::find(texts.begin(), texts.end(), "precision amp-bf16 -> fp32") != texts.end());
+  // Every listed term names at least one cause, and causes are valid indices.
+  for (const planner::TermDelta& d : c.terms)
+    for (size_t k : d.causes) CHECK(k < c.changes.size());
+}
+
+TEST_CASE("compare: a smaller card is a change that costs headroom, not peak") {
+  TrainingSetup base = setup_of(data("tree/fits.yaml"));  // rtx-3090
+  TrainingSetup now = setup_of(data("fits.yaml"));        // rtx-3060-12gb, otherwise the same
+  const planner::Comparison c = planner::compare(base, nullptr, now, nullptr);
+  REQUIRE(c.changes.size() == 1);
+  CHECK(c.changes[0].text() == "GPU rtx-3090 -> rtx-3060-12gb");
+  CHECK(c.changes[0].over_effect_bytes == (peak(now) - target_bytes(now)) - (peak(base) - target_bytes(base)));
+  CHECK(c.changes[0].over_effect_bytes > 0);
+}
+
+TEST_CASE("compare: another model is one change, not a list of sizes") {
+  const TrainingSetup base = setup_of(data("fits.yaml"));
+  TrainingSetup now = base;
+  now.model = profiles::load_model("gpt2-medium", Where{});
+  const planner::Comparison c = planner::compare(base, nullptr, now, nullptr);
+  REQUIRE(c.changes.size() == 1);
+  CHECK(c.changes[0].field == "model");
+  CHECK(c.changes[0].text() == "model gpt2 -> gpt2-medium");
+  CHECK(c.changes[0].peak_effect_bytes == peak(now) - peak(base));
+}
+
+// ---- planner: gate and blame ----------------------------------------------------------------------
+
+TEST_CASE("gate: over budget, growth, strict, and what to blame") {
+  const TrainingSetup fits = setup_of(data("fits.yaml"));
+  const TrainingSetup over = setup_of(data("over.yaml"));
+  const std::vector<std::string> in_file = {"model.hidden_size", "batch.micro_batch", "batch.seq_len", "precision"};
+  planner::GateOptions o;
+
+  SUBCASE("a config within its target passes") {
+    const planner::GateResult g = planner::gate(fits, nullptr, nullptr, nullptr, o, 0, in_file);
+    CHECK(g.verdict.fits);
+    CHECK(g.verdict.status == "normal");
+    CHECK(!g.failed());
+    CHECK(g.blame.empty());
+    CHECK(g.peak_bytes == peak(fits));
+    CHECK(g.target_bytes == target_bytes(fits));
+  }
+  SUBCASE("over budget with a baseline: blame the change that cost the most") {
+    const planner::GateResult g = planner::gate(over, nullptr, &fits, nullptr, o, 0, in_file);
+    CHECK(g.over_budget);
+    CHECK(!g.over_growth);  // no --max-growth
+    CHECK(g.failed());
+    CHECK(g.verdict.status == "out_of_memory");
+    CHECK(g.blame == "batch.micro_batch");
+    REQUIRE(g.blame_change);
+    CHECK(*g.blame_change == 0);
+  }
+  SUBCASE("over budget without a baseline: blame the field behind the largest terms") {
+    const planner::GateResult g = planner::gate(over, nullptr, nullptr, nullptr, o, 0, in_file);
+    CHECK(g.over_budget);
+    CHECK(!g.blame_change);
+    CHECK(g.blame == "batch.micro_batch");  // activations and logits dominate at micro-batch 64
+  }
+  SUBCASE("growth beyond --max-growth fails a config that fits") {
+    TrainingSetup bigger = fits;
+    bigger.batch.micro_batch = 4;
+    o.max_growth = 0.10;
+    const planner::GateResult g = planner::gate(bigger, nullptr, &fits, nullptr, o, 0, in_file);
+    CHECK(g.verdict.fits);
+    CHECK(g.over_growth);
+    CHECK(g.failed());
+    CHECK(g.blame == "batch.micro_batch");
+    o.max_growth = 10.0;  // 1000%
+    CHECK(!planner::gate(bigger, nullptr, &fits, nullptr, o, 0, in_file).failed());
+  }
+  SUBCASE("--strict fails on warnings; without it they pass") {
+    CHECK(!planner::gate(fits, nullptr, nullptr, nullptr, o, 1, in_file).failed());
+    o.strict = true;
+    const planner::GateResult g = planner::gate(fits, nullptr, nullptr, nullptr, o, 1, in_file);
+    CHECK(g.warned);
+    CHECK(g.failed());
+    CHECK(g.blame.empty());  // the warnings point at their own lines
+    CHECK(!planner::gate(fits, nullptr, nullptr, nullptr, o, 0, in_file).failed());
+  }
+}
+
+TEST_CASE("largest_contributor: activation-like terms point at the batch, model states at the model") {
+  std::array<int64_t, kNumTerms> t{};
+  t[static_cast<int>(Term::activations)] = 10;
+  t[static_cast<int>(Term::weights)] = 3;
+  CHECK(planner::largest_contributor(t, {"batch.micro_batch", "model.hidden_size"}) == "batch.micro_batch");
+  CHECK(planner::largest_contributor(t, {"batch.seq_len"}) == "batch.seq_len");  // the file sets no micro-batch
+  CHECK(planner::largest_contributor(t, {}) == "batch.micro_batch");            // nothing set: the first candidate
+  t[static_cast<int>(Term::optimizer_states)] = 20;
+  CHECK(planner::largest_contributor(t, {"batch.micro_batch", "model.hidden_size"}) == "model");
+  CHECK(planner::largest_contributor(t, {"precision", "batch.micro_batch"}) == "precision");
+}
+
+// ---- the command ----------------------------------------------------------------------------------
+
+TEST_CASE("memplan check examples/: each bundled example's own verdict; CI files and ds_config skipped") {
+  const std::string dir = examples_dir();
+  const CheckRun r = check({dir, "--gpu", "rtx-3090"});
+  CAPTURE(r.out);
+  // The right verdict for each example is the estimate against the target the example names.
+  int passed = 0, failed = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string path = fs::path(e.path()).lexically_normal().string();
+    const std::string ext = e.path().extension().string();
+    if (ext != ".yaml" && ext != ".yml") continue;
+    const TrainingSetup s = setup_of(path);
+    const bool fits = judge(estimate(s), s).fits;
+    (fits ? passed : failed) += 1;
+    const std::vector<std::string> l = lines_starting(r.out, fmt::format("{}  {}  ", fits ? "PASS" : "FAIL", path));
+    CHECK_MESSAGE(l.size() == 1, path);
+    if (l.size() == 1) CHECK(l[0].find(" on " + s.device.name) != std::string::npos);
+  }
+  CHECK(passed >= 5);
+  // Every bundled example is meant to fit the target it names; the summary says so.
+  CHECK(failed == 0);
+  CHECK(r.code == 0);
+  // Each example names its own target: --gpu rtx-3090 is only a default.
+  CHECK(lines_starting(r.out, fmt::format("PASS  {}/nemo-policy.yaml  ", dir))[0].find("on a100-80gb") != std::string::npos);
+  CHECK(has_line(r.out, fmt::format("SKIP  {}/ds_config.json: not a training config: DeepSpeed config without a model "
+                                    "(memplan estimate --config FILE --model NAME estimates it)",
+                                    dir)));
+  CHECK(has_line(r.out, fmt::format("SKIP  {}/ci/memplan-check.yml: not a training config: CI workflow (jobs:)", dir)));
+  CHECK(has_line(r.out, fmt::format("SKIP  {}/ci/pre-commit-config.yaml: not a training config: pre-commit "
+                                    "configuration (repos:)",
+                                    dir)));
+  CHECK(has_line(r.out, fmt::format("memplan check: {} configs checked: {} passed, {} failed; 0 invalid; 3 skipped",
+                                    passed + failed, passed, failed)));
+  CHECK(r.code == (failed > 0 ? 1 : 0));
+}
+
+TEST_CASE("memplan check DIR: walks in sorted order, skips non-configs with a note, ignores hidden and other files") {
+  const CheckRun r = check({data("tree")});
+  CAPTURE(r.out);
+  CHECK(r.code == 1);
+  const std::string t = data("tree");
+  const std::vector<std::string> expected_order = {
+      "SKIP  " + t + "/calibration.yaml: not a training config: memplan calibration profile (pass it with --calibration)",
+      "SKIP  " + t + "/ds_config.json: not a training config: DeepSpeed config without a model (memplan estimate "
+                     "--config FILE --model NAME estimates it)",
+      "PASS  " + t + "/fits.yaml  ",
+      "FAIL  " + t + "/nested/big.yml  ",
+      "SKIP  " + t + "/workflow.yml: not a training config: CI workflow (jobs:)",
+  };
+  std::vector<std::string> firsts;
+  for (const std::string& l : lines_of(r.out))
+    if (l.rfind("PASS", 0) == 0 || l.rfind("FAIL", 0) == 0 || l.rfind("SKIP", 0) == 0 || l.rfind("ERROR", 0) == 0)
+      firsts.push_back(l);
+  REQUIRE(firsts.size() == expected_order.size());
+  for (size_t i = 0; i < firsts.size(); ++i) CHECK(firsts[i].rfind(expected_order[i], 0) == 0);
+  CHECK(r.out.find(".hidden") == std::string::npos);
+  CHECK(r.out.find("notes.txt") == std::string::npos);
+  CHECK(has_line(r.out, "memplan check: 2 configs checked: 1 passed, 1 failed; 0 invalid; 3 skipped"));
+}
+
+TEST_CASE("memplan check: a broken file among good ones is reported, the others are still checked, exit 2") {
+  const CheckRun r = check({data("broken.yaml"), data("fits.yaml"), data("over.yaml")});
+  CAPTURE(r.out);
+  CHECK(r.code == 2);
+  CHECK(has_line(r.out, "ERROR " + data("broken.yaml") + ":6:3: error: training.micro_batch_size must be a positive "
+                                                          "integer (got 'many')"));
+  CHECK(lines_starting(r.out, "PASS  " + data("fits.yaml") + "  ").size() == 1);
+  CHECK(lines_starting(r.out, "FAIL  " + data("over.yaml") + "  ").size() == 1);
+  CHECK(has_line(r.out, "memplan check: 2 configs checked: 1 passed, 1 failed; 1 invalid; 0 skipped"));
+}
+
+TEST_CASE("memplan check: the target is the config's own; --gpu is the default for configs that name none") {
+  CheckRun r = check({data("no_target.yaml")});
+  CHECK(r.code == 2);
+  CHECK(has_line(r.out, "ERROR " + data("no_target.yaml") + ": error: no target GPU for this config"));
+  r = check({data("no_target.yaml"), "--gpu", "rtx-3090"});
+  CHECK(r.code == 0);
+  CHECK(lines_starting(r.out, "PASS  " + data("no_target.yaml") + "  ")[0].find("on rtx-3090") != std::string::npos);
+  // over.yaml names rtx-3060-12gb; on an 80 GB card it would fit, but its own target wins.
+  const TrainingSetup over = setup_of(data("over.yaml"));
+  const profiles::GpuProfile* h100 = profiles::gpu_catalog().find("h100-80gb");
+  REQUIRE(h100);
+  CHECK(peak(over) < static_cast<int64_t>(0.9 * static_cast<double>(h100->usable_bytes())));
+  r = check({data("over.yaml"), "--gpu", "h100-80gb"});
+  CHECK(r.code == 1);
+  CHECK(lines_starting(r.out, "FAIL  " + data("over.yaml") + "  ")[0].find("on rtx-3060-12gb") != std::string::npos);
+}
+
+TEST_CASE("memplan check: --gpus is a default too; --calibration applies to configs on its device") {
+  const nlohmann::json a = nlohmann::json::parse(
+      check({data("no_target.yaml"), examples_dir() + "/ava-moe.yaml", "--gpu", "rtx-3090", "--gpus", "8", "--format", "json"}).out);
+  REQUIRE(a["results"].size() == 2);
+  CHECK(a["results"][0]["setup"].get<std::string>().find(", 8 GPUs") != std::string::npos);
+  CHECK(a["results"][1]["setup"].get<std::string>().find(", 2 GPUs") != std::string::npos);  // hardware.num_gpus: 2
+
+  const std::string cal = std::string(MEMPLAN_TEST_DATA) + "/profiles/calibration.yaml";  // measured on rtx-3090
+  const nlohmann::json c =
+      nlohmann::json::parse(check({data("tree/fits.yaml"), data("fits.yaml"), "--calibration", cal, "--format", "json"}).out);
+  REQUIRE(c["results"].size() == 2);
+  CHECK(c["results"][0]["calibrated"] == true);
+  CHECK(c["results"][0]["notes"].empty());
+  CHECK(c["results"][1]["calibrated"] == false);
+  CHECK(c["results"][1]["notes"] ==
+        nlohmann::json{"calibration for rtx-3090 not applied: this config targets rtx-3060-12gb"});
+}
+
+TEST_CASE("memplan check: files named on the command line must be training configs") {
+  CheckRun r = check({data("tree/ds_config.json")});
+  CHECK(r.code == 2);
+  CHECK(has_line(r.out, "ERROR " + data("tree/ds_config.json") + ": error: not a training config: DeepSpeed config "
+                                                                   "without a model (memplan estimate --config FILE "
+                                                                   "--model NAME estimates it)"));
+  r = check({data("nowhere.yaml")});
+  CHECK(r.code == 2);
+  CHECK(has_line(r.out, "ERROR " + data("nowhere.yaml") + ": error: no such file or directory"));
+}
+
+TEST_CASE("memplan check --strict: a near-miss key fails the gate; github annotates its line") {
+  const std::string p = data("typo.yaml");
+  CheckRun r = check({p, "--format", "github"});
+  CAPTURE(r.out);
+  CHECK(r.code == 0);
+  CHECK(has_line(r.out, "::warning file=" + p + ",line=7,col=3,title=memplan::unknown key 'micro_bach_size'%0Ahint: did "
+                                               "you mean 'micro_batch_size'?"));
+  r = check({p, "--strict", "--format", "github"});
+  CHECK(r.code == 1);
+  CHECK(has_line(r.out, "::error file=" + p + ",line=7,col=3,title=memplan::unknown key 'micro_bach_size'%0Ahint: did "
+                                             "you mean 'micro_batch_size'?"));
+}
+
+TEST_CASE("memplan check --baseline FILE: per-term deltas with their cause") {
+  const CheckRun r = check({data("over.yaml"), "--baseline", data("fits.yaml")});
+  CAPTURE(r.out);
+  CHECK(r.code == 1);
+  const TrainingSetup base = setup_of(data("fits.yaml")), now = setup_of(data("over.yaml"));
+  const int64_t act = estimate(now).peak()[Term::activations] - estimate(base).peak()[Term::activations];
+  CHECK(has_line(r.out, fmt::format("      vs {}: {} -> {} (+{})", data("fits.yaml"), gib(peak(base)), gib(peak(now)),
+                                    percent(static_cast<double>(peak(now) - peak(base)) / static_cast<double>(peak(base))))));
+  CHECK(has_line(r.out, fmt::format("        activations +{}: micro-batch 2 -> 64", gib(act))));
+}
+
+TEST_CASE("memplan check --format json: the versioned document") {
+  const CheckRun r = check({data("tree"), data("broken.yaml"), "--format", "json"});
+  CHECK(r.code == 2);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["schema"] == "memplan.check/v1");
+  CHECK(j["memplan_version"].is_string());
+  CHECK(j["exit_code"] == 2);
+  CHECK(j["summary"] == nlohmann::json{{"checked", 2}, {"passed", 1}, {"failed", 1}, {"errors", 1}, {"skipped", 3}});
+  REQUIRE(j["results"].size() == 6);
+  std::map<std::string, nlohmann::json> by_path;
+  for (const auto& x : j["results"]) by_path[x["path"]] = x;
+  const nlohmann::json& fits = by_path.at(data("tree/fits.yaml"));
+  CHECK(fits["status"] == "fits");
+  CHECK(fits["result"] == "pass");
+  CHECK(fits["band"] == "normal");
+  CHECK(fits["device"] == "rtx-3090");
+  CHECK(fits["peak_bytes"] == peak(setup_of(data("tree/fits.yaml"))));
+  for (const char* k : {"capacity_bytes", "utilization", "target_utilization", "peak_phase", "failures", "warnings"})
+    CHECK_MESSAGE(fits.contains(k), k);
+  const nlohmann::json& big = by_path.at(data("tree/nested/big.yml"));
+  CHECK(big["status"] == "over");
+  CHECK(big["failures"] == nlohmann::json{"over_budget"});
+  CHECK(big["blame"]["field"] == "batch.micro_batch");
+  CHECK(big["blame"]["line"] == 5);
+  CHECK(by_path.at(data("tree/ds_config.json"))["status"] == "skipped");
+  const nlohmann::json& broken = by_path.at(data("broken.yaml"));
+  CHECK(broken["status"] == "error");
+  CHECK(broken["error"]["where"]["line"] == 6);
+  CHECK(broken["error"]["message"] == "training.micro_batch_size must be a positive integer (got 'many')");
+}
+
+// A minimal XML well-formedness check: balanced tags, no stray '<' or '&' in text or attributes.
+bool balanced_xml(const std::string& x, std::string& why) {
+  std::vector<std::string> open;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i] == '&') {
+      const size_t semi = x.find(';', i);
+      const std::string ent = semi == std::string::npos ? "" : x.substr(i, semi - i + 1);
+      if (ent != "&amp;" && ent != "&lt;" && ent != "&gt;" && ent != "&quot;" && ent != "&apos;") {
+        why = "bad entity at " + std::to_string(i);
+        return false;
+      }
+      continue;
+    }
+    if (x[i] == '>') {
+      why = "stray '>' at " + std::to_string(i);
+      return false;
+    }
+    if (x[i] != '<') continue;
+    const size_t end = x.find('>', i);
+    if (end == std::string::npos) return false;
+    std::string tag = x.substr(i + 1, end - i - 1);
+    i = end;
+    if (tag.find('<') != std::string::npos) {
+      why = "'<' inside a tag: " + tag;
+      return false;
+    }
+    if (count(tag, "\"") % 2 != 0) {
+      why = "unbalanced quotes in " + tag;
+      return false;
+    }
+    if (tag[0] == '?') continue;
+    if (tag[0] == '/') {
+      if (open.empty() || open.back() != tag.substr(1)) {
+        why = "closing " + tag + " does not match";
+        return false;
+      }
+      open.pop_back();
+      continue;
+    }
+    if (tag.back() == '/') continue;
+    open.push_back(tag.substr(0, tag.find(' ')));
+  }
+  if (!open.empty()) why = "unclosed " + open.back();
+  return open.empty();
+}
+
+TEST_CASE("memplan check --format junit: one suite, a testcase per file, well-formed") {
+  const CheckRun r = check({data("tree"), data("broken.yaml"), "--format", "junit"});
+  CAPTURE(r.out);
+  CHECK(r.code == 2);
+  std::string why;
+  CHECK_MESSAGE(balanced_xml(r.out, why), why);
+  CHECK(r.out.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"memplan check\" tests=\"6\" "
+                    "failures=\"1\" errors=\"1\" skipped=\"3\">",
+                    0) == 0);
+  CHECK(count(r.out, "<testcase classname=\"memplan\" name=\"") == 6);
+  CHECK(count(r.out, "<failure ") == 1);
+  CHECK(count(r.out, "<error ") == 1);
+  CHECK(count(r.out, "<skipped ") == 3);
+  CHECK(r.out.find("(got &apos;many&apos;)") != std::string::npos);  // escaped, not raw quotes
+}
+
+TEST_CASE("memplan check: usage errors exit 2 before checking anything") {
+  CHECK(check({data("fits.yaml"), "--format", "yaml"}).code == 2);
+  CheckRun r = check({data("fits.yaml"), "--baseline", data("fits.yaml"), "--max-growth", "lots"});
+  CHECK(r.code == 2);
+  CHECK(r.err == "error: --max-growth: cannot read 'lots' as a percentage\nhint: write it like 10% or 10\n");
+  r = check({data("fits.yaml"), "--max-growth", "10%"});
+  CHECK(r.code == 2);
+  CHECK(r.err == "error: --max-growth: growth needs something to grow from\nhint: pass --base-ref GIT_REF or --baseline FILE\n");
+  CHECK(check({data("fits.yaml"), "--baseline", data("fits.yaml"), "--base-ref", "HEAD"}).code == 2);
+  r = check({data("fits.yaml"), "--gpu", "rtx-3099"});
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("error: --gpu: unknown GPU 'rtx-3099'\nhint: did you mean ", 0) == 0);
+  CHECK(check({}).code == 2);  // PATH is required
+  CHECK(check({data("fits.yaml"), "--baseline", data("fits.yaml"), "--max-growth", "10%"}).code == 0);
+}
+
+// ---- a real git repository ----------------------------------------------------------------------
+
+// A git repository in a fresh temporary folder, removed afterwards.
+struct TempRepo {
+  fs::path dir;
+  TempRepo() {
+    std::string tmpl = (fs::temp_directory_path() / "memplan-check-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    dir = tmpl;
+    REQUIRE(git("init -q") == 0);
+  }
+  ~TempRepo() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  int git(const std::string& args) const {
+    const std::string cmd = fmt::format(
+        "git -C '{}' -c user.name=memplan -c user.email=memplan@example.invalid -c commit.gpgsign=false "
+        "-c init.defaultBranch=main {} >/dev/null 2>&1",
+        dir.string(), args);
+    return std::system(cmd.c_str());
+  }
+  void write(const std::string& rel, const std::string& text) const {
+    fs::create_directories((dir / rel).parent_path());
+    std::ofstream(dir / rel) << text;
+  }
+  void commit(const std::string& message) const {
+    REQUIRE(git("add -A") == 0);
+    REQUIRE(git("commit -q -m '" + message + "'") == 0);
+  }
+};
+
+// Runs the test body inside a folder (the CI runs memplan from the repository root).
+struct InFolder {
+  fs::path before = fs::current_path();
+  explicit InFolder(const fs::path& p) { fs::current_path(p); }
+  ~InFolder() { fs::current_path(before); }
+};
+
+std::string train_yaml(int micro_batch) {
+  return fmt::format(
+      "# a small GPT-2 fine-tune on a 12 GB card\n"
+      "model: gpt2\n"
+      "hardware:\n"
+      "  gpu: rtx-3060-12gb\n"
+      "training:\n"
+      "  micro_batch_size: {}\n"  // line 6, col 3: where the annotation must point
+      "  seq_len: 512\n"
+      "  precision: amp-bf16\n",
+      micro_batch);
+}
+
+TEST_CASE("memplan check --base-ref in a real git repository: a passing and a failing change") {
+  TempRepo repo;
+  repo.write("configs/train.yaml", train_yaml(2));
+  repo.write("configs/ds_config.json", "{\"train_micro_batch_size_per_gpu\": 4}\n");
+  repo.commit("micro-batch 2");
+  repo.write("configs/train.yaml", train_yaml(4));
+  repo.commit("micro-batch 4: still fits");
+  InFolder here(repo.dir);
+
+  TrainingSetup s2 = setup_of("configs/train.yaml");  // micro-batch 4 now
+  TrainingSetup base2 = s2, s64 = s2;
+  base2.batch.micro_batch = 2;
+  s64.batch.micro_batch = 64;
+
+  SUBCASE("the passing change: exit 0, no error annotation") {
+    const CheckRun r = check({"configs/", "--base-ref", "HEAD~1", "--format", "github"});
+    CAPTURE(r.out);
+    CHECK(r.code == 0);
+    CHECK(lines_starting(r.out, "::error").empty());
+    CHECK(has_line(r.out, "SKIP  configs/ds_config.json: not a training config: DeepSpeed config without a model "
+                          "(memplan estimate --config FILE --model NAME estimates it)"));
+    CHECK(has_line(r.out, fmt::format("      vs HEAD~1:configs/train.yaml: {} -> {} (+{})", gib(peak(base2)), gib(peak(s2)),
+                                      percent(static_cast<double>(peak(s2) - peak(base2)) / static_cast<double>(peak(base2))))));
+    CHECK(has_line(r.out, "::notice title=memplan::memplan check: 1 config checked: 1 passed, 0 failed; 0 invalid; 1 skipped"));
+  }
+  SUBCASE("the same change beyond --max-growth 10%: exit 1, annotated at micro_batch_size") {
+    const CheckRun r = check({"configs/", "--base-ref", "HEAD~1", "--max-growth", "10%", "--format", "github"});
+    CAPTURE(r.out);
+    CHECK(r.code == 1);
+    const double growth = static_cast<double>(peak(s2) - peak(base2)) / static_cast<double>(peak(base2));
+    REQUIRE(growth > 0.10);
+    CHECK(lines_starting(r.out, "::error").size() == 1);
+    CHECK(has_line(r.out, gh(fmt::format("::error file=configs/train.yaml,line=6,col=3,title=memplan::peak grew {} against "
+                                         "HEAD~1:configs/train.yaml ({} -> {}), more than --max-growth 10.0%; cause: "
+                                         "micro-batch 2 -> 4 (+{} peak)",
+                                         percent(growth), gib(peak(base2)), gib(peak(s2)), gib(peak(s2) - peak(base2))))));
+  }
+  SUBCASE("the failing change: exit 1, the exact annotation at the micro_batch_size line") {
+    repo.write("configs/train.yaml", train_yaml(64));
+    repo.commit("micro-batch 64: does not fit");
+    const CheckRun r = check({"configs/", "--base-ref", "HEAD~1", "--format", "github"});
+    CAPTURE(r.out);
+    CHECK(r.code == 1);
+    const Verdict v = judge(estimate(s64), s64);
+    REQUIRE(!v.fits);
+    CHECK(lines_starting(r.out, "::error").size() == 1);
+    CHECK(has_line(r.out, gh(fmt::format("::error file=configs/train.yaml,line=6,col=3,title=memplan::does not fit "
+                                         "rtx-3060-12gb: peak {} is {} of {} (out_of_memory), over the 90.0% target by {}; "
+                                         "cause: micro-batch 4 -> 64 (+{} peak)",
+                                         gib(peak(s64)), percent(v.utilization), gib(s64.device.capacity_bytes),
+                                         gib(peak(s64) - target_bytes(s64)), gib(peak(s64) - peak(s2))))));
+    // The text report names the term deltas and their cause.
+    const CheckRun t = check({"configs/train.yaml", "--base-ref", "HEAD~1"});
+    CHECK(t.code == 1);
+    const int64_t act = estimate(s64).peak()[Term::activations] - estimate(s2).peak()[Term::activations];
+    CHECK(has_line(t.out, fmt::format("        activations +{}: micro-batch 4 -> 64", gib(act))));
+    // And the JUnit report fails it.
+    const CheckRun j = check({"configs/", "--base-ref", "HEAD~1", "--format", "junit"});
+    CHECK(j.code == 1);
+    CHECK(count(j.out, "<failure ") == 1);
+  }
+  SUBCASE("a config that is new at the base revision has no baseline and is judged alone") {
+    repo.write("configs/new.yaml", train_yaml(2));
+    const CheckRun r = check({"configs/new.yaml", "--base-ref", "HEAD", "--max-growth", "10%"});
+    CAPTURE(r.out);
+    CHECK(r.code == 0);
+    CHECK(has_line(r.out, "      note: new file: not in HEAD, no baseline"));
+  }
+  SUBCASE("an unknown revision is invalid input for each config") {
+    const CheckRun r = check({"configs/train.yaml", "--base-ref", "no-such-branch"});
+    CHECK(r.code == 2);
+    CHECK(has_line(r.out, "ERROR configs/train.yaml: error: --base-ref: unknown revision 'no-such-branch'"));
+  }
+  // The baseline's temporary copies are gone.
+  for (const auto& e : fs::directory_iterator(repo.dir / "configs"))
+    CHECK(e.path().filename().string().rfind(".memplan-base-", 0) == std::string::npos);
+}
+
+TEST_CASE("memplan check --base-ref outside a git repository is invalid input") {
+  std::string tmpl = (fs::temp_directory_path() / "memplan-nogit-XXXXXX").string();
+  REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+  const fs::path dir = tmpl;
+  std::ofstream(dir / "train.yaml") << train_yaml(2);
+  const CheckRun r = check({(dir / "train.yaml").string(), "--base-ref", "HEAD"});
+  CHECK(r.code == 2);
+  CHECK(lines_starting(r.out, "ERROR " + (dir / "train.yaml").string() + ": error: --base-ref needs a git repository").size() == 1);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace memplan

@@ -1,0 +1,562 @@
+// The command-line contract (DESIGN.md "Command-line contract"), through memplan::cli::run with
+// captured streams: exit codes, the versioned JSON/YAML documents and their keys, the fit
+// verdict and ladder, the catalogs, explain, and the exact messages for bad input.
+// `memplan check` has its own suite (check_test.cpp); `measure` runs real steps elsewhere.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "calibrate/measure.h"
+#include "cli/cli.h"
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kData = std::string(MEMPLAN_TEST_DATA) + "/cli/";
+const std::string kExamples = std::string(MEMPLAN_TEST_DATA) + "/../../examples";
+
+struct Run {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// memplan ARGS... with captured stdout and stderr.
+Run invoke(const std::vector<std::string>& args) {
+  std::vector<const char*> argv = {"memplan"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  Run r;
+  r.code = memplan::cli::run(static_cast<int>(argv.size()), argv.data(), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+std::string line(const std::string& text, int n) {  // 0-based; "" past the end
+  std::istringstream in(text);
+  std::string l;
+  for (int i = 0; i <= n; ++i)
+    if (!std::getline(in, l)) return "";
+  return l;
+}
+
+bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+json parse_json(const Run& r) {
+  json j = json::parse(r.out, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  return j;
+}
+
+// DESIGN.md's term list, in its order (the JSON, the table and explain use these names).
+const std::vector<std::string> kTerms = {"weights",     "gradients", "master_weights", "optimizer_states",
+                                         "activations", "logits_and_loss", "transient", "workspace",
+                                         "cuda_context", "allocator_overhead", "comm_buffers"};
+const std::set<std::string> kBands = {"normal", "above_target", "warning", "critical", "emergency", "out_of_memory"};
+const std::set<std::string> kPhases = {"forward", "backward", "optimizer_step"};
+
+}  // namespace
+
+// ---- estimate: the versioned document -------------------------------------------------------------
+
+TEST_CASE("estimate --json holds every key of memplan.estimate/v1") {
+  const Run r = invoke({"estimate", "--model", "gpt2", "--gpu", "rtx-3090", "--micro-batch", "2", "--seq-len", "512", "--json"});
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());
+  const json j = parse_json(r);
+  CHECK(j.at("schema") == "memplan.estimate/v1");
+
+  // setup, normalised.
+  const json& setup = j.at("setup");
+  CHECK(setup.at("precision") == "fp32");
+  CHECK(setup.at("optimizer") == "adamw");
+  CHECK(setup.at("batch").at("micro_batch") == 2);
+  CHECK(setup.at("batch").at("seq_len") == 512);
+  CHECK(setup.at("batch").at("grad_accum") == 1);
+  CHECK(setup.at("checkpointing") == "none");
+  CHECK(setup.at("attention") == "eager");
+  CHECK(setup.at("parallel").at("zero_stage") == 0);
+  CHECK(setup.at("model").at("hidden_size") == 768);
+
+  // model: GPT-2 with vocab 50257 has 124,439,808 parameters (HF gpt2 model card).
+  const json& model = j.at("model");
+  CHECK(model.at("name") == "gpt2");
+  CHECK(model.at("parameters") == 124'439'808);
+  CHECK(model.at("trainable_parameters") == 124'439'808);
+
+  // per_gpu: the 11 terms in DESIGN.md's order, each with bytes, formula and source.
+  const json& per_gpu = j.at("per_gpu");
+  const json& terms = per_gpu.at("terms");
+  REQUIRE(terms.is_array());
+  REQUIRE(terms.size() == kTerms.size());
+  int64_t sum = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    CAPTURE(i);
+    const json& t = terms[i];
+    CHECK(t.at("name") == kTerms[i]);
+    REQUIRE(t.at("bytes").is_number_integer());
+    CHECK(t.at("bytes").get<int64_t>() >= 0);
+    CHECK(t.at("formula").is_string());
+    CHECK_FALSE(t.at("formula").get<std::string>().empty());
+    CHECK(t.at("source").is_string());
+    CHECK_FALSE(t.at("source").get<std::string>().empty());
+    sum += t.at("bytes").get<int64_t>();
+  }
+  const int64_t peak = per_gpu.at("peak_bytes").get<int64_t>();
+  CHECK(peak == sum);
+  CHECK(peak > 124'439'808LL * 16);  // fp32 AdamW: 16 B/param of model states at least
+  const std::string peak_phase = per_gpu.at("peak_phase");
+  CHECK(kPhases.count(peak_phase) == 1);
+  // The peak phase is the largest of the phases, and each phase's bytes are its terms' sum.
+  int64_t largest = 0;
+  std::string largest_phase;
+  for (const json& ph : per_gpu.at("phases")) {
+    int64_t phase_sum = 0;
+    for (const auto& [name, bytes] : ph.at("terms").items()) phase_sum += bytes.get<int64_t>();
+    CHECK(ph.at("bytes").get<int64_t>() == phase_sum);
+    if (phase_sum > largest) {
+      largest = phase_sum;
+      largest_phase = ph.at("name");
+    }
+  }
+  CHECK(largest == peak);
+  CHECK(largest_phase == peak_phase);
+
+  // host and device.
+  CHECK(j.at("host").at("terms").is_array());
+  CHECK(j.at("device").at("name") == "rtx-3090");
+  const int64_t capacity = j.at("device").at("capacity_bytes").get<int64_t>();
+  CHECK(capacity == 25'414'860'800);  // the rtx-3090 preset's 24 GiB as the driver reports it
+
+  // verdict: status from the 0.90/0.92/0.95/0.97 bands; exit 0 because it fits.
+  const json& v = j.at("verdict");
+  CHECK(v.at("fits") == true);
+  CHECK(v.at("utilization").get<double>() == doctest::Approx(static_cast<double>(peak) / static_cast<double>(capacity)));
+  CHECK(v.at("headroom_bytes").get<int64_t>() == static_cast<int64_t>(0.90 * static_cast<double>(capacity)) - peak);
+  CHECK(kBands.count(v.at("status").get<std::string>()) == 1);
+  CHECK(v.at("status") == "normal");
+}
+
+TEST_CASE("estimate --yaml is the same document as --json") {
+  const std::vector<std::string> args = {"estimate", "--model", "gpt2", "--gpu", "rtx-3090", "--micro-batch", "2", "--seq-len", "512"};
+  std::vector<std::string> as_yaml = args, as_json = args;
+  as_yaml.push_back("--yaml");
+  as_json.push_back("--json");
+  const Run y = invoke(as_yaml);
+  REQUIRE(y.code == 0);
+  const YAML::Node doc = YAML::Load(y.out);
+  CHECK(doc["schema"].as<std::string>() == "memplan.estimate/v1");
+  CHECK(doc["model"]["parameters"].as<int64_t>() == 124'439'808);
+  REQUIRE(doc["per_gpu"]["terms"].IsSequence());
+  REQUIRE(doc["per_gpu"]["terms"].size() == kTerms.size());
+  for (size_t i = 0; i < kTerms.size(); ++i) CHECK(doc["per_gpu"]["terms"][i]["name"].as<std::string>() == kTerms[i]);
+  const json j = parse_json(invoke(as_json));
+  CHECK(doc["per_gpu"]["peak_bytes"].as<int64_t>() == j.at("per_gpu").at("peak_bytes").get<int64_t>());
+  CHECK(doc["verdict"]["status"].as<std::string>() == j.at("verdict").at("status").get<std::string>());
+  CHECK(doc["verdict"]["fits"].as<bool>() == j.at("verdict").at("fits").get<bool>());
+  // --json and --yaml exclude each other.
+  std::vector<std::string> both = as_json;
+  both.push_back("--yaml");
+  CHECK(invoke(both).code == 2);
+}
+
+TEST_CASE("estimate without a device capacity has an unknown verdict and exits 0") {
+  const Run r = invoke({"estimate", "--model", "gpt2", "--json"});
+  CHECK(r.code == 0);
+  const json j = parse_json(r);
+  CHECK(j.at("device").at("capacity_bytes") == 0);
+  CHECK(j.at("verdict").at("fits").is_null());
+  CHECK(j.at("verdict").at("status") == "unknown");
+}
+
+// ---- fit -----------------------------------------------------------------------------------------
+
+TEST_CASE("fit: the issue's acceptance command does not fit and shows a change that fits") {
+  const std::vector<std::string> args = {"fit",       "--model",        "llama-3.2-1b", "--gpu",       "rtx-3060-12gb",
+                                         "--micro-batch", "4", "--seq-len", "1024",        "--precision", "amp-bf16"};
+  const Run r = invoke(args);
+  CHECK(r.code == 1);
+  CHECK(contains(r.out, "verdict: does not fit"));
+  CHECK(contains(r.out, "stacked in that order, this makes it fit:"));
+  // At least one change is marked as fitting (the last stacked one at least).
+  bool some_fits = false;
+  std::istringstream in(r.out);
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("    ", 0) == 0 && l.size() > 4 && contains(l, "  fits")) some_fits = true;
+  CHECK(some_fits);
+
+  std::vector<std::string> with_json = args;
+  with_json.push_back("--json");
+  const Run rj = invoke(with_json);
+  CHECK(rj.code == 1);
+  const json j = parse_json(rj);
+  CHECK(j.at("schema") == "memplan.fit/v1");
+  CHECK(j.at("verdict").at("fits") == false);
+  CHECK(j.at("verdict").at("status") == "out_of_memory");
+  const int64_t capacity = j.at("device").at("capacity_bytes").get<int64_t>();
+  const json& cumulative = j.at("cumulative");
+  REQUIRE(cumulative.is_array());
+  REQUIRE_FALSE(cumulative.empty());
+  const json& last = cumulative.back();
+  CHECK(last.at("fits") == true);
+  CHECK(last.at("peak_bytes").get<int64_t>() <= static_cast<int64_t>(0.90 * static_cast<double>(capacity)));
+  // Each stacked step lowers the peak; none before the last fits.
+  int64_t prev = j.at("per_gpu").at("peak_bytes").get<int64_t>();
+  for (size_t i = 0; i < cumulative.size(); ++i) {
+    CAPTURE(i);
+    CHECK(cumulative[i].at("peak_bytes").get<int64_t>() < prev);
+    CHECK_FALSE(cumulative[i].at("flags").get<std::string>().empty());
+    if (i + 1 < cumulative.size()) CHECK(cumulative[i].at("fits") == false);
+    prev = cumulative[i].at("peak_bytes").get<int64_t>();
+  }
+  // Every single change reported lowers the peak.
+  for (const json& c : j.at("single"))
+    CHECK(c.at("peak_bytes").get<int64_t>() < j.at("per_gpu").at("peak_bytes").get<int64_t>());
+  CHECK(j.at("largest_micro_batch") == 0);
+}
+
+TEST_CASE("fit: a setup that fits exits 0 and its largest micro-batch is the last that fits") {
+  const Run r = invoke({"fit", "--model", "gpt2", "--gpu", "a100-80gb", "--micro-batch", "1", "--seq-len", "256"});
+  CHECK(r.code == 0);
+  CHECK(contains(r.out, "verdict: fits"));
+  CHECK(contains(r.out, "largest micro-batch that fits: "));
+
+  const Run rj = invoke({"fit", "--model", "gpt2", "--gpu", "a100-80gb", "--micro-batch", "1", "--seq-len", "256", "--json"});
+  CHECK(rj.code == 0);
+  const json j = parse_json(rj);
+  CHECK(j.at("verdict").at("fits") == true);
+  CHECK(j.at("cumulative").empty());
+  const int64_t capacity = j.at("device").at("capacity_bytes").get<int64_t>();
+  const int64_t best = j.at("largest_micro_batch").get<int64_t>();
+  const int64_t best_peak = j.at("largest_micro_batch_peak_bytes").get<int64_t>();
+  CAPTURE(best);
+  REQUIRE(best >= 1);
+  CHECK(best_peak <= static_cast<int64_t>(0.90 * static_cast<double>(capacity)));
+
+  auto estimate_at = [](int64_t b) {
+    return invoke({"estimate", "--model", "gpt2", "--gpu", "a100-80gb", "--micro-batch", std::to_string(b), "--seq-len", "256", "--json"});
+  };
+  const Run at_best = estimate_at(best);
+  CHECK(at_best.code == 0);
+  CHECK(parse_json(at_best).at("per_gpu").at("peak_bytes").get<int64_t>() == best_peak);
+  const Run one_more = estimate_at(best + 1);
+  CHECK(one_more.code == 1);
+  const json over = parse_json(one_more);
+  CHECK(over.at("verdict").at("fits") == false);
+  CHECK(over.at("per_gpu").at("peak_bytes").get<int64_t>() > static_cast<int64_t>(0.90 * static_cast<double>(capacity)));
+}
+
+TEST_CASE("fit without a device capacity is invalid input") {
+  const Run r = invoke({"fit", "--model", "gpt2"});
+  CHECK(r.code == 2);
+  CHECK(line(r.err, 0) == "error: --gpu: fit needs a device capacity");
+  CHECK(line(r.err, 1) == "hint: pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 12GiB");
+}
+
+// ---- catalogs ---------------------------------------------------------------------------------
+
+TEST_CASE("gpus lists at least 30 presets, DESIGN.md's among them") {
+  const Run t = invoke({"gpus"});
+  CHECK(t.code == 0);
+  const Run r = invoke({"gpus", "--json"});
+  REQUIRE(r.code == 0);
+  const json j = parse_json(r);
+  CHECK(j.at("schema") == "memplan.gpus/v1");
+  const json& gpus = j.at("gpus");
+  CHECK(gpus.size() >= 30);
+  std::set<std::string> names;
+  for (const json& g : gpus) {
+    names.insert(g.at("name").get<std::string>());
+    CHECK(g.at("memory_bytes").get<int64_t>() > 0);
+    CHECK(g.at("usable_bytes").get<int64_t>() <= g.at("memory_bytes").get<int64_t>());
+    CHECK(contains(t.out, g.at("name").get<std::string>()));
+  }
+  CHECK(contains(t.out, std::to_string(gpus.size()) + " presets"));
+  for (const char* n : {"rtx-3060-12gb", "rtx-3090", "rtx-4090", "a10g", "l4", "l40s", "v100-16gb", "v100-32gb", "a100-40gb",
+                        "a100-80gb", "h100-80gb", "h200", "mi250x", "mi300x", "rx-6750-xt", "m2-16gb"}) {
+    CAPTURE(n);
+    CHECK(names.count(n) == 1);
+  }
+  // Unified memory: the usable share is stated and smaller than the total.
+  for (const json& g : gpus)
+    if (g.at("name") == "m2-16gb") {
+      CHECK(g.at("unified_memory") == true);
+      CHECK(g.at("usable_bytes").get<int64_t>() < g.at("memory_bytes").get<int64_t>());
+    }
+}
+
+TEST_CASE("models lists DESIGN.md's 21 presets with their parameter counts") {
+  const Run t = invoke({"models"});
+  CHECK(t.code == 0);
+  const Run r = invoke({"models", "--json"});
+  REQUIRE(r.code == 0);
+  const json j = parse_json(r);
+  CHECK(j.at("schema") == "memplan.models/v1");
+  std::map<std::string, int64_t> params;
+  for (const json& m : j.at("models")) params[m.at("name").get<std::string>()] = m.at("parameters").get<int64_t>();
+  for (const char* n : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b",
+                        "llama-3-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "mixtral-8x7b",
+                        "qwen2.5-0.5b", "qwen2.5-7b", "gemma-2-2b", "phi-3-mini", "bert-base-uncased", "bert-large-uncased",
+                        "moe-nano"}) {
+    CAPTURE(n);
+    CHECK(params.count(n) == 1);
+    CHECK(contains(t.out, n));
+  }
+  // Golden totals (STYLE.md): GPT-2 124,439,808; Llama-2-7B 6,738,415,616; Mixtral-8x7B
+  // 46,702,792,704 (HF num_parameters()).
+  CHECK(params["gpt2"] == 124'439'808);
+  CHECK(params["llama-2-7b"] == 6'738'415'616);
+  CHECK(params["mixtral-8x7b"] == 46'702'792'704);
+  // --yaml parses too.
+  const Run y = invoke({"models", "--yaml"});
+  CHECK(y.code == 0);
+  CHECK(YAML::Load(y.out)["models"].size() == j.at("models").size());
+}
+
+// ---- explain ------------------------------------------------------------------------------------
+
+TEST_CASE("explain without a setup prints every term's meaning") {
+  const Run r = invoke({"explain"});
+  CHECK(r.code == 0);
+  for (size_t i = 0; i < kTerms.size(); ++i) {
+    CAPTURE(kTerms[i]);
+    CHECK(line(r.out, static_cast<int>(i)).rfind(kTerms[i] + ": ", 0) == 0);
+  }
+  CHECK(contains(r.out, "(pass --model and the setup flags to see each formula with your numbers)"));
+  const Run rj = invoke({"explain", "--json"});
+  CHECK(rj.code == 0);
+  const json j = parse_json(rj);
+  CHECK(j.at("schema") == "memplan.explain/v1");
+  REQUIRE(j.at("terms").size() == kTerms.size());
+  for (size_t i = 0; i < kTerms.size(); ++i) CHECK(j.at("terms")[i].at("name") == kTerms[i]);
+}
+
+TEST_CASE("explain activations with a setup prints the per-layer saved tensors") {
+  const Run r = invoke({"explain", "activations", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128"});
+  CHECK(r.code == 0);
+  CHECK(line(r.out, 0).rfind("activations: ", 0) == 0);
+  CHECK(contains(r.out, "  formula: saved tensors per layer"));
+  CHECK(contains(r.out, "saved tensors per layer (one row per storage"));
+  CHECK(contains(r.out, "\n  layer:\n"));
+  CHECK(contains(r.out, "\n  head and loss:\n"));
+  CHECK(contains(r.out, "total per layer"));
+  // GPT-2's eager attention saves the scores and the softmax output (Korthikanti et al. 2022).
+  CHECK(contains(r.out, "bmm q k^T"));
+  CHECK(contains(r.out, "softmax"));
+  CHECK(contains(r.out, "log_softmax"));
+  // Only the asked-for term.
+  CHECK_FALSE(contains(r.out, "\nweights: "));
+  CHECK_FALSE(contains(r.out, "\ngradients: "));
+}
+
+TEST_CASE("explain with an unknown term exits 2 with the terms or the nearest one") {
+  const Run nonsense = invoke({"explain", "nonsense"});
+  CHECK(nonsense.code == 2);
+  CHECK(nonsense.out.empty());
+  CHECK(line(nonsense.err, 0) == "error: TERM: unknown term 'nonsense'");
+  CHECK(line(nonsense.err, 1) ==
+        "hint: terms: weights, gradients, master_weights, optimizer_states, activations, logits_and_loss, transient, "
+        "workspace, cuda_context, allocator_overhead, comm_buffers");
+  const Run typo = invoke({"explain", "activation"});
+  CHECK(typo.code == 2);
+  CHECK(line(typo.err, 0) == "error: TERM: unknown term 'activation'");
+  CHECK(line(typo.err, 1) == "hint: did you mean 'activations'?");
+}
+
+// ---- bad input: exit 2 and the exact message --------------------------------------------------------
+
+TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on stderr") {
+  const struct {
+    const char* what;
+    std::vector<std::string> args;
+    std::string first;  // first line of stderr
+    std::string hint;   // second line ("" when there is none)
+  } table[] = {
+      {"unknown flag",
+       {"estimate", "--model", "gpt2", "--bogus"},
+       "error: unknown flag '--bogus' for memplan estimate",
+       "hint: memplan estimate --help lists its flags"},
+      {"missing subcommand",
+       {},
+       "error: A subcommand is required",
+       "hint: memplan --help lists the commands; memplan COMMAND --help their flags"},
+      {"micro-batch 0", {"estimate", "--model", "gpt2", "--micro-batch", "0"}, "error: --micro-batch: must be at least 1 (got 0)", ""},
+      {"unknown precision",
+       {"estimate", "--model", "gpt2", "--precision", "fp8"},
+       "error: --precision: unknown precision 'fp8'",
+       "hint: expected one of: fp32, amp-fp16, amp-bf16, bf16, fp16, mixed-fp16, mixed-bf16"},
+      {"unknown model",
+       {"estimate", "--model", "llama-7b"},
+       "error: --model: unknown model 'llama-7b'",
+       "hint: did you mean 'llama-2-7b'? (memplan models lists the presets)"},
+      {"unknown gpu",
+       {"estimate", "--model", "gpt2", "--gpu", "rtx3099"},
+       "error: --gpu: unknown GPU 'rtx3099'",
+       "hint: did you mean 'rtx-3090'? (memplan gpus lists the presets)"},
+      {"unreadable size",
+       {"estimate", "--model", "gpt2", "--gpu-memory", "12 gigs"},
+       "error: --gpu-memory: cannot read '12 gigs' as a size",
+       "hint: write it like 12GiB, 24GB or 25769803776"},
+      {"zero stage 4",
+       {"estimate", "--model", "gpt2", "--zero", "4"},
+       "error: --zero: ZeRO stage must be 0, 1, 2 or 3 (got 4)",
+       ""},
+      {"every:0",
+       {"estimate", "--model", "gpt2", "--checkpointing", "every:0"},
+       "error: --checkpointing: unknown checkpointing 'every:0'",
+       "hint: expected one of: none, full, selective, every:K"},
+      {"malformed yaml",
+       {"estimate", "--config", kData + "malformed.yaml"},
+       kData + "malformed.yaml:6:19: error: end of sequence flow not found",
+       ""},
+      {"missing hf_config",
+       {"estimate", "--config", kData + "missing_hf_config.yaml"},
+       kData + "missing_hf_config.yaml:3:3: error: model.hf_config: '" + kData + "no-such-model/config.json' does not exist",
+       "hint: hf_config is relative to this file's folder; it names an HF config.json"},
+      {"parameter offload below stage 3",
+       {"estimate", "--model", "gpt2", "--offload", "optimizer+params", "--zero", "2"},
+       "error: --offload: parameter offload needs ZeRO stage 3",
+       "hint: use --zero 3 or --offload optimizer"},
+      {"optimizer offload without ZeRO",
+       {"fit", "--model", "gpt2", "--gpu", "rtx-3090", "--offload", "optimizer"},
+       "error: --offload: optimizer offload needs ZeRO stage 1 or higher",
+       "hint: use --zero 2 --offload optimizer"},
+      {"unknown device",
+       {"estimate", "--model", "gpt2", "--device", "tpu"},
+       "error: --device: unknown device 'tpu'",
+       "hint: expected one of: cpu, cuda, cuda:N"},
+  };
+  for (const auto& row : table) {
+    CAPTURE(row.what);
+    const Run r = invoke(row.args);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(line(r.err, 0) == row.first);
+    CHECK(line(r.err, 1) == row.hint);
+  }
+}
+
+TEST_CASE("a value that is not a number exits 2 and names the flag and the value") {
+  const Run r = invoke({"estimate", "--model", "gpt2", "--micro-batch", "abc"});
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(contains(line(r.err, 0), "--micro-batch"));
+  CHECK(contains(line(r.err, 0), "abc"));
+}
+
+// DESIGN.md's contract for bad flags is "error: --flag ..." with a hint about the flag.
+TEST_CASE("a value that is not a number is reported as error: --flag (DESIGN.md)") {
+  const Run r = invoke({"estimate", "--model", "gpt2", "--micro-batch", "abc"});
+  CHECK(r.code == 2);
+  CHECK(line(r.err, 0) == "error: --micro-batch: cannot read 'abc' as its value");
+  CHECK(line(r.err, 1) == "hint: memplan estimate --help shows what --micro-batch takes");
+}
+
+// STYLE.md: unknown names get "did you mean".
+TEST_CASE("a misspelt command is named in the error") {
+  const Run r = invoke({"estimat", "--model", "gpt2"});
+  CHECK(r.code == 2);
+  CHECK(line(r.err, 0) == "error: unknown command 'estimat'");
+  CHECK(line(r.err, 1) == "hint: did you mean 'estimate'? memplan --help lists the commands");
+}
+
+TEST_CASE("a misspelt flag gets the nearest flag of its command") {
+  const Run r = invoke({"estimate", "--model", "gpt2", "--micro-bach", "4"});
+  CHECK(r.code == 2);
+  CHECK(line(r.err, 0) == "error: unknown flag '--micro-bach' for memplan estimate");
+  CHECK(line(r.err, 1) == "hint: did you mean '--micro-batch'? memplan estimate --help lists its flags");
+}
+
+// ---- version and help ---------------------------------------------------------------------------
+
+TEST_CASE("--version and --help") {
+  const Run v = invoke({"--version"});
+  CHECK(v.code == 0);
+  CHECK(v.out == std::string(MEMPLAN_VERSION) + "\n");
+  const Run h = invoke({"estimate", "--help"});
+  CHECK(h.code == 0);
+  CHECK(contains(h.out, "--micro-batch"));
+  CHECK(contains(h.out, "--precision"));
+  CHECK(contains(h.out, "--json"));
+  const Run top = invoke({"--help"});
+  CHECK(top.code == 0);
+  for (const char* c : {"estimate", "fit", "plan", "check", "measure", "calibrate", "gpus", "models", "explain"}) {
+    CAPTURE(c);
+    CHECK(contains(top.out, c));
+  }
+}
+
+// ---- measure refuses what it cannot run, before running -------------------------------------------
+
+TEST_CASE("measure: unknown device and unmeasurable setups exit 2 before any step") {
+  const Run tpu = invoke({"measure", "--device", "tpu", "--model", kData + "tiny-llama.json", "--seq-len", "32"});
+  CHECK(tpu.code == 2);
+  CHECK(tpu.out.empty());
+  CHECK(line(tpu.err, 0) == "error: --device: unknown device 'tpu'");
+  CHECK(line(tpu.err, 1) == "hint: expected one of: cpu, cuda, cuda:N");
+
+  const Run mixed = invoke({"measure", "--device", "cpu", "--model", kData + "tiny-llama.json", "--seq-len", "32", "--precision",
+                             "mixed-bf16"});
+  CHECK(mixed.code == 2);
+  CHECK(mixed.out.empty());
+  CHECK_FALSE(contains(mixed.err, "[measure"));  // no progress line: nothing ran
+  if (memplan::calibrate::torch_available())
+    CHECK(line(mixed.err, 0) ==
+          "error: --device: cannot measure this setup: mixed-fp16/mixed-bf16 are DeepSpeed's regimes (fp32 master "
+          "copies): measure amp-bf16 or bf16 instead");
+  else
+    CHECK(line(mixed.err, 0) == "error: --device: this memplan was built without LibTorch");
+}
+
+// ---- examples --------------------------------------------------------------------------------------
+
+TEST_CASE("every examples/*.yaml estimates with a verdict (exit 0 or 1, never 2 or 3)") {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(kExamples))
+    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  CHECK(files.size() >= 6);
+  for (const std::string& f : files) {
+    CAPTURE(f);
+    const Run r = invoke({"estimate", "--config", f, "--json"});
+    CAPTURE(r.err);
+    CHECK((r.code == 0 || r.code == 1));
+    const json j = json::parse(r.out, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    CHECK(j.at("schema") == "memplan.estimate/v1");
+    const json& v = j.at("verdict");
+    REQUIRE(v.at("fits").is_boolean());  // every example names its hardware
+    CHECK(r.code == (v.at("fits").get<bool>() ? 0 : 1));
+    CHECK(kBands.count(v.at("status").get<std::string>()) == 1);
+  }
+  // The DeepSpeed example needs a model from the command line.
+  const Run ds = invoke({"estimate", "--config", kExamples + "/ds_config.json", "--model", "gpt2", "--gpu", "a100-80gb",
+                          "--gpus", "8", "--json"});
+  CHECK(ds.code == 0);
+  const json dj = parse_json(ds);
+  CHECK(dj.at("setup").at("parallel").at("zero_stage") == 2);
+  CHECK(dj.at("setup").at("batch").at("micro_batch") == 4);
+  CHECK(dj.at("setup").at("batch").at("grad_accum") == 8);
+}
+
+// ---- performance smoke (not a timing assertion) ----------------------------------------------------
+
+TEST_CASE("estimate of Mixtral-8x7B on 8 x H100 completes") {
+  const Run r = invoke({"estimate", "--model", "mixtral-8x7b", "--gpu", "h100-80gb", "--gpus", "8", "--zero", "3", "--json"});
+  CHECK((r.code == 0 || r.code == 1));
+  const json j = parse_json(r);
+  CHECK(j.at("model").at("parameters") == 46'702'792'704);
+  CHECK(j.at("setup").at("parallel").at("data_parallel") == 8);
+  CHECK(j.at("per_gpu").at("peak_bytes").get<int64_t>() > 0);
+}
