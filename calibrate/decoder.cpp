@@ -156,45 +156,89 @@ Tensor checkpoint(LayerFn fn, const Tensor& x, const std::vector<Tensor>& params
 
 // ---- parameters and ops ---------------------------------------------------------------------
 
+// Parameters of the model. `trainable` is decided per tensor (LoRA freezes the base; --freeze-
+// layers freezes whole layers); only trainable ones reach the optimizer.
 struct Params {
-  std::vector<Tensor> all;
+  std::vector<Tensor> all;        // trainable
+  std::vector<Tensor> frozen;
   torch::Device device;
   c10::ScalarType dtype;
   double std = 0.02;  // HF initializer_range
+  bool trainable = true;  // for the tensors made next
 
-  Tensor make(std::vector<int64_t> shape, bool ones = false, bool zero = false) {
+  Tensor make(std::vector<int64_t> shape, bool ones = false, bool zero = false, c10::optional<c10::ScalarType> as = c10::nullopt) {
     Tensor t;
+    const auto dt = as ? *as : dtype;
     {
       torch::NoGradGuard ng;
       auto o = torch::TensorOptions().device(device).dtype(torch::kFloat);
       t = ones ? torch::ones(shape, o) : zero ? torch::zeros(shape, o) : torch::randn(shape, o).mul_(std);
-      if (dtype != torch::kFloat) t = t.to(dtype);
+      if (dt != torch::kFloat) t = t.to(dt);
     }
-    t.requires_grad_(true);
-    all.push_back(t);
+    if (trainable) {
+      t.requires_grad_(true);
+      all.push_back(t);
+    } else {
+      frozen.push_back(t);
+    }
     return t;
+  }
+};
+
+// A PEFT LoRA adapter on a linear: result + lora_B(lora_A(dropout(x.to(A.dtype)))) * scaling,
+// then .to(result's dtype) (peft/tuners/lora/layer.py Linear.forward). Adapters are fp32
+// (PEFT autocast_adapter_dtype) and trainable; B starts at zero as in PEFT.
+struct Lora {
+  Tensor a, b;
+  double scaling = 1.0, dropout = 0.0;
+  bool on() const { return a.defined(); }
+  void make(Params& p, int64_t in, int64_t out, const Finetune& f) {
+    const bool was = p.trainable;
+    p.trainable = true;
+    a = p.make({f.lora_rank, in}, false, false, torch::kFloat);
+    b = p.make({out, f.lora_rank}, false, true, torch::kFloat);
+    p.trainable = was;
+    scaling = f.lora_alpha / static_cast<double>(f.lora_rank);
+    dropout = f.lora_dropout;
+  }
+  Tensor apply(const Tensor& x, Tensor result) const {
+    const auto result_dtype = result.scalar_type();
+    Tensor h = x.to(a.scalar_type());
+    if (dropout > 0) h = torch::dropout(h, dropout, true);
+    h = torch::linear(h, a);
+    h = torch::linear(h, b);
+    h = h * scaling;
+    result = result + h;
+    h = Tensor();
+    return result.to(result_dtype);
   }
 };
 
 // HF Conv1D: addmm(bias, x.view(-1, in), weight) with weight (in, out).
 struct Conv1D {
   Tensor w, b;
+  Lora lora;
   Conv1D(Params& p, int64_t in, int64_t out) : w(p.make({in, out})), b(p.make({out}, false, true)) {}
   Tensor operator()(const Tensor& x) const {
     auto size = x.sizes().vec();
     size.back() = w.size(1);
-    return torch::addmm(b, x.view({-1, x.size(-1)}), w).view(size);
+    Tensor y = torch::addmm(b, x.view({-1, x.size(-1)}), w).view(size);
+    return lora.on() ? lora.apply(x, y) : y;
   }
 };
 
 // nn.Linear: weight (out, in), optional bias.
 struct Linear {
   Tensor w, b;
+  Lora lora;
   Linear() = default;
   Linear(Params& p, int64_t in, int64_t out, bool bias) : w(p.make({out, in})) {
     if (bias) b = p.make({out}, false, true);
   }
-  Tensor operator()(const Tensor& x) const { return torch::linear(x, w, b); }
+  Tensor operator()(const Tensor& x) const {
+    Tensor y = torch::linear(x, w, b);
+    return lora.on() ? lora.apply(x, y) : y;
+  }
 };
 
 struct Norm {
@@ -246,10 +290,14 @@ struct Mlp {
   bool gated = false;
   Linear gate, up, down;
   Mlp() = default;
-  Mlp(Params& p, const ModelSpec& m, int64_t width, bool bias) : gated(m.gated_mlp) {
+  Mlp(Params& p, const ModelSpec& m, int64_t width, bool bias, const TrainingSetup& s, bool expert) : gated(m.gated_mlp) {
     if (gated) gate = Linear(p, m.hidden_size, width, bias);
     up = Linear(p, m.hidden_size, width, bias);
     down = Linear(p, width, m.hidden_size, bias);
+    auto adapt = [&](Linear& l, Role r, int64_t in, int64_t out) { if (lora_on(s, r)) l.lora.make(p, in, out, s.finetune); };
+    if (gated) adapt(gate, expert ? Role::expert_gate : Role::gate, m.hidden_size, width);
+    adapt(up, expert ? Role::expert_up : (gated ? Role::up : Role::fc_in), m.hidden_size, width);
+    adapt(down, expert ? Role::expert_down : Role::down, width, m.hidden_size);
   }
   // LlamaMLP: down_proj(act_fn(gate_proj(x)) * up_proj(x)), intermediates freed as Python does.
   Tensor operator()(const ModelSpec& m, const Tensor& x) const {
@@ -299,13 +347,17 @@ Tensor repeat_kv(const Tensor& x, int64_t n_rep) {
 class Model : public Decoder {
  public:
   Model(const TrainingSetup& s, const torch::Device& dev)
-      : s_(s), m_(s.model), p_{{}, dev, s.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat} {
+      : s_(s), m_(s.model), p_{{}, {}, dev, s.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat} {
     const int64_t h = m_.hidden_size, V = m_.vocab_size;
     gpt2_ = m_.model_type == "gpt2";
+    const bool lora = s.finetune.mode != FinetuneMode::full;
+    p_.trainable = embeddings_trainable(s);
     wte_ = p_.make({V, h});
     if (m_.positions == PositionKind::learned) wpe_ = p_.make({m_.max_position_embeddings, h});
     const bool rms = m_.norm == NormKind::rms_norm;
+    auto adapt = [&](Lora& lo, Role r, int64_t in, int64_t out) { if (lora_on(s, r)) lo.make(p_, in, out, s.finetune); };
     for (int64_t i = 0; i < m_.num_layers; ++i) {
+      p_.trainable = !lora && !layer_frozen(s, i);
       Layer l;
       l.ln1 = Norm(p_, h, rms, m_.norm_bias);
       l.ln2 = Norm(p_, h, rms, m_.norm_bias);
@@ -315,6 +367,10 @@ class Model : public Decoder {
         l.c_proj = std::make_unique<Conv1D>(p_, a * d, h);
         l.c_fc = std::make_unique<Conv1D>(p_, h, m_.intermediate_size);
         l.c_mlp_proj = std::make_unique<Conv1D>(p_, m_.intermediate_size, h);
+        adapt(l.c_attn->lora, Role::qkv, h, (a + 2 * k) * d);
+        adapt(l.c_proj->lora, Role::o, a * d, h);
+        adapt(l.c_fc->lora, Role::fc_in, h, m_.intermediate_size);
+        adapt(l.c_mlp_proj->lora, Role::down, m_.intermediate_size, h);
         // GPT2Attention.bias: tril bool (1, 1, P, P), a non-persistent buffer.
         l.causal = torch::tril(torch::ones({m_.max_position_embeddings, m_.max_position_embeddings},
                                            torch::TensorOptions().dtype(torch::kBool).device(dev)))
@@ -324,17 +380,23 @@ class Model : public Decoder {
         l.k = Linear(p_, h, k * d, m_.qkv_bias);
         l.v = Linear(p_, h, k * d, m_.qkv_bias);
         l.o = Linear(p_, a * d, h, m_.o_bias);
+        adapt(l.q.lora, Role::q, h, a * d);
+        adapt(l.k.lora, Role::k, h, k * d);
+        adapt(l.v.lora, Role::v, h, k * d);
+        adapt(l.o.lora, Role::o, a * d, h);
         l.moe = m_.is_moe_layer(i);
         if (l.moe) {
           l.router = Linear(p_, h, m_.num_experts, false);
-          for (int64_t e = 0; e < m_.num_experts; ++e) l.experts.emplace_back(p_, m_, m_.expert_width(), false);
+          for (int64_t e = 0; e < m_.num_experts; ++e) l.experts.emplace_back(p_, m_, m_.expert_width(), false, s, true);
         } else {
-          l.mlp = Mlp(p_, m_, m_.intermediate_size, m_.mlp_bias);
+          l.mlp = Mlp(p_, m_, m_.intermediate_size, m_.mlp_bias, s, false);
         }
       }
       layers_.push_back(std::move(l));
     }
+    p_.trainable = !lora;
     if (m_.final_norm) ln_f_ = Norm(p_, h, rms, m_.norm_bias);
+    p_.trainable = head_trainable(s);
     if (!m_.tie_word_embeddings) lm_head_ = p_.make({V, h});
     if (m_.positions == PositionKind::rotary) {
       // LlamaRotaryEmbedding.inv_freq (a buffer, fp32)
@@ -366,15 +428,17 @@ class Model : public Decoder {
     bool moe = false;
     Linear router;
     std::vector<Mlp> experts;
+    // The layer's trainable tensors (a checkpoint passes them so its node exists).
     std::vector<Tensor> params() const {
       std::vector<Tensor> out;
-      auto add = [&](const Tensor& t) { if (t.defined()) out.push_back(t); };
+      auto add = [&](const Tensor& t) { if (t.defined() && t.requires_grad()) out.push_back(t); };
+      auto add_lora = [&](const Lora& lo) { add(lo.a); add(lo.b); };
       for (const Norm* n : {&ln1, &ln2}) { add(n->w); add(n->b); }
       for (const auto* c : {c_attn.get(), c_proj.get(), c_fc.get(), c_mlp_proj.get()})
-        if (c) { add(c->w); add(c->b); }
-      for (const Linear* l : {&q, &k, &v, &o, &router, &mlp.gate, &mlp.up, &mlp.down}) { add(l->w); add(l->b); }
+        if (c) { add(c->w); add(c->b); add_lora(c->lora); }
+      for (const Linear* l : {&q, &k, &v, &o, &router, &mlp.gate, &mlp.up, &mlp.down}) { add(l->w); add(l->b); add_lora(l->lora); }
       for (const Mlp& e : experts)
-        for (const Linear* l : {&e.gate, &e.up, &e.down}) { add(l->w); add(l->b); }
+        for (const Linear* l : {&e.gate, &e.up, &e.down}) { add(l->w); add(l->b); add_lora(l->lora); }
       return out;
     }
   };

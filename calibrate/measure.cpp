@@ -185,8 +185,8 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
                        "layers; {} has layers it does not reproduce)", t, t);
   if (m.head != HeadKind::causal_lm) return "only causal-LM heads are measured";
   if (m.model_type == "gpt2" && m.gated_mlp) return "a gated MLP in a gpt2-style model is not built";
-  if (s.finetune.mode != FinetuneMode::full || s.finetune.freeze_layers > 0)
-    return "LoRA/QLoRA and frozen layers are not measured yet";
+  if (s.finetune.mode == FinetuneMode::qlora || s.finetune.base_quant != BaseQuant::none)
+    return "QLoRA/8-bit bases need bitsandbytes on CUDA; the harness measures LoRA on a 16/32-bit base";
   if (s.parallel.num_gpus > 1 || s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none ||
       s.parallel.tensor_parallel > 1 || s.parallel.pipeline_parallel > 1)
     return "measure runs one process on one device: ZeRO, offload and multi-GPU parallelism are estimated, not measured";

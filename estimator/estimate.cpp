@@ -387,9 +387,9 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
 // ---- segment profiles (cached per distinct layer kind) -------------------------------------
 
 struct LayerKey {
-  bool moe, ckpt, frozen;
+  bool moe, ckpt, frozen, input_rg;
   bool operator<(const LayerKey& o) const {
-    return std::tie(moe, ckpt, frozen) < std::tie(o.moe, o.ckpt, o.frozen);
+    return std::tie(moe, ckpt, frozen, input_rg) < std::tie(o.moe, o.ckpt, o.frozen, o.input_rg);
   }
 };
 
@@ -491,17 +491,20 @@ Timeline activation_timeline(const TrainingSetup& s) {
   so.grads_persist = grads_persist;
   const sim::Segment emb_seg = embedding_segment(rs);
   const sim::Profile emb = emb_seg.simulate(so);
-  const bool layer_input_rg = embeddings_trainable(rs);
+  // A layer's input needs a gradient once anything before it trains: the embeddings, or an
+  // earlier layer (adapters, or a layer that is not frozen).
+  bool input_rg = embeddings_trainable(rs);
+  const bool adapters = rs.finetune.mode != FinetuneMode::full;
   std::map<LayerKey, sim::Profile> cache;
   std::vector<const sim::Profile*> layer(m.num_layers);
   for (int64_t i = 0; i < m.num_layers; ++i) {
-    const LayerKey key{m.is_moe_layer(i), s.checkpointing.layer_checkpointed(i), layer_frozen(rs, i)};
+    const LayerKey key{m.is_moe_layer(i), s.checkpointing.layer_checkpointed(i), layer_frozen(rs, i), input_rg};
+    input_rg = input_rg || adapters || !layer_frozen(rs, i);
     auto it = cache.find(key);
     if (it == cache.end()) {
       sim::SimOptions lo = so;
       lo.checkpointed = key.ckpt;
-      // Below frozen embeddings nothing needs the input gradient until a trainable op.
-      lo.input_requires_grad = layer_input_rg || i > 0 || rs.finetune.mode == FinetuneMode::full;
+      lo.input_requires_grad = key.input_rg;
       const sim::Segment seg = layer_segment(rs, key.moe, i);
       it = cache.emplace(key, seg.simulate(lo)).first;
       if (!key.ckpt)

@@ -215,7 +215,9 @@ class Runner {
       track(pk, o.name);
       add(Cat::scratch, -o.fwd_scratch);
       auto try_free = [&](int rs) {
-        const bool cached = s_.tensors_[rs].cat == Cat::weight_copy && !grad_mode;
+        // autocast's cache holds half copies of weights that require grad (cached_cast).
+        const bool cached = s_.tensors_[rs].cat == Cat::weight_copy && !grad_mode && s_.producer_[rs] >= 0 &&
+                            !s_.ops_[s_.producer_[rs]].uncached;
         if (refs_[rs] == 0 && !cached) free_storage(rs);
       };
       if (only_recompute) {

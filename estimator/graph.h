@@ -59,6 +59,7 @@ struct Op {
   int64_t bwd_scratch = 0;      // temporary during the backward kernel
   int64_t param_grad_bytes = 0; // parameter gradient produced by this op's backward
   bool params_trainable = true; // false: frozen weights (LoRA base), no gradient for them
+  bool uncached = false;        // a weight copy autocast does not cache (the weight is frozen)
   bool recompute = false;       // selective checkpointing: saves dropped, recomputed in backward
 };
 

@@ -302,6 +302,7 @@ class Net {
       // The cached half weight copy lives as a separate storage saved for the input's gradient.
       Op wc;
       wc.name = "autocast weight copy";
+      wc.uncached = !trainable;
       const Cat keep = cat_;
       cat_ = Cat::weight_copy;
       const T w = make(std::move(wc), wn, c_);
@@ -342,7 +343,8 @@ class Net {
     const T ha = adapter(xa, a, rows, "lora_A");
     const T hb = adapter(ha, b, rows, "lora_B");
     const T sc = scale(hb, "lora scaling");
-    return add(y, sc, "lora add");
+    const T sum = add(y, sc, "lora add");
+    return cast(sum, y.dt, "lora result.to(dtype)");  // back to the base layer's output dtype
   }
   T adapter(T x, const Linear& lin, int64_t rows, const char* name) {
     Op o;

@@ -107,6 +107,23 @@ inline std::vector<MatrixCase> cpu_matrix() {
   ModelSpec moe8 = tiny_moe(8, 2);
   moe8.vocab_size = 2048;
   add("moe bf16 adamw every:2", moe8, Precision::bf16, OptimizerKind::adamw, "every:2", 2, 256);
+  // Fine-tuning (issue 6): LoRA on a frozen base (PEFT defaults: q and v), all-linear adapters on a
+  // pure-bf16 base, LoRA on GPT-2's fused c_attn under autocast, and frozen leading layers.
+  auto lora = [&](const char* targets, int64_t r) {
+    MatrixCase& c = cases.back();
+    c.setup.finetune.mode = FinetuneMode::lora;
+    c.setup.finetune.lora_rank = r;
+    c.setup.finetune.lora_alpha = 2.0 * static_cast<double>(r);
+    if (*targets) c.setup.finetune.lora_targets = {targets};
+  };
+  add("llama gqa fp32 lora q,v adamw", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  lora("", 8);
+  add("llama gqa bf16 lora all-linear every:2", tiny_llama(256, 4, 8, 2, 2048), Precision::bf16, OptimizerKind::adamw, "every:2", 2, 256);
+  lora("all-linear", 16);
+  add("gpt2 amp-bf16 lora c_attn sgd-mom full", tiny_gpt2(256, 4, 4, 2048), Precision::amp_bf16, OptimizerKind::sgd_momentum, "full", 4, 128);
+  lora("", 8);
+  add("llama fp32 adamw freeze 2 of 4", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 512);
+  cases.back().setup.finetune.freeze_layers = 2;
   return cases;
 }
 
