@@ -18,7 +18,7 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--seq-len", in.seq_len, "tokens per sequence")->type_name("N");
   app.add_option("--grad-accum", in.grad_accum, "micro-batches per optimizer step")->type_name("N");
   app.add_option("--precision", in.precision, "fp32|amp-fp16|amp-bf16|bf16|fp16|mixed-fp16|mixed-bf16")->type_name("P");
-  app.add_option("--optimizer", in.optimizer, "adamw|adam|sgd|sgd-momentum|adafactor|adamw-8bit|lion|paged-adamw|paged-adamw-8bit")->type_name("O");
+  app.add_option("--optimizer", in.optimizer, "adamw|adam|sgd|sgd-momentum|adafactor|adafactor-momentum|adamw-8bit|lion|paged-adamw|paged-adamw-8bit")->type_name("O");
   app.add_option("--checkpointing", in.checkpointing, "none|full|selective|every:K")->type_name("MODE");
   app.add_option("--attention", in.attention, "eager|sdpa|flash")->type_name("IMPL");
   app.add_option("--zero", in.zero, "DeepSpeed ZeRO stage 0-3")->type_name("STAGE");
@@ -27,6 +27,7 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--lora-rank", in.lora_rank, "LoRA rank r (default 8)")->type_name("N");
   app.add_option("--lora-alpha", in.lora_alpha, "LoRA alpha")->type_name("A");
   app.add_option("--lora-targets", in.lora_targets, "q,k,v,o,gate,up,down or all-linear")->type_name("LIST");
+  app.add_option("--lora-dropout", in.lora_dropout, "LoRA dropout on the adapters' input (default 0)")->type_name("P");
   app.add_option("--freeze-layers", in.freeze_layers, "full fine-tuning with the first N layers frozen")->type_name("N");
   app.add_option("--tensor-parallel", in.tensor_parallel, "tensor-parallel degree")->type_name("N");
   app.add_option("--pipeline-parallel", in.pipeline_parallel, "pipeline stages")->type_name("N");

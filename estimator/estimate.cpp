@@ -163,6 +163,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     if (!(v >= 0 && v < 1)) p.push_back({f, fmt::format("must be in [0, 1) (got {})", v), ""});
   };
   frac("model.attention_dropout", m.attention_dropout);
+  frac("finetune.lora_dropout", s.finetune.lora_dropout);
   frac("model.hidden_dropout", m.hidden_dropout);
   frac("model.embedding_dropout", m.embedding_dropout);
   const Thresholds& t = s.thresholds;
@@ -256,12 +257,19 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
       if (text) c.states_formula = fmt::format("exp_avg: {} trainable params x {} B", trainable, sb);
       if (text) c.transient_formula = fmt::format("exp_avg.clone() and the update: 2 x largest tensor {} x {} B", largest, sb);
       break;
-    case OptimizerKind::adafactor:
-      c.states = ps.factored * sb;
+    case OptimizerKind::adafactor: case OptimizerKind::adafactor_momentum: {
+      // HF transformers Adafactor: exp_avg_sq_row/col for matrices (rows + cols), exp_avg_sq for
+      // vectors, in the gradient's dtype; beta1 adds exp_avg (trainable elements).
+      const bool momentum = s.optimizer == OptimizerKind::adafactor_momentum;
+      c.states = (ps.factored + (momentum ? trainable : 0)) * sb;
       c.transient = 3 * largest * 4;
-      if (text) c.states_formula = fmt::format("factored second moment: sum(rows + cols) = {} x {} B (no first moment)", ps.factored, sb);
+      if (text)
+        c.states_formula = momentum ? fmt::format("factored second moment sum(rows + cols) {} + first moment {} elements, x {} B",
+                                                  ps.factored, trainable, sb)
+                                    : fmt::format("factored second moment: sum(rows + cols) = {} x {} B (no first moment)", ps.factored, sb);
       if (text) c.transient_formula = fmt::format("grad^2, the r*c approximation and the update: 3 x largest tensor {} x 4 B", largest);
       break;
+    }
     case OptimizerKind::adamw_8bit: case OptimizerKind::paged_adamw_8bit: {
       // bitsandbytes: tensors >= 4096 elements keep two uint8 states with an fp32 absmax per
       // 256-element block; smaller ones keep fp32 states (min_8bit_size).

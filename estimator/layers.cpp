@@ -292,6 +292,7 @@ class Net {
   T linear(T x, const Linear& lin, int64_t layer, const char* name) {
     const int64_t rows = x.n / lin.in;
     const bool trainable = base_trainable(s_, lin.role, layer);
+    if (quantized_base(lin.role)) return quantized_linear(x, lin, rows, name);
     T xin = ac_ ? cast(x, c_, "autocast cast input") : x;
     const int64_t wn = lin.in * lin.out * lin.count;
     Op o;
@@ -315,13 +316,29 @@ class Net {
     o.grad_bytes = {xin.bytes()};
     o.param_grad_bytes = (wn + (lin.bias ? lin.out * lin.count : 0)) * gb_;
     o.params_trainable = trainable;
-    if (quantized_base(lin.role)) {
-      // bitsandbytes dequantizes the 4/8-bit weight to the compute dtype for each matmul.
-      o.fwd_scratch += lin.in * lin.out * c_;
-      o.bwd_scratch += lin.in * lin.out * c_;
-    }
     const int64_t out_dt = ac_ ? c_ : std::max(x.dt, e_ == 4 ? x.dt : e_);
     T y = make(std::move(o), rows * lin.out * lin.count, out_dt);
+    if (lora_on(s_, lin.role)) y = lora(x, y, lin, rows);
+    return y;
+  }
+
+  // bitsandbytes Linear4bit / Linear8bitLt: x.to(compute_dtype); matmul_4bit dequantizes the
+  // weight into a temporary (forward, and again in backward) and saves its input and the packed
+  // weight; out.to(input dtype). No autocast weight copy. LoRA adapters sit on top as usual.
+  T quantized_linear(T x, const Linear& lin, int64_t rows, const char* name) {
+    const int64_t compute = c_;  // bnb_4bit_compute_dtype: bf16/fp16 in QLoRA recipes
+    const T xin = cast(x, compute, "bnb x.to(compute_dtype)");
+    Op o;
+    o.name = name;
+    o.reads = {xin.id};
+    o.saves_if = {{xin.id, xin.id}};  // MatMul4Bit keeps A when it needs an input gradient
+    o.grad_to = {xin.id};
+    o.grad_bytes = {xin.bytes()};
+    o.params_trainable = false;
+    o.fwd_scratch = lin.in * lin.out * lin.count * compute;
+    o.bwd_scratch = lin.in * lin.out * lin.count * compute;
+    T y = make(std::move(o), rows * lin.out * lin.count, compute);
+    y = cast(y, x.dt, "bnb out.to(input dtype)");
     if (lora_on(s_, lin.role)) y = lora(x, y, lin, rows);
     return y;
   }

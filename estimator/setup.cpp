@@ -49,6 +49,7 @@ const Table<OptimizerKind> kOptimizer = {
     {"sgd", OptimizerKind::sgd},
     {"sgd-momentum", OptimizerKind::sgd_momentum},
     {"adafactor", OptimizerKind::adafactor},
+    {"adafactor-momentum", OptimizerKind::adafactor_momentum},
     {"adamw-8bit", OptimizerKind::adamw_8bit},
     {"lion", OptimizerKind::lion},
     {"paged-adamw", OptimizerKind::paged_adamw},

@@ -101,7 +101,10 @@ struct ModelSpec {
 enum class Precision { fp32, amp_fp16, amp_bf16, bf16, fp16, mixed_fp16, mixed_bf16 };
 
 enum class OptimizerKind {
-  adamw, adam, sgd, sgd_momentum, adafactor, adamw_8bit, lion, paged_adamw, paged_adamw_8bit
+  adamw, adam, sgd, sgd_momentum,
+  adafactor,           // HF Adafactor, beta1=None (its default): factored second moment only
+  adafactor_momentum,  // HF Adafactor with beta1 set: plus a full first moment
+  adamw_8bit, lion, paged_adamw, paged_adamw_8bit
 };
 
 // How the optimizer step is implemented; it decides the step's temporaries.

@@ -211,7 +211,7 @@ const char* hf_optim(OptimizerKind o) {
     case OptimizerKind::adamw: return "adamw_torch";
     case OptimizerKind::adam: return "adamw_torch";
     case OptimizerKind::sgd: case OptimizerKind::sgd_momentum: return "sgd";
-    case OptimizerKind::adafactor: return "adafactor";
+    case OptimizerKind::adafactor: case OptimizerKind::adafactor_momentum: return "adafactor";
     case OptimizerKind::adamw_8bit: return "adamw_bnb_8bit";
     case OptimizerKind::lion: return "lion_32bit";
     case OptimizerKind::paged_adamw: return "paged_adamw_32bit";

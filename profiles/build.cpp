@@ -99,6 +99,7 @@ void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
   if (in.finetune) f.base_quant = f.mode == FinetuneMode::qlora ? BaseQuant::nf4 : BaseQuant::none;
   from_flag(o, in.lora_rank, "--lora-rank", "finetune.lora_rank", f.lora_rank);
   from_flag(o, in.lora_alpha, "--lora-alpha", "finetune.lora_alpha", f.lora_alpha);
+  from_flag(o, in.lora_dropout, "--lora-dropout", "finetune.lora_dropout", f.lora_dropout);
   from_flag(o, in.freeze_layers, "--freeze-layers", "finetune.freeze_layers", f.freeze_layers);
   if (in.lora_targets) {
     f.lora_targets.clear();
@@ -156,6 +157,17 @@ BuiltSetup build_setup(const SetupInputs& in) {
   apply_device(in, cfg, b);
   apply_training_flags(in, b);
   apply_finetune(in, b);
+  // Fine-tuning without a stated precision gets its usual recipe: QLoRA trains under bf16
+  // autocast over fp32 non-quantized weights (PEFT prepare_model_for_kbit_training + bf16=True),
+  // LoRA on a base loaded in bfloat16 (fp32 adapters).
+  // prepare_model_for_kbit_training also turns gradient checkpointing on by default.
+  if (!b.origin.fields.count("checkpointing") && s.finetune.mode == FinetuneMode::qlora)
+    s.checkpointing.mode = CheckpointMode::full;
+  if (!b.origin.fields.count("precision") && s.finetune.mode != FinetuneMode::full) {
+    s.precision = s.finetune.mode == FinetuneMode::qlora ? Precision::amp_bf16 : Precision::bf16;
+    if (!s.device.bf16 && s.device.kind == DeviceKind::cuda)
+      s.precision = s.finetune.mode == FinetuneMode::qlora ? Precision::amp_fp16 : Precision::fp16;
+  }
   if (in.calibration) b.calibration = load_calibration(*in.calibration);
   // A sequence longer than a learned position table cannot run; 512 is the default otherwise.
   const int64_t positions = s.model.max_position_embeddings;

