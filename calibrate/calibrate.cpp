@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <csignal>
 #include <ctime>
 
 #include "estimator/error.h"
@@ -125,14 +127,46 @@ Calibration fit_corrections(const std::vector<ProbeOutcome>& probes, bool cuda, 
   return c;
 }
 
+namespace {
+
+// Ctrl-C during calibrate: finish the running probe, fit what was gathered, write it (a second
+// Ctrl-C kills as usual).
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int sig) {
+  g_interrupted.store(true);
+  std::signal(sig, SIG_DFL);
+}
+
+struct InterruptScope {
+  void (*old_int)(int);
+  void (*old_term)(int);
+  InterruptScope() {
+    g_interrupted.store(false);
+    old_int = std::signal(SIGINT, on_interrupt);
+    old_term = std::signal(SIGTERM, on_interrupt);
+  }
+  ~InterruptScope() {
+    std::signal(SIGINT, old_int);
+    std::signal(SIGTERM, old_term);
+  }
+};
+
+}  // namespace
+
 CalibrationRun run_calibration(const CalibrateOptions& opt) {
   CalibrationRun run;
+  InterruptScope interrupt_scope;
   const bool cuda = opt.device.rfind("cuda", 0) == 0;
   auto say = [&](const std::string& s) { if (opt.progress) opt.progress(s); };
   int64_t context = 0;
   std::string device_name, driver;
   const auto probes = probe_series(cuda, opt.quick);
   for (size_t i = 0; i < probes.size(); ++i) {
+    if (g_interrupted.load()) {
+      run.interrupted = true;
+      say(fmt::format("interrupted: fitting the {} probe(s) gathered so far", i));
+      break;
+    }
     ProbeOutcome o;
     o.probe = probes[i];
     say(fmt::format("probe {}/{}: {}", i + 1, probes.size(), probes[i].name));
@@ -185,7 +219,8 @@ CalibrationRun run_calibration(const CalibrateOptions& opt) {
                {"date", date},
                {"host", host},
                {"memplan", MEMPLAN_VERSION},
-               {"probes", std::to_string(run.probes.size())},
+               {"probes", fmt::format("{} of {}", run.probes.size(), probes.size())},
+               {"interrupted", run.interrupted ? "true" : "false"},
                {"max_error_before", fmt::format("{:.4f}", run.max_error_before)},
                {"max_error_after", fmt::format("{:.4f}", run.max_error_after)}};
   return run;

@@ -41,6 +41,7 @@ struct CalibrationRun {
   std::map<std::string, std::string> stamp;  // device, driver, libtorch, date, host, errors
   double max_error_before = 0;
   double max_error_after = 0;
+  bool interrupted = false;  // Ctrl-C/SIGTERM: the probes gathered before it were fitted
 };
 
 // Least squares of measured ~ a*dynamic + b*states + c over the usable probes, regularised toward
@@ -53,6 +54,8 @@ struct CalibrateOptions {
   int threads = 0;
   std::function<void(const std::string&)> progress;
 };
+// Runs the probe series. SIGINT/SIGTERM stops it after the running probe and fits what was
+// gathered (the caller still writes the profile atomically).
 CalibrationRun run_calibration(const CalibrateOptions& opt);
 
 }  // namespace memplan::calibrate

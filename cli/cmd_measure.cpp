@@ -2,6 +2,7 @@
 // probe series that fits a calibration profile. Progress goes to stderr, results to stdout.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ostream>
 
@@ -160,6 +161,8 @@ int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f,
   co.threads = f.threads;
   co.progress = progress(io.err, "calibrate");
   const calibrate::CalibrationRun run = calibrate::run_calibration(co);
+  const bool any = std::any_of(run.probes.begin(), run.probes.end(), [](const auto& p) { return p.ok; });
+  if (!any) throw InputError(Where::at_flag("--device"), "no probe ran on this device", "see the notes above (each probe says why)");
   if (!f.out.empty()) profiles::save_calibration(run.fitted, run.stamp, f.out);
   nlohmann::json doc = {{"schema", "memplan.calibrate/v1"}, {"stamp", run.stamp}, {"probes", nlohmann::json::array()}};
   for (const auto& p : run.probes) {
@@ -200,6 +203,7 @@ int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f,
   io.out << fmt::format("\n  fitted: activation x{:.4f}, model states x{:.4f}, constant {}, context {}\n", c.activation_scale,
                         c.model_state_scale, gib(c.overhead_bytes), gib(std::max<int64_t>(0, c.cuda_context_bytes)));
   io.out << fmt::format("  largest error: {:.2f}% uncalibrated, {:.2f}% calibrated\n", 100 * run.max_error_before, 100 * run.max_error_after);
+  if (run.interrupted) io.out << fmt::format("  interrupted after {} probe(s): the profile holds what they measured\n", run.probes.size());
   if (!f.out.empty()) io.out << fmt::format("  wrote {} (use it with --calibration {})\n", f.out, f.out);
   return kExitOk;
 }
