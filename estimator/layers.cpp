@@ -107,11 +107,19 @@ class Net {
     return make(std::move(o), x.n, x.dt);
   }
   // repeat_kv / expand+reshape to more heads: a copy; backward sums the repeats (new grad).
-  T expand_copy(T x, int64_t n_out, const char* name) {
+  // With a single KV head the reshape only merges a size-1 dim with the stride-0 repeat dim,
+  // so it stays a view of the input (measured on 1.13: no copy).
+  T expand_copy(T x, int64_t n_out, const char* name, bool view_only = false) {
     Op o;
     o.name = name;
     o.reads = {x.id};
     o.grad_to = {x.id};
+    o.grad_bytes = {x.bytes()};
+    if (view_only) {
+      o.alias_of = x.id;
+      o.view_bytes = n_out * x.dt;
+      return {g_.op(std::move(o)), n_out, x.dt};
+    }
     return make(std::move(o), n_out, x.dt);
   }
   // a + b: saves nothing [DY 229]; AddBackward hands the same gradient to both inputs unless
@@ -516,8 +524,11 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
     const T qc = n.mm_operand(q, b1, "matmul copy q");
     // k: repeat_kv makes a contiguous (b, a, s, d) copy whose transpose is viewable; without it
     // matmul copies k^T.
+    // One KV head (MQA): repeat_kv is a view with a stride-0 head dim, which matmul can fold
+    // into its batch only at b = 1; otherwise matmul copies it.
+    const bool mqa = kv == 1 && a > 1;
     T kc;
-    if (kv < a) kc = n.mm_operand(n.expand_copy(k, N * a * d, "repeat_kv k"), true, "");
+    if (kv < a) kc = n.mm_operand(n.expand_copy(k, N * a * d, "repeat_kv k", mqa), !mqa || b1, "matmul copy k^T");
     else kc = n.mm_operand(k, b1, "matmul copy k^T");
     T sc = n.bmm(qc, kc, b * a * sq * sq, "bmm q k^T");
     sc = n.scale(sc, gpt2 ? "/ sqrt(d)" : "* scaling");
@@ -539,7 +550,7 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
     held->weights = p;
     p = n.mm_operand(p, true, "");
     T vc;
-    if (kv < a) vc = n.mm_operand(n.expand_copy(v, N * a * d, "repeat_kv v"), true, "");
+    if (kv < a) vc = n.mm_operand(n.expand_copy(v, N * a * d, "repeat_kv v", mqa), !mqa || b1, "matmul copy v");
     else vc = n.mm_operand(v, b1, "matmul copy v");
     o = n.bmm(p, vc, N * a * d, "bmm p v");
     o = n.copy(o, "transpose(1,2).contiguous()");

@@ -124,6 +124,8 @@ inline std::vector<MatrixCase> cpu_matrix() {
   lora("", 8);
   add("llama fp32 adamw freeze 2 of 4", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 512);
   cases.back().setup.finetune.freeze_layers = 2;
+  // Multi-query attention (one KV head): repeat_kv is a view, and at b = 1 matmul copies nothing.
+  add("llama mqa fp32 sgd b1 s512", tiny_llama(256, 3, 4, 1, 4096), Precision::fp32, OptimizerKind::sgd, "none", 1, 512);
   return cases;
 }
 
