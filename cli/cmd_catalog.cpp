@@ -141,11 +141,11 @@ int run_explain(Io io, const profiles::SetupInputs& in, const std::string& term,
     }
   }
   if (e && (!only || *only == Term::activations)) {
-    io.out << "\nsaved tensors per layer (one row per storage; categories: activation, weight_copy, loss):\n";
+    io.out << "\nsaved tensors per layer (one row per storage, \"made by -> saved by\"; categories: activation, weight_copy, loss):\n";
     std::string seg;
     int64_t sum = 0;
     auto flush = [&] {
-      if (!seg.empty()) io.out << fmt::format("    {:<44} {:>11}\n", "total per " + seg, gib(sum));
+      if (!seg.empty()) io.out << fmt::format("    {:<52} {:>11}\n", "total per " + seg, gib(sum));
     };
     for (const SavedTensor& r : e->saved_per_layer) {
       if (r.layer != seg) {
@@ -155,7 +155,7 @@ int run_explain(Io io, const profiles::SetupInputs& in, const std::string& term,
         io.out << "  " << seg << ":\n";
       }
       sum += r.bytes;
-      io.out << fmt::format("    {:<44} {:>11}  {}\n", r.op, gib(r.bytes), r.category);
+      io.out << fmt::format("    {:<52} {:>11}  {}\n", r.op, gib(r.bytes), r.category);
     }
     flush();
   }

@@ -333,7 +333,9 @@ std::vector<Segment::SavedRow> Segment::saved_rows() const {
     const int s = tensors_[t].storage;
     if (listed[s]) return;
     listed[s] = true;
-    rows.push_back({o.name, tensors_[s].bytes, tensors_[s].cat});
+    // "what is saved -> which op saves it": the storage's producer (or the segment input).
+    const std::string made_by = producer_[s] < 0 ? "layer input" : ops_[producer_[s]].name;
+    rows.push_back({made_by == o.name ? std::string(o.name) : made_by + " -> " + o.name, tensors_[s].bytes, tensors_[s].cat});
   };
   const int first = input_ >= 0 ? 1 : 0;
   for (size_t j = 0; j < ops_.size(); ++j) {

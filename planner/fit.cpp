@@ -67,9 +67,15 @@ std::vector<Change> micro_batch_step(const TrainingSetup& s, const Calibration* 
   if (s.batch.micro_batch <= 1) return {};
   TrainingSetup t = s;
   t.batch.micro_batch = s.batch.micro_batch - 1;
-  const int64_t b = largest_micro_batch(t, cal, s.batch.micro_batch - 1);
-  t.batch.micro_batch = b > 0 ? b : 1;
   const int64_t effective = s.batch.micro_batch * s.batch.grad_accum;
+  int64_t b = largest_micro_batch(t, cal, s.batch.micro_batch - 1);
+  // Keep the effective batch exactly: the largest fitting micro-batch that divides it.
+  for (int64_t d = b; d >= 1; --d)
+    if (effective % d == 0) {
+      b = d;
+      break;
+    }
+  t.batch.micro_batch = b > 0 ? b : 1;
   t.batch.grad_accum = (effective + t.batch.micro_batch - 1) / t.batch.micro_batch;
   const int64_t kept = t.batch.micro_batch * t.batch.grad_accum;
   std::string cost = kept == effective ? fmt::format("same effective batch {}; more, smaller steps", effective)
