@@ -156,6 +156,8 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
                    {"memory_compositions", r.compositions},
                    {"seconds", r.seconds}};
   doc["throughput_note"] = "step times and tokens/s are modelled from FLOPs and bandwidths, not measured";
+  doc["calibrated"] = b.calibration.has_value();
+  if (b.calibration) doc["calibration"] = b.calibration->file;
   if (!r.found) {
     doc["found"] = false;
     doc["why_not"] = r.why_not;
@@ -220,6 +222,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   const TrainingSetup& w = r.best.setup;
   io.out << fmt::format("memplan plan: {} on {}, global batch {} x {} tokens, tier {} ({:.0f}%: {})\n", s.model.name, target,
                         req.global_batch, s.batch.seq_len, f.budget ? "custom" : f.tier, 100 * req.budget, gib(r.budget_bytes));
+  if (b.calibration) io.out << fmt::format("  calibrated with {}\n", b.calibration->file);
   io.out << fmt::format("  searched {} candidates in {:.1f} ms ({} activation timelines, {} memory compositions); {} fit\n",
                         thousands(r.candidates), 1000 * r.seconds, r.timelines, thousands(r.compositions), thousands(r.fitting));
   io.out << "\n  best (highest modelled throughput that fits):\n";

@@ -115,6 +115,29 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   positive("batch.grad_accum", s.batch.grad_accum, 1'000'000);
   positive("parallel.num_gpus", s.parallel.num_gpus, 1'000'000);
   if (!p.empty()) return p;
+  // Every byte count is an int64; refuse setups whose largest tensors could not be counted in
+  // one (2^62 bytes leaves room for the sums). The products are formed in long double.
+  {
+    using LD = long double;
+    const LD b = static_cast<LD>(s.batch.micro_batch), sq = static_cast<LD>(s.batch.seq_len);
+    const LD scores = b * static_cast<LD>(m.num_attention_heads) * sq * sq * 8;  // s x s scores, fp32 + grads
+    const LD logits = b * sq * static_cast<LD>(m.vocab_size) * 16;               // logits path, 16 B/elem
+    const LD mlp = b * sq * static_cast<LD>(std::max(m.intermediate_size, m.expert_width())) *
+                   static_cast<LD>(std::max<int64_t>(1, m.experts_per_token)) * 16;
+    const LD params = static_cast<LD>(m.hidden_size) * static_cast<LD>(m.hidden_size) * 4 * static_cast<LD>(m.num_layers) *
+                      static_cast<LD>(std::max<int64_t>(1, m.num_experts)) * 20;
+    const LD limit = static_cast<LD>(int64_t{1} << 62);
+    auto too_big = [&](const char* field, LD v, const char* what) {
+      if (v > limit)
+        p.push_back({field, fmt::format("is too large to estimate: {} alone would be about {:.3g} bytes", what, static_cast<double>(v)),
+                     "memplan counts bytes in 64-bit integers (up to 4.6e18); check the sizes"});
+    };
+    too_big("batch.seq_len", scores, "the attention scores");
+    too_big("batch.seq_len", logits, "the logits");
+    too_big("batch.micro_batch", mlp, "the MLP activations");
+    too_big("model.hidden_size", params, "the model states");
+    if (!p.empty()) return p;
+  }
   if (m.num_key_value_heads > m.num_attention_heads || m.num_attention_heads % m.num_key_value_heads != 0)
     p.push_back({"model.num_key_value_heads",
                  fmt::format("{} key/value heads do not divide {} attention heads", m.num_key_value_heads, m.num_attention_heads),

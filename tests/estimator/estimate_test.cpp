@@ -1,3 +1,4 @@
+// Estimator entry points: validation of impossible sizes.
 #include <doctest/doctest.h>
 
 #include "estimator/estimate.h"
@@ -5,18 +6,27 @@
 
 using namespace memplan;
 
-TEST_CASE("smoke") {
+TEST_CASE("sizes whose bytes would overflow 64-bit arithmetic are refused with the reason") {
   TrainingSetup s;
   s.model = testing::gpt2();
-  s.batch.micro_batch = 4;
-  s.batch.seq_len = 1024;
-  s.device.kind = DeviceKind::cpu;
-  auto b = estimate(s);
-  CHECK(b.peak_bytes() > 0);
-  MESSAGE("peak " << b.peak_bytes() / 1e9 << " GB at " << phase_name(b.peak_phase()) << " " << b.peak().at);
-  for (auto& ph : b.phases) {
-    std::string line = std::string(phase_name(ph.phase)) + ": ";
-    for (int i = 0; i < kNumTerms; ++i) line += std::string(term_name(term_at(i))) + "=" + std::to_string(ph.bytes[i] / 1000000) + " ";
-    MESSAGE(line);
-  }
+  s.batch.micro_batch = 1'000'000;
+  s.batch.seq_len = 100'000'000;  // each within its own limit; b * a * s^2 is not
+  const auto p = validate(s);
+  REQUIRE(!p.empty());
+  CHECK(p[0].field == "batch.seq_len");
+  CHECK(p[0].message.rfind("is too large to estimate: the attention scores alone would be about", 0) == 0);
+  // 1T parameters at a 1M-token sequence is large but countable: no problem reported.
+  TrainingSetup big;
+  big.model = testing::llama2_7b();
+  big.model.hidden_size = 25600;
+  big.model.num_layers = 128;
+  big.model.num_attention_heads = 200;
+  big.model.num_key_value_heads = 8;
+  big.model.head_dim = 128;
+  big.model.intermediate_size = 102400;
+  big.model.vocab_size = 256000;
+  big.batch.seq_len = 1'048'576;
+  big.checkpointing.mode = CheckpointMode::full;
+  CHECK(validate(big).empty());
+  CHECK(estimate(big).peak_bytes() > (int64_t{1} << 40));
 }
