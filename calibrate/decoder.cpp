@@ -564,9 +564,8 @@ class Model : public Decoder {
       k = apply_rope(k, sh);
     }
     Tensor o;
-    const bool sdpa = s_.attention != AttentionImpl::eager;
 #if MEMPLAN_TORCH_AT_LEAST(2, 0)
-    if (sdpa) {
+    if (s_.attention != AttentionImpl::eager) {
       // sdpa_attention_forward: no mask, is_causal, GQA natively on torch >= 2.5.
 #if MEMPLAN_TORCH_AT_LEAST(2, 5)
       o = at::scaled_dot_product_attention(q, k, v, {}, train() ? m_.attention_dropout : 0.0, true, c10::nullopt, kv < a);
@@ -578,7 +577,6 @@ class Model : public Decoder {
 #endif
     if (!o.defined()) {
       // eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout)
-      (void)sdpa;
       const Tensor key_states = repeat_kv(k, a / kv);
       const Tensor value_states = repeat_kv(v, a / kv);
       Tensor w = torch::matmul(q, key_states.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(d)));

@@ -262,12 +262,10 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
   torch::Device dev = cuda ? torch::Device(opt.device) : torch::Device(torch::kCPU);
   std::unique_ptr<Probe> probe;
 #ifdef MEMPLAN_WITH_CUDA
-  CudaProbe* cuda_probe = nullptr;
   if (cuda) {
     // Lazy-init the device, then read what lives outside the allocator (context, modules).
     (void)torch::empty({1}, torch::TensorOptions().device(dev));
     auto p = std::make_unique<CudaProbe>(dev.has_index() ? dev.index() : 0);
-    cuda_probe = p.get();
     c10::cuda::CUDACachingAllocator::emptyCache();
     out.context = p->device_used() - p->current();
     probe = std::move(p);
@@ -339,9 +337,6 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
     if (what.find("out of memory") == std::string::npos && what.find("OutOfMemory") == std::string::npos) throw;
     out.oom = what.substr(0, what.find('\n'));
   }
-#ifdef MEMPLAN_WITH_CUDA
-  (void)cuda_probe;
-#endif
   return out;
 }
 

@@ -639,8 +639,7 @@ T moe_block(Net& n, T x, int64_t layer) {
     wh.name = "where(expert_mask)";
     wh.reads = {w.id};
     wh.saved_aux_bytes = 2 * ne * kInt64;
-    const T idx = n.make(std::move(wh), 0, 1);
-    (void)idx;
+    n.make(std::move(wh), 0, 1);
     // hidden_states[None, top_x]: a copy of ne rows; backward scatters into zeros(N, h).
     Op gather;
     gather.name = "gather tokens";
