@@ -225,6 +225,7 @@ TrainingSetup harness_setup(const TrainingSetup& s, const MeasureOptions& opt) {
   h.runtime.optimizer_impl = OptimizerImpl::for_loop;  // LibTorch's optimizers loop over params
   h.runtime.loss_upcast = true;
   h.runtime.keep_logits = false;
+  h.runtime.zero_grad_set_to_none = true;  // the harness resets .grad after each step
   if (is_cuda(opt.device)) {
     h.device.kind = DeviceKind::cuda;
   } else {

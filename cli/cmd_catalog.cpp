@@ -141,7 +141,8 @@ int run_explain(Io io, const profiles::SetupInputs& in, const std::string& term,
     }
   }
   if (e && (!only || *only == Term::activations)) {
-    io.out << "\nsaved tensors per layer (one row per storage, \"made by -> saved by\"; categories: activation, weight_copy, loss):\n";
+    io.out << "\nsaved tensors of each layer variant, named after its first layer (one row per storage, \"made by -> saved by\"; "
+              "categories: activation, weight_copy, loss; checkpointed layers keep only their input):\n";
     std::string seg;
     int64_t sum = 0;
     auto flush = [&] {

@@ -505,10 +505,16 @@ bool gradients_partitioned(const TrainingSetup& s) {
   return s.parallel.zero_stage >= 2 && (s.parallel.data_parallel() > 1 || s.parallel.offload != Offload::none);
 }
 
+// Gradients alive before backward starts (all of them, or the ZeRO partition): accumulation
+// adds into them, and zero_grad(set_to_none=False) keeps them between steps.
+bool gradients_resident(const TrainingSetup& s) {
+  return s.batch.grad_accum > 1 || !s.runtime.zero_grad_set_to_none;
+}
+
 bool gradients_persist(const TrainingSetup& s) {
   // Micro-step 1 starts without gradients and keeps each as it appears; later micro-steps of
   // accumulation add into existing ones (temporaries); ZeRO-2/3 reduce and drop them in buckets.
-  return s.batch.grad_accum <= 1 && !gradients_partitioned(s);
+  return !gradients_resident(s) && !gradients_partitioned(s);
 }
 
 Timeline activation_timeline(const TrainingSetup& s) {
@@ -538,9 +544,12 @@ Timeline activation_timeline(const TrainingSetup& s) {
       lo.input_requires_grad = key.input_rg;
       const sim::Segment seg = layer_segment(rs, key.moe, i);
       it = cache.emplace(key, seg.simulate(lo)).first;
+      // One table per layer variant, named after its first layer.
+      const std::string label = fmt::format("{} layer {}{}{}", key.moe ? "MoE" : "dense", i, key.frozen ? " (frozen)" : "",
+                                            key.input_rg ? "" : " (its input needs no gradient)");
       if (!key.ckpt)
         for (const auto& row : seg.saved_rows())
-          out.saved_per_layer.push_back({seg.name(), row.op, row.bytes,
+          out.saved_per_layer.push_back({label, row.op, row.bytes,
                                          row.cat == sim::Cat::loss ? "loss" : row.cat == sim::Cat::weight_copy ? "weight_copy" : "activation"});
     }
     layer[i] = &it->second;
@@ -626,6 +635,9 @@ Timeline activation_timeline(const TrainingSetup& s) {
     before[0] = emb.retained;
     for (int64_t i = 0; i < m.num_layers; ++i) before[i + 1] = add(before[i], layer[i]->retained);
     const int64_t shared_bwd = shared.whole_step_bytes + (any_ckpt ? shared.forward_bytes : 0);
+    // A training loop that holds the logits (lit-gpt's `logits = model(x)` until backward
+    // returns) keeps them through every backward stage.
+    const int64_t held_logits = s.runtime.keep_logits ? logits_bytes(rs) : 0;
     int64_t grads = 0;  // produced so far (when they persist)
     auto stage = [&](const sim::Profile& p, const sim::CatBytes& waiting, int64_t idx) {
       Bytes b{};
@@ -634,6 +646,7 @@ Timeline activation_timeline(const TrainingSetup& s) {
       // cos/sin and a checkpoint-held mask are released with layer 0's backward.
       if (idx != -1) b[T(Term::activations)] += shared_bwd;
       b[T(Term::gradients)] += grads;
+      b[T(Term::logits_and_loss)] += held_logits;
       put(b, p.backward.bytes);
       consider(out.backward, bl, b, {idx, &p.backward.where});
       if (grads_persist) grads += p.param_grad_bytes;
@@ -679,7 +692,7 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   const ModelSpec& m = rs.model;
   const bool cuda = s.device.kind == DeviceKind::cuda;
   const int64_t dp = s.parallel.data_parallel();
-  const bool accumulating = s.batch.grad_accum > 1;
+  const bool accumulating = gradients_resident(s);  // accumulation, or grads kept by zero_grad
   const bool grads_persist = gradients_persist(s);
   const int64_t batch = batch_input_bytes(rs);
   const int64_t in_flight = t.in_flight;

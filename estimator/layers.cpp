@@ -720,6 +720,13 @@ int64_t model_buffer_bytes(const TrainingSetup& s) {
   return 0;
 }
 
+int64_t logits_bytes(const TrainingSetup& s) {
+  const ModelSpec& m = s.model;
+  const int64_t width = m.head == HeadKind::sequence_classification ? m.num_labels : m.vocab_size;
+  const int64_t dt = is_autocast(s.precision) ? 2 : weight_bytes_per_param(s.precision);
+  return s.batch.micro_batch * (m.head == HeadKind::sequence_classification ? 1 : s.batch.seq_len) * width * dt;
+}
+
 bool head_shares_embedding(const TrainingSetup& s) {
   return s.model.tie_word_embeddings && s.model.head != HeadKind::sequence_classification;
 }

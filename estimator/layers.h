@@ -42,6 +42,9 @@ sim::Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer);
 // second contribution to the head's weight.
 sim::Segment head_segment(const TrainingSetup& s);
 
+// Bytes of the head's output logits (in the matmul's output dtype).
+int64_t logits_bytes(const TrainingSetup& s);
+
 // True when the LM head reuses the token-embedding matrix, so the embedding's backward adds
 // into an existing .grad (a temporary of V x h).
 bool head_shares_embedding(const TrainingSetup& s);

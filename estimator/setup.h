@@ -207,7 +207,10 @@ struct Runtime {
   int torch_minor = 6;
   OptimizerImpl optimizer_impl = OptimizerImpl::automatic;
   bool loss_upcast = true;          // HF >= 4.46 ForCausalLMLoss: logits.float() before cross-entropy
-  bool keep_logits = false;         // the training loop keeps outputs.logits alive through backward
+  bool keep_logits = false;         // the training loop keeps the logits alive through backward
+  // zero_grad(set_to_none=True) frees gradients between steps (torch >= 2.0's default); with
+  // False (torch 1.x's default, HF Trainer before 2.0) they stay resident the whole step.
+  bool zero_grad_set_to_none = true;
   bool allocator_rounding = true;   // CUDA caching-allocator rounding (false on CPU)
 
   bool torch_at_least(int major, int minor) const {

@@ -5,6 +5,7 @@
 // fine-tuning mode) are collected while reading and resolved once the whole file is read.
 #include <climits>
 #include <filesystem>
+#include <cstdio>
 #include <set>
 
 #include "profiles/detail.h"
@@ -320,6 +321,9 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
          }
        }},
       {{"load_in_4bit"}, [](const Node& n, ConfigState& st) { if (as_bool(n)) st.load_in_4bit = n.where; }},
+      // bitsandbytes BitsAndBytesConfig: double quantization of the NF4 block scales.
+      setup_key({"bnb_4bit_use_double_quant", "double_quant", "use_double_quant"}, "finetune.double_quant",
+                &TrainingSetup::finetune, &Finetune::double_quant, as_bool),
       {{"load_in_8bit"}, [](const Node& n, ConfigState& st) { if (as_bool(n)) st.load_in_8bit = n.where; }},
       setup_key({"freeze_layers"}, "finetune.freeze_layers", &TrainingSetup::finetune, &Finetune::freeze_layers, as_int),
   };
@@ -327,8 +331,38 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
 }
 
 // Sections that may sit at the top or inside training:/policy:.
+// runtime: what memplan cannot read from a config but the framework decides (torch version,
+// HF's logits upcast, a loop holding its logits, zero_grad's set_to_none, the optimizer kernel).
+void set_torch_version(const Node& n, ConfigState& st) {
+  const std::string v = as_text(n);
+  int major = 0, minor = 0;
+  if (std::sscanf(v.c_str(), "%d.%d", &major, &minor) != 2 || major < 1 || major > 9)
+    throw InputError(n.where, fmt::format("runtime.torch_version must look like 2.6 or 1.13 (got '{}')", v));
+  st.s().runtime.torch_major = major;
+  st.s().runtime.torch_minor = minor;
+  st.out.origin.set("runtime.torch_version", n.where);
+  // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
+  if (!st.out.origin.fields.count("runtime.zero_grad_set_to_none")) st.s().runtime.zero_grad_set_to_none = major >= 2;
+}
+
+const Table& runtime_keys() {
+  static const Table t = {
+      {{"torch_version", "torch"}, set_torch_version},
+      setup_key({"loss_upcast", "logits_upcast"}, "runtime.loss_upcast", &TrainingSetup::runtime, &Runtime::loss_upcast, as_bool),
+      setup_key({"keep_logits"}, "runtime.keep_logits", &TrainingSetup::runtime, &Runtime::keep_logits, as_bool),
+      setup_key({"zero_grad_set_to_none", "set_to_none"}, "runtime.zero_grad_set_to_none", &TrainingSetup::runtime,
+                &Runtime::zero_grad_set_to_none, as_bool),
+      {{"optimizer_impl"}, [](const Node& n, ConfigState& st) {
+         st.set("runtime.optimizer_impl", st.s().runtime.optimizer_impl,
+                as_choice<OptimizerImpl>(n, "optimizer implementation", parse_optimizer_impl, {"auto", "for-loop", "foreach", "fused"}), n);
+       }},
+  };
+  return t;
+}
+
 const Table& nested_sections() {
   static const Table t = {
+      section({"runtime"}, runtime_keys),
       {{"deepspeed"}, read_deepspeed_file},
       {{"memory"}, [](const Node& n, ConfigState& st) {
          // validate() reports the thresholds' order as one problem: point it at the section.

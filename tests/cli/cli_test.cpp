@@ -347,10 +347,10 @@ TEST_CASE("explain activations with a setup prints the per-layer saved tensors")
   CHECK(r.code == 0);
   CHECK(line(r.out, 0).rfind("activations: ", 0) == 0);
   CHECK(contains(r.out, "  formula: saved tensors per layer"));
-  CHECK(contains(r.out, "saved tensors per layer (one row per storage"));
-  CHECK(contains(r.out, "\n  layer:\n"));
+  CHECK(contains(r.out, "saved tensors of each layer variant, named after its first layer (one row per storage"));
+  CHECK(contains(r.out, "\n  dense layer 0:\n"));
   CHECK(contains(r.out, "\n  head and loss:\n"));
-  CHECK(contains(r.out, "total per layer"));
+  CHECK(contains(r.out, "total per dense layer 0"));
   // GPT-2's eager attention saves the scores and the softmax output (Korthikanti et al. 2022).
   CHECK(contains(r.out, "bmm q k^T"));
   CHECK(contains(r.out, "softmax"));

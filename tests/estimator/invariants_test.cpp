@@ -717,3 +717,32 @@ TEST_CASE("invariant: CPU has no CUDA context, workspace or allocator overhead; 
     CHECK(model_state_bytes(gpu) == model_state_bytes(cpu));
   });
 }
+
+// ---- runtime inputs ------------------------------------------------------------------------------
+
+TEST_CASE("zero_grad(set_to_none=False) keeps every gradient resident; held logits last through backward") {
+  TrainingSetup s;
+  s.model = testing::gpt2();
+  s.batch.micro_batch = 2;
+  s.batch.seq_len = 512;
+  set_device(s, DeviceKind::cuda);
+  const MemoryBreakdown freed = estimate(s);
+  s.runtime.zero_grad_set_to_none = false;
+  const MemoryBreakdown kept = estimate(s);
+  // fp32 gradients of all 124,439,808 parameters, resident in forward already.
+  CHECK(at(kept, Phase::forward, Term::gradients) == 124'439'808LL * 4);
+  CHECK(at(freed, Phase::forward, Term::gradients) == 0);
+  CHECK(kept.peak_bytes() > freed.peak_bytes());
+  // Same as accumulation: both start backward with the gradients there.
+  TrainingSetup acc = s;
+  acc.runtime.zero_grad_set_to_none = true;
+  acc.batch.grad_accum = 2;
+  CHECK(estimate(acc).peak_bytes() == kept.peak_bytes());
+
+  TrainingSetup h = s;
+  h.runtime.zero_grad_set_to_none = true;
+  h.runtime.keep_logits = true;
+  const MemoryBreakdown held = estimate(h);
+  // fp32 logits b*s*V kept through backward: the backward peak grows by exactly that.
+  CHECK(at(held, Phase::backward, Term::logits_and_loss) - at(freed, Phase::backward, Term::logits_and_loss) == 2LL * 512 * 50257 * 4);
+}

@@ -190,3 +190,21 @@ TEST_CASE("without DeepSpeed, bf16: true is HF Trainer autocast; with it, DeepSp
   const LoadedConfig flat = load_config(kData + "gearhead_flat.yaml");  // bf16: true, no deepspeed
   CHECK(flat.setup.precision == Precision::amp_bf16);
 }
+
+TEST_CASE("runtime: torch version, logits upcast, held logits; torch 1.x keeps zeroed gradients") {
+  const LoadedConfig c = load_config(kData + "runtime.yaml");
+  const TrainingSetup& s = c.setup;
+  CHECK(s.runtime.torch_major == 1);
+  CHECK(s.runtime.torch_minor == 10);
+  CHECK_FALSE(s.runtime.loss_upcast);
+  CHECK(s.runtime.keep_logits);
+  CHECK_FALSE(s.runtime.zero_grad_set_to_none);  // torch 1.x's zero_grad() default
+  // An explicit zero_grad_set_to_none wins over the version's default, in either order.
+  CHECK(load_config(kData + "runtime_set_to_none.yaml").setup.runtime.zero_grad_set_to_none);
+  try {
+    load_config(kData + "bad/torch_version.yaml");
+    FAIL("expected an error");
+  } catch (const InputError& e) {
+    CHECK(e.render() == kData + "bad/torch_version.yaml:3:3: error: runtime.torch_version must look like 2.6 or 1.13 (got 'latest')");
+  }
+}
