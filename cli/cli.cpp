@@ -80,6 +80,13 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
         err << "hint: " << (near.empty() ? "" : "did you mean '" + near[0] + "'? ") << "memplan " << cmd << " --help lists its flags\n";
         return kExitInvalid;
       }
+      // A config file given without --config: say so rather than only "not expected".
+      if (sub && sub->get_option_no_throw("--config") != nullptr && what.find("not expected") != std::string::npos &&
+          std::regex_search(what, m, std::regex(R"(:\s*(\S+\.(ya?ml|json)))"))) {
+        err << "error: memplan " << cmd << " reads its configuration file from --config, not a bare argument ('" << m[1] << "')\n";
+        err << "hint: memplan " << cmd << " --config " << m[1] << "\n";
+        return kExitInvalid;
+      }
       err << "error: " << what << "\n";
       err << "hint: memplan --help lists the commands; memplan " << cmd << " --help their flags\n";
       return kExitInvalid;

@@ -478,6 +478,17 @@ TEST_CASE("a misspelt flag gets the nearest flag of its command") {
   CHECK(line(r.err, 1) == "hint: did you mean '--micro-batch'? memplan estimate --help lists its flags");
 }
 
+TEST_CASE("a config file given without --config is pointed at --config") {
+  const Run r = invoke({"estimate", "examples/quickstart.yaml"});
+  CHECK(r.code == 2);
+  CHECK(line(r.err, 0) ==
+        "error: memplan estimate reads its configuration file from --config, not a bare argument ('examples/quickstart.yaml')");
+  CHECK(line(r.err, 1) == "hint: memplan estimate --config examples/quickstart.yaml");
+  const Run other = invoke({"estimate", "--model", "gpt2", "stray"});
+  CHECK(other.code == 2);
+  CHECK(line(other.err, 1) == "hint: memplan --help lists the commands; memplan estimate --help their flags");
+}
+
 // ---- version and help ---------------------------------------------------------------------------
 
 TEST_CASE("--version and --help") {
