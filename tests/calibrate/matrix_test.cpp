@@ -15,13 +15,13 @@ using namespace memplan;
 TEST_CASE("CPU matrix: estimate within 3% of measured peak") {
   const bool verbose = std::getenv("MEMPLAN_MATRIX_VERBOSE") != nullptr;
   const char* only = std::getenv("MEMPLAN_MATRIX_ONLY");
-  std::printf("\n%-36s %12s %12s %8s  %s\n", "case", "estimate", "measured", "error", "peak phase (est/meas)");
+  std::printf("\n%-40s %12s %12s %8s  %s\n", "case", "estimate", "measured", "error", "peak phase (est/meas)");
   int ran = 0;
   for (const auto& c : testing::cpu_matrix()) {
     if (only && c.name.find(only) == std::string::npos) continue;
     const bool bf16 = c.setup.precision == Precision::bf16 || c.setup.precision == Precision::amp_bf16;
     if (bf16 && !calibrate::cpu_supports_bf16()) {
-      std::printf("%-36s skipped: no avx512_bf16 on this CPU\n", c.name.c_str());
+      std::printf("%-40s skipped: no avx512_bf16 on this CPU\n", c.name.c_str());
       continue;
     }
     calibrate::MeasureOptions opt;
@@ -30,7 +30,7 @@ TEST_CASE("CPU matrix: estimate within 3% of measured peak") {
     const calibrate::MeasureResult r = calibrate::measure(c.setup, opt);
     const MemoryBreakdown e = estimate(calibrate::harness_setup(c.setup, opt));
     const double err = (static_cast<double>(e.peak_bytes()) - static_cast<double>(r.peak_bytes)) / static_cast<double>(r.peak_bytes);
-    std::printf("%-36s %12lld %12lld %+7.2f%%  %s/%s\n", c.name.c_str(), static_cast<long long>(e.peak_bytes()),
+    std::printf("%-40s %12lld %12lld %+7.2f%%  %s/%s\n", c.name.c_str(), static_cast<long long>(e.peak_bytes()),
                 static_cast<long long>(r.peak_bytes), 100 * err, phase_name(e.peak_phase()), phase_name(r.peak_phase));
     if (verbose) {
       for (int p = 0; p < kNumPhases; ++p)
