@@ -12,36 +12,23 @@
 #include <ctime>
 
 #include "estimator/error.h"
+#include "estimator/model.h"
 
 namespace memplan::calibrate {
 namespace {
 
 ModelSpec probe_model(const std::string& style, int64_t h, int64_t layers, int64_t vocab) {
-  ModelSpec m;
+  const bool gpt2 = style == "gpt2";
+  ModelSpec m = *family_defaults(gpt2 ? "gpt2" : "llama");
   m.name = fmt::format("probe-{}-h{}-l{}", style, h, layers);
   m.hidden_size = h;
   m.num_layers = layers;
   m.num_attention_heads = h / 64;
+  m.num_key_value_heads = gpt2 ? m.num_attention_heads : std::max<int64_t>(1, m.num_attention_heads / 4);
   m.head_dim = 64;
+  m.intermediate_size = gpt2 ? 4 * h : h * 8 / 3 / 64 * 64;
   m.vocab_size = vocab;
   m.max_position_embeddings = 4096;
-  if (style == "gpt2") {
-    m.model_type = "gpt2";
-    m.num_key_value_heads = m.num_attention_heads;
-    m.intermediate_size = 4 * h;
-    m.activation = Activation::gelu_new;
-    m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
-  } else {
-    m.model_type = "llama";
-    m.num_key_value_heads = std::max<int64_t>(1, m.num_attention_heads / 4);
-    m.intermediate_size = h * 8 / 3 / 64 * 64;
-    m.norm = NormKind::rms_norm;
-    m.activation = Activation::silu;
-    m.gated_mlp = true;
-    m.positions = PositionKind::rotary;
-    m.tie_word_embeddings = false;
-    m.qkv_bias = m.o_bias = m.mlp_bias = m.norm_bias = false;
-  }
   return m;
 }
 

@@ -23,6 +23,49 @@ const char* role_name(Role r) {
   return "?";
 }
 
+const std::vector<std::string>& supported_model_types() {
+  static const std::vector<std::string> types = {"gpt2",  "gpt_neox",  "llama", "mistral", "mixtral", "qwen2", "qwen2_moe",
+                                                 "qwen3", "qwen3_moe", "gemma", "gemma2",  "phi3",    "bert"};
+  return types;
+}
+
+std::optional<ModelSpec> family_defaults(const std::string& type) {
+  const auto& known = supported_model_types();
+  if (std::find(known.begin(), known.end(), type) == known.end()) return std::nullopt;
+  ModelSpec m;  // ModelSpec's own defaults are GPT-2's: LayerNorm with bias, learned positions, biases, tied
+  m.model_type = type;
+  if (type == "gpt2") {
+    m.activation = Activation::gelu_new;
+    m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
+    m.max_position_embeddings = 1024;
+  } else if (type == "gpt_neox") {
+    m.positions = PositionKind::rotary;
+    m.tie_word_embeddings = false;
+    m.max_position_embeddings = 2048;
+  } else if (type == "bert") {
+    m.bert_style = true;
+    m.final_norm = false;
+    m.head = HeadKind::masked_lm;
+    m.type_vocab_size = 2;
+    m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
+    m.max_position_embeddings = 512;
+  } else {  // Llama-style decoders: RMSNorm, SwiGLU/GeGLU, rotary, no biases
+    m.norm = NormKind::rms_norm;
+    m.norm_bias = false;
+    const bool gemma = type == "gemma" || type == "gemma2";
+    m.activation = gemma ? Activation::gelu_tanh : Activation::silu;
+    m.gated_mlp = true;
+    m.positions = PositionKind::rotary;
+    m.tie_word_embeddings = gemma;
+    m.qkv_bias = type == "qwen2" || type == "qwen2_moe";
+    m.o_bias = m.mlp_bias = false;
+    m.norm_topk_prob = type == "mixtral";  // Qwen2-MoE and Qwen3-MoE configs default it to false
+    m.shared_expert_gate = type == "qwen2_moe";
+    m.max_position_embeddings = 2048;
+  }
+  return m;
+}
+
 namespace {
 
 // Fused q/k/v matrices in the HF code of these families (one linear, then split).

@@ -19,10 +19,8 @@ struct ReadModel {
   std::vector<Warning> warnings;
 };
 
-// The architecture flags of an HF model_type (norm, activation, biases, tying, head; no sizes),
-// following each family's transformers Config defaults. nullopt for an unsupported type.
-std::optional<ModelSpec> family_defaults(const std::string& model_type);
-// model_type must be supported: InputError at `where` otherwise (with the supported list).
+// family_defaults() (estimator/model.h) for a model_type that must be supported: InputError at
+// `where` otherwise (with the supported list).
 ModelSpec family_defaults_or_throw(const std::string& model_type, const Where& where);
 
 // An MLP activation by its HF name (hidden_act); InputError listing the known ones otherwise.

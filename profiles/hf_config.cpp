@@ -1,7 +1,7 @@
 // Hugging Face config.json -> ModelSpec. One reader per key layout (GPT-2's n_embd names,
 // GPT-NeoX, the Llama-style decoders with their MoE variants, BERT); the architecture flags come
-// from family_defaults(), which mirrors each family's transformers Config defaults and modelling
-// code. Multi-head latent attention (DeepSeek-V2/V3) has no ModelSpec shape and is refused.
+// from family_defaults() (estimator/model.h), which mirrors each family's transformers Config
+// defaults and modelling code. Multi-head latent attention (DeepSeek-V2/V3) has no ModelSpec shape and is refused.
 #include <algorithm>
 #include <filesystem>
 
@@ -12,8 +12,6 @@ namespace memplan::profiles {
 namespace detail {
 namespace {
 
-const std::vector<std::string> kSupported = {"gpt2",   "gpt_neox", "llama", "mistral", "mixtral", "qwen2", "qwen2_moe",
-                                             "qwen3",  "qwen3_moe", "gemma", "gemma2",  "phi3",    "bert"};
 const std::vector<std::string> kActivations = {"gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "relu"};
 
 bool is_any(const std::string& s, std::initializer_list<const char*> names) {
@@ -166,44 +164,9 @@ Activation as_activation(const Node& n) {
   return as_choice<Activation>(n, "activation", parse_activation, kActivations);
 }
 
-std::optional<ModelSpec> family_defaults(const std::string& type) {
-  if (std::find(kSupported.begin(), kSupported.end(), type) == kSupported.end()) return std::nullopt;
-  ModelSpec m;  // ModelSpec's own defaults are GPT-2's: LayerNorm with bias, learned positions, biases, tied
-  m.model_type = type;
-  if (type == "gpt2") {
-    m.activation = Activation::gelu_new;
-    m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
-    m.max_position_embeddings = 1024;
-  } else if (type == "gpt_neox") {
-    m.positions = PositionKind::rotary;
-    m.tie_word_embeddings = false;
-    m.max_position_embeddings = 2048;
-  } else if (type == "bert") {
-    m.bert_style = true;
-    m.final_norm = false;
-    m.head = HeadKind::masked_lm;
-    m.type_vocab_size = 2;
-    m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
-    m.max_position_embeddings = 512;
-  } else {  // Llama-style decoders: RMSNorm, SwiGLU/GeGLU, rotary, no biases
-    m.norm = NormKind::rms_norm;
-    m.norm_bias = false;
-    m.activation = is_any(type, {"gemma", "gemma2"}) ? Activation::gelu_tanh : Activation::silu;
-    m.gated_mlp = true;
-    m.positions = PositionKind::rotary;
-    m.tie_word_embeddings = is_any(type, {"gemma", "gemma2"});
-    m.qkv_bias = is_any(type, {"qwen2", "qwen2_moe"});
-    m.o_bias = m.mlp_bias = false;
-    m.norm_topk_prob = type == "mixtral";  // Qwen2-MoE and Qwen3-MoE configs default it to false
-    m.shared_expert_gate = type == "qwen2_moe";
-    m.max_position_embeddings = 2048;
-  }
-  return m;
-}
-
 ModelSpec family_defaults_or_throw(const std::string& type, const Where& where) {
   if (auto m = family_defaults(type)) return *m;
-  const std::string hint = fmt::format("supported model types: {}", fmt::join(kSupported, ", "));
+  const std::string hint = fmt::format("supported model types: {}", fmt::join(supported_model_types(), ", "));
   if (type.rfind("deepseek", 0) == 0)
     throw InputError(where, fmt::format("model_type '{}' (multi-head latent attention) is not supported", type), hint);
   throw InputError(where, fmt::format("model_type '{}' is not supported", type), hint);
@@ -215,7 +178,7 @@ ReadModel read_hf_config(const Node& root, const std::string& path, const std::s
   if (!type)
     throw InputError(file_where(path), "missing 'model_type'",
                      fmt::format("a Hugging Face config.json names its architecture in model_type (supported: {})",
-                                 fmt::join(kSupported, ", ")));
+                                 fmt::join(supported_model_types(), ", ")));
   ReadModel out;
   out.spec = family_defaults_or_throw(as_text(*type), type->where);
   out.spec.name = name;

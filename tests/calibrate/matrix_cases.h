@@ -6,33 +6,26 @@
 #include <string>
 #include <vector>
 
-#include "estimator/setup.h"
+#include "estimator/model.h"
 
 namespace memplan::testing {
 
 inline ModelSpec tiny_gpt2(int64_t h = 256, int64_t layers = 4, int64_t heads = 4, int64_t vocab = 8192) {
-  ModelSpec m;
+  ModelSpec m = *family_defaults("gpt2");
   m.name = "gpt2-tiny";
-  m.model_type = "gpt2";
   m.hidden_size = h;
   m.num_layers = layers;
   m.num_attention_heads = m.num_key_value_heads = heads;
   m.head_dim = h / heads;
   m.intermediate_size = 4 * h;
   m.vocab_size = vocab;
-  m.max_position_embeddings = 1024;
-  m.norm = NormKind::layer_norm;
-  m.activation = Activation::gelu_new;
-  m.positions = PositionKind::learned;
-  m.tie_word_embeddings = true;
-  m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
   return m;
 }
 
-inline ModelSpec tiny_llama(int64_t h = 256, int64_t layers = 4, int64_t heads = 8, int64_t kv = 2, int64_t vocab = 8192) {
-  ModelSpec m;
+inline ModelSpec tiny_llama(int64_t h = 256, int64_t layers = 4, int64_t heads = 8, int64_t kv = 2, int64_t vocab = 8192,
+                            const char* model_type = "llama") {
+  ModelSpec m = *family_defaults(model_type);
   m.name = "llama-tiny";
-  m.model_type = "llama";
   m.hidden_size = h;
   m.num_layers = layers;
   m.num_attention_heads = heads;
@@ -40,20 +33,12 @@ inline ModelSpec tiny_llama(int64_t h = 256, int64_t layers = 4, int64_t heads =
   m.head_dim = h / heads;
   m.intermediate_size = 688;
   m.vocab_size = vocab;
-  m.max_position_embeddings = 2048;
-  m.norm = NormKind::rms_norm;
-  m.activation = Activation::silu;
-  m.gated_mlp = true;
-  m.positions = PositionKind::rotary;
-  m.tie_word_embeddings = false;
-  m.qkv_bias = m.o_bias = m.mlp_bias = m.norm_bias = false;
   return m;
 }
 
 inline ModelSpec tiny_moe(int64_t experts = 4, int64_t top_k = 2, double capacity = 0) {
-  ModelSpec m = tiny_llama(256, 3, 8, 4, 8192);
+  ModelSpec m = tiny_llama(256, 3, 8, 4, 8192, "mixtral");
   m.name = "moe-tiny";
-  m.model_type = "mixtral";
   m.num_experts = experts;
   m.experts_per_token = top_k;
   m.intermediate_size = 512;
