@@ -30,7 +30,7 @@ void print_header(std::ostream& out, const char* verb, const profiles::BuiltSetu
 
 std::string verdict_line(const Verdict& v, const TrainingSetup& s, int64_t peak) {
   if (!v.known) return "verdict: unknown (no device capacity)";
-  const int64_t target = static_cast<int64_t>(s.thresholds.target * static_cast<double>(s.device.capacity_bytes));
+  const int64_t target = target_bytes(s);
   if (v.fits)
     return fmt::format("verdict: fits: {} of {} ({}, status {}), {} headroom below the {} target", gib(peak),
                        gib(s.device.capacity_bytes), percent(v.utilization), v.status, gib(target - peak),

@@ -92,5 +92,7 @@ struct Verdict {
   std::string status;
 };
 Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s);
+// The byte budget a peak is judged against: thresholds.target x device capacity.
+int64_t target_bytes(const TrainingSetup& s);
 
 }  // namespace memplan

@@ -75,6 +75,10 @@ int64_t MemoryBreakdown::host_bytes() const {
   return t;
 }
 
+int64_t target_bytes(const TrainingSetup& s) {
+  return static_cast<int64_t>(s.thresholds.target * static_cast<double>(s.device.capacity_bytes));
+}
+
 Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s) {
   Verdict v;
   const int64_t cap = s.device.capacity_bytes;
@@ -82,7 +86,7 @@ Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s) {
   v.known = true;
   const int64_t peak = b.peak_bytes();
   v.utilization = static_cast<double>(peak) / static_cast<double>(cap);
-  v.headroom_bytes = static_cast<int64_t>(s.thresholds.target * static_cast<double>(cap)) - peak;
+  v.headroom_bytes = target_bytes(s) - peak;
   v.fits = v.utilization <= s.thresholds.target;
   const Thresholds& t = s.thresholds;
   if (v.utilization > 1.0) v.status = "out_of_memory";
@@ -239,8 +243,8 @@ OptimizerImpl resolve_impl(const TrainingSetup& s) {
 OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, bool text) {
   OptimizerCost c;
   // LoRA adapters train in fp32 (PEFT autocast_adapter_dtype), so their states are fp32 too.
-  const int64_t sb = ps.adapters == ps.trainable && ps.trainable > 0 ? 4 : state_bytes_per_element(s.precision);
-  const int64_t trainable = ps.trainable, largest = ps.largest_trainable;
+  const int64_t trainable = ps.counts.trainable, largest = ps.counts.largest_trainable;
+  const int64_t sb = ps.counts.adapter == trainable && trainable > 0 ? 4 : state_bytes_per_element(s.precision);
   const OptimizerImpl impl = resolve_impl(s);
   const bool v2 = s.runtime.torch_at_least(2, 0);
   auto per_param_loop = [&](int64_t temps, const char* what) {
@@ -323,12 +327,12 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   const int zero = s.parallel.zero_stage;
   const int64_t gb = grad_bytes_per_param(s.precision), mb = master_bytes_per_param(s.precision);
   const int64_t wb = weight_bytes_per_param(s.precision);
-  const int64_t trainable = ps.trainable, adapters = ps.adapters;
+  const int64_t trainable = ps.counts.trainable, adapters = ps.counts.adapter;
   st.trainable = trainable;
   // Adapters train in fp32 whatever the base precision; their grads are fp32. Quantized base
   // weights are stored at their bit width (QLoRA), adapters in fp32 (PEFT autocast_adapter_dtype).
   const int64_t grad_bytes = (trainable - adapters) * gb + adapters * 4;
-  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.quantized) * quantized_bits(s.finetune) / 8.0));
+  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * quantized_bits(s.finetune) / 8.0));
   const int64_t all_weights = ps.plain * wb + adapters * 4 + quantized;
   st.buffers = model_buffer_bytes(rs);
   st.oc = optimizer_cost(s, ps, text);
@@ -346,21 +350,32 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   // Mixed precision: the fp32 gradient of the rank's partition exists during the step.
   if (mb > 0 && !off_opt) st.step_extra = part(trainable * 4, zero >= 1);
 
-  // Communication buffers.
-  int64_t live = 0, pre = 0;
-  // DeepSpeed's buckets exist whenever a ZeRO stage runs (one GPU included); DDP's only with
-  // several ranks.
-  const bool deepspeed_buckets = zero >= 1;  // DeepSpeed's engine reduces through them at any world size
+  // Communication buffers. DeepSpeed's buckets exist whenever a ZeRO stage runs (its engine
+  // reduces through them at any world size, one GPU included); DDP's only with several ranks.
+  const int64_t reduce = std::min(s.parallel.reduce_bucket_elems, trainable);
   if (dp > 1 && zero == 0) {
     st.comm_fwd = s.parallel.ddp_bucket_view ? 0 : grad_bytes;
-  } else if (deepspeed_buckets && zero <= 2) {
-    st.comm_fwd = std::min(s.parallel.reduce_bucket_elems, trainable) * gb * (s.parallel.overlap_comm ? 2 : 1);
-    st.comm_step = std::min(s.parallel.allgather_bucket_elems, trainable) * wb;
+    if (text)
+      st.comm_formula = s.parallel.ddp_bucket_view
+                            ? "DDP gradient_as_bucket_view: buckets alias the gradients"
+                            : fmt::format("DDP buckets hold a copy of all gradients: {} B (gradient_as_bucket_view=False)", grad_bytes);
+  } else if (zero >= 1 && zero <= 2) {
+    const int64_t gather = std::min(s.parallel.allgather_bucket_elems, trainable);
+    st.comm_fwd = reduce * gb * (s.parallel.overlap_comm ? 2 : 1);
+    st.comm_step = gather * wb;
+    if (text)
+      st.comm_formula = fmt::format("reduce bucket {} elems x {} B{}; all-gather bucket {} elems x {} B in the step", reduce, gb,
+                                    s.parallel.overlap_comm ? " x 2 (overlap_comm)" : "", gather, wb);
   } else if (zero == 3) {
     // Gathered parameters of the running layer and the next (prefetch) plus the reduce bucket.
-    live = std::min(s.parallel.stage3_max_live_parameters, 2 * ps.layer_params);
-    pre = std::min(s.parallel.stage3_prefetch_bucket_elems, ps.layer_params);
-    st.comm_fwd = (live + pre) * wb + std::min(s.parallel.reduce_bucket_elems, trainable) * gb;
+    const int64_t live = std::min(s.parallel.stage3_max_live_parameters, 2 * ps.layer_params);
+    const int64_t pre = std::min(s.parallel.stage3_prefetch_bucket_elems, ps.layer_params);
+    st.comm_fwd = (live + pre) * wb + reduce * gb;
+    if (text)
+      st.comm_formula = fmt::format("gathered params of 2 layers {} + prefetch {} elems x {} B + reduce bucket {} x {} B", live,
+                                    pre, wb, reduce, gb);
+  } else if (text) {
+    st.comm_formula = "single data-parallel rank: no communication buffers";
   }
 
   // Rounding: every tensor >= 10 MiB is rounded to 2 MiB (mean waste 1 MiB) by the caching
@@ -398,20 +413,6 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   st.grads_formula = st.grads_partitioned
                          ? fmt::format("{} trainable x {} B / {} ranks (ZeRO-{} partition)", trainable, gb, dp, zero)
                          : fmt::format("{} trainable x {} B", trainable, adapters ? 4 : gb);
-  if (dp > 1 && zero == 0)
-    st.comm_formula = s.parallel.ddp_bucket_view
-                          ? "DDP gradient_as_bucket_view: buckets alias the gradients"
-                          : fmt::format("DDP buckets hold a copy of all gradients: {} B (gradient_as_bucket_view=False)", grad_bytes);
-  else if (deepspeed_buckets && zero <= 2)
-    st.comm_formula = fmt::format("reduce bucket {} elems x {} B{}; all-gather bucket {} elems x {} B in the step",
-                                  std::min(s.parallel.reduce_bucket_elems, trainable), gb,
-                                  s.parallel.overlap_comm ? " x 2 (overlap_comm)" : "",
-                                  std::min(s.parallel.allgather_bucket_elems, trainable), wb);
-  else if (zero == 3)
-    st.comm_formula = fmt::format("gathered params of 2 layers {} + prefetch {} elems x {} B + reduce bucket {} x {} B", live,
-                                  pre, wb, std::min(s.parallel.reduce_bucket_elems, trainable), gb);
-  else
-    st.comm_formula = "single data-parallel rank: no communication buffers";
   return st;
 }
 
@@ -445,22 +446,18 @@ ParamSummary summarize_parameters(const TrainingSetup& s) {
   TrainingSetup rs = s;
   rs.model = rank_model(s);
   ParamSummary ps;
-  for (const ParamTensor& p : parameter_tensors(rs)) {
+  const std::vector<ParamTensor> tensors = parameter_tensors(rs);
+  for (const ParamTensor& p : tensors) {
     const int64_t n = p.total();
-    if (p.quantized) ps.quantized += n;
-    else if (p.group == ParamGroup::adapter) ps.adapters_stored += n;
-    else ps.plain += n;
+    if (!p.quantized && p.group != ParamGroup::adapter) ps.plain += n;
     if (p.trainable) {
-      ps.trainable += n;
-      if (p.group == ParamGroup::adapter) ps.adapters += n;
-      ps.largest_trainable = std::max(ps.largest_trainable, p.elements);
       ps.factored += (p.rows > 0 && p.cols > 0 ? p.rows + p.cols : p.elements) * p.count;
       (p.elements >= 4096 ? ps.big8 : ps.small8) += n;
     }
     ps.sizes.emplace_back(p.elements, p.count);
   }
   for (const auto& l : layer_linears(rs.model, rs.model.num_experts > 0)) ps.layer_params += l.elems();
-  ps.counts = count_parameters(rs);
+  ps.counts = count_parameters(rs, tensors);
   return ps;
 }
 
@@ -475,11 +472,12 @@ int64_t first_step_optimizer_peak(const TrainingSetup& s, const MemoryBreakdown&
   const int64_t transient = opt[Term::transient];
   if (resolve_impl(s) != OptimizerImpl::for_loop || states == 0) return opt.total();
   const int64_t base = opt.total() - states - transient;
-  const ParamSummary ps = summarize_parameters(s);
-  const double per_elem = ps.trainable > 0 ? static_cast<double>(states) / static_cast<double>(ps.trainable) : 0;
-  const double temp_per_elem = ps.largest_trainable > 0 ? static_cast<double>(transient) / static_cast<double>(ps.largest_trainable) : 0;
+  const std::vector<ParamTensor> tensors = parameter_tensors(rs);
+  const ParameterCounts c = count_parameters(rs, tensors);
+  const double per_elem = c.trainable > 0 ? static_cast<double>(states) / static_cast<double>(c.trainable) : 0;
+  const double temp_per_elem = c.largest_trainable > 0 ? static_cast<double>(transient) / static_cast<double>(c.largest_trainable) : 0;
   double created = 0, peak = 0;
-  for (const ParamTensor& p : parameter_tensors(rs)) {
+  for (const ParamTensor& p : tensors) {
     if (!p.trainable) continue;
     for (int64_t i = 0; i < p.count; ++i) {
       created += per_elem * static_cast<double>(p.elements);
@@ -536,7 +534,7 @@ Timeline activation_timeline(const TrainingSetup& s) {
   std::vector<const sim::Profile*> layer(m.num_layers);
   for (int64_t i = 0; i < m.num_layers; ++i) {
     const LayerKey key{m.is_moe_layer(i), s.checkpointing.layer_checkpointed(i), layer_frozen(rs, i), input_rg};
-    input_rg = input_rg || adapters || !layer_frozen(rs, i);
+    input_rg = input_rg || adapters || !key.frozen;
     auto it = cache.find(key);
     if (it == cache.end()) {
       sim::SimOptions lo = so;
@@ -565,8 +563,9 @@ Timeline activation_timeline(const TrainingSetup& s) {
   // Pipeline 1F1B: the first stage holds activations of up to pp micro-batches in flight.
   const int64_t in_flight = s.parallel.pipeline_parallel > 1 ? std::min(s.parallel.pipeline_parallel, s.batch.grad_accum) : 1;
   out.in_flight = in_flight;
-  sim::CatBytes layers_only{};
-  for (int64_t i = 0; i < m.num_layers; ++i) layers_only = add(layers_only, layer[i]->retained);
+  sim::CatBytes layers_only{};  // what one micro-batch's layers keep (pipeline: earlier micro-batches in flight)
+  if (in_flight > 1)
+    for (int64_t i = 0; i < m.num_layers; ++i) layers_only = add(layers_only, layer[i]->retained);
 
   // Only the dynamic bytes are walked: the static ones (model states, context) add the same
   // amount at every point of a phase, so they do not move its peak. The peak's label is made
@@ -761,7 +760,7 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   }
   out.phases = {fwd, bwd, opt};
   if (!with_text) return out;
-  if (!t.saved_per_layer.empty()) out.saved_per_layer = t.saved_per_layer;
+  out.saved_per_layer = t.saved_per_layer;
 
   // Host terms.
   out.host = st.host;

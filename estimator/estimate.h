@@ -60,15 +60,12 @@ bool gradients_partitioned(const TrainingSetup& s);
 // The parameter list reduced to what the model-state terms need (one rank's view). Depends on
 // the model, fine-tuning mode and tensor/pipeline/expert parallel degrees only.
 struct ParamSummary {
-  int64_t plain = 0;            // elements stored at the precision's bytes
-  int64_t quantized = 0;        // elements stored at the quantized bit width
-  int64_t adapters_stored = 0;  // LoRA elements (fp32)
-  int64_t trainable = 0, adapters = 0, largest_trainable = 0;
+  int64_t plain = 0;            // elements stored at the precision's bytes (not quantized, not LoRA)
   int64_t factored = 0;         // sum(rows + cols) of trainable matrices (Adafactor)
   int64_t big8 = 0, small8 = 0; // trainable elements in tensors >= / < 4096 elements (8-bit Adam)
   int64_t layer_params = 0;     // one layer's linear parameters (ZeRO-3 gathering)
   std::vector<std::pair<int64_t, int64_t>> sizes;  // (elements, count) per tensor (rounding)
-  ParameterCounts counts;
+  ParameterCounts counts;       // trainable, quantized, adapter (all LoRA trains), largest_trainable
 };
 ParamSummary summarize_parameters(const TrainingSetup& s);
 

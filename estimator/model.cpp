@@ -272,10 +272,12 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
   return t;
 }
 
-ParameterCounts count_parameters(const TrainingSetup& s) {
+ParameterCounts count_parameters(const TrainingSetup& s) { return count_parameters(s, parameter_tensors(s)); }
+
+ParameterCounts count_parameters(const TrainingSetup& s, const std::vector<ParamTensor>& tensors) {
   ParameterCounts c;
   const ModelSpec& m = s.model;
-  for (const ParamTensor& p : parameter_tensors(s)) {
+  for (const ParamTensor& p : tensors) {
     const int64_t n = p.total();
     c.total += n;
     if (p.trainable) {

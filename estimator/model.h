@@ -79,6 +79,8 @@ struct ParameterCounts {
   int64_t trainable_tensors = 0;  // number of trainable tensors (allocator rounding)
 };
 ParameterCounts count_parameters(const TrainingSetup& s);
+// The same over a list parameter_tensors(s) already built.
+ParameterCounts count_parameters(const TrainingSetup& s, const std::vector<ParamTensor>& tensors);
 // Plain count for the architecture alone (no adapters), as model cards quote it.
 int64_t count_model_parameters(const ModelSpec& m);
 

@@ -8,17 +8,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 
 namespace memplan::planner {
 namespace {
 
 int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
-
-int64_t target_bytes(const TrainingSetup& s) {
-  return static_cast<int64_t>(s.thresholds.target * static_cast<double>(s.device.capacity_bytes));
-}
 
 // One comparable setup field: how to print it and how to put the baseline's value back.
 struct FieldSpec {
@@ -200,10 +195,12 @@ std::vector<std::string> compared_fields() {
   return out;
 }
 
-Comparison compare(const TrainingSetup& base, const Calibration* base_cal, const TrainingSetup& now,
-                   const Calibration* cal) {
+namespace {
+
+// compare() with the config now already estimated (gate() has it).
+Comparison compare_estimated(const TrainingSetup& base, const Calibration* base_cal, const TrainingSetup& now,
+                             const Calibration* cal, const MemoryBreakdown& n) {
   const MemoryBreakdown b = estimate(base, base_cal);
-  const MemoryBreakdown n = estimate(now, cal);
   Comparison c;
   c.base_peak_bytes = b.peak_bytes();
   c.peak_bytes = n.peak_bytes();
@@ -233,6 +230,13 @@ Comparison compare(const TrainingSetup& base, const Calibration* base_cal, const
     return abs64(x.delta_bytes()) > abs64(y.delta_bytes());
   });
   return c;
+}
+
+}  // namespace
+
+Comparison compare(const TrainingSetup& base, const Calibration* base_cal, const TrainingSetup& now,
+                   const Calibration* cal) {
+  return compare_estimated(base, base_cal, now, cal, estimate(now, cal));
 }
 
 std::string largest_contributor(const std::array<int64_t, kNumTerms>& t, const std::vector<std::string>& fields_in_file) {
@@ -267,7 +271,7 @@ GateResult gate(const TrainingSetup& now, const Calibration* cal, const Training
   r.calibrated = e.calibrated;
   r.over_budget = r.verdict.known && !r.verdict.fits;
   if (base) {
-    r.baseline = compare(*base, base_cal, now, cal);
+    r.baseline = compare_estimated(*base, base_cal, now, cal, e);
     r.over_growth = options.max_growth && r.baseline->growth > *options.max_growth;
   }
   r.warned = options.strict && warnings > 0;

@@ -95,11 +95,17 @@ std::string hardware_section(const EmitContext& c) {
   return y;
 }
 
+// The planning budget as the target; the default bands above it, raised to it when it is higher.
+Thresholds emitted_thresholds(double budget) {
+  const Thresholds d;
+  return {budget, std::max(d.warning, budget), std::max(d.critical, budget), std::max(d.emergency, budget)};
+}
+
 std::string memory_section(const EmitContext& c, const char* indent) {
-  const double t = c.budget;
+  const Thresholds t = emitted_thresholds(c.budget);
   return fmt::format("{0}memory:\n{0}  target_utilization: {1:.2f}\n{0}  warning_threshold: {2:.2f}\n"
                      "{0}  critical_threshold: {3:.2f}\n{0}  emergency_threshold: {4:.2f}\n",
-                     indent, t, std::max(0.92, t), std::max(0.95, t), std::max(0.97, t));
+                     indent, t.target, t.warning, t.critical, t.emergency);
 }
 
 std::string finetune_section(const EmitContext& c) {
@@ -193,15 +199,16 @@ std::string emit_deepspeed(const EmitContext& c) {
   else if (c.model.kind == ModelRef::Kind::file) m["model"] = {{"hf_config", c.model.value}};
   if (!c.gpu.empty()) m["hardware"] = {{"gpu", c.gpu}, {"num_gpus", s.parallel.num_gpus}};
   else m["hardware"] = {{"gpu_memory", s.device.capacity_bytes}, {"num_gpus", s.parallel.num_gpus}};
+  const Thresholds t = emitted_thresholds(c.budget);
   m["training"] = {{"seq_len", s.batch.seq_len},
                    {"attention", to_string(s.attention)},
                    {"gradient_checkpointing", to_string(s.checkpointing)},
                    {"optimizer", to_string(s.optimizer)},
                    {"memory",
-                    {{"target_utilization", c.budget},
-                     {"warning_threshold", std::max(0.92, c.budget)},
-                     {"critical_threshold", std::max(0.95, c.budget)},
-                     {"emergency_threshold", std::max(0.97, c.budget)}}}};
+                    {{"target_utilization", t.target},
+                     {"warning_threshold", t.warning},
+                     {"critical_threshold", t.critical},
+                     {"emergency_threshold", t.emergency}}}};
   j["memplan"] = m;
   return j.dump(2) + "\n";
 }

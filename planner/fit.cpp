@@ -6,10 +6,7 @@
 namespace memplan::planner {
 namespace {
 
-int64_t peak(const TrainingSetup& s, const Calibration* cal) { return estimate(s, cal).peak_bytes(); }
-int64_t target_bytes(const TrainingSetup& s) {
-  return static_cast<int64_t>(s.thresholds.target * static_cast<double>(s.device.capacity_bytes));
-}
+int64_t peak(const TrainingSetup& s, const Calibration* cal) { return estimate_peak(s, activation_timeline(s), cal); }
 
 Change make(const char* step, std::string flags, std::string cost, TrainingSetup t, const Calibration* cal) {
   Change c{step, std::move(flags), std::move(cost), std::move(t)};

@@ -42,11 +42,13 @@ class Search {
   explicit Search(const PlanRequest& req)
       : req_(req), dp_(req.base.parallel.data_parallel()), ps_(summarize_parameters(req.base)) {
     budget_ = static_cast<int64_t>(req.budget * static_cast<double>(req.base.device.capacity_bytes));
+    // Accumulation 1 (gradients appear during backward) once G / (dp * b) rounds to 1.
+    for (int64_t b = 1; b <= max_b(); ++b)
+      if (accum_for(b) >= 2) split_ = b;
   }
 
   int64_t budget() const { return budget_; }
   int64_t dp() const { return dp_; }
-  const ParamSummary& summary() const { return ps_; }
 
   int64_t accum_for(int64_t b) const {
     const double a = static_cast<double>(req_.global_batch) / static_cast<double>(dp_ * b);
@@ -69,13 +71,19 @@ class Search {
     return estimate_peak(s, it->second, req_.calibration, &ps_);
   }
 
-  Candidate evaluate(const TrainingSetup& s) {
+  // A candidate with its modelled time and global batch; peak and fits left to the caller.
+  Candidate priced(const TrainingSetup& s) const {
     Candidate c;
     c.setup = s;
-    c.peak_bytes = peak(s);
-    c.fits = c.peak_bytes <= budget_;
     c.time = step_time(s, ps_);
     c.global_batch = s.batch.micro_batch * s.batch.grad_accum * dp_;
+    return c;
+  }
+
+  Candidate evaluate(const TrainingSetup& s) {
+    Candidate c = priced(s);
+    c.peak_bytes = peak(s);
+    c.fits = c.peak_bytes <= budget_;
     return c;
   }
 
@@ -94,11 +102,7 @@ class Search {
   // The best fitting candidate of one group (everything fixed but the micro-batch), classifying
   // every micro-batch of the range. Returns false when none fits.
   bool best_of_group(TrainingSetup t, Candidate* best, int64_t* smallest_peak = nullptr) {
-    const int64_t hi_all = max_b();
-    // Accumulation 1 (gradients appear during backward) once G / (dp * b) rounds to 1.
-    int64_t split = 0;  // largest b with accumulation >= 2
-    for (int64_t b = 1; b <= hi_all; ++b)
-      if (accum_for(b) >= 2) split = b;
+    const int64_t hi_all = max_b(), split = split_;
     bool found = false;
     auto fits_at = [&](int64_t b) {
       t.batch.micro_batch = b;
@@ -122,11 +126,8 @@ class Search {
       for (int64_t b = lo; b <= good; ++b) {
         t.batch.micro_batch = b;
         t.batch.grad_accum = accum_for(b);
-        Candidate c;
-        c.setup = t;
+        Candidate c = priced(t);
         c.fits = true;
-        c.time = step_time(t, ps_);
-        c.global_batch = b * t.batch.grad_accum * dp_;
         if (!found || better(c, *best)) {
           *best = std::move(c);
           found = true;
@@ -191,11 +192,13 @@ class Search {
   // Every group of the grid.
   template <class F>
   void for_each_group(F&& f) {
+    const std::vector<Checkpointing> ckpts = checkpointings();
+    const std::vector<OptimizerKind> opts = optimizers();
     for (const ZeroOffload& zo : zero_offload())
       for (Precision p : precisions(zo.zero))
         for (AttentionImpl a : attentions(p))
-          for (const Checkpointing& c : checkpointings())
-            for (OptimizerKind o : optimizers()) {
+          for (const Checkpointing& c : ckpts)
+            for (OptimizerKind o : opts) {
               TrainingSetup t = req_.base;
               t.parallel.zero_stage = zo.zero;
               t.parallel.offload = zo.offload;
@@ -214,6 +217,7 @@ class Search {
   int64_t dp_;
   ParamSummary ps_;
   int64_t budget_ = 0;
+  int64_t split_ = 0;  // largest micro-batch whose accumulation is >= 2
   std::map<std::tuple<int64_t, int, int64_t, int, int, bool>, Timeline> timelines_;
 };
 

@@ -74,7 +74,7 @@ StepTime step_time(const TrainingSetup& s, const ParamSummary& ps) {
 
   const int64_t dp = s.parallel.data_parallel();
   const double total_params = static_cast<double>(ps.counts.total);
-  const double trainable = static_cast<double>(ps.trainable);
+  const double trainable = static_cast<double>(ps.counts.trainable);
   const double wb = static_cast<double>(weight_bytes_per_param(s.precision));
   const double gb = static_cast<double>(grad_bytes_per_param(s.precision));
   const double link = bytes_per_s_or(s.device.interconnect_bytes_per_s, 25e9);

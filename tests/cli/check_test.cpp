@@ -79,9 +79,6 @@ TrainingSetup setup_of(const std::string& path) {
   return profiles::build_setup(in).setup;
 }
 int64_t peak(const TrainingSetup& s) { return estimate(s).peak_bytes(); }
-int64_t target_bytes(const TrainingSetup& s) {
-  return static_cast<int64_t>(s.thresholds.target * static_cast<double>(s.device.capacity_bytes));
-}
 // GitHub's escaping of a workflow command's message (the tests' messages hold '%', no newlines).
 std::string gh(std::string s) {
   for (size_t at = 0; (at = s.find('%', at)) != std::string::npos; at += 3) s.replace(at, 1, "%25");
