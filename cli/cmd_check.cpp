@@ -13,8 +13,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -224,7 +222,7 @@ profiles::BuiltSetup build(const std::string& path, const profiles::LoadedConfig
     in.gpu_memory = f.gpu_memory;
   }
   if (!cfg.origin.fields.count("parallel.num_gpus")) in.gpus = f.gpus;
-  return profiles::build_setup(in);
+  return profiles::build_setup(in, cfg);
 }
 
 // A calibration applies to the device it was measured on.
@@ -232,44 +230,6 @@ bool calibration_applies(const Calibration& c, const DeviceSpec& d) {
   if (c.device.empty() || lower(c.device) == lower(d.name)) return true;
   const profiles::GpuProfile* g = profiles::gpu_catalog().find(c.device);
   return g && g->name == d.name;
-}
-
-// A file that is removed when it goes out of scope.
-struct TempFile {
-  std::string path;
-  TempFile() = default;
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (!path.empty()) std::remove(path.c_str());
-  }
-};
-
-// Writes `text` to a fresh file named .memplan-base-XXXXXX<ext> in `dir` (so relative paths inside
-// resolve as they do for the original), or in the system's temporary folder when `dir` is not
-// writable (relative paths inside then do not resolve).
-bool write_temp(const fs::path& dir, const std::string& ext, const std::string& text, TempFile& out) {
-  for (const fs::path& d : {dir, fs::temp_directory_path()}) {
-    std::string name = (d / ".memplan-base-XXXXXX").string() + ext;
-    const int fd = mkstemps(name.data(), static_cast<int>(ext.size()));
-    if (fd < 0) continue;
-    out.path = name;
-    size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t n = write(fd, text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-    close(fd);
-    if (done == text.size()) return true;
-  }
-  return false;
-}
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = 0; !from.empty() && (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
-  return s;
 }
 
 // A baseline version of a config, built the way the config now is.
@@ -315,18 +275,10 @@ Baseline load_baseline_at(const std::string& path, const std::string& ref, const
     b.note = fmt::format("cannot read it at {}: {}", ref, trim(shown.err));
     return b;
   }
-  TempFile tmp;
-  if (!write_temp(dir, p.extension().string(), shown.out, tmp)) {
-    b.note = fmt::format("cannot write a temporary copy of it at {} ({})", ref, std::strerror(errno));
-    return b;
-  }
   try {
-    b.built = build(tmp.path, profiles::load_config(tmp.path), f);
-    // An inline model is named after its file: give it the real one back.
-    ModelSpec& m = b.built->setup.model;
-    if (m.name == fs::path(tmp.path).stem().string()) m.name = p.stem().string();
+    b.built = build(path, profiles::load_config_text(shown.out, b.source, path), f);
   } catch (const InputError& e) {
-    b.note = fmt::format("the version at {} does not load: {}", ref, replace_all(e.render(), tmp.path, b.source));
+    b.note = fmt::format("the version at {} does not load: {}", ref, e.render());
   }
   return b;
 }
@@ -404,9 +356,9 @@ void check_config(const Candidate& c, const Context& ctx, Result& r) {
       r.notes.push_back(fmt::format("calibration for {} not applied: this config targets {}", ctx.calibration->device,
                                     b.setup.device.name));
   }
-  std::optional<Baseline> base;
-  if (ctx.baseline_file) base = ctx.baseline_file;
-  else if (ctx.flags.base_ref) base = load_baseline_at(c.path, *ctx.flags.base_ref, ctx.flags);
+  std::optional<Baseline> at_ref;  // --base-ref: this file's own baseline
+  if (!ctx.baseline_file && ctx.flags.base_ref) at_ref = load_baseline_at(c.path, *ctx.flags.base_ref, ctx.flags);
+  const Baseline* base = ctx.baseline_file ? &*ctx.baseline_file : at_ref ? &*at_ref : nullptr;
   const TrainingSetup* base_setup = nullptr;
   const Calibration* base_cal = nullptr;
   if (base) {

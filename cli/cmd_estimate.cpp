@@ -13,8 +13,6 @@
 namespace memplan::cli {
 namespace {
 
-const Calibration* calibration_of(const profiles::BuiltSetup& b) { return b.calibration ? &*b.calibration : nullptr; }
-
 void print_header(std::ostream& out, const char* verb, const profiles::BuiltSetup& b, const MemoryBreakdown& e) {
   const TrainingSetup& s = b.setup;
   out << fmt::format("memplan {}: {} ({} parameters, {} trainable)\n", verb, s.model.name, thousands(e.params.total),

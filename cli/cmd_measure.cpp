@@ -62,7 +62,7 @@ int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, c
   calibrate::MeasureOptions full = mo;
   if (r.extrapolated) full.layers = 0;
   const TrainingSetup hs = calibrate::harness_setup(b.setup, full);
-  const MemoryBreakdown e = estimate(hs, b.calibration ? &*b.calibration : nullptr);
+  const MemoryBreakdown e = estimate(hs, calibration_of(b));
   const bool depth_matches = !r.extrapolated && r.layers_measured == hs.model.num_layers;
 
   nlohmann::json doc = {{"schema", "memplan.measure/v1"}, {"memplan_version", MEMPLAN_VERSION}};

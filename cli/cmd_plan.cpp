@@ -130,7 +130,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   if (in.checkpointing) req.checkpointings = {s.checkpointing};
   req.allow_offload = !f.no_offload;
   req.max_micro_batch = f.max_micro_batch;
-  req.calibration = b.calibration ? &*b.calibration : nullptr;
+  req.calibration = calibration_of(b);
   std::vector<std::pair<std::string, DeviceSpec>> cards;
   const auto& catalog = profiles::gpu_catalog();
   for (const auto& g : catalog.gpus) {

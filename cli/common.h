@@ -24,6 +24,9 @@ struct OutputFlags {
   Format format() const { return json ? Format::json : yaml ? Format::yaml : Format::table; }
 };
 
+// The --calibration profile of a built setup, or nullptr.
+inline const Calibration* calibration_of(const profiles::BuiltSetup& b) { return b.calibration ? &*b.calibration : nullptr; }
+
 // Registers the flags of DESIGN.md's common set on a subcommand.
 void add_setup_flags(CLI::App& app, profiles::SetupInputs& in);
 void add_output_flags(CLI::App& app, OutputFlags& o);

@@ -188,13 +188,6 @@ std::vector<FieldChange> changed_fields(const TrainingSetup& base, const Calibra
 
 std::string FieldChange::text() const { return fmt::format("{} {} -> {}", label, before, after); }
 
-std::vector<std::string> compared_fields() {
-  std::vector<std::string> out = {model_field().field};
-  for (const FieldSpec& f : arch_fields()) out.push_back(f.field);
-  for (const FieldSpec& f : setup_fields()) out.push_back(f.field);
-  return out;
-}
-
 namespace {
 
 // compare() with the config now already estimated (gate() has it).

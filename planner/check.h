@@ -50,9 +50,6 @@ struct Comparison {
   std::vector<TermDelta> terms;      // |delta| >= kTermDeltaFloorBytes, largest |delta| first
 };
 
-// The setup fields compare() looks at, as provenance paths, in report order.
-std::vector<std::string> compared_fields();
-
 // Compares the config now with its baseline. REQUIRES: validate() is empty for both setups.
 // Each calibration may be null.
 Comparison compare(const TrainingSetup& base, const Calibration* base_cal, const TrainingSetup& now,

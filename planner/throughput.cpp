@@ -60,7 +60,6 @@ double recompute_flops_per_token(const TrainingSetup& s, const ParamSummary& ps)
   return 0;
 }
 
-StepTime step_time(const TrainingSetup& s) { return step_time(s, summarize_parameters(s)); }
 
 StepTime step_time(const TrainingSetup& s, const ParamSummary& ps) {
   StepTime t;

@@ -30,6 +30,5 @@ double train_flops_per_token(const TrainingSetup& s, const ParamSummary& ps);
 double recompute_flops_per_token(const TrainingSetup& s, const ParamSummary& ps);
 
 StepTime step_time(const TrainingSetup& s, const ParamSummary& ps);
-StepTime step_time(const TrainingSetup& s);  // computes the summary
 
 }  // namespace memplan::planner

@@ -136,12 +136,12 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
 }  // namespace
 
 BuiltSetup build_setup(const SetupInputs& in) {
+  return build_setup(in, in.config ? load_config(*in.config) : LoadedConfig{});
+}
+
+BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   BuiltSetup b;
-  LoadedConfig cfg;
-  if (in.config) {
-    cfg = load_config(*in.config);
-    b.config_path = *in.config;
-  }
+  if (in.config) b.config_path = *in.config;
   b.setup = cfg.setup;
   b.origin = cfg.origin;
   b.warnings = cfg.warnings;

@@ -28,8 +28,9 @@ struct Fact {
 };
 
 struct ConfigState {
-  std::string path;  // as the user gave it
-  fs::path folder;   // relative paths inside the file resolve against it
+  std::string path;  // the name messages give the file: as the user gave it, or "REV:path"
+  fs::path file;     // the file on disk: relative paths inside resolve against its folder, and
+                     // an inline model is named after it
   LoadedConfig out;
 
   // Facts several keys may state; resolve() turns them into setup fields.
@@ -486,7 +487,7 @@ void read_deepspeed_json(Node root, ConfigState& st) {
 
 fs::path beside_config(const ConfigState& st, const std::string& relative) {
   const fs::path p(relative);
-  return p.is_relative() ? (st.folder / p).lexically_normal() : p;
+  return p.is_relative() ? (st.file.parent_path() / p).lexically_normal() : p;
 }
 
 // deepspeed: is a section of switches, or (HF TrainingArguments style) the path of a ds_config.json.
@@ -569,7 +570,7 @@ void read_model(const Node& n, ConfigState& st) {
     use_model(st, resolve_model(as_text(*name), name->where), name->where);
   } else if (from_scratch) {
     st.s().model = family_defaults_or_throw(type ? as_text(*type) : "llama", type ? type->where : n.where);
-    st.s().model.name = name ? as_text(*name) : fs::path(st.path).stem().string();
+    st.s().model.name = name ? as_text(*name) : st.file.stem().string();
     st.out.has_model = true;
   }
   const ModelSpec base = st.s().model;
@@ -692,7 +693,7 @@ void read_json_config(const std::string& text, ConfigState& st) {
   }
   if (root.find("model_type")) {
     st.out.kind = "hf-config";
-    return use_model(st, read_hf_config(root, st.path, config_model_name(st.path)), file_where(st.path));
+    return use_model(st, read_hf_config(root, st.path, config_model_name(st.file.string())), file_where(st.path));
   }
   throw InputError(file_where(st.path), "cannot tell what this JSON file configures",
                    "memplan reads DeepSpeed ds_config.json (zero_optimization, train_micro_batch_size_per_gpu) and "
@@ -702,19 +703,20 @@ void read_json_config(const std::string& text, ConfigState& st) {
 }  // namespace
 }  // namespace detail
 
-LoadedConfig load_config(const std::string& path) {
+LoadedConfig load_config(const std::string& path) { return load_config_text(detail::read_text_file(path), path, path); }
+
+LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path) {
   using namespace detail;
-  const std::string text = read_text_file(path);
   ConfigState st;
-  st.path = path;
-  st.folder = fs::path(path).parent_path();
+  st.path = shown_as;
+  st.file = path;
   if (is_json(path, text)) {
     read_json_config(text, st);
   } else {
     st.out.kind = "memplan-yaml";
-    const Node root = parse_yaml(text, path);
+    const Node root = parse_yaml(text, shown_as);
     if (root.kind != Node::Kind::map)
-      throw InputError(file_where(path), "expected a mapping of settings (model:, training:, ...)",
+      throw InputError(file_where(shown_as), "expected a mapping of settings (model:, training:, ...)",
                        "see examples/ for memplan config files");
     read_section(root, {&root_sections(), &training_keys(), &data_keys(), &hardware_keys(), &nested_sections()}, st,
                  &st.out.warnings);

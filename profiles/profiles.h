@@ -116,6 +116,10 @@ struct LoadedConfig {
 // Reads a memplan/seed-dialect YAML, a DeepSpeed JSON or an HF config.json (detected from the
 // content). Relative paths inside (model.hf_config) resolve against the file's folder.
 LoadedConfig load_config(const std::string& path);
+// The same for `text`, the content of the file at `path` at some other time (a git revision):
+// messages name it `shown_as` ("HEAD~1:configs/train.yaml"); relative paths and an inline model's
+// name come from `path`, as for the file now.
+LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path);
 
 // ---- flags -> setup -----------------------------------------------------------------------------
 
@@ -160,6 +164,9 @@ struct BuiltSetup {
 // memplan::validate and throws InputError pointing at the file position or flag of the first
 // problem. A missing model is an error ("--model or model: in the config").
 BuiltSetup build_setup(const SetupInputs& in);
+// The same with the config already loaded (`cfg`: what load_config gave for in.config, empty
+// without one), for callers that read it first.
+BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg);
 
 // ---- calibration profiles -------------------------------------------------------------------
 
