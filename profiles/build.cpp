@@ -12,26 +12,20 @@ using detail::lower;
 
 namespace {
 
-Where flag(const char* name) {
-  Where w;
-  w.flag = name;
-  return w;
-}
-
 // Sets `slot` from a flag when it was given, and notes the flag as the field's origin.
 template <class T, class V>
 void from_flag(Provenance& origin, const std::optional<V>& v, const char* name, const char* field, T& slot) {
   if (!v) return;
   slot = static_cast<T>(*v);
-  origin.set(field, flag(name));
+  origin.set(field, Where::at_flag(name));
 }
 
 template <class E, class Parse>
 void choice_flag(Provenance& origin, const std::optional<std::string>& v, const char* name, const char* field,
                  const char* what, Parse parse, const std::vector<std::string>& names, E& slot) {
   if (!v) return;
-  slot = detail::parse_choice<E>(*v, what, parse, names, flag(name));
-  origin.set(field, flag(name));
+  slot = detail::parse_choice<E>(*v, what, parse, names, Where::at_flag(name));
+  origin.set(field, Where::at_flag(name));
 }
 
 // Host RAM from /proc/meminfo (0 when unreadable): the capacity of --device cpu.
@@ -50,7 +44,7 @@ std::optional<int64_t> capacity_flag(const SetupInputs& in) {
   if (!in.gpu_memory) return std::nullopt;
   const auto bytes = parse_size(*in.gpu_memory);
   if (!bytes || *bytes <= 0)
-    throw InputError(flag("--gpu-memory"), fmt::format("cannot read '{}' as a size", *in.gpu_memory),
+    throw InputError(Where::at_flag("--gpu-memory"), fmt::format("cannot read '{}' as a size", *in.gpu_memory),
                      "write it like 12GiB, 24GB or 25769803776");
   return bytes;
 }
@@ -63,13 +57,13 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
   if (!in.gpu && !flag_capacity && !cfg.gpu && !cfg.gpu_memory && s.device.family.empty())
     s.device = detail::gpu_device(std::nullopt, Where(), std::nullopt);  // no target: generic overheads
   if (in.gpu || flag_capacity) {
-    const Where gpu_where = in.gpu ? flag("--gpu") : cfg.origin.of("hardware.gpu");
+    const Where gpu_where = in.gpu ? Where::at_flag("--gpu") : cfg.origin.of("hardware.gpu");
     const auto gpu = in.gpu ? in.gpu : cfg.gpu;
     const auto capacity = flag_capacity ? flag_capacity : in.gpu ? std::nullopt : cfg.gpu_memory;
     s.device = detail::gpu_device(gpu, gpu_where, capacity);
     s.runtime.allocator_rounding = true;
     if (gpu) b.origin.set("hardware.gpu", gpu_where);
-    const Where capacity_where = flag_capacity ? flag("--gpu-memory") : in.gpu ? gpu_where : cfg.origin.of("hardware.gpu_memory");
+    const Where capacity_where = flag_capacity ? Where::at_flag("--gpu-memory") : in.gpu ? gpu_where : cfg.origin.of("hardware.gpu_memory");
     b.origin.set("hardware.gpu_memory", capacity_where);
   }
   if (!in.device) return;
@@ -83,13 +77,13 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
     cpu.capacity_bytes = flag_capacity ? *flag_capacity : host_memory_bytes();
     s.device = cpu;
     s.runtime.allocator_rounding = false;  // the CPU allocator does not round like CUDA's caching allocator
-    b.origin.set("hardware.gpu_memory", flag_capacity ? flag("--gpu-memory") : flag("--device"));
+    b.origin.set("hardware.gpu_memory", flag_capacity ? Where::at_flag("--gpu-memory") : Where::at_flag("--device"));
   } else if (d == "cuda" || cuda_n) {
     s.device.kind = DeviceKind::cuda;
   } else {
-    throw InputError(flag("--device"), fmt::format("unknown device '{}'", *in.device), "expected one of: cpu, cuda, cuda:N");
+    throw InputError(Where::at_flag("--device"), fmt::format("unknown device '{}'", *in.device), "expected one of: cpu, cuda, cuda:N");
   }
-  b.origin.set("device", flag("--device"));
+  b.origin.set("device", Where::at_flag("--device"));
 }
 
 void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
@@ -102,14 +96,8 @@ void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
   from_flag(o, in.lora_dropout, "--lora-dropout", "finetune.lora_dropout", f.lora_dropout);
   from_flag(o, in.freeze_layers, "--freeze-layers", "finetune.freeze_layers", f.freeze_layers);
   if (in.lora_targets) {
-    f.lora_targets.clear();
-    std::stringstream ss(*in.lora_targets);
-    for (std::string t; std::getline(ss, t, ',');) {
-      t.erase(0, t.find_first_not_of(" \t"));
-      t.erase(t.find_last_not_of(" \t") + 1);
-      if (!t.empty()) f.lora_targets.push_back(t);
-    }
-    o.set("finetune.lora_targets", flag("--lora-targets"));
+    f.lora_targets = detail::split_list(*in.lora_targets);
+    o.set("finetune.lora_targets", Where::at_flag("--lora-targets"));
   }
 }
 
@@ -123,7 +111,7 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   from_flag(o, in.tensor_parallel, "--tensor-parallel", "parallel.tensor_parallel", s.parallel.tensor_parallel);
   from_flag(o, in.pipeline_parallel, "--pipeline-parallel", "parallel.pipeline_parallel", s.parallel.pipeline_parallel);
   if (in.zero && (*in.zero < INT_MIN || *in.zero > INT_MAX))
-    throw InputError(flag("--zero"), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *in.zero));
+    throw InputError(Where::at_flag("--zero"), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *in.zero));
   from_flag(o, in.zero, "--zero", "parallel.zero_stage", s.parallel.zero_stage);
   choice_flag(o, in.precision, "--precision", "precision", "precision", parse_precision, precision_names(), s.precision);
   choice_flag(o, in.optimizer, "--optimizer", "optimizer", "optimizer", parse_optimizer, optimizer_names(), s.optimizer);
@@ -148,8 +136,8 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   b.global_batch = cfg.global_batch;
   TrainingSetup& s = b.setup;
   if (in.model) {
-    s.model = load_model(*in.model, flag("--model"), &b.warnings);
-    detail::set_model_origin(b.origin, flag("--model"));
+    s.model = load_model(*in.model, Where::at_flag("--model"), &b.warnings);
+    detail::set_model_origin(b.origin, Where::at_flag("--model"));
   } else if (!cfg.has_model) {
     throw InputError(Where{}, "no model given",
                      "pass --model PRESET|config.json or set model: in the config (memplan models lists the presets)");

@@ -62,7 +62,7 @@ const detail::KeyTable<Calibration>& profile_keys() {
 }
 
 [[noreturn]] void write_failed(const std::string& path, const std::string& why) {
-  throw InputError(detail::file_where(path), fmt::format("cannot write the calibration profile ({})", why),
+  throw InputError(Where::at_file(path), fmt::format("cannot write the calibration profile ({})", why),
                    "choose a writable path with --out");
 }
 
@@ -72,7 +72,7 @@ Calibration load_calibration(const std::string& path) {
   const Node root = detail::parse_yaml(detail::read_text_file(path), path);
   const Node* schema = root.kind == Node::Kind::map ? root.find("schema") : nullptr;
   if (!schema || detail::as_text(*schema) != kSchema)
-    throw InputError(schema ? schema->where : detail::file_where(path), fmt::format("expected 'schema: {}'", kSchema),
+    throw InputError(schema ? schema->where : Where::at_file(path), fmt::format("expected 'schema: {}'", kSchema),
                      "memplan calibrate --out FILE writes calibration profiles");
   Calibration c;
   detail::read_section(root, {&profile_keys()}, c, nullptr);

@@ -397,6 +397,12 @@ const Table& root_sections() {
 // ---- DeepSpeed JSON ---------------------------------------------------------------------------
 
 // offload_optimizer / offload_param: {"device": "cpu" | "nvme" | "none"}.
+// A memplan YAML document's top level (also the "memplan" block of a DeepSpeed JSON).
+void read_root(const Node& n, ConfigState& st) {
+  read_section(n, {&root_sections(), &training_keys(), &data_keys(), &hardware_keys(), &nested_sections()}, st,
+               &st.out.warnings);
+}
+
 Key<ConfigState> ds_offload(const char* name, Offload what) {
   return {{name}, [=](const Node& section, ConfigState& st) {
             if (section.kind != Node::Kind::map) not_a_map(section);
@@ -449,11 +455,7 @@ const Table& ds_root_keys() {
       {{"optimizer"}, set_optimizer},
       // What DeepSpeed cannot express (model, sequence, attention, checkpointing, target), in
       // memplan's YAML vocabulary; DeepSpeed ignores unknown top-level keys. memplan plan writes it.
-      {{"memplan"}, [](const Node& n, ConfigState& st) {
-         if (n.kind != Node::Kind::map) not_a_map(n);
-         read_section(n, {&root_sections(), &training_keys(), &data_keys(), &hardware_keys(), &nested_sections()}, st,
-                      &st.out.warnings);
-       }},
+      {{"memplan"}, read_root},
       {{"_comment"}, [](const Node&, ConfigState&) {}},
   };
   return t;
@@ -693,9 +695,9 @@ void read_json_config(const std::string& text, ConfigState& st) {
   }
   if (root.find("model_type")) {
     st.out.kind = "hf-config";
-    return use_model(st, read_hf_config(root, st.path, config_model_name(st.file.string())), file_where(st.path));
+    return use_model(st, read_hf_config(root, st.path, config_model_name(st.file.string())), Where::at_file(st.path));
   }
-  throw InputError(file_where(st.path), "cannot tell what this JSON file configures",
+  throw InputError(Where::at_file(st.path), "cannot tell what this JSON file configures",
                    "memplan reads DeepSpeed ds_config.json (zero_optimization, train_micro_batch_size_per_gpu) and "
                    "Hugging Face config.json (model_type)");
 }
@@ -716,10 +718,9 @@ LoadedConfig load_config_text(const std::string& text, const std::string& shown_
     st.out.kind = "memplan-yaml";
     const Node root = parse_yaml(text, shown_as);
     if (root.kind != Node::Kind::map)
-      throw InputError(file_where(shown_as), "expected a mapping of settings (model:, training:, ...)",
+      throw InputError(Where::at_file(shown_as), "expected a mapping of settings (model:, training:, ...)",
                        "see examples/ for memplan config files");
-    read_section(root, {&root_sections(), &training_keys(), &data_keys(), &hardware_keys(), &nested_sections()}, st,
-                 &st.out.warnings);
+    read_root(root, st);
   }
   resolve(st);
   return st.out;

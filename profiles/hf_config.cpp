@@ -30,7 +30,7 @@ struct HfReader {
   void need(const char* key, int64_t ModelSpec::*member, const char* field) {
     const Node* n = get(key);
     if (!n)
-      throw InputError(file_where(root.where.file), fmt::format("missing '{}'", key),
+      throw InputError(Where::at_file(root.where.file), fmt::format("missing '{}'", key),
                        fmt::format("memplan reads {} from '{}' in {} configs", field, key, m().model_type));
     take(*n, member, field);
   }
@@ -176,7 +176,7 @@ ReadModel read_hf_config(const Node& root, const std::string& path, const std::s
   if (root.kind != Node::Kind::map) type_error(root, "a JSON object");
   const Node* type = root.find("model_type");
   if (!type)
-    throw InputError(file_where(path), "missing 'model_type'",
+    throw InputError(Where::at_file(path), "missing 'model_type'",
                      fmt::format("a Hugging Face config.json names its architecture in model_type (supported: {})",
                                  fmt::join(supported_model_types(), ", ")));
   ReadModel out;
@@ -195,7 +195,7 @@ ReadModel read_hf_config(const Node& root, const std::string& path, const std::s
   if (!root.find("head_dim") && m.num_attention_heads > 0) m.head_dim = m.hidden_size / m.num_attention_heads;
   TrainingSetup alone;
   alone.model = m;
-  throw_first_problem(alone, out.origin, "model.", file_where(path));
+  throw_first_problem(alone, out.origin, "model.", Where::at_file(path));
   return out;
 }
 
@@ -223,12 +223,5 @@ void throw_first_problem(const TrainingSetup& s, const Provenance& origin, const
 }
 
 }  // namespace detail
-
-ModelSpec parse_hf_config(const std::string& path) { return detail::read_hf_config_file(path).spec; }
-
-ModelSpec parse_hf_config_text(const std::string& text, const std::string& path_for_errors) {
-  return detail::read_hf_config(detail::parse_json(text, path_for_errors), path_for_errors,
-                                detail::config_model_name(path_for_errors)).spec;
-}
 
 }  // namespace memplan::profiles

@@ -167,7 +167,7 @@ GpuCatalog load_gpu_catalog(const std::string& path) {
   if (root.kind != Node::Kind::map) detail::not_a_map(root);
   const Node* schema = root.find("schema");
   if (!schema || as_text(*schema) != "memplan.gpus/v1")
-    throw InputError(schema ? schema->where : detail::file_where(path), "expected 'schema: memplan.gpus/v1'",
+    throw InputError(schema ? schema->where : Where::at_file(path), "expected 'schema: memplan.gpus/v1'",
                      "this file is not a memplan GPU catalog, or a newer one");
   GpuCatalog c;
   for (const Node& item : need_list(root, "families").items) {
@@ -207,28 +207,37 @@ void apply_gpu(TrainingSetup& s, const GpuProfile& g, const GpuCatalog& catalog)
 // ---- models -------------------------------------------------------------------------------------
 
 namespace {
-std::vector<ModelPreset> scan_model_presets() {
-  std::vector<ModelPreset> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(fs::path(data_dir()) / "models", ec)) {
-    if (entry.path().extension() != ".json") continue;
-    const std::string path = fs::absolute(entry.path()).string();
-    const Node root = detail::parse_json(detail::read_text_file(path), path);
-    const Node* repo = root.find("_name_or_path");
-    out.push_back({entry.path().stem().string(), repo ? as_text(*repo) : "", path});
-  }
-  std::sort(out.begin(), out.end(), [](const ModelPreset& a, const ModelPreset& b) { return a.name < b.name; });
-  return out;
+// The bundled presets with their parsed config.json, read once per process like gpu_catalog().
+struct ScannedPreset {
+  ModelPreset preset;
+  Node root;
+};
+
+const std::vector<ScannedPreset>& scanned_presets() {
+  static const std::vector<ScannedPreset> scanned = [] {
+    std::vector<ScannedPreset> out;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(fs::path(data_dir()) / "models", ec)) {
+      if (entry.path().extension() != ".json") continue;
+      const std::string path = fs::absolute(entry.path()).string();
+      Node root = detail::parse_json(detail::read_text_file(path), path);
+      const Node* repo = root.find("_name_or_path");
+      out.push_back({{entry.path().stem().string(), repo ? as_text(*repo) : "", path}, std::move(root)});
+    }
+    std::sort(out.begin(), out.end(), [](const ScannedPreset& a, const ScannedPreset& b) { return a.preset.name < b.preset.name; });
+    return out;
+  }();
+  return scanned;
 }
 }  // namespace
 
-std::vector<ModelPreset> model_presets() {
-  static const std::vector<ModelPreset> presets = scan_model_presets();  // read once, like gpu_catalog()
+const std::vector<ModelPreset>& model_presets() {
+  static const std::vector<ModelPreset> presets = [] {
+    std::vector<ModelPreset> out;
+    for (const ScannedPreset& s : scanned_presets()) out.push_back(s.preset);
+    return out;
+  }();
   return presets;
-}
-
-ModelSpec load_model(const std::string& name_or_path, const Where& origin) {
-  return detail::resolve_model(name_or_path, origin).spec;
 }
 
 ModelSpec load_model(const std::string& name_or_path, const Where& origin, std::vector<Warning>* warnings) {
@@ -248,17 +257,16 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
     return read_hf_config_file(config.string());
   }
   if (fs::is_regular_file(name, ec)) return read_hf_config_file(name);
-  const auto presets = model_presets();
-  for (const auto& p : presets)
+  for (const auto& [p, root] : scanned_presets())
     if (lower(name) == lower(p.name) || (!p.hf_repo.empty() && lower(name) == lower(p.hf_repo))) {
-      ReadModel m = read_hf_config(parse_json(read_text_file(p.path), p.path), p.path, p.name);
+      ReadModel m = read_hf_config(root, p.path, p.name);
       m.origin = Provenance{};  // a preset's fields come from its name, not from lines of a bundled file
       return m;
     }
   if (detail::ends_with(lower(name), ".json"))
     throw InputError(origin, fmt::format("cannot find '{}'", name), kTakes);
   std::vector<Named> named;
-  for (const auto& p : presets) named.push_back({p.name, {p.hf_repo}});
+  for (const auto& p : model_presets()) named.push_back({p.name, {p.hf_repo}});
   throw InputError(origin, fmt::format("unknown model '{}'", name),
                    did_you_mean(suggest_among(name, named), "memplan models",
                                 "--model also takes a config.json or a model directory"));

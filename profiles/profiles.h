@@ -70,18 +70,13 @@ struct ModelPreset {
   std::string hf_repo;  // _name_or_path of the config
   std::string path;     // absolute path of the config.json
 };
-std::vector<ModelPreset> model_presets();  // sorted by name
+const std::vector<ModelPreset>& model_presets();  // sorted by name
 
 // A model by preset name, HF repository id alias, config.json path or directory holding one.
-// `origin` says where the name came from (flag or YAML position) for errors.
-ModelSpec load_model(const std::string& name_or_path, const Where& origin);
-// Same, appending what the config could only approximate (e.g. Qwen-MoE mlp_only_layers) to
-// `warnings` when it is not null.
-ModelSpec load_model(const std::string& name_or_path, const Where& origin, std::vector<Warning>* warnings);
-// An HF config.json (file path). Unknown model_type, missing or wrong-typed fields are errors
-// with the JSON position.
-ModelSpec parse_hf_config(const std::string& path);
-ModelSpec parse_hf_config_text(const std::string& text, const std::string& path_for_errors);
+// `origin` says where the name came from (flag or YAML position) for errors. What the config
+// could only approximate (e.g. Qwen-MoE mlp_only_layers) is appended to `warnings` when given.
+// Unknown model_type, missing or wrong-typed fields are errors with the JSON position.
+ModelSpec load_model(const std::string& name_or_path, const Where& origin, std::vector<Warning>* warnings = nullptr);
 
 // ---- sizes -------------------------------------------------------------------------------------
 

@@ -35,8 +35,8 @@ void check_depth(int depth, const Where& where) {
 // ---- YAML -------------------------------------------------------------------------------------
 
 Where yaml_where(const YAML::Mark& m, const std::string& file) {
-  if (m.is_null()) return file_where(file);
-  return file_where(file, m.line + 1, m.column + 1);
+  if (m.is_null()) return Where::at_file(file);
+  return Where::at_file(file, m.line + 1, m.column + 1);
 }
 
 Node from_yaml(const YAML::Node& y, const std::string& file, const std::string& path, const Where& where, int depth) {
@@ -76,7 +76,7 @@ Where where_at(const std::string& text, size_t offset, const std::string& file) 
   const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
   const size_t nl = offset == 0 ? std::string::npos : text.rfind('\n', offset - 1);
   const int col = static_cast<int>(nl == std::string::npos ? offset + 1 : offset - nl);
-  return file_where(file, line, col);
+  return Where::at_file(file, line, col);
 }
 
 // Offset of `"key"` followed by ':' at or after `from`; npos when not found.
@@ -105,7 +105,7 @@ struct JsonConverter {
       for (const auto& [key, value] : j.items()) {
         size_t at = find_key(text, key, cursor);
         if (at == std::string::npos) at = find_key(text, key, 0);
-        const Where key_where = at == std::string::npos ? file_where(file) : where_at(text, at, file);
+        const Where key_where = at == std::string::npos ? Where::at_file(file) : where_at(text, at, file);
         if (at != std::string::npos) cursor = std::max(cursor, at + key.size() + 2);
         n.entries.emplace_back(key, convert(value, child_path(path, key), key_where, cursor, depth + 1));
       }
@@ -199,7 +199,7 @@ const Node* Node::find(const std::string& key) const {
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(file_where(path), fmt::format("cannot open the file ({})", std::strerror(errno)));
+  if (!in) throw InputError(Where::at_file(path), fmt::format("cannot open the file ({})", std::strerror(errno)));
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -207,7 +207,7 @@ std::string read_text_file(const std::string& path) {
 
 Node parse_yaml(const std::string& text, const std::string& path) {
   try {
-    return from_yaml(YAML::Load(text), path, "", file_where(path), 0);
+    return from_yaml(YAML::Load(text), path, "", Where::at_file(path), 0);
   } catch (const YAML::Exception& e) {
     throw InputError(yaml_where(e.mark, path), e.msg);
   }
@@ -220,10 +220,10 @@ Node parse_json(const std::string& text, const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(where_at(text, token_start(text, e.byte == 0 ? 0 : e.byte - 1), path), json_message(e.what()));
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(file_where(path), json_message(e.what()));
+    throw InputError(Where::at_file(path), json_message(e.what()));
   }
   size_t cursor = 0;
-  return JsonConverter{text, path}.convert(j, "", file_where(path), cursor, 0);
+  return JsonConverter{text, path}.convert(j, "", Where::at_file(path), cursor, 0);
 }
 
 // ---- typed values -------------------------------------------------------------------------------
@@ -279,7 +279,12 @@ std::vector<std::string> as_text_list(const Node& n) {
     for (const auto& item : n.items) out.push_back(as_text(item));
     return out;
   }
-  std::stringstream ss(as_text(n));
+  return split_list(as_text(n));
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
   for (std::string part; std::getline(ss, part, ',');) {
     part.erase(0, part.find_first_not_of(" \t"));
     part.erase(part.find_last_not_of(" \t") + 1);

@@ -32,15 +32,6 @@ struct Node {
   const Node* find(const std::string& key) const;
 };
 
-// A position in a file (line and col 1-based; 0: the whole file).
-inline Where file_where(const std::string& file, int line = 0, int col = 0) {
-  Where w;
-  w.file = file;
-  w.line = line;
-  w.col = col;
-  return w;
-}
-
 std::string lower(std::string s);  // ASCII lower case: names and keys compare case-insensitively
 inline bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -61,6 +52,7 @@ double as_number(const Node& n);
 bool as_bool(const Node& n);      // true/false (YAML also yes/no/on/off)
 std::string as_text(const Node& n);
 std::vector<std::string> as_text_list(const Node& n);  // a list of scalars or "a,b,c"
+std::vector<std::string> split_list(const std::string& text);  // "a, b,,c" -> a b c
 int64_t as_size(const Node& n);   // bytes as a number or a size string ("24GiB")
 
 // A name from a fixed set: "unknown <what> 'x'" with hint "expected one of: ..." at `where`.
