@@ -51,7 +51,6 @@ std::vector<Probe> probe_series(bool cuda, bool quick) {
     t.device.kind = cuda ? DeviceKind::cuda : DeviceKind::cpu;
     out.push_back({fmt::format("{} h{} L{} b{} s{} {} {}", style, h, layers, b, s, to_string(p), ckpt), t});
   };
-  const Precision half = cuda ? Precision::amp_bf16 : Precision::fp32;
   if (!cuda) {
     add("llama", 128, 2, 2048, 2, 128, Precision::fp32, "none");
     add("llama", 256, 2, 4096, 1, 512, Precision::fp32, "none");
@@ -63,6 +62,7 @@ std::vector<Probe> probe_series(bool cuda, bool quick) {
     }
     return out;
   }
+  const Precision half = Precision::amp_bf16;
   add("llama", 1024, 4, 32000, 4, 1024, half, "none");
   add("llama", 2048, 4, 32000, 2, 2048, half, "none");
   add("gpt2", 1024, 8, 50257, 8, 512, half, "none");
@@ -143,7 +143,10 @@ struct InterruptScope {
 CalibrationRun run_calibration(const CalibrateOptions& opt) {
   CalibrationRun run;
   InterruptScope interrupt_scope;
-  const bool cuda = opt.device.rfind("cuda", 0) == 0;
+  const bool cuda = is_cuda(opt.device);
+  MeasureOptions mo;
+  mo.device = opt.device;
+  mo.threads = opt.threads;
   auto say = [&](const std::string& s) { if (opt.progress) opt.progress(s); };
   int64_t context = 0;
   std::string device_name, driver;
@@ -157,15 +160,11 @@ CalibrationRun run_calibration(const CalibrateOptions& opt) {
     ProbeOutcome o;
     o.probe = probes[i];
     say(fmt::format("probe {}/{}: {}", i + 1, probes.size(), probes[i].name));
-    MeasureOptions mo;
-    mo.device = opt.device;
-    mo.threads = opt.threads;
     try {
       const MeasureResult r = measure(probes[i].setup, mo);
       device_name = r.device_name;
       driver = r.driver;
-      const bool oom = std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) { return n.rfind("out of memory", 0) == 0; });
-      if (oom) {
+      if (!r.oom.empty()) {
         o.note = "out of memory (kept as a data point: this size does not fit)";
       } else {
         o.ok = true;
@@ -174,10 +173,10 @@ CalibrationRun run_calibration(const CalibrateOptions& opt) {
         o.measured = cuda ? r.peak_reserved + r.context_bytes : r.peak_bytes;
         const MemoryBreakdown e = estimate(harness_setup(probes[i].setup, mo));
         const PhaseState& pk = e.peak();
-        o.dynamic = pk[Term::activations] + pk[Term::logits_and_loss] + pk[Term::transient];
-        o.states = pk[Term::weights] + pk[Term::gradients] + pk[Term::master_weights] + pk[Term::optimizer_states];
-        o.fixed = pk[Term::workspace] + pk[Term::cuda_context] + pk[Term::allocator_overhead] + pk[Term::comm_buffers];
+        o.dynamic = sum_of(pk.bytes, kDynamicTerms);
+        o.states = sum_of(pk.bytes, kModelStateTerms);
         o.estimated = pk.total();
+        o.fixed = o.estimated - o.dynamic - o.states;  // workspace, context, allocator, buffers
       }
     } catch (const InputError& e) {
       o.note = "refused: " + e.message();
@@ -188,8 +187,6 @@ CalibrationRun run_calibration(const CalibrateOptions& opt) {
   run.fitted.device = device_name;
   for (auto& o : run.probes) {
     if (!o.ok) continue;
-    MeasureOptions mo;
-    mo.device = opt.device;
     o.calibrated = estimate(harness_setup(o.probe.setup, mo), &run.fitted).peak_bytes();
     run.max_error_before = std::max(run.max_error_before, rel(o.estimated, o.measured));
     run.max_error_after = std::max(run.max_error_after, rel(o.calibrated, o.measured));

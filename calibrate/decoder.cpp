@@ -14,7 +14,6 @@
 #include <limits>
 
 #include "calibrate/torch_internal.h"
-#include "estimator/error.h"
 #include "estimator/model.h"
 
 namespace memplan::calibrate {
@@ -156,11 +155,15 @@ Tensor checkpoint(LayerFn fn, const Tensor& x, const std::vector<Tensor>& params
 
 // ---- parameters and ops ---------------------------------------------------------------------
 
+// torch.finfo(dtype).min for the dtypes the harness builds (bf16, else fp32).
+double finfo_min(c10::ScalarType t) {
+  return t == torch::kBFloat16 ? -3.3895313892515355e38 : static_cast<double>(std::numeric_limits<float>::lowest());
+}
+
 // Parameters of the model. `trainable` is decided per tensor (LoRA freezes the base; --freeze-
 // layers freezes whole layers); only trainable ones reach the optimizer.
 struct Params {
-  std::vector<Tensor> all;        // trainable
-  std::vector<Tensor> frozen;
+  std::vector<Tensor> all;        // trainable (frozen ones live only in their module)
   torch::Device device;
   c10::ScalarType dtype;
   double std = 0.02;  // HF initializer_range
@@ -178,8 +181,6 @@ struct Params {
     if (trainable) {
       t.requires_grad_(true);
       all.push_back(t);
-    } else {
-      frozen.push_back(t);
     }
     return t;
   }
@@ -347,7 +348,7 @@ Tensor repeat_kv(const Tensor& x, int64_t n_rep) {
 class Model : public Decoder {
  public:
   Model(const TrainingSetup& s, const torch::Device& dev)
-      : s_(s), m_(s.model), p_{{}, {}, dev, s.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat} {
+      : s_(s), m_(s.model), p_{{}, dev, s.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat} {
     const int64_t h = m_.hidden_size, V = m_.vocab_size;
     gpt2_ = m_.model_type == "gpt2";
     const bool lora = s.finetune.mode != FinetuneMode::full;
@@ -443,9 +444,8 @@ class Model : public Decoder {
     }
   };
 
-  bool train() const { return true; }
-
-  Tensor dropout(const Tensor& x, double p) const { return p > 0 ? torch::dropout(x, p, train()) : x; }
+  // Training mode throughout (model.train()).
+  Tensor dropout(const Tensor& x, double p) const { return p > 0 ? torch::dropout(x, p, /*train=*/true) : x; }
 
   Tensor forward(const Tensor& ids) {
     const int64_t b = ids.size(0), sq = ids.size(1);
@@ -466,8 +466,7 @@ class Model : public Decoder {
       const auto mdt = x.scalar_type();
       // LlamaModel._update_causal_mask with an all-ones attention_mask: the (s, s) triangle of
       // finfo.min, expanded to (b, 1, s, s) and cloned.
-      const double mn = mdt == torch::kBFloat16 ? -3.3895313892515355e38 : static_cast<double>(std::numeric_limits<float>::lowest());
-      Tensor tri = torch::full({sq, sq}, mn, torch::TensorOptions().dtype(mdt).device(dev)).triu(1);
+      Tensor tri = torch::full({sq, sq}, finfo_min(mdt), torch::TensorOptions().dtype(mdt).device(dev)).triu(1);
       sh.mask = tri.index({None, None}).expand({b, 1, sq, sq}).clone();
       if (inv_freq_.defined()) {
         // LlamaRotaryEmbedding.forward with position_ids (1, s): cos/sin (1, s, d) in x.dtype.
@@ -481,7 +480,9 @@ class Model : public Decoder {
     for (int64_t i = 0; i < m_.num_layers; ++i) {
       Layer& l = layers_[i];
       LayerFn fn = [this, &l, sh](const Tensor& in) { return gpt2_ ? gpt2_block(l, in) : llama_block(l, in, sh); };
-      if (s_.checkpointing.layer_checkpointed(i)) x = checkpoint_layer(fn, x, l.params());
+      // The mask and cos/sin are inputs of HF's checkpointed layer call, so the reentrant
+      // checkpoint keeps them until its backward; the closure holding them does the same.
+      if (s_.checkpointing.layer_checkpointed(i)) x = checkpoint(fn, x, l.params());
       else x = fn(x);
     }
     if (m_.final_norm) x = ln_f_(x);
@@ -489,12 +490,6 @@ class Model : public Decoder {
     sh = Shared();
     inputs_embeds = position_embeds = Tensor();
     return torch::linear(x, m_.tie_word_embeddings ? wte_ : lm_head_);
-  }
-
-  // The mask and cos/sin are inputs of HF's checkpointed layer call, so the reentrant
-  // checkpoint keeps them until its backward; the closure holding them does the same.
-  static Tensor checkpoint_layer(const LayerFn& fn, const Tensor& x, const std::vector<Tensor>& params) {
-    return checkpoint(fn, x, params);
   }
 
   // GPT2Block.forward, GPT2Attention.forward/_attn, GPT2MLP.forward, statement by statement so
@@ -524,8 +519,7 @@ class Model : public Decoder {
     Tensor w = torch::matmul(query, key.transpose(-1, -2));
     w = w / torch::full({}, std::sqrt(static_cast<double>(d)), w.options());
     const Tensor causal = l.causal.index({Slice(), Slice(), Slice(0, sq), Slice(0, sq)});
-    const double mn = w.scalar_type() == torch::kBFloat16 ? -3.3895313892515355e38 : static_cast<double>(std::numeric_limits<float>::lowest());
-    w = torch::where(causal, w, torch::full({}, mn, w.options()));
+    w = torch::where(causal, w, torch::full({}, finfo_min(w.scalar_type()), w.options()));
     w = torch::softmax(w, -1);
     w = w.to(value.scalar_type());
     w = dropout(w, m_.attention_dropout);
@@ -568,7 +562,7 @@ class Model : public Decoder {
     if (s_.attention != AttentionImpl::eager) {
       // sdpa_attention_forward: no mask, is_causal, GQA natively on torch >= 2.5.
 #if MEMPLAN_TORCH_AT_LEAST(2, 5)
-      o = at::scaled_dot_product_attention(q, k, v, {}, train() ? m_.attention_dropout : 0.0, true, c10::nullopt, kv < a);
+      o = at::scaled_dot_product_attention(q, k, v, {}, m_.attention_dropout, true, c10::nullopt, kv < a);
 #else
       o = at::scaled_dot_product_attention(q, repeat_kv(k, a / kv), repeat_kv(v, a / kv), {}, m_.attention_dropout, true);
 #endif

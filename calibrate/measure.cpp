@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -139,12 +138,6 @@ class CudaProbe : public Probe {
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
     return static_cast<int64_t>(total_b - free_b);
   }
-  int64_t total_memory() {
-    c10::cuda::CUDAGuard g(static_cast<c10::DeviceIndex>(dev_));
-    size_t free_b = 0, total_b = 0;
-    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
-    return static_cast<int64_t>(total_b);
-  }
 
  private:
   auto stats() { return c10::cuda::CUDACachingAllocator::getDeviceStats(dev_); }
@@ -172,8 +165,6 @@ std::string cpu_name() {
     }
   return "cpu";
 }
-
-bool is_cuda(const std::string& dev) { return dev.rfind("cuda", 0) == 0; }
 
 // Why the harness cannot run this setup, or "" when it can.
 std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
@@ -274,7 +265,7 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
 #endif
   if (!cuda) probe = std::make_unique<CpuProbe>();
   auto say = [&](const std::string& line) { if (opt.progress) opt.progress(line); };
-  torch::manual_seed(static_cast<uint64_t>(opt.seed));
+  torch::manual_seed(0);
   const int64_t base = probe->current();
   auto now = [&] { return probe->current() - base; };
   auto peak = [&] { return probe->peak() - base; };
@@ -293,8 +284,7 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
       StepSample ss;
       ss.step = step;
       const auto t0 = std::chrono::steady_clock::now();
-      ss.start_bytes = now();
-      auto sample = [&](const char* phase) {
+      auto sample = [&](Phase phase) {
         PhaseSample p;
         p.phase = phase;
         p.peak_bytes = peak();
@@ -314,19 +304,19 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
         if (amp) guard = std::make_unique<AutocastGuard>(ac_dev, ac_dt);
         loss = model->loss(ids, labels);
       }
-      sample("forward");
+      sample(Phase::forward);
       out.forward_end = now();
       say(fmt::format("step {}/{}: backward (loss {:.3f})", step, opt.steps, loss.item<double>()));
       probe->reset_peak();
       if (CountingAllocator::trace_threshold() >= 0) std::fprintf(stderr, "== step %d backward\n", step);
       loss.backward();
       loss = torch::Tensor();
-      sample("backward");
+      sample(Phase::backward);
       say(fmt::format("step {}/{}: optimizer step", step, opt.steps));
       const int64_t before_step = now();
       probe->reset_peak();
       optimizer->step();
-      sample("optimizer_step");
+      sample(Phase::optimizer_step);
       if (step == 1) out.states = now() - before_step;
       // zero_grad(set_to_none=True): LibTorch 1.13's zero_grad() only zeroes (libtorch-notes §8).
       for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
@@ -372,23 +362,24 @@ MeasureResult measure(const TrainingSetup& s, const MeasureOptions& opt) {
 
   // Depth: full if the estimate fits the budget, else the largest of 1-3 layers that fit.
   const TrainingSetup full = harness_setup(s, opt);
-  int64_t budget = opt.memory_budget;
-  if (budget <= 0) budget = is_cuda(opt.device) ? (s.device.capacity_bytes > 0 ? s.device.capacity_bytes : (80LL << 30)) * 9 / 10
-                                                 : host_available_bytes() * 8 / 10;
+  const int64_t budget = is_cuda(opt.device)
+                             ? (s.device.capacity_bytes > 0 ? s.device.capacity_bytes : (80LL << 30)) * 9 / 10
+                             : host_available_bytes() * 8 / 10;
   std::vector<int64_t> depths;
   if (opt.layers > 0 || estimate(full).peak_bytes() <= budget) {
     depths = {full.model.num_layers};
   } else {
+    std::vector<int64_t> estimated;  // peak at 1, 2, 3 layers
     for (int64_t d = 1; d <= std::min<int64_t>(3, s.model.num_layers); ++d) {
       TrainingSetup t = full;
       t.model.num_layers = d;
-      if (estimate(t).peak_bytes() <= budget) depths.push_back(d);
+      estimated.push_back(estimate(t).peak_bytes());
+      if (estimated.back() <= budget) depths.push_back(d);
     }
     if (depths.size() < 2)
       throw InputError(Where::at_flag("--device"),
                        fmt::format("cannot measure {}: even {} layer(s) need an estimated {:.1f} GiB, over the {:.1f} GiB budget",
-                                   s.model.name, depths.empty() ? 1 : 2,
-                                   [&] { TrainingSetup t = full; t.model.num_layers = depths.empty() ? 1 : 2; return estimate(t).peak_bytes() / 1073741824.0; }(),
+                                   s.model.name, depths.size() + 1, estimated[depths.size()] / 1073741824.0,
                                    budget / 1073741824.0),
                        "measure a smaller micro-batch or sequence, or on a device with more memory");
   }
@@ -410,19 +401,18 @@ MeasureResult measure(const TrainingSetup& s, const MeasureOptions& opt) {
   r.context_bytes = last.context;
   r.device_used_peak = last.device_used_peak;
   r.peak_reserved = last.peak_reserved;
+  r.oom = last.oom;
   if (!last.oom.empty()) r.notes.push_back("out of memory: " + last.oom);
 
   // Per-phase peaks (max over steps) at each depth, then per-layer extrapolation.
-  auto phase_peaks = [](const RunOutcome& o) {
+  std::vector<std::vector<int64_t>> peaks;  // per run, per Phase
+  for (const RunOutcome& o : runs) {
     std::vector<int64_t> pk(kNumPhases, 0);
     for (const auto& st : o.steps)
-      for (const auto& ph : st.phases) {
-        const int i = ph.phase == "forward" ? 0 : ph.phase == "backward" ? 1 : 2;
-        pk[i] = std::max(pk[i], ph.peak_bytes);
-      }
-    return pk;
-  };
-  r.phase_peaks = phase_peaks(last);
+      for (const auto& ph : st.phases) pk[static_cast<int>(ph.phase)] = std::max(pk[static_cast<int>(ph.phase)], ph.peak_bytes);
+    peaks.push_back(std::move(pk));
+  }
+  r.phase_peaks = peaks.back();
   if (depths.size() > 1 && runs.size() == depths.size()) {
     r.extrapolated = true;
     r.depths = depths;
@@ -431,7 +421,7 @@ MeasureResult measure(const TrainingSetup& s, const MeasureOptions& opt) {
     for (int ph = 0; ph < kNumPhases; ++ph) {
       double sx = 0, sy = 0, sxx = 0, sxy = 0;
       for (size_t i = 0; i < depths.size(); ++i) {
-        const double x = static_cast<double>(depths[i]), y = static_cast<double>(phase_peaks(runs[i])[ph]);
+        const double x = static_cast<double>(depths[i]), y = static_cast<double>(peaks[i][ph]);
         sx += x; sy += y; sxx += x * x; sxy += x * y;
       }
       const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);

@@ -17,21 +17,20 @@ bool torch_available();
 std::string torch_version();   // "1.13" / "2.11", "" without LibTorch
 bool cuda_available();         // built with CUDA and a device is visible
 bool cpu_supports_bf16();      // avx512_bf16 (or amx) on this CPU, so bf16 CPU steps run
+inline bool is_cuda(const std::string& device) { return device.rfind("cuda", 0) == 0; }  // cuda, cuda:N
 
 struct MeasureOptions {
   std::string device = "cpu";  // cpu | cuda | cuda:N
   int steps = 2;               // >= 2: step 1 creates the optimizer state
   int threads = 0;             // CPU intra-op threads (0: LibTorch's default)
-  uint64_t seed = 0;
   int64_t layers = 0;          // measure at this depth (0: full depth, or reduced if too big)
-  int64_t memory_budget = 0;   // bytes the run may use (0: device capacity or host RAM)
   std::function<void(const std::string&)> progress;  // one line per event ("step 1/2 forward")
 };
 
 // Peak and resident bytes of one phase of one step. On CPU the counting allocator's bytes;
 // on CUDA the caching allocator's allocated bytes, plus reserved and device-wide used.
 struct PhaseSample {
-  std::string phase;          // forward | backward | optimizer_step
+  Phase phase = Phase::forward;
   int64_t peak_bytes = 0;     // peak during the phase (allocated)
   int64_t end_bytes = 0;      // live at the end of the phase
   int64_t peak_reserved = 0;  // CUDA: caching allocator reserved at peak
@@ -40,7 +39,6 @@ struct PhaseSample {
 
 struct StepSample {
   int step = 0;
-  int64_t start_bytes = 0;    // live before the forward
   std::vector<PhaseSample> phases;
   double seconds = 0;
 };
@@ -63,13 +61,14 @@ struct MeasureResult {
   int64_t context_bytes = 0;      // CUDA: device used before any allocation by memplan
   int64_t device_used_peak = 0;   // CUDA: max total - free
   std::vector<int64_t> phase_peaks;  // per Phase, max over steps (index = Phase)
+  std::string oom;                // the out-of-memory error that ended the run early, if one did
   std::vector<std::string> notes;
 };
 
 // Runs opt.steps real steps of the setup on the device and records the peaks.
 // Throws InputError before allocating anything when the setup cannot be measured (unsupported
 // combination, or a model that does not fit even at one layer); an out-of-memory during the
-// run is reported as MeasureResult with `notes` saying so, not as a crash.
+// run is reported in MeasureResult (`oom`, and a note), not as a crash.
 MeasureResult measure(const TrainingSetup& s, const MeasureOptions& opt);
 
 // The setup the harness will actually run (what it changes: the torch version it models, the

@@ -74,10 +74,9 @@ int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, c
   for (const auto& st : r.steps) {
     nlohmann::json phases = nlohmann::json::array();
     for (const auto& ph : st.phases) {
-      const Phase p = ph.phase == "forward" ? Phase::forward : ph.phase == "backward" ? Phase::backward : Phase::optimizer_step;
-      nlohmann::json j = {{"phase", ph.phase}, {"measured_peak_bytes", ph.peak_bytes}, {"measured_end_bytes", ph.end_bytes}};
+      nlohmann::json j = {{"phase", phase_name(ph.phase)}, {"measured_peak_bytes", ph.peak_bytes}, {"measured_end_bytes", ph.end_bytes}};
       if (depth_matches) {
-        const int64_t est = step_estimate(hs, e, p, st.step);
+        const int64_t est = step_estimate(hs, e, ph.phase, st.step);
         j["estimated_peak_bytes"] = est;
         j["error"] = rel(est, ph.peak_bytes);
       }
@@ -90,13 +89,13 @@ int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, c
     nlohmann::json sj = {{"step", st.step}, {"seconds", st.seconds}, {"phases", phases}};
     if (peak_it != st.phases.end()) {
       sj["measured_peak_bytes"] = peak_it->peak_bytes;
-      sj["measured_peak_phase"] = peak_it->phase;
+      sj["measured_peak_phase"] = phase_name(peak_it->phase);
       if (depth_matches) {
         int64_t best = 0;
         Phase bp = Phase::forward;
         for (Phase p : {Phase::forward, Phase::backward, Phase::optimizer_step})
-          if (step_estimate(hs, e, p, st.step) > best) {
-            best = step_estimate(hs, e, p, st.step);
+          if (const int64_t v = step_estimate(hs, e, p, st.step); v > best) {
+            best = v;
             bp = p;
           }
         sj["estimated_peak_bytes"] = best;

@@ -30,6 +30,18 @@ constexpr int kNumTerms = 11;
 const char* term_name(Term t);
 Term term_at(int i);
 
+// The groups calibration scales: what grows with the tokens of a step (activation_scale) and
+// the model states (model_state_scale). The other four terms are per-device constants.
+constexpr std::array<Term, 3> kDynamicTerms = {Term::activations, Term::logits_and_loss, Term::transient};
+constexpr std::array<Term, 4> kModelStateTerms = {Term::weights, Term::gradients, Term::master_weights,
+                                                  Term::optimizer_states};
+template <size_t N>
+int64_t sum_of(const std::array<int64_t, kNumTerms>& bytes, const std::array<Term, N>& terms) {
+  int64_t s = 0;
+  for (Term t : terms) s += bytes[static_cast<int>(t)];
+  return s;
+}
+
 enum class Phase { forward, backward, optimizer_step };
 constexpr int kNumPhases = 3;
 const char* phase_name(Phase p);

@@ -747,13 +747,13 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   for (PhaseState* ph : {&fwd, &bwd, &opt}) {
     auto& b = ph->bytes;
     if (cal) {
-      for (Term t : {Term::activations, Term::logits_and_loss, Term::transient})
+      for (Term t : kDynamicTerms)
         b[T(t)] = static_cast<int64_t>(std::llround(static_cast<double>(b[T(t)]) * cal->activation_scale));
-      for (Term t : {Term::weights, Term::gradients, Term::optimizer_states, Term::master_weights})
+      for (Term t : kModelStateTerms)
         b[T(t)] = static_cast<int64_t>(std::llround(static_cast<double>(b[T(t)]) * cal->model_state_scale));
     }
     if (cuda && s.runtime.allocator_rounding) {
-      const int64_t dynamic = b[T(Term::activations)] + b[T(Term::logits_and_loss)] + b[T(Term::transient)];
+      const int64_t dynamic = sum_of(b, kDynamicTerms);
       b[T(Term::allocator_overhead)] =
           rounding + static_cast<int64_t>(frac * static_cast<double>(dynamic)) + (cal ? cal->overhead_bytes : 0);
     }

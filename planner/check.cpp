@@ -233,9 +233,8 @@ Comparison compare(const TrainingSetup& base, const Calibration* base_cal, const
 }
 
 std::string largest_contributor(const std::array<int64_t, kNumTerms>& t, const std::vector<std::string>& fields_in_file) {
-  auto at = [&](Term x) { return t[static_cast<int>(x)]; };
-  const int64_t activation_like = at(Term::activations) + at(Term::logits_and_loss) + at(Term::transient);
-  const int64_t state_like = at(Term::weights) + at(Term::gradients) + at(Term::master_weights) + at(Term::optimizer_states);
+  const int64_t activation_like = sum_of(t, kDynamicTerms);
+  const int64_t state_like = sum_of(t, kModelStateTerms);
   static const std::vector<std::string> batch_first = {"batch.micro_batch", "batch.seq_len", "checkpointing", "attention",
                                                        "model"};
   static const std::vector<std::string> model_first = {"model", "precision", "optimizer", "parallel.zero_stage",

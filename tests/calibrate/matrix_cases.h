@@ -1,6 +1,6 @@
 // The CPU accuracy matrix: small models that run real steps in seconds on 2 cores and cover
 // dense and MoE, GELU and SwiGLU, MHA and GQA, tied and untied, fp32 and bf16, AdamW and SGD,
-// checkpointing none/full/every:2, sequences 64-1024. Shared by the test and `memplan bench`.
+// checkpointing none/full/every:2, sequences 64-1024.
 #pragma once
 
 #include <string>
