@@ -155,9 +155,19 @@ Tensor checkpoint(LayerFn fn, const Tensor& x, const std::vector<Tensor>& params
 
 // ---- parameters and ops ---------------------------------------------------------------------
 
-// torch.finfo(dtype).min for the dtypes the harness builds (bf16, else fp32).
+// torch.finfo(dtype).min for the dtypes the harness builds (bf16, fp16, else fp32).
 double finfo_min(c10::ScalarType t) {
-  return t == torch::kBFloat16 ? -3.3895313892515355e38 : static_cast<double>(std::numeric_limits<float>::lowest());
+  if (t == torch::kBFloat16) return -3.3895313892515355e38;
+  if (t == torch::kHalf) return -65504.0;
+  return static_cast<double>(std::numeric_limits<float>::lowest());
+}
+
+// The parameters' dtype: 16-bit for the pure half regimes (no fp32 master copy), fp32 otherwise
+// (autocast casts per op).
+c10::ScalarType weight_dtype(Precision p) {
+  if (p == Precision::bf16) return torch::kBFloat16;
+  if (p == Precision::fp16) return torch::kHalf;
+  return torch::kFloat;
 }
 
 // Parameters of the model. `trainable` is decided per tensor (LoRA freezes the base; --freeze-
@@ -348,7 +358,7 @@ Tensor repeat_kv(const Tensor& x, int64_t n_rep) {
 class Model : public Decoder {
  public:
   Model(const TrainingSetup& s, const torch::Device& dev)
-      : s_(s), m_(s.model), p_{{}, dev, s.precision == Precision::bf16 ? torch::kBFloat16 : torch::kFloat} {
+      : s_(s), m_(s.model), p_{{}, dev, weight_dtype(s.precision)} {
     const int64_t h = m_.hidden_size, V = m_.vocab_size;
     gpt2_ = m_.model_type == "gpt2";
     const bool lora = s.finetune.mode != FinetuneMode::full;
