@@ -36,7 +36,6 @@
 
 namespace memplan::calibrate {
 
-bool torch_available() { return true; }
 std::string torch_version() { return fmt::format("{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR); }
 
 bool cuda_available() {

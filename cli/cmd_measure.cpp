@@ -1,5 +1,6 @@
-// memplan measure and memplan calibrate: real LibTorch steps against the estimate, and the
-// probe series that fits a calibration profile. Progress goes to stderr, results to stdout.
+// memplan measure and memplan calibrate, as the companion memplan-measure runs them: real LibTorch
+// steps against the estimate, and the probe series that fits a calibration profile. Progress goes
+// to stderr, results to stdout. Only the companion links this file (and LibTorch).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -152,8 +153,6 @@ int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, c
 }
 
 int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, const OutputFlags& o) {
-  if (!calibrate::torch_available())
-    throw InputError(Where::at_flag("--device"), "this memplan was built without LibTorch", "install libtorch-dev and rebuild");
   calibrate::CalibrateOptions co;
   co.device = device_of(in);
   co.quick = f.quick;
@@ -233,6 +232,10 @@ Command register_calibrate(CLI::App& root, Io io) {
   app->add_option("--threads", f->threads, "CPU threads for LibTorch")->type_name("N");
   add_output_flags(*app, *o);
   return {app, [io, in, f, o] { return run_calibrate(io, *in, *f, *o); }};
+}
+
+int run_companion(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  return run_app({{"measure", register_measure}, {"calibrate", register_calibrate}}, argc, argv, out, err);
 }
 
 }  // namespace memplan::cli

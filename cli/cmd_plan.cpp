@@ -42,11 +42,10 @@ std::vector<E> parse_list(const std::string& text, const char* flag, std::option
 }
 
 planner::ModelRef model_ref(const TrainingSetup& s) {
-  for (const auto& p : profiles::model_presets())
-    if (p.name == s.model.name) return {planner::ModelRef::Kind::preset, p.name};
+  if (const auto p = profiles::find_model_preset(s.model.name); p && p->name == s.model.name)
+    return {planner::ModelRef::Kind::preset, p->name};
   if (!s.model.hf_repo.empty())
-    for (const auto& p : profiles::model_presets())
-      if (p.hf_repo == s.model.hf_repo) return {planner::ModelRef::Kind::preset, p.name};
+    if (const auto p = profiles::find_model_preset(s.model.hf_repo)) return {planner::ModelRef::Kind::preset, p->name};
   return {planner::ModelRef::Kind::inline_spec, s.model.name};
 }
 
@@ -133,10 +132,10 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   req.calibration = calibration_of(b);
   std::vector<std::pair<std::string, DeviceSpec>> cards;
   const auto& catalog = profiles::gpu_catalog();
-  for (const auto& g : catalog.gpus) {
+  for (const profiles::GpuProfile* g : catalog.all()) {
     TrainingSetup t = s;
-    profiles::apply_gpu(t, g, catalog);
-    cards.emplace_back(g.name, t.device);
+    profiles::apply_gpu(t, *g, catalog);
+    cards.emplace_back(g->name, t.device);
   }
   const planner::PlanResult r = planner::plan(req, cards);
 

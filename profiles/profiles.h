@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,8 +21,9 @@ namespace memplan::profiles {
 
 // ---- bundled data -----------------------------------------------------------------------------
 
-// The folder holding gpus.yaml and models/: $MEMPLAN_DATA_DIR if set, else the source tree's
-// profiles/ (compiled in), else <executable dir>/../profiles.
+// The folder holding gpus.yaml and models/: $MEMPLAN_DATA_DIR if set; else
+// <executable dir>/../share/memplan (an installed memplan); else the source tree's profiles/
+// (a build tree). InputError (exit 2) naming the places looked in when none has gpus.yaml.
 std::string data_dir();
 
 struct GpuFamily {
@@ -48,18 +51,38 @@ struct GpuProfile {
   int64_t usable_bytes() const;      // memory_bytes * usable_fraction
 };
 
-struct GpuCatalog {
-  std::vector<GpuFamily> families;
-  std::vector<GpuProfile> gpus;
-  // By name or alias, case-insensitive; nullptr when unknown.
+// The GPU presets of gpus.yaml. Loading splits the file into its entries (families and GPUs) and
+// indexes their names and aliases off their lines; an entry is parsed and checked the first time
+// it is asked for, so a command that names one card parses one GPU and one family. Thread-safe.
+class GpuCatalog {
+ public:
+  GpuCatalog();
+  GpuCatalog(GpuCatalog&&) noexcept;
+  GpuCatalog& operator=(GpuCatalog&&) noexcept;
+  ~GpuCatalog();
+
+  // By name or alias, case-insensitive; nullptr when unknown. Throws InputError when that
+  // entry of the file is broken.
   const GpuProfile* find(const std::string& name) const;
+  // Every preset in file order (parses every entry).
+  const std::vector<const GpuProfile*>& all() const;
+  size_t size() const;
+  // A family by name; nullptr when unknown.
   const GpuFamily* family(const std::string& name) const;
   // Up to 3 nearest names (edit distance / substring), for "did you mean".
   std::vector<std::string> suggest(const std::string& name) const;
+
+  struct Index;  // gpu_catalog.cpp
+
+ private:
+  friend GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path);
+  std::unique_ptr<Index> index_;
 };
 // Loaded once from data_dir()/gpus.yaml. Throws InputError if the file is broken.
 const GpuCatalog& gpu_catalog();
 GpuCatalog load_gpu_catalog(const std::string& path);
+// The same from the file's text (`path` names it in messages).
+GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path);
 
 // Sets setup.device from a GPU profile (capacity = usable bytes, family defaults for context
 // and cuBLAS workspace).
@@ -70,7 +93,10 @@ struct ModelPreset {
   std::string hf_repo;  // _name_or_path of the config
   std::string path;     // absolute path of the config.json
 };
-const std::vector<ModelPreset>& model_presets();  // sorted by name
+const std::vector<ModelPreset>& model_presets();  // sorted by name (reads every preset's repo id)
+// The bundled preset called `name` (its file stem, or its HF repository id), case-insensitive.
+// A name reads one file; only a repository id looks at the others. nullopt when none.
+std::optional<ModelPreset> find_model_preset(const std::string& name);
 
 // A model by preset name, HF repository id alias, config.json path or directory holding one.
 // `origin` says where the name came from (flag or YAML position) for errors. What the config

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -20,7 +21,9 @@ struct Run {
   int code;
   std::string out, err;
 };
+// memplan ARGS through the core CLI, which runs the build tree's memplan-measure for calibrate.
 Run invoke(std::vector<std::string> args) {
+  setenv("MEMPLAN_EXEC_PATH", MEMPLAN_BUILD_DIR, 1);
   args.insert(args.begin(), "memplan");
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());

@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/measure.h"
 #include "cli/cli.h"
 
 using nlohmann::json;
@@ -510,7 +509,29 @@ TEST_CASE("--version and --help") {
 
 // ---- measure refuses what it cannot run, before running -------------------------------------------
 
-TEST_CASE("measure: unknown device and unmeasurable setups exit 2 before any step") {
+// measure and calibrate run in the companion memplan-measure (built with LibTorch), found through
+// MEMPLAN_EXEC_PATH here; the build tree's one when it was built.
+bool companion_built() { return fs::exists(fs::path(MEMPLAN_BUILD_DIR) / "memplan-measure"); }
+
+TEST_CASE("measure and calibrate without the companion: say how to build it, exit 2") {
+  const fs::path empty = fs::temp_directory_path() / "memplan-no-companion";
+  fs::create_directories(empty);
+  setenv("MEMPLAN_EXEC_PATH", empty.c_str(), 1);
+  for (const char* cmd : {"measure", "calibrate"}) {
+    CAPTURE(cmd);
+    const Run r = invoke({cmd, "--device", "cpu"});
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(line(r.err, 0) == std::string("error: memplan ") + cmd +
+                                " runs real LibTorch steps in the companion program memplan-measure, which this memplan does not have");
+    CHECK(line(r.err, 1).rfind("hint: build memplan with LibTorch: ./dev.sh test installs libtorch-dev", 0) == 0);
+  }
+  unsetenv("MEMPLAN_EXEC_PATH");
+}
+
+TEST_CASE("measure: unknown device and unmeasurable setups exit 2 before any step (through the companion)") {
+  if (!companion_built()) return;  // a core-only build: the case above covers it
+  setenv("MEMPLAN_EXEC_PATH", MEMPLAN_BUILD_DIR, 1);
   const Run tpu = invoke({"measure", "--device", "tpu", "--model", kData + "tiny-llama.json", "--seq-len", "32"});
   CHECK(tpu.code == 2);
   CHECK(tpu.out.empty());
@@ -522,12 +543,15 @@ TEST_CASE("measure: unknown device and unmeasurable setups exit 2 before any ste
   CHECK(mixed.code == 2);
   CHECK(mixed.out.empty());
   CHECK_FALSE(contains(mixed.err, "[measure"));  // no progress line: nothing ran
-  if (memplan::calibrate::torch_available())
-    CHECK(line(mixed.err, 0) ==
-          "error: --device: cannot measure this setup: mixed-fp16/mixed-bf16 are DeepSpeed's regimes (fp32 master "
-          "copies): measure amp-bf16 or bf16 instead");
-  else
-    CHECK(line(mixed.err, 0) == "error: --device: this memplan was built without LibTorch");
+  CHECK(line(mixed.err, 0) ==
+        "error: --device: cannot measure this setup: mixed-fp16/mixed-bf16 are DeepSpeed's regimes (fp32 master "
+        "copies): measure amp-bf16 or bf16 instead");
+
+  // --help reaches the companion, which knows measure's own flags.
+  const Run help = invoke({"measure", "--help"});
+  CHECK(help.code == 0);
+  CHECK(contains(help.out, "--steps"));
+  unsetenv("MEMPLAN_EXEC_PATH");
 }
 
 // ---- examples --------------------------------------------------------------------------------------

@@ -138,10 +138,10 @@ TEST_CASE("a model that cannot fit says the smallest card and GPU count where it
   req.allow_offload = false;
   std::vector<std::pair<std::string, DeviceSpec>> cards;
   const auto& cat = profiles::gpu_catalog();
-  for (const auto& g : cat.gpus) {
+  for (const profiles::GpuProfile* g : cat.all()) {
     TrainingSetup t = req.base;
-    profiles::apply_gpu(t, g, cat);
-    cards.emplace_back(g.name, t.device);
+    profiles::apply_gpu(t, *g, cat);
+    cards.emplace_back(g->name, t.device);
   }
   const PlanResult r = plan(req, cards);
   CHECK_FALSE(r.found);
