@@ -21,7 +21,8 @@ int run_companion(int argc, const char* const* argv, std::ostream& out, std::ost
 
 // The companion executable memplan runs for measure and calibrate, as git finds its
 // sub-commands: in $MEMPLAN_EXEC_PATH when set (and only there), else beside the running
-// executable, else in <its folder>/../libexec/memplan (an installed memplan). "" when none.
+// executable, else in <its folder>/../libexec/memplan (an installed memplan: bin/ and libexec/
+// under one prefix). "" when none.
 std::string find_companion();
 
 }  // namespace memplan::cli

@@ -131,7 +131,7 @@ std::string find_companion() {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  for (const fs::path& p : {self.parent_path() / kCompanion, self.parent_path() / ".." / "libexec" / "memplan" / kCompanion})
+  for (const fs::path& p : {self.parent_path() / kCompanion, self.parent_path() / ".." / MEMPLAN_INSTALL_LIBEXEC_DIR / kCompanion})
     if (executable(p)) return p.lexically_normal().string();
   return "";
 }

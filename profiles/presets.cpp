@@ -30,12 +30,16 @@ std::string data_dir() {
                          "point MEMPLAN_DATA_DIR at a folder with memplan's data (gpus.yaml, models/), or unset it");
       return std::string(env);
     }
+    // Installed: <prefix>/bin/memplan reads <prefix>/share/memplan. In the build tree (the
+    // executable under MEMPLAN_BUILD_DIR: memplan, its companion, the test programs) the source
+    // tree's profiles/; never that from anywhere else.
     std::vector<std::string> tried;
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     if (!ec) tried.push_back((exe.parent_path() / ".." / MEMPLAN_INSTALL_DATA_DIR).lexically_normal().string());
-#ifdef MEMPLAN_SOURCE_DATA_DIR
-    tried.push_back(MEMPLAN_SOURCE_DATA_DIR);
+#if defined(MEMPLAN_SOURCE_DATA_DIR) && defined(MEMPLAN_BUILD_TREE)
+    const std::string build = fs::path(MEMPLAN_BUILD_TREE).lexically_normal().string();
+    if (!ec && exe.lexically_normal().string().rfind(build + "/", 0) == 0) tried.push_back(MEMPLAN_SOURCE_DATA_DIR);
 #endif
     for (const auto& d : tried)
       if (fs::is_regular_file(fs::path(d) / "gpus.yaml", ec)) return d;
