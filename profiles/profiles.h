@@ -193,9 +193,10 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg);
 
 // memplan.calibration/v1 YAML written by `memplan calibrate`.
 Calibration load_calibration(const std::string& path);
-// Writes atomically (temp file + rename): never a half-written file.
+// Writes atomically (write_file_atomically, files.h): never a half-written file; an existing file
+// is replaced only with `force`.
 void save_calibration(const Calibration& c, const std::map<std::string, std::string>& stamp,
-                      const std::string& path);
+                      const std::string& path, bool force = false);
 
 // ---- helpers shared by readers ---------------------------------------------------------------
 

@@ -59,6 +59,20 @@ TEST_CASE("calibrate --device cpu writes a profile that estimate applies and rep
   CHECK(doc["calibration"] == out);
   const Run t = invoke({"estimate", "--model", "smollm2-135m", "--device", "cpu", "--gpu-memory", "8GiB", "--calibration", out});
   CHECK(t.out.find("calibrated with " + out) != std::string::npos);
+
+  // Without --force an existing profile is kept; without --out the profile goes to the cache.
+  const Run again = invoke({"calibrate", "--device", "cpu", "--quick", "--threads", "2", "--out", out});
+  CHECK(again.code == 2);
+  CHECK(again.err.find("will not write the calibration profile '" + out + "': it exists") != std::string::npos);
+  const fs::path cache = fs::path(temp_path("cache"));
+  fs::remove_all(cache);
+  setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  const Run def = invoke({"calibrate", "--device", "cpu", "--quick", "--threads", "2", "--json"});
+  unsetenv("XDG_CACHE_HOME");
+  REQUIRE(def.code == 0);
+  const std::string written = nlohmann::json::parse(def.out)["profile"];
+  CHECK(written.rfind((cache / "memplan" / "calibrations" / "cpu-").string(), 0) == 0);
+  CHECK(fs::exists(written));
 }
 
 TEST_CASE("an interrupted calibrate fits and stamps what it gathered") {
@@ -76,6 +90,6 @@ TEST_CASE("an interrupted calibrate fits and stamps what it gathered") {
   CHECK(run.stamp.at("interrupted") == "true");
   CHECK(run.stamp.at("probes") == "2 of 4");
   const std::string out = temp_path("interrupted.yaml");
-  profiles::save_calibration(run.fitted, run.stamp, out);
+  profiles::save_calibration(run.fitted, run.stamp, out, /*force=*/true);
   CHECK(profiles::load_calibration(out).activation_scale > 0);
 }

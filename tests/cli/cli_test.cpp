@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -51,6 +52,13 @@ std::string line(const std::string& text, int n) {  // 0-based; "" past the end
 }
 
 bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+std::string slurp_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 json parse_json(const Run& r) {
   json j = json::parse(r.out, nullptr, false);
@@ -594,4 +602,47 @@ TEST_CASE("estimate of Mixtral-8x7B on 8 x H100 completes") {
   CHECK(j.at("model").at("parameters") == 46'702'792'704);
   CHECK(j.at("setup").at("parallel").at("data_parallel") == 8);
   CHECK(j.at("per_gpu").at("peak_bytes").get<int64_t>() > 0);
+}
+
+// ---- plan --emit / --out ---------------------------------------------------------------------------
+
+TEST_CASE("plan --emit prints the config on stdout and the report on stderr; --out writes it, never over a file") {
+  const std::vector<std::string> base = {"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--global-batch", "32",
+                                         "--seq-len", "1024"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return invoke(a);
+  };
+  const Run ds = with({"--emit", "deepspeed"});
+  REQUIRE(ds.code == 0);
+  const json cfg = json::parse(ds.out);  // stdout holds the config alone
+  CHECK(cfg.contains("zero_optimization"));
+  CHECK(contains(ds.err, "memplan plan: llama-3.2-1b"));
+  CHECK(contains(ds.err, "printed the deepspeed config on stdout"));
+
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-out";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string out = (dir / "ds_config.json").string();
+  const Run w = with({"--emit", "deepspeed", "--out", out});
+  REQUIRE(w.code == 0);
+  CHECK(contains(w.out, "wrote " + out + " (deepspeed)"));
+  CHECK(json::parse(slurp_file(out)) == cfg);
+  const Run again = with({"--emit", "deepspeed", "--out", out});
+  CHECK(again.code == 2);
+  CHECK(line(again.err, 0) == "error: --out: will not write the config '" + out + "': it exists");
+  CHECK(with({"--emit", "deepspeed", "--out", out, "--force"}).code == 0);
+  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}) == 1);  // no temporaries
+
+  const Run no_emit = with({"--out", out});
+  CHECK(no_emit.code == 2);
+  CHECK(line(no_emit.err, 0) == "error: --out: --out writes the emitted config, and no --emit format was given");
+  const Run json_too = with({"--emit", "hf", "--json"});
+  CHECK(json_too.code == 2);
+  CHECK(line(json_too.err, 1) == "hint: add --out FILE for the config, or drop --json/--yaml");
+  const Run bad = with({"--emit", "seed"});
+  CHECK(bad.code == 2);
+  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning");
+  fs::remove_all(dir);
 }
