@@ -196,6 +196,5 @@ int64_t state_bytes_per_element(Precision p) {
   return p == Precision::bf16 || p == Precision::fp16 ? 2 : 4;
 }
 bool is_autocast(Precision p) { return p == Precision::amp_fp16 || p == Precision::amp_bf16; }
-bool is_half_activation(Precision p) { return p != Precision::fp32 && !is_autocast(p); }
 
 }  // namespace memplan

@@ -201,7 +201,7 @@ struct DeviceSpec {
 };
 
 // The framework whose memory behaviour is modelled. Saved-tensor details differ between LibTorch
-// 1.13 and 2.x and between CPU and CUDA kernels (reference/autograd-saved.md).
+// 1.13 and 2.x and between CPU and CUDA kernels (docs/autograd-saved.md).
 struct Runtime {
   int torch_major = 2;
   int torch_minor = 6;
@@ -224,7 +224,7 @@ struct DataLoading {
   bool pin_memory = false;
 };
 
-// Memory bands as fractions of device capacity (seed 002 defaults).
+// Memory bands as fractions of device capacity (the defaults memory guides use: 0.90 / 0.92 / 0.95 / 0.97).
 struct Thresholds {
   double target = 0.90;
   double warning = 0.92;
@@ -288,6 +288,5 @@ int64_t grad_bytes_per_param(Precision p);
 int64_t master_bytes_per_param(Precision p);  // fp32 master copy (mixed_*), else 0
 int64_t state_bytes_per_element(Precision p); // optimizer state dtype
 bool is_autocast(Precision p);
-bool is_half_activation(Precision p);  // activations computed in 16 bits (pure or mixed)
 
 }  // namespace memplan

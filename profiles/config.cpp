@@ -1,7 +1,7 @@
-// Training configs -> LoadedConfig: memplan YAML in every seed dialect (sectioned like Ava's
+// Training configs -> LoadedConfig: memplan YAML in every dialect of the memory guides (sectioned like Ava's
 // model/training/data/deepspeed/memory, flat like GSA's and Gearhead's, NeMo's policy:), DeepSpeed
 // ds_config.json, and a bare HF config.json. Each section is a table of known keys (with the
-// aliases the seed guides use); facts that several keys can state (precision, checkpointing,
+// aliases the memory guides use); facts that several keys can state (precision, checkpointing,
 // fine-tuning mode) are collected while reading and resolved once the whole file is read.
 #include <climits>
 #include <filesystem>

@@ -1,5 +1,5 @@
 // Where TrainingSetups come from: the bundled GPU and model presets (data files under
-// profiles/), HF config.json files, memplan YAML in the seed guides' dialects, DeepSpeed
+// profiles/), HF config.json files, memplan YAML in the memory guides' dialects, DeepSpeed
 // ds_config.json, calibration profiles, and command-line flags. Every reader reports bad input
 // as InputError with file:line:col and a hint; near-miss keys become Warnings ("did you mean").
 // No memory arithmetic lives here.
@@ -134,13 +134,37 @@ struct LoadedConfig {
   std::string kind;                          // "memplan-yaml" | "deepspeed-json" | "hf-config"
 };
 
-// Reads a memplan/seed-dialect YAML, a DeepSpeed JSON or an HF config.json (detected from the
+// Reads a memplan YAML (any of the guides' dialects), a DeepSpeed JSON or an HF config.json (detected from the
 // content). Relative paths inside (model.hf_config) resolve against the file's folder.
 LoadedConfig load_config(const std::string& path);
 // The same for `text`, the content of the file at `path` at some other time (a git revision):
 // messages name it `shown_as` ("HEAD~1:configs/train.yaml"); relative paths and an inline model's
 // name come from `path`, as for the file now.
 LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path);
+
+// ---- finding configs (discover.cpp) and past versions (revision.cpp) ---------------------------
+
+struct ConfigFile {
+  std::string path;   // as shown and as given to the readers
+  bool named = true;  // named on the command line (not found by walking a directory)
+};
+// Named files as given; directories walked recursively (sorted) for *.yaml, *.yml and *.json,
+// hidden entries (.git, .github, dotfiles) left out.
+std::vector<ConfigFile> find_config_files(const std::vector<std::string>& paths);
+// Why a file is not a training config (a CI workflow, a GPU catalog, a config.json without a
+// training setup ...), from a quick look at its top level; nullopt when it may be one. A file that
+// does not parse may be a broken config: the reader reports it.
+std::optional<std::string> not_a_training_config(const std::string& path);
+
+// A file as it was at a git revision.
+struct Revision {
+  std::string shown_as;             // "HEAD~1:configs/train.yaml"
+  std::optional<std::string> text;  // none when the file is not in that revision
+  std::string note;                 // why there is no text ("new file: not in HEAD~1, no baseline")
+};
+// Reads `path` at `ref` through git (run without a shell). InputError when git cannot run, the
+// file is outside a repository, or `ref` names no commit.
+Revision read_at_revision(const std::string& path, const std::string& ref);
 
 // ---- flags -> setup -----------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 # companion in libexec/memplan/ and the data in share/memplan/; the installed binary reads that data
 # (never the source tree), runs the companion, and says clearly when data or companion is missing.
 set -euo pipefail
-build=$1
+build=$(cd "$1" && pwd)
 prefix=$(mktemp -d /tmp/memplan-install.XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -12,7 +12,8 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 [ -x "$prefix/bin/memplan" ] || fail "no bin/memplan"
 [ -f "$prefix/share/memplan/gpus.yaml" ] || fail "no share/memplan/gpus.yaml"
 ls "$prefix"/share/memplan/models/*.json >/dev/null || fail "no share/memplan/models/*.json"
-ldd "$prefix/bin/memplan" | grep -Eq 'libtorch|libc10|opencv|avformat' && fail "bin/memplan links LibTorch"
+# (grep reads all of ldd's output: with -q and pipefail, ldd's SIGPIPE would read as a failure)
+ldd "$prefix/bin/memplan" | grep -Ec 'libtorch|libc10|opencv|avformat' >/dev/null && fail "bin/memplan links LibTorch"
 
 cd "$prefix"  # away from the source tree
 out=$(bin/memplan gpus | tail -n 1)
@@ -26,8 +27,8 @@ grep -q '"schema": "memplan.estimate/v1"' est.json || fail "estimate printed no 
 
 if [ -x "$build/memplan-measure" ]; then
   [ -x "$prefix/libexec/memplan/memplan-measure" ] || fail "no libexec/memplan/memplan-measure"
-  bin/memplan measure --help | grep -q -- '--steps' || fail "measure --help did not reach the companion"
-  ldd "$prefix/libexec/memplan/memplan-measure" | grep -q 'libtorch' || fail "the companion does not link LibTorch"
+  bin/memplan measure --help | grep -c -- '--steps' >/dev/null || fail "measure --help did not reach the companion"
+  ldd "$prefix/libexec/memplan/memplan-measure" | grep -c 'libtorch' >/dev/null || fail "the companion does not link LibTorch"
 else
   set +e
   msg=$(bin/memplan measure --device cpu 2>&1)
