@@ -1,6 +1,6 @@
 // The decoder the harness trains: built from a TrainingSetup, computing what HF transformers'
 // eager code computes, op for op, so the measured memory is what users of that code get:
-//   GPT-2 style (model_type gpt2): GPT2Model/GPT2Attention._attn/GPT2MLP with Conv1D (addmm),
+//   GPT-2 style (fused c_attn and the bool mask buffer): GPT2Model/GPT2Attention._attn/GPT2MLP with Conv1D (addmm),
 //     split + permuted heads, / sqrt(d) by a 0-dim tensor, torch.where on a bool causal buffer,
 //     softmax without dtype, dropout, HF NewGELU or F.gelu, tied lm_head.
 //   Llama style (everything else): LlamaRMSNorm (or LayerNorm), RoPE with cos/sin in the model
@@ -360,7 +360,7 @@ class Model : public Decoder {
   Model(const TrainingSetup& s, const torch::Device& dev)
       : s_(s), m_(s.model), p_{{}, dev, weight_dtype(s.precision)} {
     const int64_t h = m_.hidden_size, V = m_.vocab_size;
-    gpt2_ = m_.model_type == "gpt2";
+    gpt2_ = m_.fused_qkv && m_.causal_mask == MaskKind::bool_buffer;  // GPT-2's block: Conv1D c_attn, bool mask buffer
     const bool lora = s.finetune.mode != FinetuneMode::full;
     p_.trainable = embeddings_trainable(s);
     wte_ = p_.make({V, h});

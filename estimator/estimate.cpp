@@ -146,9 +146,8 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     p.push_back({"model.num_key_value_heads",
                  fmt::format("{} key/value heads do not divide {} attention heads", m.num_key_value_heads, m.num_attention_heads),
                  "grouped-query attention needs num_attention_heads to be a multiple of num_key_value_heads"});
-  if (m.head_dim * m.num_attention_heads != m.hidden_size && m.model_type != "gemma" && m.model_type != "gemma2" &&
-      m.model_type != "qwen3" && m.model_type != "qwen3_moe" && m.head_dim == m.hidden_size / std::max<int64_t>(1, m.num_attention_heads) &&
-      m.hidden_size % m.num_attention_heads != 0)
+  // A head dimension derived as h / a (integer division) when a does not divide h.
+  if (m.head_dim == m.hidden_size / std::max<int64_t>(1, m.num_attention_heads) && m.hidden_size % m.num_attention_heads != 0)
     p.push_back({"model.num_attention_heads",
                  fmt::format("{} heads do not divide hidden size {}", m.num_attention_heads, m.hidden_size),
                  "set head_dim explicitly if the model uses a head dimension other than hidden/heads"});

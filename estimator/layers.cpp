@@ -470,9 +470,8 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
     k = n.rms_norm(k, d, !(s.finetune.mode != FinetuneMode::full), "k_norm");
   }
   if (m.positions == PositionKind::rotary) {
-    const double partial = m.model_type == "gpt_neox" ? 0.25 : 1.0;
-    q = n.rope(q, residual_bytes(s), partial);
-    k = n.rope(k, residual_bytes(s), partial);
+    q = n.rope(q, residual_bytes(s), m.rotary_fraction);
+    k = n.rope(k, residual_bytes(s), m.rotary_fraction);
   }
   for (T t : {q, k, v}) held->until_attention_end.push_back(t);
 
@@ -514,7 +513,7 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
     // scores, Llama's softmax asks for fp32 and casts back to the query's dtype.
     const bool selective = s.checkpointing.mode == CheckpointMode::selective;
     const int64_t r = residual_bytes(s);
-    const bool gpt2 = m.model_type == "gpt2" || m.bert_style;
+    const bool fp32_softmax = m.softmax_fp32;
     const int first_core = std::max({q.id, k.id, v.id}) + 1;  // the core starts after q, k, v
     // q keeps the (b, s, a, d) memory order of the projection: matmul copies it to (b*a, s, d),
     // except at b = 1, where merging the batch dim is a view (measured on 1.13: no copy, and bmm
@@ -530,21 +529,21 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
     if (kv < a) kc = n.mm_operand(n.expand_copy(k, N * a * d, "repeat_kv k", mqa), !mqa || b1, "matmul copy k^T");
     else kc = n.mm_operand(k, b1, "matmul copy k^T");
     T sc = n.bmm(qc, kc, b * a * sq * sq, "bmm q k^T");
-    sc = n.scale(sc, gpt2 ? "/ sqrt(d)" : "* scaling");
-    if (m.model_type == "gemma2") {  // attention logit soft-capping: tanh saves its output
+    sc = n.scale(sc, fp32_softmax ? "* scaling" : "/ sqrt(d)");
+    if (m.attn_softcap > 0) {  // attention logit soft-capping: tanh saves its output
       sc = n.scale(sc, "softcap /");
       sc = n.unary_saving_output(sc, "softcap tanh");
       sc = n.scale(sc, "softcap *");
     }
     // Causal mask: GPT-2 torch.where with a mask value of the scores' dtype; Llama/BERT add the
     // 4-D mask built in the model dtype, which promotes half scores under autocast.
-    sc = m.model_type == "gpt2" ? n.plain(sc, "where(causal)") : n.scale(sc, "+ causal_mask", std::max(sc.dt, r));
+    sc = m.causal_mask == MaskKind::bool_buffer ? n.plain(sc, "where(causal)") : n.scale(sc, "+ causal_mask", std::max(sc.dt, r));
     // softmax: Llama-style code asks for fp32; GPT-2/BERT follow the autocast policy (fp32 on
     // CUDA, unchanged by LibTorch 1.13's CPU autocast).
-    const int64_t p_dt = !gpt2 ? kFp32 : ((n.ac_ && n.cuda_) ? kFp32 : sc.dt);
+    const int64_t p_dt = fp32_softmax ? kFp32 : ((n.ac_ && n.cuda_) ? kFp32 : sc.dt);
     T p = n.softmax(sc, p_dt);
     // .to(query.dtype) (Llama) / .type(value.dtype) (GPT-2)
-    p = n.cast(p, gpt2 ? v.dt : q.dt, "probs .to(dtype)");
+    p = n.cast(p, fp32_softmax ? q.dt : v.dt, "probs .to(dtype)");
     p = n.dropout(p, m.attention_dropout, "attn dropout");
     held->weights = p;
     p = n.mm_operand(p, true, "");
@@ -565,7 +564,7 @@ T mlp_block(Net& n, T x, int64_t layer, int64_t width, Role gate_r, Role up_r, R
   const int64_t h = m.hidden_size;
   if (m.gated_mlp) {
     T g, u;
-    if (m.model_type == "phi3" && gate_r == Role::gate) {
+    if (m.fused_gate_up && gate_r == Role::gate) {
       const T gu = n.linear(x, Linear{Role::gate_up, h, 2 * width, m.mlp_bias, count}, layer, "gate_up_proj");
       g = n.slice(gu, gu.n / 2, "chunk gate");
       u = n.slice(gu, gu.n / 2, "chunk up");
@@ -702,19 +701,19 @@ SharedTensors shared_tensors(const TrainingSetup& s) {
     t.whole_step_bytes += 2 * b * sq * m.head_dim * e;  // cos, sin (b, s, d) in the model dtype
     t.what = "RoPE cos/sin 2*b*s*d*e";
   }
-  const bool eager_mask = s.attention == AttentionImpl::eager && !m.bert_style && m.model_type != "gpt2";
+  const bool eager_mask = s.attention == AttentionImpl::eager && m.causal_mask == MaskKind::additive;
   if (eager_mask) t.forward_bytes += b * sq * sq * e;  // 4-D causal mask (b, 1, s, s)
   const int64_t ew = weight_bytes_per_param(s.precision);
   t.embeds_bytes = b * sq * m.hidden_size * ew;
   if (m.positions == PositionKind::learned) t.embeds_bytes += sq * m.hidden_size * ew;
   t.embeds_is_layer_input = m.positions != PositionKind::learned && m.embedding_dropout == 0 && !m.bert_style &&
-                            m.type_vocab_size == 0 && m.model_type != "gemma" && m.model_type != "gemma2";
+                            m.type_vocab_size == 0 && !m.scale_embeddings;
   return t;
 }
 
 int64_t model_buffer_bytes(const TrainingSetup& s) {
   // GPT2Attention registers bias = tril(ones(P, P)).bool() per layer (non-persistent buffer).
-  if (s.model.model_type == "gpt2")
+  if (s.model.causal_mask == MaskKind::bool_buffer)
     return s.model.num_layers * s.model.max_position_embeddings * s.model.max_position_embeddings;
   return 0;
 }
@@ -764,7 +763,7 @@ Segment embedding_segment(const TrainingSetup& s) {
     const T t = n.make(std::move(tt), N * h, ew);
     x = n.add(x, t, "+ token types");
   }
-  if (m.model_type == "gemma" || m.model_type == "gemma2") x = n.scale(x, "* sqrt(h) normalizer");
+  if (m.scale_embeddings) x = n.scale(x, "* sqrt(h) normalizer");
   if (m.bert_style) x = n.layer_norm(x, h, train, "embeddings.LayerNorm");
   x = n.dropout(x, m.embedding_dropout, "embedding dropout");
   seg.output(x.id);
@@ -793,8 +792,7 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
     return seg;
   }
 
-  const bool sandwich = m.model_type == "gemma2";
-  const bool gpt2 = m.model_type == "gpt2";
+  const bool sandwich = m.post_norms;
   T h1 = n.norm(x, h, train_norm, "input_layernorm");
   AttnHeld held;
   T att = attention_block(n, h1, layer, &held);
@@ -803,9 +801,9 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   // Held to the end of the attention call: its argument and q/k/v (GPT-2 also its weights).
   n.hold(h1);
   for (T t : held.until_attention_end) n.hold(t);
-  if (gpt2 && held.weights.id >= 0) n.hold(held.weights);
+  if (!m.attn_weights_held_by_layer && held.weights.id >= 0) n.hold(held.weights);
   T out;
-  if (m.model_type == "gpt_neox") {
+  if (m.parallel_residual) {
     // GPT-NeoX parallel residual: x + attn(ln1(x)) + mlp(ln2(x)).
     const T h2 = n.norm(x, h, train_norm, "post_attention_layernorm");
     T y = moe ? moe_block(n, h2, layer) : mlp_block(n, h2, layer, m.intermediate_size, Role::gate, Role::up, Role::down);
@@ -824,7 +822,7 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   // The caller's loop variable holds the layer input, and LlamaDecoderLayer its attn_weights,
   // until the layer returns.
   n.hold(x);
-  if (!gpt2 && held.weights.id >= 0) n.hold(held.weights);
+  if (m.attn_weights_held_by_layer && held.weights.id >= 0) n.hold(held.weights);
   seg.output(out.id);
   return seg;
 }
@@ -868,7 +866,7 @@ Segment head_segment(const TrainingSetup& s) {
   // lm_head: (N, h) x (h, V). A tied head multiplies by the embedding matrix.
   Linear head{Role::lm_head, h, V, m.head == HeadKind::masked_lm};
   T logits = n.linear(x, head, 0, "lm_head");
-  if (m.model_type == "gemma2") {  // final_logit_softcapping: logits / cap -> tanh -> * cap
+  if (m.final_softcap > 0) {  // final_logit_softcapping: logits / cap -> tanh -> * cap
     logits = n.scale(logits, "softcap /");
     logits = n.unary_saving_output(logits, "softcap tanh");
     logits = n.scale(logits, "softcap *");

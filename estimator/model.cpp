@@ -32,16 +32,23 @@ const std::vector<std::string>& supported_model_types() {
 std::optional<ModelSpec> family_defaults(const std::string& type) {
   const auto& known = supported_model_types();
   if (std::find(known.begin(), known.end(), type) == known.end()) return std::nullopt;
-  ModelSpec m;  // ModelSpec's own defaults are GPT-2's: LayerNorm with bias, learned positions, biases, tied
+  ModelSpec m;  // ModelSpec's defaults: LayerNorm with bias, learned positions, biases, tied; Llama-lineage attention
   m.model_type = type;
   if (type == "gpt2") {
     m.activation = Activation::gelu_new;
+    m.fused_qkv = true;  // c_attn (Conv1D)
+    m.causal_mask = MaskKind::bool_buffer;
+    m.softmax_fp32 = false;
+    m.attn_weights_held_by_layer = false;
     m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
     m.max_position_embeddings = 1024;
   } else if (type == "gpt_neox") {
     m.positions = PositionKind::rotary;
     m.tie_word_embeddings = false;
     m.max_position_embeddings = 2048;
+    m.fused_qkv = true;          // query_key_value
+    m.parallel_residual = true;  // GPTNeoXConfig use_parallel_residual=True
+    m.rotary_fraction = 0.25;    // GPTNeoXConfig rotary_pct=0.25
   } else if (type == "bert") {
     m.bert_style = true;
     m.final_norm = false;
@@ -49,6 +56,8 @@ std::optional<ModelSpec> family_defaults(const std::string& type) {
     m.type_vocab_size = 2;
     m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
     m.max_position_embeddings = 512;
+    m.causal_mask = MaskKind::padding;
+    m.softmax_fp32 = false;
   } else {  // Llama-style decoders: RMSNorm, SwiGLU/GeGLU, rotary, no biases
     m.norm = NormKind::rms_norm;
     m.norm_bias = false;
@@ -62,23 +71,21 @@ std::optional<ModelSpec> family_defaults(const std::string& type) {
     m.norm_topk_prob = type == "mixtral";  // Qwen2-MoE and Qwen3-MoE configs default it to false
     m.shared_expert_gate = type == "qwen2_moe";
     m.max_position_embeddings = 2048;
+    m.scale_embeddings = gemma;  // GemmaModel: inputs_embeds * normalizer (sqrt(h))
+    if (type == "gemma2") {
+      m.post_norms = true;       // post_attention_layernorm, post_feedforward_layernorm
+      m.attn_softcap = 50.0;     // Gemma2Config attn_logit_softcapping
+      m.final_softcap = 30.0;    // Gemma2Config final_logit_softcapping
+    }
+    if (type == "qwen3" || type == "qwen3_moe") m.qk_norm = QkNorm::per_head;
+    if (type == "phi3") m.fused_qkv = m.fused_gate_up = true;  // qkv_proj, gate_up_proj
   }
   return m;
 }
 
-namespace {
+bool has_qk_norm(const ModelSpec& m) { return m.qk_norm != QkNorm::none; }
 
-// Fused q/k/v matrices in the HF code of these families (one linear, then split).
-bool fused_qkv(const ModelSpec& m) {
-  return m.model_type == "gpt2" || m.model_type == "gpt_neox" || m.model_type == "phi3";
-}
-bool fused_gate_up(const ModelSpec& m) { return m.model_type == "phi3"; }
-
-}  // namespace
-
-bool has_qk_norm(const ModelSpec& m) { return m.model_type == "qwen3" || m.model_type == "qwen3_moe"; }
-
-int64_t norms_per_layer(const ModelSpec& m) { return m.model_type == "gemma2" ? 4 : 2; }
+int64_t norms_per_layer(const ModelSpec& m) { return m.post_norms ? 4 : 2; }
 
 int64_t layer_norm_params(const ModelSpec& m) {
   const int64_t per_norm = m.hidden_size * (m.norm == NormKind::layer_norm && m.norm_bias ? 2 : 1);
@@ -90,7 +97,7 @@ int64_t layer_norm_params(const ModelSpec& m) {
 std::vector<Linear> layer_linears(const ModelSpec& m, bool moe) {
   const int64_t h = m.hidden_size, a = m.num_attention_heads, k = m.num_key_value_heads, d = m.head_dim;
   std::vector<Linear> out;
-  if (fused_qkv(m)) {
+  if (m.fused_qkv) {
     out.push_back({Role::qkv, h, (a + 2 * k) * d, m.qkv_bias});   // (h, (a+2k)d)
   } else {
     out.push_back({Role::q, h, a * d, m.qkv_bias});                // (h, a*d)
@@ -100,7 +107,7 @@ std::vector<Linear> layer_linears(const ModelSpec& m, bool moe) {
   out.push_back({Role::o, a * d, h, m.o_bias});                    // (a*d, h)
   if (!moe) {
     const int64_t f = m.intermediate_size;
-    if (m.gated_mlp && fused_gate_up(m)) {
+    if (m.gated_mlp && m.fused_gate_up) {
       out.push_back({Role::gate_up, h, 2 * f, m.mlp_bias});        // (h, 2f)
     } else if (m.gated_mlp) {
       out.push_back({Role::gate, h, f, m.mlp_bias});               // (h, f)

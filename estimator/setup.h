@@ -28,6 +28,19 @@ enum class Activation {
 
 enum class PositionKind { learned, rotary, none };
 
+// How eager attention masks the scores; it decides a tensor of the forward and an op per layer.
+enum class MaskKind {
+  additive,     // 4-D (b, 1, s, s) mask built per forward in the model dtype, added (Llama lineage)
+  bool_buffer,  // per-layer tril bool buffer (P x P), torch.where on the scores (GPT2Attention)
+  padding,      // encoders: no causal mask, the (b, 1, 1, s) padding mask is added (BERT)
+};
+
+// Normalisation of q and k inside attention.
+enum class QkNorm {
+  none,
+  per_head,  // RMSNorm over each head's d (Qwen3 q_norm/k_norm): d weights each
+};
+
 // What sits on top of the final hidden states.
 enum class HeadKind {
   causal_lm,                // *ForCausalLM: vocabulary logits + shifted cross-entropy
@@ -63,6 +76,23 @@ struct ModelSpec {
   bool norm_bias = true;  // LayerNorm has a bias; RMSNorm never does
   bool final_norm = true;
   bool bert_style = false;  // post-LN encoder with embedding LayerNorm, pooler, MLM transform
+
+  // Architecture features: the modelling code's quirks as data. family_defaults() and the config
+  // readers set them once; the estimator and the harness read them, never model_type.
+  bool fused_qkv = false;          // one q|k|v linear, then split (GPT-2 c_attn, GPT-NeoX, Phi-3)
+  bool fused_gate_up = false;      // one gate|up linear, then chunk (Phi-3 gate_up_proj)
+  bool parallel_residual = false;  // x + attn(ln1 x) + mlp(ln2 x) (GPT-NeoX use_parallel_residual)
+  double rotary_fraction = 1.0;    // share of the head dim that RoPE rotates (GPT-NeoX rotary_pct)
+  bool post_norms = false;         // a norm on the attention and MLP outputs before each residual add (Gemma-2)
+  QkNorm qk_norm = QkNorm::none;   // q/k normalisation (Qwen3)
+  double attn_softcap = 0.0;       // attention logits: cap * tanh(x / cap) (Gemma-2 attn_logit_softcapping; 0: none)
+  double final_softcap = 0.0;      // LM logits soft-capping (Gemma-2 final_logit_softcapping; 0: none)
+  bool scale_embeddings = false;   // embeddings * sqrt(h) (Gemma's normalizer)
+  MaskKind causal_mask = MaskKind::additive;
+  bool softmax_fp32 = true;        // eager softmax(dtype=float32).to(q.dtype) (Llama lineage); GPT-2/BERT
+                                   // take the autocast policy's dtype
+  bool attn_weights_held_by_layer = true;  // LlamaDecoderLayer keeps attn_weights until it returns;
+                                           // GPT2Attention drops them when the attention call returns
 
   double attention_dropout = 0.0;  // dropout on attention probabilities
   double hidden_dropout = 0.0;     // residual dropout after attention and MLP
