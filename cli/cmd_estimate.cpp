@@ -18,6 +18,7 @@ void print_header(std::ostream& out, const char* verb, const profiles::BuiltSetu
   out << fmt::format("memplan {}: {} ({} parameters, {} trainable)\n", verb, s.model.name, thousands(e.params.total),
                      thousands(e.params.trainable));
   out << "  " << describe(s) << "\n";
+  out << "  " << describe_runtime(b) << "\n";
   if (s.device.capacity_bytes > 0)
     out << fmt::format("  device: {}, {}{}\n", s.device.name, gib(s.device.capacity_bytes),
                        e.calibrated ? fmt::format("; calibrated with {}", e.calibration)

@@ -118,8 +118,12 @@ std::optional<int64_t> parse_size(const std::string& text);
 // "batch.global_batch", "finetune.mode", "finetune.lora_targets", "data.*" and "thresholds.*".
 struct Provenance {
   std::map<std::string, Where> fields;
+  // Fields a rule set rather than the file or a flag: the framework's defaults (with the upstream
+  // source they were read from) and values one setting implies ("--liger: fused-linear loss").
+  std::map<std::string, std::string> defaults;
   Where of(const std::string& field) const;  // empty Where when unknown
   void set(const std::string& field, const Where& w) { fields[field] = w; }
+  bool given(const std::string& field) const { return fields.count(field) > 0 || defaults.count(field) > 0; }
 };
 
 // What a config file says. `origin` holds the setup paths the file set explicitly.
@@ -194,6 +198,21 @@ struct SetupInputs {
   std::optional<int64_t> tensor_parallel;    // --tensor-parallel
   std::optional<int64_t> pipeline_parallel;  // --pipeline-parallel
   std::optional<std::string> calibration;    // --calibration FILE
+  // The runtime: the framework and its knobs (estimator/runtime.h).
+  std::optional<std::string> framework;      // --framework
+  std::optional<bool> keep_logits;           // --keep-logits / --no-keep-logits
+  std::optional<bool> keep_cache;            // --keep-cache
+  std::optional<std::string> loss;           // --loss standard|chunked[:N]|fused-linear
+  std::optional<bool> liger;                 // --liger
+  std::optional<std::string> optimizer_impl; // --optimizer-impl for-loop|foreach|fused
+  std::optional<bool> optimizer_in_backward; // --optimizer-in-backward
+  std::optional<bool> activation_offload;    // --activation-offload
+  std::optional<bool> compile;               // --compile
+  std::optional<bool> fp8;                   // --fp8
+  std::optional<std::string> fsdp;           // --fsdp full|shard-grad-op|hybrid|no-shard
+  std::optional<std::string> torch_version;  // --torch-version 2.6
+  std::optional<bool> expandable_segments;   // --expandable-segments
+  std::optional<int64_t> gpus_per_node;      // --gpus-per-node
 };
 
 struct BuiltSetup {

@@ -92,8 +92,14 @@ TEST_CASE("estimate --json holds every key of memplan.estimate/v1") {
   CHECK(setup.at("batch").at("seq_len") == 512);
   CHECK(setup.at("batch").at("grad_accum") == 1);
   CHECK(setup.at("checkpointing") == "none");
-  CHECK(setup.at("attention") == "eager");
+  // HF Trainer (the default framework) on torch 2.6: HF models pick SDPA.
+  CHECK(setup.at("attention") == "sdpa");
   CHECK(setup.at("parallel").at("zero_stage") == 0);
+  CHECK(setup.at("runtime").at("framework") == "hf-trainer");
+  CHECK(setup.at("runtime").at("loss") == "standard");
+  CHECK(setup.at("sources").at("attention").get<std::string>().rfind("hf-trainer default: transformers", 0) == 0);
+  CHECK(setup.at("sources").at("batch.micro_batch") == "--micro-batch");
+  CHECK(setup.at("sources").at("optimizer") == "memplan default");
   CHECK(setup.at("model").at("hidden_size") == 768);
 
   // model: GPT-2 with vocab 50257 has 124,439,808 parameters (HF gpt2 model card).
@@ -350,7 +356,7 @@ TEST_CASE("explain without a setup prints every term's meaning") {
 }
 
 TEST_CASE("explain activations with a setup prints the per-layer saved tensors") {
-  const Run r = invoke({"explain", "activations", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128"});
+  const Run r = invoke({"explain", "activations", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128", "--attention", "eager"});
   CHECK(r.code == 0);
   CHECK(line(r.out, 0).rfind("activations: ", 0) == 0);
   CHECK(contains(r.out, "  formula: saved tensors per layer"));
@@ -422,7 +428,7 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
       {"every:0",
        {"estimate", "--model", "gpt2", "--checkpointing", "every:0"},
        "error: --checkpointing: unknown checkpointing 'every:0'",
-       "hint: expected one of: none, full, selective, every:K"},
+       "hint: expected one of: none, full, selective, selective-op, every:K, layers:I,J,..."},
       {"malformed yaml",
        {"estimate", "--config", kData + "malformed.yaml"},
        kData + "malformed.yaml:6:19: error: end of sequence flow not found",
