@@ -78,6 +78,8 @@ TEST_CASE("broken files: exact messages with file:line:col and hint") {
       {"hf_unknown_type.json",
        ":2:3: error: model_type 'mamba' is not supported\nhint: supported model types: gpt2, gpt_neox, llama, mistral, "
        "mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, phi3, bert"},
+      {"hf_nonfinite_then_error.json",  // Infinity/NaN read, the error still points into the original text
+       ":3:18: error: syntax error while parsing value - unexpected ','; expected '[', '{', or a literal"},
       {"hf_kv_heads.json",
        ":6:3: error: model.num_key_value_heads: 5 key/value heads do not divide 32 attention heads\n"
        "hint: grouped-query attention needs num_attention_heads to be a multiple of num_key_value_heads"},
