@@ -10,7 +10,8 @@ cd "$(dirname "$0")"
 # runs matrix products on the reference BLAS (about 10x slower CPU steps).
 PACKAGES=(build-essential cmake ninja-build git pkg-config
           libfmt-dev libcli11-dev libyaml-cpp-dev libeigen3-dev nlohmann-json3-dev doctest-dev
-          libtorch-dev libopenblas0-pthread libbenchmark-dev)
+          libtorch-dev libopenblas0-pthread libbenchmark-dev
+          libcurl4-openssl-dev)  # curl.h only: memplan dlopens libcurl.so.4 for Hub fetches
 
 install_missing() {
   local missing=() p
