@@ -200,6 +200,8 @@ void read_decoder(HfReader& r) {
   if (type == "internlm2")  // InternLM2Attention: wqkv and wo take config.bias
     if (const Node* n = r.get("bias")) m.qkv_bias = m.o_bias = as_bool(*n);
   r.opt("mlp_bias", &ModelSpec::mlp_bias);
+  // Partial RoPE (Phi-4-mini 0.75): the rotary embedding's inv_freq covers int(d * factor).
+  r.opt("partial_rotary_factor", &ModelSpec::rotary_fraction, "model.rotary_fraction");
   if (type == "phi3") {
     r.opt("resid_pdrop", &ModelSpec::hidden_dropout, "model.hidden_dropout");
     r.opt("embd_pdrop", &ModelSpec::embedding_dropout, "model.embedding_dropout");
