@@ -412,8 +412,7 @@ class Net {
   }
 
   bool quantized_base(Role r) const {
-    return s_.finetune.mode != FinetuneMode::full && s_.finetune.base_quant != BaseQuant::none &&
-           r != Role::router && r != Role::shared_expert_gate && r != Role::lm_head;
+    return role_quantized(s_, r);
   }
 
   // PEFT LoRA: result + lora_B(lora_A(dropout(x.to(A.dtype)))) * scaling. Adapters are fp32

@@ -378,13 +378,34 @@ double quantized_bits(const Finetune& f) {
   return 0;
 }
 
+bool base_quantized(const TrainingSetup& s) {
+  return s.finetune.mode != FinetuneMode::full && (s.model.quantized.any() || s.finetune.base_quant != BaseQuant::none);
+}
+
+double base_weight_bits(const TrainingSetup& s) {
+  return s.model.quantized.any() ? s.model.quantized.bits : quantized_bits(s.finetune);
+}
+
+bool role_quantized(const TrainingSetup& s, Role r) {
+  if (!base_quantized(s)) return false;
+  switch (r) {
+    case Role::router: case Role::shared_expert_gate: case Role::lm_head: case Role::pooler: case Role::classifier:
+    case Role::mlm_transform:
+      return false;  // kept in 16 bits (modules_to_not_convert / llm_int8_skip_modules: lm_head)
+    case Role::expert_gate: case Role::expert_up: case Role::expert_down: case Role::expert_gate_up:
+      return true;
+    default:
+      return !(s.model.quantized.any() && s.model.quantized.experts_only);
+  }
+}
+
 // --- the list -------------------------------------------------------------------------------
 
 std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
   const ModelSpec& m = s.model;
   const int64_t h = m.hidden_size, V = m.vocab_size, L = m.num_layers;
   const bool lora = s.finetune.mode != FinetuneMode::full;
-  const bool quant = lora && s.finetune.base_quant != BaseQuant::none;
+
   const bool emb_train = embeddings_trainable(s);
   std::vector<ParamTensor> t;
   auto add = [&](std::string name, int64_t elems, int64_t count, ParamGroup g, bool mm, bool trainable,
@@ -421,7 +442,7 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
                                lin.role == Role::kv_b)
                                 ? ParamGroup::attention
                                 : ParamGroup::mlp;
-      const bool qz = quant && lin.role != Role::router && lin.role != Role::shared_expert_gate;
+      const bool qz = role_quantized(s, lin.role);
       add(pre + role_name(lin.role) + ".weight", lin.in * lin.out, lin.count * g.layers, pg, true, base_train, qz,
           lin.out, lin.in);
       if (lin.bias) add(pre + role_name(lin.role) + ".bias", lin.out, lin.count * g.layers, pg, false, base_train);

@@ -105,5 +105,12 @@ bool embeddings_trainable(const TrainingSetup& s);
 bool head_trainable(const TrainingSetup& s);
 // Bits per parameter of a quantized base weight (NF4 with/without double quant, int8).
 double quantized_bits(const Finetune& f);
+// The base weights adapters train on are stored quantized: a pre-quantized checkpoint
+// (model.quantized) or QLoRA/8-bit loading (finetune.base_quant). The checkpoint's own
+// quantization wins: bitsandbytes cannot re-quantize GPTQ/AWQ/FP8 weights.
+bool base_quantized(const TrainingSetup& s);
+double base_weight_bits(const TrainingSetup& s);
+// Whether the linear of `role` is stored quantized under the setup.
+bool role_quantized(const TrainingSetup& s, Role r);
 
 }  // namespace memplan

@@ -71,6 +71,15 @@ enum class HeadKind {
   sequence_classification,  // *ForSequenceClassification: num_labels logits
 };
 
+// The weights of a pre-quantized checkpoint (config.json quantization_config), as transformers
+// loads them: they stay quantized, so only adapters can train on them.
+struct WeightQuant {
+  std::string method;         // quant_method: bitsandbytes, gptq, awq, compressed-tensors, fp8, mxfp4 ("": none)
+  double bits = 0;            // stored bits per quantized weight, scales and zero points included
+  bool experts_only = false;  // only the routed experts are quantized (GPT-OSS mxfp4)
+  bool any() const { return bits > 0; }
+};
+
 struct ModelSpec {
   std::string name;        // preset name or file the model came from
   std::string model_type;  // HF model_type ("gpt2", "llama", "mixtral", "bert", ...)
@@ -144,6 +153,8 @@ struct ModelSpec {
   double attention_dropout = 0.0;  // dropout on attention probabilities
   double hidden_dropout = 0.0;     // residual dropout after attention and MLP
   double embedding_dropout = 0.0;  // dropout after the embeddings
+
+  WeightQuant quantized;            // a pre-quantized checkpoint's linear weights
 
   // Mixture of experts (num_experts == 0: dense).
   int64_t num_experts = 0;                      // E

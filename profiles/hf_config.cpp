@@ -448,6 +448,70 @@ void read_head(HfReader& r, const Node& top) {
     m.num_labels = as_int(*n);
 }
 
+// quantization_config of a pre-quantized checkpoint -> the stored bits per weight, scales and zero
+// points included (transformers' quantizers at v4.57.1, quantizer_<method>.py):
+//   bitsandbytes  load_in_4bit: 4 bits + an fp32 absmax per 64 (4.5), or with double quant an
+//                 8-bit absmax and an fp32 scale per 256 blocks (4.127); load_in_8bit: 8 bits
+//   gptq, awq     `bits` + a 16-bit scale and a `bits`-wide zero per group of group_size
+//   compressed-tensors  config_groups' weights: num_bits + a 16-bit scale (and a zero point when
+//                 not symmetric) per group when the strategy is "group"
+//   fp8           8 bits + an fp32 scale per weight_block_size block (DeepSeek-V3: 128 x 128)
+//   mxfp4         4 bits + an 8-bit shared exponent per 32, experts only (GPT-OSS); training loads
+//                 them dequantized to bf16 (Mxfp4Config(dequantize=True), the gpt-oss fine-tuning
+//                 recipe), so memplan counts 16-bit experts and says so
+WeightQuant read_quantization(const Node& q) {
+  WeightQuant w;
+  const Node* m = q.find("quant_method");
+  if (!m) throw InputError(q.where, "quantization_config without 'quant_method'", "transformers names the quantizer in quant_method");
+  w.method = as_text(*m);
+  auto number = [&](const Node& n, const char* key, double otherwise) {
+    const Node* v = n.find(key);
+    return v ? as_number(*v) : otherwise;
+  };
+  auto flag = [&](const char* key) {
+    const Node* v = q.find(key);
+    return v && as_bool(*v);
+  };
+  auto grouped = [](double bits, double group, double zero_bits) {
+    return group > 0 ? bits + (16.0 + zero_bits) / group : bits;
+  };
+  if (w.method == "bitsandbytes") {
+    if (flag("load_in_4bit")) w.bits = flag("bnb_4bit_use_double_quant") ? 4.0 + 8.0 / 64 + 32.0 / (64 * 256) : 4.5;
+    else if (flag("load_in_8bit")) w.bits = 8.0;
+    else throw InputError(q.where, "a bitsandbytes quantization_config with neither load_in_4bit nor load_in_8bit", "");
+  } else if (w.method == "gptq" || w.method == "awq") {
+    const double bits = number(q, w.method == "gptq" ? "bits" : "bits", 4);
+    const double group = number(q, "group_size", 128);
+    const bool zero = w.method == "gptq" || !q.find("zero_point") || as_bool(*q.find("zero_point"));
+    w.bits = grouped(bits, group, zero ? bits : 0);
+  } else if (w.method == "compressed-tensors") {
+    const Node* groups = q.find("config_groups");
+    const Node* weights = nullptr;
+    if (groups && groups->kind == Node::Kind::map)
+      for (const auto& [name, g] : groups->entries)
+        if ((weights = g.find("weights"))) break;
+    if (!weights) throw InputError(q.where, "a compressed-tensors quantization_config without config_groups weights", "");
+    const double bits = number(*weights, "num_bits", 8);
+    const Node* strategy = weights->find("strategy");
+    const bool group = strategy && as_text(*strategy) == "group";
+    const Node* sym = weights->find("symmetric");
+    w.bits = group ? grouped(bits, number(*weights, "group_size", 128), sym && !as_bool(*sym) ? bits : 0) : bits;
+  } else if (w.method == "fp8") {
+    double block = 0;
+    if (const Node* b = q.find("weight_block_size"); b && b->kind == Node::Kind::list && b->items.size() == 2)
+      block = as_number(b->items[0]) * as_number(b->items[1]);
+    w.bits = block > 0 ? 8.0 + 32.0 / block : 8.0;
+  } else if (w.method == "mxfp4") {
+    // Kept for the record: read_hf_config dequantizes (see there).
+    w.bits = 4.0 + 8.0 / 32;
+    w.experts_only = true;
+  } else {
+    throw InputError(m->where, fmt::format("quant_method '{}' is not modelled", w.method),
+                     "memplan knows bitsandbytes, gptq, awq, compressed-tensors, fp8 and mxfp4 checkpoints");
+  }
+  return w;
+}
+
 // Families memplan refuses, with the feature it would need.
 void refuse_unsupported(const Node& root, const std::string& type, const Where& where) {
   const Node* ed = root.find("is_encoder_decoder");
@@ -542,6 +606,14 @@ ReadModel read_hf_config(const Node& root, const std::string& path, const std::s
   if (body != &root && !body->find("tie_word_embeddings"))
     if (const Node* tie = root.find("tie_word_embeddings")) m.tie_word_embeddings = as_bool(*tie);
   read_head(r, root);
+  if (const Node* q = root.find("quantization_config"); q && q->kind == Node::Kind::map) {
+    const WeightQuant w = read_quantization(*q);
+    if (w.method == "mxfp4")
+      out.warnings.push_back({q->where, "the MXFP4 experts are counted dequantized to 16 bits, as training loads them "
+                                        "(Mxfp4Config(dequantize=True))", "inference keeps them at 4.25 bits per weight"});
+    else
+      m.quantized = w;
+  }
   if (m.num_key_value_heads == 0) m.num_key_value_heads = m.num_attention_heads;
   if (m.head_dim == 0 && m.num_attention_heads > 0) m.head_dim = m.hidden_size / m.num_attention_heads;
   TrainingSetup alone;
