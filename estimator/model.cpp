@@ -145,6 +145,9 @@ std::optional<ModelSpec> family_defaults(const std::string& type) {
       m.activation = Activation::gelu_tanh;
       m.tie_word_embeddings = true;
       m.scale_embeddings = true;  // GemmaModel: inputs_embeds * normalizer (sqrt(h))
+      // GemmaRMSNorm: output * (1.0 + weight.float()), then type_as(x) ("Llama does
+      // x.to(float16) * w whilst Gemma is (x * w).to(float16)", modeling_gemma.py).
+      m.norm_weight_fp32 = true;
     }
     m.qkv_bias = type == "qwen2" || type == "qwen2_moe";
     m.norm_topk_prob = type == "mixtral";  // Qwen2-MoE and Qwen3-MoE configs default it to false
@@ -157,7 +160,6 @@ std::optional<ModelSpec> family_defaults(const std::string& type) {
     if (type == "gemma3" || type == "gemma3_text") {
       m.post_norms = true;
       m.qk_norm = QkNorm::per_head;  // Gemma3Attention q_norm/k_norm (head_dim)
-      m.norm_weight_fp32 = true;     // Gemma3RMSNorm: (x * (1 + w)) in fp32, then type_as(x)
       m.global_attention_every = 6;  // Gemma3TextConfig sliding_window_pattern
     }
     if (type == "qwen3" || type == "qwen3_moe") m.qk_norm = QkNorm::per_head;
