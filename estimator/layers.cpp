@@ -122,6 +122,16 @@ class Net {
     }
     return make(std::move(o), n_out, x.dt);
   }
+  // Mixed dtypes on CPU: TensorIterator casts an input of another dtype to the common dtype
+  // first (a copy for the kernel's duration); CUDA kernels cast while loading (no copy).
+  int64_t promoted_copies(std::initializer_list<T> in, int64_t out_dt) const {
+    if (cuda_) return 0;
+    int64_t bytes = 0;
+    for (const T& t : in)
+      if (t.dt < out_dt) bytes += t.n * out_dt;
+    return bytes;
+  }
+
   // a + b: saves nothing [DY 229]; AddBackward hands the same gradient to both inputs unless
   // a dtype differs (the engine casts it then).
   T add(T a, T b, const char* name = "add") {
@@ -130,6 +140,7 @@ class Net {
     o.reads = {a.id, b.id};
     const int64_t dt = std::max(a.dt, b.dt);
     const int64_t n = std::max(a.n, b.n);
+    o.fwd_scratch = promoted_copies({a, b}, dt);
     if (a.dt == b.dt && a.n == b.n) {
       o.grad_to = {a.id, b.id};
       o.grad_passthrough = true;
@@ -147,15 +158,19 @@ class Net {
     o.saves_if = {{y.id, x.id}, {x.id, y.id}};
     o.grad_to = {x.id, y.id};
     o.grad_bytes = {x.bytes(), y.bytes()};
+    o.fwd_scratch = promoted_copies({x, y}, std::max(x.dt, y.dt));
     return make(std::move(o), std::max(x.n, y.n), std::max(x.dt, y.dt));
   }
   // x * python_float / x / python_float: a 0-dim tensor is saved, nothing else [DY 1212, 588].
+  // With `out_dt` wider than x (x + a wider tensor the graph does not track: the causal mask,
+  // cos/sin), the CPU promotes x first.
   T scale(T x, const char* name = "mul(scalar)", int64_t out_dt = 0) {
     Op o;
     o.name = name;
     o.reads = {x.id};
     o.grad_to = {x.id};
     o.grad_bytes = {x.bytes()};
+    if (out_dt) o.fwd_scratch = promoted_copies({x}, out_dt);
     return make(std::move(o), x.n, out_dt ? out_dt : x.dt);
   }
   // Elementwise op saving its input (gelu, silu, pow) [DY 2119, 2095, 1375].
@@ -706,6 +721,10 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
       p = n.softmax(sc, p_dt);
       // .to(query.dtype) (Llama) / .type(value.dtype) (GPT-2)
       p = n.cast(p, fp32_softmax ? q.dt : v.dt, "probs .to(dtype)");
+      // Llama's `attn_weights = softmax(attn_weights, dtype=fp32).to(query.dtype)` rebinds the
+      // scores only when the whole statement is done: they live through the softmax's fp32 copy
+      // and the cast back (GPT-2 rebinds after the softmax, a statement of its own).
+      if (fp32_softmax) n.hold(sc);
     }
     p = n.dropout(p, m.attention_dropout, "attn dropout");
     held->weights = p;
