@@ -486,19 +486,14 @@ class Net {
 
   // RoPE on (rows, heads*d): q*cos + rotate_half(q)*sin. cos/sin are in the residual dtype
   // (HF casts them to x.dtype), so under autocast the fp32 cos promotes q to fp32. The muls save
-  // only the shared cos/sin; neg and cat save nothing [DY 1280, 386]. partial: share of d
-  // rotated (GPT-NeoX rotary_pct).
-  T rope(T q, int64_t cos_dt, double partial = 1.0) {
-    const int64_t nr = static_cast<int64_t>(std::llround(static_cast<double>(q.n) * partial));
+  // only the shared cos/sin; neg and cat save nothing [DY 1280, 386].
+  T rope(T q, int64_t cos_dt) {
     const int64_t dt = std::max(q.dt, cos_dt);
-    T qr = partial < 1.0 ? slice(q, nr, "rope slice") : q;
-    const T qc = scale(qr, "rope q*cos", dt);
-    const T neg = plain(qr, "rope neg", nr / 2);
-    const T cat = plain(neg, "rope cat", nr);
+    const T qc = scale(q, "rope q*cos", dt);
+    const T neg = plain(q, "rope neg", q.n / 2);
+    const T cat = plain(neg, "rope cat", q.n);
     const T qs = scale(cat, "rope *sin", dt);
-    T out = add(qc, qs, "rope add");
-    if (partial < 1.0) out = plain(out, "rope cat(pass)", q.n);
-    return out;
+    return add(qc, qs, "rope add");
   }
 
   // What a matmul operand becomes before bmm saves it: autocast casts it to the half dtype
@@ -533,13 +528,26 @@ T qk_norm(Net& n, T x, int64_t heads, bool trainable, const char* name) {
   return x;
 }
 
-// RoPE on q or k, in fp32 when the model upcasts for it (Cohere), on `fraction` of the head.
-T apply_rope(Net& n, T x, double fraction) {
+// RoPE on q or k, in fp32 when the model upcasts for it (Cohere). A partial rotary (`fraction` of
+// the head) rotates x[..., :rot] and cats it with x[..., rot:] (PhiAttention, StableLmAttention);
+// both parts stay referenced by the attention's locals until it returns.
+T apply_rope(Net& n, T x, double fraction, AttnHeld* held = nullptr) {
   const ModelSpec& m = n.s_.model;
   const int64_t r = residual_bytes(n.s_);
-  if (!m.rope_fp32) return n.rope(x, r, fraction);
-  const T x32 = n.cast(x, kFp32, "rope .float()");
-  return n.cast(n.rope(x32, kFp32, fraction), x.dt, "rope .to(dtype)");
+  auto rotate = [&](T t) {
+    if (!m.rope_fp32) return n.rope(t, r);
+    const T t32 = n.cast(t, kFp32, "rope .float()");
+    return n.cast(n.rope(t32, kFp32), t.dt, "rope .to(dtype)");
+  };
+  if (fraction >= 1.0) return rotate(x);
+  const int64_t nr = static_cast<int64_t>(std::llround(static_cast<double>(x.n) * fraction));
+  const T rot = rotate(n.slice(x, nr, "x[..., :rot]"));
+  const T pass = n.slice(x, x.n - nr, "x[..., rot:]");
+  if (held) {
+    held->until_attention_end.push_back(rot);
+    held->until_attention_end.push_back(pass);
+  }
+  return n.cat2(rot, pass, "cat(rot, pass)");
 }
 
 // Multi-head latent attention's projections (DeepseekV3Attention.forward): q through q_a ->
@@ -579,6 +587,8 @@ void mla_qkv(Net& n, T x, int64_t layer, const std::vector<Linear>& lins, AttnHe
   q_rot = apply_rope(n, q_rot, 1.0);
   k_rot = apply_rope(n, k_rot, 1.0);
   const T k_exp = n.expand_copy(k_rot, N * a * m.qk_rope_head_dim, "k_rot.expand", /*view_only=*/true);
+  held->until_attention_end.push_back(q_rot);  // q_rot and k_rot: the forward's locals
+  held->until_attention_end.push_back(k_exp);
   *q = n.cat2(q_pass, q_rot, "cat(q_pass, q_rot)");
   *k = n.cat2(k_pass, k_exp, "cat(k_pass, k_rot)");
 }
@@ -615,8 +625,8 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
       k = qk_norm(n, k, kv, train_norm, "k_norm");
     }
     if (m.positions == PositionKind::rotary) {
-      q = apply_rope(n, q, m.rotary_fraction);
-      k = apply_rope(n, k, m.rotary_fraction);
+      q = apply_rope(n, q, m.rotary_fraction, held);
+      k = apply_rope(n, k, m.rotary_fraction, held);
     }
     if (l2) {
       q = qk_norm(n, q, a, train_norm, "q l2 norm");
@@ -1109,6 +1119,8 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
     n.hold(h2);
     y = n.dropout(y, m.hidden_dropout, "resid dropout");
     out = n.add(n.add(y, att, "mlp + attn"), x, "+ residual");
+    n.hold(y);  // attn_output and mlp_output are the layer's locals until it returns
+    n.hold(att);
   } else {
     const T x2 = n.add(x, att, "+ residual");
     const T h2 = m.pre_norms ? n.norm(x2, h, train_norm, sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm") : x2;
