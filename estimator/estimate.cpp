@@ -184,6 +184,11 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     p.push_back({"parallel.offload", "optimizer offload needs ZeRO stage 1 or higher, or FSDP", "use --zero 2 --offload optimizer"});
   if (s.finetune.mode != FinetuneMode::full && (s.finetune.lora_rank < 1 || s.finetune.lora_rank > 100'000))
     p.push_back({"finetune.lora_rank", fmt::format("must be between 1 and 100000 (got {})", s.finetune.lora_rank), ""});
+  if (m.quantized.any() && s.finetune.mode == FinetuneMode::full)
+    p.push_back({"finetune.mode",
+                 fmt::format("'{}' is a pre-quantized checkpoint ({}, {:.3g} bits per weight): its weights cannot train, and "
+                             "transformers' Trainer refuses to fine-tune a purely quantized model", m.name, m.quantized.method, m.quantized.bits),
+                 "train adapters on it: --finetune lora (or qlora), or start from the unquantized checkpoint"});
   if (s.finetune.freeze_layers < 0 || s.finetune.freeze_layers > m.num_layers)
     p.push_back({"finetune.freeze_layers", fmt::format("must be between 0 and the {} layers", m.num_layers), ""});
   auto frac = [&](const char* f, double v) {
@@ -462,7 +467,7 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   // weights are stored at their bit width (QLoRA), adapters in fp32 (PEFT autocast_adapter_dtype).
   // Megatron accumulates into fp32 main gradients whatever the parameters' dtype.
   const int64_t grad_bytes = (trainable - adapters) * (megatron_grad_buffer(s) ? 4 : gb) + adapters * 4;
-  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * quantized_bits(s.finetune) / 8.0));
+  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * base_weight_bits(s) / 8.0));
   const int64_t all_weights = ps.plain * wb + adapters * 4 + quantized;
   st.buffers = model_buffer_bytes(rs);
   st.oc = optimizer_cost(s, ps, text);
@@ -532,8 +537,9 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   if (!text) return st;
 
   st.weights_formula = quantized > 0
-                           ? fmt::format("{} params: {} B/param, {} quantized at {:.3f} bits", ps.counts.total, wb,
-                                         ps.counts.quantized, quantized_bits(s.finetune))
+                           ? fmt::format("{} params: {} B/param, {} quantized at {:.3f} bits{}", ps.counts.total, wb,
+                                         ps.counts.quantized, base_weight_bits(s),
+                                         s.model.quantized.any() ? fmt::format(" (the checkpoint's {})", s.model.quantized.method) : "")
                            : fmt::format("{} params x {} B ({}){}", ps.counts.total, wb, to_string(s.precision),
                                          zero >= 3 && dp > 1 ? fmt::format(" / {} ranks (ZeRO-3)", dp) : "");
   if (adapters > 0) st.weights_formula += fmt::format(" + {} LoRA adapter params x 4 B", adapters);

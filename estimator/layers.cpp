@@ -122,6 +122,16 @@ class Net {
     }
     return make(std::move(o), n_out, x.dt);
   }
+  // Mixed dtypes on CPU: TensorIterator casts an input of another dtype to the common dtype
+  // first (a copy for the kernel's duration); CUDA kernels cast while loading (no copy).
+  int64_t promoted_copies(std::initializer_list<T> in, int64_t out_dt) const {
+    if (cuda_) return 0;
+    int64_t bytes = 0;
+    for (const T& t : in)
+      if (t.dt < out_dt) bytes += t.n * out_dt;
+    return bytes;
+  }
+
   // a + b: saves nothing [DY 229]; AddBackward hands the same gradient to both inputs unless
   // a dtype differs (the engine casts it then).
   T add(T a, T b, const char* name = "add") {
@@ -130,6 +140,7 @@ class Net {
     o.reads = {a.id, b.id};
     const int64_t dt = std::max(a.dt, b.dt);
     const int64_t n = std::max(a.n, b.n);
+    o.fwd_scratch = promoted_copies({a, b}, dt);
     if (a.dt == b.dt && a.n == b.n) {
       o.grad_to = {a.id, b.id};
       o.grad_passthrough = true;
@@ -147,15 +158,19 @@ class Net {
     o.saves_if = {{y.id, x.id}, {x.id, y.id}};
     o.grad_to = {x.id, y.id};
     o.grad_bytes = {x.bytes(), y.bytes()};
+    o.fwd_scratch = promoted_copies({x, y}, std::max(x.dt, y.dt));
     return make(std::move(o), std::max(x.n, y.n), std::max(x.dt, y.dt));
   }
   // x * python_float / x / python_float: a 0-dim tensor is saved, nothing else [DY 1212, 588].
+  // With `out_dt` wider than x (x + a wider tensor the graph does not track: the causal mask,
+  // cos/sin), the CPU promotes x first.
   T scale(T x, const char* name = "mul(scalar)", int64_t out_dt = 0) {
     Op o;
     o.name = name;
     o.reads = {x.id};
     o.grad_to = {x.id};
     o.grad_bytes = {x.bytes()};
+    if (out_dt) o.fwd_scratch = promoted_copies({x}, out_dt);
     return make(std::move(o), x.n, out_dt ? out_dt : x.dt);
   }
   // Elementwise op saving its input (gelu, silu, pow) [DY 2119, 2095, 1375].
@@ -239,8 +254,10 @@ class Net {
   // ---- normalisation ------------------------------------------------------------------------
 
   // nn.LayerNorm -> native_layer_norm: saves input, mean, rstd [DY 1255]. Under CUDA autocast it
-  // runs in fp32 (a half input is cast first).
-  T layer_norm(T x, int64_t width, bool trainable, const char* name = "layer_norm") {
+  // runs in fp32 (a half input is cast first). `params` is the weight count when it is not the
+  // width (a per-head LayerNorm of (heads, d)); biases follow model.norm_bias.
+  T layer_norm(T x, int64_t width, bool trainable, const char* name = "layer_norm", int64_t params = -1, bool bias = true) {
+    if (s_.model.norm_fp32_manual) return layer_norm_fp32(x, width, trainable, name, params);
     if (ac_ && cuda_) x = cast(x, kFp32);
     const int64_t rows = x.n / width;
     const int64_t stat = cuda_ ? kFp32 : (torch2_ ? std::max<int64_t>(x.dt, e_) : x.dt);
@@ -250,14 +267,49 @@ class Net {
     o.saves = {x.id};
     o.saved_aux_bytes = 2 * rows * stat;
     o.grad_to = {x.id};
-    o.param_grad_bytes = (s_.model.norm_bias ? 2 : 1) * width * gb_;
+    o.param_grad_bytes = (bias && s_.model.norm_bias ? 2 : 1) * (params >= 0 ? params : width) * gb_;
     o.params_trainable = trainable;
     return make(std::move(o), x.n, x.dt);
   }
 
+  // CohereLayerNorm (modeling_cohere.py): x.to(fp32); mean; (x - mean).pow(2).mean(); a second
+  // (x - mean) times rsqrt(var + eps); weight.to(fp32) * that; .to(input dtype). No bias.
+  T layer_norm_fp32(T x, int64_t width, bool trainable, const char* name, int64_t params) {
+    const int64_t rows = x.n / width;
+    const T x32 = cast(x, kFp32, "layernorm .to(fp32)");
+    Op mean;
+    mean.name = "layernorm mean";
+    mean.reads = {x32.id};
+    mean.grad_to = {x32.id};
+    mean.grad_bytes = {x32.bytes()};
+    const T mu = make(std::move(mean), rows, kFp32);
+    const T d1 = add(x32, mu, "layernorm x - mean");
+    const T sq = unary_saving_input(d1, "layernorm pow(2)");
+    Op var;
+    var.name = "layernorm var mean";
+    var.reads = {sq.id};
+    if (!torch2_) var.saves = {sq.id};  // 1.13 saves the input of mean.dim [DY13 1056]
+    var.grad_to = {sq.id};
+    var.grad_bytes = {sq.bytes()};
+    const T v = make(std::move(var), rows, kFp32);
+    const T rs = unary_saving_output(plain(v, "layernorm + eps"), "layernorm rsqrt");
+    const T d2 = add(x32, mu, "layernorm x - mean (again)");
+    const T xn = mul(d2, rs, "layernorm (x-mean)*rsqrt");
+    Op w;
+    w.name = name;
+    w.reads = {xn.id};
+    w.saves_if = {{xn.id, Op::kParams}};
+    w.grad_to = {xn.id};
+    w.param_grad_bytes = (params >= 0 ? params : width) * gb_;
+    w.params_trainable = trainable;
+    const T y = make(std::move(w), x.n, kFp32);
+    return cast(y, x.dt, "layernorm .to(dtype)");
+  }
+
   // HF LlamaRMSNorm: x.to(fp32); var = x.pow(2).mean(-1); x * rsqrt(var + eps); .to(dtype);
-  // weight * x. Gemma's (1 + weight) adds nothing saved.
-  T rms_norm(T x, int64_t width, bool trainable, const char* name = "rms_norm") {
+  // weight * x. Gemma-3/OLMo-2/GPT-OSS multiply the weight in fp32 first and cast the product
+  // (model.norm_weight_fp32). `weight` false: Llama-4's L2 norm (no weight, .type_as(x)).
+  T rms_norm(T x, int64_t width, bool trainable, const char* name = "rms_norm", bool weight = true) {
     const int64_t rows = x.n / width;
     T x32 = cast(x, kFp32, "rmsnorm .to(fp32)");
     T sq = unary_saving_input(x32, "rmsnorm pow(2)");  // saves x32 [DY 1375]
@@ -271,6 +323,19 @@ class Net {
     const T var_eps = plain(var, "rmsnorm + eps");
     const T rs = unary_saving_output(var_eps, "rmsnorm rsqrt");  // [DY 1479]
     const T xn = mul(x32, rs, "rmsnorm x*rsqrt");
+    if (!weight) return cast(xn, x.dt, "l2norm .type_as(x)");
+    if (s_.model.norm_weight_fp32) {
+      // (weight * x) in fp32: saves the fp32 x for the weight's gradient, then casts.
+      Op w;
+      w.name = name;
+      w.reads = {xn.id};
+      w.saves_if = {{xn.id, Op::kParams}};
+      w.grad_to = {xn.id};
+      w.param_grad_bytes = width * gb_;
+      w.params_trainable = trainable;
+      const T y = make(std::move(w), x.n, kFp32);
+      return cast(y, x.dt, "rmsnorm .to(dtype)");
+    }
     const T xc = cast(xn, x.dt, "rmsnorm .to(dtype)");  // .to(input_dtype)
     // weight * x: saves x for the weight's gradient [DY 1212]; the weight is a parameter.
     Op w;
@@ -289,6 +354,16 @@ class Net {
                                                : layer_norm(x, width, trainable, name);
   }
 
+  // torch.cat((a, b), -1): saves nothing; backward slices the gradient into both inputs.
+  T cat2(T a, T b, const char* name) {
+    Op o;
+    o.name = name;
+    o.reads = {a.id, b.id};
+    o.grad_to = {a.id, b.id};
+    o.grad_bytes = {a.bytes(), b.bytes()};
+    return make(std::move(o), a.n + b.n, std::max(a.dt, b.dt));
+  }
+
   // ---- linear layers ------------------------------------------------------------------------
 
   // Linear (F.linear / HF Conv1D addmm): under autocast the input is cast (a copy per call: the
@@ -297,7 +372,7 @@ class Net {
   // [DY 1203]. Backward allocates the input's gradient and the weight's (half, then fp32 under
   // autocast). LoRA adds A and B (PEFT lora.Linear.forward).
   T linear(T x, const Linear& lin, int64_t layer, const char* name) {
-    const int64_t rows = x.n / lin.in;
+    const int64_t rows = x.n / (lin.in * lin.count);  // per instance (count > 1: a batched (E, rows, in) bmm)
     const bool trainable = base_trainable(s_, lin.role, layer);
     if (quantized_base(lin.role)) return quantized_linear(x, lin, rows, name);
     T xin = ac_ ? cast(x, c_, "autocast cast input") : x;
@@ -351,8 +426,7 @@ class Net {
   }
 
   bool quantized_base(Role r) const {
-    return s_.finetune.mode != FinetuneMode::full && s_.finetune.base_quant != BaseQuant::none &&
-           r != Role::router && r != Role::shared_expert_gate && r != Role::lm_head;
+    return role_quantized(s_, r);
   }
 
   // PEFT LoRA: result + lora_B(lora_A(dropout(x.to(A.dtype)))) * scaling. Adapters are fp32
@@ -411,19 +485,14 @@ class Net {
 
   // RoPE on (rows, heads*d): q*cos + rotate_half(q)*sin. cos/sin are in the residual dtype
   // (HF casts them to x.dtype), so under autocast the fp32 cos promotes q to fp32. The muls save
-  // only the shared cos/sin; neg and cat save nothing [DY 1280, 386]. partial: share of d
-  // rotated (GPT-NeoX rotary_pct).
-  T rope(T q, int64_t cos_dt, double partial = 1.0) {
-    const int64_t nr = static_cast<int64_t>(std::llround(static_cast<double>(q.n) * partial));
+  // only the shared cos/sin; neg and cat save nothing [DY 1280, 386].
+  T rope(T q, int64_t cos_dt) {
     const int64_t dt = std::max(q.dt, cos_dt);
-    T qr = partial < 1.0 ? slice(q, nr, "rope slice") : q;
-    const T qc = scale(qr, "rope q*cos", dt);
-    const T neg = plain(qr, "rope neg", nr / 2);
-    const T cat = plain(neg, "rope cat", nr);
+    const T qc = scale(q, "rope q*cos", dt);
+    const T neg = plain(q, "rope neg", q.n / 2);
+    const T cat = plain(neg, "rope cat", q.n);
     const T qs = scale(cat, "rope *sin", dt);
-    T out = add(qc, qs, "rope add");
-    if (partial < 1.0) out = plain(out, "rope cat(pass)", q.n);
-    return out;
+    return add(qc, qs, "rope add");
   }
 
   // What a matmul operand becomes before bmm saves it: autocast casts it to the half dtype
@@ -444,34 +513,124 @@ struct AttnHeld {
   T weights;
 };
 
+// q/k normalisation inside attention (model.qk_norm); `heads` is the head count of the tensor.
+T qk_norm(Net& n, T x, int64_t heads, bool trainable, const char* name) {
+  const ModelSpec& m = n.s_.model;
+  const int64_t d = m.qk_head_dim();
+  switch (m.qk_norm) {
+    case QkNorm::none: return x;
+    case QkNorm::per_head: return n.rms_norm(x, d, trainable, name);
+    case QkNorm::full_width: return n.rms_norm(x, heads * d, trainable, name);
+    case QkNorm::per_head_layer_norm: return n.layer_norm(x, d, trainable, name, heads * d, /*bias=*/false);
+    case QkNorm::l2: return n.rms_norm(x, d, trainable, name, /*weight=*/false);
+  }
+  return x;
+}
+
+// RoPE on q or k, in fp32 when the model upcasts for it (Cohere). A partial rotary (`fraction` of
+// the head) rotates x[..., :rot] and cats it with x[..., rot:] (PhiAttention, StableLmAttention);
+// both parts stay referenced by the attention's locals until it returns.
+T apply_rope(Net& n, T x, double fraction, AttnHeld* held = nullptr) {
+  const ModelSpec& m = n.s_.model;
+  const int64_t r = residual_bytes(n.s_);
+  auto rotate = [&](T t) {
+    if (!m.rope_fp32) return n.rope(t, r);
+    const T t32 = n.cast(t, kFp32, "rope .float()");
+    return n.cast(n.rope(t32, kFp32), t.dt, "rope .to(dtype)");
+  };
+  if (fraction >= 1.0) return rotate(x);
+  const int64_t nr = static_cast<int64_t>(std::llround(static_cast<double>(x.n) * fraction));
+  const T rot = rotate(n.slice(x, nr, "x[..., :rot]"));
+  const T pass = n.slice(x, x.n - nr, "x[..., rot:]");
+  if (held) {
+    held->until_attention_end.push_back(rot);
+    held->until_attention_end.push_back(pass);
+  }
+  return n.cat2(rot, pass, "cat(rot, pass)");
+}
+
+// Multi-head latent attention's projections (DeepseekV3Attention.forward): q through q_a ->
+// q_a_layernorm -> q_b (or one q_proj), kv through kv_a_proj_with_mqa -> split -> kv_a_layernorm ->
+// kv_b_proj -> split into k_pass and v; RoPE on the rope parts (q per head, k shared by the heads
+// and expanded); q = cat(q_pass, q_rot), k = cat(k_pass, k_rot). The inputs and splits stay alive
+// as the forward's locals.
+void mla_qkv(Net& n, T x, int64_t layer, const std::vector<Linear>& lins, AttnHeld* held, T* q, T* k, T* v) {
+  const TrainingSetup& s = n.s_;
+  const ModelSpec& m = s.model;
+  const int64_t N = s.batch.micro_batch * s.batch.seq_len, a = m.num_attention_heads;
+  const bool train = s.finetune.mode == FinetuneMode::full && !layer_frozen(s, layer);
+  auto find = [&](Role r) { return *std::find_if(lins.begin(), lins.end(), [&](const Linear& l) { return l.role == r; }); };
+  T qs;
+  if (m.q_lora_rank > 0) {
+    const T qa = n.linear(x, find(Role::q_a), layer, "q_a_proj");
+    const T qn = n.rms_norm(qa, m.q_lora_rank, train, "q_a_layernorm");
+    qs = n.linear(qn, find(Role::q_b), layer, "q_b_proj");
+  } else {
+    qs = n.linear(x, find(Role::q), layer, "q_proj");
+  }
+  held->until_attention_end.push_back(qs);
+  const T q_pass = n.slice(qs, N * a * m.qk_nope_head_dim, "split q_pass");
+  T q_rot = n.slice(qs, N * a * m.qk_rope_head_dim, "split q_rot");
+  const T ckv = n.linear(x, find(Role::kv_a), layer, "kv_a_proj_with_mqa");
+  held->until_attention_end.push_back(ckv);
+  const T k_c = n.slice(ckv, N * m.kv_lora_rank, "split k_pass");
+  T k_rot = n.slice(ckv, N * m.qk_rope_head_dim, "split k_rot");
+  const T kn = n.rms_norm(k_c, m.kv_lora_rank, train, "kv_a_layernorm");
+  const T kvb = n.linear(kn, find(Role::kv_b), layer, "kv_b_proj");
+  held->until_attention_end.push_back(kvb);
+  const T k_pass = n.slice(kvb, N * a * m.qk_nope_head_dim, "split k_nope");
+  *v = n.slice(kvb, N * a * m.v_head_dim, "split value");
+  // rope_interleave (DeepseekV3Config default True): view -> transpose -> reshape copies q and k.
+  q_rot = n.copy(q_rot, "rope interleave reshape q");
+  k_rot = n.copy(k_rot, "rope interleave reshape k");
+  q_rot = apply_rope(n, q_rot, 1.0);
+  k_rot = apply_rope(n, k_rot, 1.0);
+  const T k_exp = n.expand_copy(k_rot, N * a * m.qk_rope_head_dim, "k_rot.expand", /*view_only=*/true);
+  held->until_attention_end.push_back(q_rot);  // q_rot and k_rot: the forward's locals
+  held->until_attention_end.push_back(k_exp);
+  *q = n.cat2(q_pass, q_rot, "cat(q_pass, q_rot)");
+  *k = n.cat2(k_pass, k_exp, "cat(k_pass, k_rot)");
+}
+
 // The attention block of a decoder layer, from the normed input to the output projection.
 T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
   const TrainingSetup& s = n.s_;
   const ModelSpec& m = s.model;
   const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len, N = b * sq;
   const int64_t a = m.num_attention_heads, kv = m.num_key_value_heads, d = m.head_dim;
+  const int64_t qd = m.qk_head_dim(), vd = m.attn_out_dim();
   const auto lins = layer_linears(m, false);
   auto find = [&](Role r) { return *std::find_if(lins.begin(), lins.end(), [&](const Linear& l) { return l.role == r; }); };
+  const bool train_norm = s.finetune.mode == FinetuneMode::full && !layer_frozen(s, layer);
 
   T q, k, v;
-  if (lins.front().role == Role::qkv) {
-    const T qkv = n.linear(x, find(Role::qkv), layer, "qkv_proj");
-    held->until_attention_end.push_back(qkv);
-    q = n.slice(qkv, N * a * d, "split q");
-    k = n.slice(qkv, N * kv * d, "split k");
-    v = n.slice(qkv, N * kv * d, "split v");
+  if (m.mla()) {
+    mla_qkv(n, x, layer, lins, held, &q, &k, &v);
   } else {
-    q = n.linear(x, find(Role::q), layer, "q_proj");
-    k = n.linear(x, find(Role::k), layer, "k_proj");
-    v = n.linear(x, find(Role::v), layer, "v_proj");
-  }
-  if (has_qk_norm(m)) {
-    q = n.rms_norm(q, d, !(s.finetune.mode != FinetuneMode::full), "q_norm");
-    k = n.rms_norm(k, d, !(s.finetune.mode != FinetuneMode::full), "k_norm");
-  }
-  if (m.positions == PositionKind::rotary) {
-    q = n.rope(q, residual_bytes(s), m.rotary_fraction);
-    k = n.rope(k, residual_bytes(s), m.rotary_fraction);
+    if (m.fused_qkv) {
+      const T qkv = n.linear(x, find(Role::qkv), layer, "qkv_proj");
+      held->until_attention_end.push_back(qkv);
+      q = n.slice(qkv, N * a * d, "split q");
+      k = n.slice(qkv, N * kv * d, "split k");
+      v = n.slice(qkv, N * kv * d, "split v");
+    } else {
+      q = n.linear(x, find(Role::q), layer, "q_proj");
+      k = n.linear(x, find(Role::k), layer, "k_proj");
+      v = n.linear(x, find(Role::v), layer, "v_proj");
+    }
+    const bool l2 = m.qk_norm == QkNorm::l2;  // Llama-4 normalises after RoPE
+    if (has_qk_norm(m) && !l2) {
+      q = qk_norm(n, q, a, train_norm, "q_norm");
+      k = qk_norm(n, k, kv, train_norm, "k_norm");
+    }
+    if (m.positions == PositionKind::rotary) {
+      q = apply_rope(n, q, m.rotary_fraction, held);
+      k = apply_rope(n, k, m.rotary_fraction, held);
+    }
+    if (l2) {
+      q = qk_norm(n, q, a, train_norm, "q l2 norm");
+      k = qk_norm(n, k, kv, train_norm, "k l2 norm");
+    }
   }
   for (T t : {q, k, v}) held->until_attention_end.push_back(t);
 
@@ -490,9 +649,12 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
       v = n.cast(v, Net::c_, "autocast cast v");
     }
     if (!gqa_native && kv < a) {
-      k = n.expand_copy(k, N * a * d, "repeat_kv k");
-      v = n.expand_copy(v, N * a * d, "repeat_kv v");
+      k = n.expand_copy(k, N * a * qd, "repeat_kv k");
+      v = n.expand_copy(v, N * a * vd, "repeat_kv v");
     }
+    // flash_attention_2 needs one head width: MLA pads v to the q/k width (F.pad, a copy).
+    const bool pad_v = s.attention == AttentionImpl::flash && vd != qd;
+    if (pad_v) v = n.plain(v, "F.pad(value)", N * a * qd);
     Op op;
     op.name = "flash attention";
     op.reads = {q.id, k.id, v.id};
@@ -504,8 +666,9 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
     op.grad_bytes = {q.bytes(), k.bytes(), v.bytes()};
     // Backward: dq accumulator in fp32, softmax_d, and K/V gradients at a heads before the GQA
     // reduction (flash_api.cpp:904-954).
-    op.bwd_scratch = N * a * d * kFp32 + b * a * sq * kFp32 + (kv < a ? 2 * N * a * d * q.dt : 0);
-    o = n.make(std::move(op), N * a * d, q.dt);
+    op.bwd_scratch = N * a * qd * kFp32 + b * a * sq * kFp32 + (kv < a ? N * a * (qd + vd) * q.dt : 0);
+    o = n.make(std::move(op), N * a * (pad_v ? qd : vd), q.dt);
+    if (pad_v) o = n.slice(o, N * a * vd, "attn_output[..., :v_head_dim]");
     o = n.view(o, "transpose(1,2)");  // (b, s, a, d) already: contiguous() is a no-op
   } else {
     // Eager attention (HF eager_attention_forward / GPT2Attention._attn / BertSelfAttention),
@@ -517,17 +680,18 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
     const int first_core = std::max({q.id, k.id, v.id}) + 1;  // the core starts after q, k, v
     // q keeps the (b, s, a, d) memory order of the projection: matmul copies it to (b*a, s, d),
     // except at b = 1, where merging the batch dim is a view (measured on 1.13: no copy, and bmm
-    // saves views that keep the projection's storage alive).
+    // saves views that keep the projection's storage alive). MLA's q and k are torch.cat outputs
+    // in (b, a, s, d) order: viewable; its v is a strided slice of kv_b_proj's output: copied.
     const bool b1 = b == 1;
-    const T qc = n.mm_operand(q, b1, "matmul copy q");
+    const T qc = n.mm_operand(q, b1 || m.mla(), "matmul copy q");
     // k: repeat_kv makes a contiguous (b, a, s, d) copy whose transpose is viewable; without it
     // matmul copies k^T.
     // One KV head (MQA): repeat_kv is a view with a stride-0 head dim, which matmul can fold
     // into its batch only at b = 1; otherwise matmul copies it.
-    const bool mqa = kv == 1 && a > 1;
+    const bool mqa = kv == 1 && a > 1 && !m.mla();
     T kc;
-    if (kv < a) kc = n.mm_operand(n.expand_copy(k, N * a * d, "repeat_kv k", mqa), !mqa || b1, "matmul copy k^T");
-    else kc = n.mm_operand(k, b1, "matmul copy k^T");
+    if (kv < a) kc = n.mm_operand(n.expand_copy(k, N * a * qd, "repeat_kv k", mqa), !mqa || b1, "matmul copy k^T");
+    else kc = n.mm_operand(k, b1 || m.mla(), "matmul copy k^T");
     T sc = n.bmm(qc, kc, b * a * sq * sq, "bmm q k^T");
     sc = n.scale(sc, fp32_softmax ? "* scaling" : "/ sqrt(d)");
     if (m.attn_softcap > 0) {  // attention logit soft-capping: tanh saves its output
@@ -535,22 +699,49 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
       sc = n.unary_saving_output(sc, "softcap tanh");
       sc = n.scale(sc, "softcap *");
     }
-    // Causal mask: GPT-2 torch.where with a mask value of the scores' dtype; Llama/BERT add the
-    // 4-D mask built in the model dtype, which promotes half scores under autocast.
-    sc = m.causal_mask == MaskKind::bool_buffer ? n.plain(sc, "where(causal)") : n.scale(sc, "+ causal_mask", std::max(sc.dt, r));
-    // softmax: Llama-style code asks for fp32; GPT-2/BERT follow the autocast policy (fp32 on
-    // CUDA, unchanged by LibTorch 1.13's CPU autocast).
-    const int64_t p_dt = fp32_softmax ? kFp32 : ((n.ac_ && n.cuda_) ? kFp32 : sc.dt);
-    T p = n.softmax(sc, p_dt);
-    // .to(query.dtype) (Llama) / .type(value.dtype) (GPT-2)
-    p = n.cast(p, fp32_softmax ? q.dt : v.dt, "probs .to(dtype)");
+    if (m.positions == PositionKind::alibi) sc = n.scale(sc, "+ alibi position_bias");  // (1, a, 1, s) broadcast
+    // Causal mask: GPT-2 torch.where with a mask value of the scores' dtype; MPT masked_fill with a
+    // bool mask; Llama/BERT add the 4-D mask built in the model dtype, which promotes half scores
+    // under autocast.
+    if (m.causal_mask == MaskKind::bool_buffer) sc = n.plain(sc, "where(causal)");
+    else if (m.causal_mask == MaskKind::bool_4d) sc = n.plain(sc, "masked_fill(causal)");
+    else sc = n.scale(sc, "+ causal_mask", std::max(sc.dt, r));
+    T p;
+    if (m.attention_sinks) {
+      // GPT-OSS eager_attention_forward: cat the per-head sink as one more column, subtract the
+      // row max (max.dim saves its int64 indices), softmax in the scores' dtype, drop the sink
+      // column (a view that keeps the (s + 1)-wide probabilities).
+      const int64_t rows = b * a * sq;
+      const T comb = n.plain(sc, "cat(scores, sinks)", rows * (sq + 1));
+      Op mx;
+      mx.name = "max(dim=-1)";
+      mx.reads = {comb.id};
+      mx.saved_aux_bytes = rows * kInt64;
+      mx.grad_to = {comb.id};
+      mx.grad_bytes = {comb.bytes()};
+      const T rowmax = n.make(std::move(mx), rows, comb.dt);
+      const T shifted = n.add(comb, rowmax, "- max");
+      const T probs = n.softmax(shifted, shifted.dt);
+      p = n.slice(probs, b * a * sq * sq, "probs[..., :-1]");
+    } else {
+      // softmax: Llama-style code asks for fp32; GPT-2/BERT follow the autocast policy (fp32 on
+      // CUDA, unchanged by LibTorch 1.13's CPU autocast).
+      const int64_t p_dt = fp32_softmax ? kFp32 : ((n.ac_ && n.cuda_) ? kFp32 : sc.dt);
+      p = n.softmax(sc, p_dt);
+      // .to(query.dtype) (Llama) / .type(value.dtype) (GPT-2)
+      p = n.cast(p, fp32_softmax ? q.dt : v.dt, "probs .to(dtype)");
+      // Llama's `attn_weights = softmax(attn_weights, dtype=fp32).to(query.dtype)` rebinds the
+      // scores only when the whole statement is done: they live through the softmax's fp32 copy
+      // and the cast back (GPT-2 rebinds after the softmax, a statement of its own).
+      if (fp32_softmax) n.hold(sc);
+    }
     p = n.dropout(p, m.attention_dropout, "attn dropout");
     held->weights = p;
     p = n.mm_operand(p, true, "");
     T vc;
-    if (kv < a) vc = n.mm_operand(n.expand_copy(v, N * a * d, "repeat_kv v", mqa), !mqa || b1, "matmul copy v");
-    else vc = n.mm_operand(v, b1, "matmul copy v");
-    o = n.bmm(p, vc, N * a * d, "bmm p v");
+    if (kv < a) vc = n.mm_operand(n.expand_copy(v, N * a * vd, "repeat_kv v", mqa), !mqa || b1, "matmul copy v");
+    else vc = n.mm_operand(v, b1 && !m.mla(), "matmul copy v");
+    o = n.bmm(p, vc, N * a * vd, "bmm p v");
     o = n.copy(o, "transpose(1,2).contiguous()");
     if (selective)  // the core, from the q copy through bmm(p, v), is recomputed in backward
       for (int id = first_core; id < o.id; ++id) n.g_.mark_recompute(id);
@@ -558,32 +749,142 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
   return n.linear(o, find(Role::o), layer, "o_proj");
 }
 
-// Dense MLP: fc_in -> act -> down, or SwiGLU/GeGLU: act(gate(x)) * up(x) -> down.
+// GPT-OSS expert activation (GptOssExperts.forward): gate = gate_up[..., ::2].clamp(max=7),
+// up = gate_up[..., 1::2].clamp(-7, 7) (clamp saves its input), glu = gate * sigmoid(gate * 1.702),
+// (up + 1) * glu.
+T clamped_swiglu(Net& n, T gate, T up) {
+  const T g = n.unary_saving_input(gate, "gate.clamp(max)");
+  const T u = n.unary_saving_input(up, "up.clamp(min, max)");
+  const T ga = n.scale(g, "gate * alpha");
+  const T sg = n.unary_saving_output(ga, "sigmoid");
+  const T glu = n.mul(g, sg, "gate * sigmoid");
+  const T u1 = n.plain(u, "up + 1");
+  return n.mul(u1, glu, "(up + 1) * glu");
+}
+
+// Dense MLP: fc_in -> act -> down, or SwiGLU/GeGLU: act(gate(x)) * up(x) -> down. Experts with a
+// fused gate|up matrix (model.fused_expert_gate_up) split its output by chunk or, with the clamped
+// SwiGLU, by even/odd columns.
 T mlp_block(Net& n, T x, int64_t layer, int64_t width, Role gate_r, Role up_r, Role down_r, int64_t count = 1) {
   const ModelSpec& m = n.s_.model;
   const int64_t h = m.hidden_size;
+  const bool expert = gate_r == Role::expert_gate;
   if (m.gated_mlp) {
     T g, u;
-    if (m.fused_gate_up && gate_r == Role::gate) {
-      const T gu = n.linear(x, Linear{Role::gate_up, h, 2 * width, m.mlp_bias, count}, layer, "gate_up_proj");
+    if ((m.fused_gate_up && gate_r == Role::gate) || (expert && m.fused_expert_gate_up)) {
+      const Role r = expert ? Role::expert_gate_up : Role::gate_up;
+      const bool bias = expert ? m.expert_bias : m.mlp_bias;
+      const T gu = n.linear(x, Linear{r, h, 2 * width, bias, count}, layer, "gate_up_proj");
       g = n.slice(gu, gu.n / 2, "chunk gate");
       u = n.slice(gu, gu.n / 2, "chunk up");
     } else {
       g = n.linear(x, Linear{gate_r, h, width, m.mlp_bias && gate_r == Role::gate, count}, layer, "gate_proj");
       u = n.linear(x, Linear{up_r, h, width, m.mlp_bias && up_r == Role::up, count}, layer, "up_proj");
     }
-    const T act = n.activation(g);
-    const T prod = n.mul(act, u, "act*up");
-    return n.linear(prod, Linear{down_r, width, h, m.mlp_bias && down_r == Role::down, count}, layer, "down_proj");
+    const T prod = expert && m.clamped_swiglu ? clamped_swiglu(n, g, u) : n.mul(n.activation(g), u, "act*up");
+    const bool down_bias = expert ? m.expert_bias : m.mlp_bias && down_r == Role::down;
+    return n.linear(prod, Linear{down_r, width, h, down_bias, count}, layer, "down_proj");
   }
   const T f = n.linear(x, Linear{Role::fc_in, h, width, m.mlp_bias, count}, layer, "fc_in");
   const T act = n.activation(f);
   return n.linear(act, Linear{Role::down, width, h, m.mlp_bias, count}, layer, "fc_out");
 }
 
+// top-k of (N, E) values: new values, int64 indices saved [DY 1754].
+T topk(Net& n, T x, int64_t N, int64_t K) {
+  Op tk;
+  tk.name = "topk";
+  tk.reads = {x.id};
+  tk.saved_aux_bytes = N * K * kInt64;
+  tk.grad_to = {x.id};
+  tk.grad_bytes = {x.bytes()};
+  return n.make(std::move(tk), N * K, x.dt);
+}
+
+// routing_weights /= sum: the in-place div clones the old self and saves the sum [DY 588].
+T renormalise(Net& n, T w, int64_t N, int64_t K) {
+  const T sum = n.plain(w, "topk sum", N);
+  Op dv;
+  dv.name = "routing /= sum";
+  dv.reads = {w.id, sum.id};
+  dv.saves = {sum.id};
+  dv.saved_aux_bytes = N * K * w.dt;  // original self clone
+  dv.grad_to = {w.id, sum.id};
+  return n.make(std::move(dv), N * K, w.dt);
+}
+
+// The router (model.router): the (N, K) routing weights, or Llama-4's (N, E) scores.
+T router(Net& n, T x, int64_t layer, const Linear& lin) {
+  const ModelSpec& m = n.s_.model;
+  const int64_t N = n.s_.batch.micro_batch * n.s_.batch.seq_len;
+  const int64_t E = m.num_experts, K = m.experts_per_token;
+  // DeepSeek-V3: F.linear(x.float(), W.float()).
+  const T xin = m.router_fp32 ? n.cast(x, kFp32, "router x.float()") : x;
+  const T logits = n.linear(xin, lin, layer, "router");
+  T w;
+  switch (m.router) {
+    case RouterKind::softmax_topk: {
+      const T probs = n.softmax(logits, kFp32, "router softmax(fp32)");  // (N, E) fp32 saved
+      w = topk(n, probs, N, K);
+      if (m.norm_topk_prob) w = renormalise(n, w, N, K);
+      break;
+    }
+    case RouterKind::topk_softmax: {  // GptOssTopKRouter / GraniteMoeTopKGating
+      const T top = topk(n, logits, N, K);
+      w = n.softmax(top, top.dt, "softmax(top-k)");
+      break;
+    }
+    case RouterKind::sigmoid: {  // DeepseekV3TopkRouter: sigmoid, group-limited top-k (no grad), gather
+      const T scores = n.unary_saving_output(logits, "router sigmoid");
+      Op g;
+      g.name = "scores.gather(topk_indices)";
+      g.reads = {scores.id};
+      g.saved_aux_bytes = N * K * kInt64;
+      g.grad_to = {scores.id};
+      g.grad_bytes = {scores.bytes()};
+      w = n.make(std::move(g), N * K, scores.dt);
+      if (m.norm_topk_prob) w = renormalise(n, w, N, K);
+      if (m.routed_scaling_factor != 1.0) w = n.scale(w, "* routed_scaling_factor");
+      break;
+    }
+    case RouterKind::topk_sigmoid: {  // Llama4Router: top-k scattered into -inf, sigmoid(float)
+      const T top = topk(n, logits, N, K);
+      Op sc;
+      sc.name = "full_like(-inf).scatter_(top-k)";
+      sc.reads = {top.id};
+      sc.saved_aux_bytes = N * K * kInt64;
+      sc.grad_to = {top.id};
+      const T full = n.make(std::move(sc), N * E, top.dt);
+      const T sig = n.unary_saving_output(n.cast(full, kFp32, "scores.float()"), "router sigmoid");
+      w = n.cast(sig, logits.dt, "scores .to(dtype)");
+      break;
+    }
+  }
+  return w;
+}
+
+// Llama4TextMoe.forward: every expert runs on every token. routed_in = x.repeat(E, 1) *
+// scores (0 off the top-k), bmm with the (E, h, 2 f) gate|up, act(gate) * up, bmm with down,
+// summed over the experts, added in place to the shared expert's output.
+T all_experts_block(Net& n, T x, T scores, int64_t layer) {
+  const ModelSpec& m = n.s_.model;
+  const int64_t N = n.s_.batch.micro_batch * n.s_.batch.seq_len, h = m.hidden_size;
+  const int64_t E = m.num_experts, fe = m.expert_width();
+  const T rep = n.expand_copy(x, E * N * h, "x.repeat(E, 1)");
+  const T col = n.copy(scores, "scores.transpose(0, 1).reshape(-1, 1)");
+  const T rin = n.mul(rep, col, "routed_in * scores");
+  const T gu = n.linear(rin, Linear{Role::expert_gate_up, h, 2 * fe, false, E}, layer, "experts bmm gate_up");
+  const T g = n.slice(gu, gu.n / 2, "chunk gate");
+  const T u = n.slice(gu, gu.n / 2, "chunk up");
+  const T prod = n.mul(u, n.activation(g), "up * act(gate)");
+  const T out = n.linear(prod, Linear{Role::expert_down, fe, h, false, E}, layer, "experts bmm down");
+  return n.plain(out, "sum over experts", N * h);
+}
+
 // HF MixtralSparseMoeBlock (loop over experts) with optional shared experts (Qwen2-MoE,
-// DeepSeek). Tokens are assumed routed uniformly: expert i gets K*N/E tokens, capped at the
-// capacity ceil(cf * K * N / E) when a capacity factor is set.
+// DeepSeek), DeepSeek-V3's fp32 combine and Llama-4's all-experts block. Tokens are assumed
+// routed uniformly: expert i gets K*N/E tokens, capped at the capacity ceil(cf * K * N / E) when
+// a capacity factor is set.
 T moe_block(Net& n, T x, int64_t layer) {
   const TrainingSetup& s = n.s_;
   const ModelSpec& m = s.model;
@@ -593,81 +894,69 @@ T moe_block(Net& n, T x, int64_t layer) {
   const auto lins = layer_linears(m, true);
   auto find = [&](Role r) { return *std::find_if(lins.begin(), lins.end(), [&](const Linear& l) { return l.role == r; }); };
 
-  const T logits = n.linear(x, find(Role::router), layer, "router");
-  T probs = n.softmax(logits, kFp32, "router softmax(fp32)");  // (N, E) fp32 saved
-  // topk: values new, indices int64 saved [DY 1754].
-  Op tk;
-  tk.name = "topk";
-  tk.reads = {probs.id};
-  tk.saved_aux_bytes = N * K * kInt64;
-  tk.grad_to = {probs.id};
-  tk.grad_bytes = {probs.bytes()};
-  T w = n.make(std::move(tk), N * K, kFp32);
-  if (m.norm_topk_prob) {
-    // routing_weights /= sum: the in-place div clones the old self and saves the sum [DY 588].
-    const T sum = n.plain(w, "topk sum", N);
-    Op dv;
-    dv.name = "routing /= sum";
-    dv.reads = {w.id, sum.id};
-    dv.saves = {sum.id};
-    dv.saved_aux_bytes = N * K * kFp32;  // original self clone
-    dv.grad_to = {w.id, sum.id};
-    w = n.make(std::move(dv), N * K, kFp32);
-  }
-  w = n.cast(w, e, "routing .to(dtype)");
-  // expert_mask = one_hot(selected, E).permute(2, 1, 0): N*K*E int64, held through the loop.
-  Op oh;
-  oh.name = "one_hot";
-  oh.reads = {w.id};
-  const T expert_mask = n.make(std::move(oh), N * K * E, kInt64);
+  T w = router(n, x, layer, find(Role::router));
+  T acc;
+  if (m.moe_impl == MoeImpl::all_experts) {
+    acc = all_experts_block(n, x, w, layer);
+  } else {
+    if (!m.moe_fp32_combine) w = n.cast(w, e, "routing .to(dtype)");
+    // expert_mask = one_hot(selected, E).permute(2, 1, 0): N*K*E int64, held through the loop.
+    Op oh;
+    oh.name = "one_hot";
+    oh.reads = {w.id};
+    const T expert_mask = n.make(std::move(oh), N * K * E, kInt64);
 
-  const int64_t routed = K * N;
-  int64_t cap = routed;  // per-expert cap
-  if (m.capacity_factor > 0) cap = static_cast<int64_t>(std::ceil(m.capacity_factor * routed / static_cast<double>(E)));
-  Op zeros;  // final_hidden_states = zeros(N, h): becomes the output (index_add_ into it)
-  zeros.name = "final_hidden_states zeros";
-  T acc = n.make(std::move(zeros), N * h, e);
-  T prev_x, prev_y;  // a loop iteration's locals live until the next iteration reassigns them
-  for (int64_t i = 0; i < E; ++i) {
-    int64_t ne = routed / E + (i < routed % E ? 1 : 0);
-    ne = std::min(ne, cap);
-    if (ne == 0) continue;
-    // where(expert_mask[i]) -> (idx, top_x): 2*ne int64, saved by index and index_add_.
-    Op wh;
-    wh.name = "where(expert_mask)";
-    wh.reads = {w.id};
-    wh.saved_aux_bytes = 2 * ne * kInt64;
-    n.make(std::move(wh), 0, 1);
-    // hidden_states[None, top_x]: a copy of ne rows; backward scatters into zeros(N, h).
-    Op gather;
-    gather.name = "gather tokens";
-    gather.reads = {x.id};
-    gather.grad_to = {x.id};
-    gather.grad_bytes = {N * h * x.dt};
-    const T xi = n.make(std::move(gather), ne * h, x.dt);
+    const int64_t routed = K * N;
+    int64_t cap = routed;  // per-expert cap
+    if (m.capacity_factor > 0) cap = static_cast<int64_t>(std::ceil(m.capacity_factor * routed / static_cast<double>(E)));
+    // final_hidden_states = zeros(N, h) (DeepSeek-V3: in the routing weights' fp32): becomes the
+    // output (index_add_ into it).
+    Op zeros;
+    zeros.name = "final_hidden_states zeros";
+    acc = n.make(std::move(zeros), N * h, m.moe_fp32_combine ? w.dt : e);
+    T prev_x, prev_y;  // a loop iteration's locals live until the next iteration reassigns them
+    for (int64_t i = 0; i < E; ++i) {
+      int64_t ne = routed / E + (i < routed % E ? 1 : 0);
+      ne = std::min(ne, cap);
+      if (ne == 0) continue;
+      // where(expert_mask[i]) -> (idx, top_x): 2*ne int64, saved by index and index_add_.
+      Op wh;
+      wh.name = "where(expert_mask)";
+      wh.reads = {w.id};
+      wh.saved_aux_bytes = 2 * ne * kInt64;
+      n.make(std::move(wh), 0, 1);
+      // hidden_states[None, top_x]: a copy of ne rows; backward scatters into zeros(N, h).
+      Op gather;
+      gather.name = "gather tokens";
+      gather.reads = {x.id};
+      gather.grad_to = {x.id};
+      gather.grad_bytes = {N * h * x.dt};
+      const T xi = n.make(std::move(gather), ne * h, x.dt);
+      n.hold(prev_x);
+      const T y = mlp_block(n, xi, layer, fe, Role::expert_gate, Role::expert_up, Role::expert_down);
+      // routing_weights[top_x, idx, None]: ne values (index saves the indices).
+      const T rw = n.plain(w, "routing weight column", ne);
+      const T weighted = n.mul(y, rw, "expert_out * weight");
+      n.hold(prev_y);
+      prev_x = xi;
+      prev_y = weighted;
+      const T src = n.cast(weighted, acc.dt, ".to(dtype)");
+      // final.index_add_(0, top_x, src): saves index and source [DY 853].
+      Op ia;
+      ia.name = "index_add_";
+      ia.reads = {acc.id, src.id};
+      ia.alias_of = acc.id;  // in place
+      ia.saves = {src.id};
+      ia.grad_to = {acc.id, src.id};
+      ia.grad_share = {acc.id};
+      ia.grad_bytes = {acc.bytes(), src.bytes()};
+      acc = T{n.g_.op(std::move(ia)), acc.n, acc.dt};
+    }
+    n.hold(expert_mask);
     n.hold(prev_x);
-    const T y = mlp_block(n, xi, layer, fe, Role::expert_gate, Role::expert_up, Role::expert_down);
-    // routing_weights[top_x, idx, None]: ne values (index saves the indices).
-    const T rw = n.plain(w, "routing weight column", ne);
-    const T weighted = n.mul(y, rw, "expert_out * weight");
     n.hold(prev_y);
-    prev_x = xi;
-    prev_y = weighted;
-    const T src = n.cast(weighted, e, ".to(dtype)");
-    // final.index_add_(0, top_x, src): saves index and source [DY 853].
-    Op ia;
-    ia.name = "index_add_";
-    ia.reads = {acc.id, src.id};
-    ia.alias_of = acc.id;  // in place
-    ia.saves = {src.id};
-    ia.grad_to = {acc.id, src.id};
-    ia.grad_share = {acc.id};
-    ia.grad_bytes = {acc.bytes(), src.bytes()};
-    acc = T{n.g_.op(std::move(ia)), acc.n, acc.dt};
+    if (acc.dt != e) acc = n.cast(acc, e, "final_hidden_states.type(dtype)");
   }
-  n.hold(expert_mask);
-  n.hold(prev_x);
-  n.hold(prev_y);
   if (m.num_shared_experts > 0 || m.shared_expert_intermediate_size > 0) {
     const int64_t fs = m.shared_expert_intermediate_size > 0 ? m.shared_expert_intermediate_size
                                                              : m.num_shared_experts * fe;
@@ -697,12 +986,23 @@ SharedTensors shared_tensors(const TrainingSetup& s) {
   const ModelSpec& m = s.model;
   const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len;
   const int64_t e = residual_bytes(s);
-  if (m.positions == PositionKind::rotary) {
-    t.whole_step_bytes += 2 * b * sq * m.head_dim * e;  // cos, sin (b, s, d) in the model dtype
-    t.what = "RoPE cos/sin 2*b*s*d*e";
+  if (m.positions == PositionKind::rotary || m.mla()) {
+    // cos, sin (b, s, r) in the model dtype, r the rotated width (int(d * partial_rotary_factor),
+    // MLA's qk_rope_head_dim) as the rotary embedding's inv_freq is built for it.
+    const int64_t r = m.mla() ? m.qk_rope_head_dim
+                              : static_cast<int64_t>(static_cast<double>(m.head_dim) * m.rotary_fraction);
+    t.whole_step_bytes += 2 * b * sq * r * e;
+    t.what = "RoPE cos/sin 2*b*s*r*e";
   }
-  const bool eager_mask = s.attention == AttentionImpl::eager && m.causal_mask == MaskKind::additive;
-  if (eager_mask) t.forward_bytes += b * sq * sq * e;  // 4-D causal mask (b, 1, s, s)
+  if (s.attention == AttentionImpl::eager) {
+    // 4-D causal mask (b, 1, s, s) in the model dtype, or MPT's bool one. Models mixing sliding
+    // and global layers build both masks (causal_mask_mapping: create_causal_mask and
+    // create_sliding_window_causal_mask, modeling_gemma2.py @ v4.57.1).
+    const int64_t masks = m.sliding_window > 0 && m.global_attention_every > 0 ? 2 : 1;
+    if (m.causal_mask == MaskKind::additive) t.forward_bytes += masks * b * sq * sq * e;
+    if (m.causal_mask == MaskKind::bool_4d) t.forward_bytes += b * sq * sq;
+  }
+  if (m.positions == PositionKind::alibi) t.forward_bytes += m.num_attention_heads * sq * kFp32;  // alibi (a, 1, s) fp32
   const int64_t ew = weight_bytes_per_param(s.precision);
   t.embeds_bytes = b * sq * m.hidden_size * ew;
   if (m.positions == PositionKind::learned) t.embeds_bytes += sq * m.hidden_size * ew;
@@ -712,10 +1012,15 @@ SharedTensors shared_tensors(const TrainingSetup& s) {
 }
 
 int64_t model_buffer_bytes(const TrainingSetup& s) {
+  const ModelSpec& m = s.model;
+  int64_t bytes = 0;
   // GPT2Attention registers bias = tril(ones(P, P)).bool() per layer (non-persistent buffer).
-  if (s.model.causal_mask == MaskKind::bool_buffer)
-    return s.model.num_layers * s.model.max_position_embeddings * s.model.max_position_embeddings;
-  return 0;
+  if (m.causal_mask == MaskKind::bool_buffer) bytes += m.num_layers * m.max_position_embeddings * m.max_position_embeddings;
+  // DeepseekV3TopkRouter registers e_score_correction_bias (E, fp32) per MoE layer.
+  if (m.router == RouterKind::sigmoid)
+    for (int64_t i = 0; i < m.num_layers; ++i)
+      if (m.is_moe_layer(i)) bytes += m.num_experts * kFp32;
+  return bytes;
 }
 
 int64_t logits_bytes(const TrainingSetup& s) {
@@ -763,7 +1068,7 @@ Segment embedding_segment(const TrainingSetup& s) {
     const T t = n.make(std::move(tt), N * h, ew);
     x = n.add(x, t, "+ token types");
   }
-  if (m.scale_embeddings) x = n.scale(x, "* sqrt(h) normalizer");
+  if (m.scale_embeddings) x = n.scale(x, "embeddings * scale");  // Gemma sqrt(h), Granite embedding_multiplier
   if (m.bert_style) x = n.layer_norm(x, h, train, "embeddings.LayerNorm");
   x = n.dropout(x, m.embedding_dropout, "embedding dropout");
   seg.output(x.id);
@@ -793,10 +1098,12 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   }
 
   const bool sandwich = m.post_norms;
-  T h1 = n.norm(x, h, train_norm, "input_layernorm");
+  const bool scaled = m.residual_multiplier != 1.0;  // Granite: residual + sublayer * multiplier
+  T h1 = m.pre_norms ? n.norm(x, h, train_norm, "input_layernorm") : x;
   AttnHeld held;
   T att = attention_block(n, h1, layer, &held);
   if (sandwich) att = n.norm(att, h, train_norm, "post_attention_layernorm");
+  if (scaled) att = n.scale(att, "* residual_multiplier");
   att = n.dropout(att, m.hidden_dropout, "resid dropout");
   // Held to the end of the attention call: its argument and q/k/v (GPT-2 also its weights).
   n.hold(h1);
@@ -804,18 +1111,22 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   if (!m.attn_weights_held_by_layer && held.weights.id >= 0) n.hold(held.weights);
   T out;
   if (m.parallel_residual) {
-    // GPT-NeoX parallel residual: x + attn(ln1(x)) + mlp(ln2(x)).
-    const T h2 = n.norm(x, h, train_norm, "post_attention_layernorm");
+    // Parallel residual: x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX), or one norm for both (Phi,
+    // Falcon, Cohere: x + attn(ln(x)) + mlp(ln(x))).
+    const T h2 = m.parallel_shared_norm ? h1 : n.norm(x, h, train_norm, "post_attention_layernorm");
     T y = moe ? moe_block(n, h2, layer) : mlp_block(n, h2, layer, m.intermediate_size, Role::gate, Role::up, Role::down);
     n.hold(h2);
     y = n.dropout(y, m.hidden_dropout, "resid dropout");
     out = n.add(n.add(y, att, "mlp + attn"), x, "+ residual");
+    n.hold(y);  // attn_output and mlp_output are the layer's locals until it returns
+    n.hold(att);
   } else {
     const T x2 = n.add(x, att, "+ residual");
-    const T h2 = n.norm(x2, h, train_norm, sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm");
+    const T h2 = m.pre_norms ? n.norm(x2, h, train_norm, sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm") : x2;
     T y = moe ? moe_block(n, h2, layer) : mlp_block(n, h2, layer, m.intermediate_size, Role::gate, Role::up, Role::down);
     n.hold(h2);  // the MLP's argument
     if (sandwich) y = n.norm(y, h, train_norm, "post_feedforward_layernorm");
+    if (scaled) y = n.scale(y, "* residual_multiplier");
     y = n.dropout(y, m.hidden_dropout, "resid dropout");
     out = n.add(x2, y, "+ residual");
   }
@@ -864,8 +1175,9 @@ Segment head_segment(const TrainingSetup& s) {
   }
   n.cat_ = Cat::loss;
   // lm_head: (N, h) x (h, V). A tied head multiplies by the embedding matrix.
-  Linear head{Role::lm_head, h, V, m.head == HeadKind::masked_lm};
+  Linear head{Role::lm_head, h, V, m.head == HeadKind::masked_lm || m.lm_head_bias};
   T logits = n.linear(x, head, 0, "lm_head");
+  if (m.logit_scale != 1.0) logits = n.scale(logits, "logits * logit_scale");  // Cohere, Granite (1/logits_scaling)
   if (m.final_softcap > 0) {  // final_logit_softcapping: logits / cap -> tanh -> * cap
     logits = n.scale(logits, "softcap /");
     logits = n.unary_saving_output(logits, "softcap tanh");

@@ -114,7 +114,7 @@ const Table<Activation> kActivation = {
     {"gelu-accurate", Activation::gelu_new},
 };
 const Table<PositionKind> kPositions = {
-    {"learned", PositionKind::learned}, {"rotary", PositionKind::rotary}, {"none", PositionKind::none}};
+    {"learned", PositionKind::learned}, {"rotary", PositionKind::rotary}, {"alibi", PositionKind::alibi}, {"none", PositionKind::none}};
 const Table<HeadKind> kHead = {{"causal-lm", HeadKind::causal_lm},
                                {"masked-lm", HeadKind::masked_lm},
                                {"sequence-classification", HeadKind::sequence_classification}};

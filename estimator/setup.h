@@ -28,19 +28,42 @@ enum class Activation {
   relu,       // F.relu: saves its output
 };
 
-enum class PositionKind { learned, rotary, none };
+enum class PositionKind {
+  learned,  // a position table added to the embeddings (GPT-2, BERT)
+  rotary,   // RoPE on q and k
+  alibi,    // ALiBi: a per-head linear bias added to the attention scores (MPT)
+  none,
+};
 
 // How eager attention masks the scores; it decides a tensor of the forward and an op per layer.
 enum class MaskKind {
   additive,     // 4-D (b, 1, s, s) mask built per forward in the model dtype, added (Llama lineage)
   bool_buffer,  // per-layer tril bool buffer (P x P), torch.where on the scores (GPT2Attention)
   padding,      // encoders: no causal mask, the (b, 1, 1, s) padding mask is added (BERT)
+  bool_4d,      // 4-D (b, 1, s, s) bool mask built per forward, masked_fill on the scores (MPT)
 };
 
 // Normalisation of q and k inside attention.
 enum class QkNorm {
   none,
-  per_head,  // RMSNorm over each head's d (Qwen3 q_norm/k_norm): d weights each
+  per_head,             // RMSNorm over each head's d, one d-vector shared by the heads (Qwen3, Gemma-3)
+  full_width,           // RMSNorm over the whole q (a*d) and k (k*d) projections (OLMo-2)
+  per_head_layer_norm,  // a LayerNorm without bias per head, weights (heads, d) (StableLM qk_layernorm, Cohere)
+  l2,                   // L2 normalisation without weights (Llama-4 use_qk_norm)
+};
+
+// How the router turns logits into the top-k routing weights.
+enum class RouterKind {
+  softmax_topk,  // softmax over the experts, then top-k (Mixtral, Qwen-MoE, DeepSeek-V1/V2)
+  topk_softmax,  // top-k of the logits, then softmax over those k (GPT-OSS, Granite-MoE)
+  sigmoid,       // sigmoid scores, group-limited top-k, gathered weights (DeepSeek-V3)
+  topk_sigmoid,  // top-k of the logits scattered into -inf, then sigmoid (Llama-4)
+};
+
+// How the routed experts run in training.
+enum class MoeImpl {
+  loop,         // one expert at a time over the tokens routed to it (Mixtral, Qwen, DeepSeek, GPT-OSS)
+  all_experts,  // every expert on every token, weighted by a score that is 0 off the top-k (Llama-4)
 };
 
 // What sits on top of the final hidden states.
@@ -48,6 +71,15 @@ enum class HeadKind {
   causal_lm,                // *ForCausalLM: vocabulary logits + shifted cross-entropy
   masked_lm,                // *ForMaskedLM: vocabulary logits + cross-entropy
   sequence_classification,  // *ForSequenceClassification: num_labels logits
+};
+
+// The weights of a pre-quantized checkpoint (config.json quantization_config), as transformers
+// loads them: they stay quantized, so only adapters can train on them.
+struct WeightQuant {
+  std::string method;         // quant_method: bitsandbytes, gptq, awq, compressed-tensors, fp8, mxfp4 ("": none)
+  double bits = 0;            // stored bits per quantized weight, scales and zero points included
+  bool experts_only = false;  // only the routed experts are quantized (GPT-OSS mxfp4)
+  bool any() const { return bits > 0; }
 };
 
 struct ModelSpec {
@@ -95,10 +127,36 @@ struct ModelSpec {
                                    // take the autocast policy's dtype
   bool attn_weights_held_by_layer = true;  // LlamaDecoderLayer keeps attn_weights until it returns;
                                            // GPT2Attention drops them when the attention call returns
+  bool parallel_shared_norm = false;  // parallel residual off one norm: x + attn(ln x) + mlp(ln x)
+                                      // (Phi, Falcon-7B, Cohere, StableLM use_parallel_residual)
+  bool pre_norms = true;              // a norm on each sublayer's input (OLMo-2 has only the post norms)
+  bool norm_weight_fp32 = false;      // RMSNorm multiplies its weight in fp32, then casts (Gemma, OLMo-2,
+                                      // GPT-OSS); Llama casts first
+  bool norm_fp32_manual = false;      // LayerNorm written out in fp32 ops (CohereLayerNorm), not F.layer_norm
+  bool rope_fp32 = false;             // q and k upcast to fp32 for RoPE and cast back (Cohere)
+  bool lm_head_bias = false;          // the LM head has a bias (Phi)
+  double logit_scale = 1.0;           // logits multiplied by a constant (Cohere logit_scale, Granite 1/logits_scaling)
+  double residual_multiplier = 1.0;   // sublayer outputs scaled before each residual add (Granite)
+  bool attention_sinks = false;       // a learned per-head sink logit joined to the scores (GPT-OSS)
+  int64_t sliding_window = 0;         // tokens a sliding-window layer attends to (0: none)
+  int64_t global_attention_every = 0; // with a window: every n-th layer attends globally (Gemma-2 2,
+                                      // Gemma-3 6, OLMo-3 4, GPT-OSS 2); 0: every layer slides (Mistral)
+
+  // Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2); kv_lora_rank == 0: none.
+  int64_t q_lora_rank = 0;        // q through a rank-r bottleneck with a norm (0: one q_proj)
+  int64_t kv_lora_rank = 0;       // compressed key/value width
+  int64_t qk_rope_head_dim = 0;   // rotated part of each q/k head
+  int64_t qk_nope_head_dim = 0;   // unrotated part of each q/k head
+  int64_t v_head_dim = 0;         // value head width
+  bool mla() const { return kv_lora_rank > 0; }
+  int64_t qk_head_dim() const { return mla() ? qk_rope_head_dim + qk_nope_head_dim : head_dim; }
+  int64_t attn_out_dim() const { return mla() ? v_head_dim : head_dim; }  // per head, into o_proj
 
   double attention_dropout = 0.0;  // dropout on attention probabilities
   double hidden_dropout = 0.0;     // residual dropout after attention and MLP
   double embedding_dropout = 0.0;  // dropout after the embeddings
+
+  WeightQuant quantized;            // a pre-quantized checkpoint's linear weights
 
   // Mixture of experts (num_experts == 0: dense).
   int64_t num_experts = 0;                      // E
@@ -111,6 +169,17 @@ struct ModelSpec {
   double capacity_factor = 0.0;                 // 0: dropless (HF); > 0: per-expert capacity
   int64_t moe_layer_frequency = 1;              // every n-th layer is MoE (decoder_sparse_step)
   int64_t first_dense_layers = 0;               // leading dense layers (first_k_dense_replace)
+  RouterKind router = RouterKind::softmax_topk;
+  bool router_bias = false;                     // the router linear has a bias (GPT-OSS)
+  bool router_fp32 = false;                     // router logits from fp32 copies of x and W (DeepSeek-V3)
+  double routed_scaling_factor = 1.0;           // routing weights scaled (DeepSeek-V3 2.5, Kimi-K2 2.827)
+  int64_t expert_groups = 1;                    // DeepSeek-V3 n_group: experts routed group-limited
+  int64_t topk_groups = 1;                      // DeepSeek-V3 topk_group
+  MoeImpl moe_impl = MoeImpl::loop;
+  bool moe_fp32_combine = false;                // weighted expert outputs summed in fp32 (DeepSeek-V2/V3)
+  bool fused_expert_gate_up = false;            // one (h, 2 f_e) gate|up matrix per expert (GPT-OSS, Llama-4, Granite)
+  bool expert_bias = false;                     // biases on the expert matrices (GPT-OSS)
+  bool clamped_swiglu = false;                  // GPT-OSS experts: clamp, gate*sigmoid(1.702 gate), (up + 1)
 
   // True when layer i (0-based) uses the MoE block.
   bool is_moe_layer(int64_t i) const {

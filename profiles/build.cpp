@@ -212,13 +212,13 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   // Fine-tuning without a stated precision gets its usual recipe: QLoRA trains under bf16
   // autocast over fp32 non-quantized weights (PEFT prepare_model_for_kbit_training + bf16=True),
   // LoRA on a base loaded in bfloat16 (fp32 adapters).
-  // prepare_model_for_kbit_training also turns gradient checkpointing on by default.
-  if (!b.origin.fields.count("checkpointing") && s.finetune.mode == FinetuneMode::qlora)
-    s.checkpointing.mode = CheckpointMode::full;
+  // prepare_model_for_kbit_training also turns gradient checkpointing on by default. Adapters on
+  // a pre-quantized checkpoint (GPTQ, AWQ, bitsandbytes, ...) follow the same recipe.
+  const bool kbit = s.finetune.mode == FinetuneMode::qlora || (s.finetune.mode == FinetuneMode::lora && s.model.quantized.any());
+  if (!b.origin.fields.count("checkpointing") && kbit) s.checkpointing.mode = CheckpointMode::full;
   if (!b.origin.fields.count("precision") && s.finetune.mode != FinetuneMode::full) {
-    s.precision = s.finetune.mode == FinetuneMode::qlora ? Precision::amp_bf16 : Precision::bf16;
-    if (!s.device.bf16 && s.device.kind == DeviceKind::cuda)
-      s.precision = s.finetune.mode == FinetuneMode::qlora ? Precision::amp_fp16 : Precision::fp16;
+    s.precision = kbit ? Precision::amp_bf16 : Precision::bf16;
+    if (!s.device.bf16 && s.device.kind == DeviceKind::cuda) s.precision = kbit ? Precision::amp_fp16 : Precision::fp16;
   }
   apply_runtime_defaults(b);
   if (in.calibration) b.calibration = load_calibration(*in.calibration);

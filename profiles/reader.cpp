@@ -90,6 +90,68 @@ size_t find_key(const std::string& text, const std::string& key, size_t from) {
   return std::string::npos;
 }
 
+// Python's json module writes float('inf') and float('nan') as the bare literals Infinity,
+// -Infinity and NaN, and real config.json files carry them (NVIDIA Nemotron-H's
+// time_step_limit [0.0, Infinity]). Strict JSON has no such tokens, so outside strings they are
+// rewritten as strings marked with a leading \u0001, which the converter turns back into plain
+// (unquoted) scalars: a key memplan does not read stays harmless, and one it reads is refused
+// as not a number. `shifts` maps offsets in the rewritten text back to the original.
+constexpr char kNonFiniteMark = '\x01';
+
+struct NonFinite {
+  std::string text;
+  std::vector<std::pair<size_t, size_t>> shifts;  // (offset in `text` after a rewrite, bytes added so far)
+  size_t original_offset(size_t at) const {
+    size_t added = 0;
+    for (const auto& [from, total] : shifts)
+      if (at >= from) added = total;
+    return at >= added ? at - added : 0;
+  }
+};
+
+NonFinite quote_non_finite(const std::string& in) {
+  NonFinite out;
+  if (in.find("Infinity") == std::string::npos && in.find("NaN") == std::string::npos) {
+    out.text = in;
+    return out;
+  }
+  out.text.reserve(in.size() + 64);
+  bool in_string = false;
+  size_t added = 0;
+  auto word_at = [&](size_t i, const char* w) {
+    const size_t n = std::strlen(w);
+    if (in.compare(i, n, w) != 0) return false;
+    const size_t end = i + n;
+    return end >= in.size() || !(std::isalnum(static_cast<unsigned char>(in[end])) || in[end] == '_');
+  };
+  for (size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (in_string) {
+      out.text += c;
+      if (c == '\\' && i + 1 < in.size()) out.text += in[++i];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out.text += c;
+      continue;
+    }
+    for (const char* w : {"-Infinity", "Infinity", "NaN"}) {
+      if (!word_at(i, w)) continue;
+      const std::string quoted = std::string("\"\\u0001") + w + "\"";
+      out.text += quoted;
+      added += quoted.size() - std::strlen(w);
+      out.shifts.emplace_back(out.text.size(), added);
+      i += std::strlen(w) - 1;
+      goto next;
+    }
+    out.text += c;
+  next:;
+  }
+  return out;
+}
+
 struct JsonConverter {
   const std::string& text;
   const std::string& file;
@@ -116,6 +178,10 @@ struct JsonConverter {
       n.kind = Node::Kind::scalar;
       n.text = j.get<std::string>();
       n.quoted = true;
+      if (!n.text.empty() && n.text[0] == kNonFiniteMark) {  // a bare Infinity/NaN (quote_non_finite)
+        n.text.erase(0, 1);
+        n.quoted = false;
+      }
     } else if (!j.is_null()) {
       n.kind = Node::Kind::scalar;
       n.text = j.dump();  // numbers and booleans as JSON writes them
@@ -215,10 +281,12 @@ Node parse_yaml(const std::string& text, const std::string& path) {
 
 Node parse_json(const std::string& text, const std::string& path) {
   nlohmann::ordered_json j;
+  const NonFinite nf = quote_non_finite(text);
   try {
-    j = nlohmann::ordered_json::parse(text);
+    j = nlohmann::ordered_json::parse(nf.text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(where_at(text, token_start(text, e.byte == 0 ? 0 : e.byte - 1), path), json_message(e.what()));
+    const size_t at = nf.original_offset(e.byte == 0 ? 0 : e.byte - 1);
+    throw InputError(where_at(text, token_start(text, at), path), json_message(e.what()));
   } catch (const nlohmann::json::exception& e) {
     throw InputError(Where::at_file(path), json_message(e.what()));
   }

@@ -47,9 +47,73 @@ inline ModelSpec tiny_moe(int64_t experts = 4, int64_t top_k = 2, double capacit
   return m;
 }
 
+// The layer kinds of issue 15 (architecture features as data): each built from its family's
+// defaults at a small size.
+// Phi: attention and MLP in parallel off one LayerNorm, partial RoPE (0.5), gelu_new, biases,
+// an LM-head bias.
+inline ModelSpec tiny_phi() {
+  ModelSpec m = *family_defaults("phi");
+  m.name = "phi-tiny";
+  m.hidden_size = 256;
+  m.num_layers = 4;
+  m.num_attention_heads = m.num_key_value_heads = 8;
+  m.head_dim = 32;
+  m.intermediate_size = 1024;
+  m.vocab_size = 2048;
+  return m;
+}
+
+// StableLM: sequential layers, LayerNorm, SwiGLU, RoPE on a quarter of each head.
+inline ModelSpec tiny_stablelm() {
+  ModelSpec m = tiny_llama(256, 4, 8, 8, 2048, "stablelm");
+  m.name = "stablelm-tiny";
+  return m;
+}
+
+// Gemma-2: attention and final-logit soft-capping, sandwich norms, (1 + w) fp32 RMSNorm, the
+// embedding normalizer, and the causal and sliding-window masks of alternating layers.
+inline ModelSpec tiny_gemma2() {
+  ModelSpec m = tiny_llama(256, 4, 8, 4, 2048, "gemma2");
+  m.name = "gemma2-tiny";
+  m.intermediate_size = 512;
+  m.sliding_window = 64;
+  m.global_attention_every = 2;
+  return m;
+}
+
+// DeepSeek-V3's multi-head latent attention over a dense MLP.
+inline ModelSpec tiny_mla() {
+  ModelSpec m = tiny_llama(256, 3, 8, 8, 2048, "deepseek_v3");
+  m.name = "mla-tiny";
+  m.q_lora_rank = 96;
+  m.kv_lora_rank = 64;
+  m.qk_rope_head_dim = 16;
+  m.qk_nope_head_dim = 32;
+  m.v_head_dim = 32;
+  m.head_dim = 48;
+  return m;
+}
+
+// DeepSeek-V3's MoE: a dense first layer, then sigmoid group-limited routing over 8 experts with
+// one shared expert and an fp32 combine, under MLA.
+inline ModelSpec tiny_deepseek_v3() {
+  ModelSpec m = tiny_mla();
+  m.name = "deepseek-v3-tiny";
+  m.num_experts = 8;
+  m.experts_per_token = 2;
+  m.moe_intermediate_size = 128;
+  m.num_shared_experts = 1;
+  m.first_dense_layers = 1;
+  m.expert_groups = 2;
+  m.topk_groups = 1;
+  m.routed_scaling_factor = 2.5;
+  return m;
+}
+
 struct MatrixCase {
   std::string name;
   TrainingSetup setup;
+  double tolerance = 0.03;  // |estimate - measured| / measured
 };
 
 inline std::vector<MatrixCase> cpu_matrix() {
@@ -111,6 +175,20 @@ inline std::vector<MatrixCase> cpu_matrix() {
   cases.back().setup.finetune.freeze_layers = 2;
   // Multi-query attention (one KV head): repeat_kv is a view, and at b = 1 matmul copies nothing.
   add("llama mqa fp32 sgd b1 s512", tiny_llama(256, 3, 4, 1, 4096), Precision::fp32, OptimizerKind::sgd, "none", 1, 512);
+  // Issue 15's layer kinds, held to 1%.
+  const size_t first_new = cases.size();
+  add("phi parallel rope0.5 fp32 adamw", tiny_phi(), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  add("phi parallel bf16 sgd-mom every:2", tiny_phi(), Precision::bf16, OptimizerKind::sgd_momentum, "every:2", 2, 256);
+  add("stablelm rope0.25 fp32 adamw", tiny_stablelm(), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  add("gemma2 softcap fp32 adamw", tiny_gemma2(), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  add("gemma2 softcap amp-bf16 sgd", tiny_gemma2(), Precision::amp_bf16, OptimizerKind::sgd, "none", 2, 256);
+  add("gemma2 softcap bf16 adamw every:2", tiny_gemma2(), Precision::bf16, OptimizerKind::adamw, "every:2", 2, 256);
+  add("mla fp32 adamw", tiny_mla(), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  add("mla bf16 sgd every:2", tiny_mla(), Precision::bf16, OptimizerKind::sgd, "every:2", 2, 256);
+  add("deepseek-v3 moe+shared fp32 adamw", tiny_deepseek_v3(), Precision::fp32, OptimizerKind::adamw, "none", 2, 128);
+  add("deepseek-v3 moe+shared amp-bf16 sgd", tiny_deepseek_v3(), Precision::amp_bf16, OptimizerKind::sgd, "none", 2, 128);
+  add("deepseek-v3 moe+shared bf16 adamw full", tiny_deepseek_v3(), Precision::bf16, OptimizerKind::adamw, "full", 2, 128);
+  for (size_t i = first_new; i < cases.size(); ++i) cases[i].tolerance = 0.01;
   return cases;
 }
 

@@ -1,5 +1,6 @@
 // The CPU accuracy matrix (DESIGN.md "Accuracy bars"): every case's uncalibrated estimate is
-// within 3% of the peak measured by real LibTorch steps on this CPU. Prints the table.
+// within 3% of the peak measured by real LibTorch steps on this CPU (1% for the layer kinds issue 15
+// added). Prints the table.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -12,7 +13,7 @@
 
 using namespace memplan;
 
-TEST_CASE("CPU matrix: estimate within 3% of measured peak") {
+TEST_CASE("CPU matrix: estimate within 3% (new layer kinds 1%) of measured peak") {
   const bool verbose = std::getenv("MEMPLAN_MATRIX_VERBOSE") != nullptr;
   const char* only = std::getenv("MEMPLAN_MATRIX_ONLY");
   std::printf("\n%-40s %12s %12s %8s  %s\n", "case", "estimate", "measured", "error", "peak phase (est/meas)");
@@ -42,7 +43,7 @@ TEST_CASE("CPU matrix: estimate within 3% of measured peak") {
     }
     ++ran;
     CAPTURE(c.name);
-    CHECK(std::fabs(err) <= 0.03);
+    CHECK(std::fabs(err) <= c.tolerance);
   }
   CHECK(ran > 0);
 }

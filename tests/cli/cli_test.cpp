@@ -321,7 +321,9 @@ TEST_CASE("models lists DESIGN.md's 21 presets with their parameter counts") {
   for (const char* n : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b",
                         "llama-3-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "mixtral-8x7b",
                         "qwen2.5-0.5b", "qwen2.5-7b", "gemma-2-2b", "phi-3-mini", "bert-base-uncased", "bert-large-uncased",
-                        "moe-nano"}) {
+                        "moe-nano", "llama-3.1-70b", "llama-3.1-405b", "llama-3.3-70b", "qwen3-1.7b", "qwen3-4b", "qwen3-14b",
+                        "qwen3-32b", "qwen3-235b-a22b", "deepseek-v3", "gemma-3-1b", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b",
+                        "phi-4", "olmo-2-7b", "olmo-2-13b", "mistral-nemo-12b", "mistral-small-24b"}) {
     CAPTURE(n);
     CHECK(params.count(n) == 1);
     CHECK(contains(t.out, n));
@@ -331,6 +333,10 @@ TEST_CASE("models lists DESIGN.md's 21 presets with their parameter counts") {
   CHECK(params["gpt2"] == 124'439'808);
   CHECK(params["llama-2-7b"] == 6'738'415'616);
   CHECK(params["mixtral-8x7b"] == 46'702'792'704);
+  // The presets issue 15 added list their counts too (profiles/models/README.md has the sources).
+  CHECK(params["llama-3.1-405b"] == 405'853'388'800);
+  CHECK(params["deepseek-v3"] == 671'026'404'352);
+  CHECK(contains(t.out, "671,026,404,352"));
   // --yaml parses too.
   const Run y = invoke({"models", "--yaml"});
   CHECK(y.code == 0);
