@@ -44,9 +44,12 @@ struct WatchFlags {
 
 double fraction(int64_t used, int64_t total) { return total > 0 ? static_cast<double>(used) / static_cast<double>(total) : 0.0; }
 
+// "18.5/24.0 GiB (77%)", or "212.4 MiB/23.5 GiB (1%)" below 1 GiB.
 std::string gb_pair(int64_t used, int64_t total) {
-  return fmt::format("{:.1f}/{:.1f} GiB ({:.0f}%)", static_cast<double>(used) / (1 << 30), static_cast<double>(total) / (1 << 30),
-                     100 * fraction(used, total));
+  const double g = static_cast<double>(1 << 30);
+  if (used >= (1 << 30) || used == 0)
+    return fmt::format("{:.1f}/{:.1f} GiB ({:.0f}%)", used / g, total / g, 100 * fraction(used, total));
+  return fmt::format("{:.1f} MiB/{:.1f} GiB ({:.0f}%)", used / static_cast<double>(1 << 20), total / g, 100 * fraction(used, total));
 }
 
 // The device whose utilization is highest: the one that runs out first.
@@ -58,7 +61,7 @@ const watch::DeviceReading& fullest(const std::vector<watch::DeviceReading>& r) 
 }
 
 // "[12.3s] Memory: 18.5/24.0 GiB (77%), Status: normal"; one figure per GPU when there are several.
-std::string live_line(double t, const std::vector<watch::DeviceReading>& r, const std::string& source, const Thresholds& th) {
+std::string live_line(double t, const std::vector<watch::DeviceReading>& r, const Thresholds& th) {
   const auto& top = fullest(r);
   std::string memory;
   if (r.size() == 1) {
@@ -134,7 +137,7 @@ int replay(Io io, const std::string& path) {
       std::vector<watch::DeviceReading> devices;
       for (const auto& d : r.value("devices", nlohmann::json::array()))
         devices.push_back({d.value("index", 0), d.value("name", ""), d.value("used_bytes", int64_t{0}), d.value("total_bytes", int64_t{0})});
-      if (!devices.empty()) io.out << live_line(r.value("t", 0.0), devices, "", th) << "\n";
+      if (!devices.empty()) io.out << live_line(r.value("t", 0.0), devices, th) << "\n";
     } else if (kind == "step") {
       if (!r["error"].is_null() && r.contains("error")) {
         io.out << fmt::format("[step {}] memory reading failed: {}\n", r.value("step", 0), r["error"].get<std::string>());
@@ -174,7 +177,7 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
     return replay(io, f.replay);
   }
   if (f.command.empty())
-    throw InputError(Where::at_flag("--"), "memplan watch needs the training command to run",
+    throw InputError(Where{}, "memplan watch needs the training command to run",
                      "memplan watch [--interval S] [--log FILE] [setup flags] -- python train.py ...");
   if (!(f.interval > 0 && f.interval <= 3600))
     throw InputError(Where::at_flag("--interval"), fmt::format("must be between 0 and 3600 seconds (got {})", f.interval),
@@ -258,7 +261,7 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
                             {"band", band}};
       log.write(rec);
       if (t >= next_print || worse) {
-        io.err << live_line(t, r, source, th) << "\n";
+        io.err << live_line(t, r, th) << "\n";
         io.err.flush();
         if (t >= next_print) next_print = t + f.interval;
       }

@@ -28,16 +28,16 @@ class Library {
   ~Library() {
     if (handle_) ::dlclose(handle_);
   }
-  // The first of `names` that opens; `why` gets dlerror() of each one that did not.
+  // The first of `names` that opens; `why` gets dlerror() of the first one (the usual name).
   bool open(const std::vector<std::string>& names, std::string* why) {
-    std::string errors;
+    std::string first;
     for (const std::string& n : names) {
       handle_ = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (handle_) return true;
       const char* e = ::dlerror();
-      errors += fmt::format("{}{}", errors.empty() ? "" : "; ", e ? e : n + ": cannot be loaded");
+      if (first.empty()) first = e ? e : n + ": cannot be loaded";
     }
-    *why = errors;
+    *why = first;
     return false;
   }
   template <typename F>

@@ -48,8 +48,11 @@ def band_of(utilization, thresholds=DEFAULT_THRESHOLDS):
     return "normal"
 
 
-def _gib(n):
-    return f"{n / GIB:.1f}"
+def _pair(used, total):
+    """``18.5/24.0 GiB``, or ``212.4 MiB/23.5 GiB`` below 1 GiB."""
+    if used >= GIB or used == 0:
+        return f"{used / GIB:.1f}/{total / GIB:.1f} GiB"
+    return f"{used / 2**20:.1f} MiB/{total / GIB:.1f} GiB"
 
 
 # ---- readers -----------------------------------------------------------------------------------
@@ -264,7 +267,7 @@ class Status:
         """``[step 100] Memory: 18.5/24.0 GiB (77%), Status: normal`` and what happened."""
         if self.error:
             return f"[step {self.step}] memory reading failed: {self.error}"
-        text = (f"[step {self.step}] Memory: {_gib(self.peak_used_bytes)}/{_gib(self.capacity_bytes)} GiB "
+        text = (f"[step {self.step}] Memory: {_pair(self.peak_used_bytes, self.capacity_bytes)} "
                 f"({100 * self.utilization:.0f}%), Status: {self.band}")
         if self.fragmentation:
             text += f", fragmentation {100 * self.fragmentation:.0f}%"

@@ -147,7 +147,7 @@ TEST_CASE("watch: commands that cannot start") {
 }
 
 TEST_CASE("watch: bad flags") {
-  CHECK(watch({}).err.rfind("error: --: memplan watch needs the training command to run", 0) == 0);
+  CHECK(watch({}).err.rfind("error: memplan watch needs the training command to run\nhint: memplan watch [--interval S]", 0) == 0);
   CHECK(watch({}).code == 2);
   CHECK(watch({"--interval", "0", "--", "true"}).code == 2);
   CHECK(watch({"--source", "cuda", "--", "true"}).code == 2);
