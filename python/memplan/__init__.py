@@ -37,6 +37,7 @@ if not _os.environ.get("MEMPLAN_DATA_DIR") and _data_dir():
 from ._commands import ConfigWarning, InputError, estimate, fit, flags, plan  # noqa: E402
 from ._memplan import version as __version__  # noqa: E402
 from .monitor import Monitor, Status, install_cpu_counter, read_log  # noqa: E402
+from . import integrations  # noqa: E402,F401  (imports no framework until a callback is used)
 
 __all__ = ["estimate", "fit", "plan", "flags", "InputError", "ConfigWarning", "Monitor", "Status",
-           "install_cpu_counter", "read_log", "__version__"]
+           "install_cpu_counter", "read_log", "integrations", "__version__"]

@@ -34,7 +34,7 @@ _CUDA_ONLY_TERMS = ("cuda_context", "workspace", "allocator_overhead")
 _STATE_TERMS = ("weights", "master_weights", "optimizer_states", "gradients")
 _DYNAMIC_TERMS = ("activations", "logits_and_loss", "transient")
 
-log = logging.getLogger("memplan.monitor")
+_logger = logging.getLogger("memplan.monitor")
 
 
 def band_of(utilization, thresholds=DEFAULT_THRESHOLDS):
@@ -327,7 +327,8 @@ class Monitor:
     growth that make a leak (4), after warmup_steps (2: step 1 creates the optimizer state).
     leak_min_bytes_per_step: smaller growth is noise (64 KiB; 1 MiB when reading RSS). log: a
     path for the memplan.monitor/v1 JSON lines ("x": refuse an existing file, "a" appends).
-    capacity: device memory in bytes, overriding what the device reports.
+    capacity: device memory in bytes, overriding what the device reports. logger: where each
+    step's line goes (logging.getLogger("memplan.monitor"): INFO when normal, WARNING otherwise).
 
     On CPU, create the monitor (or call memplan.install_cpu_counter()) before building the model:
     the counting allocator counts tensors made after it is installed.
@@ -336,7 +337,7 @@ class Monitor:
     def __init__(self, device="cuda:0", estimate=None, thresholds=None, setup=None, tolerance=0.10,
                  leak_window=4, warmup_steps=2, leak_min_bytes_per_step=None, log=None, log_mode="x",
                  capacity=None, logger=None):
-        self._log = logger or log_module_logger()
+        self._log = logger or _logger
         if setup is not None and not isinstance(setup, dict):
             raise InputError("setup takes a dict of memplan.estimate keywords", flag="setup", keyword="setup",
                              hint="setup=dict(model='gpt2', micro_batch=4, seq_len=1024)")
@@ -414,7 +415,10 @@ class Monitor:
         except Exception as e:  # the training loop must go on
             status = Status(step=i, t=time.monotonic() - self._start, device=self.device, source=self.reader.kind,
                             error=f"{type(e).__name__}: {e}")
-            self._log.warning("memplan monitor: %s", status.line())
+            try:
+                self._log.warning("memplan monitor: %s", status.line())
+            except Exception:
+                pass
         try:
             self._write(dict(kind="step", **status.to_dict()))
         except Exception as e:
@@ -598,10 +602,6 @@ class Monitor:
             return rec
         except Exception as e:
             return {"error": f"memplan fit failed: {e}"}
-
-
-def log_module_logger():
-    return log
 
 
 # ---- reading logs back ---------------------------------------------------------------------------
