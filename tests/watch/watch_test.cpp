@@ -39,9 +39,18 @@ Run watch(const std::vector<std::string>& args) {
   return r;
 }
 
-// A fresh path in a folder of this test's own.
+// A folder of this test's own, removed when the suite ends.
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("memplan-watch-test-" + std::to_string(::getpid()));
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+} g_temp;
+
+// A fresh path in that folder.
 std::string temp_path(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("memplan-watch-test-" + std::to_string(::getpid()));
+  const fs::path dir = g_temp.path;
   fs::create_directories(dir);
   const fs::path p = dir / name;
   fs::remove(p);
