@@ -6,6 +6,9 @@
     from memplan.integrations import LightningCallback
     trainer = lightning.Trainer(..., callbacks=[LightningCallback(device="cuda:0")])
 
+On CPU, call memplan.install_cpu_counter() before building the model: a monitor made by a callback
+when training begins would not count the tensors that already exist.
+
 Neither framework is imported until its callback class is first used (attribute access on this
 module). Each class derives from the framework's callback base when the framework is installed
 (transformers.TrainerCallback; lightning.pytorch.Callback or pytorch_lightning.Callback), and
