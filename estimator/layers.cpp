@@ -54,11 +54,18 @@ class Net {
     e_ = weight_bytes_per_param(p) == 4 ? 4 : 2;
     gb_ = grad_bytes_per_param(p);
     torch2_ = s.runtime.torch_at_least(2, 0);
+    // Fused norm and SwiGLU kernels: Liger's, or what torch.compile's partitioner keeps (the
+    // saved set of both: the norm's input and its rstd, the gate and up outputs).
+    fused_ = s.runtime.liger || s.runtime.compile;
+    sac_ = s.checkpointing.mode == CheckpointMode::selective_op;
   }
 
   const TrainingSetup& s_;
   Segment& g_;
   bool cuda_ = true, ac_ = false, torch2_ = true;
+  bool fused_ = false;   // fused RMSNorm / SwiGLU (Liger kernels or torch.compile)
+  bool sac_ = false;     // torchtitan's per-op selective checkpointing policy
+  int mm_count_ = 0;     // matmuls of this segment so far (the per-op policy keeps every other one)
   int64_t e_ = 4, gb_ = 4;
   static constexpr int64_t c_ = 2;  // autocast half dtype bytes
   Cat cat_ = Cat::activation;       // category of new tensors
@@ -311,6 +318,7 @@ class Net {
   // (model.norm_weight_fp32). `weight` false: Llama-4's L2 norm (no weight, .type_as(x)).
   T rms_norm(T x, int64_t width, bool trainable, const char* name = "rms_norm", bool weight = true) {
     const int64_t rows = x.n / width;
+    if (fused_ && weight) return fused_rms_norm(x, width, trainable, name);
     T x32 = cast(x, kFp32, "rmsnorm .to(fp32)");
     T sq = unary_saving_input(x32, "rmsnorm pow(2)");  // saves x32 [DY 1375]
     Op mean;
@@ -347,6 +355,23 @@ class Net {
     w.params_trainable = trainable;
     const int64_t wdt = std::max(xc.dt, e_);  // promotes with the weight's dtype
     return make(std::move(w), x.n, wdt);
+  }
+
+  // Liger's LigerRMSNormFunction (src/liger_kernel/ops/rms_norm.py @ v0.5.10 L333-344): one
+  // kernel that saves its input in its own dtype and rstd (fp32, one per row); backward writes
+  // dX into dY's buffer (in place). torch.compile's partitioner keeps the same two for a
+  // compiled block (it recomputes the fp32 copy and the normalised tensor).
+  T fused_rms_norm(T x, int64_t width, bool trainable, const char* name) {
+    Op o;
+    o.name = s_.runtime.liger ? "liger rms_norm" : "compiled rms_norm";
+    o.reads = {x.id};
+    o.saves = {x.id};
+    o.saved_aux_bytes = x.n / width * kFp32;
+    o.grad_to = {x.id};
+    o.grad_share = {x.id};
+    o.param_grad_bytes = width * gb_;
+    o.params_trainable = trainable;
+    return make(std::move(o), x.n, std::max(x.dt, s_.model.norm_weight_fp32 ? x.dt : e_));
   }
 
   T norm(T x, int64_t width, bool trainable, const char* name) {
@@ -398,6 +423,13 @@ class Net {
     o.grad_bytes = {xin.bytes()};
     o.param_grad_bytes = (wn + (lin.bias ? lin.out * lin.count : 0)) * gb_;
     o.params_trainable = trainable;
+    // torchao Float8Linear (float8_linear.py @ v0.10.0 L61-79, L326-352): the high-precision input
+    // is saved as before, plus the weight cast to float8 and transposed (1 B/param, its scale is
+    // a scalar) for the input's gradient. torchtitan leaves the output head out (filter_fqns).
+    if (s_.runtime.fp8 && fp8_role(lin.role)) o.saved_aux_bytes += wn;
+    // The per-op policy keeps every other matmul's output (torchtitan activation_checkpoint.py
+    // @ v0.2.2 L100-131: "except every second mm").
+    if (sac_) o.sac_save = mm_count_++ % 2 == 0;
     const int64_t out_dt = ac_ ? c_ : std::max(x.dt, e_ == 4 ? x.dt : e_);
     T y = make(std::move(o), rows * lin.out * lin.count, out_dt);
     if (lora_on(s_, lin.role)) y = lora(x, y, lin, rows);
@@ -423,6 +455,10 @@ class Net {
     y = cast(y, x.dt, "bnb out.to(input dtype)");
     if (lora_on(s_, lin.role)) y = lora(x, y, lin, rows);
     return y;
+  }
+
+  static bool fp8_role(Role r) {
+    return r != Role::lm_head && r != Role::router && r != Role::pooler && r != Role::classifier && r != Role::shared_expert_gate;
   }
 
   bool quantized_base(Role r) const {
@@ -487,6 +523,9 @@ class Net {
   // (HF casts them to x.dtype), so under autocast the fp32 cos promotes q to fp32. The muls save
   // only the shared cos/sin; neg and cat save nothing [DY 1280, 386].
   T rope(T q, int64_t cos_dt) {
+    // Liger's LigerRopeFunction rotates q and k in place in the projections' memory and saves
+    // only cos/sin (src/liger_kernel/ops/rope.py @ v0.5.10 L116-134): no new q/k storages.
+    if (s_.runtime.liger) return view(q, "liger rope (in place)");
     const int64_t dt = std::max(q.dt, cos_dt);
     const T qc = scale(q, "rope q*cos", dt);
     const T neg = plain(q, "rope neg", q.n / 2);
@@ -657,6 +696,7 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
     if (pad_v) v = n.plain(v, "F.pad(value)", N * a * qd);
     Op op;
     op.name = "flash attention";
+    op.sac_save = n.sac_;  // SDPA's outputs are on the per-op policy's save list
     op.reads = {q.id, k.id, v.id};
     op.saves = {q.id, k.id, v.id};
     op.save_output = true;
@@ -765,6 +805,18 @@ T clamped_swiglu(Net& n, T gate, T up) {
 // Dense MLP: fc_in -> act -> down, or SwiGLU/GeGLU: act(gate(x)) * up(x) -> down. Experts with a
 // fused gate|up matrix (model.fused_expert_gate_up) split its output by chunk or, with the clamped
 // SwiGLU, by even/odd columns.
+// Liger's LigerSiLUMulFunction (src/liger_kernel/ops/swiglu.py @ v0.5.10 L106-114): silu(a) * b in
+// one kernel that saves a and b and recomputes silu in backward; torch.compile keeps the same.
+T fused_swiglu(Net& n, T g, T u) {
+  Op o;
+  o.name = n.s_.runtime.liger ? "liger swiglu" : "compiled silu*up";
+  o.reads = {g.id, u.id};
+  o.saves = {g.id, u.id};
+  o.grad_to = {g.id, u.id};
+  o.grad_bytes = {g.bytes(), u.bytes()};
+  return n.make(std::move(o), g.n, std::max(g.dt, u.dt));
+}
+
 T mlp_block(Net& n, T x, int64_t layer, int64_t width, Role gate_r, Role up_r, Role down_r, int64_t count = 1) {
   const ModelSpec& m = n.s_.model;
   const int64_t h = m.hidden_size;
@@ -781,7 +833,8 @@ T mlp_block(Net& n, T x, int64_t layer, int64_t width, Role gate_r, Role up_r, R
       g = n.linear(x, Linear{gate_r, h, width, m.mlp_bias && gate_r == Role::gate, count}, layer, "gate_proj");
       u = n.linear(x, Linear{up_r, h, width, m.mlp_bias && up_r == Role::up, count}, layer, "up_proj");
     }
-    const T prod = expert && m.clamped_swiglu ? clamped_swiglu(n, g, u) : n.mul(n.activation(g), u, "act*up");
+    const bool fused = n.fused_ && !(expert && m.clamped_swiglu) && m.activation == Activation::silu;
+    const T prod = expert && m.clamped_swiglu ? clamped_swiglu(n, g, u) : fused ? fused_swiglu(n, g, u) : n.mul(n.activation(g), u, "act*up");
     const bool down_bias = expert ? m.expert_bias : m.mlp_bias && down_r == Role::down;
     return n.linear(prod, Linear{down_r, width, h, down_bias, count}, layer, "down_proj");
   }
@@ -1138,6 +1191,129 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   return seg;
 }
 
+// ---- losses other than HF's standard one ----------------------------------------------------
+
+// torchtune's CEWithChunkedOutputLoss (ce_chunked_output_loss.py @ v0.6.1) and LitGPT's chunked
+// head + chunked_cross_entropy (litgpt/model.py, utils.py @ v0.5.7): the final hidden states are
+// split into k chunks along the sequence (hidden.chunk(k, dim=1); LitGPT: 128-token pieces), the
+// head runs on each chunk, and each chunk's logits are (torchtune: upcast, then)
+// cross-entropied alone. The bf16 logit chunks are the model's returned list, alive until the
+// loop drops them; each log_softmax saves its chunk of log-probabilities; the fp32 copy is one
+// chunk at a time. Backward: per chunk, then SplitBackward concatenates the hidden-state
+// gradients. The head's weight gradient is made by the first chunk's backward and added into by
+// the others (a temporary each).
+void chunked_loss(Net& n, Segment& seg, T x, bool train_head) {
+  const TrainingSetup& s = n.s_;
+  const ModelSpec& m = s.model;
+  const int64_t N = x.n / m.hidden_size, h = m.hidden_size, V = m.vocab_size;
+  const Runtime& r = s.runtime;
+  const int64_t k = std::clamp<int64_t>(
+      r.loss_chunk_tokens > 0 ? (s.batch.seq_len + r.loss_chunk_tokens - 1) / r.loss_chunk_tokens : r.loss_chunks, 1, N);
+  const bool trainable = head_trainable(s);
+  const int64_t wn = h * V;
+  T w{};  // autocast's cached half copy of the head's weight: one, shared by every chunk
+  if (n.ac_) {
+    Op wc;
+    wc.name = "autocast weight copy";
+    wc.uncached = !trainable;
+    const Cat keep = n.cat_;
+    n.cat_ = Cat::weight_copy;
+    w = n.make(std::move(wc), wn, Net::c_);
+    n.cat_ = keep;
+  }
+  std::vector<int> losses;
+  std::vector<T> chunks;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t rows = i + 1 < k ? N / k : N - (k - 1) * (N / k);
+    Op sp;
+    sp.name = "hidden.chunk";
+    sp.alias_of = x.id;
+    sp.view_bytes = rows * h * x.dt;
+    sp.reads = {x.id};
+    sp.grad_to = {x.id};
+    sp.split_parts = static_cast<int>(k);
+    const T xc{seg.op(std::move(sp)), rows * h, x.dt};
+    const T xin = n.ac_ ? n.cast(xc, Net::c_, "autocast cast input") : xc;
+    Op mm;
+    mm.name = "lm_head (chunk)";
+    mm.reads = {xin.id};
+    mm.saves_if = {{xin.id, Op::kParams}};
+    if (n.ac_) {
+      mm.reads.push_back(w.id);
+      mm.saves_if.push_back({w.id, xin.id});
+    }
+    mm.grad_to = {xin.id};
+    mm.grad_bytes = {xin.bytes()};
+    // The last chunk's backward runs first and creates .grad; the others add into it.
+    if (i + 1 == k) mm.param_grad_bytes = wn * n.gb_;
+    else mm.bwd_scratch = trainable ? wn * n.gb_ : 0;
+    mm.params_trainable = trainable;
+    const int64_t out_dt = n.ac_ ? Net::c_ : std::max(x.dt, n.e_ == 4 ? x.dt : n.e_);
+    T lg = n.make(std::move(mm), rows * V, out_dt);
+    chunks.push_back(lg);
+    T lf = r.loss_upcast ? n.cast(lg, kFp32, "chunk.float()") : lg;
+    if (n.ac_ && lf.dt != kFp32) lf = n.cast(lf, kFp32, "autocast fp32 cast");
+    Op ls;
+    ls.name = "log_softmax (chunk)";
+    ls.reads = {lf.id};
+    ls.save_output = true;
+    ls.grad_to = {lf.id};
+    ls.grad_bytes = {rows * V * lf.dt};
+    const T lp = n.make(std::move(ls), rows * V, lf.dt);
+    Op nll;
+    nll.name = "nll_loss (chunk)";
+    nll.reads = {lp.id};
+    nll.saved_aux_bytes = rows * kInt64;
+    nll.grad_to = {lp.id};
+    nll.grad_bytes = {lp.bytes()};
+    losses.push_back(n.make(std::move(nll), 1, kFp32).id);
+  }
+  Op sum;
+  sum.name = "sum of chunk losses";
+  sum.reads = losses;
+  sum.grad_to = losses;
+  sum.grad_bytes.assign(losses.size(), kFp32);
+  const T loss = n.make(std::move(sum), 1, kFp32);
+  // The model returned the list of logit chunks: alive until the loss is computed (torchtune
+  // then `del logits` before backward: recipes/full_finetune_single_device.py @ v0.6.1 L632-653).
+  for (const T& c : chunks) n.hold(c);
+  seg.output(loss.id);
+  (void)train_head;
+}
+
+// Fused linear cross-entropy (Liger's LigerFusedLinearCrossEntropyFunction,
+// src/liger_kernel/ops/fused_linear_cross_entropy.py @ v0.5.10 L37-122; cut-cross-entropy is
+// smaller still): the logits are never materialised. Forward walks the rows in chunks of
+// next_power_of_2(ceil(N / ceil(V / h))) (one chunk's logits at a time, in the input dtype,
+// turned into their gradient in place) and computes the gradients of the hidden states (N x h)
+// and of the head's weight (V x h, when it trains) already, which it saves for backward.
+void fused_linear_loss(Net& n, Segment& seg, T x, bool train_head) {
+  const TrainingSetup& s = n.s_;
+  const ModelSpec& m = s.model;
+  const int64_t N = x.n / m.hidden_size, h = m.hidden_size, V = m.vocab_size;
+  const int64_t dt = n.ac_ ? Net::c_ : x.dt;
+  int64_t chunk = 1;
+  const int64_t target = std::max<int64_t>(1, (N + (V + h - 1) / h - 1) / ((V + h - 1) / h));
+  while (chunk < target) chunk *= 2;
+  chunk = std::min(chunk, N);
+  const bool trainable = head_trainable(s);
+  T xin = n.ac_ ? n.cast(x, Net::c_, "autocast cast input") : x;
+  Op f;
+  f.name = "fused linear cross-entropy";
+  f.reads = {xin.id};
+  // grad_input (N x h) and grad_weight (V x h in the weight's dtype) computed in forward and kept.
+  f.saved_aux_bytes = N * h * dt + (trainable ? V * h * n.gb_ : 0) + N * kInt64;
+  f.fwd_scratch = chunk * V * dt + chunk * V * kFp32;  // one chunk's logits and their fp32 softmax
+  f.grad_to = {xin.id};
+  f.grad_bytes = {xin.bytes()};
+  f.params_trainable = trainable;
+  // backward hands over the saved gradients: the weight's becomes .grad, the input's is scaled.
+  f.param_grad_bytes = V * h * n.gb_;
+  f.aux_holds_param_grad = true;
+  seg.output(n.make(std::move(f), 1, kFp32).id);
+  (void)train_head;
+}
+
 Segment head_segment(const TrainingSetup& s) {
   Segment seg("head and loss");
   Net n(s, seg);
@@ -1174,6 +1350,10 @@ Segment head_segment(const TrainingSetup& s) {
     x = n.layer_norm(x, h, train_head, "cls.transform.LayerNorm");
   }
   n.cat_ = Cat::loss;
+  const LossImpl loss_impl = m.head == HeadKind::causal_lm && m.final_softcap == 0 && m.logit_scale == 1.0 ? s.runtime.loss
+                                                                                                        : LossImpl::standard;
+  if (loss_impl == LossImpl::fused_linear) return fused_linear_loss(n, seg, x, train_head), seg;
+  if (loss_impl == LossImpl::chunked) return chunked_loss(n, seg, x, train_head), seg;
   // lm_head: (N, h) x (h, V). A tied head multiplies by the embedding matrix.
   Linear head{Role::lm_head, h, V, m.head == HeadKind::masked_lm || m.lm_head_bias};
   T logits = n.linear(x, head, 0, "lm_head");
