@@ -60,11 +60,14 @@ struct PhaseState {
   int64_t operator[](Term t) const { return bytes[static_cast<int>(t)]; }
 };
 
+// A host-memory term of one GPU rank (its process and its data-loader workers). A node holds one
+// per rank on it (Parallelism::ranks_per_node).
 struct HostTerm {
   std::string name;  // offloaded_optimizer_states, dataloader_prefetch, ...
   int64_t bytes = 0;
   std::string formula;
   std::string source;
+  bool pinned = false;  // page-locked (cudaHostAlloc): cannot be swapped out
 };
 
 // One saved tensor of one layer kind, for the per-layer table (explain, --json).
@@ -90,7 +93,8 @@ struct MemoryBreakdown {
   int64_t peak_bytes() const { return peak().total(); }
   Phase peak_phase() const { return peak().phase; }
   const PhaseState& at(Phase p) const;
-  int64_t host_bytes() const;
+  int64_t host_bytes() const;         // host terms of one GPU rank
+  int64_t host_pinned_bytes() const;  // the pinned part of them
 };
 
 // Where a peak sits against the device's memory bands.
@@ -104,6 +108,19 @@ struct Verdict {
   std::string status;
 };
 Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s);
+
+// Host memory per node against the node's RAM (Parallelism::host_memory_bytes).
+struct HostVerdict {
+  int64_t per_gpu_bytes = 0;   // one rank's host terms
+  int64_t pinned_per_gpu_bytes = 0;
+  int64_t ranks_per_node = 1;
+  int64_t per_node_bytes = 0;  // per_gpu_bytes x ranks_per_node
+  int64_t capacity_bytes = 0;  // host RAM per node (0: unknown)
+  bool known = false;          // capacity known
+  bool fits = true;            // per_node_bytes <= target x capacity (true when unknown)
+  double utilization = 0;      // per_node_bytes / capacity
+};
+HostVerdict judge_host(const MemoryBreakdown& b, const TrainingSetup& s);
 // The byte budget a peak is judged against: thresholds.target x device capacity.
 int64_t target_bytes(const TrainingSetup& s);
 

@@ -75,6 +75,27 @@ int64_t MemoryBreakdown::host_bytes() const {
   for (const auto& h : host) t += h.bytes;
   return t;
 }
+int64_t MemoryBreakdown::host_pinned_bytes() const {
+  int64_t t = 0;
+  for (const auto& h : host)
+    if (h.pinned) t += h.bytes;
+  return t;
+}
+
+HostVerdict judge_host(const MemoryBreakdown& b, const TrainingSetup& s) {
+  HostVerdict v;
+  v.per_gpu_bytes = b.host_bytes();
+  v.pinned_per_gpu_bytes = b.host_pinned_bytes();
+  v.ranks_per_node = s.parallel.ranks_per_node();
+  v.per_node_bytes = v.per_gpu_bytes * v.ranks_per_node;
+  v.capacity_bytes = s.parallel.host_memory_bytes;
+  v.known = v.capacity_bytes > 0;
+  if (v.known) {
+    v.utilization = static_cast<double>(v.per_node_bytes) / static_cast<double>(v.capacity_bytes);
+    v.fits = v.utilization <= s.thresholds.target;
+  }
+  return v;
+}
 
 int64_t target_bytes(const TrainingSetup& s) {
   return static_cast<int64_t>(s.thresholds.target * static_cast<double>(s.device.capacity_bytes));
@@ -230,6 +251,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   if (s.parallel.fsdp != FsdpMode::none && s.parallel.zero_stage > 0)
     p.push_back({"parallel.fsdp", fmt::format("FSDP and DeepSpeed ZeRO-{} both shard the model; a job runs one of them", s.parallel.zero_stage),
                  "drop --fsdp or --zero"});
+  if (s.parallel.host_memory_bytes < 0) p.push_back({"parallel.host_memory_bytes", "must not be negative", ""});
   if (s.parallel.gpus_per_node < 1 || s.parallel.gpus_per_node > 1'000'000)
     p.push_back({"parallel.gpus_per_node", fmt::format("must be at least 1 (got {})", s.parallel.gpus_per_node), ""});
   return p;
@@ -438,8 +460,9 @@ States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamS
   for (const auto& [elements, count] : ps.sizes)
     if (elements * compute_b >= 10 * kMiB) st.large_tensors += count;
   if (offload) {
-    st.host.push_back({"offloaded_parameters", part(stored), "parameter shards on the host", "torch FSDP CPUOffload(offload_params=True)"});
-    st.host.push_back({"offloaded_gradients", part(grad_bytes), "gradient shards on the host", "torch FSDP CPUOffload: gradients to CPU"});
+    // FSDP2's CPUOffloadPolicy pins the shards by default (pin_memory=True).
+    st.host.push_back({"offloaded_parameters", part(stored), "parameter shards on the host", "torch FSDP CPUOffload(offload_params=True)", true});
+    st.host.push_back({"offloaded_gradients", part(grad_bytes), "gradient shards on the host", "torch FSDP CPUOffload: gradients to CPU", true});
     st.host.push_back({"offloaded_optimizer_states", part(st.oc.states), text ? st.oc.states_formula + " on the host" : "",
                        "torch FSDP CPUOffload: the optimizer steps on the CPU"});
   }
@@ -482,7 +505,10 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   st.weights = off_par ? 0 : part(all_weights, zero >= 3);
   st.master = off_opt ? 0 : part(trainable * mb, zero >= 1);
   st.opt = (off_opt || st.oc.paged) ? 0 : part(st.oc.states, zero >= 1);
-  st.opt_transient = off_opt ? 0 : st.oc.transient;
+  // ZeRO-1/2/3 step the optimizer on the rank's flat fp32 partition, so its temporaries are per
+  // partition too (stage_1_and_2.py @ v0.16.4 L401 builds single_partition_of_fp32_groups; stage3.py
+  // @ v0.16.4 L902-903 fp32_partitioned_groups_flat; the wrapped optimizer steps only those).
+  st.opt_transient = off_opt ? 0 : part(st.oc.transient, zero >= 1);
   st.grads_full = grad_bytes;
   st.grads_partitioned = gradients_partitioned(s);
   st.grads_static = st.grads_partitioned ? (off_opt ? 0 : part(grad_bytes, true)) : 0;
@@ -523,21 +549,24 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
     if (elements * wb >= 10 * kMiB) st.large_tensors += count;
 
   // Host memory.
+  // The offload buffers are page-locked with pin_memory: true (DeepSpeed's default is false:
+  // deepspeed/runtime/zero/offload_config.py @ v0.16.4 L45, L72).
+  const bool pin = s.parallel.offload_pin_memory;
   if (off_opt) {
     st.host.push_back({"offloaded_optimizer_states", part(st.oc.states, true), text ? st.oc.states_formula + " on the host" : "",
-                       "ZeRO-Offload (Ren et al. 2021): optimizer states in CPU memory"});
+                       "ZeRO-Offload (Ren et al. 2021): optimizer states in CPU memory", pin});
     if (mb > 0)
       st.host.push_back({"offloaded_master_weights", part(trainable * mb, true), text ? fmt::format("{} trainable x 4 B", trainable) : "",
-                         "ZeRO-Offload keeps the fp32 master parameters on the CPU"});
+                         "ZeRO-Offload keeps the fp32 master parameters on the CPU", pin});
     st.host.push_back({"offloaded_gradients", part(trainable * 4, true), text ? fmt::format("{} trainable x 4 B fp32", trainable) : "",
-                       "ZeRO-Offload copies gradient partitions to fp32 CPU buffers"});
+                       "ZeRO-Offload copies gradient partitions to fp32 CPU buffers", pin});
   }
   if (st.oc.paged)
     st.host.push_back({"paged_optimizer_states", st.oc.states, text ? st.oc.states_formula + " (paged to host)" : "",
                        "bitsandbytes paged optimizers: unified memory evicted to the host under pressure"});
   if (off_par)
     st.host.push_back({"offloaded_parameters", part(all_weights, true), "parameters / ranks on the host",
-                       "ZeRO-Infinity / stage-3 offload_param"});
+                       "ZeRO-Infinity / stage-3 offload_param", pin});
   if (!text) return st;
 
   st.weights_formula = quantized > 0
@@ -943,23 +972,46 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
     }
   }
   out.phases = {fwd, bwd, opt};
-  if (!with_text) return out;
-  out.saved_per_layer = t.saved_per_layer;
 
-  // Host terms.
+  // Host terms of this rank (a node holds one set per rank on it). Computed without the formula
+  // text too: the planner checks offload plans against the node's RAM.
   out.host = st.host;
   if (t.offloaded_bytes > 0)
     out.host.push_back({"offloaded_activations", t.offloaded_bytes,
-                        fmt::format("saved tensors of {} layers in pinned host memory", m.num_layers),
+                        with_text ? fmt::format("saved tensors of {} layers in pinned host memory", m.num_layers) : "",
                         "torchtune/training/_activation_offloading.py @ v0.6.1 OffloadActivations (saved tensors >= 1 KiB to "
-                        "pinned CPU memory, brought back per layer in backward)"});
+                        "pinned CPU memory, brought back per layer in backward)",
+                        true});
   if (s.data.num_workers > 0) {
-    const int64_t per = s.batch.micro_batch * s.batch.seq_len * 3 * 8;
-    out.host.push_back({"dataloader_prefetch", s.data.num_workers * s.data.prefetch_factor * per,
-                        fmt::format("{} workers x {} prefetch x {} x {} tokens x 24 B (input_ids, attention_mask, labels int64)",
-                                    s.data.num_workers, s.data.prefetch_factor, s.batch.micro_batch, s.batch.seq_len),
-                        "PyTorch DataLoader keeps prefetch_factor batches per worker; the memory guides' formula workers x prefetch x batch x seq counts 2 B/token"});
+    // A language-model batch is input_ids, attention_mask and labels, int64 each (HF collators).
+    // Each worker keeps up to prefetch_factor collated batches in shared memory (DataLoader:
+    // "2 * num_workers batches prefetched across all workers", torch/utils/data/dataloader.py @
+    // v2.6.0); default_collate stacks a worker's samples straight into a new shared-memory tensor
+    // (torch/utils/data/_utils/collate.py @ v2.6.0 collate_tensor_fn), so while it collates the
+    // next batch its samples and that batch coexist; pin_memory copies each batch into
+    // page-locked memory in the main process (one being copied, one handed to the loop).
+    const int64_t batch_b = s.batch.micro_batch * s.batch.seq_len * 3 * 8;
+    const int64_t w = s.data.num_workers, pf = s.data.prefetch_factor;
+    out.host.push_back({"dataloader_prefetch", w * pf * batch_b,
+                        with_text ? fmt::format("{} workers x {} prefetch x {} x {} tokens x 24 B (input_ids, attention_mask, labels int64)",
+                                                w, pf, s.batch.micro_batch, s.batch.seq_len)
+                                  : "",
+                        "torch/utils/data/dataloader.py @ v2.6.0 (prefetch_factor batches per worker); the memory guides' workers x "
+                        "prefetch x batch x seq"});
+    out.host.push_back({"dataloader_collate", w * batch_b,
+                        with_text ? fmt::format("{} workers x one batch of samples being stacked ({} x {} tokens x 24 B)", w,
+                                                s.batch.micro_batch, s.batch.seq_len)
+                                  : "",
+                        "torch/utils/data/_utils/collate.py @ v2.6.0 collate_tensor_fn (torch.stack into a shared-memory tensor)"});
+    if (s.data.pin_memory)
+      out.host.push_back({"pinned_batches", 2 * batch_b,
+                          with_text ? fmt::format("2 batches of {} x {} tokens x 24 B in page-locked memory", s.batch.micro_batch,
+                                                  s.batch.seq_len)
+                                    : "",
+                          "torch/utils/data/_utils/pin_memory.py @ v2.6.0 (the pin-memory thread copies each batch)", true});
   }
+  if (!with_text) return out;
+  out.saved_per_layer = t.saved_per_layer;
 
   // Formula text.
   auto& tx = out.text;

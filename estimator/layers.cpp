@@ -674,8 +674,11 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
   for (T t : {q, k, v}) held->until_attention_end.push_back(t);
 
   const bool torch2 = s.runtime.torch_at_least(2, 0);
+  // SDPA on a device without its fused kernels (Apple MPS, RDNA2; RDNA3 unless AOTriton's
+  // experimental kernels are switched on) runs the math path, which saves what eager saves.
+  const bool sdpa_fused = !s.device.caps || s.device.caps->sdpa_fused == Support::yes;
   const bool fused = s.attention == AttentionImpl::flash ||
-                     (s.attention == AttentionImpl::sdpa && torch2 &&
+                     (s.attention == AttentionImpl::sdpa && torch2 && sdpa_fused &&
                       (n.cuda_ || m.attention_dropout == 0.0));
   T o;
   if (fused) {

@@ -115,6 +115,8 @@ const Table<Activation> kActivation = {
 };
 const Table<PositionKind> kPositions = {
     {"learned", PositionKind::learned}, {"rotary", PositionKind::rotary}, {"alibi", PositionKind::alibi}, {"none", PositionKind::none}};
+const Table<Support> kSupport = {{"yes", Support::yes}, {"partial", Support::partial}, {"no", Support::no},
+                                 {"true", Support::yes}, {"false", Support::no}};
 const Table<HeadKind> kHead = {{"causal-lm", HeadKind::causal_lm},
                                {"masked-lm", HeadKind::masked_lm},
                                {"sequence-classification", HeadKind::sequence_classification}};
@@ -164,6 +166,21 @@ std::string to_string(const Checkpointing& c) {
 
 const char* to_string(Framework f) { return name_of(kFramework, f); }
 const char* to_string(FsdpMode f) { return name_of(kFsdp, f); }
+const char* to_string(Support s) { return name_of(kSupport, s); }
+const char* to_string(Feature f) {
+  switch (f) {
+    case Feature::bf16: return "bf16";
+    case Feature::flash_attention: return "flash attention";
+    case Feature::sdpa_fused: return "fused SDPA kernels";
+    case Feature::bitsandbytes: return "bitsandbytes";
+    case Feature::deepspeed: return "DeepSpeed";
+    case Feature::deepspeed_offload: return "DeepSpeed offload";
+    case Feature::multi_gpu: return "multi-GPU";
+    case Feature::kCount: break;
+  }
+  return "?";
+}
+std::optional<Support> parse_support(const std::string& s) { return lookup(kSupport, s); }
 std::string to_string(const Runtime& r, LossImpl l) {
   switch (l) {
     case LossImpl::standard: return "standard";

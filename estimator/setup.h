@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -272,14 +273,18 @@ struct Parallelism {
   int64_t stage3_prefetch_bucket_elems = 50'000'000;
   int64_t stage3_max_live_parameters = 1'000'000'000;
   bool overlap_comm = false;        // DeepSpeed double-buffers the reduce bucket when true
+  bool offload_pin_memory = false;  // DeepSpeed offload_optimizer/offload_param pin_memory (default false)
   bool ddp_bucket_view = false;     // DDP gradient_as_bucket_view (saves one gradient copy)
   FsdpMode fsdp = FsdpMode::none;   // PyTorch FSDP instead of DDP/DeepSpeed (zero_stage stays 0)
   int64_t gpus_per_node = 8;        // ranks per node (hybrid sharding; host memory per node)
+  int64_t host_memory_bytes = 0;    // host RAM of one node (0: unknown); offload and data loading use it
 
   int64_t data_parallel() const {
     const int64_t mp = tensor_parallel * pipeline_parallel;
     return mp > 0 && num_gpus % mp == 0 ? num_gpus / mp : 1;
   }
+  // Ranks sharing one node's host memory: the GPUs of the job, at most gpus_per_node.
+  int64_t ranks_per_node() const { return std::max<int64_t>(1, std::min(num_gpus, gpus_per_node)); }
 };
 
 enum class FinetuneMode { full, lora, qlora };
@@ -307,6 +312,38 @@ struct Batch {
 // The memory target: a GPU preset, an explicit capacity, or the host CPU.
 enum class DeviceKind { cuda, cpu };
 
+// Whether a device's software stack runs a feature: yes; partial (a preview or experimental
+// backend: memplan never recommends it and warns when a setup asks for it); no.
+enum class Support { yes, partial, no };
+
+// The features whose support depends on the device (a GPU family's row in profiles/gpus.yaml).
+enum class Feature {
+  bf16,               // bf16 arithmetic (per card: DeviceSpec::bf16)
+  flash_attention,    // flash-attn 2 kernels (attn_implementation="flash_attention_2")
+  sdpa_fused,         // SDPA's flash or memory-efficient kernel (otherwise its math path)
+  bitsandbytes,       // 8-bit and paged optimizers, 4-bit (QLoRA) and 8-bit base weights
+  deepspeed,          // the DeepSpeed engine and its ZeRO stages
+  deepspeed_offload,  // ZeRO-Offload (DeepSpeed's CPU Adam)
+  multi_gpu,          // data parallelism over an NCCL-style collective backend (NCCL, RCCL)
+  kCount
+};
+
+// What a device's stack can run, with the reason for each feature it cannot (or only partly) run.
+// Filled from the GPU family by profiles::apply_gpu; shared between the setups made from one card.
+struct Capabilities {
+  std::string label;       // the architecture as people say it: "AMD RDNA2 (gfx103x)"
+  std::string backend;     // cuda | rocm | mps | cpu
+  std::string collective;  // nccl | rccl | none
+  Support flash_attention = Support::yes;
+  Support sdpa_fused = Support::yes;
+  Support bitsandbytes = Support::yes;
+  Support deepspeed = Support::yes;
+  Support deepspeed_offload = Support::yes;
+  Support multi_gpu = Support::yes;
+  std::vector<std::string> why = std::vector<std::string>(static_cast<size_t>(Feature::kCount));  // by Feature
+  std::string source;      // citations for the row
+};
+
 struct DeviceSpec {
   std::string name = "unspecified";  // preset name ("rtx-3090") or "cpu"
   DeviceKind kind = DeviceKind::cuda;
@@ -318,6 +355,9 @@ struct DeviceSpec {
   bool fp8 = false;                  // fp8 tensor cores (Hopper, Ada, Blackwell, MI300)
   double peak_flops = 0;             // dense bf16 FLOP/s (planner)
   double interconnect_bytes_per_s = 0;
+  // What the card's stack runs (flash attention, bitsandbytes, DeepSpeed, ...); null for a bare
+  // capacity (--gpu-memory without a preset): nothing is ruled out then.
+  std::shared_ptr<const Capabilities> caps;
 };
 
 // The training stack that runs the step. Each sets the runtime defaults it really has
@@ -428,6 +468,8 @@ const char* to_string(PositionKind p);
 const char* to_string(HeadKind h);
 const char* to_string(Framework f);
 const char* to_string(FsdpMode f);
+const char* to_string(Support s);    // "yes", "partial", "no"
+const char* to_string(Feature f);    // "bf16", "flash attention", "bitsandbytes", ...
 std::string to_string(const Runtime& r, LossImpl l);  // "standard", "chunked:8", "chunked:128t", "fused-linear"
 std::string to_string(const Checkpointing& c);  // "none", "full", "selective", "every:2"
 
@@ -441,6 +483,7 @@ std::optional<Checkpointing> parse_checkpointing(const std::string& s);
 std::optional<Activation> parse_activation(const std::string& hf_name);
 std::optional<Framework> parse_framework(const std::string& s);
 std::optional<FsdpMode> parse_fsdp(const std::string& s);
+std::optional<Support> parse_support(const std::string& s);  // yes|true, partial, no|false
 // "standard", "chunked" (8 chunks), "chunked:N" (N chunks), "chunked:Nt" (chunks of N tokens),
 // "fused-linear": sets runtime.loss and its chunking; false for an unknown spelling.
 bool parse_loss(const std::string& s, Runtime* r);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "estimator/capability.h"
 #include "estimator/runtime.h"
 #include "profiles/detail.h"
 
@@ -52,6 +53,42 @@ std::optional<int64_t> capacity_flag(const SetupInputs& in) {
   return bytes;
 }
 
+// What runs on the CPU target: torch's CPU kernels (SDPA has a fused CPU kernel), no flash-attn,
+// no bitsandbytes 8-bit optimizers (bitsandbytes README @ 0.47.0: CPU 8-bit optimizers not
+// supported), no DeepSpeed engine or NCCL.
+std::shared_ptr<const Capabilities> cpu_capabilities() {
+  static const std::shared_ptr<const Capabilities> caps = [] {
+    Capabilities c;
+    c.label = "CPU";
+    c.backend = "cpu";
+    c.collective = "none";
+    c.flash_attention = c.bitsandbytes = c.deepspeed = c.deepspeed_offload = c.multi_gpu = Support::no;
+    auto why = [&](Feature f, const char* w) { c.why[static_cast<size_t>(f)] = w; };
+    why(Feature::flash_attention, "flash-attn has CUDA and ROCm kernels only");
+    why(Feature::bitsandbytes, "bitsandbytes has no 8-bit optimizers on the CPU (README @ 0.47.0)");
+    why(Feature::deepspeed, "memplan models the CPU target without DeepSpeed");
+    why(Feature::deepspeed_offload, "offloading to the host is meaningless when the host is the target");
+    why(Feature::multi_gpu, "one CPU process");
+    c.source = "bitsandbytes README @ 0.47.0 accelerator table; flash-attn README @ v2.8.3 (CUDA, ROCm)";
+    return std::make_shared<const Capabilities>(std::move(c));
+  }();
+  return caps;
+}
+
+// --host-memory: the RAM of one node.
+std::optional<int64_t> host_memory_flag(const SetupInputs& in) {
+  if (!in.host_memory) return std::nullopt;
+  const auto bytes = parse_size(*in.host_memory);
+  if (!bytes)
+    throw InputError(Where::at_flag("--host-memory"), fmt::format("cannot read '{}' as a size", *in.host_memory),
+                     "the RAM of one node, written like 512GiB, 1TB or 549755813888");
+  if (*bytes <= 0)
+    throw InputError(Where::at_flag("--host-memory"), fmt::format("must be above 0 (got '{}')", *in.host_memory),
+                     "the RAM of one node, e.g. --host-memory 512GiB; leave it out when unknown (offload plans then say "
+                     "how much they need)");
+  return bytes;
+}
+
 // A --gpu flag replaces the file's whole target (its gpu and gpu_memory); --gpu-memory replaces
 // only the capacity; --device cpu measures against host RAM.
 void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
@@ -78,7 +115,13 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
     cpu.name = "cpu";
     cpu.kind = DeviceKind::cpu;
     cpu.capacity_bytes = flag_capacity ? *flag_capacity : host_memory_bytes();
+    cpu.caps = cpu_capabilities();
     s.device = cpu;
+    // The target is this machine: its RAM is the node's host memory unless --host-memory says.
+    if (!in.host_memory && !b.origin.fields.count("parallel.host_memory_bytes")) {
+      s.parallel.host_memory_bytes = host_memory_bytes();
+      b.origin.defaults["parallel.host_memory_bytes"] = "this machine's RAM (/proc/meminfo MemTotal), the target of --device cpu";
+    }
     s.runtime.allocator_rounding = false;  // the CPU allocator does not round like CUDA's caching allocator
     b.origin.set("hardware.gpu_memory", flag_capacity ? Where::at_flag("--gpu-memory") : Where::at_flag("--device"));
   } else if (d == "cuda" || cuda_n) {
@@ -138,6 +181,42 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
   from_flag(o, in.expandable_segments, "--expandable-segments", "runtime.expandable_segments", r.expandable_segments);
   choice_flag(o, in.fsdp, "--fsdp", "parallel.fsdp", "FSDP sharding", parse_fsdp, fsdp_names(), s.parallel.fsdp);
   from_flag(o, in.gpus_per_node, "--gpus-per-node", "parallel.gpus_per_node", s.parallel.gpus_per_node);
+  if (const auto host = host_memory_flag(in)) {
+    s.parallel.host_memory_bytes = *host;
+    o.set("parallel.host_memory_bytes", Where::at_flag("--host-memory"));
+  }
+}
+
+// DeepSpeed's bf16/fp16 is its mixed precision whatever dtype the model was loaded in: 16-bit
+// weights and gradients, fp32 master weights and optimizer states (the ZeRO optimizers build fp32
+// partitions from the 16-bit parameters: deepspeed/runtime/zero/stage_1_and_2.py @ v0.16.4 L401,
+// stage3.py @ v0.16.4 L902-903; BF16_Optimizer without ZeRO). A pure 16-bit regime under the
+// DeepSpeed engine is read as that; a flag that asked for it gets a warning saying so.
+void apply_deepspeed_precision(BuiltSetup& b) {
+  TrainingSetup& s = b.setup;
+  const bool engine = s.parallel.zero_stage > 0 || s.runtime.framework == Framework::deepspeed;
+  if (!engine || (s.precision != Precision::bf16 && s.precision != Precision::fp16)) return;
+  const Precision was = s.precision;
+  s.precision = was == Precision::bf16 ? Precision::mixed_bf16 : Precision::mixed_fp16;
+  const Where w = b.origin.of("precision");
+  b.origin.defaults["precision"] = "DeepSpeed's bf16/fp16 is mixed precision (fp32 master weights and states): "
+                                   "deepspeed/runtime/zero/stage_1_and_2.py @ v0.16.4 L401";
+  if (!w.flag.empty())
+    b.warnings.push_back({w, fmt::format("DeepSpeed runs {} as its mixed precision (16-bit weights and gradients, fp32 master "
+                                         "weights and optimizer states): estimating {}",
+                                         to_string(was), to_string(s.precision)),
+                          fmt::format("say --precision {} to make it explicit", to_string(s.precision))});
+}
+
+// What the setup asks for that its card cannot run (bf16 on a T4, flash attention on RDNA2,
+// bitsandbytes on Apple MPS, ...): a warning at the line or flag that asked, an error (exit 2)
+// under --strict.
+void check_device_support(const SetupInputs& in, BuiltSetup& b) {
+  for (const Problem& p : device_problems(b.setup)) {
+    Where w = b.origin.of(p.field);
+    if (in.strict) throw InputError(w, p.message + " (--strict)", p.hint);
+    b.warnings.push_back({w, p.message, p.hint});
+  }
 }
 
 // What one setting implies for another the user did not set, then the framework's defaults for
@@ -221,11 +300,13 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
     if (!s.device.bf16 && s.device.kind == DeviceKind::cuda) s.precision = kbit ? Precision::amp_fp16 : Precision::fp16;
   }
   apply_runtime_defaults(b);
+  apply_deepspeed_precision(b);
   if (in.calibration) b.calibration = load_calibration(*in.calibration);
   // A sequence longer than a learned position table cannot run; 512 is the default otherwise.
   const int64_t positions = s.model.max_position_embeddings;
   if (!b.origin.fields.count("batch.seq_len") && positions > 0 && positions < s.batch.seq_len) s.batch.seq_len = positions;
   detail::throw_first_problem(s, b.origin, "", Where{});
+  check_device_support(in, b);
   return b;
 }
 

@@ -276,6 +276,12 @@ const Table& hardware_keys() {
          st.set("hardware.gpu_memory", st.out.gpu_memory, bytes, n);
        }},
       setup_key({"num_gpus", "gpus"}, "parallel.num_gpus", &TrainingSetup::parallel, &Parallelism::num_gpus, as_count),
+      setup_key({"gpus_per_node"}, "parallel.gpus_per_node", &TrainingSetup::parallel, &Parallelism::gpus_per_node, as_count),
+      {{"host_memory"}, [](const Node& n, ConfigState& st) {
+         const int64_t bytes = as_size(n);
+         if (bytes <= 0) type_error(n, "a size above 0 (the RAM of one node)");
+         st.set("parallel.host_memory_bytes", st.s().parallel.host_memory_bytes, bytes, n);
+       }},
   };
   return t;
 }
@@ -452,6 +458,8 @@ Key<ConfigState> ds_offload(const char* name, Offload what) {
             const Node* device = section.find("device");
             if (!device) return;
             const std::string d = lower(as_text(*device));
+            if (const Node* pin = section.find("pin_memory"))
+              st.set("parallel.offload_pin_memory", st.s().parallel.offload_pin_memory, as_bool(*pin), *pin);
             if (d == "cpu" || d == "nvme") raise_offload(st, what, *device);
             else if (d != "none")
               throw InputError(device->where, fmt::format("unknown offload device '{}'", as_text(*device)),
@@ -715,8 +723,13 @@ void resolve(ConfigState& st) {
   const bool deepspeed = (st.use_deepspeed && st.use_deepspeed->value) || st.s().parallel.zero_stage > 0;
   const bool explicit_regime = st.precision && parse_precision(st.precision->value) &&
                                is_autocast(*parse_precision(st.precision->value));
-  if (deepspeed && !explicit_regime && is_autocast(st.s().precision))
-    st.s().precision = st.s().precision == Precision::amp_bf16 ? Precision::mixed_bf16 : Precision::mixed_fp16;
+  // A model loaded in bfloat16/float16 (torch_dtype) under DeepSpeed is DeepSpeed's mixed precision
+  // too: its ZeRO optimizers keep fp32 master weights and states whatever the parameters' dtype
+  // (deepspeed/runtime/zero/stage_1_and_2.py @ v0.16.4 L401, stage3.py @ v0.16.4 L902-903).
+  const Precision p = st.s().precision;
+  const bool half = p == Precision::bf16 || p == Precision::fp16 || (is_autocast(p) && !explicit_regime);
+  if (deepspeed && half)
+    st.s().precision = p == Precision::amp_bf16 || p == Precision::bf16 ? Precision::mixed_bf16 : Precision::mixed_fp16;
   if (st.out.gpu || st.out.gpu_memory)
     st.s().device = gpu_device(st.out.gpu, st.out.origin.of("hardware.gpu"), st.out.gpu_memory);
 }

@@ -23,12 +23,59 @@ using detail::as_int;
 using detail::as_number;
 using detail::as_text;
 
-const detail::KeyTable<GpuFamily>& family_keys() {
-  static const detail::KeyTable<GpuFamily> t = {
-      {{"name"}, [](const Node& n, GpuFamily& f) { f.name = as_text(n); }},
-      {{"cuda_context_bytes"}, [](const Node& n, GpuFamily& f) { f.cuda_context_bytes = as_int(n); }},
-      {{"cublas_workspace_bytes"}, [](const Node& n, GpuFamily& f) { f.cublas_workspace_bytes = as_int(n); }},
-      {{"source"}, [](const Node& n, GpuFamily& f) { f.source = as_text(n); }},
+// A family entry as read: its fields and, being built, its capabilities.
+struct FamilyRow {
+  GpuFamily family;
+  Capabilities caps;
+};
+
+// yes | partial | no (YAML's true/false too).
+Support as_support(const Node& n) {
+  const std::string v = lower(as_text(n));
+  if (const auto s = parse_support(v)) return *s;
+  throw InputError(n.where, fmt::format("expected yes, partial or no (got '{}')", as_text(n)),
+                   "partial: a preview or experimental backend that memplan never recommends");
+}
+
+// A capability and its reason (`<key>_why`).
+template <Support Capabilities::*Slot>
+detail::Key<FamilyRow> capability(const char* key) {
+  return {{key}, [](const Node& n, FamilyRow& r) { r.caps.*Slot = as_support(n); }};
+}
+detail::Key<FamilyRow> capability_why(std::string key, Feature f) {
+  return {{std::move(key)}, [f](const Node& n, FamilyRow& r) { r.caps.why[static_cast<size_t>(f)] = as_text(n); }};
+}
+
+const detail::KeyTable<FamilyRow>& family_keys() {
+  static const detail::KeyTable<FamilyRow> t = {
+      {{"name"}, [](const Node& n, FamilyRow& f) { f.family.name = as_text(n); }},
+      {{"cuda_context_bytes"}, [](const Node& n, FamilyRow& f) { f.family.cuda_context_bytes = as_int(n); }},
+      {{"cublas_workspace_bytes"}, [](const Node& n, FamilyRow& f) { f.family.cublas_workspace_bytes = as_int(n); }},
+      {{"source"}, [](const Node& n, FamilyRow& f) { f.family.source = as_text(n); }},
+      {{"label"}, [](const Node& n, FamilyRow& f) { f.caps.label = as_text(n); }},
+      {{"backend"}, [](const Node& n, FamilyRow& f) {
+         f.caps.backend = lower(as_text(n));
+         if (f.caps.backend != "cuda" && f.caps.backend != "rocm" && f.caps.backend != "mps")
+           throw InputError(n.where, fmt::format("unknown backend '{}'", as_text(n)), "expected one of: cuda, rocm, mps");
+       }},
+      {{"multi_gpu"}, [](const Node& n, FamilyRow& f) {
+         f.caps.collective = lower(as_text(n));
+         if (f.caps.collective == "nccl" || f.caps.collective == "rccl") f.caps.multi_gpu = Support::yes;
+         else if (f.caps.collective == "none") f.caps.multi_gpu = Support::no;
+         else throw InputError(n.where, fmt::format("unknown collective backend '{}'", as_text(n)), "expected one of: nccl, rccl, none");
+       }},
+      capability<&Capabilities::flash_attention>("flash_attention"),
+      capability<&Capabilities::sdpa_fused>("sdpa_fused"),
+      capability<&Capabilities::bitsandbytes>("bitsandbytes"),
+      capability<&Capabilities::deepspeed>("deepspeed"),
+      capability<&Capabilities::deepspeed_offload>("deepspeed_offload"),
+      capability_why("flash_attention_why", Feature::flash_attention),
+      capability_why("sdpa_fused_why", Feature::sdpa_fused),
+      capability_why("bitsandbytes_why", Feature::bitsandbytes),
+      capability_why("deepspeed_why", Feature::deepspeed),
+      capability_why("deepspeed_offload_why", Feature::deepspeed_offload),
+      capability_why("multi_gpu_why", Feature::multi_gpu),
+      {{"capability_source"}, [](const Node& n, FamilyRow& f) { f.caps.source = as_text(n); }},
   };
   return t;
 }
@@ -134,10 +181,14 @@ struct GpuCatalog::Index {
   }
   const GpuFamily& family(LazyEntry<GpuFamily>& e) const {
     return parsed(e, [&](const Node& item) {
-      GpuFamily f;
-      detail::read_section(item, {&family_keys()}, f, nullptr);
-      if (f.name.empty()) throw InputError(item.where, "family entry without 'name'");
-      return f;
+      FamilyRow r;
+      detail::read_section(item, {&family_keys()}, r, nullptr);
+      if (r.family.name.empty()) throw InputError(item.where, "family entry without 'name'");
+      if (r.caps.backend.empty()) r.caps.backend = "cuda";
+      if (r.caps.collective.empty()) r.caps.collective = r.caps.backend == "rocm" ? "rccl" : r.caps.backend == "mps" ? "none" : "nccl";
+      if (r.caps.label.empty()) r.caps.label = r.family.name;
+      r.family.caps = std::make_shared<const Capabilities>(std::move(r.caps));
+      return r.family;
     });
   }
   const GpuProfile& gpu(LazyEntry<GpuProfile>& e, const GpuCatalog& catalog) const {
@@ -294,6 +345,7 @@ void apply_gpu(TrainingSetup& s, const GpuProfile& g, const GpuCatalog& catalog)
   const GpuFamily* f = catalog.family(g.family);
   d.cuda_context_bytes = f ? f->cuda_context_bytes : detail::kGenericContextBytes;
   d.cublas_workspace_bytes = f ? f->cublas_workspace_bytes : detail::kGenericWorkspaceBytes;
+  d.caps = f ? f->caps : nullptr;
   d.bf16 = g.bf16;
   d.fp8 = g.fp8;
   d.peak_flops = g.peak_bf16_flops;

@@ -31,6 +31,9 @@ struct GpuFamily {
   int64_t cuda_context_bytes = 0;
   int64_t cublas_workspace_bytes = 0;
   std::string source;
+  // What the family's software stack runs (flash attention, bitsandbytes, DeepSpeed, NCCL, ...),
+  // with a reason for each feature it does not fully run and the citations; shared by its cards.
+  std::shared_ptr<const Capabilities> caps;
 };
 
 struct GpuProfile {
@@ -221,6 +224,7 @@ struct SetupInputs {
   std::optional<std::string> torch_version;  // --torch-version 2.6
   std::optional<bool> expandable_segments;   // --expandable-segments
   std::optional<int64_t> gpus_per_node;      // --gpus-per-node
+  std::optional<std::string> host_memory;    // --host-memory 512GiB (per node)
 };
 
 struct BuiltSetup {

@@ -1,11 +1,17 @@
 // build_setup: the file first, flags on top, defaults, and validation problems reported at the
 // flag or line they came from.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "estimator/estimate.h"
 #include "profiles/profiles.h"
 
 using namespace memplan;
 using namespace memplan::profiles;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -37,7 +43,11 @@ TEST_CASE("flags win over the config file and become the field's origin") {
   const BuiltSetup b = build_setup(in);
   CHECK(b.config_path == kData + "ava.yaml");
   CHECK(b.setup.batch.micro_batch == 4);
-  CHECK(b.setup.precision == Precision::bf16);
+  // The file runs DeepSpeed (ZeRO-1): its bf16 is DeepSpeed's mixed precision (fp32 master
+  // weights and states), said in a warning at the flag.
+  CHECK(b.setup.precision == Precision::mixed_bf16);
+  REQUIRE_FALSE(b.warnings.empty());
+  CHECK(b.warnings.back().where.flag == "--precision");
   CHECK(b.setup.device.name == "a100-80gb");
   CHECK(b.setup.batch.seq_len == 256);  // untouched fields keep the file's values
   CHECK(b.setup.parallel.zero_stage == 1);
@@ -187,4 +197,39 @@ TEST_CASE("config warnings and --calibration reach the BuiltSetup") {
   REQUIRE(b.calibration.has_value());
   CHECK(b.calibration->device == "rtx-3090");
   CHECK(b.calibration->file == kData + "calibration.yaml");
+}
+
+TEST_CASE("a model loaded in bfloat16 under DeepSpeed is DeepSpeed's mixed precision: fp32 master weights and states") {
+  // TRL/HF style: torch_dtype bfloat16 and a ZeRO stage. DeepSpeed's ZeRO optimizers build fp32
+  // partitions from the 16-bit parameters whatever dtype the model was loaded in.
+  const fs::path dir = fs::temp_directory_path() / ("memplan-dsdtype-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "sft.yaml").string();
+  std::ofstream(path) << "model_name_or_path: gpt2\ntorch_dtype: bfloat16\nper_device_train_batch_size: 2\n"
+                         "deepspeed:\n  use_deepspeed: true\n  zero_stage: 3\n";
+  SetupInputs in;
+  in.config = path;
+  in.gpu = "a100-80gb";
+  in.gpus = 8;
+  const BuiltSetup b = build_setup(in);
+  CHECK(b.setup.parallel.zero_stage == 3);
+  CHECK(b.setup.precision == Precision::mixed_bf16);
+  const MemoryBreakdown e = estimate(b.setup);
+  CHECK(e.peak()[Term::master_weights] > 0);
+  // Without DeepSpeed the same file is pure bf16: no master copy.
+  std::ofstream(path) << "model_name_or_path: gpt2\ntorch_dtype: bfloat16\nper_device_train_batch_size: 2\n";
+  const BuiltSetup plain = build_setup(in);
+  CHECK(plain.setup.precision == Precision::bf16);
+  // A pure-bf16 flag under a ZeRO stage is read the same way, with a warning at the flag.
+  SetupInputs flag;
+  flag.model = "gpt2";
+  flag.gpu = "a100-80gb";
+  flag.gpus = 8;
+  flag.zero = 2;
+  flag.precision = "bf16";
+  const BuiltSetup f = build_setup(flag);
+  CHECK(f.setup.precision == Precision::mixed_bf16);
+  REQUIRE_FALSE(f.warnings.empty());
+  CHECK(f.warnings.back().where.flag == "--precision");
+  fs::remove_all(dir);
 }
