@@ -12,6 +12,25 @@
 namespace memplan::cli {
 namespace {
 
+// "yes", "part" (a preview or experimental backend), "no".
+const char* short_support(Support s) { return s == Support::yes ? "yes" : s == Support::partial ? "part" : "no"; }
+
+nlohmann::json capabilities_json(const Capabilities& k) {
+  nlohmann::json why = nlohmann::json::object();
+  for (int i = 0; i < static_cast<int>(Feature::kCount); ++i)
+    if (!k.why[static_cast<size_t>(i)].empty()) why[to_string(static_cast<Feature>(i))] = k.why[static_cast<size_t>(i)];
+  return {{"label", k.label},
+          {"backend", k.backend},
+          {"flash_attention", to_string(k.flash_attention)},
+          {"sdpa_fused", to_string(k.sdpa_fused)},
+          {"bitsandbytes", to_string(k.bitsandbytes)},
+          {"deepspeed", to_string(k.deepspeed)},
+          {"deepspeed_offload", to_string(k.deepspeed_offload)},
+          {"multi_gpu", k.collective},
+          {"why", why},
+          {"source", k.source}};
+}
+
 int run_gpus(Io io, const OutputFlags& o) {
   const profiles::GpuCatalog& c = profiles::gpu_catalog();
   if (o.format() != Format::table) {
@@ -30,19 +49,28 @@ int run_gpus(Io io, const OutputFlags& o) {
                              {"peak_bf16_flops", g.peak_bf16_flops},
                              {"memory_bandwidth_bytes_per_s", g.memory_bandwidth_bytes_per_s},
                              {"interconnect_bytes_per_s", g.interconnect_bytes_per_s},
+                             {"usable_fraction", g.usable_fraction},
                              {"source", g.source}});
+      if (const profiles::GpuFamily* f = c.family(g.family); f && f->caps) doc["gpus"].back()["capabilities"] = capabilities_json(*f->caps);
     }
     emit(io.out, doc, o.format());
     return kExitOk;
   }
-  io.out << fmt::format("{:<18} {:>11} {:>11} {:<10} {:<5} {:<4} {:>9} {:>9}\n", "gpu", "memory", "usable", "family", "bf16",
-                        "fp8", "bf16 TF/s", "HBM GB/s");
+  io.out << fmt::format("{:<18} {:>11} {:>11} {:<10} {:<4} {:<4} {:<5} {:<5} {:<4} {:<5} {:<5} {:<5} {:>9} {:>9}\n", "gpu", "memory", "usable",
+                        "family", "bf16", "fp8", "flash", "sdpa", "bnb", "dspd", "offl", "multi", "bf16 TF/s", "HBM GB/s");
   for (const profiles::GpuProfile* gp : c.all()) {
     const profiles::GpuProfile& g = *gp;
-    io.out << fmt::format("{:<18} {:>11} {:>11} {:<10} {:<5} {:<4} {:>9.0f} {:>9.0f}\n", g.name, gib(g.memory_bytes),
-                          gib(g.usable_bytes()), g.family, g.bf16 ? "yes" : "no", g.fp8 ? "yes" : "no", g.peak_bf16_flops / 1e12,
-                          g.memory_bandwidth_bytes_per_s / 1e9);
+    const profiles::GpuFamily* f = c.family(g.family);
+    const Capabilities k = f && f->caps ? *f->caps : Capabilities{};
+    io.out << fmt::format("{:<18} {:>11} {:>11} {:<10} {:<4} {:<4} {:<5} {:<5} {:<4} {:<5} {:<5} {:<5} {:>9.0f} {:>9.0f}\n", g.name,
+                          gib(g.memory_bytes), gib(g.usable_bytes()), g.family, g.bf16 ? "yes" : "no", g.fp8 ? "yes" : "no",
+                          short_support(k.flash_attention), short_support(k.sdpa_fused), short_support(k.bitsandbytes),
+                          short_support(k.deepspeed), short_support(k.deepspeed_offload), k.collective.empty() ? "?" : k.collective,
+                          g.peak_bf16_flops / 1e12, g.memory_bandwidth_bytes_per_s / 1e9);
   }
+  io.out << "flash: flash-attn 2; sdpa: SDPA's fused kernels (else its math path); bnb: bitsandbytes 8-bit optimizers and 4-bit\n"
+            "bases; dspd: DeepSpeed; offl: its CPU offload; multi: collective backend. part: a preview memplan does not recommend.\n"
+            "usable: the share one training process can use (Apple: Metal's recommendedMaxWorkingSetSize). --json has each reason and source.\n";
   io.out << fmt::format("{} presets; sources in {}/gpus.yaml\n", c.size(), profiles::data_dir());
   return kExitOk;
 }

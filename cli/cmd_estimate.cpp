@@ -40,7 +40,7 @@ std::string verdict_line(const Verdict& v, const TrainingSetup& s, int64_t peak)
                      percent(s.thresholds.target), gib(target));
 }
 
-void print_table(std::ostream& out, const MemoryBreakdown& e) {
+void print_table(std::ostream& out, const MemoryBreakdown& e, const TrainingSetup& s) {
   const PhaseState& pk = e.peak();
   const int64_t total = pk.total();
   out << fmt::format("\n  {:<20} {:>11} {:>7}\n", "term (at the peak)", "size", "share");
@@ -55,10 +55,9 @@ void print_table(std::ostream& out, const MemoryBreakdown& e) {
     phases += fmt::format("{}{} {}{}", phases.empty() ? "" : ", ", phase_name(ph.phase), gib(ph.total()),
                           &ph == &pk ? " (peak)" : "");
   out << "  phases: " << phases << "\n";
-  if (!e.host.empty()) {
-    out << "  host memory: " << gib(e.host_bytes());
-    for (const HostTerm& h : e.host) out << fmt::format("; {} {}", h.name, gib(h.bytes));
-    out << "\n";
+  if (!e.host.empty() || s.parallel.host_memory_bytes > 0) {
+    out << "  " << host_line(e, s) << "\n";
+    for (const HostTerm& h : e.host) out << fmt::format("    {:<26} {:>11}{}\n", h.name, gib(h.bytes), h.pinned ? "  pinned" : "");
   }
   for (const std::string& n : e.notes) out << "  note: " << n << "\n";
 }
@@ -72,7 +71,7 @@ int run_estimate(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
     emit(io.out, estimate_json(b, e), o.format());
   } else {
     print_header(io.out, "estimate", b, e);
-    print_table(io.out, e);
+    print_table(io.out, e, b.setup);
     io.out << "  " << verdict_line(v, b.setup, e.peak_bytes()) << "\n";
     io.out << "  (memplan explain with the same flags shows each term's formula and source)\n";
   }
@@ -81,6 +80,26 @@ int run_estimate(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
 
 nlohmann::json change_json(const planner::Change& c) {
   return {{"step", c.step}, {"flags", c.flags}, {"cost", c.cost}, {"peak_bytes", c.peak_bytes}, {"fits", c.fits}};
+}
+
+nlohmann::json option_json(const planner::FitOption& o) {
+  nlohmann::json changes = nlohmann::json::array();
+  for (const auto& c : o.changes) changes.push_back({{"dimension", c.step}, {"flags", c.flags}, {"what", c.cost}});
+  return {{"flags", o.flags},
+          {"changes", changes},
+          {"peak_bytes", o.peak_bytes},
+          {"fits", true},
+          {"modelled_tokens_per_s", o.time.tokens_per_s},
+          {"relative_speed", o.relative_speed},
+          {"host_per_node_bytes", o.host_per_node_bytes},
+          {"host_checked", o.host_known},
+          {"changes_training", o.changes_training},
+          {"changes_learning", o.changes_learning}};
+}
+
+void print_option(std::ostream& out, const planner::FitOption& o, const std::string& lead) {
+  out << fmt::format("    {}{:<66} {:>11}  {:>4.0f}% speed\n", lead, o.flags, gib(o.peak_bytes), 100 * o.relative_speed);
+  for (const auto& c : o.changes) out << fmt::format("        {}: {}\n", c.step, c.cost);
 }
 
 int run_fit(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
@@ -93,38 +112,53 @@ int run_fit(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
   const Calibration* cal = calibration_of(b);
   const MemoryBreakdown e = estimate(s, cal);
   const planner::FitReport r = planner::fit(s, cal);
+  const bool ok = r.verdict.fits && r.host.fits;
   if (o.format() != Format::table) {
     nlohmann::json doc = estimate_json(b, e);
     doc["schema"] = "memplan.fit/v1";
     doc["largest_micro_batch"] = r.largest_micro_batch;
     doc["largest_micro_batch_peak_bytes"] = r.largest_micro_batch_peak;
-    for (const char* k : {"single", "cumulative", "other"}) doc[k] = nlohmann::json::array();
+    doc["searched"] = r.searched;
+    for (const char* k : {"single", "options", "training_changes", "left_out"}) doc[k] = nlohmann::json::array();
     for (const auto& c : r.single) doc["single"].push_back(change_json(c));
-    for (const auto& c : r.cumulative) doc["cumulative"].push_back(change_json(c));
-    for (const auto& c : r.other) doc["other"].push_back(change_json(c));
+    for (const auto& c : r.options) doc["options"].push_back(option_json(c));
+    for (const auto& c : r.training_changes) doc["training_changes"].push_back(option_json(c));
+    doc["fewest_changes"] = r.fewest ? option_json(*r.fewest) : nlohmann::json(nullptr);
+    for (const auto& l : r.left_out) doc["left_out"].push_back({{"option", l.option}, {"why", l.why}});
     emit(io.out, doc, o.format());
-    return r.verdict.fits ? kExitOk : kExitDoesNotFit;
+    return ok ? kExitOk : kExitDoesNotFit;
   }
   print_header(io.out, "fit", b, e);
   io.out << "  " << verdict_line(r.verdict, s, r.peak_bytes) << "\n";
   io.out << fmt::format("  peak at {} ({})\n", phase_name(e.peak_phase()), e.peak().at);
+  if (!e.host.empty() || s.parallel.host_memory_bytes > 0) io.out << "  " << host_line(e, s) << "\n";
   if (r.largest_micro_batch > 0)
     io.out << fmt::format("  largest micro-batch that fits: {} ({})\n", r.largest_micro_batch, gib(r.largest_micro_batch_peak));
   else
     io.out << "  largest micro-batch that fits: none, even micro-batch 1 is over the target\n";
-  if (r.verdict.fits) return kExitOk;
-  io.out << "\n  each change alone, cheapest first (the usual OOM ladder):\n";
-  for (const auto& c : r.single)
-    io.out << fmt::format("    {:<50} {:>11}  {}  {}\n", c.flags, gib(c.peak_bytes), c.fits ? "fits     " : "not alone", c.cost);
-  if (!r.cumulative.empty()) {
-    const bool ok = r.cumulative.back().fits;
-    io.out << (ok ? "\n  stacked in that order, this makes it fit:\n" : "\n  stacked in that order, it still does not fit:\n");
-    for (const auto& c : r.cumulative) io.out << fmt::format("    + {:<48} {:>11}  {}\n", c.flags, gib(c.peak_bytes), c.fits ? "fits" : "");
-  }
-  if (!r.other.empty()) {
-    io.out << "\n  outside the ladder:\n";
-    for (const auto& c : r.other)
+  if (ok) return kExitOk;
+  if (!r.single.empty()) {
+    io.out << "\n  each change alone (the rest as given):\n";
+    for (const auto& c : r.single)
       io.out << fmt::format("    {:<50} {:>11}  {}  {}\n", c.flags, gib(c.peak_bytes), c.fits ? "fits     " : "not alone", c.cost);
+  }
+  if (!r.options.empty()) {
+    io.out << fmt::format("\n  what makes it fit, fastest first (modelled speed; {} combinations searched):\n", thousands(r.searched));
+    for (size_t i = 0; i < r.options.size(); ++i) print_option(io.out, r.options[i], fmt::format("{}. ", i + 1));
+  } else {
+    io.out << fmt::format("\n  no combination that keeps the model and the sequence fits ({} searched)\n", thousands(r.searched));
+  }
+  if (r.fewest) {
+    io.out << "\n  fewest changes that fit:\n";
+    print_option(io.out, *r.fewest, "");
+  }
+  if (!r.training_changes.empty()) {
+    io.out << "\n  changes what you train or what the model learns:\n";
+    for (const auto& c : r.training_changes) print_option(io.out, c, "");
+  }
+  if (!r.left_out.empty()) {
+    io.out << "\n  left out:\n";
+    for (const auto& l : r.left_out) io.out << fmt::format("    {}: {}\n", l.option, l.why);
   }
   return kExitDoesNotFit;
 }

@@ -22,7 +22,52 @@ struct PlanFlags {
   planner::PlanAsk ask;
   std::string out;
   bool force = false;
+  std::string table;  // --table 8GiB,12GiB or GPU presets
 };
+
+// "8GiB" -> "8 GiB"; other sizes as gib() prints them.
+std::string size_label(int64_t bytes) {
+  const int64_t g = int64_t{1} << 30;
+  return bytes % g == 0 ? fmt::format("{} GiB", bytes / g) : gib(bytes);
+}
+
+// The devices of --table: sizes (the base card's family with that capacity) or GPU presets.
+std::vector<std::pair<std::string, DeviceSpec>> table_devices(const std::string& list, const TrainingSetup& base) {
+  std::vector<std::pair<std::string, DeviceSpec>> out;
+  const auto& catalog = profiles::gpu_catalog();
+  std::string cur;
+  std::vector<std::string> items;
+  for (const char c : list + ",") {
+    if (c == ',') {
+      if (!cur.empty()) items.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  if (items.empty())
+    throw InputError(Where::at_flag("--table"), "names no memory size or GPU", "e.g. --table 8GiB,12GiB,16GiB,24GiB or --table t4,l4,a100-40gb");
+  for (const std::string& item : items) {
+    if (const profiles::GpuProfile* g = catalog.find(item)) {
+      TrainingSetup t = base;
+      profiles::apply_gpu(t, *g, catalog);
+      out.emplace_back(fmt::format("{} ({})", g->name, size_label(t.device.capacity_bytes)), t.device);
+      continue;
+    }
+    const auto bytes = profiles::parse_size(item);
+    if (!bytes || *bytes <= 0) {
+      const auto near = catalog.suggest(item);
+      throw InputError(Where::at_flag("--table"), fmt::format("'{}' names no GPU preset and is not a memory size", item),
+                       near.empty() ? "write sizes like 12GiB or 24GB, or GPU presets (memplan gpus lists them)"
+                                    : fmt::format("did you mean '{}'? (or a size like 12GiB)", near.front()));
+    }
+    DeviceSpec d = base.device;
+    if (d.name == "unspecified") d.name = "custom";
+    d.capacity_bytes = *bytes;
+    out.emplace_back(size_label(*bytes), d);
+  }
+  return out;
+}
 
 planner::ModelRef model_ref(const TrainingSetup& s) {
   if (const auto p = profiles::find_model_preset(s.model.name); p && p->name == s.model.name)
@@ -43,10 +88,52 @@ nlohmann::json candidate_json(const planner::Candidate& c) {
           {"attention", to_string(s.attention)},
           {"zero_stage", s.parallel.zero_stage},
           {"offload", to_string(s.parallel.offload)},
+          {"fsdp", to_string(s.parallel.fsdp)},
+          {"finetune", to_string(s.finetune.mode)},
           {"peak_bytes", c.peak_bytes},
+          {"host_per_node_bytes", c.host_per_node_bytes},
+          {"host_fits", c.host_fits},
           {"fits", c.fits},
           {"modelled_step_seconds", c.time.total_s},
           {"modelled_tokens_per_s", c.time.tokens_per_s}};
+}
+
+void print_left_out(std::ostream& report, const planner::PlanResult& r) {
+  if (r.left_out.empty()) return;
+  report << "\n  left out of the search:\n";
+  for (const auto& l : r.left_out) report << fmt::format("    {}: {}\n", l.option, l.why);
+}
+
+// --table: one plan per memory size, as the markdown table memory guides write by hand.
+int run_table(Io io, const TrainingSetup& s, const planner::PlanAsk& ask, const planner::PlanRequest& req,
+              const std::vector<std::pair<std::string, DeviceSpec>>& devices, const OutputFlags& o) {
+  const std::vector<planner::TableRow> rows = planner::plan_table(req, devices);
+  if (o.format() != Format::table) {
+    nlohmann::json doc = {{"schema", "memplan.plan-table/v1"}, {"memplan_version", MEMPLAN_VERSION}};
+    doc["request"] = {{"model", s.model.name}, {"num_gpus", s.parallel.num_gpus}, {"global_batch", req.global_batch},
+                      {"global_batch_source", planner::global_batch_source(ask)}, {"seq_len", s.batch.seq_len},
+                      {"budget_fraction", req.budget}};
+    doc["rows"] = nlohmann::json::array();
+    for (const auto& row : rows) {
+      nlohmann::json j = {{"label", row.label}, {"capacity_bytes", row.device.capacity_bytes}, {"found", row.result.found}};
+      if (row.result.found) {
+        j["best"] = candidate_json(row.result.best);
+        j["optimizations"] = planner::optimisations(row.result.best.setup, s);
+      } else {
+        j["why_not"] = row.result.why_not.empty() ? row.result.format_note : row.result.why_not;
+      }
+      doc["rows"].push_back(j);
+    }
+    emit(io.out, doc, o.format());
+    return kExitOk;
+  }
+  io.out << fmt::format("memplan plan: {} on {} GPU{}, global batch {} x {} tokens ({}), tier {:.0f}%; modelled fastest plan per size\n\n",
+                        s.model.name, s.parallel.num_gpus, s.parallel.num_gpus == 1 ? "" : "s", req.global_batch, s.batch.seq_len,
+                        planner::global_batch_source(ask), 100 * req.budget);
+  io.out << planner::table_markdown(rows, s);
+  bool any = false;
+  for (const auto& row : rows) any = any || row.result.found;
+  return any ? kExitOk : kExitDoesNotFit;
 }
 
 int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const OutputFlags& o) {
@@ -60,16 +147,31 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
                      "add --out FILE for the config, or drop --json/--yaml");
   if (!f.out.empty()) profiles::check_can_write(f.out, {f.force, Where::at_flag("--out"), "the config"});
   std::ostream& report = config_to_stdout ? io.err : io.out;
+  if (!f.table.empty() && !f.ask.emit.empty())
+    throw InputError(Where::at_flag("--table"), "--table prints one plan per memory size; --emit writes one config",
+                     "drop --emit (or --table)");
   profiles::BuiltSetup b = profiles::build_setup(in);
   print_warnings(io.err, b.warnings);
-  const TrainingSetup& s = b.setup;
   planner::PlanAsk ask = f.ask;
   ask.config_global_batch = b.global_batch;
+  // A config (or flags) that give micro-batch x accumulation x GPUs give the global batch too.
+  if (b.origin.fields.count("batch.micro_batch"))
+    ask.given_batch = b.setup.batch.micro_batch * b.setup.batch.grad_accum * b.setup.parallel.data_parallel();
   ask.optimizer_fixed = in.optimizer.has_value();
   ask.precision_fixed = in.precision.has_value();
   ask.attention_fixed = in.attention.has_value();
   ask.checkpointing_fixed = in.checkpointing.has_value();
+  ask.zero_fixed = in.zero.has_value();
+  ask.offload_fixed = in.offload.has_value();
+  ask.fsdp_fixed = in.fsdp.has_value();
+  std::vector<std::pair<std::string, DeviceSpec>> table;
+  if (!f.table.empty()) {
+    table = table_devices(f.table, b.setup);
+    b.setup.device = table.front().second;  // a target for the request; each row replaces it
+  }
+  const TrainingSetup& s = b.setup;
   const planner::PlanRequest req = planner::make_request(s, ask, calibration_of(b));
+  if (!table.empty()) return run_table(io, s, ask, req, table, o);
   planner::EmitFormat fmt_out = planner::EmitFormat::memplan;
   if (!f.ask.emit.empty()) planner::parse_emit_format(f.ask.emit, &fmt_out);
   std::vector<std::pair<std::string, DeviceSpec>> cards;
@@ -89,8 +191,21 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
                     {"capacity_bytes", s.device.capacity_bytes},
                     {"global_batch", req.global_batch},
                     {"seq_len", s.batch.seq_len},
+                    {"global_batch_source", planner::global_batch_source(ask)},
                     {"budget_fraction", req.budget},
-                    {"budget_bytes", r.budget_bytes}};
+                    {"budget_bytes", r.budget_bytes},
+                    {"host_memory_bytes", s.parallel.host_memory_bytes > 0 ? nlohmann::json(s.parallel.host_memory_bytes) : nlohmann::json(nullptr)},
+                    {"gpus_per_node", s.parallel.gpus_per_node}};
+  doc["left_out"] = nlohmann::json::array();
+  for (const auto& l : r.left_out) doc["left_out"].push_back({{"option", l.option}, {"why", l.why}});
+  doc["notes"] = r.regime_notes;
+  if (!r.format_note.empty()) doc["format_note"] = r.format_note;
+  doc["tiers"] = nlohmann::json::array();
+  for (const auto& tp : r.tiers) {
+    nlohmann::json j = {{"tier", tp.tier}, {"fraction", tp.fraction}, {"budget_bytes", tp.budget_bytes}, {"found", tp.found}};
+    if (tp.found) j["best"] = candidate_json(tp.best);
+    doc["tiers"].push_back(j);
+  }
   doc["search"] = {{"candidates", r.candidates},
                    {"fitting", r.fitting},
                    {"activation_timelines", r.timelines},
@@ -120,8 +235,11 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
                               cap < 4096 ? fmt::format(" (global batch {} allows at most {} data-parallel ranks)", req.global_batch,
                                                        req.global_batch)
                                          : "");
-        if (!req.allow_offload) report << "  offload was not allowed (--no-offload); it moves optimizer states and weights to the host\n";
+        if (!req.constraints.allow_offload)
+          report << "  offload was not allowed (--no-offload); it moves optimizer states and weights to the host\n";
       }
+      if (!r.format_note.empty()) report << "  " << r.format_note << "\n";
+      print_left_out(report, r);
     }
     return kExitDoesNotFit;
   }
@@ -168,6 +286,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   const TrainingSetup& w = r.best.setup;
   report << fmt::format("memplan plan: {} on {}, global batch {} x {} tokens, tier {} ({:.0f}%: {})\n", s.model.name, target,
                         req.global_batch, s.batch.seq_len, f.ask.budget ? "custom" : f.ask.tier, 100 * req.budget, gib(r.budget_bytes));
+  if (!ask.global_batch) report << fmt::format("  global batch {} from {}\n", req.global_batch, planner::global_batch_source(ask));
   if (b.calibration) report << fmt::format("  calibrated with {}\n", b.calibration->file);
   report << fmt::format("  searched {} candidates in {:.1f} ms ({} activation timelines, {} memory compositions); {} fit\n",
                         thousands(r.candidates), 1000 * r.seconds, r.timelines, thousands(r.compositions), thousands(r.fitting));
@@ -175,26 +294,54 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   report << fmt::format("    micro-batch {}, accumulation {}, global batch {}{}\n", w.batch.micro_batch, w.batch.grad_accum,
                         r.best.global_batch, r.batch_note.empty() ? " (exact)" : "");
   if (!r.batch_note.empty()) report << "    note: " << r.batch_note << "\n";
-  report << fmt::format("    precision {}, optimizer {}, checkpointing {}, attention {}, ZeRO-{}{}\n", to_string(w.precision),
-                        to_string(w.optimizer), to_string(w.checkpointing), to_string(w.attention), w.parallel.zero_stage,
-                        w.parallel.offload == Offload::none ? "" : ", offload " + std::string(to_string(w.parallel.offload)));
+  report << fmt::format("    precision {}, optimizer {}, checkpointing {}, attention {}, {}{}\n", to_string(w.precision),
+                        to_string(w.optimizer), to_string(w.checkpointing), to_string(w.attention),
+                        planner::sharding_of(w).describe(w.parallel.data_parallel()),
+                        w.finetune.mode == FinetuneMode::full ? "" : fmt::format(", {} r={}", to_string(w.finetune.mode), w.finetune.lora_rank));
   report << fmt::format("    peak {} ({}) of {}; headroom {} below the budget\n", gib(r.best.peak_bytes),
                         percent(static_cast<double>(r.best.peak_bytes) / static_cast<double>(s.device.capacity_bytes)),
                         gib(s.device.capacity_bytes), gib(r.budget_bytes - r.best.peak_bytes));
   report << fmt::format("    step {:.2f} s (compute {:.2f}, communication {:.2f}, offload {:.2f}, optimizer {:.2f}), ~{} tokens/s: modelled, not measured\n",
                         r.best.time.total_s, r.best.time.compute_s, r.best.time.comm_s, r.best.time.offload_s, r.best.time.optimizer_s,
                         thousands(static_cast<int64_t>(r.best.time.tokens_per_s)));
+  {
+    // Host memory of the best: per GPU and per node, against the node's RAM when known.
+    const int64_t ranks = w.parallel.ranks_per_node();
+    if (r.best.host_per_node_bytes > 0 || s.parallel.host_memory_bytes > 0)
+      report << fmt::format("    host memory {} per GPU, {} per node ({} rank{}){}\n", gib(r.best.host_per_node_bytes / ranks),
+                            gib(r.best.host_per_node_bytes), ranks, ranks == 1 ? "" : "s",
+                            s.parallel.host_memory_bytes > 0
+                                ? fmt::format(" of the node's {}", gib(s.parallel.host_memory_bytes))
+                                : w.parallel.offload != Offload::none ? ": node RAM unknown, pass --host-memory SIZE to check the offload"
+                                                                      : "");
+  }
+  for (const std::string& n : r.regime_notes) report << "    note: " << n << "\n";
+  if (!r.format_note.empty()) report << "    note: " << r.format_note << "\n";
+  if (!r.tiers.empty()) {
+    report << "\n  tiers (the same search, other budgets):\n";
+    for (const auto& tp : r.tiers) {
+      if (!tp.found) {
+        report << fmt::format("    {:<10} {:>3.0f}%  nothing fits\n", tp.tier, 100 * tp.fraction);
+        continue;
+      }
+      const TrainingSetup& x = tp.best.setup;
+      report << fmt::format("    {:<10} {:>3.0f}%  micro-batch {} x {}, {}, {}, {}, {}: {} (~{} tokens/s)\n", tp.tier, 100 * tp.fraction,
+                            x.batch.micro_batch, x.batch.grad_accum, to_string(x.precision), to_string(x.checkpointing),
+                            to_string(x.attention), planner::sharding_of(x).describe(x.parallel.data_parallel()), gib(tp.best.peak_bytes),
+                            thousands(static_cast<int64_t>(tp.best.time.tokens_per_s)));
+    }
+  }
   report << "\n  runners-up (one change from the best) and why each lost:\n";
   for (const auto& ru : r.runners_up)
     report << fmt::format("    {:<14} {:<28} {}\n", ru.dimension, ru.value, ru.why);
+  print_left_out(report, r);
   if (!f.ask.emit.empty()) {
     const std::string file = written.empty() ? planner::default_file_name(fmt_out) : written;
     if (written.empty()) report << fmt::format("\n  printed the {} config on stdout (--out FILE writes it to a file)\n", f.ask.emit);
     else report << fmt::format("\n  wrote {} ({})\n", written, f.ask.emit);
     std::string check = fmt::format("memplan estimate --config {}", file);
-    if (fmt_out == planner::EmitFormat::hf || fmt_out == planner::EmitFormat::lightning)
-      check += fmt::format(" --gpu {} --gpus {}", s.device.name, s.parallel.num_gpus);
-    if (fmt_out != planner::EmitFormat::lightning) report << "  re-check it: " << check << "\n";
+    for (const std::string& a : planner::recheck_flags(fmt_out, ec)) check += " " + a;
+    report << "  re-check it: " << check << "\n";
   }
   return kExitOk;
 }
@@ -207,12 +354,18 @@ Command register_plan(CLI::App& root, Io io) {
   auto f = std::make_shared<PlanFlags>();
   auto o = std::make_shared<OutputFlags>();
   add_setup_flags(*app, *in);
-  app->add_option("--global-batch", f->ask.global_batch, "sequences per optimizer step over all GPUs")->type_name("N");
+  app->add_option("--global-batch", f->ask.global_batch,
+                  "sequences per optimizer step over all GPUs (default: the config's, or micro-batch x accumulation x GPUs)")
+      ->type_name("N");
   app->add_option("--tier", f->ask.tier, "memory budget: safe (85%), balanced (90%), aggressive (95%)")->type_name("TIER");
   app->add_option("--budget", f->ask.budget, "memory budget as a fraction of the card (overrides --tier)")->type_name("F");
   app->add_option("--optimizers", f->ask.optimizers, "optimizers the plan may pick (comma list; default: --optimizer or adamw)")->type_name("LIST");
   app->add_option("--precisions", f->ask.precisions, "precision regimes the plan may pick (comma list)")->type_name("LIST");
   app->add_flag("--no-offload", f->ask.no_offload, "never offload to the host");
+  app->add_flag("--no-deepspeed", f->ask.no_deepspeed, "never plan DeepSpeed (ZeRO); DDP and FSDP stay (--zero 0 says the same)");
+  app->add_option("--table", f->table,
+                  "one plan per memory size or GPU preset (8GiB,12GiB,16GiB,24GiB or t4,l4,...), printed as a markdown table")
+      ->type_name("LIST");
   app->add_option("--max-micro-batch", f->ask.max_micro_batch, "largest micro-batch to consider (default 1024)")->type_name("N");
   app->add_option("--emit", f->ask.emit, "print the plan as a memplan|train-config|deepspeed|hf|lightning config (on stdout; the report goes to stderr)")->type_name("FORMAT");
   app->add_option("--out", f->out, "write the --emit config to this file instead (atomically)")->type_name("FILE");

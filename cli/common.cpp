@@ -60,7 +60,12 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   flag("--compile,!--no-compile", in.compile, "torch.compile per block (default partitioner; approximated)");
   flag("--fp8,!--no-fp8", in.fp8, "float8 linears (torchao Float8Linear / Transformer Engine)");
   app.add_option("--fsdp", in.fsdp, "none|full|shard-grad-op|hybrid|no-shard: PyTorch FSDP sharding")->type_name("MODE")->group("Runtime");
-  app.add_option("--gpus-per-node", in.gpus_per_node, "GPUs per node (hybrid sharding; default 8)")->type_name("N")->group("Runtime");
+  app.add_option("--gpus-per-node", in.gpus_per_node, "GPUs per node (hybrid sharding, host memory per node; default 8)")
+      ->type_name("N")->group("Runtime");
+  app.add_option("--host-memory", in.host_memory,
+                 "host RAM of one node, e.g. 512GiB (default: this machine's RAM with --device cpu, else unknown): "
+                 "offload plans are checked against it")
+      ->type_name("SIZE");
   flag("--expandable-segments,!--no-expandable-segments", in.expandable_segments,
        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (less fragmentation)");
 }
@@ -73,6 +78,7 @@ void add_output_flags(CLI::App& app, OutputFlags& o) {
 std::string gib(int64_t bytes) {
   const double b = static_cast<double>(bytes);
   const double a = b < 0 ? -b : b;
+  if (a >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
   if (a >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
   if (a >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
   if (a >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
@@ -241,6 +247,33 @@ nlohmann::json verdict_json(const Verdict& v, const TrainingSetup& s) {
           {"target_utilization", s.thresholds.target}};
 }
 
+nlohmann::json host_json(const MemoryBreakdown& e, const TrainingSetup& s) {
+  nlohmann::json terms = nlohmann::json::array();
+  for (const HostTerm& h : e.host)
+    terms.push_back({{"name", h.name}, {"bytes", h.bytes}, {"formula", h.formula}, {"source", h.source}, {"pinned", h.pinned}});
+  const HostVerdict v = judge_host(e, s);
+  nlohmann::json node = {{"ranks", v.ranks_per_node},
+                         {"total_bytes", v.per_node_bytes},
+                         {"pinned_bytes", v.pinned_per_gpu_bytes * v.ranks_per_node},
+                         {"capacity_bytes", v.known ? nlohmann::json(v.capacity_bytes) : nlohmann::json(nullptr)},
+                         {"fits", v.known ? nlohmann::json(v.fits) : nlohmann::json(nullptr)},
+                         {"utilization", v.known ? nlohmann::json(v.utilization) : nlohmann::json(nullptr)}};
+  if (!v.known) node["note"] = "host RAM per node unknown: --host-memory SIZE (or hardware.host_memory) checks it";
+  return {{"terms", terms},
+          {"total_bytes", v.per_gpu_bytes},
+          {"per_gpu", {{"terms", terms}, {"total_bytes", v.per_gpu_bytes}, {"pinned_bytes", v.pinned_per_gpu_bytes}}},
+          {"per_node", node}};
+}
+
+std::string host_line(const MemoryBreakdown& e, const TrainingSetup& s) {
+  const HostVerdict v = judge_host(e, s);
+  std::string line = fmt::format("host memory: {} per GPU", gib(v.per_gpu_bytes));
+  if (v.pinned_per_gpu_bytes > 0) line += fmt::format(" ({} pinned)", gib(v.pinned_per_gpu_bytes));
+  line += fmt::format(", {} per node ({} rank{})", gib(v.per_node_bytes), v.ranks_per_node, v.ranks_per_node == 1 ? "" : "s");
+  if (!v.known) return line + "; node RAM unknown (--host-memory SIZE checks it)";
+  return line + fmt::format("; node RAM {}: {} ({})", gib(v.capacity_bytes), v.fits ? "fits" : "does not fit", percent(v.utilization));
+}
+
 nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdown& e) {
   const TrainingSetup& s = b.setup;
   nlohmann::json j;
@@ -275,10 +308,7 @@ nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdow
                   {"peak_at", peak.at},
                   {"phases", phases},
                   {"saved_tensors_per_layer", saved}};
-  nlohmann::json host = nlohmann::json::array();
-  for (const HostTerm& h : e.host)
-    host.push_back({{"name", h.name}, {"bytes", h.bytes}, {"formula", h.formula}, {"source", h.source}});
-  j["host"] = {{"terms", host}, {"total_bytes", e.host_bytes()}};
+  j["host"] = host_json(e, s);
   j["device"] = {{"name", s.device.name},
                  {"kind", to_string(s.device.kind)},
                  {"capacity_bytes", s.device.capacity_bytes},

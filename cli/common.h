@@ -31,7 +31,7 @@ inline const Calibration* calibration_of(const profiles::BuiltSetup& b) { return
 void add_setup_flags(CLI::App& app, profiles::SetupInputs& in);
 void add_output_flags(CLI::App& app, OutputFlags& o);
 
-// "21.59 GiB", "512.0 MiB", "0 B".
+// "1.13 TiB", "21.59 GiB", "512.0 MiB", "0 B".
 std::string gib(int64_t bytes);
 std::string percent(double fraction);
 std::string thousands(int64_t n);  // 1,235,814,400
@@ -40,6 +40,11 @@ std::string thousands(int64_t n);  // 1,235,814,400
 nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdown& e);
 nlohmann::json setup_json(const TrainingSetup& s);
 nlohmann::json verdict_json(const Verdict& v, const TrainingSetup& s);
+// The host document: terms of one GPU rank (per_gpu, with `terms`/`total_bytes` kept at the top for
+// v1 readers) and per node (ranks, total, capacity and verdict; null when the node's RAM is unknown).
+nlohmann::json host_json(const MemoryBreakdown& e, const TrainingSetup& s);
+// "host memory: 1.13 TiB per GPU (1.13 TiB pinned), 1.13 TiB per node (1 rank); node RAM unknown (...)".
+std::string host_line(const MemoryBreakdown& e, const TrainingSetup& s);
 
 // Writes a JSON document as JSON or YAML.
 void emit(std::ostream& out, const nlohmann::json& doc, Format f);

@@ -3,6 +3,8 @@
 // (tests/planner/plan_test.cpp), Lightning's says in comments what Lightning cannot express.
 #include "planner/emit.h"
 
+#include "estimator/runtime.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -110,6 +112,58 @@ std::string memory_section(const EmitContext& c, const char* indent) {
                      indent, t.target, t.warning, t.critical, t.emergency);
 }
 
+// The runtime as (key, value) pairs of memplan's runtime: section: the framework when it is not
+// the HF Trainer, and every knob that differs from what that framework's defaults give (a reader
+// applies them to what the file leaves out), so the file reads back to the same runtime.
+std::vector<std::pair<std::string, std::string>> runtime_entries(const TrainingSetup& s) {
+  TrainingSetup d;
+  d.runtime.framework = s.runtime.framework;
+  d.runtime.torch_major = s.runtime.torch_major;
+  d.runtime.torch_minor = s.runtime.torch_minor;
+  d.runtime.transformers_major = s.runtime.transformers_major;
+  d.runtime.transformers_minor = s.runtime.transformers_minor;
+  d.runtime.zero_grad_set_to_none = s.runtime.torch_major >= 2;
+  d.parallel = s.parallel;
+  d.parallel.fsdp = FsdpMode::none;
+  d.device = s.device;
+  apply_framework_defaults(d, [](const std::string&) { return false; });
+  const Runtime& r = s.runtime;
+  const Runtime& x = d.runtime;
+  const Runtime plain;
+  std::vector<std::pair<std::string, std::string>> e;
+  auto flag = [&](const char* key, bool v, bool def) {
+    if (v != def) e.emplace_back(key, yaml_bool(v));
+  };
+  if (r.framework != Framework::hf_trainer) e.emplace_back("framework", to_string(r.framework));
+  if (r.torch_major != plain.torch_major || r.torch_minor != plain.torch_minor)
+    e.emplace_back("torch_version", fmt::format("\"{}.{}\"", r.torch_major, r.torch_minor));
+  if (r.transformers_major != plain.transformers_major || r.transformers_minor != plain.transformers_minor)
+    e.emplace_back("transformers_version", fmt::format("\"{}.{}\"", r.transformers_major, r.transformers_minor));
+  if (to_string(r, r.loss) != to_string(x, x.loss)) e.emplace_back("loss", to_string(r, r.loss));
+  flag("loss_upcast", r.loss_upcast, x.loss_upcast);
+  flag("keep_logits", r.keep_logits, x.keep_logits);
+  flag("keep_cache", r.keep_cache, x.keep_cache);
+  if (r.optimizer_impl != x.optimizer_impl) e.emplace_back("optimizer_impl", to_string(r.optimizer_impl));
+  flag("zero_grad_set_to_none", r.zero_grad_set_to_none, x.zero_grad_set_to_none);
+  flag("zero_grad_after_forward", r.zero_grad_after_forward, x.zero_grad_after_forward);
+  flag("liger", r.liger, x.liger);
+  flag("optimizer_in_backward", r.optimizer_in_backward, x.optimizer_in_backward);
+  flag("activation_offload", r.activation_offload, x.activation_offload);
+  flag("compile", r.compile, x.compile);
+  flag("fp8", r.fp8, x.fp8);
+  flag("expandable_segments", r.expandable_segments, x.expandable_segments);
+  if (s.parallel.fsdp != d.parallel.fsdp) e.emplace_back("fsdp", to_string(s.parallel.fsdp));
+  return e;
+}
+
+std::string runtime_section(const TrainingSetup& s, const char* indent) {
+  const auto e = runtime_entries(s);
+  if (e.empty()) return "";
+  std::string y = fmt::format("{}runtime:\n", indent);
+  for (const auto& [k, v] : e) y += fmt::format("{}  {}: {}\n", indent, k, v);
+  return y;
+}
+
 std::string finetune_section(const EmitContext& c) {
   const Finetune& f = c.setup.finetune;
   if (f.mode == FinetuneMode::full) return "";
@@ -128,11 +182,15 @@ std::string emit_memplan(const EmitContext& c) {
                    "  precision: {}\n  optimizer: {}\n  gradient_checkpointing: {}\n",
                    s.batch.micro_batch, s.batch.grad_accum, c.global_batch, s.batch.seq_len, to_string(s.precision),
                    to_string(s.optimizer), checkpointing_value(s.checkpointing));
-  if (s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none)
+  if (s.parallel.fsdp != FsdpMode::none) {
+    if (s.parallel.offload != Offload::none) y += fmt::format("  offload: {}\n", to_string(s.parallel.offload));  // FSDP CPUOffload
+  } else if (s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none) {
     y += fmt::format("  deepspeed:\n    use_deepspeed: true\n    zero_stage: {}\n    offload_optimizer: {}\n    offload_param: {}\n",
                      s.parallel.zero_stage, yaml_bool(s.parallel.offload != Offload::none),
                      yaml_bool(s.parallel.offload == Offload::optimizer_and_params));
+  }
   y += memory_section(c, "  ");
+  y += runtime_section(s, "  ");
   y += finetune_section(c);
   return y;
 }
@@ -152,14 +210,19 @@ std::string emit_train_config(const EmitContext& c) {
     default: y += fmt::format("  precision: {}\n", to_string(s.precision));
   }
   y += fmt::format("  optimizer: {}\n", to_string(s.optimizer));
-  const bool ds = s.parallel.zero_stage > 0 || master_bytes_per_param(s.precision) > 0;
-  y += fmt::format("  deepspeed:\n    use_deepspeed: {}\n    zero_stage: {}\n    cpu_offload: {}\n", yaml_bool(ds), s.parallel.zero_stage,
-                   yaml_bool(s.parallel.offload != Offload::none));
-  if (s.parallel.offload == Offload::optimizer_and_params) y += "    offload_param: true\n";
+  if (s.parallel.fsdp != FsdpMode::none) {
+    if (s.parallel.offload != Offload::none) y += fmt::format("  offload: {}\n", to_string(s.parallel.offload));  // FSDP CPUOffload
+  } else {
+    const bool ds = s.parallel.zero_stage > 0 || master_bytes_per_param(s.precision) > 0;
+    y += fmt::format("  deepspeed:\n    use_deepspeed: {}\n    zero_stage: {}\n    cpu_offload: {}\n", yaml_bool(ds), s.parallel.zero_stage,
+                     yaml_bool(s.parallel.offload != Offload::none));
+    if (s.parallel.offload == Offload::optimizer_and_params) y += "    offload_param: true\n";
+  }
   y += memory_section(c, "  ");
   y += fmt::format("data:\n  max_length: {}\n", s.batch.seq_len);
   y += fmt::format("output:\n  gradient_checkpointing: {}\n", checkpointing_value(s.checkpointing));
   y += hardware_section(c);
+  y += runtime_section(s, "");
   y += finetune_section(c);
   return y;
 }
@@ -182,8 +245,9 @@ nlohmann::ordered_json deepspeed_json(const TrainingSetup& s, int64_t global_bat
     z["stage3_prefetch_bucket_size"] = s.parallel.stage3_prefetch_bucket_elems;
     z["stage3_max_live_parameters"] = s.parallel.stage3_max_live_parameters;
   }
-  if (s.parallel.offload != Offload::none) z["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
-  if (s.parallel.offload == Offload::optimizer_and_params) z["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
+  const bool pin = s.parallel.offload_pin_memory;
+  if (s.parallel.offload != Offload::none) z["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", pin}};
+  if (s.parallel.offload == Offload::optimizer_and_params) z["offload_param"] = {{"device", "cpu"}, {"pin_memory", pin}};
   j["zero_optimization"] = z;
   return j;
 }
@@ -211,6 +275,16 @@ std::string emit_deepspeed(const EmitContext& c) {
                      {"warning_threshold", t.warning},
                      {"critical_threshold", t.critical},
                      {"emergency_threshold", t.emergency}}}};
+  nlohmann::ordered_json rt = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : runtime_entries(s))
+    rt[k] = v == "true" ? nlohmann::ordered_json(true) : v == "false" ? nlohmann::ordered_json(false)
+            : v.front() == '"' ? nlohmann::ordered_json(v.substr(1, v.size() - 2)) : nlohmann::ordered_json(v);
+  if (!rt.empty()) m["runtime"] = rt;
+  if (s.finetune.mode != FinetuneMode::full) {
+    m["lora"] = {{"method", to_string(s.finetune.mode)}, {"r", s.finetune.lora_rank}, {"lora_alpha", s.finetune.lora_alpha},
+                 {"lora_dropout", s.finetune.lora_dropout}};
+    if (!s.finetune.lora_targets.empty()) m["lora"]["target_modules"] = s.finetune.lora_targets;
+  }
   j["memplan"] = m;
   return j.dump(2) + "\n";
 }
@@ -270,10 +344,25 @@ std::string emit_lightning(const EmitContext& c) {
                           : s.precision == Precision::bf16 ? "bf16-true"
                           : s.precision == Precision::fp16 ? "16-true"
                           : (s.precision == Precision::amp_bf16 || s.precision == Precision::mixed_bf16) ? "bf16-mixed" : "16-mixed";
+  // The strategy by name, or as class_path + init_args where a name would not say it exactly
+  // (lightning.pytorch.strategies: DeepSpeedStrategy's stage/offload and bucket sizes, FSDPStrategy's
+  // sharding and CPU offload).
   std::string strategy = s.parallel.num_gpus > 1 ? "ddp" : "auto";
-  if (s.parallel.zero_stage > 0 || master_bytes_per_param(s.precision) > 0) {
-    strategy = fmt::format("deepspeed_stage_{}", std::max(1, s.parallel.zero_stage));
-    if (s.parallel.offload != Offload::none && s.parallel.zero_stage >= 2) strategy += "_offload";
+  if (s.parallel.fsdp != FsdpMode::none) {
+    const char* mode = s.parallel.fsdp == FsdpMode::shard_grad_op ? "SHARD_GRAD_OP"
+                       : s.parallel.fsdp == FsdpMode::hybrid_shard ? "HYBRID_SHARD"
+                       : s.parallel.fsdp == FsdpMode::no_shard     ? "NO_SHARD"
+                                                                   : "FULL_SHARD";
+    strategy = fmt::format("\n    class_path: lightning.pytorch.strategies.FSDPStrategy\n    init_args:\n      sharding_strategy: {}\n"
+                           "      cpu_offload: {}",
+                           mode, yaml_bool(s.parallel.offload != Offload::none));
+  } else if (s.parallel.zero_stage > 0 || master_bytes_per_param(s.precision) > 0) {
+    strategy = fmt::format("\n    class_path: lightning.pytorch.strategies.DeepSpeedStrategy\n    init_args:\n      stage: {}\n"
+                           "      offload_optimizer: {}\n      offload_parameters: {}\n      allgather_bucket_size: {}\n"
+                           "      reduce_bucket_size: {}\n      overlap_comm: {}",
+                           s.parallel.zero_stage, yaml_bool(s.parallel.offload != Offload::none),
+                           yaml_bool(s.parallel.offload == Offload::optimizer_and_params), s.parallel.allgather_bucket_elems,
+                           s.parallel.reduce_bucket_elems, yaml_bool(s.parallel.overlap_comm));
   }
   y += "# Lightning cannot say these; set them in your LightningModule / DataModule:\n";
   y += fmt::format("#   gradient checkpointing: {} (model.gradient_checkpointing_enable() for full)\n", to_string(s.checkpointing));

@@ -39,4 +39,14 @@ std::string emit(const EmitContext& c, EmitFormat f);
 // Suggested file name for a format ("memplan-plan.yaml", "ds_config.json", ...).
 std::string default_file_name(EmitFormat f);
 
+// The format's name as --emit spells it.
+std::string emit_format_name(EmitFormat f);
+// Whether the format can write a setup so that it reads back as the same setup; when not, `why`
+// says what it cannot express ("HF TrainingArguments turns checkpointing on or off: no every:4").
+// (planner/express.cpp; a format without a rule there can express everything.)
+bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why = nullptr);
+// The flags `memplan estimate --config FILE` needs beside the file to re-estimate it: what the
+// format cannot carry (HF: the target; Lightning: all but its trainer arguments).
+std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c);
+
 }  // namespace memplan::planner

@@ -1,139 +1,168 @@
-// The fit verdict, the largest micro-batch and the OOM ladder (see fit.h).
+// The fit verdict, the largest micro-batch, and the search for the cheapest changes (see fit.h).
 #include "planner/fit.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "estimator/capability.h"
+#include "planner/plan.h"
 
 namespace memplan::planner {
 namespace {
 
 int64_t peak(const TrainingSetup& s, const Calibration* cal) { return estimate_peak(s, activation_timeline(s), cal); }
 
-Change make(const char* step, std::string flags, std::string cost, TrainingSetup t, const Calibration* cal) {
-  Change c{step, std::move(flags), std::move(cost), std::move(t)};
-  c.peak_bytes = peak(c.setup, cal);
-  c.fits = c.peak_bytes <= target_bytes(c.setup);
-  return c;
+std::string gib(int64_t b) {
+  const double v = static_cast<double>(b);
+  if (v >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", v / (1024.0 * 1024 * 1024 * 1024));
+  return fmt::format("{:.2f} GiB", v / (1024.0 * 1024 * 1024));
 }
 
-// Each ladder step proposes its change (or nothing) from a setup; `aggressive` picks the
-// strongest variant (full checkpointing rather than selective) for the cumulative path.
-using Step = std::vector<Change> (*)(const TrainingSetup&, const Calibration*, bool aggressive);
-
-std::vector<Change> flash_step(const TrainingSetup& s, const Calibration* cal, bool) {
-  if (s.attention != AttentionImpl::eager) return {};
-  TrainingSetup t = s;
-  const bool half = s.precision != Precision::fp32;
-  t.attention = half && s.device.kind == DeviceKind::cuda ? AttentionImpl::flash : AttentionImpl::sdpa;
-  return {make("flash attention", fmt::format("--attention {}", to_string(t.attention)),
-               "usually faster: no s x s scores in memory", t, cal)};
-}
-
-std::vector<Change> precision_step(const TrainingSetup& s, const Calibration* cal, bool) {
-  TrainingSetup t = s;
-  std::string cost;
-  if (s.precision == Precision::fp32) {
-    t.precision = s.device.bf16 ? Precision::amp_bf16 : Precision::amp_fp16;
-    cost = "faster on tensor cores; fp32 master weights kept";
-  } else if (is_autocast(s.precision)) {
-    t.precision = s.precision == Precision::amp_bf16 ? Precision::bf16 : Precision::fp16;
-    cost = "pure 16-bit (bf16-true): 8 B/param with AdamW, no fp32 master copy (watch numerics)";
-  } else {
-    return {};
+// Checkpointing policies from none to full; a setup is offered only stronger ones.
+int checkpoint_level(const Checkpointing& c) {
+  switch (c.mode) {
+    case CheckpointMode::none: return 0;
+    case CheckpointMode::selective: return 1;
+    case CheckpointMode::every: return c.every_k >= 4 ? 2 : c.every_k >= 2 ? 3 : 5;
+    case CheckpointMode::full: return 5;
+    default: return 4;  // per-op selective, a layer list: only full is stronger
   }
-  return {make("mixed precision", fmt::format("--precision {}", to_string(t.precision)), cost, t, cal)};
 }
 
-std::vector<Change> checkpoint_step(const TrainingSetup& s, const Calibration* cal, bool aggressive) {
+Precision half_autocast(const DeviceSpec& d) { return d.bf16 ? Precision::amp_bf16 : Precision::amp_fp16; }
+
+bool bitsandbytes_runs(const DeviceSpec& d, std::string* why) { return device_support(d, Feature::bitsandbytes, why) == Support::yes; }
+
+// What a change to one dimension does, in the words of the people who make it.
+std::string precision_cost(Precision from, Precision to) {
+  switch (to) {
+    case Precision::amp_bf16:
+    case Precision::amp_fp16:
+      return fmt::format("{} autocast: half-precision activations, faster matmuls; fp32 weights and optimizer states kept",
+                         to == Precision::amp_bf16 ? "bf16" : "fp16");
+    case Precision::bf16: return "pure bf16 weights, gradients and optimizer states (bf16-true): 8 B/param with AdamW; watch numerics";
+    case Precision::fp16: return "pure fp16 weights, gradients and states: needs loss scaling; watch numerics";
+    case Precision::mixed_bf16:
+    case Precision::mixed_fp16:
+      return fmt::format("DeepSpeed {}: 16-bit weights and gradients, fp32 master weights and optimizer states",
+                         to == Precision::mixed_bf16 ? "bf16" : "fp16");
+    case Precision::fp32: return from == Precision::fp32 ? "" : "fp32 everywhere";
+  }
+  return "";
+}
+
+std::string checkpoint_cost(const Checkpointing& c) {
+  switch (c.mode) {
+    case CheckpointMode::selective: return "recomputes the attention core in backward: ~+5% compute";
+    case CheckpointMode::every:
+      return fmt::format("recomputes one layer in {} in backward: ~+{:.0f}% compute", c.every_k, 33.0 / static_cast<double>(c.every_k));
+    case CheckpointMode::full: return "recomputes every layer's forward in backward: ~+33% compute";
+    default: return "recomputes activations in backward";
+  }
+}
+
+std::string sharding_cost(const Sharding& sh, int64_t dp, int64_t host_per_node, bool host_known) {
+  const std::string host =
+      sh.offload == Offload::none ? ""
+                                  : fmt::format("; needs {} of host RAM per node{}", gib(host_per_node),
+                                                host_known ? "" : " (host memory unknown: --host-memory checks it)");
+  if (sh.fsdp != FsdpMode::none)
+    return sh.offload != Offload::none ? "FSDP with CPU offload: shards, gradients and the step on the host" + host
+                                       : fmt::format("FSDP {}: parameters, gradients and states sharded over {} GPUs, gathered per block", to_string(sh.fsdp), dp);
+  if (sh.offload == Offload::optimizer)
+    return fmt::format("ZeRO-{} with optimizer offload: optimizer states and the Adam step on the CPU (DeepSpeed CPU Adam){}", sh.zero, host);
+  if (sh.offload == Offload::optimizer_and_params)
+    return "ZeRO-3 with parameter offload: parameters stream from the host every micro-step, the slowest option" + host;
+  switch (sh.zero) {
+    case 1: return fmt::format("ZeRO-1: optimizer states sharded over {} GPUs", dp);
+    case 2: return fmt::format("ZeRO-2: gradients and optimizer states sharded over {} GPUs", dp);
+    case 3: return fmt::format("ZeRO-3: parameters too, gathered layer by layer (~+15% step time)");
+    default: return "no sharding";
+  }
+}
+
+// The changes from `base` to `s`, one per dimension, with the flags and what each changes.
+std::vector<Change> changes_between(const TrainingSetup& base, const TrainingSetup& s, int64_t host_per_node, bool host_known) {
   std::vector<Change> out;
-  if (s.checkpointing.mode == CheckpointMode::none && !aggressive && s.attention == AttentionImpl::eager) {
-    TrainingSetup t = s;
-    t.checkpointing.mode = CheckpointMode::selective;
-    out.push_back(make("activation checkpointing", "--checkpointing selective", "~+5% compute (recompute attention scores)", t, cal));
-    if (out.back().fits) return out;
-  }
-  if (s.checkpointing.mode != CheckpointMode::full) {
-    TrainingSetup t = s;
-    t.checkpointing.mode = CheckpointMode::full;
-    if (aggressive) out.clear();
-    out.push_back(make("activation checkpointing", "--checkpointing full", "~+33% compute (one extra forward)", t, cal));
-  }
+  auto add = [&](const char* step, std::string flags, std::string cost) { out.push_back({step, std::move(flags), std::move(cost), s, 0, true}); };
+  const int64_t dp = s.parallel.data_parallel();
+  if (s.finetune.mode != base.finetune.mode)
+    add("fine-tuning", fmt::format("--finetune {} --lora-rank {}", to_string(s.finetune.mode), s.finetune.lora_rank),
+        s.finetune.mode == FinetuneMode::qlora
+            ? fmt::format("changes what you train: LoRA adapters (r={}) on a 4-bit NF4 base (bitsandbytes); slower matmuls", s.finetune.lora_rank)
+            : fmt::format("changes what you train: LoRA adapters (r={}) on a frozen 16-bit base", s.finetune.lora_rank));
+  if (s.precision != base.precision) add("precision", fmt::format("--precision {}", to_string(s.precision)), precision_cost(base.precision, s.precision));
+  if (s.batch.micro_batch != base.batch.micro_batch || s.batch.grad_accum != base.batch.grad_accum)
+    add("micro-batch", fmt::format("--micro-batch {} --grad-accum {}", s.batch.micro_batch, s.batch.grad_accum),
+        fmt::format("same effective batch {}; more, smaller steps", s.batch.micro_batch * s.batch.grad_accum));
+  if (to_string(s.checkpointing) != to_string(base.checkpointing))
+    add("checkpointing", fmt::format("--checkpointing {}", to_string(s.checkpointing)), checkpoint_cost(s.checkpointing));
+  if (s.attention != base.attention)
+    add("attention", fmt::format("--attention {}", to_string(s.attention)),
+        s.attention == AttentionImpl::flash ? "flash-attn kernels: no s x s scores, usually faster"
+                                            : "fused SDPA: no s x s scores kept for backward");
+  if (s.optimizer != base.optimizer)
+    add("optimizer", fmt::format("--optimizer {}", to_string(s.optimizer)),
+        s.optimizer == OptimizerKind::adamw_8bit   ? "bitsandbytes 8-bit AdamW: block-wise 8-bit states (2 B/param instead of 8)"
+        : s.optimizer == OptimizerKind::paged_adamw_8bit ? "bitsandbytes paged 8-bit AdamW: 8-bit states that page to host memory under pressure"
+                                                         : "another optimizer");
+  const Sharding sh = sharding_of(s);
+  if (!(sh == sharding_of(base))) add("sharding", sh.flags(), sharding_cost(sh, dp, host_per_node, host_known));
+  if (s.batch.seq_len != base.batch.seq_len)
+    add("sequence", fmt::format("--seq-len {}", s.batch.seq_len),
+        fmt::format("changes what the model learns: context {} tokens instead of {}", s.batch.seq_len, base.batch.seq_len));
   return out;
 }
 
-std::vector<Change> micro_batch_step(const TrainingSetup& s, const Calibration* cal, bool) {
-  if (s.batch.micro_batch <= 1) return {};
-  TrainingSetup t = s;
-  t.batch.micro_batch = s.batch.micro_batch - 1;
-  const int64_t effective = s.batch.micro_batch * s.batch.grad_accum;
-  int64_t b = largest_micro_batch(t, cal, s.batch.micro_batch - 1);
-  // Keep the effective batch exactly: the largest fitting micro-batch that divides it.
-  for (int64_t d = b; d >= 1; --d)
-    if (effective % d == 0) {
-      b = d;
-      break;
+std::string joined_flags(const std::vector<Change>& cs) {
+  std::string f;
+  for (const Change& c : cs) f += (f.empty() ? "" : " ") + c.flags;
+  return f;
+}
+
+// The dimensions (and values) an option changes, as a set of "dimension=flags" strings.
+std::vector<std::string> change_keys(const FitOption& o) {
+  std::vector<std::string> k;
+  for (const Change& c : o.changes) k.push_back(c.step + "=" + c.flags);
+  std::sort(k.begin(), k.end());
+  return k;
+}
+
+// Options whose changes include another option's, and which are not faster, add nothing.
+std::vector<FitOption> prune(std::vector<FitOption> all, size_t keep) {
+  std::vector<FitOption> out;
+  for (FitOption& o : all) {
+    const auto ko = change_keys(o);
+    bool dominated = false;
+    for (const FitOption& p : out) {
+      const auto kp = change_keys(p);
+      if (kp.size() < ko.size() && std::includes(ko.begin(), ko.end(), kp.begin(), kp.end()) &&
+          p.time.tokens_per_s >= 0.99 * o.time.tokens_per_s) {
+        dominated = true;
+        break;
+      }
     }
-  t.batch.micro_batch = b > 0 ? b : 1;
-  t.batch.grad_accum = (effective + t.batch.micro_batch - 1) / t.batch.micro_batch;
-  const int64_t kept = t.batch.micro_batch * t.batch.grad_accum;
-  std::string cost = kept == effective ? fmt::format("same effective batch {}; more, smaller steps", effective)
-                                       : fmt::format("effective batch {} (was {}); more, smaller steps", kept, effective);
-  return {make("smaller micro-batch, more accumulation",
-               fmt::format("--micro-batch {} --grad-accum {}", t.batch.micro_batch, t.batch.grad_accum), cost, t, cal)};
-}
-
-std::vector<Change> zero_step(const TrainingSetup& s, const Calibration* cal, bool aggressive) {
-  if (s.parallel.data_parallel() <= 1) return {};
-  std::vector<Change> out;
-  for (int z = s.parallel.zero_stage + 1; z <= 3; ++z) {
-    TrainingSetup t = s;
-    t.parallel.zero_stage = z;
-    out.push_back(make("ZeRO stage", fmt::format("--zero {}", z),
-                       z == 3 ? "~+15% step time (parameter all-gathers)" : "little: reduce-scatter instead of all-reduce", t, cal));
-    if (out.back().fits && !aggressive) break;
-  }
-  if (aggressive && !out.empty()) out.erase(out.begin(), out.end() - 1);
-  return out;
-}
-
-std::vector<Change> sequence_step(const TrainingSetup& s, const Calibration* cal, bool) {
-  // Halve until it fits, but not past the point where halving stops helping (the optimizer
-  // step or the model states may set a floor).
-  TrainingSetup t = s;
-  int64_t last = peak(s, cal);
-  while (t.batch.seq_len > 128) {
-    TrainingSetup n = t;
-    n.batch.seq_len /= 2;
-    const int64_t p = peak(n, cal);
-    if (p >= last) break;
-    t = n;
-    last = p;
-    if (p <= target_bytes(t)) break;
-  }
-  if (t.batch.seq_len == s.batch.seq_len) return {};
-  return {make("shorter sequence", fmt::format("--seq-len {}", t.batch.seq_len), "changes what the model learns (context length)", t, cal)};
-}
-
-std::vector<Change> offload_step(const TrainingSetup& s, const Calibration* cal, bool aggressive) {
-  std::vector<Change> out;
-  if (s.parallel.offload == Offload::none) {
-    TrainingSetup t = s;
-    t.parallel.offload = Offload::optimizer;
-    if (t.parallel.zero_stage == 0) t.parallel.zero_stage = 2;  // ZeRO-Offload runs on stage 1-3, one GPU included
-    out.push_back(make("CPU offload", fmt::format("--zero {} --offload optimizer", t.parallel.zero_stage),
-                       "several times slower steps; needs host RAM for the optimizer states", t, cal));
-    if (out.back().fits && !aggressive) return out;
-  }
-  if (s.parallel.offload != Offload::optimizer_and_params) {
-    TrainingSetup t = s;
-    t.parallel.offload = Offload::optimizer_and_params;
-    t.parallel.zero_stage = 3;
-    if (aggressive) out.clear();
-    out.push_back(make("CPU offload", "--zero 3 --offload optimizer+params", "the slowest option: parameters stream from the host", t, cal));
+    if (!dominated) out.push_back(std::move(o));
+    if (out.size() >= keep) break;
   }
   return out;
 }
 
-const Step kLadder[] = {flash_step, precision_step, checkpoint_step, micro_batch_step, zero_step, sequence_step, offload_step};
+FitOption option_of(const TrainingSetup& base, const Candidate& c) {
+  FitOption o;
+  o.setup = c.setup;
+  o.peak_bytes = c.peak_bytes;
+  o.time = c.time;
+  o.host_per_node_bytes = c.host_per_node_bytes;
+  o.host_known = base.parallel.host_memory_bytes > 0;
+  o.changes = changes_between(base, c.setup, c.host_per_node_bytes, o.host_known);
+  o.flags = joined_flags(o.changes);
+  o.changes_training = c.setup.finetune.mode != base.finetune.mode;
+  o.changes_learning = c.setup.batch.seq_len != base.batch.seq_len;
+  return o;
+}
 
 }  // namespace
 
@@ -159,55 +188,222 @@ int64_t largest_micro_batch(const TrainingSetup& s, const Calibration* cal, int6
   return lo;
 }
 
+SearchSpace fit_space(const TrainingSetup& s) {
+  SearchSpace sp;
+  const DeviceSpec& d = s.device;
+  const int64_t dp = s.parallel.data_parallel();
+  std::string why;
+  // Precision: bf16 autocast from fp32 (fp16 where the card has no bf16), pure 16-bit from autocast.
+  sp.precisions = {s.precision};
+  if (s.precision == Precision::fp32) {
+    sp.precisions.push_back(half_autocast(d));
+    if (d.bf16) sp.precisions.push_back(Precision::bf16);
+  } else if (s.precision == Precision::amp_bf16 && d.bf16) {
+    sp.precisions.push_back(Precision::bf16);
+  }
+  if (!d.bf16) {
+    device_support(d, Feature::bf16, &why);
+    sp.left_out.push_back({"bf16", why + "; fp16 is offered instead"});
+  }
+  // Attention.
+  sp.attentions = {s.attention};
+  const bool flash = device_support(d, Feature::flash_attention, &why) == Support::yes && d.kind == DeviceKind::cuda;
+  if (s.attention == AttentionImpl::eager) sp.attentions.push_back(AttentionImpl::sdpa);
+  if (s.attention != AttentionImpl::flash) {
+    if (flash) sp.attentions.push_back(AttentionImpl::flash);
+    else sp.left_out.push_back({"flash attention", why});
+  }
+  if (d.caps && d.caps->sdpa_fused != Support::yes && s.attention != AttentionImpl::flash) {
+    device_support(d, Feature::sdpa_fused, &why);
+    sp.left_out.push_back({"fused SDPA", why});
+  }
+  // Checkpointing: the policies stronger than the setup's.
+  sp.checkpointings = {s.checkpointing};
+  for (const char* k : {"selective", "every:4", "every:2", "full"}) {
+    const Checkpointing c = *parse_checkpointing(k);
+    if (checkpoint_level(c) > checkpoint_level(s.checkpointing)) sp.checkpointings.push_back(c);
+  }
+  // Optimizers: 8-bit and paged states for Adam.
+  sp.optimizers = {s.optimizer};
+  if (s.optimizer == OptimizerKind::adamw || s.optimizer == OptimizerKind::adam) {
+    if (bitsandbytes_runs(d, &why)) {
+      sp.optimizers.push_back(OptimizerKind::adamw_8bit);
+      sp.optimizers.push_back(OptimizerKind::paged_adamw_8bit);
+    } else {
+      sp.left_out.push_back({"8-bit and paged optimizers", why});
+    }
+  }
+  // Sharding: stronger ZeRO stages, then offload (the optimizer before the parameters); FSDP where
+  // the framework is not DeepSpeed.
+  const Sharding now = sharding_of(s);
+  sp.shardings = {now};
+  auto add = [&](Sharding sh) {
+    if (std::find(sp.shardings.begin(), sp.shardings.end(), sh) == sp.shardings.end()) sp.shardings.push_back(sh);
+  };
+  const bool was_fsdp = now.fsdp != FsdpMode::none;
+  bool ds = !was_fsdp && framework_allows_deepspeed(s, &why);
+  if (!was_fsdp && !ds) sp.left_out.push_back({"DeepSpeed ZeRO", why});
+  if (ds && device_support(d, Feature::deepspeed, &why) != Support::yes) {
+    ds = false;
+    sp.left_out.push_back({"DeepSpeed ZeRO and offload", why});
+  }
+  if (ds) {
+    if (dp > 1)
+      for (int z = std::max(1, now.zero + 1); z <= 3; ++z) add({z, Offload::none, FsdpMode::none, true});
+    if (device_support(d, Feature::deepspeed_offload, &why) == Support::yes) {
+      if (now.offload == Offload::none)
+        for (int z = std::max(now.zero, dp > 1 ? 1 : 2); z <= 3; ++z) add({z, Offload::optimizer, FsdpMode::none, true});
+      if (now.offload != Offload::optimizer_and_params) add({3, Offload::optimizer_and_params, FsdpMode::none, true});
+    } else if (now.offload == Offload::none) {
+      sp.left_out.push_back({"DeepSpeed offload", why});
+    }
+  }
+  if (dp > 1 && now.zero == 0 && !now.deepspeed) {
+    if (framework_allows_fsdp(s, &why)) {
+      if (!was_fsdp) add({0, Offload::none, FsdpMode::full_shard, false});
+      if (now.fsdp == FsdpMode::shard_grad_op || now.fsdp == FsdpMode::no_shard) add({0, Offload::none, FsdpMode::full_shard, false});
+      if (now.offload == Offload::none) add({0, Offload::optimizer_and_params, FsdpMode::full_shard, false});
+    } else if (!was_fsdp) {
+      sp.left_out.push_back({"FSDP", why});
+    }
+  }
+  // Fine-tuning: adapters only ("changes what you train").
+  sp.finetunes = {s.finetune.mode};
+  if (s.finetune.mode == FinetuneMode::full && !s.model.quantized.any()) {
+    sp.finetunes.push_back(FinetuneMode::lora);
+    if (bitsandbytes_runs(d, &why)) sp.finetunes.push_back(FinetuneMode::qlora);
+    else sp.left_out.push_back({"QLoRA (4-bit base)", why});
+  }
+  return sp;
+}
+
 FitReport fit(const TrainingSetup& s, const Calibration* cal) {
   FitReport r;
   const MemoryBreakdown e = estimate(s, cal);
   r.peak_bytes = e.peak_bytes();
   r.verdict = judge(e, s);
+  r.host = judge_host(e, s);
   r.largest_micro_batch = largest_micro_batch(s, cal);
   if (r.largest_micro_batch > 0) {
     TrainingSetup t = s;
     t.batch.micro_batch = r.largest_micro_batch;
     r.largest_micro_batch_peak = peak(t, cal);
   }
-  if (r.verdict.fits) return r;
-  // A change that does not lower the peak (the optimizer step may dominate) is not a fix.
-  for (Step step : kLadder)
-    for (Change& c : step(s, cal, false))
-      if (c.peak_bytes < r.peak_bytes) r.single.push_back(std::move(c));
-  TrainingSetup t = s;
-  int64_t current = r.peak_bytes;
-  for (Step step : kLadder) {
-    std::vector<Change> cs = step(t, cal, true);
-    if (cs.empty()) continue;
-    // Keep the first variant of this step that fits, else its strongest.
-    Change* pick = &cs.back();
-    for (Change& c : cs)
-      if (c.fits) { pick = &c; break; }
-    if (pick->peak_bytes >= current) continue;
-    t = pick->setup;
-    current = pick->peak_bytes;
-    r.cumulative.push_back(*pick);
-    if (pick->fits) break;
+  if (r.verdict.fits && r.host.fits) return r;
+
+  const SearchSpace space = fit_space(s);
+  r.left_out = space.left_out;
+  const int64_t effective = s.batch.micro_batch * s.batch.grad_accum;
+  auto search = [&](const TrainingSetup& base) {
+    PlanRequest req;
+    req.base = base;
+    req.global_batch = effective * base.parallel.data_parallel();
+    req.budget = base.thresholds.target;
+    req.space = space;
+    req.exact_batch_only = true;
+    req.max_micro_batch = base.batch.micro_batch;
+    req.explain = false;
+    req.calibration = cal;
+    PlanResult pr = plan(req);
+    r.searched += pr.candidates;
+    return pr;
+  };
+
+  // Each change alone, the rest as given (the micro-batch alone: the largest that keeps the
+  // effective batch and fits).
+  auto single = [&](const char* step, TrainingSetup t) {
+    if (!combinable(sharding_of(t), t.optimizer)) return;
+    const MemoryBreakdown et = estimate(t, cal);
+    const HostVerdict hv = judge_host(et, t);
+    const auto cs = changes_between(s, t, hv.per_node_bytes, hv.known);
+    Change c{step, joined_flags(cs), cs.empty() ? "" : cs.front().cost, t};
+    c.peak_bytes = et.peak_bytes();
+    c.fits = c.peak_bytes <= target_bytes(t) && hv.fits;
+    if (c.peak_bytes < r.peak_bytes) r.single.push_back(std::move(c));
+  };
+  for (AttentionImpl a : space.attentions)
+    if (a != s.attention && !(a == AttentionImpl::flash && s.precision == Precision::fp32)) {
+      TrainingSetup t = s;
+      t.attention = a;
+      single("attention", t);
+    }
+  for (Precision p : space.precisions)
+    if (p != s.precision) {
+      TrainingSetup t = s;
+      t.precision = regime_under(p, sharding_of(s));
+      if (t.precision != s.precision) single("precision", t);
+    }
+  for (const Checkpointing& c : space.checkpointings)
+    if (to_string(c) != to_string(s.checkpointing)) {
+      TrainingSetup t = s;
+      t.checkpointing = c;
+      single("checkpointing", t);
+    }
+  for (int64_t b = std::min(s.batch.micro_batch - 1, std::max<int64_t>(1, r.largest_micro_batch)); b >= 1; --b)
+    if (effective % b == 0) {
+      TrainingSetup t = s;
+      t.batch.micro_batch = b;
+      t.batch.grad_accum = effective / b;
+      single("micro-batch", t);
+      break;
+    }
+  for (OptimizerKind o : space.optimizers)
+    if (o != s.optimizer) {
+      TrainingSetup t = s;
+      t.optimizer = o;
+      single("optimizer", t);
+    }
+  for (const Sharding& sh : space.shardings)
+    if (!(sh == sharding_of(s))) {
+      TrainingSetup t = s;
+      apply(t, sh);
+      t.precision = regime_under(s.precision, sh);
+      single("sharding", t);
+    }
+
+  // The search: every combination, the fastest that fit first.
+  const PlanResult pr = search(s);
+  std::vector<FitOption> keep_model, adapters;
+  for (const Candidate& c : pr.group_bests) {
+    if (!c.fits) continue;
+    FitOption o = option_of(s, c);
+    if (o.changes.empty()) continue;  // the setup as given (host memory aside)
+    (o.changes_training ? adapters : keep_model).push_back(std::move(o));
   }
-  // Outside the ladder: a smaller optimizer state, or training adapters only.
-  if (s.optimizer == OptimizerKind::adamw || s.optimizer == OptimizerKind::adam) {
-    TrainingSetup o = s;
-    o.optimizer = OptimizerKind::adamw_8bit;
-    r.other.push_back(make("8-bit optimizer", "--optimizer adamw-8bit", "bitsandbytes block-wise 8-bit states", o, cal));
+  // The fewest changes that fit (the fastest of those), beside the fastest options.
+  const FitOption* fewest = nullptr;
+  for (const FitOption& o : keep_model)
+    if (!fewest || o.changes.size() < fewest->changes.size()) fewest = &o;  // keep_model is fastest first
+  std::optional<FitOption> fewest_copy;
+  if (fewest) fewest_copy = *fewest;
+  r.options = prune(std::move(keep_model), 5);
+  if (fewest_copy) {
+    size_t smallest = SIZE_MAX;
+    for (const FitOption& o : r.options) smallest = std::min(smallest, o.changes.size());
+    if (fewest_copy->changes.size() < smallest) r.fewest = std::move(fewest_copy);
   }
-  if (s.finetune.mode == FinetuneMode::full) {
-    TrainingSetup o = s;
-    o.finetune.mode = FinetuneMode::lora;
-    o.finetune.lora_rank = 16;
-    if (o.precision == Precision::fp32 || is_autocast(o.precision)) o.precision = s.device.bf16 ? Precision::bf16 : Precision::fp16;
-    r.other.push_back(make("LoRA fine-tuning", fmt::format("--finetune lora --lora-rank 16 --precision {}", to_string(o.precision)),
-                           "trains adapters only (16-bit frozen base)", o, cal));
-    o.finetune.mode = FinetuneMode::qlora;
-    o.finetune.base_quant = BaseQuant::nf4;
-    r.other.push_back(make("QLoRA fine-tuning", fmt::format("--finetune qlora --lora-rank 16 --precision {}", to_string(o.precision)),
-                           "4-bit NF4 base weights; slower matmuls (dequantization)", o, cal));
+  r.training_changes = prune(std::move(adapters), 2);
+  if (pr.host_short > 0 && s.parallel.host_memory_bytes > 0)
+    r.left_out.push_back({"offload", fmt::format("{} configurations fit the GPU but not the node's {} of host RAM (at the {:.0f}% target)",
+                                                 pr.host_short, gib(s.parallel.host_memory_bytes), 100 * s.thresholds.target)});
+  // A shorter sequence, last: only when nothing that keeps the context fits.
+  if (r.options.empty()) {
+    for (int64_t seq = s.batch.seq_len / 2; seq >= 128; seq /= 2) {
+      TrainingSetup t = s;
+      t.batch.seq_len = seq;
+      const PlanResult ps = search(t);
+      std::vector<FitOption> shorter;
+      for (const Candidate& c : ps.group_bests)
+        if (c.fits && c.setup.finetune.mode == s.finetune.mode) shorter.push_back(option_of(s, c));
+      if (shorter.empty()) continue;
+      for (FitOption& o : prune(std::move(shorter), 2)) r.training_changes.push_back(std::move(o));
+      break;
+    }
   }
+  const double top = !r.options.empty() ? r.options.front().time.tokens_per_s : 0;
+  for (auto* list : {&r.options, &r.training_changes})
+    for (FitOption& o : *list) o.relative_speed = top > 0 ? o.time.tokens_per_s / top : 1;
+  if (r.fewest) r.fewest->relative_speed = top > 0 ? r.fewest->time.tokens_per_s / top : 1;
   return r;
 }
 

@@ -1,34 +1,61 @@
-// Does a setup fit, and if not, what is the cheapest change that makes it fit. The changes are
-// tried in the order of the usual OOM ladder (as memory guides write it): flash attention, mixed precision, checkpointing,
-// smaller micro-batch with more accumulation (same effective batch), ZeRO stage, shorter
-// sequence, offload. Every number comes from estimate(); nothing here has its own formula.
+// Does a setup fit, and if not, which changes make it fit at the least modelled cost. fit searches
+// (it does not walk a ladder): every combination of the changes the card runs — precision (bf16
+// from fp32 where the card has it), a smaller micro-batch with more accumulation (the effective
+// batch kept), checkpointing policies (selective, every:K, full), attention kernels, 8-bit and
+// paged optimizers, ZeRO stages and offload (optimizer before parameters), FSDP where the
+// framework is not DeepSpeed — goes through plan's search (plan.h) and the few fastest that fit
+// are reported with what each changes. LoRA/QLoRA ("changes what you train") and a shorter
+// sequence (tried last: "changes what the model learns") are reported apart. Every number comes
+// from estimate(); speed from throughput.h.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "estimator/estimate.h"
+#include "planner/space.h"
+#include "planner/throughput.h"
 
 namespace memplan::planner {
 
-// One candidate change and what it does to the peak.
+// One change to one dimension of the setup and what it does.
 struct Change {
-  std::string step;      // ladder step: "flash attention", "mixed precision", ...
+  std::string step;      // the dimension: "precision", "micro-batch", "checkpointing", "attention", ...
   std::string flags;     // how to ask for it on the command line ("--attention flash")
-  std::string cost;      // what it costs ("~+33% compute (recompute the forward)")
-  TrainingSetup setup;   // the setup with the change applied
+  std::string cost;      // what it changes or costs ("recomputes the forward: ~+33% compute")
+  TrainingSetup setup;   // the setup with the change applied (alone, for FitReport::single)
   int64_t peak_bytes = 0;
   bool fits = false;
+};
+
+// A combination of changes that makes the setup fit.
+struct FitOption {
+  TrainingSetup setup;
+  std::vector<Change> changes;     // one per dimension changed, in the order people read them
+  std::string flags;               // all of them: "--precision amp-bf16 --micro-batch 1 --grad-accum 16 ..."
+  int64_t peak_bytes = 0;
+  StepTime time;                   // modelled
+  double relative_speed = 1;       // tokens/s against the fastest option that keeps the model and sequence
+  int64_t host_per_node_bytes = 0; // host RAM the option needs per node
+  bool host_known = false;         // the node's RAM is known (--host-memory or --device cpu) and was checked
+  bool changes_training = false;   // LoRA/QLoRA: trains adapters, not the model
+  bool changes_learning = false;   // a shorter sequence: changes what the model learns
 };
 
 struct FitReport {
   Verdict verdict;                 // of the setup as given
   int64_t peak_bytes = 0;
+  HostVerdict host;                // host memory of the setup as given, per node
   int64_t largest_micro_batch = 0;   // largest micro-batch that fits with nothing else changed (0: none)
   int64_t largest_micro_batch_peak = 0;
-  std::vector<Change> single;      // each ladder step alone, in ladder order
-  std::vector<Change> cumulative;  // ladder steps stacked until it fits (empty if it already fits)
-  std::vector<Change> other;       // outside the ladder: 8-bit optimizer, LoRA, QLoRA
+  std::vector<Change> single;      // each change alone, the setup otherwise as given
+  std::vector<FitOption> options;  // the few fastest combinations that fit, training the model as asked
+  std::optional<FitOption> fewest; // the fitting combination with the fewest changes (fastest among
+                                   // those), when none of `options` is as small
+  std::vector<FitOption> training_changes;  // LoRA/QLoRA, then shorter sequences, that fit
+  std::vector<LeftOut> left_out;   // changes not offered, and why (the card, the framework, host RAM)
+  int64_t searched = 0;            // candidates classified
 };
 
 // REQUIRES: validate(s) is empty and s.device.capacity_bytes > 0.
@@ -40,5 +67,9 @@ int64_t largest_micro_batch(const TrainingSetup& s, const Calibration* cal = nul
 
 // True when the setup's peak is within the target utilisation of its device.
 bool fits(const TrainingSetup& s, const Calibration* cal = nullptr);
+
+// The space fit searches for a setup: its own value in every dimension plus the alternatives that
+// use less memory and run on its card (the reasons for the rest in left_out).
+SearchSpace fit_space(const TrainingSetup& s);
 
 }  // namespace memplan::planner

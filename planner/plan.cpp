@@ -1,13 +1,13 @@
 // The plan search (see plan.h). Memory is monotone in the micro-batch while the accumulation
-// regime holds (tests/estimator/invariants_test.cpp), so each group of (precision, attention,
-// checkpointing, optimizer, ZeRO, offload) finds its largest fitting micro-batch by binary
-// search per regime and classifies every micro-batch of its range exactly; the activation
-// timeline of a (micro-batch, precision, attention, checkpointing, gradient regime) is
-// simulated once and shared by every group.
+// regime holds (tests/estimator/invariants_test.cpp), so each group of (sharding, precision,
+// attention, checkpointing, optimizer, fine-tuning) finds its largest fitting micro-batch by
+// binary search per regime and per tier budget, reusing the peaks it computed, and classifies
+// every micro-batch of its range exactly; the activation timeline of a (micro-batch, sequence,
+// precision, attention, checkpointing, fine-tuning, gradient regime) is simulated once and shared
+// by every group.
 #include "planner/plan.h"
 
 #include "estimator/error.h"
-#include "planner/emit.h"
 
 #include <fmt/format.h>
 
@@ -24,6 +24,11 @@ double tier_fraction(const std::string& tier) {
   if (tier == "balanced") return 0.90;
   if (tier == "aggressive") return 0.95;
   return 0;
+}
+
+const std::vector<std::string>& tier_names() {
+  static const std::vector<std::string> t = {"safe", "balanced", "aggressive"};
+  return t;
 }
 
 namespace {
@@ -57,17 +62,26 @@ std::vector<E> parse_list(const std::string& text, const char* flag, std::option
   return out;
 }
 
+std::string gib(int64_t b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0)); }
+
 }  // namespace
+
+std::string global_batch_source(const PlanAsk& ask) {
+  if (ask.global_batch) return "--global-batch";
+  if (ask.config_global_batch) return "the config's global batch";
+  if (ask.given_batch) return "micro-batch x accumulation x GPUs as given";
+  return "";
+}
 
 PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calibration* calibration) {
   if (s.device.capacity_bytes <= 0)
     throw InputError(Where::at_flag("--gpu"), "plan needs a target", "pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 40GiB");
   PlanRequest req;
   req.base = s;
-  req.global_batch = ask.global_batch.value_or(ask.config_global_batch.value_or(0));
+  req.global_batch = ask.global_batch.value_or(ask.config_global_batch.value_or(ask.given_batch.value_or(0)));
   if (req.global_batch <= 0)
     throw InputError(Where::at_flag("--global-batch"), "plan needs the global batch (sequences per optimizer step, all GPUs)",
-                     "pass --global-batch 256, or set training.global_batch_size in the config");
+                     "pass --global-batch 256, set training.global_batch_size in the config, or give --micro-batch and --grad-accum");
   const int64_t dp = s.parallel.data_parallel();
   if (req.global_batch < dp)
     throw InputError(Where::at_flag("--global-batch"),
@@ -84,52 +98,66 @@ PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calib
       throw InputError(Where::at_flag("--tier"), fmt::format("unknown tier '{}'", ask.tier),
                        "expected one of: safe (85%), balanced (90%), aggressive (95%)");
   }
-  EmitFormat format = EmitFormat::memplan;
-  if (!ask.emit.empty() && !parse_emit_format(ask.emit, &format))
-    throw InputError(Where::at_flag("--emit"), fmt::format("unknown format '{}'", ask.emit),
-                     fmt::format("expected one of: {}", fmt::join(emit_format_names(), ", ")));
-  req.stack = ask.emit == "deepspeed" ? Stack::deepspeed
-              : ask.emit == "hf"      ? Stack::hf
-              : ask.emit == "lightning" ? Stack::lightning
-                                        : Stack::any;
+  if (!ask.emit.empty()) {
+    EmitFormat format = EmitFormat::memplan;
+    if (!parse_emit_format(ask.emit, &format))
+      throw InputError(Where::at_flag("--emit"), fmt::format("unknown format '{}'", ask.emit),
+                       fmt::format("expected one of: {}", fmt::join(emit_format_names(), ", ")));
+    req.format = format;
+  }
   // An explicit flag fixes that dimension; everything else is searched.
-  if (!ask.optimizers.empty()) req.optimizers = parse_list<OptimizerKind>(ask.optimizers, "--optimizers", parse_optimizer, optimizer_names());
-  else if (ask.optimizer_fixed) req.optimizers = {s.optimizer};
-  if (!ask.precisions.empty()) req.precisions = parse_list<Precision>(ask.precisions, "--precisions", parse_precision, precision_names());
-  else if (ask.precision_fixed) req.precisions = {s.precision};
-  if (ask.attention_fixed) req.attentions = {s.attention};
-  if (ask.checkpointing_fixed) req.checkpointings = {s.checkpointing};
-  req.allow_offload = !ask.no_offload;
+  Constraints& c = req.constraints;
+  if (!ask.optimizers.empty()) c.optimizers = parse_list<OptimizerKind>(ask.optimizers, "--optimizers", parse_optimizer, optimizer_names());
+  else if (ask.optimizer_fixed) c.optimizers = {s.optimizer};
+  if (!ask.precisions.empty()) c.precisions = parse_list<Precision>(ask.precisions, "--precisions", parse_precision, precision_names());
+  else if (ask.precision_fixed) c.precisions = {s.precision};
+  if (ask.attention_fixed) c.attentions = {s.attention};
+  if (ask.checkpointing_fixed) c.checkpointings = {s.checkpointing};
+  if (ask.zero_fixed) c.zero = s.parallel.zero_stage;
+  if (ask.offload_fixed) c.offload = s.parallel.offload;
+  if (ask.fsdp_fixed) c.fsdp = s.parallel.fsdp;
+  c.no_deepspeed = ask.no_deepspeed;
+  c.allow_offload = !ask.no_offload;
+  if (ask.max_micro_batch < 1)
+    throw InputError(Where::at_flag("--max-micro-batch"), fmt::format("must be at least 1 (got {})", ask.max_micro_batch));
   req.max_micro_batch = ask.max_micro_batch;
   req.calibration = calibration;
+  req.space = plan_space(s, c);  // throws on contradictions, before any search
   return req;
 }
 
 namespace {
 
-std::string gib(int64_t b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0)); }
-
-struct ZeroOffload {
-  int zero;
-  Offload offload;
+// Everything the search varies, for one group (all but the micro-batch).
+struct Group {
+  Sharding sharding;
+  Precision precision;
+  AttentionImpl attention;
+  Checkpointing checkpointing;
+  OptimizerKind optimizer;
+  FinetuneMode finetune;
 };
-
-bool flash_capable(const DeviceSpec& d) {
-  return d.kind == DeviceKind::cuda && d.family != "volta" && d.family != "turing" && d.family != "apple" &&
-         d.family.rfind("rdna", 0) != 0;
-}
 
 class Search {
  public:
-  explicit Search(const PlanRequest& req)
-      : req_(req), dp_(req.base.parallel.data_parallel()), ps_(summarize_parameters(req.base)) {
-    budget_ = static_cast<int64_t>(req.budget * static_cast<double>(req.base.device.capacity_bytes));
+  Search(const PlanRequest& req, const SearchSpace& space)
+      : req_(req), space_(space), dp_(req.base.parallel.data_parallel()) {
+    budgets_.push_back(req.budget);
+    if (req.explain)
+      for (const std::string& t : tier_names()) budgets_.push_back(tier_fraction(t));
+    for (double f : budgets_) budget_bytes_.push_back(static_cast<int64_t>(f * static_cast<double>(req.base.device.capacity_bytes)));
+    host_capacity_ = req.base.parallel.host_memory_bytes;
     // Accumulation 1 (gradients appear during backward) once G / (dp * b) rounds to 1.
     for (int64_t b = 1; b <= max_b(); ++b)
       if (accum_for(b) >= 2) split_ = b;
   }
 
-  int64_t budget() const { return budget_; }
+  int64_t budget() const { return budget_bytes_[0]; }
+  int64_t budget_at(size_t level) const { return budget_bytes_[level]; }
+  size_t levels() const { return budgets_.size(); }
+  int64_t host_budget(size_t level = 0) const {
+    return host_capacity_ > 0 ? static_cast<int64_t>(budgets_[level] * static_cast<double>(host_capacity_)) : 0;
+  }
   int64_t dp() const { return dp_; }
 
   int64_t accum_for(int64_t b) const {
@@ -139,33 +167,55 @@ class Search {
   int64_t max_b() const {
     return std::max<int64_t>(1, std::min(req_.max_micro_batch, (req_.global_batch + dp_ - 1) / dp_));
   }
+  bool exact(int64_t b) const { return b * accum_for(b) * dp_ == req_.global_batch; }
 
-  // Peak of a candidate; timelines cached by their key.
-  int64_t peak(const TrainingSetup& s) {
-    const auto key = std::make_tuple(s.batch.micro_batch, static_cast<int>(s.checkpointing.mode), s.checkpointing.every_k,
-                                     static_cast<int>(s.attention), static_cast<int>(s.precision), gradients_persist(s));
+  const ParamSummary& summary(const TrainingSetup& s) {
+    const auto key = std::make_tuple(static_cast<int>(s.finetune.mode), s.finetune.lora_rank, static_cast<int>(s.finetune.base_quant));
+    auto it = summaries_.find(key);
+    if (it == summaries_.end()) it = summaries_.emplace(key, summarize_parameters(s)).first;
+    return it->second;
+  }
+
+  struct Eval {
+    int64_t peak = 0;
+    int64_t host_per_node = 0;
+  };
+
+  // Peak and host memory of a candidate; timelines cached by their key.
+  Eval evaluate_memory(const TrainingSetup& s) {
+    const auto key = std::make_tuple(s.batch.micro_batch, s.batch.seq_len, static_cast<int>(s.checkpointing.mode),
+                                     s.checkpointing.every_k, static_cast<int>(s.attention), static_cast<int>(s.precision),
+                                     gradients_persist(s), static_cast<int>(s.finetune.mode), s.finetune.lora_rank);
     auto it = timelines_.find(key);
     if (it == timelines_.end()) {
       it = timelines_.emplace(key, activation_timeline(s)).first;
       ++timeline_count;
     }
     ++compositions;
-    return estimate_peak(s, it->second, req_.calibration, &ps_);
+    const MemoryBreakdown b = compose(s, it->second, req_.calibration, /*with_text=*/false, &summary(s));
+    return {b.peak_bytes(), b.host_bytes() * s.parallel.ranks_per_node()};
   }
 
-  // A candidate with its modelled time and global batch; peak and fits left to the caller.
-  Candidate priced(const TrainingSetup& s) const {
+  bool host_ok(int64_t host_per_node, size_t level = 0) const {
+    return host_capacity_ <= 0 || host_per_node <= host_budget(level);
+  }
+
+  // A candidate with its modelled time and global batch; memory left to the caller.
+  Candidate priced(const TrainingSetup& s) {
     Candidate c;
     c.setup = s;
-    c.time = step_time(s, ps_);
+    c.time = step_time(s, summary(s));
     c.global_batch = s.batch.micro_batch * s.batch.grad_accum * dp_;
     return c;
   }
 
-  Candidate evaluate(const TrainingSetup& s) {
+  Candidate evaluate(const TrainingSetup& s, size_t level = 0) {
     Candidate c = priced(s);
-    c.peak_bytes = peak(s);
-    c.fits = c.peak_bytes <= budget_;
+    const Eval e = evaluate_memory(s);
+    c.peak_bytes = e.peak;
+    c.host_per_node_bytes = e.host_per_node;
+    c.host_fits = host_ok(e.host_per_node, level);
+    c.fits = c.peak_bytes <= budget_at(level) && c.host_fits;
     return c;
   }
 
@@ -181,126 +231,110 @@ class Search {
     return a.peak_bytes < b.peak_bytes;
   }
 
-  // The best fitting candidate of one group (everything fixed but the micro-batch), classifying
-  // every micro-batch of the range. Returns false when none fits.
-  bool best_of_group(TrainingSetup t, Candidate* best, int64_t* smallest_peak = nullptr) {
-    const int64_t hi_all = max_b(), split = split_;
-    bool found = false;
-    auto fits_at = [&](int64_t b) {
+  // The best fitting candidate of one group (everything fixed but the micro-batch) at each budget
+  // level, classifying every micro-batch of the range. best[level] stays empty when none fits.
+  // `smallest_peak` gets the peak at micro-batch 1; `host_short` counts micro-batches that fit
+  // the GPU but not the node's RAM (level 0).
+  std::vector<std::optional<Candidate>> best_of_group(TrainingSetup t, int64_t* smallest_peak = nullptr, bool count = true) {
+    std::vector<std::optional<Candidate>> best(levels());
+    std::map<int64_t, Eval> seen;
+    auto eval_at = [&](int64_t b) -> const Eval& {
+      auto it = seen.find(b);
+      if (it != seen.end()) return it->second;
       t.batch.micro_batch = b;
       t.batch.grad_accum = accum_for(b);
-      const int64_t p = peak(t);
-      if (smallest_peak && b == 1) *smallest_peak = p;
-      return p <= budget_;
+      return seen.emplace(b, evaluate_memory(t)).first->second;
     };
-    for (auto [lo, hi] : {std::pair<int64_t, int64_t>{1, split}, {split + 1, hi_all}}) {
-      if (lo > hi) continue;
-      candidates += hi - lo + 1;
-      if (!fits_at(lo)) continue;
-      int64_t good = lo, bad = hi + 1;
-      if (fits_at(hi)) good = hi;
-      else bad = hi;
-      while (bad - good > 1) {
-        const int64_t mid = good + (bad - good) / 2;
-        (fits_at(mid) ? good : bad) = mid;
-      }
-      fitting += good - lo + 1;
-      for (int64_t b = lo; b <= good; ++b) {
-        t.batch.micro_batch = b;
-        t.batch.grad_accum = accum_for(b);
-        Candidate c = priced(t);
-        c.fits = true;
-        if (!found || better(c, *best)) {
-          *best = std::move(c);
-          found = true;
+    const int64_t hi_all = max_b(), split = split_;
+    for (size_t level = 0; level < levels(); ++level) {
+      auto fits_at = [&](int64_t b) {
+        const Eval& e = eval_at(b);
+        return e.peak <= budget_at(level) && host_ok(e.host_per_node, level);
+      };
+      for (auto [lo, hi] : {std::pair<int64_t, int64_t>{1, split}, {split + 1, hi_all}}) {
+        if (lo > hi) continue;
+        if (level == 0 && count) candidates += hi - lo + 1;
+        // Host memory grows with the micro-batch only through the data loader: monotone too.
+        if (!fits_at(lo)) continue;
+        int64_t good = lo, bad = hi + 1;
+        if (fits_at(hi)) good = hi;
+        else bad = hi;
+        while (bad - good > 1) {
+          const int64_t mid = good + (bad - good) / 2;
+          (fits_at(mid) ? good : bad) = mid;
+        }
+        if (level == 0 && count) fitting += good - lo + 1;
+        for (int64_t b = lo; b <= good; ++b) {
+          if (req_.exact_batch_only && !exact(b)) continue;
+          t.batch.micro_batch = b;
+          t.batch.grad_accum = accum_for(b);
+          Candidate c = priced(t);
+          c.fits = true;
+          if (!best[level] || better(c, *best[level])) best[level] = std::move(c);
         }
       }
-    }
-    if (found) best->peak_bytes = peak(best->setup);
-    return found;
-  }
-
-  std::vector<Precision> precisions(int zero) const {
-    if (!req_.precisions.empty()) return req_.precisions;
-    const bool bf16 = req_.base.device.bf16;
-    const bool deepspeed = zero >= 1 || req_.stack == Stack::deepspeed;
-    if (deepspeed) return {bf16 ? Precision::mixed_bf16 : Precision::mixed_fp16, Precision::fp32};
-    std::vector<Precision> p = {bf16 ? Precision::amp_bf16 : Precision::amp_fp16, Precision::fp32};
-    if (bf16) p.push_back(Precision::bf16);
-    return p;
-  }
-
-  std::vector<AttentionImpl> attentions(Precision p) const {
-    std::vector<AttentionImpl> a = req_.attentions.empty()
-                                       ? std::vector<AttentionImpl>{AttentionImpl::eager, AttentionImpl::sdpa, AttentionImpl::flash}
-                                       : req_.attentions;
-    const bool half = p != Precision::fp32;
-    a.erase(std::remove_if(a.begin(), a.end(), [&](AttentionImpl x) {
-              return x == AttentionImpl::flash && (!half || !flash_capable(req_.base.device));
-            }),
-            a.end());
-    return a;
-  }
-
-  std::vector<Checkpointing> checkpointings() const {
-    if (!req_.checkpointings.empty()) return req_.checkpointings;
-    auto make = [](const char* s) { return *parse_checkpointing(s); };
-    if (req_.stack == Stack::hf || req_.stack == Stack::lightning) return {make("none"), make("full")};
-    return {make("none"), make("selective"), make("every:4"), make("every:2"), make("full")};
-  }
-
-  std::vector<OptimizerKind> optimizers() const {
-    return req_.optimizers.empty() ? std::vector<OptimizerKind>{req_.base.optimizer} : req_.optimizers;
-  }
-
-  std::vector<ZeroOffload> zero_offload() const {
-    std::vector<ZeroOffload> z;
-    if (dp_ > 1) {
-      for (int s = 0; s <= 3; ++s) z.push_back({s, Offload::none});
-      if (req_.allow_offload)
-        for (ZeroOffload x : {ZeroOffload{1, Offload::optimizer}, {2, Offload::optimizer}, {3, Offload::optimizer},
-                              {3, Offload::optimizer_and_params}})
-          z.push_back(x);
-    } else {
-      z.push_back({0, Offload::none});  // ZeRO on one GPU only matters for offload
-      if (req_.allow_offload) {
-        z.push_back({2, Offload::optimizer});
-        z.push_back({3, Offload::optimizer_and_params});
+      if (best[level]) {
+        const Eval& e = eval_at(best[level]->setup.batch.micro_batch);
+        best[level]->peak_bytes = e.peak;
+        best[level]->host_per_node_bytes = e.host_per_node;
+        best[level]->host_fits = true;
       }
     }
-    return z;
+    if (smallest_peak) *smallest_peak = eval_at(1).peak;
+    if (count && host_capacity_ > 0)  // GPU-fitting micro-batches the node's RAM refuses
+      for (const auto& [b, e] : seen)
+        if (e.peak <= budget_at(0) && !host_ok(e.host_per_node, 0)) ++host_short;
+    return best;
   }
 
-  // Every group of the grid.
+  // Every group of the space, as a setup (micro-batch unset).
   template <class F>
   void for_each_group(F&& f) {
-    const std::vector<Checkpointing> ckpts = checkpointings();
-    const std::vector<OptimizerKind> opts = optimizers();
-    for (const ZeroOffload& zo : zero_offload())
-      for (Precision p : precisions(zo.zero))
-        for (AttentionImpl a : attentions(p))
-          for (const Checkpointing& c : ckpts)
-            for (OptimizerKind o : opts) {
-              TrainingSetup t = req_.base;
-              t.parallel.zero_stage = zo.zero;
-              t.parallel.offload = zo.offload;
-              t.precision = p;
-              t.attention = a;
-              t.checkpointing = c;
-              t.optimizer = o;
-              f(t);
-            }
+    for (const Sharding& sh : space_.shardings)
+      for (FinetuneMode ft : space_.finetunes) {
+        std::vector<Precision> seen;
+        for (Precision asked : space_.precisions) {
+          const Precision p = regime_under(asked, sh);
+          if (std::find(seen.begin(), seen.end(), p) != seen.end()) continue;
+          seen.push_back(p);
+          for (AttentionImpl a : space_.attentions) {
+            if (a == AttentionImpl::flash && p == Precision::fp32) continue;  // flash-attn runs fp16/bf16 only
+            for (const Checkpointing& ck : space_.checkpointings)
+              for (OptimizerKind o : space_.optimizers) {
+                if (!combinable(sh, o)) continue;  // 8-bit/paged states never go with offload
+                TrainingSetup t = req_.base;
+                apply(t, sh);
+                t.precision = p;
+                t.attention = a;
+                t.checkpointing = ck;
+                t.optimizer = o;
+                set_finetune(t, ft);
+                f(t, asked);
+              }
+          }
+        }
+      }
   }
 
-  int64_t candidates = 0, fitting = 0, timeline_count = 0, compositions = 0;
+  static void set_finetune(TrainingSetup& t, FinetuneMode ft) {
+    if (t.finetune.mode == ft) return;
+    t.finetune.mode = ft;
+    t.finetune.base_quant = ft == FinetuneMode::qlora ? BaseQuant::nf4 : BaseQuant::none;
+    if (ft != FinetuneMode::full && t.finetune.lora_rank < 1) t.finetune.lora_rank = 16;
+  }
+
+  int64_t candidates = 0, fitting = 0, timeline_count = 0, compositions = 0, host_short = 0;
 
  private:
   const PlanRequest& req_;
+  const SearchSpace& space_;
   int64_t dp_;
-  ParamSummary ps_;
-  int64_t budget_ = 0;
+  std::vector<double> budgets_;       // [0]: the request's; then safe, balanced, aggressive
+  std::vector<int64_t> budget_bytes_;
+  int64_t host_capacity_ = 0;
   int64_t split_ = 0;  // largest micro-batch whose accumulation is >= 2
-  std::map<std::tuple<int64_t, int, int64_t, int, int, bool>, Timeline> timelines_;
+  std::map<std::tuple<int, int64_t, int>, ParamSummary> summaries_;
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, int, int, bool, int, int64_t>, Timeline> timelines_;
 };
 
 std::string describe_value(const std::string& dim, const TrainingSetup& s) {
@@ -309,9 +343,8 @@ std::string describe_value(const std::string& dim, const TrainingSetup& s) {
   if (dim == "attention") return to_string(s.attention);
   if (dim == "precision") return to_string(s.precision);
   if (dim == "optimizer") return to_string(s.optimizer);
-  if (dim == "ZeRO/offload")
-    return s.parallel.offload == Offload::none ? fmt::format("ZeRO-{}", s.parallel.zero_stage)
-                                               : fmt::format("ZeRO-{} + offload {}", s.parallel.zero_stage, to_string(s.parallel.offload));
+  if (dim == "fine-tuning") return to_string(s.finetune.mode);
+  if (dim == "ZeRO/offload") return sharding_of(s).describe(s.parallel.data_parallel());
   return "?";
 }
 
@@ -322,6 +355,7 @@ std::string slower_because(const std::string& dim, const TrainingSetup& alt, con
   if (dim == "attention") return alt.attention == AttentionImpl::eager ? "materialises the s x s scores" : "slower kernel";
   if (dim == "ZeRO/offload") {
     if (alt.parallel.offload != Offload::none) return "host transfers and a CPU optimizer step";
+    if (alt.parallel.fsdp != FsdpMode::none) return "parameter all-gathers per block";
     return alt.parallel.zero_stage > best.parallel.zero_stage ? "not needed: more communication" : "more memory per GPU";
   }
   if (dim == "precision") return alt.precision == Precision::fp32 ? "fp32 matmuls" : "different memory/speed trade";
@@ -329,42 +363,105 @@ std::string slower_because(const std::string& dim, const TrainingSetup& alt, con
   return "slower";
 }
 
+// The same configuration (micro-batch, accumulation and every searched dimension).
+bool same_choice(const TrainingSetup& a, const TrainingSetup& b) {
+  return a.batch.micro_batch == b.batch.micro_batch && a.batch.grad_accum == b.batch.grad_accum && sharding_of(a) == sharding_of(b) &&
+         a.precision == b.precision && a.attention == b.attention && to_string(a.checkpointing) == to_string(b.checkpointing) &&
+         a.optimizer == b.optimizer && a.finetune.mode == b.finetune.mode;
+}
+
+// The dimension in which two groups differ, or "" when they differ in none or several.
+std::string differing_dimension(const TrainingSetup& t, const TrainingSetup& w) {
+  const bool same_zo = sharding_of(t) == sharding_of(w);
+  const bool same_p = t.precision == w.precision, same_a = t.attention == w.attention;
+  const bool same_c = to_string(t.checkpointing) == to_string(w.checkpointing), same_o = t.optimizer == w.optimizer;
+  const bool same_f = t.finetune.mode == w.finetune.mode;
+  const int diff = !same_zo + !same_p + !same_a + !same_c + !same_o + !same_f;
+  if (diff != 1) return "";
+  return !same_zo ? "ZeRO/offload" : !same_p ? "precision" : !same_a ? "attention" : !same_c ? "checkpointing" : !same_o ? "optimizer" : "fine-tuning";
+}
+
 }  // namespace
 
 PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string, DeviceSpec>>& gpus) {
   const auto t0 = std::chrono::steady_clock::now();
   PlanResult r;
-  Search search(req);
+  const SearchSpace space = req.space ? *req.space : plan_space(req.base, req.constraints);
+  r.left_out = space.left_out;
+  Search search(req, space);
   r.budget_bytes = search.budget();
+  r.host_budget_bytes = search.host_budget();
   int64_t smallest = -1;
-  search.for_each_group([&](const TrainingSetup& t) {
-    Candidate c;
+  std::optional<Candidate> overall;
+  std::vector<std::optional<Candidate>> tier_best(tier_names().size());
+  std::string first_unexpressed;
+  search.for_each_group([&](const TrainingSetup& t, Precision asked) {
     int64_t p1 = 0;
-    if (search.best_of_group(t, &c, &p1)) {
-      if (!r.found || search.better(c, r.best)) {
-        r.best = std::move(c);
-        r.found = true;
-      }
-    } else if (smallest < 0 || p1 < smallest) {
-      smallest = p1;
+    std::vector<std::optional<Candidate>> best = search.best_of_group(t, &p1);
+    for (size_t i = 0; i + 1 < best.size(); ++i)
+      if (best[i + 1] && (!tier_best[i] || search.better(*best[i + 1], *tier_best[i]))) tier_best[i] = best[i + 1];
+    if (!best[0]) {
+      if (smallest < 0 || p1 < smallest) smallest = p1;
+      return;
+    }
+    Candidate& c = *best[0];
+    if (asked != t.precision) {
+      const std::string note = fmt::format("{} runs as {} under DeepSpeed (its bf16/fp16 keeps fp32 master weights and states): the "
+                                           "DeepSpeed candidates use {}",
+                                           to_string(asked), to_string(t.precision), to_string(t.precision));
+      if (std::find(r.regime_notes.begin(), r.regime_notes.end(), note) == r.regime_notes.end()) r.regime_notes.push_back(note);
+    }
+    r.group_bests.push_back(c);
+    if (!overall || search.better(c, *overall)) overall = c;
+    std::string why;
+    if (req.format && !can_express(*req.format, c.setup, &why)) {
+      if (first_unexpressed.empty()) first_unexpressed = why;
+      return;
+    }
+    if (!r.found || search.better(c, r.best)) {
+      r.best = c;
+      r.found = true;
     }
   });
   r.candidates = search.candidates;
   r.fitting = search.fitting;
+  r.host_short = search.host_short;
+  std::stable_sort(r.group_bests.begin(), r.group_bests.end(), [&](const Candidate& a, const Candidate& b) { return search.better(a, b); });
+  for (size_t i = 0; req.explain && i < tier_best.size(); ++i) {
+    TierPlan tp;
+    tp.tier = tier_names()[i];
+    tp.fraction = tier_fraction(tp.tier);
+    tp.budget_bytes = search.budget_at(i + 1);
+    tp.found = tier_best[i].has_value();
+    if (tp.found) tp.best = *tier_best[i];
+    r.tiers.push_back(std::move(tp));
+  }
+  if (overall && r.found && !same_choice(overall->setup, r.best.setup)) {
+    r.unrestricted = overall;
+    const double loss = 1.0 - r.best.time.tokens_per_s / overall->time.tokens_per_s;
+    r.format_note = fmt::format("--emit {} cannot express the overall best ({}); this is the best it can express, {:.0f}% slower "
+                                "(modelled)",
+                                emit_format_name(*req.format), first_unexpressed, 100 * loss);
+  } else if (overall && !r.found) {
+    r.unrestricted = overall;
+    r.format_note = fmt::format("--emit {} cannot express any configuration that fits ({})", emit_format_name(*req.format), first_unexpressed);
+  }
 
-  if (r.found) {
+  if (r.found && req.explain) {
     if (r.best.global_batch != req.global_batch)
       r.batch_note = fmt::format("global batch {} is not reachable exactly: {} x {} x {} = {} (nearest)", req.global_batch,
                                  r.best.setup.batch.micro_batch, r.best.setup.batch.grad_accum, search.dp(), r.best.global_batch);
     // Runners-up: change one dimension of the winner at a time.
     const TrainingSetup& w = r.best.setup;
     auto add = [&](const std::string& dim, TrainingSetup alt) {
-      Candidate c;
       RunnerUp ru;
       ru.dimension = dim;
       ru.value = describe_value(dim, alt);
       int64_t p1 = 0;
-      if (search.best_of_group(alt, &c, &p1)) {
+      const auto best = search.best_of_group(alt, &p1, /*count=*/false);
+      Candidate c;
+      if (best[0]) {
+        c = *best[0];
         const double loss = 1.0 - c.time.tokens_per_s / r.best.time.tokens_per_s;
         if (std::fabs(loss) < 0.005)
           ru.why = fmt::format("same modelled throughput; peak {} vs {}", gib(c.peak_bytes), gib(r.best.peak_bytes));
@@ -372,9 +469,16 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
           ru.why = fmt::format("{:+.0f}% throughput (modelled): {}", -100 * loss, slower_because(dim, c.setup, w));
         if (c.setup.batch.micro_batch != w.batch.micro_batch && dim != "micro-batch")
           ru.why += fmt::format(" (best at micro-batch {})", c.setup.batch.micro_batch);
+        std::string why;
+        if (req.format && !can_express(*req.format, c.setup, &why)) ru.why += fmt::format("; --emit {} cannot express it", emit_format_name(*req.format));
       } else {
-        c = search.evaluate([&] { alt.batch.micro_batch = 1; alt.batch.grad_accum = search.accum_for(1); return alt; }());
-        ru.why = fmt::format("does not fit: even micro-batch 1 needs {} > {} budget", gib(c.peak_bytes), gib(r.budget_bytes));
+        alt.batch.micro_batch = 1;
+        alt.batch.grad_accum = search.accum_for(1);
+        c = search.evaluate(alt);
+        ru.why = c.peak_bytes > r.budget_bytes
+                     ? fmt::format("does not fit: even micro-batch 1 needs {} > {} budget", gib(c.peak_bytes), gib(r.budget_bytes))
+                     : fmt::format("does not fit the node: needs {} of host RAM > {} budget", gib(c.host_per_node_bytes),
+                                   gib(r.host_budget_bytes));
       }
       ru.candidate = std::move(c);
       r.runners_up.push_back(std::move(ru));
@@ -388,30 +492,35 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       RunnerUp ru{"micro-batch", std::to_string(alt.batch.micro_batch), c, ""};
       ru.why = c.fits ? fmt::format("{:+.0f}% throughput (modelled), global batch {}", 100 * (c.time.tokens_per_s / r.best.time.tokens_per_s - 1),
                                     c.global_batch)
-                      : fmt::format("does not fit: {} > {} budget", gib(c.peak_bytes), gib(r.budget_bytes));
+               : c.peak_bytes > r.budget_bytes ? fmt::format("does not fit: {} > {} budget", gib(c.peak_bytes), gib(r.budget_bytes))
+                                               : fmt::format("does not fit the node: {} of host RAM > {} budget", gib(c.host_per_node_bytes),
+                                                             gib(r.host_budget_bytes));
       r.runners_up.push_back(std::move(ru));
     }
-    search.for_each_group([&](const TrainingSetup& t) {
-      // Groups that differ from the winner in exactly one dimension.
-      const bool same_zo = t.parallel.zero_stage == w.parallel.zero_stage && t.parallel.offload == w.parallel.offload;
-      const bool same_p = t.precision == w.precision, same_a = t.attention == w.attention;
-      const bool same_c = to_string(t.checkpointing) == to_string(w.checkpointing), same_o = t.optimizer == w.optimizer;
-      const int diff = !same_zo + !same_p + !same_a + !same_c + !same_o;
-      if (diff != 1) return;
-      const std::string dim = !same_zo ? "ZeRO/offload" : !same_p ? "precision" : !same_a ? "attention" : !same_c ? "checkpointing" : "optimizer";
-      add(dim, t);
+    search.for_each_group([&](const TrainingSetup& t, Precision) {
+      const std::string dim = differing_dimension(t, w);
+      if (!dim.empty()) add(dim, t);
     });
-  } else {
+  } else if (!overall && req.explain) {
     r.why_not = fmt::format("nothing fits the {} budget ({:.0f}% of {}): the smallest configuration tried needs {}", gib(r.budget_bytes),
                             100 * req.budget, gib(req.base.device.capacity_bytes), gib(std::max<int64_t>(0, smallest)));
+    if (r.host_short > 0)
+      r.why_not += fmt::format("; {} configurations fit the GPU but need more host RAM than the node's {} budget", r.host_short,
+                               gib(r.host_budget_bytes));
     auto feasible = [&](const PlanRequest& q) {
-      Search s(q);
+      SearchSpace sp;
+      try {
+        sp = plan_space(q.base, q.constraints);  // another card runs other things
+      } catch (const InputError&) {
+        return false;
+      }
+      Search s(q, sp);
       bool ok = false;
-      s.for_each_group([&](TrainingSetup t) {
+      s.for_each_group([&](TrainingSetup t, Precision) {
         if (ok) return;
         t.batch.micro_batch = 1;
         t.batch.grad_accum = s.accum_for(1);
-        ok = s.peak(t) <= s.budget();
+        ok = s.evaluate(t).fits;
       });
       return ok;
     };
@@ -441,6 +550,60 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
   r.compositions = search.compositions;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+// ---- the per-memory-size table ---------------------------------------------------------------
+
+std::vector<std::string> optimisations(const TrainingSetup& p, const TrainingSetup& base) {
+  std::vector<std::string> out;
+  switch (p.precision) {
+    case Precision::amp_bf16: out.emplace_back("mixed precision (bf16 autocast)"); break;
+    case Precision::amp_fp16: out.emplace_back("mixed precision (fp16 autocast)"); break;
+    case Precision::mixed_bf16: out.emplace_back("mixed precision (DeepSpeed bf16)"); break;
+    case Precision::mixed_fp16: out.emplace_back("mixed precision (DeepSpeed fp16)"); break;
+    case Precision::bf16: out.emplace_back("pure bf16"); break;
+    case Precision::fp16: out.emplace_back("pure fp16"); break;
+    case Precision::fp32: break;
+  }
+  if (p.checkpointing.mode != CheckpointMode::none) out.push_back(fmt::format("gradient checkpointing ({})", to_string(p.checkpointing)));
+  if (p.attention == AttentionImpl::flash) out.emplace_back("flash attention");
+  if (p.attention == AttentionImpl::sdpa && base.attention == AttentionImpl::eager) out.emplace_back("SDPA attention");
+  if (p.optimizer != base.optimizer) out.emplace_back(fmt::format("{} optimizer", to_string(p.optimizer)));
+  const Sharding sh = sharding_of(p);
+  if (sh.fsdp != FsdpMode::none || sh.zero > 0 || sh.offload != Offload::none) out.push_back(sh.describe(p.parallel.data_parallel()));
+  if (p.finetune.mode != FinetuneMode::full)
+    out.push_back(fmt::format("{} r={}", p.finetune.mode == FinetuneMode::qlora ? "QLoRA" : "LoRA", p.finetune.lora_rank));
+  return out;
+}
+
+std::vector<TableRow> plan_table(const PlanRequest& req, const std::vector<std::pair<std::string, DeviceSpec>>& devices) {
+  std::vector<TableRow> rows;
+  for (const auto& [label, device] : devices) {
+    PlanRequest q = req;
+    q.base.device = device;
+    q.space = plan_space(q.base, q.constraints);
+    rows.push_back({label, device, plan(q)});
+  }
+  return rows;
+}
+
+std::string table_markdown(const std::vector<TableRow>& rows, const TrainingSetup& base) {
+  std::string out = "| GPU memory | Micro-batch | Gradient accumulation | Other optimizations | Peak |\n";
+  out += "| ---------- | ----------- | --------------------- | ------------------- | ---- |\n";
+  for (const TableRow& row : rows) {
+    const PlanResult& r = row.result;
+    if (!r.found) {
+      out += fmt::format("| {} | - | - | does not fit: {} | - |\n", row.label,
+                         r.why_not.empty() ? r.format_note : r.why_not.substr(0, r.why_not.find(':')));
+      continue;
+    }
+    const TrainingSetup& s = r.best.setup;
+    const std::vector<std::string> opts = optimisations(s, base);
+    out += fmt::format("| {} | {} | {} | {} | {} ({:.0f}%) |\n", row.label, s.batch.micro_batch, s.batch.grad_accum,
+                       opts.empty() ? std::string("None") : fmt::format("{}", fmt::join(opts, " + ")), gib(r.best.peak_bytes),
+                       100.0 * static_cast<double>(r.best.peak_bytes) / static_cast<double>(row.device.capacity_bytes));
+  }
+  return out;
 }
 
 }  // namespace memplan::planner

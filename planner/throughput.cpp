@@ -56,6 +56,9 @@ double recompute_flops_per_token(const TrainingSetup& s, const ParamSummary& ps)
     case CheckpointMode::selective: return attention_fwd_flops_per_token(s);  // the attention core only
     case CheckpointMode::full: return fwd;
     case CheckpointMode::every: return fwd / static_cast<double>(std::max<int64_t>(1, s.checkpointing.every_k));
+    case CheckpointMode::selective_op: return fwd / 2;  // every other matmul recomputed
+    case CheckpointMode::layers:
+      return fwd * static_cast<double>(s.checkpointing.layers.size()) / static_cast<double>(std::max<int64_t>(1, s.model.num_layers));
   }
   return 0;
 }
@@ -99,8 +102,20 @@ StepTime step_time(const TrainingSetup& s, const ParamSummary& ps) {
     if (s.parallel.offload == Offload::optimizer_and_params)
       t.offload_s += micro_steps * 2 * total_params / part * wb / pcie;
   } else {
-    const double state = s.optimizer == OptimizerKind::sgd ? 0 : s.optimizer == OptimizerKind::sgd_momentum ? 1 : 2;
-    t.optimizer_s = trainable / part * (wb + gb + state * 4 * 2) * 2 / hbm;
+    // Optimizer-state bytes read and written per trainable parameter.
+    double state_b = 16;  // two fp32 moments
+    switch (s.optimizer) {
+      case OptimizerKind::sgd: state_b = 0; break;
+      case OptimizerKind::sgd_momentum: case OptimizerKind::lion: state_b = 8; break;
+      case OptimizerKind::adamw_8bit: case OptimizerKind::paged_adamw_8bit: state_b = 4; break;
+      case OptimizerKind::adafactor: state_b = 1; break;
+      default: break;
+    }
+    t.optimizer_s = trainable / part * (wb + gb + state_b) * 2 / hbm;
+    // Paged optimizers keep their states in unified memory that pages to the host under pressure:
+    // when it does, every step moves them over PCIe and back (the case memplan plans for).
+    if (s.optimizer == OptimizerKind::paged_adamw || s.optimizer == OptimizerKind::paged_adamw_8bit)
+      t.offload_s += trainable / part * (s.optimizer == OptimizerKind::paged_adamw ? 8.0 : 2.0) * 2 / pcie;
   }
   t.total_s = t.compute_s + t.comm_s + t.offload_s + t.optimizer_s;
   const double global_tokens = tokens_per_micro * micro_steps * static_cast<double>(dp);

@@ -594,7 +594,8 @@ class Monitor:
                 rec.update(micro_batch=choice, grad_accum=effective // choice,
                            flags=f"--micro-batch {choice} --grad-accum {effective // choice}", peak_bytes=peak)
             else:
-                fitting = [c for c in doc.get("single", []) + doc.get("cumulative", []) if c.get("fits")]
+                fitting = [c for c in doc.get("single", []) if c.get("fits")]
+                fitting += [dict(o, cost="; ".join(c["what"] for c in o["changes"])) for o in doc.get("options", [])]
                 if fitting:
                     rec.update(flags=fitting[0]["flags"], peak_bytes=fitting[0]["peak_bytes"] + excess, cost=fitting[0]["cost"])
                 else:

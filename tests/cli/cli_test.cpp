@@ -201,12 +201,12 @@ TEST_CASE("fit: the issue's acceptance command does not fit and shows a change t
   const Run r = invoke(args);
   CHECK(r.code == 1);
   CHECK(contains(r.out, "verdict: does not fit"));
-  CHECK(contains(r.out, "stacked in that order, this makes it fit:"));
-  // At least one change is marked as fitting (the last stacked one at least).
+  CHECK(contains(r.out, "what makes it fit, fastest first"));
+  // At least one change is marked as fitting.
   bool some_fits = false;
   std::istringstream in(r.out);
   for (std::string l; std::getline(in, l);)
-    if (l.rfind("    ", 0) == 0 && l.size() > 4 && contains(l, "  fits")) some_fits = true;
+    if (l.rfind("    ", 0) == 0 && l.size() > 4 && (contains(l, "  fits") || contains(l, "% speed"))) some_fits = true;
   CHECK(some_fits);
 
   std::vector<std::string> with_json = args;
@@ -218,21 +218,19 @@ TEST_CASE("fit: the issue's acceptance command does not fit and shows a change t
   CHECK(j.at("verdict").at("fits") == false);
   CHECK(j.at("verdict").at("status") == "out_of_memory");
   const int64_t capacity = j.at("device").at("capacity_bytes").get<int64_t>();
-  const json& cumulative = j.at("cumulative");
-  REQUIRE(cumulative.is_array());
-  REQUIRE_FALSE(cumulative.empty());
-  const json& last = cumulative.back();
-  CHECK(last.at("fits") == true);
-  CHECK(last.at("peak_bytes").get<int64_t>() <= static_cast<int64_t>(0.90 * static_cast<double>(capacity)));
-  // Each stacked step lowers the peak; none before the last fits.
-  int64_t prev = j.at("per_gpu").at("peak_bytes").get<int64_t>();
-  for (size_t i = 0; i < cumulative.size(); ++i) {
+  const json& options = j.at("options");
+  REQUIRE(options.is_array());
+  REQUIRE_FALSE(options.empty());
+  // Every option fits, says what it changes, and the first is the fastest.
+  for (size_t i = 0; i < options.size(); ++i) {
     CAPTURE(i);
-    CHECK(cumulative[i].at("peak_bytes").get<int64_t>() < prev);
-    CHECK_FALSE(cumulative[i].at("flags").get<std::string>().empty());
-    if (i + 1 < cumulative.size()) CHECK(cumulative[i].at("fits") == false);
-    prev = cumulative[i].at("peak_bytes").get<int64_t>();
+    CHECK(options[i].at("fits") == true);
+    CHECK(options[i].at("peak_bytes").get<int64_t>() <= static_cast<int64_t>(0.90 * static_cast<double>(capacity)));
+    CHECK_FALSE(options[i].at("flags").get<std::string>().empty());
+    CHECK_FALSE(options[i].at("changes").empty());
+    CHECK(options[i].at("relative_speed").get<double>() <= 1.0 + 1e-9);
   }
+  CHECK(options[0].at("relative_speed").get<double>() == doctest::Approx(1.0));
   // Every single change reported lowers the peak.
   for (const json& c : j.at("single"))
     CHECK(c.at("peak_bytes").get<int64_t>() < j.at("per_gpu").at("peak_bytes").get<int64_t>());
@@ -249,7 +247,7 @@ TEST_CASE("fit: a setup that fits exits 0 and its largest micro-batch is the las
   CHECK(rj.code == 0);
   const json j = parse_json(rj);
   CHECK(j.at("verdict").at("fits") == true);
-  CHECK(j.at("cumulative").empty());
+  CHECK(j.at("options").empty());
   const int64_t capacity = j.at("device").at("capacity_bytes").get<int64_t>();
   const int64_t best = j.at("largest_micro_batch").get<int64_t>();
   const int64_t best_peak = j.at("largest_micro_batch_peak_bytes").get<int64_t>();
@@ -657,4 +655,81 @@ TEST_CASE("plan --emit prints the config on stdout and the report on stderr; --o
   CHECK(bad.code == 2);
   CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning");
   fs::remove_all(dir);
+}
+
+// ---- plan: what it prints is what it writes (issue 14) -------------------------------------------
+
+// The "re-check it: memplan estimate --config FILE ..." line of a plan report, as arguments.
+std::vector<std::string> recheck_args(const std::string& report) {
+  const std::string key = "re-check it: memplan ";
+  const size_t at = report.find(key);
+  REQUIRE(at != std::string::npos);
+  std::istringstream in(report.substr(at + key.size(), report.find('\n', at) - at - key.size()));
+  std::vector<std::string> a;
+  for (std::string w; in >> w;) a.push_back(w);
+  return a;
+}
+
+TEST_CASE("plan --emit: every format's file re-estimates within 0.5% of the plan's peak, with and without a fixed precision") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-roundtrip";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const std::string fmt_name : {"memplan", "train-config", "deepspeed", "hf", "lightning"})
+    for (const std::vector<std::string> extra : {std::vector<std::string>{}, std::vector<std::string>{"--precision", "amp-bf16"}}) {
+      CAPTURE(fmt_name);
+      CAPTURE(extra.size());
+      const std::string out = (dir / (fmt_name + std::to_string(extra.size()) + ".cfg")).string();
+      std::vector<std::string> a = {"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--gpus", "2", "--global-batch", "32",
+                                    "--seq-len", "1024", "--emit", fmt_name, "--out", out};
+      a.insert(a.end(), extra.begin(), extra.end());
+      const Run text = invoke(a);
+      REQUIRE(text.code == 0);
+      std::vector<std::string> aj = a;
+      aj.insert(aj.end(), {"--force", "--json"});
+      const Run pj = invoke(aj);
+      REQUIRE(pj.code == 0);
+      const int64_t planned = parse_json(pj).at("best").at("peak_bytes").get<int64_t>();
+      std::vector<std::string> check = recheck_args(text.out);
+      check.push_back("--json");
+      const Run e = invoke(check);
+      CAPTURE(e.err);
+      REQUIRE(e.code != 2);
+      const int64_t again = parse_json(e).at("per_gpu").at("peak_bytes").get<int64_t>();
+      CHECK(std::llabs(again - planned) <= planned / 200);
+    }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("plan takes the global batch from micro-batch x accumulation x GPUs when --global-batch is not given") {
+  const Run r = invoke({"plan", "--model", "gpt2", "--gpu", "a100-40gb", "--gpus", "2", "--micro-batch", "4", "--grad-accum", "8",
+                        "--seq-len", "512", "--json"});
+  REQUIRE(r.code == 0);
+  const json j = parse_json(r);
+  CHECK(j.at("request").at("global_batch") == 64);
+  const Run none = invoke({"plan", "--model", "gpt2", "--gpu", "a100-40gb", "--seq-len", "512"});
+  CHECK(none.code == 2);
+  CHECK(contains(none.err, "hint: "));
+}
+
+TEST_CASE("plan and estimate: bad host memory and contradictory constraints are input errors") {
+  const Run zero = invoke({"estimate", "--model", "gpt2", "--gpu", "t4", "--host-memory", "0"});
+  CHECK(zero.code == 2);
+  CHECK(line(zero.err, 0).rfind("error: --host-memory: ", 0) == 0);
+  CHECK(line(zero.err, 1).rfind("hint: ", 0) == 0);
+  const Run both = invoke({"plan", "--model", "gpt2", "--gpu", "a100-40gb", "--gpus", "2", "--global-batch", "16", "--zero", "3",
+                           "--no-deepspeed"});
+  CHECK(both.code == 2);
+  CHECK(line(both.err, 0).rfind("error: --no-deepspeed: ", 0) == 0);
+  CHECK(line(both.err, 1).rfind("hint: ", 0) == 0);
+  const Run table = invoke({"plan", "--model", "gpt2", "--global-batch", "16", "--table", "8GiB,nonsense"});
+  CHECK(table.code == 2);
+  CHECK(line(table.err, 0).rfind("error: --table: ", 0) == 0);
+}
+
+TEST_CASE("estimate states host memory per GPU and per node") {
+  const Run r = invoke({"estimate", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--gpus", "8", "--zero", "2", "--offload",
+                        "optimizer", "--host-memory", "512GiB", "--precision", "mixed-bf16"});
+  REQUIRE(r.code != 2);
+  CHECK(contains(r.out, "per GPU"));
+  CHECK(contains(r.out, "per node"));
 }

@@ -44,17 +44,14 @@ std::string write_temp(const std::string& name, const std::string& text) {
 }  // namespace
 
 TEST_CASE("every emitted config reads back to the plan's setup and stays within the budget") {
-  for (auto [fmt_name, stack] : {std::pair<const char*, Stack>{"memplan", Stack::any},
-                                 {"train-config", Stack::any},
-                                 {"deepspeed", Stack::deepspeed},
-                                 {"hf", Stack::hf}}) {
+  for (const char* fmt_name : {"memplan", "train-config", "deepspeed", "hf"}) {
     CAPTURE(fmt_name);
     PlanRequest req = request("llama-3.2-1b", "rtx-3090", 2, 64, 1024);
-    req.stack = stack;
-    const PlanResult r = plan(req);
-    REQUIRE(r.found);
     EmitFormat f;
     REQUIRE(parse_emit_format(fmt_name, &f));
+    req.format = f;
+    const PlanResult r = plan(req);
+    REQUIRE(r.found);
     EmitContext ec;
     ec.setup = r.best.setup;
     ec.model = {ModelRef::Kind::preset, "llama-3.2-1b"};
@@ -101,7 +98,7 @@ TEST_CASE("the plan keeps the global batch exactly when it can") {
 TEST_CASE("an unreachable global batch gets the nearest one, stated (3 x 21 x 4 = 252, as in a memory guide)") {
   PlanRequest req = request("llama-3.2-1b", "a100-80gb", 4, 256, 1024);
   req.max_micro_batch = 3;  // as in that guide, micro-batch 3 at most
-  req.checkpointings = {*parse_checkpointing("none")};
+  req.constraints.checkpointings = {*parse_checkpointing("none")};
   const PlanResult r = plan(req);
   REQUIRE(r.found);
   if (r.best.setup.batch.micro_batch == 3) {
@@ -113,7 +110,7 @@ TEST_CASE("an unreachable global batch gets the nearest one, stated (3 x 21 x 4 
   }
   // With micro-batch 3 forced the nearest value is what the plan says.
   req.max_micro_batch = 3;
-  req.optimizers = {OptimizerKind::sgd};
+  req.constraints.optimizers = {OptimizerKind::sgd};
   const PlanResult r3 = plan(req);
   REQUIRE(r3.found);
   CHECK(r3.best.global_batch % 4 == 0);
@@ -135,7 +132,7 @@ TEST_CASE("a bigger card never gets a worse plan") {
 
 TEST_CASE("a model that cannot fit says the smallest card and GPU count where it would") {
   PlanRequest req = request("llama-2-70b", "rtx-3060-12gb", 1, 1024, 1024);  // up to 1024 ranks allowed
-  req.allow_offload = false;
+  req.constraints.allow_offload = false;
   std::vector<std::pair<std::string, DeviceSpec>> cards;
   const auto& cat = profiles::gpu_catalog();
   for (const profiles::GpuProfile* g : cat.all()) {
@@ -157,13 +154,13 @@ TEST_CASE("a model that cannot fit says the smallest card and GPU count where it
   CHECK_FALSE(plan(fewer).found);
 }
 
-TEST_CASE("the DeepSpeed stack only proposes DeepSpeed precisions; HF only none/full checkpointing") {
+TEST_CASE("--emit deepspeed writes only DeepSpeed precisions; HF only none/full checkpointing") {
   PlanRequest req = request("qwen2.5-0.5b", "l4", 2, 32, 2048);
-  req.stack = Stack::deepspeed;
+  req.format = EmitFormat::deepspeed;
   const PlanResult ds = plan(req);
   REQUIRE(ds.found);
   CHECK((ds.best.setup.precision == Precision::mixed_bf16 || ds.best.setup.precision == Precision::fp32));
-  req.stack = Stack::hf;
+  req.format = EmitFormat::hf;
   const PlanResult hf = plan(req);
   REQUIRE(hf.found);
   const auto mode = hf.best.setup.checkpointing.mode;

@@ -1,0 +1,236 @@
+// The search space (space.h): what may be tried on this card, under this framework and these
+// constraints, and why the rest is left out.
+#include "planner/space.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "estimator/capability.h"
+#include "estimator/error.h"
+
+namespace memplan::planner {
+
+std::string Sharding::describe(int64_t data_parallel) const {
+  if (fsdp != FsdpMode::none)
+    return offload != Offload::none ? fmt::format("FSDP {} + CPU offload", to_string(fsdp)) : fmt::format("FSDP {}", to_string(fsdp));
+  if (zero == 0 && !deepspeed) return data_parallel > 1 ? "DDP" : "no sharding";
+  const std::string z = fmt::format("ZeRO-{}", zero);
+  return offload == Offload::none ? z : fmt::format("{} + offload {}", z, to_string(offload));
+}
+
+std::string Sharding::flags() const {
+  if (fsdp != FsdpMode::none)
+    return offload != Offload::none ? fmt::format("--fsdp {} --offload optimizer+params", to_string(fsdp))
+                                    : fmt::format("--fsdp {}", to_string(fsdp));
+  if (offload != Offload::none) return fmt::format("--zero {} --offload {}", zero, to_string(offload));
+  return fmt::format("--zero {}", zero);
+}
+
+Sharding sharding_of(const TrainingSetup& s) {
+  Sharding sh;
+  sh.zero = s.parallel.zero_stage;
+  sh.offload = s.parallel.offload;
+  sh.fsdp = s.parallel.fsdp;
+  sh.deepspeed = s.parallel.zero_stage > 0 || s.runtime.framework == Framework::deepspeed;
+  return sh;
+}
+
+void apply(TrainingSetup& s, const Sharding& sh) {
+  s.parallel.zero_stage = sh.zero;
+  s.parallel.offload = sh.offload;
+  s.parallel.fsdp = sh.fsdp;
+  // Offload buffers pinned: what memplan's emitted DeepSpeed configs ask for (faster transfers).
+  if (sh.offload != Offload::none) s.parallel.offload_pin_memory = true;
+}
+
+Precision regime_under(Precision p, const Sharding& sh) {
+  if (!sh.deepspeed) return p;
+  switch (p) {
+    case Precision::amp_bf16: case Precision::bf16: return Precision::mixed_bf16;
+    case Precision::amp_fp16: case Precision::fp16: return Precision::mixed_fp16;
+    default: return p;
+  }
+}
+
+std::vector<Precision> default_precisions(const DeviceSpec& d) {
+  if (d.bf16) return {Precision::amp_bf16, Precision::fp32, Precision::bf16};
+  return {Precision::amp_fp16, Precision::fp32};
+}
+
+bool framework_allows_deepspeed(const TrainingSetup& s, std::string* why) {
+  switch (s.runtime.framework) {
+    case Framework::torchtune:
+      if (why) *why = "torchtune shards with FSDP, not DeepSpeed (torchtune/training/_distributed.py @ v0.6.1)";
+      return false;
+    case Framework::torchtitan:
+      if (why) *why = "torchtitan shards with FSDP2, not DeepSpeed (torchtitan/models/llama3/infra/parallelize.py @ v0.2.2)";
+      return false;
+    case Framework::litgpt:
+      if (why) *why = "LitGPT's recipes shard with FSDP (litgpt/finetune/lora.py @ v0.5.7 FSDPStrategy)";
+      return false;
+    case Framework::megatron:
+      if (why) *why = "Megatron-LM runs its own distributed optimizer, not DeepSpeed ZeRO";
+      return false;
+    default: return true;
+  }
+}
+
+bool framework_allows_fsdp(const TrainingSetup& s, std::string* why) {
+  if (s.runtime.framework == Framework::deepspeed) {
+    if (why) *why = "--framework deepspeed runs DeepSpeed's engine, which shards with ZeRO";
+    return false;
+  }
+  if (s.runtime.framework == Framework::megatron) {
+    if (why) *why = "Megatron-LM runs its own distributed optimizer";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+bool uses_bf16(Precision p) { return p == Precision::amp_bf16 || p == Precision::bf16 || p == Precision::mixed_bf16; }
+
+bool bitsandbytes_optimizer(OptimizerKind o) {
+  return o == OptimizerKind::adamw_8bit || o == OptimizerKind::paged_adamw || o == OptimizerKind::paged_adamw_8bit;
+}
+
+}  // namespace
+
+bool combinable(const Sharding& sh, OptimizerKind o, std::string* why) {
+  if (sh.offload == Offload::none || !bitsandbytes_optimizer(o)) return true;
+  if (why)
+    *why = fmt::format("{} steps on the GPU: offload steps the optimizer on the CPU (DeepSpeed CPU Adam, FSDP CPUOffload)", to_string(o));
+  return false;
+}
+
+SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
+  SearchSpace sp;
+  const DeviceSpec& d = base.device;
+  const int64_t dp = base.parallel.data_parallel();
+  std::string why;
+
+  // Contradictions first: they are the user's, and the hint says which to drop.
+  if (c.zero && *c.zero > 0 && c.no_deepspeed)
+    throw InputError(Where::at_flag("--no-deepspeed"), fmt::format("--zero {} asks for DeepSpeed ZeRO and --no-deepspeed rules it out", *c.zero),
+                     "drop one of them: --zero 0 plans without DeepSpeed (DDP or FSDP)");
+  if (c.zero && *c.zero > 0 && c.fsdp && *c.fsdp != FsdpMode::none)
+    throw InputError(Where::at_flag("--fsdp"), fmt::format("FSDP and DeepSpeed ZeRO-{} both shard the model; a job runs one of them", *c.zero),
+                     "drop --fsdp or --zero");
+  if (c.offload && *c.offload != Offload::none && !c.allow_offload)
+    throw InputError(Where::at_flag("--no-offload"), fmt::format("--offload {} asks for offload and --no-offload rules it out", to_string(*c.offload)),
+                     "drop one of them");
+  const bool ds_framework = base.runtime.framework == Framework::deepspeed;
+  if (ds_framework && c.no_deepspeed)
+    throw InputError(Where::at_flag("--no-deepspeed"), "--framework deepspeed runs DeepSpeed's engine and --no-deepspeed rules it out",
+                     "drop one of them");
+
+  // Precisions.
+  sp.precisions = c.precisions.empty() ? default_precisions(d) : c.precisions;
+  if (!d.bf16) {
+    const auto before = sp.precisions.size();
+    sp.precisions.erase(std::remove_if(sp.precisions.begin(), sp.precisions.end(), uses_bf16), sp.precisions.end());
+    if (sp.precisions.size() != before || c.precisions.empty()) {
+      device_support(d, Feature::bf16, &why);
+      sp.left_out.push_back({"bf16", why + "; fp16 is tried instead"});
+    }
+    if (sp.precisions.empty())
+      throw InputError(Where::at_flag(c.precisions.size() == 1 ? "--precision" : "--precisions"), fmt::format("bf16: {}", why),
+                       "allow fp16 (amp-fp16, mixed-fp16) or fp32");
+  }
+
+  // Attention.
+  sp.attentions = c.attentions.empty()
+                      ? std::vector<AttentionImpl>{AttentionImpl::eager, AttentionImpl::sdpa, AttentionImpl::flash}
+                      : c.attentions;
+  if (device_support(d, Feature::flash_attention, &why) != Support::yes &&
+      std::find(sp.attentions.begin(), sp.attentions.end(), AttentionImpl::flash) != sp.attentions.end()) {
+    sp.attentions.erase(std::remove(sp.attentions.begin(), sp.attentions.end(), AttentionImpl::flash), sp.attentions.end());
+    sp.left_out.push_back({"flash attention", why});
+    if (sp.attentions.empty())
+      throw InputError(Where::at_flag("--attention"), fmt::format("flash attention: {}", why), "use --attention sdpa or eager");
+  }
+  if (d.caps && d.caps->sdpa_fused != Support::yes) {
+    device_support(d, Feature::sdpa_fused, &why);
+    sp.left_out.push_back({"fused SDPA", why + " (sdpa is kept, with that memory)"});
+  }
+
+  // Checkpointing.
+  if (!c.checkpointings.empty()) {
+    sp.checkpointings = c.checkpointings;
+  } else {
+    for (const char* k : {"none", "selective", "every:4", "every:2", "full"}) sp.checkpointings.push_back(*parse_checkpointing(k));
+  }
+
+  // Optimizers.
+  sp.optimizers = c.optimizers.empty() ? std::vector<OptimizerKind>{base.optimizer} : c.optimizers;
+  if (device_support(d, Feature::bitsandbytes, &why) != Support::yes) {
+    const auto before = sp.optimizers.size();
+    sp.optimizers.erase(std::remove_if(sp.optimizers.begin(), sp.optimizers.end(), bitsandbytes_optimizer), sp.optimizers.end());
+    if (sp.optimizers.size() != before) sp.left_out.push_back({"8-bit and paged optimizers", why});
+    if (sp.optimizers.empty())
+      throw InputError(Where::at_flag(c.optimizers.size() > 1 ? "--optimizers" : "--optimizer"), fmt::format("bitsandbytes: {}", why),
+                       "allow a 32-bit optimizer: --optimizers adamw");
+  }
+
+  // Sharding and offload.
+  bool deepspeed = !c.no_deepspeed && !(c.fsdp && *c.fsdp != FsdpMode::none) && !(c.zero && *c.zero == 0 && !ds_framework);
+  if (deepspeed && !framework_allows_deepspeed(base, &why)) {
+    deepspeed = false;
+    if (c.zero && *c.zero > 0) throw InputError(Where::at_flag("--zero"), fmt::format("ZeRO-{}: {}", *c.zero, why), "drop --zero (FSDP is planned instead)");
+    sp.left_out.push_back({"DeepSpeed ZeRO", why});
+  }
+  if (deepspeed && device_support(d, Feature::deepspeed, &why) != Support::yes) {
+    deepspeed = false;
+    if (c.zero && *c.zero > 0) throw InputError(Where::at_flag("--zero"), fmt::format("DeepSpeed: {}", why), "drop --zero");
+    sp.left_out.push_back({"DeepSpeed ZeRO", why});
+  }
+  if (c.no_deepspeed) sp.left_out.push_back({"DeepSpeed ZeRO", "--no-deepspeed"});
+  bool ds_offload = deepspeed && c.allow_offload && device_support(d, Feature::deepspeed_offload, &why) == Support::yes;
+  if (deepspeed && c.allow_offload && !ds_offload) sp.left_out.push_back({"DeepSpeed offload", why});
+  bool fsdp = dp > 1 && !(c.zero && *c.zero > 0) && !ds_framework;
+  if (fsdp && !framework_allows_fsdp(base, &why)) {
+    fsdp = false;
+    sp.left_out.push_back({"FSDP", why});
+  }
+  if (c.fsdp && *c.fsdp != FsdpMode::none && dp <= 1)
+    throw InputError(Where::at_flag("--fsdp"), "FSDP shards across data-parallel ranks and this plan has one", "pass --gpus 2 or more, or drop --fsdp");
+  if (dp > 1 && device_support(d, Feature::multi_gpu, &why) != Support::yes)
+    throw InputError(Where::at_flag("--gpus"), fmt::format("multi-GPU: {}", why), "plan for one GPU (--gpus 1)");
+  if (!c.allow_offload) sp.left_out.push_back({"offload", "--no-offload"});
+
+  auto want = [&](const Sharding& sh) {
+    // --zero N: that ZeRO stage; --zero 0 rules DeepSpeed out and leaves DDP and FSDP.
+    if (c.zero && !(sh.zero == *c.zero && (sh.fsdp == FsdpMode::none || *c.zero == 0))) return false;
+    if (c.offload && sh.offload != *c.offload) return false;
+    if (c.fsdp && sh.fsdp != *c.fsdp) return false;
+    return std::find(sp.shardings.begin(), sp.shardings.end(), sh) == sp.shardings.end();
+  };
+  auto add = [&](Sharding sh) {
+    if (want(sh)) sp.shardings.push_back(sh);
+  };
+  // Without DeepSpeed: one GPU or DDP (DeepSpeed's engine at stage 0 with --framework deepspeed).
+  add({0, Offload::none, FsdpMode::none, ds_framework});
+  if (deepspeed) {
+    const int first = dp > 1 ? 1 : 4;  // on one GPU ZeRO only matters with offload
+    for (int z = first; z <= 3; ++z) add({z, Offload::none, FsdpMode::none, true});
+    if (ds_offload) {
+      // Optimizer offload before parameter offload: ZeRO-Offload, then ZeRO-Infinity's parameters.
+      for (int z = dp > 1 ? 1 : 2; z <= 3; ++z) add({z, Offload::optimizer, FsdpMode::none, true});
+      add({3, Offload::optimizer_and_params, FsdpMode::none, true});
+    }
+  }
+  if (fsdp) {
+    for (FsdpMode m : {FsdpMode::full_shard, FsdpMode::shard_grad_op}) add({0, Offload::none, m, false});
+    if (c.allow_offload) add({0, Offload::optimizer_and_params, FsdpMode::full_shard, false});
+  }
+  if (sp.shardings.empty())
+    throw InputError(Where::at_flag(c.zero ? "--zero" : c.fsdp ? "--fsdp" : "--offload"),
+                     "no sharding/offload choice is left once the constraints and the card are applied",
+                     sp.left_out.empty() ? "relax --zero, --fsdp or --offload" : sp.left_out.back().option + ": " + sp.left_out.back().why);
+  sp.finetunes = {base.finetune.mode};
+  return sp;
+}
+
+}  // namespace memplan::planner
