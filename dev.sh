@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # The README's quick start, on a fresh Debian 12 machine:
-#   ./dev.sh demo   install what is missing, build, run `memplan fit` on a bundled example
-#   ./dev.sh test   install what is missing, build, run every test suite through ctest
-# Also: ./dev.sh build (install + build only).
+#   ./dev.sh demo   install what the core needs, build it, run `memplan fit` on a bundled example
+#   ./dev.sh test   install everything (LibTorch included), build, run every test suite through ctest
+# Also: ./dev.sh build (install everything + build only).
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# Debian packages the project needs. libopenblas0-pthread matters: without it Debian's LibTorch
-# runs matrix products on the reference BLAS (about 10x slower CPU steps).
-PACKAGES=(build-essential cmake ninja-build git pkg-config
-          libfmt-dev libcli11-dev libyaml-cpp-dev libeigen3-dev nlohmann-json3-dev doctest-dev
-          libtorch-dev libopenblas0-pthread libbenchmark-dev
-          libcurl4-openssl-dev)  # curl.h only: memplan dlopens libcurl.so.4 for Hub fetches
+# Debian packages. The core (build/memplan) needs only CORE; everything else builds the measurement
+# companion (LibTorch, Eigen), the tests and the benchmarks. libopenblas0-pthread matters: without
+# it Debian's LibTorch runs matrix products on the reference BLAS (about 10x slower CPU steps).
+CORE=(g++ cmake ninja-build libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
+      libcurl4-openssl-dev)  # curl.h only: memplan dlopens libcurl.so.4 for Hub fetches
+FULL=("${CORE[@]}" build-essential git pkg-config doctest-dev libeigen3-dev
+      libtorch-dev libopenblas0-pthread libbenchmark-dev hyperfine time)
 
 install_missing() {
   local missing=() p
-  for p in "${PACKAGES[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -26,28 +27,30 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# build [CMAKE OPTIONS...]: configure (options apply to an existing build folder too) and build.
 build() {
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
   cmake --build build -j "$(nproc)"
 }
 
 case "${1:-demo}" in
   demo)
-    install_missing
-    build
+    install_missing "${CORE[@]}"
+    # Only the core: no LibTorch, tests or benchmarks (./dev.sh test builds those).
+    build -DMEMPLAN_WITH_TORCH=OFF -DMEMPLAN_TESTS=OFF -DMEMPLAN_BENCH=OFF
     # exit 1 means "does not fit": the answer, not a failure of the demo.
     build/memplan fit --config examples/quickstart.yaml || [ $? -eq 1 ]
     ;;
   test)
-    install_missing
-    build
+    install_missing "${FULL[@]}"
+    build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
     # -V: every suite's output reaches the log, so the CPU matrix and published tables are
     # printed in every CI run, passing or not.
     ctest --test-dir build -V
     ;;
   build)
-    install_missing
-    build
+    install_missing "${FULL[@]}"
+    build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
     ;;
   *)
     echo "usage: ./dev.sh demo|test|build" >&2

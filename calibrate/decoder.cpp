@@ -96,7 +96,7 @@ void set_generator_state(c10::Device d, const Tensor& s) {
   gen.set_state(s);
 }
 
-// torch.utils.checkpoint(use_reentrant=True) in C++ (libtorch-notes §5): forward without grad,
+// torch.utils.checkpoint(use_reentrant=True) in C++ (docs/libtorch-notes.md §5): forward without grad,
 // saving only the input and the parameters; backward restores the RNG and autocast state,
 // recomputes with grad and runs an inner backward that accumulates the parameters' .grad.
 struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
@@ -155,7 +155,7 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
 Tensor checkpoint(LayerFn fn, const Tensor& x, const std::vector<Tensor>& params) {
   auto* st = new CheckpointState();
   st->fn = std::move(fn);
-  // Parameters are passed so the node exists even when x needs no grad (libtorch-notes §5.1).
+  // Parameters are passed so the node exists even when x needs no grad (docs/libtorch-notes.md §5.1).
   return CheckpointFunction::apply(x, torch::TensorList(params), reinterpret_cast<int64_t>(st));
 }
 

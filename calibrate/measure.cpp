@@ -36,7 +36,6 @@
 
 namespace memplan::calibrate {
 
-bool torch_available() { return true; }
 std::string torch_version() { return fmt::format("{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR); }
 
 bool cuda_available() {
@@ -60,7 +59,7 @@ namespace {
 // ---- CPU probe ----------------------------------------------------------------------------------
 
 // Counts the bytes of every CPU tensor and oneDNN scratch buffer. data == context is required:
-// oneDNN calls raw_allocate(), which asserts it (libtorch-notes §4.1). The size sits in a 64-byte
+// oneDNN calls raw_allocate(), which asserts it (docs/libtorch-notes.md §4.1). The size sits in a 64-byte
 // header in front of the data so the plain-function deleter can recover it.
 struct CountingAllocator final : c10::Allocator {
   static constexpr size_t kHeader = 64;
@@ -123,7 +122,7 @@ class CpuProbe : public Probe {
 };
 
 #ifdef MEMPLAN_WITH_CUDA
-// Caching-allocator stats (index 0 = StatType::AGGREGATE; libtorch-notes §3.2) and
+// Caching-allocator stats (index 0 = StatType::AGGREGATE; docs/libtorch-notes.md §3.2) and
 // cudaMemGetInfo for what lives outside the allocator.
 class CudaProbe : public Probe {
  public:
@@ -343,7 +342,7 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
       optimizer->step();
       sample(Phase::optimizer_step);
       if (step == 1) out.states = now() - before_step;
-      // zero_grad(set_to_none=True): LibTorch 1.13's zero_grad() only zeroes (libtorch-notes §8).
+      // zero_grad(set_to_none=True): LibTorch 1.13's zero_grad() only zeroes (docs/libtorch-notes.md §8).
       for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
       ss.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       out.steps.push_back(ss);
@@ -364,7 +363,7 @@ MeasureResult measure(const TrainingSetup& s, const MeasureOptions& opt) {
     throw InputError(Where::at_flag("--device"), "cannot measure this setup: " + why);
   if (!is_cuda(opt.device) && opt.device != "cpu")
     throw InputError(Where::at_flag("--device"), fmt::format("unknown device '{}'", opt.device), "use cpu, cuda or cuda:N");
-  // oneDNN must stay off AMX for bf16 on Debian's LibTorch (libtorch-notes §4.3); set before
+  // oneDNN must stay off AMX for bf16 on Debian's LibTorch (docs/libtorch-notes.md §4.3); set before
   // the first op.
   setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 0);
   setenv("DNNL_MAX_CPU_ISA", "AVX512_CORE_BF16", 0);

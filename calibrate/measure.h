@@ -1,6 +1,6 @@
-// Real training steps through LibTorch, measured. This header is torch-free so the CLI can call
-// it; the implementation (measure.cpp, decoder.cpp) is the only code that includes torch.
-// When memplan is built without LibTorch, torch_available() is false and measure() throws.
+// Real training steps through LibTorch, measured. This header is torch-free so the companion's
+// CLI (cli/cmd_measure.cpp) can call it; the implementation (measure.cpp, decoder.cpp) is the only
+// code that includes torch. It exists only in builds with LibTorch (memplan-measure).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,6 @@
 
 namespace memplan::calibrate {
 
-bool torch_available();
 std::string torch_version();   // "1.13" / "2.11", "" without LibTorch
 bool cuda_available();         // built with CUDA and a device is visible
 bool cpu_supports_bf16();      // avx512_bf16 (or amx) on this CPU, so bf16 CPU steps run

@@ -1,6 +1,6 @@
 // Internal to calibrate/: LibTorch version shims (1.13 CPU from Debian, 2.x CUDA wheels), the
 // autocast guard, and the decoder model's interface between decoder.cpp and measure.cpp.
-// Facts behind the shims: reference/libtorch-notes.md §3, §4, §5, §7.
+// Facts behind the shims: docs/libtorch-notes.md §3, §4, §5, §7.
 #pragma once
 
 #include <torch/torch.h>
@@ -17,7 +17,7 @@
 
 namespace memplan::calibrate {
 
-// `with torch.autocast(device, dtype):` for both API generations (libtorch-notes §7).
+// `with torch.autocast(device, dtype):` for both API generations (docs/libtorch-notes.md §7).
 class AutocastGuard {
  public:
   AutocastGuard(c10::DeviceType d, c10::ScalarType dt);

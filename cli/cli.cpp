@@ -1,6 +1,7 @@
-// run(): builds the CLI11 app from the subcommand table, parses, dispatches, and maps errors to
-// exit codes. Bad input is an InputError (exit 2); anything else escaping a handler is a bug
-// (exit 3).
+// run() and run_companion(): build a CLI11 app from a subcommand table, parse, dispatch, and map
+// errors to exit codes. Bad input is an InputError (exit 2); anything else escaping a handler is
+// a bug (exit 3). `memplan measure|calibrate` hand their arguments to the companion program
+// memplan-measure (companion.cpp), the only one that links LibTorch.
 #include "cli/cli.h"
 
 #include <ostream>
@@ -13,22 +14,27 @@
 
 namespace memplan::cli {
 
-int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+int run_app(const std::vector<Registrar>& table, int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"memplan: how much GPU memory a training job needs, whether it fits, and what fits best.\n"
                "Exit codes: 0 fits/ok, 1 does not fit, 2 invalid input, 3 internal error.",
                "memplan"};
   app.set_version_flag("--version", MEMPLAN_VERSION);
   app.require_subcommand(1);
   const Io io{out, err};
-  std::vector<Command> commands = {register_estimate(app, io), register_fit(app, io),       register_plan(app, io),
-                                   register_check(app, io),    register_gpus(app, io),      register_models(app, io),
-                                   register_explain(app, io),  register_measure(app, io),   register_calibrate(app, io)};
+  std::vector<Command> commands;
+  for (const Registrar& r : table)
+    if (argc >= 2 && argv[1] == std::string(r.name)) commands.push_back(r.add(app, io));
+  if (commands.empty())
+    for (const Registrar& r : table) commands.push_back(r.add(app, io));
   try {
     // A misspelt command: name it and suggest the nearest (CLI11 only says one is required).
     if (argc >= 2 && argv[1][0] != '-') {
       std::vector<std::string> names;
       for (const Command& c : commands) names.push_back(c.app->get_name());
-      if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      const auto hit = std::find(names.begin(), names.end(), argv[1]);
+      if (hit != names.end() && commands[static_cast<size_t>(hit - names.begin())].forward)
+        return commands[static_cast<size_t>(hit - names.begin())].forward(argc, argv);
+      if (hit == names.end()) {
         const auto near = profiles::nearest(argv[1], names);
         err << "error: unknown command '" << argv[1] << "'\n";
         err << "hint: " << (near.empty() ? "" : "did you mean '" + near[0] + "'? ") << "memplan --help lists the commands\n";
@@ -104,6 +110,14 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
     err << "internal error: " << e.what() << "\nplease report this with the command line\n";
     return kExitInternal;
   }
+}
+
+int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  static const std::vector<Registrar> kCommands = {
+      {"estimate", register_estimate}, {"fit", register_fit},         {"plan", register_plan},
+      {"check", register_check},       {"gpus", register_gpus},       {"models", register_models},
+      {"explain", register_explain},   {"measure", register_measure_forward}, {"calibrate", register_calibrate_forward}};
+  return run_app(kCommands, argc, argv, out, err);
 }
 
 }  // namespace memplan::cli

@@ -16,7 +16,8 @@ int run_gpus(Io io, const OutputFlags& o) {
   const profiles::GpuCatalog& c = profiles::gpu_catalog();
   if (o.format() != Format::table) {
     nlohmann::json doc = {{"schema", "memplan.gpus/v1"}, {"gpus", nlohmann::json::array()}};
-    for (const auto& g : c.gpus)
+    for (const profiles::GpuProfile* gp : c.all()) {
+      const profiles::GpuProfile& g = *gp;
       doc["gpus"].push_back({{"name", g.name},
                              {"aliases", g.aliases},
                              {"vendor", g.vendor},
@@ -30,16 +31,19 @@ int run_gpus(Io io, const OutputFlags& o) {
                              {"memory_bandwidth_bytes_per_s", g.memory_bandwidth_bytes_per_s},
                              {"interconnect_bytes_per_s", g.interconnect_bytes_per_s},
                              {"source", g.source}});
+    }
     emit(io.out, doc, o.format());
     return kExitOk;
   }
   io.out << fmt::format("{:<18} {:>11} {:>11} {:<10} {:<5} {:<4} {:>9} {:>9}\n", "gpu", "memory", "usable", "family", "bf16",
                         "fp8", "bf16 TF/s", "HBM GB/s");
-  for (const auto& g : c.gpus)
+  for (const profiles::GpuProfile* gp : c.all()) {
+    const profiles::GpuProfile& g = *gp;
     io.out << fmt::format("{:<18} {:>11} {:>11} {:<10} {:<5} {:<4} {:>9.0f} {:>9.0f}\n", g.name, gib(g.memory_bytes),
                           gib(g.usable_bytes()), g.family, g.bf16 ? "yes" : "no", g.fp8 ? "yes" : "no", g.peak_bf16_flops / 1e12,
                           g.memory_bandwidth_bytes_per_s / 1e9);
-  io.out << fmt::format("{} presets; sources in {}/gpus.yaml\n", c.gpus.size(), profiles::data_dir());
+  }
+  io.out << fmt::format("{} presets; sources in {}/gpus.yaml\n", c.size(), profiles::data_dir());
   return kExitOk;
 }
 

@@ -4,11 +4,7 @@
 // FILE, or the same path at --base-ref read through git) -> planner::gate -> text, json, github
 // workflow commands or junit. Exit 0 when every config passes, 1 when one fails, 2 when one is
 // invalid (the others are still checked and reported). The memory logic is in planner/check.h.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cctype>
@@ -58,158 +54,6 @@ std::optional<double> parse_percent(std::string text) {
   return v / 100.0;
 }
 
-// ---- git ----------------------------------------------------------------------------------------
-
-struct GitResult {
-  int status = -1;  // exit status; -1 when git could not be started
-  std::string out;
-  std::string err;
-};
-
-std::string read_all(int fd) {
-  std::string s;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    s.append(buf, static_cast<size_t>(n));
-  }
-  return s;
-}
-
-// Runs `git -C dir args...` without a shell. git's stderr is small (one message), so reading
-// stdout to the end first cannot block on it.
-GitResult git(const std::string& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> words = {"git", "-C", dir};
-  words.insert(words.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  int out[2], err[2];
-  if (pipe(out) != 0) return {};
-  if (pipe(err) != 0) {
-    close(out[0]);
-    close(out[1]);
-    return {};
-  }
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    close(out[0]);
-    close(out[1]);
-    close(err[0]);
-    close(err[1]);
-    execvp("git", argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  close(err[1]);
-  GitResult r;
-  if (pid > 0) {
-    r.out = read_all(out[0]);
-    r.err = read_all(err[0]);
-  }
-  close(out[0]);
-  close(err[0]);
-  if (pid < 0) return r;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (r.status == 127) r.status = -1;
-  return r;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  return s;
-}
-
-// ---- which files ------------------------------------------------------------------------------
-
-struct Candidate {
-  std::string path;   // as shown and as given to the readers
-  bool named = true;  // named on the command line (not found by walking a directory)
-};
-
-bool config_extension(const fs::path& p) {
-  const std::string e = lower(p.extension().string());
-  return e == ".yaml" || e == ".yml" || e == ".json";
-}
-
-// Named files as given; directories walked recursively in sorted order, hidden entries (.git,
-// .github, dotfiles) left out.
-std::vector<Candidate> expand(const std::vector<std::string>& paths) {
-  std::vector<Candidate> out;
-  for (const std::string& p : paths) {
-    std::error_code ec;
-    if (!fs::is_directory(p, ec)) {
-      out.push_back({p, true});
-      continue;
-    }
-    std::vector<std::string> found;
-    fs::recursive_directory_iterator it(p, fs::directory_options::skip_permission_denied, ec), end;
-    for (; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (!name.empty() && name[0] == '.') {
-        if (it->is_directory(ec)) it.disable_recursion_pending();
-        continue;
-      }
-      if (it->is_regular_file(ec) && config_extension(it->path()))
-        found.push_back(it->path().lexically_normal().generic_string());
-    }
-    std::sort(found.begin(), found.end());
-    for (std::string& f : found) out.push_back({std::move(f), false});
-  }
-  return out;
-}
-
-// Why a file is not a training config, from a quick look at its top level; nullopt when it may
-// be one. A file that does not parse may be a broken config: the reader reports it.
-std::optional<std::string> not_a_config(const std::string& path) {
-  const std::string ext = lower(fs::path(path).extension().string());
-  if (ext == ".json") {
-    std::ifstream in(path);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded()) return std::nullopt;
-    if (j.is_object() && j.contains("model_type"))
-      return "Hugging Face model config.json without a training setup (memplan estimate --model FILE estimates it)";
-    if (j.is_object() &&
-        (j.contains("zero_optimization") || j.contains("train_micro_batch_size_per_gpu") || j.contains("train_batch_size")))
-      return "DeepSpeed config without a model (memplan estimate --config FILE --model NAME estimates it)";
-    return "JSON that is neither a DeepSpeed config nor a Hugging Face config.json";
-  }
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (root.IsNull()) return "empty file";
-  if (root.IsSequence()) {
-    if (root.size() > 0 && root[0].IsMap() && root[0]["id"] && root[0]["entry"]) return "pre-commit hook definitions";
-    return "a list, not a mapping of settings";
-  }
-  if (!root.IsMap()) return "not a mapping of settings";
-  auto text = [&](const char* key) {
-    try {
-      return root[key] && root[key].IsScalar() ? root[key].as<std::string>() : std::string();
-    } catch (const std::exception&) {
-      return std::string();
-    }
-  };
-  const std::string schema = text("schema");
-  if (schema.rfind("memplan.calibration", 0) == 0) return "memplan calibration profile (pass it with --calibration)";
-  if (schema.rfind("memplan.gpus", 0) == 0) return "GPU catalog";
-  if (root["jobs"]) return "CI workflow (jobs:)";
-  if (root["repos"]) return "pre-commit configuration (repos:)";
-  if (!root["model"]) return "no model: key";
-  return std::nullopt;
-}
-
 // ---- loading ------------------------------------------------------------------------------------
 
 // The config's own target (hardware.gpu, hardware.gpu_memory, hardware.num_gpus) wins; the flags
@@ -251,32 +95,12 @@ Baseline load_baseline_file(const std::string& path, const CheckFlags& f) {
 // version that does not load is noted, not an error (the config now is what the gate judges).
 Baseline load_baseline_at(const std::string& path, const std::string& ref, const CheckFlags& f) {
   Baseline b;
-  const fs::path p(path);
-  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  const std::string name = p.filename().string();
-  const GitResult prefix = git(dir, {"rev-parse", "--show-prefix"});
-  if (prefix.status < 0)
-    throw InputError(Where::at_flag("--base-ref"), "cannot run git", "install git, or compare with --baseline FILE");
-  if (prefix.status != 0)
-    throw InputError(Where::at_file(path), fmt::format("--base-ref needs a git repository: {}", trim(prefix.err)),
-                     "run it inside the repository's work tree, or compare with --baseline FILE");
-  b.source = fmt::format("{}:{}{}", ref, trim(prefix.out), name);
-  if (git(dir, {"rev-parse", "--verify", "--quiet", ref + "^{commit}"}).status != 0)
-    throw InputError(Where::at_flag("--base-ref"), fmt::format("unknown revision '{}'", ref),
-                     "name a branch, tag or commit; in GitHub Actions check out with fetch-depth: 0 so that "
-                     "origin/<base branch> exists");
-  const std::string spec = ref + ":./" + name;
-  if (git(dir, {"cat-file", "-e", spec}).status != 0) {
-    b.note = fmt::format("new file: not in {}, no baseline", ref);
-    return b;
-  }
-  const GitResult shown = git(dir, {"show", spec});
-  if (shown.status != 0) {
-    b.note = fmt::format("cannot read it at {}: {}", ref, trim(shown.err));
-    return b;
-  }
+  const profiles::Revision rev = profiles::read_at_revision(path, ref);
+  b.source = rev.shown_as;
+  b.note = rev.note;
+  if (!rev.text) return b;
   try {
-    b.built = build(path, profiles::load_config_text(shown.out, b.source, path), f);
+    b.built = build(path, profiles::load_config_text(*rev.text, b.source, path), f);
   } catch (const InputError& e) {
     b.note = fmt::format("the version at {} does not load: {}", ref, e.render());
   }
@@ -329,11 +153,11 @@ struct Context {
   std::optional<Baseline> baseline_file;  // --baseline, loaded once
 };
 
-void check_config(const Candidate& c, const Context& ctx, Result& r) {
+void check_config(const profiles::ConfigFile& c, const Context& ctx, Result& r) {
   std::error_code ec;
   if (!fs::exists(c.path, ec))
     throw InputError(Where::at_file(c.path), "no such file or directory", "name a training config or a folder of them");
-  if (const auto why = not_a_config(c.path)) {
+  if (const auto why = profiles::not_a_training_config(c.path)) {
     if (!c.named) {
       r.state = State::skipped;
       r.skip_reason = *why;
@@ -375,7 +199,7 @@ void check_config(const Candidate& c, const Context& ctx, Result& r) {
   if (!r.gate.blame.empty()) r.blame_where = blame_where(b.origin, r.gate.blame, c.path);
 }
 
-Result check_one(const Candidate& c, const Context& ctx) {
+Result check_one(const profiles::ConfigFile& c, const Context& ctx) {
   Result r;
   r.path = c.path;
   try {
@@ -737,7 +561,7 @@ int run_check(Io io, const CheckFlags& f) {
   if (f.baseline) ctx.baseline_file = load_baseline_file(*f.baseline, f);
 
   std::vector<Result> results;
-  for (const Candidate& c : expand(f.paths)) results.push_back(check_one(c, ctx));
+  for (const profiles::ConfigFile& c : profiles::find_config_files(f.paths)) results.push_back(check_one(c, ctx));
 
   if (f.format == "json") render_json(io.out, results, ctx);
   else if (f.format == "github") render_github(io.out, results, ctx);

@@ -18,6 +18,7 @@ void print_header(std::ostream& out, const char* verb, const profiles::BuiltSetu
   out << fmt::format("memplan {}: {} ({} parameters, {} trainable)\n", verb, s.model.name, thousands(e.params.total),
                      thousands(e.params.trainable));
   out << "  " << describe(s) << "\n";
+  out << "  " << describe_runtime(b) << "\n";
   if (s.device.capacity_bytes > 0)
     out << fmt::format("  device: {}, {}{}\n", s.device.name, gib(s.device.capacity_bytes),
                        e.calibrated ? fmt::format("; calibrated with {}", e.calibration)
@@ -111,7 +112,7 @@ int run_fit(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
   else
     io.out << "  largest micro-batch that fits: none, even micro-batch 1 is over the target\n";
   if (r.verdict.fits) return kExitOk;
-  io.out << "\n  each change alone, cheapest first (the seed guides' OOM ladder):\n";
+  io.out << "\n  each change alone, cheapest first (the usual OOM ladder):\n";
   for (const auto& c : r.single)
     io.out << fmt::format("    {:<50} {:>11}  {}  {}\n", c.flags, gib(c.peak_bytes), c.fits ? "fits     " : "not alone", c.cost);
   if (!r.cumulative.empty()) {

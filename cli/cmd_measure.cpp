@@ -1,9 +1,12 @@
-// memplan measure and memplan calibrate: real LibTorch steps against the estimate, and the
-// probe series that fits a calibration profile. Progress goes to stderr, results to stdout.
+// memplan measure and memplan calibrate, as the companion memplan-measure runs them: real LibTorch
+// steps against the estimate, and the probe series that fits a calibration profile. Progress goes
+// to stderr, results to stdout. Only the companion links this file (and LibTorch).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
+#include <filesystem>
 #include <ostream>
 
 #include "calibrate/calibrate.h"
@@ -11,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "profiles/files.h"
 
 namespace memplan::cli {
 namespace {
@@ -20,8 +24,21 @@ struct MeasureFlags {
   int threads = 0;
   int64_t layers = 0;
   std::string out;
+  bool force = false;
   bool quick = false;
 };
+
+// Where calibrate writes without --out: <cache>/calibrations/<device>-<UTC time>.yaml.
+std::string default_profile_path(const std::string& device) {
+  const std::string dir = profiles::cache_dir() + "/calibrations";
+  std::filesystem::create_directories(dir);
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  std::string name = device;
+  std::replace(name.begin(), name.end(), ':', '-');
+  return fmt::format("{}/{}-{}.yaml", dir, name, stamp);
+}
 
 // Progress lines on stderr with the elapsed time, so a long run shows what runs and what is left.
 std::function<void(const std::string&)> progress(std::ostream& err, const char* who) {
@@ -152,17 +169,17 @@ int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, c
 }
 
 int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, const OutputFlags& o) {
-  if (!calibrate::torch_available())
-    throw InputError(Where::at_flag("--device"), "this memplan was built without LibTorch", "install libtorch-dev and rebuild");
   calibrate::CalibrateOptions co;
   co.device = device_of(in);
+  const std::string out = f.out.empty() ? default_profile_path(co.device) : f.out;
+  profiles::check_can_write(out, {f.force, Where::at_file(out), "the calibration profile"});  // before the probes run
   co.quick = f.quick;
   co.threads = f.threads;
   co.progress = progress(io.err, "calibrate");
   const calibrate::CalibrationRun run = calibrate::run_calibration(co);
   const bool any = std::any_of(run.probes.begin(), run.probes.end(), [](const auto& p) { return p.ok; });
   if (!any) throw InputError(Where::at_flag("--device"), "no probe ran on this device", "see the notes above (each probe says why)");
-  if (!f.out.empty()) profiles::save_calibration(run.fitted, run.stamp, f.out);
+  profiles::save_calibration(run.fitted, run.stamp, out, f.force);
   nlohmann::json doc = {{"schema", "memplan.calibrate/v1"}, {"stamp", run.stamp}, {"probes", nlohmann::json::array()}};
   for (const auto& p : run.probes) {
     nlohmann::json j = {{"name", p.probe.name}, {"ok", p.ok}};
@@ -183,7 +200,7 @@ int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f,
                         {"model_state_scale", run.fitted.model_state_scale},
                         {"overhead_fraction", run.fitted.overhead_fraction},
                         {"overhead_bytes", run.fitted.overhead_bytes}};
-  if (!f.out.empty()) doc["profile"] = f.out;
+  doc["profile"] = out;
   if (o.format() != Format::table) {
     emit(io.out, doc, o.format());
     return kExitOk;
@@ -203,7 +220,7 @@ int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f,
                         c.model_state_scale, gib(c.overhead_bytes), gib(std::max<int64_t>(0, c.cuda_context_bytes)));
   io.out << fmt::format("  largest error: {:.2f}% uncalibrated, {:.2f}% calibrated\n", 100 * run.max_error_before, 100 * run.max_error_after);
   if (run.interrupted) io.out << fmt::format("  interrupted after {} probe(s): the profile holds what they measured\n", run.probes.size());
-  if (!f.out.empty()) io.out << fmt::format("  wrote {} (use it with --calibration {})\n", f.out, f.out);
+  io.out << fmt::format("  wrote {} (use it with --calibration {})\n", out, out);
   return kExitOk;
 }
 
@@ -228,11 +245,16 @@ Command register_calibrate(CLI::App& root, Io io) {
   auto f = std::make_shared<MeasureFlags>();
   auto o = std::make_shared<OutputFlags>();
   app->add_option("--device", in->device, "cpu or cuda:N")->type_name("DEVICE");
-  app->add_option("--out", f->out, "write the calibration profile (YAML) here")->type_name("FILE");
+  app->add_option("--out", f->out, "write the calibration profile (YAML) here (default: <cache>/memplan/calibrations/DEVICE-TIME.yaml)")->type_name("FILE");
+  app->add_flag("--force", f->force, "replace --out if it exists");
   app->add_flag("--quick", f->quick, "fewer probes");
   app->add_option("--threads", f->threads, "CPU threads for LibTorch")->type_name("N");
   add_output_flags(*app, *o);
   return {app, [io, in, f, o] { return run_calibrate(io, *in, *f, *o); }};
+}
+
+int run_companion(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  return run_app({{"measure", register_measure}, {"calibrate", register_calibrate}}, argc, argv, out, err);
 }
 
 }  // namespace memplan::cli

@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "profiles/files.h"
 #include "planner/emit.h"
 #include "planner/plan.h"
 
@@ -18,56 +19,17 @@ namespace memplan::cli {
 namespace {
 
 struct PlanFlags {
-  std::optional<int64_t> global_batch;
-  std::string tier = "balanced";
-  std::optional<double> budget;
-  std::string optimizers, precisions, emit, out;
-  bool no_offload = false;
-  int64_t max_micro_batch = 1024;
+  planner::PlanAsk ask;
+  std::string out;
+  bool force = false;
 };
 
-template <class E>
-std::vector<E> parse_list(const std::string& text, const char* flag, std::optional<E> (*parse)(const std::string&),
-                          const std::vector<std::string>& names) {
-  std::vector<E> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    const auto v = parse(item);
-    if (!v) throw InputError(Where::at_flag(flag), fmt::format("unknown value '{}'", item), fmt::format("expected a comma list of: {}", fmt::join(names, ", ")));
-    out.push_back(*v);
-  }
-  return out;
-}
-
 planner::ModelRef model_ref(const TrainingSetup& s) {
-  for (const auto& p : profiles::model_presets())
-    if (p.name == s.model.name) return {planner::ModelRef::Kind::preset, p.name};
+  if (const auto p = profiles::find_model_preset(s.model.name); p && p->name == s.model.name)
+    return {planner::ModelRef::Kind::preset, p->name};
   if (!s.model.hf_repo.empty())
-    for (const auto& p : profiles::model_presets())
-      if (p.hf_repo == s.model.hf_repo) return {planner::ModelRef::Kind::preset, p.name};
+    if (const auto p = profiles::find_model_preset(s.model.hf_repo)) return {planner::ModelRef::Kind::preset, p->name};
   return {planner::ModelRef::Kind::inline_spec, s.model.name};
-}
-
-// Writes through a temporary file and a rename: never a half-written config.
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw InputError(Where::at_flag("--out"), fmt::format("cannot write '{}'", path), "check the folder exists and is writable");
-    f << text;
-    if (!f.flush()) {
-      std::remove(tmp.c_str());
-      throw InputError(Where::at_flag("--out"), fmt::format("cannot write '{}'", path), "is the disk full?");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw InputError(Where::at_flag("--out"), fmt::format("cannot write '{}': {}", path, ec.message()));
-  }
 }
 
 nlohmann::json candidate_json(const planner::Candidate& c) {
@@ -88,55 +50,34 @@ nlohmann::json candidate_json(const planner::Candidate& c) {
 }
 
 int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const OutputFlags& o) {
+  if (!f.out.empty() && f.ask.emit.empty())
+    throw InputError(Where::at_flag("--out"), "--out writes the emitted config, and no --emit format was given",
+                     fmt::format("add --emit FORMAT ({})", fmt::join(planner::emit_format_names(), ", ")));
+  // The emitted config goes to stdout unless --out names a file; the report then goes to stderr.
+  const bool config_to_stdout = !f.ask.emit.empty() && f.out.empty();
+  if (config_to_stdout && o.format() != Format::table)
+    throw InputError(Where::at_flag("--emit"), "--emit without --out prints the config on stdout, where --json/--yaml would print too",
+                     "add --out FILE for the config, or drop --json/--yaml");
+  if (!f.out.empty()) profiles::check_can_write(f.out, {f.force, Where::at_flag("--out"), "the config"});
+  std::ostream& report = config_to_stdout ? io.err : io.out;
   profiles::BuiltSetup b = profiles::build_setup(in);
   print_warnings(io.err, b.warnings);
   const TrainingSetup& s = b.setup;
-  if (s.device.capacity_bytes <= 0)
-    throw InputError(Where::at_flag("--gpu"), "plan needs a target", "pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 40GiB");
-  planner::PlanRequest req;
-  req.base = s;
-  req.global_batch = f.global_batch.value_or(b.global_batch.value_or(0));
-  if (req.global_batch <= 0)
-    throw InputError(Where::at_flag("--global-batch"), "plan needs the global batch (sequences per optimizer step, all GPUs)",
-                     "pass --global-batch 256, or set training.global_batch_size in the config");
-  const int64_t dp = s.parallel.data_parallel();
-  if (req.global_batch < dp)
-    throw InputError(Where::at_flag("--global-batch"),
-                     fmt::format("global batch {} is smaller than the {} data-parallel ranks: each rank needs at least one sequence",
-                                 req.global_batch, dp),
-                     fmt::format("use --global-batch {} or more, or fewer --gpus", dp));
-  if (f.budget) {
-    if (!(*f.budget > 0 && *f.budget <= 1))
-      throw InputError(Where::at_flag("--budget"), fmt::format("must be a fraction in (0, 1] (got {})", *f.budget), "e.g. --budget 0.88");
-    req.budget = *f.budget;
-  } else {
-    req.budget = planner::tier_fraction(f.tier);
-    if (req.budget == 0)
-      throw InputError(Where::at_flag("--tier"), fmt::format("unknown tier '{}'", f.tier), "expected one of: safe (85%), balanced (90%), aggressive (95%)");
-  }
+  planner::PlanAsk ask = f.ask;
+  ask.config_global_batch = b.global_batch;
+  ask.optimizer_fixed = in.optimizer.has_value();
+  ask.precision_fixed = in.precision.has_value();
+  ask.attention_fixed = in.attention.has_value();
+  ask.checkpointing_fixed = in.checkpointing.has_value();
+  const planner::PlanRequest req = planner::make_request(s, ask, calibration_of(b));
   planner::EmitFormat fmt_out = planner::EmitFormat::memplan;
-  if (!f.emit.empty() && !planner::parse_emit_format(f.emit, &fmt_out))
-    throw InputError(Where::at_flag("--emit"), fmt::format("unknown format '{}'", f.emit), "expected one of: memplan, seed, deepspeed, hf, lightning");
-  req.stack = f.emit == "deepspeed" ? planner::Stack::deepspeed
-              : f.emit == "hf"      ? planner::Stack::hf
-              : f.emit == "lightning" ? planner::Stack::lightning
-                                      : planner::Stack::any;
-  // An explicit flag fixes that dimension; everything else is searched.
-  if (!f.optimizers.empty()) req.optimizers = parse_list<OptimizerKind>(f.optimizers, "--optimizers", parse_optimizer, optimizer_names());
-  else if (in.optimizer) req.optimizers = {s.optimizer};
-  if (!f.precisions.empty()) req.precisions = parse_list<Precision>(f.precisions, "--precisions", parse_precision, precision_names());
-  else if (in.precision) req.precisions = {s.precision};
-  if (in.attention) req.attentions = {s.attention};
-  if (in.checkpointing) req.checkpointings = {s.checkpointing};
-  req.allow_offload = !f.no_offload;
-  req.max_micro_batch = f.max_micro_batch;
-  req.calibration = calibration_of(b);
+  if (!f.ask.emit.empty()) planner::parse_emit_format(f.ask.emit, &fmt_out);
   std::vector<std::pair<std::string, DeviceSpec>> cards;
   const auto& catalog = profiles::gpu_catalog();
-  for (const auto& g : catalog.gpus) {
+  for (const profiles::GpuProfile* g : catalog.all()) {
     TrainingSetup t = s;
-    profiles::apply_gpu(t, g, catalog);
-    cards.emplace_back(g.name, t.device);
+    profiles::apply_gpu(t, *g, catalog);
+    cards.emplace_back(g->name, t.device);
   }
   const planner::PlanResult r = planner::plan(req, cards);
 
@@ -164,22 +105,22 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
     doc["smallest_gpu_where_it_fits"] = r.smallest_gpu;
     doc["smallest_gpu_count_where_it_fits"] = r.smallest_gpu_count;
     if (o.format() != Format::table) {
-      emit(io.out, doc, o.format());
+      emit(report, doc, o.format());
     } else {
-      io.out << fmt::format("memplan plan: {} on {}, global batch {} x {} tokens\n", s.model.name, target, req.global_batch, s.batch.seq_len);
-      io.out << "  cannot fit: " << r.why_not << "\n";
+      report << fmt::format("memplan plan: {} on {}, global batch {} x {} tokens\n", s.model.name, target, req.global_batch, s.batch.seq_len);
+      report << "  cannot fit: " << r.why_not << "\n";
       if (!r.smallest_gpu.empty())
-        io.out << fmt::format("  smallest preset card where a plan exists ({} GPUs): {}\n", s.parallel.num_gpus, r.smallest_gpu);
+        report << fmt::format("  smallest preset card where a plan exists ({} GPUs): {}\n", s.parallel.num_gpus, r.smallest_gpu);
       if (r.smallest_gpu_count > 0)
-        io.out << fmt::format("  fewest {} GPUs where a plan exists: {}\n", s.device.name, r.smallest_gpu_count);
+        report << fmt::format("  fewest {} GPUs where a plan exists: {}\n", s.device.name, r.smallest_gpu_count);
       if (r.smallest_gpu.empty() && r.smallest_gpu_count == 0) {
         const int64_t mp = s.parallel.tensor_parallel * s.parallel.pipeline_parallel;
         const int64_t cap = std::min<int64_t>(4096, req.global_batch * mp);
-        io.out << fmt::format("  no preset card, and no count of these GPUs up to {}, makes it fit{}\n", cap,
+        report << fmt::format("  no preset card, and no count of these GPUs up to {}, makes it fit{}\n", cap,
                               cap < 4096 ? fmt::format(" (global batch {} allows at most {} data-parallel ranks)", req.global_batch,
                                                        req.global_batch)
                                          : "");
-        if (!req.allow_offload) io.out << "  offload was not allowed (--no-offload); it moves optimizer states and weights to the host\n";
+        if (!req.allow_offload) report << "  offload was not allowed (--no-offload); it moves optimizer states and weights to the host\n";
       }
     }
     return kExitDoesNotFit;
@@ -194,9 +135,14 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   ec.peak_bytes = r.best.peak_bytes;
   ec.tokens_per_s = r.best.time.tokens_per_s;
   std::string written;
-  if (!f.emit.empty()) {
-    written = f.out.empty() ? planner::default_file_name(fmt_out) : f.out;
-    write_atomically(written, planner::emit(ec, fmt_out));
+  if (!f.ask.emit.empty()) {
+    const std::string text = planner::emit(ec, fmt_out);
+    if (config_to_stdout) {
+      io.out << text;
+    } else {
+      profiles::write_file_atomically(f.out, text, {f.force, Where::at_flag("--out"), "the config"});
+      written = f.out;
+    }
   }
   doc["found"] = true;
   doc["best"] = candidate_json(r.best);
@@ -214,39 +160,41 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
     j["why"] = ru.why;
     doc["runners_up"].push_back(j);
   }
-  if (!written.empty()) doc["emitted"] = {{"format", f.emit}, {"path", written}};
+  if (!written.empty()) doc["emitted"] = {{"format", f.ask.emit}, {"path", written}};
   if (o.format() != Format::table) {
-    emit(io.out, doc, o.format());
+    emit(report, doc, o.format());
     return kExitOk;
   }
   const TrainingSetup& w = r.best.setup;
-  io.out << fmt::format("memplan plan: {} on {}, global batch {} x {} tokens, tier {} ({:.0f}%: {})\n", s.model.name, target,
-                        req.global_batch, s.batch.seq_len, f.budget ? "custom" : f.tier, 100 * req.budget, gib(r.budget_bytes));
-  if (b.calibration) io.out << fmt::format("  calibrated with {}\n", b.calibration->file);
-  io.out << fmt::format("  searched {} candidates in {:.1f} ms ({} activation timelines, {} memory compositions); {} fit\n",
+  report << fmt::format("memplan plan: {} on {}, global batch {} x {} tokens, tier {} ({:.0f}%: {})\n", s.model.name, target,
+                        req.global_batch, s.batch.seq_len, f.ask.budget ? "custom" : f.ask.tier, 100 * req.budget, gib(r.budget_bytes));
+  if (b.calibration) report << fmt::format("  calibrated with {}\n", b.calibration->file);
+  report << fmt::format("  searched {} candidates in {:.1f} ms ({} activation timelines, {} memory compositions); {} fit\n",
                         thousands(r.candidates), 1000 * r.seconds, r.timelines, thousands(r.compositions), thousands(r.fitting));
-  io.out << "\n  best (highest modelled throughput that fits):\n";
-  io.out << fmt::format("    micro-batch {}, accumulation {}, global batch {}{}\n", w.batch.micro_batch, w.batch.grad_accum,
+  report << "\n  best (highest modelled throughput that fits):\n";
+  report << fmt::format("    micro-batch {}, accumulation {}, global batch {}{}\n", w.batch.micro_batch, w.batch.grad_accum,
                         r.best.global_batch, r.batch_note.empty() ? " (exact)" : "");
-  if (!r.batch_note.empty()) io.out << "    note: " << r.batch_note << "\n";
-  io.out << fmt::format("    precision {}, optimizer {}, checkpointing {}, attention {}, ZeRO-{}{}\n", to_string(w.precision),
+  if (!r.batch_note.empty()) report << "    note: " << r.batch_note << "\n";
+  report << fmt::format("    precision {}, optimizer {}, checkpointing {}, attention {}, ZeRO-{}{}\n", to_string(w.precision),
                         to_string(w.optimizer), to_string(w.checkpointing), to_string(w.attention), w.parallel.zero_stage,
                         w.parallel.offload == Offload::none ? "" : ", offload " + std::string(to_string(w.parallel.offload)));
-  io.out << fmt::format("    peak {} ({}) of {}; headroom {} below the budget\n", gib(r.best.peak_bytes),
+  report << fmt::format("    peak {} ({}) of {}; headroom {} below the budget\n", gib(r.best.peak_bytes),
                         percent(static_cast<double>(r.best.peak_bytes) / static_cast<double>(s.device.capacity_bytes)),
                         gib(s.device.capacity_bytes), gib(r.budget_bytes - r.best.peak_bytes));
-  io.out << fmt::format("    step {:.2f} s (compute {:.2f}, communication {:.2f}, offload {:.2f}, optimizer {:.2f}), ~{} tokens/s: modelled, not measured\n",
+  report << fmt::format("    step {:.2f} s (compute {:.2f}, communication {:.2f}, offload {:.2f}, optimizer {:.2f}), ~{} tokens/s: modelled, not measured\n",
                         r.best.time.total_s, r.best.time.compute_s, r.best.time.comm_s, r.best.time.offload_s, r.best.time.optimizer_s,
                         thousands(static_cast<int64_t>(r.best.time.tokens_per_s)));
-  io.out << "\n  runners-up (one change from the best) and why each lost:\n";
+  report << "\n  runners-up (one change from the best) and why each lost:\n";
   for (const auto& ru : r.runners_up)
-    io.out << fmt::format("    {:<14} {:<28} {}\n", ru.dimension, ru.value, ru.why);
-  if (!written.empty()) {
-    io.out << fmt::format("\n  wrote {} ({})\n", written, f.emit);
-    std::string check = fmt::format("memplan estimate --config {}", written);
+    report << fmt::format("    {:<14} {:<28} {}\n", ru.dimension, ru.value, ru.why);
+  if (!f.ask.emit.empty()) {
+    const std::string file = written.empty() ? planner::default_file_name(fmt_out) : written;
+    if (written.empty()) report << fmt::format("\n  printed the {} config on stdout (--out FILE writes it to a file)\n", f.ask.emit);
+    else report << fmt::format("\n  wrote {} ({})\n", written, f.ask.emit);
+    std::string check = fmt::format("memplan estimate --config {}", file);
     if (fmt_out == planner::EmitFormat::hf || fmt_out == planner::EmitFormat::lightning)
       check += fmt::format(" --gpu {} --gpus {}", s.device.name, s.parallel.num_gpus);
-    if (fmt_out != planner::EmitFormat::lightning) io.out << "  re-check it: " << check << "\n";
+    if (fmt_out != planner::EmitFormat::lightning) report << "  re-check it: " << check << "\n";
   }
   return kExitOk;
 }
@@ -259,15 +207,16 @@ Command register_plan(CLI::App& root, Io io) {
   auto f = std::make_shared<PlanFlags>();
   auto o = std::make_shared<OutputFlags>();
   add_setup_flags(*app, *in);
-  app->add_option("--global-batch", f->global_batch, "sequences per optimizer step over all GPUs")->type_name("N");
-  app->add_option("--tier", f->tier, "memory budget: safe (85%), balanced (90%), aggressive (95%)")->type_name("TIER");
-  app->add_option("--budget", f->budget, "memory budget as a fraction of the card (overrides --tier)")->type_name("F");
-  app->add_option("--optimizers", f->optimizers, "optimizers the plan may pick (comma list; default: --optimizer or adamw)")->type_name("LIST");
-  app->add_option("--precisions", f->precisions, "precision regimes the plan may pick (comma list)")->type_name("LIST");
-  app->add_flag("--no-offload", f->no_offload, "never offload to the host");
-  app->add_option("--max-micro-batch", f->max_micro_batch, "largest micro-batch to consider (default 1024)")->type_name("N");
-  app->add_option("--emit", f->emit, "write the plan as memplan|seed|deepspeed|hf|lightning config")->type_name("FORMAT");
-  app->add_option("--out", f->out, "file to write with --emit (default: a standard name in the current folder)")->type_name("FILE");
+  app->add_option("--global-batch", f->ask.global_batch, "sequences per optimizer step over all GPUs")->type_name("N");
+  app->add_option("--tier", f->ask.tier, "memory budget: safe (85%), balanced (90%), aggressive (95%)")->type_name("TIER");
+  app->add_option("--budget", f->ask.budget, "memory budget as a fraction of the card (overrides --tier)")->type_name("F");
+  app->add_option("--optimizers", f->ask.optimizers, "optimizers the plan may pick (comma list; default: --optimizer or adamw)")->type_name("LIST");
+  app->add_option("--precisions", f->ask.precisions, "precision regimes the plan may pick (comma list)")->type_name("LIST");
+  app->add_flag("--no-offload", f->ask.no_offload, "never offload to the host");
+  app->add_option("--max-micro-batch", f->ask.max_micro_batch, "largest micro-batch to consider (default 1024)")->type_name("N");
+  app->add_option("--emit", f->ask.emit, "print the plan as a memplan|train-config|deepspeed|hf|lightning config (on stdout; the report goes to stderr)")->type_name("FORMAT");
+  app->add_option("--out", f->out, "write the --emit config to this file instead (atomically)")->type_name("FILE");
+  app->add_flag("--force", f->force, "let --out replace an existing file");
   add_output_flags(*app, *o);
   return {app, [io, in, f, o] { return run_plan(io, *in, *f, *o); }};
 }

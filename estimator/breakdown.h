@@ -99,7 +99,7 @@ struct Verdict {
   bool fits = false;         // peak <= target * capacity
   double utilization = 0;    // peak / capacity
   int64_t headroom_bytes = 0;  // target * capacity - peak (negative when over)
-  // The band (seed 002's thresholds): normal (<= target), above_target (< warning),
+  // The band (Thresholds, setup.h): normal (<= target), above_target (< warning),
   // warning (< critical), critical (< emergency), emergency (<= 100%), out_of_memory.
   std::string status;
 };

@@ -774,7 +774,7 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
     out.host.push_back({"dataloader_prefetch", s.data.num_workers * s.data.prefetch_factor * per,
                         fmt::format("{} workers x {} prefetch x {} x {} tokens x 24 B (input_ids, attention_mask, labels int64)",
                                     s.data.num_workers, s.data.prefetch_factor, s.batch.micro_batch, s.batch.seq_len),
-                        "PyTorch DataLoader keeps prefetch_factor batches per worker; seed 002's formula counts 2 B/token"});
+                        "PyTorch DataLoader keeps prefetch_factor batches per worker; the memory guides' formula workers x prefetch x batch x seq counts 2 B/token"});
   }
 
   // Formula text.
@@ -791,17 +791,17 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
                                    "torch.optim state_dict contents; bitsandbytes 8-bit: block-wise quantization (Dettmers et al. 2022)"};
   tx[T(Term::activations)] = {fmt::format("saved tensors per layer (see the per-layer table) x {} layers, checkpointing {}, attention {}; "
                                           "+ input ids and labels {}", m.num_layers, to_string(s.checkpointing), to_string(s.attention), human(batch)),
-                              "per-op table in estimator/layers.cpp (reference/autograd-saved.md); Korthikanti et al. 2022 as oracle"};
+                              "per-op table in estimator/layers.cpp (docs/autograd-saved.md); Korthikanti et al. 2022 as oracle"};
   tx[T(Term::logits_and_loss)] = {fmt::format("logits N x V = {} x {}{}; log-softmax and its gradients in fp32", s.batch.micro_batch * s.batch.seq_len,
                                               m.vocab_size, s.runtime.loss_upcast ? " with the HF fp32 upcast" : ""),
-                                  "HF ForCausalLMLoss; autograd-saved.md §4 (backward peak 12-14 x b*s*V bytes)"};
+                                  "HF ForCausalLMLoss; docs/autograd-saved.md §4 (backward peak 12-14 x b*s*V bytes)"};
   tx[T(Term::transient)] = {"activation gradients at the backward frontier and kernel temporaries; in the step: " + st.oc.transient_formula +
                                 (st.step_extra ? fmt::format(" + fp32 gradient partition {}", human(st.step_extra)) : ""),
-                            "autograd engine (engine.cpp); optimizer implementations (libtorch-notes §8)"};
+                            "autograd engine (engine.cpp); optimizer implementations (docs/libtorch-notes.md §8)"};
   tx[T(Term::workspace)] = {cuda ? fmt::format("2 cuBLAS handles (forward thread, autograd thread) x {}", human(s.device.cublas_workspace_bytes)) : "none on CPU",
                             "CublasHandlePool.cpp: CUBLAS_WORKSPACE_CONFIG default :4096:2:16:8, 32 MiB on sm90"};
   tx[T(Term::cuda_context)] = {cuda ? fmt::format("{} family default", s.device.family.empty() ? "generic" : s.device.family) : "none on CPU",
-                               "libtorch-notes §2.1 (lazy module loading); replaced by calibration"};
+                               "docs/libtorch-notes.md §2.1 (lazy module loading); replaced by calibration"};
   tx[T(Term::allocator_overhead)] = {cuda ? fmt::format("1 MiB x {} large tensors x {} copies + {:.0f}% of activations, loss and transients",
                                                         st.large_tensors, copies, frac * 100)
                                           : "none on CPU (no caching allocator)",

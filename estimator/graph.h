@@ -5,7 +5,7 @@
 // category at the segment's peaks. It does not know about layers or models: estimate.cpp composes
 // segment profiles into the step's timeline.
 //
-// Rules it follows (reference/autograd-saved.md §1): a saved tensor keeps its whole storage
+// Rules it follows (docs/autograd-saved.md §1): a saved tensor keeps its whole storage
 // alive until its op's backward has run; views share storage; a tensor nobody saves is freed
 // after its last forward use; an op's backward allocates its inputs' gradients, frees its
 // output's gradient and releases its saved tensors; a second gradient contribution to the same

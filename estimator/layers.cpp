@@ -2,16 +2,16 @@
 // what it allocates, what autograd saves and what its backward allocates. The segment builders
 // at the bottom compose them in the order the modelling code calls them.
 //
-// Legend (autograd-saved.md §0):
+// Legend (docs/autograd-saved.md §0):
 //   b micro-batch, s sequence, N = b*s tokens, h hidden, a query heads, k KV heads, d head dim,
 //   f MLP width, V vocabulary, E experts, K top-k, r LoRA rank.
 //   e  bytes per element of the model dtype (4 fp32 and AMP, 2 pure/mixed 16-bit)
 //   c  bytes of autocast's lower-precision dtype (2)
 // Citations: [DY n] = tools/autograd/derivatives.yaml line n at v2.6.0; [DY13 n] at v1.13.1;
-// HF code by class/function as in reference/autograd-saved.md.
+// HF code by class/function as in docs/autograd-saved.md.
 //
 // Device and version differences that change bytes (all checked on Debian's LibTorch 1.13.1 CPU
-// or read from source, see autograd-saved.md §2):
+// or read from source, see docs/autograd-saved.md §2):
 //   dropout   CUDA: native_dropout saves a bool mask (1 B/elem); CPU: x.mul(noise) saves the
 //             noise in x's dtype [Dropout.cpp:47-74].
 //   LayerNorm mean/rstd: fp32 on CUDA; the input dtype on CPU 1.13.
@@ -336,8 +336,7 @@ class Net {
       const T y = make(std::move(w), x.n, kFp32);
       return cast(y, x.dt, "rmsnorm .to(dtype)");
     }
-    const int64_t out_dt = ac_ ? x.dt : x.dt;  // .to(input_dtype)
-    const T xc = cast(xn, out_dt, "rmsnorm .to(dtype)");
+    const T xc = cast(xn, x.dt, "rmsnorm .to(dtype)");  // .to(input_dtype)
     // weight * x: saves x for the weight's gradient [DY 1212]; the weight is a parameter.
     Op w;
     w.name = name;
@@ -468,7 +467,7 @@ class Net {
     return x;
   }
   // HF NewGELUActivation: 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))). Under CUDA autocast pow
-  // runs in fp32, which promotes the rest (autograd-saved.md §6).
+  // runs in fp32, which promotes the rest (docs/autograd-saved.md §6).
   T gelu_new(T x) {
     const int64_t pdt = (ac_ && cuda_) ? kFp32 : x.dt;
     T xp = (pdt != x.dt) ? cast(x, pdt, "autocast pow cast") : x;

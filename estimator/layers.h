@@ -38,8 +38,8 @@ int64_t residual_bytes(const TrainingSetup& s);
 sim::Segment embedding_segment(const TrainingSetup& s);
 // One transformer layer; `moe` selects the MoE block, `layer` decides frozen/LoRA state.
 sim::Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer);
-// Final norm, head and loss. `tied_contribution` is set when the embedding's gradient is a
-// second contribution to the head's weight.
+// Final norm, head and loss (with tied embeddings the head's weight gradient is the embedding's;
+// see head_shares_embedding).
 sim::Segment head_segment(const TrainingSetup& s);
 
 // Bytes of the head's output logits (in the matmul's output dtype).

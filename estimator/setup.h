@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memplan {
@@ -215,20 +217,26 @@ enum class OptimizerImpl {
 };
 
 enum class CheckpointMode {
-  none,       // every activation saved
-  selective,  // attention core (scores, softmax, dropout) recomputed (Korthikanti et al. 2022)
-  every,      // one layer in every K is checkpointed (K = every_k); every:1 == full
-  full,       // every layer checkpointed: only its input is saved
+  none,          // every activation saved
+  selective,     // attention core (scores, softmax, dropout) recomputed (Korthikanti et al. 2022;
+                 // Megatron --recompute-granularity selective)
+  selective_op,  // torchtitan's per-op policy: every layer keeps its matmul outputs except every
+                 // second one and its SDPA outputs, and recomputes the rest in backward
+  every,         // one layer in every K is checkpointed (K = every_k); every:1 == full
+  layers,        // an explicit list of checkpointed layers (NeMo's checkpoint_layers)
+  full,          // every layer checkpointed: only its input is saved
 };
 
 struct Checkpointing {
   CheckpointMode mode = CheckpointMode::none;
-  int64_t every_k = 1;  // used with CheckpointMode::every
+  int64_t every_k = 1;          // used with CheckpointMode::every
+  std::vector<int64_t> layers;  // used with CheckpointMode::layers: 0-based, ascending, unique
 
-  // True when layer i is wrapped in a checkpoint.
+  // True when layer i is wrapped in a checkpoint (full recompute, or the per-op policy).
   bool layer_checkpointed(int64_t i) const {
-    if (mode == CheckpointMode::full) return true;
+    if (mode == CheckpointMode::full || mode == CheckpointMode::selective_op) return true;
     if (mode == CheckpointMode::every) return every_k <= 1 || i % every_k == 0;
+    if (mode == CheckpointMode::layers) return std::binary_search(layers.begin(), layers.end(), i);
     return false;
   }
 };
@@ -240,6 +248,16 @@ enum class AttentionImpl {
 };
 
 enum class Offload { none, optimizer, optimizer_and_params };
+
+// PyTorch FSDP sharding (FSDP1 ShardingStrategy; FSDP2 fully_shard with reshard_after_forward).
+enum class FsdpMode {
+  none,
+  full_shard,     // parameters, gradients and optimizer states sharded; a block's parameters are
+                  // gathered for its forward and again for its backward (FSDP2 reshard_after_forward)
+  shard_grad_op,  // as full_shard, but gathered parameters stay from forward to backward (ZeRO-2-like)
+  hybrid_shard,   // full_shard within a node, replicated across nodes
+  no_shard,       // DDP-like: everything replicated
+};
 
 struct Parallelism {
   int64_t num_gpus = 1;           // world size
@@ -255,6 +273,8 @@ struct Parallelism {
   int64_t stage3_max_live_parameters = 1'000'000'000;
   bool overlap_comm = false;        // DeepSpeed double-buffers the reduce bucket when true
   bool ddp_bucket_view = false;     // DDP gradient_as_bucket_view (saves one gradient copy)
+  FsdpMode fsdp = FsdpMode::none;   // PyTorch FSDP instead of DDP/DeepSpeed (zero_stage stays 0)
+  int64_t gpus_per_node = 8;        // ranks per node (hybrid sharding; host memory per node)
 
   int64_t data_parallel() const {
     const int64_t mp = tensor_parallel * pipeline_parallel;
@@ -295,25 +315,68 @@ struct DeviceSpec {
   int64_t cuda_context_bytes = 0;    // CUDA context + lazily loaded kernels (outside the allocator)
   int64_t cublas_workspace_bytes = 0;  // persistent cuBLAS workspace per handle and stream
   bool bf16 = true;
+  bool fp8 = false;                  // fp8 tensor cores (Hopper, Ada, Blackwell, MI300)
   double peak_flops = 0;             // dense bf16 FLOP/s (planner)
   double interconnect_bytes_per_s = 0;
 };
 
+// The training stack that runs the step. Each sets the runtime defaults it really has
+// (estimator/runtime.cpp, cited there); every knob below can also be set on its own.
+enum class Framework {
+  hf_trainer,  // transformers Trainer (also TRL, Axolotl): outputs die inside compute_loss
+  custom,      // a hand-written loop that keeps the forward's outputs (nanoGPT, llama2.c, accelerate examples)
+  lightning,   // PyTorch Lightning: zero_grad runs after the next forward
+  torchtune,   // torchtune recipes: chunked cross-entropy, logits deleted before backward
+  torchtitan,  // torchtitan: FSDP2 with bf16 compute over fp32 shards, fused AdamW
+  litgpt,      // LitGPT: the loop keeps the logits; chunked cross-entropy without upcast
+  deepspeed,   // the DeepSpeed engine: gradient buffers allocated at start-up
+  megatron,    // Megatron-LM / NeMo: fp32 main-gradient buffer allocated at start-up
+};
+
+// How the loss is computed from the final hidden states.
+enum class LossImpl {
+  standard,      // full logits; HF upcasts them (logits.float()) before cross-entropy
+  chunked,       // logits in chunks, each upcast and cross-entropied alone (torchtune
+                 // CEWithChunkedOutputLoss, LitGPT chunked_cross_entropy)
+  fused_linear,  // head and loss fused: logits never materialised (Liger FLCE, cut-cross-entropy)
+};
+
 // The framework whose memory behaviour is modelled. Saved-tensor details differ between LibTorch
-// 1.13 and 2.x and between CPU and CUDA kernels (reference/autograd-saved.md).
+// 1.13 and 2.x and between CPU and CUDA kernels (docs/autograd-saved.md).
 struct Runtime {
+  Framework framework = Framework::hf_trainer;
   int torch_major = 2;
   int torch_minor = 6;
+  // The transformers modelling code (its attention paths changed: repeat_kv before SDPA until
+  // 4.54, `.contiguous()` copies of q/k/v and the attention output until 4.56).
+  int transformers_major = 4;
+  int transformers_minor = 57;
   OptimizerImpl optimizer_impl = OptimizerImpl::automatic;
   bool loss_upcast = true;          // HF >= 4.46 ForCausalLMLoss: logits.float() before cross-entropy
-  bool keep_logits = false;         // the training loop keeps the logits alive through backward
+  LossImpl loss = LossImpl::standard;
+  int64_t loss_chunks = 8;          // chunked: number of chunks (torchtune num_output_chunks)
+  int64_t loss_chunk_tokens = 0;    // chunked: chunks of this many tokens instead (LitGPT: 128)
+  // The training loop keeps the forward's logits (and its returned KV cache with keep_cache)
+  // until the next forward returns: through backward, the optimizer step and the next forward.
+  bool keep_logits = false;
+  bool keep_cache = false;          // use_cache=True outputs kept by the loop (DynamicCache)
   // zero_grad(set_to_none=True) frees gradients between steps (torch >= 2.0's default); with
   // False (torch 1.x's default, HF Trainer before 2.0) they stay resident the whole step.
   bool zero_grad_set_to_none = true;
+  bool zero_grad_after_forward = false;  // Lightning: last step's gradients live through the next forward
+  bool liger = false;               // Liger's fused RMSNorm, SwiGLU and RoPE kernels
+  bool optimizer_in_backward = false;  // each parameter stepped (and its gradient freed) in backward
+  bool activation_offload = false;  // saved activations go to pinned host memory (torchtune, NeMo)
+  bool compile = false;             // torch.compile per block (default partitioner)
+  bool fp8 = false;                 // float8 linears (torchao Float8Linear / Transformer Engine)
+  bool expandable_segments = false; // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   bool allocator_rounding = true;   // CUDA caching-allocator rounding (false on CPU)
 
   bool torch_at_least(int major, int minor) const {
     return torch_major > major || (torch_major == major && torch_minor >= minor);
+  }
+  bool transformers_at_least(int major, int minor) const {
+    return transformers_major > major || (transformers_major == major && transformers_minor >= minor);
   }
 };
 
@@ -323,7 +386,7 @@ struct DataLoading {
   bool pin_memory = false;
 };
 
-// Memory bands as fractions of device capacity (seed 002 defaults).
+// Memory bands as fractions of device capacity (the defaults memory guides use: 0.90 / 0.92 / 0.95 / 0.97).
 struct Thresholds {
   double target = 0.90;
   double warning = 0.92;
@@ -363,6 +426,9 @@ const char* to_string(NormKind n);
 const char* to_string(Activation a);
 const char* to_string(PositionKind p);
 const char* to_string(HeadKind h);
+const char* to_string(Framework f);
+const char* to_string(FsdpMode f);
+std::string to_string(const Runtime& r, LossImpl l);  // "standard", "chunked:8", "chunked:128t", "fused-linear"
 std::string to_string(const Checkpointing& c);  // "none", "full", "selective", "every:2"
 
 std::optional<Precision> parse_precision(const std::string& s);
@@ -373,6 +439,13 @@ std::optional<Offload> parse_offload(const std::string& s);
 std::optional<FinetuneMode> parse_finetune(const std::string& s);
 std::optional<Checkpointing> parse_checkpointing(const std::string& s);
 std::optional<Activation> parse_activation(const std::string& hf_name);
+std::optional<Framework> parse_framework(const std::string& s);
+std::optional<FsdpMode> parse_fsdp(const std::string& s);
+// "standard", "chunked" (8 chunks), "chunked:N" (N chunks), "chunked:Nt" (chunks of N tokens),
+// "fused-linear": sets runtime.loss and its chunking; false for an unknown spelling.
+bool parse_loss(const std::string& s, Runtime* r);
+// "2.6" / "1.13" / "4.52.4" -> (major, minor); nullopt unless MAJOR.MINOR[.PATCH] with small numbers.
+std::optional<std::pair<int, int>> parse_version(const std::string& s);
 
 // The accepted spellings, for error hints ("expected one of: fp32, amp-fp16, ...").
 std::vector<std::string> precision_names();
@@ -380,6 +453,10 @@ std::vector<std::string> optimizer_names();
 std::vector<std::string> attention_names();
 std::vector<std::string> offload_names();
 std::vector<std::string> finetune_names();
+std::vector<std::string> framework_names();
+std::vector<std::string> fsdp_names();
+std::vector<std::string> optimizer_impl_names();
+std::vector<std::string> checkpointing_names();  // none, full, selective, selective-op, every:K, layers:I,J,...
 
 // Bytes per element of the weights, gradients and optimizer states under a precision regime.
 int64_t weight_bytes_per_param(Precision p);
@@ -387,6 +464,5 @@ int64_t grad_bytes_per_param(Precision p);
 int64_t master_bytes_per_param(Precision p);  // fp32 master copy (mixed_*), else 0
 int64_t state_bytes_per_element(Precision p); // optimizer state dtype
 bool is_autocast(Precision p);
-bool is_half_activation(Precision p);  // activations computed in 16 bits (pure or mixed)
 
 }  // namespace memplan

@@ -1,5 +1,5 @@
 // The config emitters (see emit.h). Each writes the vocabulary its tool reads; the memplan,
-// seed, DeepSpeed and HF files read back through memplan's own readers to the same setup
+// train-config, DeepSpeed and HF files read back through memplan's own readers to the same setup
 // (tests/planner/plan_test.cpp), Lightning's says in comments what Lightning cannot express.
 #include "planner/emit.h"
 
@@ -12,7 +12,7 @@ namespace memplan::planner {
 
 bool parse_emit_format(const std::string& s, EmitFormat* out) {
   if (s == "memplan") *out = EmitFormat::memplan;
-  else if (s == "seed" || s == "ava") *out = EmitFormat::seed;
+  else if (s == "train-config") *out = EmitFormat::train_config;
   else if (s == "deepspeed") *out = EmitFormat::deepspeed;
   else if (s == "hf") *out = EmitFormat::hf;
   else if (s == "lightning") *out = EmitFormat::lightning;
@@ -20,10 +20,12 @@ bool parse_emit_format(const std::string& s, EmitFormat* out) {
   return true;
 }
 
+std::vector<std::string> emit_format_names() { return {"memplan", "train-config", "deepspeed", "hf", "lightning"}; }
+
 std::string default_file_name(EmitFormat f) {
   switch (f) {
     case EmitFormat::memplan: return "memplan-plan.yaml";
-    case EmitFormat::seed: return "train-config.yaml";
+    case EmitFormat::train_config: return "train-config.yaml";
     case EmitFormat::deepspeed: return "ds_config.json";
     case EmitFormat::hf: return "training_args.yaml";
     case EmitFormat::lightning: return "lightning-config.yaml";
@@ -135,8 +137,8 @@ std::string emit_memplan(const EmitContext& c) {
   return y;
 }
 
-// Seed 002's (Ava) dialect: model/training/data/deepspeed/memory/output sections.
-std::string emit_seed(const EmitContext& c) {
+// A training script's config: model/training/data/deepspeed/memory/output sections.
+std::string emit_train_config(const EmitContext& c) {
   const TrainingSetup& s = c.setup;
   std::string y = hash_header(c);
   y += model_section(c, false);
@@ -287,7 +289,7 @@ std::string emit_lightning(const EmitContext& c) {
 std::string emit(const EmitContext& c, EmitFormat f) {
   switch (f) {
     case EmitFormat::memplan: return emit_memplan(c);
-    case EmitFormat::seed: return emit_seed(c);
+    case EmitFormat::train_config: return emit_train_config(c);
     case EmitFormat::deepspeed: return emit_deepspeed(c);
     case EmitFormat::hf: return emit_hf(c);
     case EmitFormat::lightning: return emit_lightning(c);

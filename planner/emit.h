@@ -1,18 +1,21 @@
 // Config emitters: a plan written as the files people paste. memplan YAML (estimate reads it back
-// to the same numbers), the seed guides' dialect (Ava-style sections), DeepSpeed ds_config.json
+// to the same numbers), a training-script config (model/training/data/output sections, as the
+// training scripts of memory guides read them), DeepSpeed ds_config.json
 // (with a "memplan" block DeepSpeed ignores, holding what it cannot express), HF
 // TrainingArguments YAML, and Lightning Trainer arguments. Each file opens with a comment:
 // model, GPU, estimated peak, headroom, memplan version.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "estimator/setup.h"
 
 namespace memplan::planner {
 
-enum class EmitFormat { memplan, seed, deepspeed, hf, lightning };
+enum class EmitFormat { memplan, train_config, deepspeed, hf, lightning };
 bool parse_emit_format(const std::string& s, EmitFormat* out);
+std::vector<std::string> emit_format_names();  // "memplan", "train-config", ...
 
 // How the model is referred to in an emitted file.
 struct ModelRef {

@@ -1,5 +1,5 @@
 // Does a setup fit, and if not, what is the cheapest change that makes it fit. The changes are
-// tried in the order of seed 002's OOM ladder: flash attention, mixed precision, checkpointing,
+// tried in the order of the usual OOM ladder (as memory guides write it): flash attention, mixed precision, checkpointing,
 // smaller micro-batch with more accumulation (same effective batch), ZeRO stage, shorter
 // sequence, offload. Every number comes from estimate(); nothing here has its own formula.
 #pragma once

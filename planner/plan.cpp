@@ -6,6 +6,9 @@
 // simulated once and shared by every group.
 #include "planner/plan.h"
 
+#include "estimator/error.h"
+#include "planner/emit.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,6 +24,85 @@ double tier_fraction(const std::string& tier) {
   if (tier == "balanced") return 0.90;
   if (tier == "aggressive") return 0.95;
   return 0;
+}
+
+namespace {
+
+// "a, b,,c" -> a b c
+std::vector<std::string> split_csv(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char c : text + ",") {
+    if (c != ',') {
+      if (c != ' ') cur += c;
+      continue;
+    }
+    if (!cur.empty()) out.push_back(cur);
+    cur.clear();
+  }
+  return out;
+}
+
+template <class E>
+std::vector<E> parse_list(const std::string& text, const char* flag, std::optional<E> (*parse)(const std::string&),
+                          const std::vector<std::string>& names) {
+  std::vector<E> out;
+  for (const std::string& item : split_csv(text)) {
+    const auto v = parse(item);
+    if (!v)
+      throw InputError(Where::at_flag(flag), fmt::format("unknown value '{}'", item),
+                       fmt::format("expected a comma list of: {}", fmt::join(names, ", ")));
+    out.push_back(*v);
+  }
+  return out;
+}
+
+}  // namespace
+
+PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calibration* calibration) {
+  if (s.device.capacity_bytes <= 0)
+    throw InputError(Where::at_flag("--gpu"), "plan needs a target", "pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 40GiB");
+  PlanRequest req;
+  req.base = s;
+  req.global_batch = ask.global_batch.value_or(ask.config_global_batch.value_or(0));
+  if (req.global_batch <= 0)
+    throw InputError(Where::at_flag("--global-batch"), "plan needs the global batch (sequences per optimizer step, all GPUs)",
+                     "pass --global-batch 256, or set training.global_batch_size in the config");
+  const int64_t dp = s.parallel.data_parallel();
+  if (req.global_batch < dp)
+    throw InputError(Where::at_flag("--global-batch"),
+                     fmt::format("global batch {} is smaller than the {} data-parallel ranks: each rank needs at least one sequence",
+                                 req.global_batch, dp),
+                     fmt::format("use --global-batch {} or more, or fewer --gpus", dp));
+  if (ask.budget) {
+    if (!(*ask.budget > 0 && *ask.budget <= 1))
+      throw InputError(Where::at_flag("--budget"), fmt::format("must be a fraction in (0, 1] (got {})", *ask.budget), "e.g. --budget 0.88");
+    req.budget = *ask.budget;
+  } else {
+    req.budget = tier_fraction(ask.tier);
+    if (req.budget == 0)
+      throw InputError(Where::at_flag("--tier"), fmt::format("unknown tier '{}'", ask.tier),
+                       "expected one of: safe (85%), balanced (90%), aggressive (95%)");
+  }
+  EmitFormat format = EmitFormat::memplan;
+  if (!ask.emit.empty() && !parse_emit_format(ask.emit, &format))
+    throw InputError(Where::at_flag("--emit"), fmt::format("unknown format '{}'", ask.emit),
+                     fmt::format("expected one of: {}", fmt::join(emit_format_names(), ", ")));
+  req.stack = ask.emit == "deepspeed" ? Stack::deepspeed
+              : ask.emit == "hf"      ? Stack::hf
+              : ask.emit == "lightning" ? Stack::lightning
+                                        : Stack::any;
+  // An explicit flag fixes that dimension; everything else is searched.
+  if (!ask.optimizers.empty()) req.optimizers = parse_list<OptimizerKind>(ask.optimizers, "--optimizers", parse_optimizer, optimizer_names());
+  else if (ask.optimizer_fixed) req.optimizers = {s.optimizer};
+  if (!ask.precisions.empty()) req.precisions = parse_list<Precision>(ask.precisions, "--precisions", parse_precision, precision_names());
+  else if (ask.precision_fixed) req.precisions = {s.precision};
+  if (ask.attention_fixed) req.attentions = {s.attention};
+  if (ask.checkpointing_fixed) req.checkpointings = {s.checkpointing};
+  req.allow_offload = !ask.no_offload;
+  req.max_micro_batch = ask.max_micro_batch;
+  req.calibration = calibration;
+  return req;
 }
 
 namespace {

@@ -5,6 +5,7 @@
 // candidate); speed from throughput.h.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,7 @@
 
 namespace memplan::planner {
 
-// Budget tiers (seed 004's progressive tuning): safe, balanced, aggressive.
+// Budget tiers (the progressive tuning of memory guides: safe, balanced, aggressive).
 double tier_fraction(const std::string& tier);  // 0.85 / 0.90 / 0.95; 0 when unknown
 
 // Which training stack the plan is for; it decides the precision regimes on offer and which
@@ -72,6 +73,25 @@ struct PlanResult {
   std::string smallest_gpu;           // the smallest preset card where a plan exists (same count)
   int64_t smallest_gpu_count = 0;     // the fewest GPUs of the requested card where one exists
 };
+
+// What `memplan plan` was asked, as given (flags, or the config file), before validation.
+struct PlanAsk {
+  std::optional<int64_t> global_batch;         // --global-batch
+  std::optional<int64_t> config_global_batch;  // the config file's global batch
+  std::string tier = "balanced";               // --tier
+  std::optional<double> budget;                // --budget (overrides the tier)
+  std::string optimizers, precisions;          // --optimizers / --precisions comma lists
+  bool optimizer_fixed = false, precision_fixed = false;  // --optimizer / --precision given
+  bool attention_fixed = false, checkpointing_fixed = false;
+  bool no_offload = false;
+  int64_t max_micro_batch = 1024;
+  std::string emit;                            // --emit format name ("" when none)
+};
+
+// The search request for a built setup, or InputError at the flag that makes it impossible: no
+// target capacity, no global batch, fewer sequences than data-parallel ranks, an unknown tier,
+// budget, optimizer, precision or emit format.
+PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calibration* calibration);
 
 // REQUIRES: validate(req.base) is empty, req.base.device.capacity_bytes > 0,
 // req.global_batch >= data-parallel ranks. `gpus` (optional) lists other cards to try when

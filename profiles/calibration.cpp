@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "profiles/detail.h"
+#include "profiles/files.h"
 
 namespace memplan::profiles {
 namespace fs = std::filesystem;
@@ -61,11 +62,6 @@ const detail::KeyTable<Calibration>& profile_keys() {
   return t;
 }
 
-[[noreturn]] void write_failed(const std::string& path, const std::string& why) {
-  throw InputError(Where::at_file(path), fmt::format("cannot write the calibration profile ({})", why),
-                   "choose a writable path with --out");
-}
-
 }  // namespace
 
 Calibration load_calibration(const std::string& path) {
@@ -80,7 +76,8 @@ Calibration load_calibration(const std::string& path) {
   return c;
 }
 
-void save_calibration(const Calibration& c, const std::map<std::string, std::string>& stamp, const std::string& path) {
+void save_calibration(const Calibration& c, const std::map<std::string, std::string>& stamp, const std::string& path,
+                      bool force) {
   MEMPLAN_CHECK(std::isfinite(c.activation_scale) && std::isfinite(c.model_state_scale) && std::isfinite(c.overhead_fraction),
                 "calibration corrections must be finite");
   // Doubles go out in fmt's shortest round-trip form so load(save(c)) == c exactly.
@@ -100,26 +97,8 @@ void save_calibration(const Calibration& c, const std::map<std::string, std::str
   e << YAML::Key << "overhead_bytes" << YAML::Value << static_cast<long long>(c.overhead_bytes);
   e << YAML::EndMap << YAML::EndMap;
 
-  // Write beside the target and rename over it: readers see the old file or the new one, never half.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) write_failed(path, std::strerror(errno));
-    out << "# memplan calibration profile (written by memplan calibrate)\n" << e.c_str() << '\n';
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      write_failed(path, "write error");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    write_failed(path, ec.message());
-  }
+  write_file_atomically(path, std::string("# memplan calibration profile (written by memplan calibrate)\n") + e.c_str() + "\n",
+                        {force, Where::at_file(path), "the calibration profile"});
 }
 
 }  // namespace memplan::profiles

@@ -1,7 +1,7 @@
-// Training configs -> LoadedConfig: memplan YAML in every seed dialect (sectioned like Ava's
+// Training configs -> LoadedConfig: memplan YAML in every dialect of the memory guides (sectioned like Ava's
 // model/training/data/deepspeed/memory, flat like GSA's and Gearhead's, NeMo's policy:), DeepSpeed
 // ds_config.json, and a bare HF config.json. Each section is a table of known keys (with the
-// aliases the seed guides use); facts that several keys can state (precision, checkpointing,
+// aliases the memory guides use); facts that several keys can state (precision, checkpointing,
 // fine-tuning mode) are collected while reading and resolved once the whole file is read.
 #include <climits>
 #include <filesystem>
@@ -26,6 +26,13 @@ struct Fact {
   T value;
   Where where;
 };
+
+// A key's position with its dotted path, for provenance ("cfg.yaml:7:3 (training.micro_batch_size)").
+Where keyed(const Node& n) {
+  Where w = n.where;
+  w.key = n.path;
+  return w;
+}
 
 struct ConfigState {
   std::string path;  // the name messages give the file: as the user gave it, or "REV:path"
@@ -52,8 +59,10 @@ struct ConfigState {
   template <class T, class V>
   void set(const char* field, T& slot, V value, const Node& n) {
     slot = static_cast<T>(value);
-    out.origin.set(field, n.where);
+    note(field, n);
   }
+  // Records that `field` came from key `n` (its position and dotted path).
+  void note(const std::string& field, const Node& n) { out.origin.set(field, keyed(n)); }
   template <class T, class V>
   void set_model(const char* field, T ModelSpec::*member, V value, const Node& n) {
     set(field, s().model.*member, value, n);
@@ -72,7 +81,7 @@ int specificity(const Checkpointing& c) {
 // any of them on means on, and a named mode (selective, every:K) beats a plain true.
 void note_checkpointing(ConfigState& st, const Checkpointing& c, const Node& n) {
   if (!st.checkpointing || specificity(c) >= specificity(st.checkpointing->value))
-    st.checkpointing = Fact<Checkpointing>{c, n.where};
+    st.checkpointing = Fact<Checkpointing>{c, keyed(n)};
 }
 void note_checkpointing_flag(const Node& n, ConfigState& st) {
   Checkpointing c;
@@ -135,7 +144,7 @@ Key<ConfigState> model_key(std::vector<std::string> names, const char* field, T 
 // A key stating one of the facts resolved after the whole file is read.
 template <class T, class Read>
 Key<ConfigState> fact_key(std::vector<std::string> names, std::optional<Fact<T>> ConfigState::*fact, Read read) {
-  return {std::move(names), [=](const Node& n, ConfigState& st) { st.*fact = Fact<T>{read(n), n.where}; }};
+  return {std::move(names), [=](const Node& n, ConfigState& st) { st.*fact = Fact<T>{read(n), keyed(n)}; }};
 }
 // A switch that, when true, asks for at least `what` offload.
 Key<ConfigState> offload_switch(std::vector<std::string> names, Offload what) {
@@ -336,12 +345,14 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
 // HF's logits upcast, a loop holding its logits, zero_grad's set_to_none, the optimizer kernel).
 void set_torch_version(const Node& n, ConfigState& st) {
   const std::string v = as_text(n);
-  int major = 0, minor = 0;
-  if (std::sscanf(v.c_str(), "%d.%d", &major, &minor) != 2 || major < 1 || major > 9)
-    throw InputError(n.where, fmt::format("runtime.torch_version must look like 2.6 or 1.13 (got '{}')", v));
+  const auto parsed = parse_version(v);
+  if (!parsed || parsed->first > 9)
+    throw InputError(n.where, fmt::format("runtime.torch_version must look like 2.6 or 1.13 (got '{}')", v),
+                     "the PyTorch release the job runs: python -c 'import torch; print(torch.__version__)'");
+  const auto [major, minor] = *parsed;
   st.s().runtime.torch_major = major;
   st.s().runtime.torch_minor = minor;
-  st.out.origin.set("runtime.torch_version", n.where);
+  st.note("runtime.torch_version", n);
   // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
   if (!st.out.origin.fields.count("runtime.zero_grad_set_to_none")) st.s().runtime.zero_grad_set_to_none = major >= 2;
 }
@@ -355,7 +366,38 @@ const Table& runtime_keys() {
                 &Runtime::zero_grad_set_to_none, as_bool),
       {{"optimizer_impl"}, [](const Node& n, ConfigState& st) {
          st.set("runtime.optimizer_impl", st.s().runtime.optimizer_impl,
-                as_choice<OptimizerImpl>(n, "optimizer implementation", parse_optimizer_impl, {"auto", "for-loop", "foreach", "fused"}), n);
+                as_choice<OptimizerImpl>(n, "optimizer implementation", parse_optimizer_impl, optimizer_impl_names()), n);
+       }},
+      {{"framework"}, [](const Node& n, ConfigState& st) {
+         st.set("runtime.framework", st.s().runtime.framework, as_choice<Framework>(n, "framework", parse_framework, framework_names()), n);
+       }},
+      {{"transformers_version", "transformers"}, [](const Node& n, ConfigState& st) {
+         const auto v = parse_version(as_text(n));
+         if (!v) throw InputError(n.where, fmt::format("runtime.transformers_version must look like 4.52 (got '{}')", as_text(n)));
+         st.s().runtime.transformers_major = v->first;
+         st.s().runtime.transformers_minor = v->second;
+         st.note("runtime.transformers_version", n);
+       }},
+      {{"loss"}, [](const Node& n, ConfigState& st) {
+         if (!parse_loss(as_text(n), &st.s().runtime))
+           throw InputError(n.where, fmt::format("unknown loss '{}'", as_text(n)),
+                            "expected one of: standard, chunked, chunked:N, chunked:Nt, fused-linear");
+         st.note("runtime.loss", n);
+       }},
+      setup_key({"keep_cache"}, "runtime.keep_cache", &TrainingSetup::runtime, &Runtime::keep_cache, as_bool),
+      setup_key({"liger"}, "runtime.liger", &TrainingSetup::runtime, &Runtime::liger, as_bool),
+      setup_key({"optimizer_in_backward", "optimizer_in_bwd"}, "runtime.optimizer_in_backward", &TrainingSetup::runtime,
+                &Runtime::optimizer_in_backward, as_bool),
+      setup_key({"activation_offload", "offload_activations"}, "runtime.activation_offload", &TrainingSetup::runtime,
+                &Runtime::activation_offload, as_bool),
+      setup_key({"compile"}, "runtime.compile", &TrainingSetup::runtime, &Runtime::compile, as_bool),
+      setup_key({"fp8"}, "runtime.fp8", &TrainingSetup::runtime, &Runtime::fp8, as_bool),
+      setup_key({"expandable_segments"}, "runtime.expandable_segments", &TrainingSetup::runtime, &Runtime::expandable_segments,
+                as_bool),
+      setup_key({"zero_grad_after_forward"}, "runtime.zero_grad_after_forward", &TrainingSetup::runtime,
+                &Runtime::zero_grad_after_forward, as_bool),
+      {{"fsdp"}, [](const Node& n, ConfigState& st) {
+         st.set("parallel.fsdp", st.s().parallel.fsdp, as_choice<FsdpMode>(n, "FSDP sharding", parse_fsdp, fsdp_names()), n);
        }},
   };
   return t;

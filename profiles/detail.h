@@ -49,4 +49,23 @@ void throw_first_problem(const TrainingSetup& s, const Provenance& origin, const
 // is an InputError at `gpu_where` with the nearest presets as a hint.
 DeviceSpec gpu_device(const std::optional<std::string>& gpu, const Where& gpu_where, std::optional<int64_t> capacity);
 
+// ---- names (names.cpp) ----
+
+// "RTX 3090", "rtx_3090" and "Rtx-3090" all read "rtx-3090".
+std::string normalise_name(const std::string& name);
+// Preset names nearest to `word` over names and aliases, each preset once, best first (up to 3).
+struct Named {
+  std::string name;
+  std::vector<std::string> aliases;
+};
+std::vector<std::string> suggest_among(const std::string& word, const std::vector<Named>& presets);
+// "did you mean 'x'? (memplan gpus lists the presets)", or the lister and `otherwise`.
+std::string did_you_mean(const std::vector<std::string>& suggestions, const char* lister, const char* otherwise);
+
+// With only a capacity (--gpu-memory, no preset) the card is unknown: plan with the largest
+// family context in gpus.yaml short of Blackwell (512 MiB: Hopper, AMD) and PyTorch 2.x's default
+// cuBLAS workspace (":4096:2:16:8" = 8,519,680 B), so an unknown card is not under-estimated.
+constexpr int64_t kGenericContextBytes = 536'870'912;
+constexpr int64_t kGenericWorkspaceBytes = 8'519'680;
+
 }  // namespace memplan::profiles::detail

@@ -4,7 +4,10 @@
 #include <cctype>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "profiles/profiles.h"
+#include "profiles/detail.h"
 #include "profiles/reader.h"
 
 namespace memplan::profiles {
@@ -89,4 +92,43 @@ std::vector<std::string> nearest(const std::string& word, const std::vector<std:
   return out;
 }
 
+namespace detail {
+
+// "RTX 3090", "rtx_3090" and "Rtx-3090" all read "rtx-3090".
+std::string normalise_name(const std::string& name) {
+  std::string out;
+  for (char c : lower(name)) {
+    if (c == ' ' || c == '_') c = '-';
+    if (c == '-' && (out.empty() || out.back() == '-')) continue;
+    out += c;
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+std::vector<std::string> suggest_among(const std::string& word, const std::vector<Named>& presets) {
+  std::vector<std::string> spellings, owners;
+  for (const auto& p : presets) {
+    spellings.push_back(normalise_name(p.name));
+    owners.push_back(p.name);
+    for (const auto& a : p.aliases) {
+      spellings.push_back(normalise_name(a));
+      owners.push_back(p.name);
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& hit : nearest(normalise_name(word), spellings, spellings.size())) {
+    const auto i = static_cast<size_t>(std::find(spellings.begin(), spellings.end(), hit) - spellings.begin());
+    if (std::find(out.begin(), out.end(), owners[i]) == out.end()) out.push_back(owners[i]);
+    if (out.size() == 3) break;
+  }
+  return out;
+}
+
+std::string did_you_mean(const std::vector<std::string>& suggestions, const char* lister, const char* otherwise) {
+  if (suggestions.empty()) return fmt::format("{} lists the presets; {}", lister, otherwise);
+  return fmt::format("did you mean '{}'? ({} lists the presets)", suggestions.front(), lister);
+}
+
+}  // namespace detail
 }  // namespace memplan::profiles

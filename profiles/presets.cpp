@@ -1,6 +1,6 @@
-// The bundled data: where it lives, the GPU catalog (gpus.yaml), model presets (models/*.json)
-// and name resolution with did-you-mean for both. Data files are checked as strictly as user
-// files: a broken or misspelt entry is an InputError at its line.
+// The bundled data: where it lives, the model presets (models/*.json) and model name resolution
+// with did-you-mean; the GPU catalog is gpu_catalog.cpp. Data files are checked as strictly as
+// user files: a broken or misspelt entry is an InputError at its line.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -14,231 +14,89 @@ namespace fs = std::filesystem;
 using detail::lower;
 using detail::Node;
 
-namespace {
-
-// With only a capacity (--gpu-memory, no preset) the card is unknown: plan with the largest
-// family context in gpus.yaml short of Blackwell (512 MiB: Hopper, AMD) and PyTorch 2.x's default
-// cuBLAS workspace (":4096:2:16:8" = 8,519,680 B), so an unknown card is not under-estimated.
-constexpr int64_t kGenericContextBytes = 536'870'912;
-constexpr int64_t kGenericWorkspaceBytes = 8'519'680;
-
-// "RTX 3090", "rtx_3090" and "Rtx-3090" all read "rtx-3090".
-std::string normalise(const std::string& name) {
-  std::string out;
-  for (char c : lower(name)) {
-    if (c == ' ' || c == '_') c = '-';
-    if (c == '-' && (out.empty() || out.back() == '-')) continue;
-    out += c;
-  }
-  while (!out.empty() && out.back() == '-') out.pop_back();
-  return out;
-}
-
-// Preset names nearest to `word` over names and aliases, each preset once, best first.
-struct Named {
-  std::string name;
-  std::vector<std::string> aliases;
-};
-std::vector<std::string> suggest_among(const std::string& word, const std::vector<Named>& presets) {
-  std::vector<std::string> spellings, owners;
-  for (const auto& p : presets) {
-    spellings.push_back(normalise(p.name));
-    owners.push_back(p.name);
-    for (const auto& a : p.aliases) {
-      spellings.push_back(normalise(a));
-      owners.push_back(p.name);
-    }
-  }
-  std::vector<std::string> out;
-  for (const auto& hit : nearest(normalise(word), spellings, spellings.size())) {
-    const auto i = static_cast<size_t>(std::find(spellings.begin(), spellings.end(), hit) - spellings.begin());
-    if (std::find(out.begin(), out.end(), owners[i]) == out.end()) out.push_back(owners[i]);
-    if (out.size() == 3) break;
-  }
-  return out;
-}
-
-std::string did_you_mean(const std::vector<std::string>& suggestions, const char* lister, const char* otherwise) {
-  if (suggestions.empty()) return fmt::format("{} lists the presets; {}", lister, otherwise);
-  return fmt::format("did you mean '{}'? ({} lists the presets)", suggestions.front(), lister);
-}
-
-// ---- gpus.yaml --------------------------------------------------------------------------------
-
-using detail::as_bool;
-using detail::as_int;
-using detail::as_number;
-using detail::as_text;
-
-const detail::KeyTable<GpuFamily>& family_keys() {
-  static const detail::KeyTable<GpuFamily> t = {
-      {{"name"}, [](const Node& n, GpuFamily& f) { f.name = as_text(n); }},
-      {{"cuda_context_bytes"}, [](const Node& n, GpuFamily& f) { f.cuda_context_bytes = as_int(n); }},
-      {{"cublas_workspace_bytes"}, [](const Node& n, GpuFamily& f) { f.cublas_workspace_bytes = as_int(n); }},
-      {{"source"}, [](const Node& n, GpuFamily& f) { f.source = as_text(n); }},
-  };
-  return t;
-}
-
-const detail::KeyTable<GpuProfile>& gpu_keys() {
-  static const detail::KeyTable<GpuProfile> t = {
-      {{"name"}, [](const Node& n, GpuProfile& g) { g.name = lower(as_text(n)); }},
-      {{"aliases"}, [](const Node& n, GpuProfile& g) { g.aliases = detail::as_text_list(n); }},
-      {{"vendor"}, [](const Node& n, GpuProfile& g) { g.vendor = as_text(n); }},
-      {{"family"}, [](const Node& n, GpuProfile& g) { g.family = as_text(n); }},
-      {{"memory_bytes"}, [](const Node& n, GpuProfile& g) { g.memory_bytes = as_int(n); }},
-      {{"unified_memory"}, [](const Node& n, GpuProfile& g) { g.unified_memory = as_bool(n); }},
-      {{"usable_fraction"}, [](const Node& n, GpuProfile& g) { g.usable_fraction = as_number(n); }},
-      {{"compute_capability"}, [](const Node& n, GpuProfile& g) { g.compute_capability = as_text(n); }},
-      {{"bf16"}, [](const Node& n, GpuProfile& g) { g.bf16 = as_bool(n); }},
-      {{"fp8"}, [](const Node& n, GpuProfile& g) { g.fp8 = as_bool(n); }},
-      {{"peak_bf16_flops"}, [](const Node& n, GpuProfile& g) { g.peak_bf16_flops = as_number(n); }},
-      {{"memory_bandwidth_bytes_per_s"}, [](const Node& n, GpuProfile& g) { g.memory_bandwidth_bytes_per_s = as_number(n); }},
-      {{"interconnect_bytes_per_s"}, [](const Node& n, GpuProfile& g) { g.interconnect_bytes_per_s = as_number(n); }},
-      {{"source"}, [](const Node& n, GpuProfile& g) { g.source = as_text(n); }},
-  };
-  return t;
-}
-
-const Node& need_list(const Node& root, const char* key) {
-  const Node* n = root.find(key);
-  if (!n) throw InputError(root.where, fmt::format("missing '{}'", key));
-  if (n->kind != Node::Kind::list) detail::type_error(*n, "a list");
-  return *n;
-}
-
-GpuProfile read_gpu(const Node& item, const GpuCatalog& catalog) {
-  GpuProfile g;
-  detail::read_section(item, {&gpu_keys()}, g, nullptr);
-  const char* missing = g.name.empty() ? "name" : g.vendor.empty() ? "vendor" : g.family.empty() ? "family" : nullptr;
-  if (missing) throw InputError(item.where, fmt::format("GPU entry without '{}'", missing));
-  if (g.memory_bytes <= 0) throw InputError(item.where, fmt::format("GPU '{}' needs memory_bytes above 0", g.name));
-  if (!(g.usable_fraction > 0 && g.usable_fraction <= 1))
-    throw InputError(item.where, fmt::format("GPU '{}': usable_fraction must be in (0, 1]", g.name));
-  if (!catalog.family(g.family))
-    throw InputError(item.find("family")->where, fmt::format("GPU '{}' names unknown family '{}'", g.name, g.family));
-  return g;
-}
-
-}  // namespace
+using detail::did_you_mean;
+using detail::kGenericContextBytes;
+using detail::kGenericWorkspaceBytes;
+using detail::Named;
+using detail::suggest_among;
 
 // ---- data directory -----------------------------------------------------------------------------
 
 std::string data_dir() {
-  if (const char* env = std::getenv("MEMPLAN_DATA_DIR"); env && *env) return env;
-  std::error_code ec;
-#ifdef MEMPLAN_SOURCE_DATA_DIR
-  if (fs::exists(fs::path(MEMPLAN_SOURCE_DATA_DIR) / "gpus.yaml", ec)) return MEMPLAN_SOURCE_DATA_DIR;
+  static const std::string dir = [] {
+    if (const char* env = std::getenv("MEMPLAN_DATA_DIR"); env && *env) {
+      std::error_code ec;
+      if (!fs::is_regular_file(fs::path(env) / "gpus.yaml", ec))
+        throw InputError(Where{}, fmt::format("MEMPLAN_DATA_DIR='{}' holds no gpus.yaml", env),
+                         "point MEMPLAN_DATA_DIR at a folder with memplan's data (gpus.yaml, models/), or unset it");
+      return std::string(env);
+    }
+    // Installed: <prefix>/bin/memplan reads <prefix>/share/memplan. In the build tree (the
+    // executable under MEMPLAN_BUILD_DIR: memplan, its companion, the test programs) the source
+    // tree's profiles/; never that from anywhere else.
+    std::vector<std::string> tried;
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) tried.push_back((exe.parent_path() / ".." / MEMPLAN_INSTALL_DATA_DIR).lexically_normal().string());
+#if defined(MEMPLAN_SOURCE_DATA_DIR) && defined(MEMPLAN_BUILD_TREE)
+    const std::string build = fs::path(MEMPLAN_BUILD_TREE).lexically_normal().string();
+    if (!ec && exe.lexically_normal().string().rfind(build + "/", 0) == 0) tried.push_back(MEMPLAN_SOURCE_DATA_DIR);
 #endif
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "profiles";
-  return (exe.parent_path() / ".." / "profiles").lexically_normal().string();
-}
-
-// ---- GPUs ---------------------------------------------------------------------------------------
-
-int64_t GpuProfile::usable_bytes() const {
-  return static_cast<int64_t>(std::llround(static_cast<double>(memory_bytes) * usable_fraction));
-}
-
-const GpuProfile* GpuCatalog::find(const std::string& name) const {
-  const std::string want = normalise(name);
-  for (const auto& g : gpus) {
-    if (normalise(g.name) == want) return &g;
-    for (const auto& a : g.aliases)
-      if (normalise(a) == want) return &g;
-  }
-  return nullptr;
-}
-
-const GpuFamily* GpuCatalog::family(const std::string& name) const {
-  for (const auto& f : families)
-    if (f.name == name) return &f;
-  return nullptr;
-}
-
-std::vector<std::string> GpuCatalog::suggest(const std::string& name) const {
-  std::vector<Named> named;
-  for (const auto& g : gpus) named.push_back({g.name, g.aliases});
-  return suggest_among(name, named);
-}
-
-GpuCatalog load_gpu_catalog(const std::string& path) {
-  const Node root = detail::parse_yaml(detail::read_text_file(path), path);
-  if (root.kind != Node::Kind::map) detail::not_a_map(root);
-  const Node* schema = root.find("schema");
-  if (!schema || as_text(*schema) != "memplan.gpus/v1")
-    throw InputError(schema ? schema->where : Where::at_file(path), "expected 'schema: memplan.gpus/v1'",
-                     "this file is not a memplan GPU catalog, or a newer one");
-  GpuCatalog c;
-  for (const Node& item : need_list(root, "families").items) {
-    GpuFamily f;
-    detail::read_section(item, {&family_keys()}, f, nullptr);
-    if (f.name.empty()) throw InputError(item.where, "family entry without 'name'");
-    c.families.push_back(f);
-  }
-  for (const Node& item : need_list(root, "gpus").items) {
-    GpuProfile g = read_gpu(item, c);
-    if (c.find(g.name)) throw InputError(item.where, fmt::format("GPU '{}' is listed twice", g.name));
-    c.gpus.push_back(std::move(g));
-  }
-  return c;
-}
-
-const GpuCatalog& gpu_catalog() {
-  static const GpuCatalog catalog = load_gpu_catalog((fs::path(data_dir()) / "gpus.yaml").string());
-  return catalog;
-}
-
-void apply_gpu(TrainingSetup& s, const GpuProfile& g, const GpuCatalog& catalog) {
-  DeviceSpec& d = s.device;
-  d.name = g.name;
-  d.kind = DeviceKind::cuda;  // Apple unified memory is accounted like a GPU with a usable share
-  d.family = g.family;
-  d.capacity_bytes = g.usable_bytes();
-  const GpuFamily* f = catalog.family(g.family);
-  d.cuda_context_bytes = f ? f->cuda_context_bytes : kGenericContextBytes;
-  d.cublas_workspace_bytes = f ? f->cublas_workspace_bytes : kGenericWorkspaceBytes;
-  d.bf16 = g.bf16;
-  d.peak_flops = g.peak_bf16_flops;
-  d.interconnect_bytes_per_s = g.interconnect_bytes_per_s;
-  s.runtime.allocator_rounding = true;
+    for (const auto& d : tried)
+      if (fs::is_regular_file(fs::path(d) / "gpus.yaml", ec)) return d;
+    throw InputError(Where{}, fmt::format("memplan cannot find its data files (gpus.yaml, models/); looked in {}", fmt::join(tried, ", ")),
+                     "reinstall memplan (cmake --install), or set MEMPLAN_DATA_DIR to the folder holding gpus.yaml");
+  }();
+  return dir;
 }
 
 // ---- models -------------------------------------------------------------------------------------
 
 namespace {
-// The bundled presets with their parsed config.json, read once per process like gpu_catalog().
-struct ScannedPreset {
-  ModelPreset preset;
-  Node root;
-};
 
-const std::vector<ScannedPreset>& scanned_presets() {
-  static const std::vector<ScannedPreset> scanned = [] {
-    std::vector<ScannedPreset> out;
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(fs::path(data_dir()) / "models", ec)) {
-      if (entry.path().extension() != ".json") continue;
-      const std::string path = fs::absolute(entry.path()).string();
-      Node root = detail::parse_json(detail::read_text_file(path), path);
-      const Node* repo = root.find("_name_or_path");
-      out.push_back({{entry.path().stem().string(), repo ? as_text(*repo) : "", path}, std::move(root)});
-    }
-    std::sort(out.begin(), out.end(), [](const ScannedPreset& a, const ScannedPreset& b) { return a.preset.name < b.preset.name; });
-    return out;
-  }();
-  return scanned;
+fs::path models_dir() { return fs::path(data_dir()) / "models"; }
+
+// The repository id a bundled config.json names ("_name_or_path"), read off its text without
+// parsing the file (the files are ours; presets_test checks this against the parsed value).
+std::string repo_of(const std::string& text) {
+  const auto key = text.find("\"_name_or_path\"");
+  if (key == std::string::npos) return "";
+  const auto open = text.find('"', text.find(':', key) + 1);
+  const auto close = text.find('"', open + 1);
+  return open == std::string::npos || close == std::string::npos ? "" : text.substr(open + 1, close - open - 1);
 }
+
+ModelPreset preset_at(const fs::path& file, const std::string& text) {
+  return {file.stem().string(), repo_of(text), fs::absolute(file).string()};
+}
+
 }  // namespace
 
 const std::vector<ModelPreset>& model_presets() {
   static const std::vector<ModelPreset> presets = [] {
     std::vector<ModelPreset> out;
-    for (const ScannedPreset& s : scanned_presets()) out.push_back(s.preset);
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(models_dir(), ec))
+      if (entry.path().extension() == ".json") out.push_back(preset_at(entry.path(), detail::read_text_file(entry.path().string())));
+    std::sort(out.begin(), out.end(), [](const ModelPreset& a, const ModelPreset& b) { return a.name < b.name; });
     return out;
   }();
   return presets;
+}
+
+std::optional<ModelPreset> find_model_preset(const std::string& name) {
+  const std::string want = lower(name);
+  if (want.empty() || want.find('/') == std::string::npos) {
+    // A preset name is a file stem: one file to read.
+    if (want.empty() || want.find('\\') != std::string::npos) return std::nullopt;
+    const fs::path file = models_dir() / (want + ".json");
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) return std::nullopt;
+    return preset_at(file, detail::read_text_file(file.string()));
+  }
+  for (const ModelPreset& p : model_presets())
+    if (!p.hf_repo.empty() && lower(p.hf_repo) == want) return p;
+  return std::nullopt;
 }
 
 ModelSpec load_model(const std::string& name_or_path, const Where& origin, std::vector<Warning>* warnings) {
@@ -258,18 +116,19 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
     return read_hf_config_file(config.string());
   }
   if (fs::is_regular_file(name, ec)) return read_hf_config_file(name);
-  for (const auto& [p, root] : scanned_presets())
-    if (lower(name) == lower(p.name) || (!p.hf_repo.empty() && lower(name) == lower(p.hf_repo))) {
-      ReadModel m = read_hf_config(root, p.path, p.name);
-      m.origin = Provenance{};  // a preset's fields come from its name, not from lines of a bundled file
-      return m;
-    }
-  // A Hub id: a preset of the same architecture (its -Instruct/-chat/-it variants), else the
-  // Hugging Face cache, memplan's cache or the Hub (profiles/hub.h).
+  if (const auto p = find_model_preset(name)) {
+    const Node root = detail::parse_json(detail::read_text_file(p->path), p->path);
+    ReadModel m = read_hf_config(root, p->path, p->name);
+    m.origin = Provenance{};  // a preset's fields come from its name, not from lines of a bundled file
+    return m;
+  }
+  // A Hub id: a preset of the same architecture (its -Instruct/-chat/-it/-Base variants), else
+  // the Hugging Face cache, memplan's cache or the Hub (profiles/hub.h).
   if (hub::is_repo_id(name)) {
     const std::string key = hub::variant_key(name);
-    for (const auto& [p, root] : scanned_presets())
+    for (const ModelPreset& p : model_presets())
       if (!p.hf_repo.empty() && hub::variant_key(p.hf_repo) == key) {
+        const Node root = detail::parse_json(detail::read_text_file(p.path), p.path);
         ReadModel m = read_hf_config(root, p.path, p.name);
         m.origin = Provenance{};
         return m;

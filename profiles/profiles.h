@@ -1,5 +1,5 @@
 // Where TrainingSetups come from: the bundled GPU and model presets (data files under
-// profiles/), HF config.json files, memplan YAML in the seed guides' dialects, DeepSpeed
+// profiles/), HF config.json files, memplan YAML in the memory guides' dialects, DeepSpeed
 // ds_config.json, calibration profiles, and command-line flags. Every reader reports bad input
 // as InputError with file:line:col and a hint; near-miss keys become Warnings ("did you mean").
 // No memory arithmetic lives here.
@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,8 +21,9 @@ namespace memplan::profiles {
 
 // ---- bundled data -----------------------------------------------------------------------------
 
-// The folder holding gpus.yaml and models/: $MEMPLAN_DATA_DIR if set, else the source tree's
-// profiles/ (compiled in), else <executable dir>/../profiles.
+// The folder holding gpus.yaml and models/: $MEMPLAN_DATA_DIR if set; else
+// <executable dir>/../share/memplan (an installed memplan); else the source tree's profiles/
+// (a build tree). InputError (exit 2) naming the places looked in when none has gpus.yaml.
 std::string data_dir();
 
 struct GpuFamily {
@@ -48,18 +51,38 @@ struct GpuProfile {
   int64_t usable_bytes() const;      // memory_bytes * usable_fraction
 };
 
-struct GpuCatalog {
-  std::vector<GpuFamily> families;
-  std::vector<GpuProfile> gpus;
-  // By name or alias, case-insensitive; nullptr when unknown.
+// The GPU presets of gpus.yaml. Loading splits the file into its entries (families and GPUs) and
+// indexes their names and aliases off their lines; an entry is parsed and checked the first time
+// it is asked for, so a command that names one card parses one GPU and one family. Thread-safe.
+class GpuCatalog {
+ public:
+  GpuCatalog();
+  GpuCatalog(GpuCatalog&&) noexcept;
+  GpuCatalog& operator=(GpuCatalog&&) noexcept;
+  ~GpuCatalog();
+
+  // By name or alias, case-insensitive; nullptr when unknown. Throws InputError when that
+  // entry of the file is broken.
   const GpuProfile* find(const std::string& name) const;
+  // Every preset in file order (parses every entry).
+  const std::vector<const GpuProfile*>& all() const;
+  size_t size() const;
+  // A family by name; nullptr when unknown.
   const GpuFamily* family(const std::string& name) const;
   // Up to 3 nearest names (edit distance / substring), for "did you mean".
   std::vector<std::string> suggest(const std::string& name) const;
+
+  struct Index;  // gpu_catalog.cpp
+
+ private:
+  friend GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path);
+  std::unique_ptr<Index> index_;
 };
 // Loaded once from data_dir()/gpus.yaml. Throws InputError if the file is broken.
 const GpuCatalog& gpu_catalog();
 GpuCatalog load_gpu_catalog(const std::string& path);
+// The same from the file's text (`path` names it in messages).
+GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path);
 
 // Sets setup.device from a GPU profile (capacity = usable bytes, family defaults for context
 // and cuBLAS workspace).
@@ -70,7 +93,10 @@ struct ModelPreset {
   std::string hf_repo;  // _name_or_path of the config
   std::string path;     // absolute path of the config.json
 };
-const std::vector<ModelPreset>& model_presets();  // sorted by name
+const std::vector<ModelPreset>& model_presets();  // sorted by name (reads every preset's repo id)
+// The bundled preset called `name` (its file stem, or its HF repository id), case-insensitive.
+// A name reads one file; only a repository id looks at the others. nullopt when none.
+std::optional<ModelPreset> find_model_preset(const std::string& name);
 
 // A model by preset name, HF repository id alias, config.json path or directory holding one.
 // `origin` says where the name came from (flag or YAML position) for errors. What the config
@@ -92,8 +118,12 @@ std::optional<int64_t> parse_size(const std::string& text);
 // "batch.global_batch", "finetune.mode", "finetune.lora_targets", "data.*" and "thresholds.*".
 struct Provenance {
   std::map<std::string, Where> fields;
+  // Fields a rule set rather than the file or a flag: the framework's defaults (with the upstream
+  // source they were read from) and values one setting implies ("--liger: fused-linear loss").
+  std::map<std::string, std::string> defaults;
   Where of(const std::string& field) const;  // empty Where when unknown
   void set(const std::string& field, const Where& w) { fields[field] = w; }
+  bool given(const std::string& field) const { return fields.count(field) > 0 || defaults.count(field) > 0; }
 };
 
 // What a config file says. `origin` holds the setup paths the file set explicitly.
@@ -108,13 +138,37 @@ struct LoadedConfig {
   std::string kind;                          // "memplan-yaml" | "deepspeed-json" | "hf-config"
 };
 
-// Reads a memplan/seed-dialect YAML, a DeepSpeed JSON or an HF config.json (detected from the
+// Reads a memplan YAML (any of the guides' dialects), a DeepSpeed JSON or an HF config.json (detected from the
 // content). Relative paths inside (model.hf_config) resolve against the file's folder.
 LoadedConfig load_config(const std::string& path);
 // The same for `text`, the content of the file at `path` at some other time (a git revision):
 // messages name it `shown_as` ("HEAD~1:configs/train.yaml"); relative paths and an inline model's
 // name come from `path`, as for the file now.
 LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path);
+
+// ---- finding configs (discover.cpp) and past versions (revision.cpp) ---------------------------
+
+struct ConfigFile {
+  std::string path;   // as shown and as given to the readers
+  bool named = true;  // named on the command line (not found by walking a directory)
+};
+// Named files as given; directories walked recursively (sorted) for *.yaml, *.yml and *.json,
+// hidden entries (.git, .github, dotfiles) left out.
+std::vector<ConfigFile> find_config_files(const std::vector<std::string>& paths);
+// Why a file is not a training config (a CI workflow, a GPU catalog, a config.json without a
+// training setup ...), from a quick look at its top level; nullopt when it may be one. A file that
+// does not parse may be a broken config: the reader reports it.
+std::optional<std::string> not_a_training_config(const std::string& path);
+
+// A file as it was at a git revision.
+struct Revision {
+  std::string shown_as;             // "HEAD~1:configs/train.yaml"
+  std::optional<std::string> text;  // none when the file is not in that revision
+  std::string note;                 // why there is no text ("new file: not in HEAD~1, no baseline")
+};
+// Reads `path` at `ref` through git (run without a shell). InputError when git cannot run, the
+// file is outside a repository, or `ref` names no commit.
+Revision read_at_revision(const std::string& path, const std::string& ref);
 
 // ---- flags -> setup -----------------------------------------------------------------------------
 
@@ -144,6 +198,21 @@ struct SetupInputs {
   std::optional<int64_t> tensor_parallel;    // --tensor-parallel
   std::optional<int64_t> pipeline_parallel;  // --pipeline-parallel
   std::optional<std::string> calibration;    // --calibration FILE
+  // The runtime: the framework and its knobs (estimator/runtime.h).
+  std::optional<std::string> framework;      // --framework
+  std::optional<bool> keep_logits;           // --keep-logits / --no-keep-logits
+  std::optional<bool> keep_cache;            // --keep-cache
+  std::optional<std::string> loss;           // --loss standard|chunked[:N]|fused-linear
+  std::optional<bool> liger;                 // --liger
+  std::optional<std::string> optimizer_impl; // --optimizer-impl for-loop|foreach|fused
+  std::optional<bool> optimizer_in_backward; // --optimizer-in-backward
+  std::optional<bool> activation_offload;    // --activation-offload
+  std::optional<bool> compile;               // --compile
+  std::optional<bool> fp8;                   // --fp8
+  std::optional<std::string> fsdp;           // --fsdp full|shard-grad-op|hybrid|no-shard
+  std::optional<std::string> torch_version;  // --torch-version 2.6
+  std::optional<bool> expandable_segments;   // --expandable-segments
+  std::optional<int64_t> gpus_per_node;      // --gpus-per-node
 };
 
 struct BuiltSetup {
@@ -167,9 +236,10 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg);
 
 // memplan.calibration/v1 YAML written by `memplan calibrate`.
 Calibration load_calibration(const std::string& path);
-// Writes atomically (temp file + rename): never a half-written file.
+// Writes atomically (write_file_atomically, files.h): never a half-written file; an existing file
+// is replaced only with `force`.
 void save_calibration(const Calibration& c, const std::map<std::string, std::string>& stamp,
-                      const std::string& path);
+                      const std::string& path, bool force = false);
 
 // ---- helpers shared by readers ---------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -20,7 +21,9 @@ struct Run {
   int code;
   std::string out, err;
 };
+// memplan ARGS through the core CLI, which runs the build tree's memplan-measure for calibrate.
 Run invoke(std::vector<std::string> args) {
+  setenv("MEMPLAN_EXEC_PATH", MEMPLAN_BUILD_DIR, 1);
   args.insert(args.begin(), "memplan");
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
@@ -56,6 +59,20 @@ TEST_CASE("calibrate --device cpu writes a profile that estimate applies and rep
   CHECK(doc["calibration"] == out);
   const Run t = invoke({"estimate", "--model", "smollm2-135m", "--device", "cpu", "--gpu-memory", "8GiB", "--calibration", out});
   CHECK(t.out.find("calibrated with " + out) != std::string::npos);
+
+  // Without --force an existing profile is kept; without --out the profile goes to the cache.
+  const Run again = invoke({"calibrate", "--device", "cpu", "--quick", "--threads", "2", "--out", out});
+  CHECK(again.code == 2);
+  CHECK(again.err.find("will not write the calibration profile '" + out + "': it exists") != std::string::npos);
+  const fs::path cache = fs::path(temp_path("cache"));
+  fs::remove_all(cache);
+  setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+  const Run def = invoke({"calibrate", "--device", "cpu", "--quick", "--threads", "2", "--json"});
+  unsetenv("XDG_CACHE_HOME");
+  REQUIRE(def.code == 0);
+  const std::string written = nlohmann::json::parse(def.out)["profile"];
+  CHECK(written.rfind((cache / "memplan" / "calibrations" / "cpu-").string(), 0) == 0);
+  CHECK(fs::exists(written));
 }
 
 TEST_CASE("an interrupted calibrate fits and stamps what it gathered") {
@@ -73,6 +90,6 @@ TEST_CASE("an interrupted calibrate fits and stamps what it gathered") {
   CHECK(run.stamp.at("interrupted") == "true");
   CHECK(run.stamp.at("probes") == "2 of 4");
   const std::string out = temp_path("interrupted.yaml");
-  profiles::save_calibration(run.fitted, run.stamp, out);
+  profiles::save_calibration(run.fitted, run.stamp, out, /*force=*/true);
   CHECK(profiles::load_calibration(out).activation_scale > 0);
 }

@@ -8,13 +8,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "calibrate/measure.h"
 #include "cli/cli.h"
 
 using nlohmann::json;
@@ -53,6 +53,13 @@ std::string line(const std::string& text, int n) {  // 0-based; "" past the end
 
 bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
+std::string slurp_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 json parse_json(const Run& r) {
   json j = json::parse(r.out, nullptr, false);
   REQUIRE_FALSE(j.is_discarded());
@@ -85,8 +92,14 @@ TEST_CASE("estimate --json holds every key of memplan.estimate/v1") {
   CHECK(setup.at("batch").at("seq_len") == 512);
   CHECK(setup.at("batch").at("grad_accum") == 1);
   CHECK(setup.at("checkpointing") == "none");
-  CHECK(setup.at("attention") == "eager");
+  // HF Trainer (the default framework) on torch 2.6: HF models pick SDPA.
+  CHECK(setup.at("attention") == "sdpa");
   CHECK(setup.at("parallel").at("zero_stage") == 0);
+  CHECK(setup.at("runtime").at("framework") == "hf-trainer");
+  CHECK(setup.at("runtime").at("loss") == "standard");
+  CHECK(setup.at("sources").at("attention").get<std::string>().rfind("hf-trainer default: transformers", 0) == 0);
+  CHECK(setup.at("sources").at("batch.micro_batch") == "--micro-batch");
+  CHECK(setup.at("sources").at("optimizer") == "memplan default");
   CHECK(setup.at("model").at("hidden_size") == 768);
 
   // model: GPT-2 with vocab 50257 has 124,439,808 parameters (HF gpt2 model card).
@@ -349,7 +362,7 @@ TEST_CASE("explain without a setup prints every term's meaning") {
 }
 
 TEST_CASE("explain activations with a setup prints the per-layer saved tensors") {
-  const Run r = invoke({"explain", "activations", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128"});
+  const Run r = invoke({"explain", "activations", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128", "--attention", "eager"});
   CHECK(r.code == 0);
   CHECK(line(r.out, 0).rfind("activations: ", 0) == 0);
   CHECK(contains(r.out, "  formula: saved tensors per layer"));
@@ -421,7 +434,7 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
       {"every:0",
        {"estimate", "--model", "gpt2", "--checkpointing", "every:0"},
        "error: --checkpointing: unknown checkpointing 'every:0'",
-       "hint: expected one of: none, full, selective, every:K"},
+       "hint: expected one of: none, full, selective, selective-op, every:K, layers:I,J,..."},
       {"malformed yaml",
        {"estimate", "--config", kData + "malformed.yaml"},
        kData + "malformed.yaml:6:19: error: end of sequence flow not found",
@@ -516,7 +529,29 @@ TEST_CASE("--version and --help") {
 
 // ---- measure refuses what it cannot run, before running -------------------------------------------
 
-TEST_CASE("measure: unknown device and unmeasurable setups exit 2 before any step") {
+// measure and calibrate run in the companion memplan-measure (built with LibTorch), found through
+// MEMPLAN_EXEC_PATH here; the build tree's one when it was built.
+bool companion_built() { return fs::exists(fs::path(MEMPLAN_BUILD_DIR) / "memplan-measure"); }
+
+TEST_CASE("measure and calibrate without the companion: say how to build it, exit 2") {
+  const fs::path empty = fs::temp_directory_path() / "memplan-no-companion";
+  fs::create_directories(empty);
+  setenv("MEMPLAN_EXEC_PATH", empty.c_str(), 1);
+  for (const char* cmd : {"measure", "calibrate"}) {
+    CAPTURE(cmd);
+    const Run r = invoke({cmd, "--device", "cpu"});
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(line(r.err, 0) == std::string("error: memplan ") + cmd +
+                                " runs real LibTorch steps in the companion program memplan-measure, which this memplan does not have");
+    CHECK(line(r.err, 1).rfind("hint: build memplan with LibTorch: ./dev.sh test installs libtorch-dev", 0) == 0);
+  }
+  unsetenv("MEMPLAN_EXEC_PATH");
+}
+
+TEST_CASE("measure: unknown device and unmeasurable setups exit 2 before any step (through the companion)") {
+  if (!companion_built()) return;  // a core-only build: the case above covers it
+  setenv("MEMPLAN_EXEC_PATH", MEMPLAN_BUILD_DIR, 1);
   const Run tpu = invoke({"measure", "--device", "tpu", "--model", kData + "tiny-llama.json", "--seq-len", "32"});
   CHECK(tpu.code == 2);
   CHECK(tpu.out.empty());
@@ -528,12 +563,15 @@ TEST_CASE("measure: unknown device and unmeasurable setups exit 2 before any ste
   CHECK(mixed.code == 2);
   CHECK(mixed.out.empty());
   CHECK_FALSE(contains(mixed.err, "[measure"));  // no progress line: nothing ran
-  if (memplan::calibrate::torch_available())
-    CHECK(line(mixed.err, 0) ==
-          "error: --device: cannot measure this setup: mixed-fp16/mixed-bf16 are DeepSpeed's regimes (fp32 master "
-          "copies): measure amp-bf16 or bf16 instead");
-  else
-    CHECK(line(mixed.err, 0) == "error: --device: this memplan was built without LibTorch");
+  CHECK(line(mixed.err, 0) ==
+        "error: --device: cannot measure this setup: mixed-fp16/mixed-bf16 are DeepSpeed's regimes (fp32 master "
+        "copies): measure amp-bf16 or bf16 instead");
+
+  // --help reaches the companion, which knows measure's own flags.
+  const Run help = invoke({"measure", "--help"});
+  CHECK(help.code == 0);
+  CHECK(contains(help.out, "--steps"));
+  unsetenv("MEMPLAN_EXEC_PATH");
 }
 
 // ---- examples --------------------------------------------------------------------------------------
@@ -576,4 +614,47 @@ TEST_CASE("estimate of Mixtral-8x7B on 8 x H100 completes") {
   CHECK(j.at("model").at("parameters") == 46'702'792'704);
   CHECK(j.at("setup").at("parallel").at("data_parallel") == 8);
   CHECK(j.at("per_gpu").at("peak_bytes").get<int64_t>() > 0);
+}
+
+// ---- plan --emit / --out ---------------------------------------------------------------------------
+
+TEST_CASE("plan --emit prints the config on stdout and the report on stderr; --out writes it, never over a file") {
+  const std::vector<std::string> base = {"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--global-batch", "32",
+                                         "--seq-len", "1024"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return invoke(a);
+  };
+  const Run ds = with({"--emit", "deepspeed"});
+  REQUIRE(ds.code == 0);
+  const json cfg = json::parse(ds.out);  // stdout holds the config alone
+  CHECK(cfg.contains("zero_optimization"));
+  CHECK(contains(ds.err, "memplan plan: llama-3.2-1b"));
+  CHECK(contains(ds.err, "printed the deepspeed config on stdout"));
+
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-out";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string out = (dir / "ds_config.json").string();
+  const Run w = with({"--emit", "deepspeed", "--out", out});
+  REQUIRE(w.code == 0);
+  CHECK(contains(w.out, "wrote " + out + " (deepspeed)"));
+  CHECK(json::parse(slurp_file(out)) == cfg);
+  const Run again = with({"--emit", "deepspeed", "--out", out});
+  CHECK(again.code == 2);
+  CHECK(line(again.err, 0) == "error: --out: will not write the config '" + out + "': it exists");
+  CHECK(with({"--emit", "deepspeed", "--out", out, "--force"}).code == 0);
+  CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}) == 1);  // no temporaries
+
+  const Run no_emit = with({"--out", out});
+  CHECK(no_emit.code == 2);
+  CHECK(line(no_emit.err, 0) == "error: --out: --out writes the emitted config, and no --emit format was given");
+  const Run json_too = with({"--emit", "hf", "--json"});
+  CHECK(json_too.code == 2);
+  CHECK(line(json_too.err, 1) == "hint: add --out FILE for the config, or drop --json/--yaml");
+  const Run bad = with({"--emit", "seed"});
+  CHECK(bad.code == 2);
+  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning");
+  fs::remove_all(dir);
 }

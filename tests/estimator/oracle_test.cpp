@@ -33,7 +33,7 @@ TEST_CASE("a GPT layer with 16-bit activations saves sbh(34 + 5as/h) (Korthikant
   }
 }
 
-TEST_CASE("HF's gelu_new saves 3 more b*s*f tensors than F.gelu (autograd-saved.md 3.1)") {
+TEST_CASE("HF's gelu_new saves 3 more b*s*f tensors than F.gelu (docs/autograd-saved.md 3.1)") {
   TrainingSetup s;
   s.model = testing::gpt2();
   s.precision = Precision::fp16;
@@ -45,7 +45,7 @@ TEST_CASE("HF's gelu_new saves 3 more b*s*f tensors than F.gelu (autograd-saved.
   CHECK(gelu_new - gelu == 3 * 2 * 256 * 3072 * 2);
 }
 
-TEST_CASE("a Llama layer in bf16 saves 24bsh + 8bsf + 6bas^2 + 8bs (autograd-saved.md 3.2)") {
+TEST_CASE("a Llama layer in bf16 saves 24bsh + 8bsf + 6bas^2 + 8bs (docs/autograd-saved.md 3.2)") {
   TrainingSetup s;
   s.model = testing::llama2_7b();
   s.model.hidden_size = 64;
@@ -58,15 +58,14 @@ TEST_CASE("a Llama layer in bf16 saves 24bsh + 8bsf + 6bas^2 + 8bs (autograd-sav
   for (int64_t kv : {2, 8}) {
     s.model.num_key_value_heads = kv;
     const int64_t b = 2, sq = 24, h = 64, f = 160, a = 8;
-    // 2.x: reproduced on 1.13 as 215,432 B with the 8bsh of 1.13's mean (autograd-saved.md).
+    // 2.x: reproduced on 1.13 as 215,432 B with the 8bsh of 1.13's mean (docs/autograd-saved.md).
     const int64_t v2 = 24 * b * sq * h + 8 * b * sq * f + 6 * b * a * sq * sq + 8 * b * sq;
     CHECK(retained_bytes(layer_segment(s, false, 1).simulate({})) == v2);
     TrainingSetup s13 = s;
     s13.runtime.torch_major = 1;
     s13.runtime.torch_minor = 13;
+    // Measured on 1.13 (kv = 8): 215,432 B = this + the 0-dim `scaling` tensor mul.Tensor saves (8 B).
     CHECK(retained_bytes(layer_segment(s13, false, 1).simulate({})) == v2 + 8 * b * sq * h);
-    // The measured 215,432 also holds the 0-dim `scaling` tensor that mul.Tensor saves (8 B).
-    CHECK(v2 + 8 * b * sq * h + 8 == 215'432);
   }
 }
 
@@ -87,10 +86,4 @@ TEST_CASE("ZeRO Figure 1: 7.5B parameters on 64 GPUs, K = 12") {
     CAPTURE(stage);
     CHECK(static_cast<double>(model_state_bytes(s)) == doctest::Approx(expected[stage]).epsilon(0.001));
   }
-  // And with Psi = 7.5e9 the figure's numbers: 120, 31.4, 16.6, 1.9 GB.
-  const double p75 = 7.5e9;
-  CHECK(16 * p75 / 1e9 == doctest::Approx(120));
-  CHECK((4 * p75 + 12 * p75 / nd) / 1e9 == doctest::Approx(31.4).epsilon(0.01));
-  CHECK((2 * p75 + 14 * p75 / nd) / 1e9 == doctest::Approx(16.6).epsilon(0.01));
-  CHECK((16 * p75 / nd) / 1e9 == doctest::Approx(1.9).epsilon(0.02));
 }

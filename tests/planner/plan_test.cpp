@@ -45,7 +45,7 @@ std::string write_temp(const std::string& name, const std::string& text) {
 
 TEST_CASE("every emitted config reads back to the plan's setup and stays within the budget") {
   for (auto [fmt_name, stack] : {std::pair<const char*, Stack>{"memplan", Stack::any},
-                                 {"seed", Stack::any},
+                                 {"train-config", Stack::any},
                                  {"deepspeed", Stack::deepspeed},
                                  {"hf", Stack::hf}}) {
     CAPTURE(fmt_name);
@@ -98,9 +98,9 @@ TEST_CASE("the plan keeps the global batch exactly when it can") {
   CHECK(!r.runners_up.empty());
 }
 
-TEST_CASE("an unreachable global batch gets the nearest one, stated (seed 004: 3 x 21 x 4 = 252)") {
+TEST_CASE("an unreachable global batch gets the nearest one, stated (3 x 21 x 4 = 252, as in a memory guide)") {
   PlanRequest req = request("llama-3.2-1b", "a100-80gb", 4, 256, 1024);
-  req.max_micro_batch = 3;  // as in the seed guide, micro-batch 3 at most
+  req.max_micro_batch = 3;  // as in that guide, micro-batch 3 at most
   req.checkpointings = {*parse_checkpointing("none")};
   const PlanResult r = plan(req);
   REQUIRE(r.found);
@@ -138,10 +138,10 @@ TEST_CASE("a model that cannot fit says the smallest card and GPU count where it
   req.allow_offload = false;
   std::vector<std::pair<std::string, DeviceSpec>> cards;
   const auto& cat = profiles::gpu_catalog();
-  for (const auto& g : cat.gpus) {
+  for (const profiles::GpuProfile* g : cat.all()) {
     TrainingSetup t = req.base;
-    profiles::apply_gpu(t, g, cat);
-    cards.emplace_back(g.name, t.device);
+    profiles::apply_gpu(t, *g, cat);
+    cards.emplace_back(g->name, t.device);
   }
   const PlanResult r = plan(req, cards);
   CHECK_FALSE(r.found);

@@ -150,7 +150,7 @@ TEST_CASE("enumerated flags list the accepted values") {
   in.precision = "amp_bf16";
   in.checkpointing = "every:0";
   CHECK(render_error(in) ==
-        "error: --checkpointing: unknown checkpointing 'every:0'\nhint: expected one of: none, full, selective, every:K");
+        "error: --checkpointing: unknown checkpointing 'every:0'\nhint: expected one of: none, full, selective, selective-op, every:K, layers:I,J,...");
   in.checkpointing = "every:4";
   in.attention = "sdpa";
   in.optimizer = "adamw_8bit";

@@ -59,30 +59,29 @@ TEST_CASE("calibration profiles round-trip exactly") {
   CHECK(back.overhead_fraction == c.overhead_fraction);
   CHECK(back.overhead_bytes == c.overhead_bytes);
   // Unset corrections (-1) survive the trip as unset.
-  save_calibration(Calibration{}, {}, path);
+  save_calibration(Calibration{}, {}, path, /*force=*/true);
   CHECK(load_calibration(path).cuda_context_bytes == -1);
   CHECK(load_calibration(path).overhead_fraction == -1);
 }
 
 TEST_CASE("a failed save leaves no file behind") {
   TempDir tmp;
-  // The target is a directory: the temp file is written, the rename fails, the temp file goes.
+  // The target is a directory: refused before anything is written.
   const fs::path dir = tmp.path / "taken";
   fs::create_directories(dir);
-  CHECK_THROWS_AS(save_calibration(Calibration{}, {}, dir.string()), InputError);
+  CHECK_THROWS_AS(save_calibration(Calibration{}, {}, dir.string(), true), InputError);
   CHECK(fs::is_directory(dir));
-  CHECK_FALSE(fs::exists(dir.string() + ".tmp"));
   // The folder does not exist: nothing is created.
   const fs::path nowhere = tmp.path / "missing" / "cal.yaml";
   try {
     save_calibration(Calibration{}, {}, nowhere.string());
     FAIL("save into a missing folder succeeded");
   } catch (const InputError& e) {
-    CHECK(e.render() == nowhere.string() +
-                            ": error: cannot write the calibration profile (No such file or directory)\n"
-                            "hint: choose a writable path with --out");
+    CHECK(e.render() == nowhere.string() + ": error: will not write the calibration profile '" + nowhere.string() +
+                            "': No such file or directory\nhint: check that the folder exists and is writable");
   }
   CHECK_FALSE(fs::exists(tmp.path / "missing"));
+  CHECK(std::distance(fs::directory_iterator(tmp.path), fs::directory_iterator{}) == 1);  // only "taken"
 }
 
 TEST_CASE("calibration files are read strictly") {

@@ -1,4 +1,4 @@
-// load_config on one fixture per dialect the seed guides write (tests/data/profiles/), asserting
+// load_config on one fixture per dialect the memory guides write (tests/data/profiles/), asserting
 // the setup fields each key lands in and where the file said it.
 #include <doctest/doctest.h>
 
@@ -18,7 +18,7 @@ std::string line_col(const LoadedConfig& c, const char* field) {
 
 }  // namespace
 
-TEST_CASE("seed 002 (Ava): model/training/data/deepspeed/memory/output sections") {
+TEST_CASE("Ava dialect: model/training/data/deepspeed/memory/output sections") {
   const LoadedConfig c = load_config(kData + "ava.yaml");
   const TrainingSetup& s = c.setup;
   CHECK(c.kind == "memplan-yaml");
@@ -62,7 +62,7 @@ TEST_CASE("seed 002 (Ava): model/training/data/deepspeed/memory/output sections"
   CHECK(line_col(c, "checkpointing") == "44:3");  // output.gradient_checkpointing, read last
 }
 
-TEST_CASE("seed 004 (GSA): flat micro_batch_size / max_seq_len, inline model with n_layers / d_ffn") {
+TEST_CASE("GSA dialect: flat micro_batch_size / max_seq_len, inline model with n_layers / d_ffn") {
   const LoadedConfig c = load_config(kData + "gsa_flat.yaml");
   const TrainingSetup& s = c.setup;
   CHECK(c.warnings.empty());
@@ -93,7 +93,7 @@ TEST_CASE("seed 004 (GSA): flat micro_batch_size / max_seq_len, inline model wit
   CHECK(line_col(c, "model.num_layers") == "13:3");
 }
 
-TEST_CASE("seed 003 (Gearhead): flat batch_size / max_seq_length / bf16: true, model and gpu at the top") {
+TEST_CASE("Gearhead dialect: flat batch_size / max_seq_length / bf16: true, model and gpu at the top") {
   const LoadedConfig c = load_config(kData + "gearhead_flat.yaml");
   const TrainingSetup& s = c.setup;
   CHECK(s.model.name == "smollm2-135m");
@@ -107,7 +107,7 @@ TEST_CASE("seed 003 (Gearhead): flat batch_size / max_seq_length / bf16: true, m
   CHECK(line_col(c, "model.hidden_size") == "2:1");  // a preset's fields point at its name
 }
 
-TEST_CASE("seed 001 (NeMo): policy: section, bfloat16 + mixed_precision, checkpoint_every") {
+TEST_CASE("NeMo RL policy dialect: policy: section, bfloat16 + mixed_precision, checkpoint_every") {
   const LoadedConfig c = load_config(kData + "nemo_policy.yaml");
   const TrainingSetup& s = c.setup;
   CHECK(c.warnings.empty());
@@ -205,6 +205,7 @@ TEST_CASE("runtime: torch version, logits upcast, held logits; torch 1.x keeps z
     load_config(kData + "bad/torch_version.yaml");
     FAIL("expected an error");
   } catch (const InputError& e) {
-    CHECK(e.render() == kData + "bad/torch_version.yaml:3:3: error: runtime.torch_version must look like 2.6 or 1.13 (got 'latest')");
+    CHECK(e.render() == kData + "bad/torch_version.yaml:3:3: error: runtime.torch_version must look like 2.6 or 1.13 (got 'latest')\n"
+                    "hint: the PyTorch release the job runs: python -c 'import torch; print(torch.__version__)'");
   }
 }

@@ -55,6 +55,10 @@ TEST_CASE("every model preset loads and matches the config count in profiles/mod
     const ModelSpec m = load_model(r.preset, Where{});
     CHECK(m.name == r.preset);
     CHECK(m.hf_repo == r.repo);
+    // The repository id read off the file's text for the alias index is the parsed one.
+    REQUIRE(find_model_preset(r.repo).has_value());
+    CHECK(find_model_preset(r.repo)->name == r.preset);
+    CHECK(find_model_preset(r.preset)->hf_repo == r.repo);
     CHECK(count_model_parameters(m) == r.total);
     if (r.active > 0) {
       // The README's "active" follows the model cards (Mixtral's 12.9B) and counts the input
@@ -186,6 +190,44 @@ TEST_CASE("GPU presets resolve by name and alias, spaces and underscores normali
                                "a100-40gb", "a100-80gb", "h100-80gb", "h200", "mi250x", "mi300x", "rx-6750-xt", "m2-16gb"}) {
     CAPTURE(required);
     CHECK(c.find(required) != nullptr);
+  }
+}
+
+TEST_CASE("the GPU index read off gpus.yaml's lines agrees with every parsed entry") {
+  const GpuCatalog& c = gpu_catalog();
+  REQUIRE(c.size() >= 38);
+  REQUIRE(c.all().size() == c.size());
+  for (const GpuProfile* g : c.all()) {
+    CAPTURE(g->name);
+    CHECK(c.find(g->name) == g);
+    for (const auto& a : g->aliases) CHECK(c.find(a) == g);
+  }
+}
+
+TEST_CASE("a GPU catalog parses only the entries asked for, and a broken one fails when asked") {
+  const std::string head =
+      "schema: memplan.gpus/v1\nfamilies:\n  - name: ampere\n    cuda_context_bytes: 1\n    cublas_workspace_bytes: 2\n"
+      "gpus:\n  # comment\n";
+  const std::string good = "  - name: card-a\n    aliases: [\"Card A\", card_a2]\n    vendor: nvidia\n    family: ampere\n"
+                           "    memory_bytes: 1000\n";
+  const std::string bad = "  - name: card-b\n    vendor: nvidia\n    family: nosuch\n    memory_bytes: 1000\n";
+  const GpuCatalog c = parse_gpu_catalog(head + good + bad, "cat.yaml");
+  CHECK(c.size() == 2);
+  REQUIRE(c.find("card a") != nullptr);  // the broken entry is never parsed
+  CHECK(c.find("CARD-A2")->name == "card-a");
+  CHECK(c.suggest("card-c").size() == 2);
+  std::string msg;
+  try {
+    c.find("card-b");
+  } catch (const InputError& e) {
+    msg = e.render();
+  }
+  CHECK(msg == "cat.yaml:15:5: error: GPU 'card-b' names unknown family 'nosuch'");
+  try {
+    parse_gpu_catalog(head + good + good, "cat.yaml");
+    FAIL("a duplicate entry must be refused");
+  } catch (const InputError& e) {
+    CHECK(e.render() == "cat.yaml:13:3: error: GPU 'card-a' is listed twice\nhint: the first is at line 8");
   }
 }
 

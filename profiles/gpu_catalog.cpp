@@ -1,0 +1,303 @@
+// The GPU catalog (gpus.yaml): split into entries by lines, indexed by name and alias, each entry
+// parsed with the strict reader the first time it is needed (a command that names one card parses
+// one GPU and its family: yaml-cpp costs about a microsecond per byte, and the file is 60 KB of
+// mostly sources). apply_gpu() turns a preset into the setup's device.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "profiles/detail.h"
+
+namespace memplan::profiles {
+namespace fs = std::filesystem;
+using detail::lower;
+using detail::Node;
+using detail::normalise_name;
+
+namespace {
+
+using detail::as_bool;
+using detail::as_int;
+using detail::as_number;
+using detail::as_text;
+
+const detail::KeyTable<GpuFamily>& family_keys() {
+  static const detail::KeyTable<GpuFamily> t = {
+      {{"name"}, [](const Node& n, GpuFamily& f) { f.name = as_text(n); }},
+      {{"cuda_context_bytes"}, [](const Node& n, GpuFamily& f) { f.cuda_context_bytes = as_int(n); }},
+      {{"cublas_workspace_bytes"}, [](const Node& n, GpuFamily& f) { f.cublas_workspace_bytes = as_int(n); }},
+      {{"source"}, [](const Node& n, GpuFamily& f) { f.source = as_text(n); }},
+  };
+  return t;
+}
+
+const detail::KeyTable<GpuProfile>& gpu_keys() {
+  static const detail::KeyTable<GpuProfile> t = {
+      {{"name"}, [](const Node& n, GpuProfile& g) { g.name = lower(as_text(n)); }},
+      {{"aliases"}, [](const Node& n, GpuProfile& g) { g.aliases = detail::as_text_list(n); }},
+      {{"vendor"}, [](const Node& n, GpuProfile& g) { g.vendor = as_text(n); }},
+      {{"family"}, [](const Node& n, GpuProfile& g) { g.family = as_text(n); }},
+      {{"memory_bytes"}, [](const Node& n, GpuProfile& g) { g.memory_bytes = as_int(n); }},
+      {{"unified_memory"}, [](const Node& n, GpuProfile& g) { g.unified_memory = as_bool(n); }},
+      {{"usable_fraction"}, [](const Node& n, GpuProfile& g) { g.usable_fraction = as_number(n); }},
+      {{"compute_capability"}, [](const Node& n, GpuProfile& g) { g.compute_capability = as_text(n); }},
+      {{"bf16"}, [](const Node& n, GpuProfile& g) { g.bf16 = as_bool(n); }},
+      {{"fp8"}, [](const Node& n, GpuProfile& g) { g.fp8 = as_bool(n); }},
+      {{"peak_bf16_flops"}, [](const Node& n, GpuProfile& g) { g.peak_bf16_flops = as_number(n); }},
+      {{"memory_bandwidth_bytes_per_s"}, [](const Node& n, GpuProfile& g) { g.memory_bandwidth_bytes_per_s = as_number(n); }},
+      {{"interconnect_bytes_per_s"}, [](const Node& n, GpuProfile& g) { g.interconnect_bytes_per_s = as_number(n); }},
+      {{"source"}, [](const Node& n, GpuProfile& g) { g.source = as_text(n); }},
+  };
+  return t;
+}
+
+// Moves a parsed entry's positions to where the entry sits in its file.
+void shift_lines(Node& n, int by) {
+  if (n.where.line > 0) n.where.line += by;
+  for (auto& [k, v] : n.entries) shift_lines(v, by);
+  for (auto& item : n.items) shift_lines(item, by);
+}
+
+std::string trim_left(const std::string& v) {
+  const auto i = v.find_first_not_of(' ');
+  return i == std::string::npos ? "" : v.substr(i);
+}
+
+// The value of a one-line scalar ("rtx-3090", "\"x\"", with a trailing comment).
+std::string scalar_text(std::string v) {
+  v = trim_left(v);
+  if (const auto hash = v.find(" #"); hash != std::string::npos && !v.empty() && v[0] != '"' && v[0] != '\'') v.resize(hash);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\r')) v.pop_back();
+  if (v.size() >= 2 && (v[0] == '"' || v[0] == '\'') && v.back() == v[0]) v = v.substr(1, v.size() - 2);
+  return v;
+}
+
+// A one-line flow list ([a, "b c"]) as its items.
+std::vector<std::string> flow_items(const std::string& v) {
+  std::vector<std::string> out;
+  const auto open = v.find('['), close = v.rfind(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return out;
+  std::string cur;
+  char quote = 0;
+  for (size_t i = open + 1; i < close; ++i) {
+    const char c = v[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+      else cur += c;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == ',') {
+      out.push_back(scalar_text(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!scalar_text(cur).empty()) out.push_back(scalar_text(cur));
+  return out;
+}
+
+}  // namespace
+
+// One entry of a list section: its lines, the name and aliases read off them for the index, and
+// the value once parsed (checked then against the index).
+template <class T>
+struct LazyEntry {
+  int line = 0;  // the "  - " line
+  std::string text;
+  std::string name;
+  std::vector<std::string> spellings;  // normalised name, then aliases
+  std::once_flag once;
+  std::optional<T> value;
+};
+
+struct GpuCatalog::Index {
+  std::string path;
+  std::vector<std::unique_ptr<LazyEntry<GpuFamily>>> families;
+  std::vector<std::unique_ptr<LazyEntry<GpuProfile>>> gpus;
+  std::once_flag all_once;
+  std::vector<const GpuProfile*> all;
+
+  // Parses entry `e` with `read` (positions restored to the file's) once.
+  template <class T, class Read>
+  const T& parsed(LazyEntry<T>& e, Read read) const {
+    std::call_once(e.once, [&] {
+      Node root = detail::parse_yaml(e.text, path);
+      shift_lines(root, e.line - 1);
+      if (root.kind != Node::Kind::list || root.items.size() != 1)
+        throw InputError(Where::at_file(path, e.line), "expected one entry ('- name: ...') here");
+      e.value = read(root.items[0]);
+    });
+    return *e.value;
+  }
+  const GpuFamily& family(LazyEntry<GpuFamily>& e) const {
+    return parsed(e, [&](const Node& item) {
+      GpuFamily f;
+      detail::read_section(item, {&family_keys()}, f, nullptr);
+      if (f.name.empty()) throw InputError(item.where, "family entry without 'name'");
+      return f;
+    });
+  }
+  const GpuProfile& gpu(LazyEntry<GpuProfile>& e, const GpuCatalog& catalog) const {
+    return parsed(e, [&](const Node& item) {
+      GpuProfile g;
+      detail::read_section(item, {&gpu_keys()}, g, nullptr);
+      const char* missing = g.name.empty() ? "name" : g.vendor.empty() ? "vendor" : g.family.empty() ? "family" : nullptr;
+      if (missing) throw InputError(item.where, fmt::format("GPU entry without '{}'", missing));
+      if (g.memory_bytes <= 0) throw InputError(item.where, fmt::format("GPU '{}' needs memory_bytes above 0", g.name));
+      if (!(g.usable_fraction > 0 && g.usable_fraction <= 1))
+        throw InputError(item.where, fmt::format("GPU '{}': usable_fraction must be in (0, 1]", g.name));
+      if (!catalog.family(g.family))
+        throw InputError(item.find("family")->where, fmt::format("GPU '{}' names unknown family '{}'", g.name, g.family));
+      std::vector<std::string> spellings = {normalise_name(g.name)};
+      for (const auto& a : g.aliases) spellings.push_back(normalise_name(a));
+      if (spellings != e.spellings)
+        throw InputError(Where::at_file(path, e.line), fmt::format("GPU '{}': its name and aliases could not be indexed", g.name),
+                         "write 'name: x' and 'aliases: [\"a\", \"b\"]' each on one line of the entry");
+      return g;
+    });
+  }
+};
+
+GpuCatalog::GpuCatalog() : index_(std::make_unique<Index>()) {}
+GpuCatalog::GpuCatalog(GpuCatalog&&) noexcept = default;
+GpuCatalog& GpuCatalog::operator=(GpuCatalog&&) noexcept = default;
+GpuCatalog::~GpuCatalog() = default;
+
+size_t GpuCatalog::size() const { return index_->gpus.size(); }
+
+const GpuProfile* GpuCatalog::find(const std::string& name) const {
+  const std::string want = normalise_name(name);
+  for (const auto& e : index_->gpus)
+    for (const auto& sp : e->spellings)
+      if (sp == want) return &index_->gpu(*e, *this);
+  return nullptr;
+}
+
+const std::vector<const GpuProfile*>& GpuCatalog::all() const {
+  std::call_once(index_->all_once, [&] {
+    for (const auto& e : index_->gpus) index_->all.push_back(&index_->gpu(*e, *this));
+  });
+  return index_->all;
+}
+
+const GpuFamily* GpuCatalog::family(const std::string& name) const {
+  for (const auto& e : index_->families)
+    if (e->name == name) return &index_->family(*e);
+  return nullptr;
+}
+
+std::vector<std::string> GpuCatalog::suggest(const std::string& name) const {
+  std::vector<detail::Named> named;
+  for (const auto& e : index_->gpus) named.push_back({e->name, {e->spellings.begin() + 1, e->spellings.end()}});
+  return detail::suggest_among(name, named);
+}
+
+GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path) {
+  // By lines: a top-level key starts a section; in `families:` and `gpus:`, "  - " starts an
+  // entry. Only the rest (schema) is parsed now; whole-line comments there are blanked, keeping
+  // line numbers.
+  GpuCatalog c;
+  GpuCatalog::Index& ix = *c.index_;
+  ix.path = path;
+  std::string head;
+  std::string section;
+  std::map<std::string, int> section_line;
+  auto add_entry = [&](auto& list, int line) {
+    list.push_back(std::make_unique<typename std::decay_t<decltype(list)>::value_type::element_type>());
+    list.back()->line = line;
+  };
+  auto append = [&](auto& list, const std::string& l, int line) {
+    if (l.rfind("  - ", 0) == 0) add_entry(list, line);
+    if (!list.empty()) {
+      list.back()->text += l + "\n";
+      std::string key = l.rfind("  - ", 0) == 0 ? "    " + l.substr(4) : l;
+      if (key.rfind("    name:", 0) == 0) list.back()->name = lower(scalar_text(key.substr(9)));
+      if (key.rfind("    aliases:", 0) == 0)
+        for (const auto& a : flow_items(key.substr(12))) list.back()->spellings.push_back(normalise_name(a));
+    } else if (const auto first = l.find_first_not_of(" \t\r"); first != std::string::npos && l[first] != '#') {
+      throw InputError(Where::at_file(path, line, static_cast<int>(first) + 1),
+                       fmt::format("expected an entry ('  - name: ...') under '{}:'", section));
+    }
+  };
+  size_t pos = 0;
+  for (int line = 1; pos < text.size(); ++line) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string l = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (!l.empty() && l[0] != ' ' && l[0] != '#' && l[0] != '\t' && l[0] != '\r') {
+      const auto colon = l.find(':');
+      section = l.substr(0, colon);
+      if (section == "families" || section == "gpus") {
+        if (section_line.count(section))
+          throw InputError(Where::at_file(path, line, 1), fmt::format("'{}' appears twice", section),
+                           fmt::format("the first is at line {}", section_line[section]));
+        section_line[section] = line;
+        if (colon == std::string::npos || !scalar_text(l.substr(colon + 1)).empty())
+          throw InputError(Where::at_file(path, line, static_cast<int>(colon) + 2),
+                           fmt::format("expected the entries of '{}' as a block list ('  - name: ...') on the lines below", section));
+        head += "\n";
+        continue;
+      }
+    }
+    if (section == "families") append(ix.families, l, line);
+    else if (section == "gpus") append(ix.gpus, l, line);
+    else {
+      const auto first = l.find_first_not_of(' ');
+      head += (first != std::string::npos && l[first] == '#' ? std::string() : l) + "\n";
+    }
+  }
+  const Node root = detail::parse_yaml(head, path);
+  if (root.kind != Node::Kind::map) detail::not_a_map(root);
+  const Node* schema = root.find("schema");
+  if (!schema || detail::as_text(*schema) != "memplan.gpus/v1")
+    throw InputError(schema ? schema->where : Where::at_file(path), "expected 'schema: memplan.gpus/v1'",
+                     "this file is not a memplan GPU catalog, or a newer one");
+  for (const char* s : {"families", "gpus"})
+    if (!section_line.count(s)) throw InputError(Where::at_file(path), fmt::format("missing '{}'", s));
+  auto check_names = [&](auto& list, const char* what) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      auto& e = *list[i];
+      if (e.name.empty()) throw InputError(Where::at_file(path, e.line, 3), fmt::format("{} entry without 'name'", what));
+      e.spellings.insert(e.spellings.begin(), normalise_name(e.name));
+      for (size_t j = 0; j < i; ++j)
+        if (list[j]->spellings[0] == e.spellings[0])
+          throw InputError(Where::at_file(path, e.line, 3), fmt::format("{} '{}' is listed twice", what, e.name),
+                           fmt::format("the first is at line {}", list[j]->line));
+    }
+  };
+  check_names(ix.families, "family");
+  check_names(ix.gpus, "GPU");
+  return c;
+}
+
+GpuCatalog load_gpu_catalog(const std::string& path) { return parse_gpu_catalog(detail::read_text_file(path), path); }
+
+const GpuCatalog& gpu_catalog() {
+  static const GpuCatalog catalog = load_gpu_catalog((fs::path(data_dir()) / "gpus.yaml").string());
+  return catalog;
+}
+
+int64_t GpuProfile::usable_bytes() const {
+  return static_cast<int64_t>(std::llround(static_cast<double>(memory_bytes) * usable_fraction));
+}
+
+void apply_gpu(TrainingSetup& s, const GpuProfile& g, const GpuCatalog& catalog) {
+  DeviceSpec& d = s.device;
+  d.name = g.name;
+  d.kind = DeviceKind::cuda;  // Apple unified memory is accounted like a GPU with a usable share
+  d.family = g.family;
+  d.capacity_bytes = g.usable_bytes();
+  const GpuFamily* f = catalog.family(g.family);
+  d.cuda_context_bytes = f ? f->cuda_context_bytes : detail::kGenericContextBytes;
+  d.cublas_workspace_bytes = f ? f->cublas_workspace_bytes : detail::kGenericWorkspaceBytes;
+  d.bf16 = g.bf16;
+  d.peak_flops = g.peak_bf16_flops;
+  d.interconnect_bytes_per_s = g.interconnect_bytes_per_s;
+  s.runtime.allocator_rounding = true;
+}
+
+}  // namespace memplan::profiles

@@ -1,0 +1,188 @@
+// The CI gate's logic (planner/check.h): the comparison with a baseline, per-term deltas and their
+// causes, blame, growth and strict mode. Expected numbers come from estimate() on the same setups,
+// so the tests pin the gate's wording and logic rather than the estimator's current values. The
+// command end to end (files, git, formats) is tests/cli/check_test.cpp.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "planner/check.h"
+#include "profiles/profiles.h"
+
+namespace memplan {
+namespace {
+
+const std::string kCheckData = std::string(MEMPLAN_TEST_DATA) + "/check";
+std::string data(const std::string& name) { return kCheckData + "/" + name; }
+
+TrainingSetup setup_of(const std::string& path) {
+  profiles::SetupInputs in;
+  in.config = path;
+  return profiles::build_setup(in).setup;
+}
+int64_t peak(const TrainingSetup& s) { return estimate(s).peak_bytes(); }
+
+// ---- planner: compare -----------------------------------------------------------------------------
+
+TEST_CASE("compare: one changed field, its cost, the terms it moved and the growth") {
+  const TrainingSetup base = setup_of(data("fits.yaml"));  // micro-batch 2
+  const TrainingSetup now = setup_of(data("over.yaml"));   // micro-batch 64
+  const planner::Comparison c = planner::compare(base, nullptr, now, nullptr);
+  const int64_t p0 = peak(base), p1 = peak(now);
+  CHECK(c.base_peak_bytes == p0);
+  CHECK(c.peak_bytes == p1);
+  CHECK(c.growth == doctest::Approx(static_cast<double>(p1 - p0) / static_cast<double>(p0)));
+  REQUIRE(c.changes.size() == 1);
+  const planner::FieldChange& m = c.changes[0];
+  CHECK(m.field == "batch.micro_batch");
+  CHECK(m.text() == "micro-batch 2 -> 64");
+  CHECK(m.effect_known);
+  CHECK(m.peak_effect_bytes == p1 - p0);  // reverting the only change gives the baseline back
+  CHECK(m.over_effect_bytes == p1 - p0);  // same card, same target
+
+  REQUIRE(!c.terms.empty());
+  CHECK(c.terms[0].term == Term::activations);  // a 32x micro-batch: activations move most
+  int64_t listed = 0;
+  for (size_t i = 0; i < c.terms.size(); ++i) {
+    const planner::TermDelta& d = c.terms[i];
+    CHECK(std::llabs(d.delta_bytes()) >= planner::kTermDeltaFloorBytes);
+    if (i > 0) CHECK(std::llabs(d.delta_bytes()) <= std::llabs(c.terms[i - 1].delta_bytes()));
+    CHECK(d.causes == std::vector<size_t>{0});
+    listed += d.delta_bytes();
+  }
+  // The terms below the floor are all that is missing from the peak's change.
+  CHECK(std::llabs((p1 - p0) - listed) < memplan::kNumTerms * planner::kTermDeltaFloorBytes);
+  // Weights do not depend on the micro-batch.
+  for (const planner::TermDelta& d : c.terms) CHECK(d.term != Term::weights);
+}
+
+TEST_CASE("compare: an unchanged config has no changes, no term deltas and no growth") {
+  const TrainingSetup s = setup_of(data("fits.yaml"));
+  const planner::Comparison c = planner::compare(s, nullptr, s, nullptr);
+  CHECK(c.changes.empty());
+  CHECK(c.terms.empty());
+  CHECK(c.growth == 0.0);
+}
+
+TEST_CASE("compare: several changes, each measured alone, largest first") {
+  const TrainingSetup base = setup_of(data("fits.yaml"));
+  TrainingSetup now = base;
+  now.batch.micro_batch = 8;
+  now.batch.seq_len = 1024;
+  now.precision = Precision::fp32;
+  const planner::Comparison c = planner::compare(base, nullptr, now, nullptr);
+  REQUIRE(c.changes.size() == 3);
+  for (size_t i = 0; i < c.changes.size(); ++i) {
+    const planner::FieldChange& ch = c.changes[i];
+    TrainingSetup reverted = now;
+    if (ch.field == "batch.micro_batch") reverted.batch.micro_batch = base.batch.micro_batch;
+    else if (ch.field == "batch.seq_len") reverted.batch.seq_len = base.batch.seq_len;
+    else if (ch.field == "precision") reverted.precision = base.precision;
+    else FAIL("unexpected change " << ch.field);
+    CAPTURE(ch.field);
+    CHECK(ch.peak_effect_bytes == peak(now) - peak(reverted));
+    if (i > 0) CHECK(ch.over_effect_bytes <= c.changes[i - 1].over_effect_bytes);
+  }
+  std::vector<std::string> texts;
+  for (const auto& ch : c.changes) texts.push_back(ch.text());
+  CHECK(std::find(texts.begin(), texts.end(), "sequence length 512 -> 1024") != texts.end());
+  CHECK(std::find(texts.begin(), texts.end(), "precision amp-bf16 -> fp32") != texts.end());
+  // Every listed term names at least one cause, and causes are valid indices.
+  for (const planner::TermDelta& d : c.terms)
+    for (size_t k : d.causes) CHECK(k < c.changes.size());
+}
+
+TEST_CASE("compare: a smaller card is a change that costs headroom, not peak") {
+  TrainingSetup base = setup_of(data("tree/fits.yaml"));  // rtx-3090
+  TrainingSetup now = setup_of(data("fits.yaml"));        // rtx-3060-12gb, otherwise the same
+  const planner::Comparison c = planner::compare(base, nullptr, now, nullptr);
+  REQUIRE(c.changes.size() == 1);
+  CHECK(c.changes[0].text() == "GPU rtx-3090 -> rtx-3060-12gb");
+  CHECK(c.changes[0].over_effect_bytes == (peak(now) - target_bytes(now)) - (peak(base) - target_bytes(base)));
+  CHECK(c.changes[0].over_effect_bytes > 0);
+}
+
+TEST_CASE("compare: another model is one change, not a list of sizes") {
+  const TrainingSetup base = setup_of(data("fits.yaml"));
+  TrainingSetup now = base;
+  now.model = profiles::load_model("gpt2-medium", Where{});
+  const planner::Comparison c = planner::compare(base, nullptr, now, nullptr);
+  REQUIRE(c.changes.size() == 1);
+  CHECK(c.changes[0].field == "model");
+  CHECK(c.changes[0].text() == "model gpt2 -> gpt2-medium");
+  CHECK(c.changes[0].peak_effect_bytes == peak(now) - peak(base));
+}
+
+// ---- planner: gate and blame ----------------------------------------------------------------------
+
+TEST_CASE("gate: over budget, growth, strict, and what to blame") {
+  const TrainingSetup fits = setup_of(data("fits.yaml"));
+  const TrainingSetup over = setup_of(data("over.yaml"));
+  const std::vector<std::string> in_file = {"model.hidden_size", "batch.micro_batch", "batch.seq_len", "precision"};
+  planner::GateOptions o;
+
+  SUBCASE("a config within its target passes") {
+    const planner::GateResult g = planner::gate(fits, nullptr, nullptr, nullptr, o, 0, in_file);
+    CHECK(g.verdict.fits);
+    CHECK(g.verdict.status == "normal");
+    CHECK(!g.failed());
+    CHECK(g.blame.empty());
+    CHECK(g.peak_bytes == peak(fits));
+    CHECK(g.target_bytes == target_bytes(fits));
+  }
+  SUBCASE("over budget with a baseline: blame the change that cost the most") {
+    const planner::GateResult g = planner::gate(over, nullptr, &fits, nullptr, o, 0, in_file);
+    CHECK(g.over_budget);
+    CHECK(!g.over_growth);  // no --max-growth
+    CHECK(g.failed());
+    CHECK(g.verdict.status == "out_of_memory");
+    CHECK(g.blame == "batch.micro_batch");
+    REQUIRE(g.blame_change);
+    CHECK(*g.blame_change == 0);
+  }
+  SUBCASE("over budget without a baseline: blame the field behind the largest terms") {
+    const planner::GateResult g = planner::gate(over, nullptr, nullptr, nullptr, o, 0, in_file);
+    CHECK(g.over_budget);
+    CHECK(!g.blame_change);
+    CHECK(g.blame == "batch.micro_batch");  // activations and logits dominate at micro-batch 64
+  }
+  SUBCASE("growth beyond --max-growth fails a config that fits") {
+    TrainingSetup bigger = fits;
+    bigger.batch.micro_batch = 4;
+    o.max_growth = 0.10;
+    const planner::GateResult g = planner::gate(bigger, nullptr, &fits, nullptr, o, 0, in_file);
+    CHECK(g.verdict.fits);
+    CHECK(g.over_growth);
+    CHECK(g.failed());
+    CHECK(g.blame == "batch.micro_batch");
+    o.max_growth = 10.0;  // 1000%
+    CHECK(!planner::gate(bigger, nullptr, &fits, nullptr, o, 0, in_file).failed());
+  }
+  SUBCASE("--strict fails on warnings; without it they pass") {
+    CHECK(!planner::gate(fits, nullptr, nullptr, nullptr, o, 1, in_file).failed());
+    o.strict = true;
+    const planner::GateResult g = planner::gate(fits, nullptr, nullptr, nullptr, o, 1, in_file);
+    CHECK(g.warned);
+    CHECK(g.failed());
+    CHECK(g.blame.empty());  // the warnings point at their own lines
+    CHECK(!planner::gate(fits, nullptr, nullptr, nullptr, o, 0, in_file).failed());
+  }
+}
+
+TEST_CASE("largest_contributor: activation-like terms point at the batch, model states at the model") {
+  std::array<int64_t, kNumTerms> t{};
+  t[static_cast<int>(Term::activations)] = 10;
+  t[static_cast<int>(Term::weights)] = 3;
+  CHECK(planner::largest_contributor(t, {"batch.micro_batch", "model.hidden_size"}) == "batch.micro_batch");
+  CHECK(planner::largest_contributor(t, {"batch.seq_len"}) == "batch.seq_len");  // the file sets no micro-batch
+  CHECK(planner::largest_contributor(t, {}) == "batch.micro_batch");            // nothing set: the first candidate
+  t[static_cast<int>(Term::optimizer_states)] = 20;
+  CHECK(planner::largest_contributor(t, {"batch.micro_batch", "model.hidden_size"}) == "model");
+  CHECK(planner::largest_contributor(t, {"precision", "batch.micro_batch"}) == "precision");
+}
+
+}  // namespace
+}  // namespace memplan
