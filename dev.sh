@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 # Debian packages. The core (build/memplan) needs only CORE; everything else builds the measurement
 # companion (LibTorch, Eigen), the tests and the benchmarks. libopenblas0-pthread matters: without
 # it Debian's LibTorch runs matrix products on the reference BLAS (about 10x slower CPU steps).
-CORE=(g++ cmake ninja-build libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
+CORE=(g++ cmake ninja-build libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev
       libcurl4-openssl-dev)  # curl.h only: memplan dlopens libcurl.so.4 for Hub fetches
 FULL=("${CORE[@]}" build-essential git pkg-config doctest-dev libeigen3-dev
       libtorch-dev libopenblas0-pthread libbenchmark-dev hyperfine time)

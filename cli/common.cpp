@@ -9,7 +9,12 @@
 namespace memplan::cli {
 
 void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
-  app.add_option("--config", in.config, "memplan YAML (any guide dialect), DeepSpeed JSON or HF config.json")->type_name("FILE");
+  app.add_option("--config", in.config,
+                 "training config: memplan YAML, DeepSpeed JSON, HF config.json, HF TrainingArguments/TRL, Axolotl, "
+                 "torchtune, torchtitan TOML, LitGPT, LightningCLI, accelerate or NeMo (detected from its keys)")
+      ->type_name("FILE");
+  app.add_option("--format", in.format, "read --config as this format instead of detecting it")->type_name("NAME");
+  app.add_flag("--strict", in.strict, "refuse a config with keys memplan cannot model or near-miss keys (exit 2)");
   app.add_option("--model", in.model, "preset (memplan models), HF repo id, config.json or model directory")->type_name("NAME|FILE|DIR");
   app.add_option("--gpu", in.gpu, "GPU preset (memplan gpus)")->type_name("PRESET");
   app.add_option("--gpu-memory", in.gpu_memory, "device memory, e.g. 12GiB (overrides the preset's)")->type_name("SIZE");

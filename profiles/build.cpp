@@ -180,12 +180,19 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
 }  // namespace
 
 BuiltSetup build_setup(const SetupInputs& in) {
-  return build_setup(in, in.config ? load_config(*in.config) : LoadedConfig{});
+  return build_setup(in, in.config ? load_config(*in.config, in.format.value_or("")) : LoadedConfig{});
 }
 
 BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   BuiltSetup b;
   if (in.config) b.config_path = *in.config;
+  b.config_format = cfg.kind;
+  // --strict: what a reader could only warn about (a key it cannot model, a near-miss key, a
+  // DeepSpeed "auto") is an error.
+  if (in.strict && !cfg.warnings.empty()) {
+    const Warning& w = cfg.warnings.front();
+    throw InputError(w.where, w.message + " (--strict)", w.hint);
+  }
   b.setup = cfg.setup;
   b.origin = cfg.origin;
   b.warnings = cfg.warnings;

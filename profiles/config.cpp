@@ -9,6 +9,7 @@
 #include <set>
 
 #include "profiles/detail.h"
+#include "profiles/formats.h"
 
 namespace memplan::profiles {
 namespace fs = std::filesystem;
@@ -723,16 +724,17 @@ void resolve(ConfigState& st) {
 bool is_json(const std::string& path, const std::string& text) {
   const std::string ext = lower(fs::path(path).extension().string());
   if (ext == ".json") return true;
-  if (ext == ".yaml" || ext == ".yml") return false;
+  if (ext == ".yaml" || ext == ".yml" || ext == ".toml") return false;
   const size_t first = text.find_first_not_of(" \t\r\n");
   return first != std::string::npos && text[first] == '{';
 }
 
-void read_json_config(const std::string& text, ConfigState& st) {
-  Node root = parse_json(text, st.path);
+bool is_toml(const std::string& path) { return lower(fs::path(path).extension().string()) == ".toml"; }
+
+void read_json_config(Node root, ConfigState& st) {
   if (root.kind != Node::Kind::map) type_error(root, "a JSON object");
   if (root.find("zero_optimization") || root.find("train_micro_batch_size_per_gpu") || root.find("train_batch_size")) {
-    st.out.kind = "deepspeed-json";
+    st.out.kind = "deepspeed";
     return read_deepspeed_json(std::move(root), st);
   }
   if (root.find("model_type")) {
@@ -740,28 +742,53 @@ void read_json_config(const std::string& text, ConfigState& st) {
     return use_model(st, read_hf_config(root, st.path, config_model_name(st.file.string())), Where::at_file(st.path));
   }
   throw InputError(Where::at_file(st.path), "cannot tell what this JSON file configures",
-                   "memplan reads DeepSpeed ds_config.json (zero_optimization, train_micro_batch_size_per_gpu) and "
-                   "Hugging Face config.json (model_type)");
+                   fmt::format("memplan reads DeepSpeed ds_config.json (zero_optimization, train_micro_batch_size_per_gpu), "
+                               "Hugging Face config.json (model_type) and HF TrainingArguments JSON; --format names one of: {}",
+                               fmt::join(format_names(), ", ")));
 }
 
 }  // namespace
 }  // namespace detail
 
-LoadedConfig load_config(const std::string& path) { return load_config_text(detail::read_text_file(path), path, path); }
+LoadedConfig load_config(const std::string& path, const std::string& format) {
+  return load_config_text(detail::read_text_file(path), path, path, format);
+}
 
-LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path) {
+LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path, const std::string& format) {
   using namespace detail;
+  std::optional<ConfigFormat> forced;
+  if (!format.empty()) {
+    forced = parse_format(format);
+    if (!forced)
+      throw InputError(Where::at_flag("--format"), fmt::format("unknown config format '{}'", format),
+                       fmt::format("expected one of: {}", fmt::join(format_names(), ", ")));
+  }
+  const bool toml = forced ? *forced == ConfigFormat::torchtitan : is_toml(path);
+  const bool json = !toml && is_json(path, text);
+  Node root = toml ? parse_toml(text, shown_as) : json ? parse_json(text, shown_as) : parse_yaml(text, shown_as);
+  if (root.kind != Node::Kind::map)
+    throw InputError(Where::at_file(shown_as), "expected a mapping of settings (model:, training:, ...)",
+                     "see examples/ for the config files memplan reads");
+  const std::optional<ConfigFormat> f = forced ? forced : detect_format(root, json, toml);
+  if (f) {
+    if (const FormatReader reader = format_reader(*f)) {
+      ReadState rs;
+      rs.path = shown_as;
+      rs.file = path;
+      reader(root, rs);
+      rs.out.kind = format_name(*f);
+      if (rs.out.gpu || rs.out.gpu_memory)
+        rs.s().device = gpu_device(rs.out.gpu, rs.out.origin.of("hardware.gpu"), rs.out.gpu_memory);
+      return rs.out;
+    }
+  }
   ConfigState st;
   st.path = shown_as;
   st.file = path;
-  if (is_json(path, text)) {
-    read_json_config(text, st);
+  if (json && f != ConfigFormat::memplan_yaml) {
+    read_json_config(std::move(root), st);
   } else {
-    st.out.kind = "memplan-yaml";
-    const Node root = parse_yaml(text, shown_as);
-    if (root.kind != Node::Kind::map)
-      throw InputError(Where::at_file(shown_as), "expected a mapping of settings (model:, training:, ...)",
-                       "see examples/ for memplan config files");
+    st.out.kind = "memplan";
     read_root(root, st);
   }
   resolve(st);

@@ -135,16 +135,22 @@ struct LoadedConfig {
   std::optional<std::string> gpu;            // hardware.gpu
   std::optional<int64_t> gpu_memory;         // hardware.gpu_memory
   bool has_model = false;                    // the file named a model (preset, hf_config, inline)
-  std::string kind;                          // "memplan-yaml" | "deepspeed-json" | "hf-config"
+  std::string kind;                          // the format read: "memplan", "deepspeed", "hf-config",
+                                             // "hf-trainer", "axolotl", "torchtune", ... (formats.h)
 };
 
-// Reads a memplan YAML (any of the guides' dialects), a DeepSpeed JSON or an HF config.json (detected from the
-// content). Relative paths inside (model.hf_config) resolve against the file's folder.
-LoadedConfig load_config(const std::string& path);
+// Reads a training config in any format memplan knows (memplan YAML in the guides' dialects,
+// DeepSpeed JSON, HF config.json, HF TrainingArguments/TRL, Axolotl, torchtune, torchtitan TOML,
+// LitGPT, LightningCLI, accelerate, NeMo), detected from the keys it carries unless `format`
+// names one (--format). Relative paths inside resolve against the file's folder.
+LoadedConfig load_config(const std::string& path, const std::string& format = "");
 // The same for `text`, the content of the file at `path` at some other time (a git revision):
 // messages name it `shown_as` ("HEAD~1:configs/train.yaml"); relative paths and an inline model's
 // name come from `path`, as for the file now.
-LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path);
+LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path,
+                              const std::string& format = "");
+// The names --format accepts.
+std::vector<std::string> config_format_names();
 
 // ---- finding configs (discover.cpp) and past versions (revision.cpp) ---------------------------
 
@@ -175,6 +181,8 @@ Revision read_at_revision(const std::string& path, const std::string& ref);
 // Everything the common command-line flags can say. Unset means "not given".
 struct SetupInputs {
   std::optional<std::string> config;         // --config FILE
+  std::optional<std::string> format;         // --format NAME (the config's format, else detected)
+  bool strict = false;                       // --strict: a reader warning is an error (exit 2)
   std::optional<std::string> model;          // --model PRESET|FILE|DIR
   std::optional<std::string> gpu;            // --gpu PRESET
   std::optional<std::string> gpu_memory;     // --gpu-memory 12GiB
@@ -222,6 +230,7 @@ struct BuiltSetup {
   std::optional<int64_t> global_batch;  // from the config file, if it said
   std::optional<Calibration> calibration;
   std::string config_path;              // the --config file, if any
+  std::string config_format;            // the format it was read as ("torchtune"), if any
 };
 
 // Config file first, then flags on top (flags win). Validates the result with

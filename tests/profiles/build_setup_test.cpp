@@ -60,7 +60,7 @@ TEST_CASE("a flag fixes a problem in the file; a flag's own problem names the fl
   SetupInputs off = with_model("gpt2");
   off.offload = "optimizer";
   CHECK(render_error(off) ==
-        "error: --offload: optimizer offload needs ZeRO stage 1 or higher\nhint: use --zero 2 --offload optimizer");
+        "error: --offload: optimizer offload needs ZeRO stage 1 or higher, or FSDP\nhint: use --zero 2 --offload optimizer");
   off.zero = 2;
   CHECK(build_setup(off).setup.parallel.offload == Offload::optimizer);
 }

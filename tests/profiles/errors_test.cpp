@@ -60,10 +60,12 @@ TEST_CASE("broken files: exact messages with file:line:col and hint") {
       {"unknown_gpu.yaml",
        ":3:3: error: unknown GPU 'rtx-3090ti'\nhint: did you mean 'rtx-3090-ti'? (memplan gpus lists the presets)"},
       {"empty.yaml",
-       ": error: expected a mapping of settings (model:, training:, ...)\nhint: see examples/ for memplan config files"},
+       ": error: expected a mapping of settings (model:, training:, ...)\nhint: see examples/ for the config files memplan reads"},
       {"unknown_kind.json",
        ": error: cannot tell what this JSON file configures\nhint: memplan reads DeepSpeed ds_config.json "
-       "(zero_optimization, train_micro_batch_size_per_gpu) and Hugging Face config.json (model_type)"},
+       "(zero_optimization, train_micro_batch_size_per_gpu), Hugging Face config.json (model_type) and HF "
+       "TrainingArguments JSON; --format names one of: memplan, deepspeed, hf-config, hf-trainer, axolotl, torchtune, "
+       "torchtitan, litgpt, lightning, accelerate, nemo"},
       {"threshold_range.yaml", ":4:5: error: training.memory.target_utilization must be a fraction in (0, 1] (got '1.5')"},
       {"threshold_order.yaml",
        ":3:3: error: memory.target_utilization: thresholds must satisfy 0 < target <= warning <= critical <= emergency "
