@@ -9,10 +9,14 @@ cd "$(dirname "$0")"
 # Debian packages. The core (build/memplan) needs only CORE; everything else builds the measurement
 # companion (LibTorch, Eigen), the tests and the benchmarks. libopenblas0-pthread matters: without
 # it Debian's LibTorch runs matrix products on the reference BLAS (about 10x slower CPU steps).
+# The Python module (python/) needs python3-dev and pybind11-dev; its monitor suites train real
+# models with python3-torch (whose C++ headers come with libtorch-dev); pip install . uses
+# python3-setuptools and python3-wheel.
 CORE=(g++ cmake ninja-build libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev
       libcurl4-openssl-dev)  # curl.h only: memplan dlopens libcurl.so.4 for Hub fetches
 FULL=("${CORE[@]}" build-essential git pkg-config doctest-dev libeigen3-dev
-      libtorch-dev libopenblas0-pthread libbenchmark-dev hyperfine time)
+      libtorch-dev libopenblas0-pthread libbenchmark-dev hyperfine time
+      python3-dev pybind11-dev python3-torch python3-setuptools python3-wheel)
 
 install_missing() {
   local missing=() p
@@ -28,8 +32,12 @@ install_missing() {
 }
 
 # build [CMAKE OPTIONS...]: configure (options apply to an existing build folder too) and build.
+# The Python module is built for Debian's python3, the interpreter python3-torch is for (another
+# python3 first in PATH, such as pyenv's, would not import it).
 build() {
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  local python=()
+  [ -x /usr/bin/python3 ] && python=(-DPython3_EXECUTABLE=/usr/bin/python3)
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${python[@]}" "$@" >/dev/null
   cmake --build build -j "$(nproc)"
 }
 
@@ -37,20 +45,20 @@ case "${1:-demo}" in
   demo)
     install_missing "${CORE[@]}"
     # Only the core: no LibTorch, tests or benchmarks (./dev.sh test builds those).
-    build -DMEMPLAN_WITH_TORCH=OFF -DMEMPLAN_TESTS=OFF -DMEMPLAN_BENCH=OFF
+    build -DMEMPLAN_WITH_TORCH=OFF -DMEMPLAN_PYTHON=OFF -DMEMPLAN_TESTS=OFF -DMEMPLAN_BENCH=OFF
     # exit 1 means "does not fit": the answer, not a failure of the demo.
     build/memplan fit --config examples/quickstart.yaml || [ $? -eq 1 ]
     ;;
   test)
     install_missing "${FULL[@]}"
-    build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
+    build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_PYTHON=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
     # -V: every suite's output reaches the log, so the CPU matrix and published tables are
     # printed in every CI run, passing or not.
     ctest --test-dir build -V
     ;;
   build)
     install_missing "${FULL[@]}"
-    build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
+    build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_PYTHON=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
     ;;
   *)
     echo "usage: ./dev.sh demo|test|build" >&2

@@ -4,10 +4,6 @@
 // model too large for the device is run at 1-3 layers and extrapolated per layer.
 #include "calibrate/measure.h"
 
-#include <c10/core/CPUAllocator.h>
-#include <c10/core/impl/alloc_cpu.h>
-
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "calibrate/cpu_counter.h"
 #include "calibrate/torch_internal.h"
 #include "estimator/error.h"
 #include "estimator/estimate.h"
@@ -24,14 +21,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
-#endif
-
-#if MEMPLAN_TORCH_AT_LEAST(2, 3)
-#define MEMPLAN_ALLOC_CONST
-#define MEMPLAN_HAS_COPY_DATA 1
-#else
-#define MEMPLAN_ALLOC_CONST const
-#define MEMPLAN_HAS_COPY_DATA 0
 #endif
 
 namespace memplan::calibrate {
@@ -58,46 +47,6 @@ namespace {
 
 // ---- CPU probe ----------------------------------------------------------------------------------
 
-// Counts the bytes of every CPU tensor and oneDNN scratch buffer. data == context is required:
-// oneDNN calls raw_allocate(), which asserts it (docs/libtorch-notes.md §4.1). The size sits in a 64-byte
-// header in front of the data so the plain-function deleter can recover it.
-struct CountingAllocator final : c10::Allocator {
-  static constexpr size_t kHeader = 64;
-  static std::atomic<int64_t>& current() { static std::atomic<int64_t> v{0}; return v; }
-  static std::atomic<int64_t>& peak() { static std::atomic<int64_t> v{0}; return v; }
-
-  // MEMPLAN_TRACE_ALLOC=<bytes>: print every allocation and free at least that large (debugging
-  // a mismatch between the estimate and the measurement).
-  static int64_t trace_threshold() {
-    static const int64_t t = [] { const char* v = std::getenv("MEMPLAN_TRACE_ALLOC"); return v ? std::atoll(v) : -1; }();
-    return t;
-  }
-  static void release(void* data) {
-    if (!data) return;
-    char* base = static_cast<char*>(data) - kHeader;
-    const int64_t n = static_cast<int64_t>(*reinterpret_cast<size_t*>(base));
-    const int64_t now = current().fetch_sub(n) - n;
-    if (trace_threshold() >= 0 && n >= trace_threshold()) std::fprintf(stderr, "  free  %12lld -> %12lld\n", (long long)n, (long long)now);
-    c10::free_cpu(base);
-  }
-  c10::DataPtr allocate(size_t n) MEMPLAN_ALLOC_CONST override {
-    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
-    *reinterpret_cast<size_t*>(base) = n;
-    const int64_t now = current().fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
-    int64_t p = peak().load();
-    while (now > p && !peak().compare_exchange_weak(p, now)) {
-    }
-    if (trace_threshold() >= 0 && static_cast<int64_t>(n) >= trace_threshold())
-      std::fprintf(stderr, "  alloc %12zu -> %12lld\n", n, (long long)now);
-    void* data = base + kHeader;
-    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return &release; }
-#if MEMPLAN_HAS_COPY_DATA
-  void copy_data(void* dst, const void* src, std::size_t n) const override { default_copy_data(dst, src, n); }
-#endif
-};
-
 // One probe interface for both devices.
 class Probe {
  public:
@@ -111,14 +60,11 @@ class Probe {
 
 class CpuProbe : public Probe {
  public:
-  CpuProbe() {
-    static CountingAllocator counter;
-    c10::SetCPUAllocator(&counter, /*priority=*/1);
-  }
-  ~CpuProbe() override { c10::SetCPUAllocator(c10::GetDefaultCPUAllocator(), 1); }
-  void reset_peak() override { CountingAllocator::peak().store(CountingAllocator::current().load()); }
-  int64_t current() override { return CountingAllocator::current().load(); }
-  int64_t peak() override { return CountingAllocator::peak().load(); }
+  CpuProbe() { cpu_counter::install(); }
+  ~CpuProbe() override { cpu_counter::uninstall(); }
+  void reset_peak() override { cpu_counter::reset_peak(); }
+  int64_t current() override { return cpu_counter::current_bytes(); }
+  int64_t peak() override { return cpu_counter::peak_bytes(); }
 };
 
 #ifdef MEMPLAN_WITH_CUDA
@@ -320,7 +266,7 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
         ss.phases.push_back(p);
       };
       say(fmt::format("step {}/{}: forward", step, opt.steps));
-      if (CountingAllocator::trace_threshold() >= 0) std::fprintf(stderr, "== step %d forward\n", step);
+      if (cpu_counter::trace_threshold() >= 0) std::fprintf(stderr, "== step %d forward\n", step);
       probe->reset_peak();
       torch::Tensor loss;
       {
@@ -332,7 +278,7 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
       out.forward_end = now();
       say(fmt::format("step {}/{}: backward (loss {:.3f})", step, opt.steps, loss.item<double>()));
       probe->reset_peak();
-      if (CountingAllocator::trace_threshold() >= 0) std::fprintf(stderr, "== step %d backward\n", step);
+      if (cpu_counter::trace_threshold() >= 0) std::fprintf(stderr, "== step %d backward\n", step);
       loss.backward();
       loss = torch::Tensor();
       sample(Phase::backward);

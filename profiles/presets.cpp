@@ -122,8 +122,8 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
     m.origin = Provenance{};  // a preset's fields come from its name, not from lines of a bundled file
     return m;
   }
-  // A Hub id: a preset of the same architecture (its -Instruct/-chat/-it/-Base variants), else
-  // the Hugging Face cache, memplan's cache or the Hub (profiles/hub.h).
+  // A Hub id: a preset of the same architecture (its -Instruct/-chat/-it variants), else the
+  // Hugging Face cache, memplan's cache or the Hub (profiles/hub.h).
   if (hub::is_repo_id(name)) {
     const std::string key = hub::variant_key(name);
     for (const ModelPreset& p : model_presets())
