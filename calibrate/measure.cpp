@@ -146,7 +146,7 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
         m.router_bias)
       return missing("this mixture-of-experts block");
   }
-  if (s.finetune.mode == FinetuneMode::qlora || s.finetune.base_quant != BaseQuant::none)
+  if (s.finetune.mode == FinetuneMode::qlora || s.finetune.base_quant != BaseQuant::none || s.model.quantized.any())
     return "QLoRA/8-bit bases need bitsandbytes on CUDA; the harness measures LoRA on a 16/32-bit base";
   if (s.parallel.num_gpus > 1 || s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none ||
       s.parallel.tensor_parallel > 1 || s.parallel.pipeline_parallel > 1)
