@@ -200,6 +200,14 @@ struct DeviceSpec {
   double interconnect_bytes_per_s = 0;
 };
 
+// How HF's sdpa path masks attention (integrations/sdpa_attention.py, torch >= 2.0).
+enum class SdpaMask {
+  is_causal,  // no mask tensor and is_causal=True: HF's path for a batch without padding
+  tensor,     // the 4-D additive mask (b, 1, s, s) as attn_mask, is_causal=False: HF's path for a
+              // padded batch; K/V are repeated to every head (enable_gqa needs a None mask)
+  none,       // no mask and is_causal=False: bidirectional (encoder-style) attention
+};
+
 // The framework whose memory behaviour is modelled. Saved-tensor details differ between LibTorch
 // 1.13 and 2.x and between CPU and CUDA kernels (reference/autograd-saved.md).
 struct Runtime {
@@ -212,6 +220,7 @@ struct Runtime {
   // False (torch 1.x's default, HF Trainer before 2.0) they stay resident the whole step.
   bool zero_grad_set_to_none = true;
   bool allocator_rounding = true;   // CUDA caching-allocator rounding (false on CPU)
+  SdpaMask sdpa_mask = SdpaMask::is_causal;  // with attention sdpa
 
   bool torch_at_least(int major, int minor) const {
     return torch_major > major || (torch_major == major && torch_minor >= minor);
