@@ -474,10 +474,13 @@ class Model : public Decoder {
     Shared sh;
     if (!gpt2_) {
       const auto mdt = x.scalar_type();
-      // LlamaModel._update_causal_mask with an all-ones attention_mask: the (s, s) triangle of
-      // finfo.min, expanded to (b, 1, s, s) and cloned.
-      Tensor tri = torch::full({sq, sq}, finfo_min(mdt), torch::TensorOptions().dtype(mdt).device(dev)).triu(1);
-      sh.mask = tri.index({None, None}).expand({b, 1, sq, sq}).clone();
+      // LlamaModel._update_causal_mask: the (s, s) triangle of finfo.min, expanded to (b, 1, s, s)
+      // and cloned. The sdpa path gets None instead when the batch has no padding
+      // (AttentionMaskConverter._ignore_causal_mask_sdpa).
+      if (s_.attention == AttentionImpl::eager || s_.runtime.sdpa_mask == SdpaMask::tensor) {
+        Tensor tri = torch::full({sq, sq}, finfo_min(mdt), torch::TensorOptions().dtype(mdt).device(dev)).triu(1);
+        sh.mask = tri.index({None, None}).expand({b, 1, sq, sq}).clone();
+      }
       if (inv_freq_.defined()) {
         // LlamaRotaryEmbedding.forward with position_ids (1, s): cos/sin (1, s, d) in x.dtype.
         const Tensor pos = torch::arange(sq, torch::TensorOptions().dtype(torch::kFloat).device(dev));
@@ -569,15 +572,7 @@ class Model : public Decoder {
     }
     Tensor o;
 #if MEMPLAN_TORCH_AT_LEAST(2, 0)
-    if (s_.attention != AttentionImpl::eager) {
-      // sdpa_attention_forward: no mask, is_causal, GQA natively on torch >= 2.5.
-#if MEMPLAN_TORCH_AT_LEAST(2, 5)
-      o = at::scaled_dot_product_attention(q, k, v, {}, m_.attention_dropout, true, c10::nullopt, kv < a);
-#else
-      o = at::scaled_dot_product_attention(q, repeat_kv(k, a / kv), repeat_kv(v, a / kv), {}, m_.attention_dropout, true);
-#endif
-      o = o.transpose(1, 2).contiguous();
-    }
+    if (s_.attention != AttentionImpl::eager) o = sdpa(q, k, v, sh);
 #endif
     if (!o.defined()) {
       // eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout)
@@ -595,6 +590,30 @@ class Model : public Decoder {
     o = l.o(o);
     return o;  // q, k, v (held by LlamaAttention.forward's locals) go here
   }
+
+#if MEMPLAN_TORCH_AT_LEAST(2, 0)
+  // HF sdpa_attention_forward (integrations/sdpa_attention.py): K/V go in at their own head count
+  // with enable_gqa when torch >= 2.5 and there is no mask tensor (use_gqa_in_sdpa), else
+  // repeat_kv copies them; is_causal when no mask is passed and the layer is causal. Which kernel
+  // runs is torch's choice (on CPU: the flash kernel, or the math path for GQA or dropout).
+  Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Shared& sh) const {
+    const int64_t a = m_.num_attention_heads, kv = m_.num_key_value_heads;
+    const SdpaMask mode = s_.runtime.sdpa_mask;
+    const bool with_mask = mode == SdpaMask::tensor;
+    const bool gqa = kv < a && !with_mask && MEMPLAN_TORCH_AT_LEAST(2, 5);
+    const Tensor key = gqa ? k : repeat_kv(k, a / kv);
+    const Tensor value = gqa ? v : repeat_kv(v, a / kv);
+    c10::optional<Tensor> mask;
+    if (with_mask) mask = sh.mask.index({Slice(), Slice(), Slice(), Slice(None, key.size(-2))});
+    const bool causal = mode == SdpaMask::is_causal;
+#if MEMPLAN_TORCH_AT_LEAST(2, 5)
+    Tensor o = at::scaled_dot_product_attention(q, key, value, mask, m_.attention_dropout, causal, c10::nullopt, gqa);
+#else
+    Tensor o = at::scaled_dot_product_attention(q, key, value, mask, m_.attention_dropout, causal);
+#endif
+    return o.transpose(1, 2).contiguous();
+  }
+#endif
 
   // MixtralSparseMoeBlock.forward (loop over experts).
   Tensor moe(const Layer& l, const Tensor& x) const {
