@@ -775,6 +775,7 @@ LoadedConfig load_config_text(const std::string& text, const std::string& shown_
       ReadState rs;
       rs.path = shown_as;
       rs.file = path;
+      rs.text = text;
       reader(root, rs);
       rs.out.kind = format_name(*f);
       if (rs.out.gpu || rs.out.gpu_memory)

@@ -130,8 +130,17 @@ fs::path ReadState::beside(const std::string& relative) const {
   return file.has_parent_path() ? file.parent_path() / p : p;
 }
 
+void ReadState::defer(const std::string& field, const Where& where, const std::string& message, const std::string& hint) {
+  out.deferred.push_back({field, Warning{where, message, hint}});
+}
+
 FormatReader format_reader(ConfigFormat f) {
   switch (f) {
+    case ConfigFormat::torchtune: return read_torchtune;
+    case ConfigFormat::torchtitan: return read_torchtitan;
+    case ConfigFormat::litgpt: return read_litgpt;
+    case ConfigFormat::lightning: return read_lightning;
+    case ConfigFormat::nemo: return read_nemo;
     default: return nullptr;
   }
 }

@@ -135,6 +135,17 @@ struct LoadedConfig {
   std::optional<std::string> gpu;            // hardware.gpu
   std::optional<int64_t> gpu_memory;         // hardware.gpu_memory
   bool has_model = false;                    // the file named a model (preset, hf_config, inline)
+  // Without a model: why the file names none, at the place it would (a format reader's words,
+  // e.g. a LightningCLI model: that is the user's module); build_setup reports it unless --model.
+  std::optional<Warning> no_model;
+  // What the file leaves to the launcher or to the data (torchtune's GPU count, a null
+  // max_seq_len): each warning is reported, and refused by --strict, only when no flag sets
+  // `field` ("parallel.num_gpus", "batch.seq_len", "batch.micro_batch").
+  struct Deferred {
+    std::string field;
+    Warning warning;
+  };
+  std::vector<Deferred> deferred;
   std::string kind;                          // the format read: "memplan", "deepspeed", "hf-config",
                                              // "hf-trainer", "axolotl", "torchtune", ... (formats.h)
 };
