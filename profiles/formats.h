@@ -71,6 +71,9 @@ void read_torchtitan(const Node& root, ReadState& st);
 void read_litgpt(const Node& root, ReadState& st);
 void read_lightning(const Node& root, ReadState& st);
 void read_nemo(const Node& root, ReadState& st);
+// The tools' names for a model (profiles::tool_model).
+std::optional<ToolModelRef> torchtune_model_for(const ModelSpec& m);
+std::optional<ToolModelRef> litgpt_model_for(const ModelSpec& m);
 // The reader of a format, or nullptr when it is one of config.cpp's own (memplan, DeepSpeed, HF).
 FormatReader format_reader(ConfigFormat f);
 

@@ -163,6 +163,20 @@ LoadedConfig load_config_text(const std::string& text, const std::string& shown_
 // The names --format accepts.
 std::vector<std::string> config_format_names();
 
+// ---- models in the training tools' own words (profiles/formats/) ------------------------------
+
+// A model as a training tool names and builds it, for `plan --emit TOOL`.
+struct ToolModelRef {
+  std::string name;               // torchtune: the builder ("torchtune.models.llama3_2.llama3_2_1b");
+                                  // LitGPT: checkpoint_dir ("checkpoints/meta-llama/Llama-3.2-1B")
+  std::string tokenizer;          // torchtune: the tokenizer builder of the family
+  std::string checkpointer_type;  // torchtune: FullModelHFCheckpointer's model_type ("LLAMA3_2")
+  ModelSpec spec;                 // what the tool builds (LitGPT: lm_head untied, vocabulary padded)
+};
+// The tool's model of the same architecture as `m` (a preset or a model the tool's reader made);
+// nullopt when `format` ("torchtune", "litgpt") has none or is another format.
+std::optional<ToolModelRef> tool_model(const ModelSpec& m, const std::string& format);
+
 // ---- finding configs (discover.cpp) and past versions (revision.cpp) ---------------------------
 
 struct ConfigFile {

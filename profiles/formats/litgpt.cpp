@@ -152,6 +152,16 @@ const LitConfig* find_config(const std::string& name) {
   return nullptr;
 }
 
+// The model LitGPT builds for a config: untied, with its padded vocabulary.
+ModelSpec litgpt_spec(const LitConfig& c) {
+  ModelSpec m = tool_model_spec(c.model);
+  // GPT.__init__ (litgpt/model.py @ v0.5.13): a separate lm_head of padded_vocab_size rows.
+  m.tie_word_embeddings = false;
+  m.vocab_size = c.padded_vocab;
+  m.name = c.model.name;
+  return m;
+}
+
 struct Lit {
   explicit Lit(ReadState& state) : st(state) {}
   ReadState& st;
@@ -329,13 +339,9 @@ void resolve_model(Lit& t) {
                                                 "--model)",
                                                 fmt::join(near, "' or '")));
   }
-  ModelSpec m = tool_model_spec(t.config->model);
   // LitGPT builds a separate lm_head of padded_vocab_size rows for every model (GPT.__init__,
   // litgpt/model.py @ v0.5.13; convert_hf_checkpoint copies a tied head into it).
-  m.tie_word_embeddings = false;
-  m.vocab_size = t.config->padded_vocab;
-  m.name = t.config->model.name;
-  use_tool_model(t.st, m, *t.checkpoint_dir);
+  use_tool_model(t.st, litgpt_spec(*t.config), *t.checkpoint_dir);
 }
 
 void resolve_precision(Lit& t) {
@@ -491,6 +497,23 @@ void resolve_batch(Lit& t) {
 }
 
 }  // namespace
+
+std::optional<ToolModelRef> litgpt_model_for(const ModelSpec& m) {
+  // A LitGPT config by name (what this reader made), else one over the preset `m` is, preferring
+  // the config whose checkpoint is m's HF repository.
+  const LitConfig* hit = find_config(m.name);
+  if (hit && hit->model.name != m.name) hit = nullptr;
+  if (!hit)
+    for (const LitConfig& c : configs()) {
+      if (c.model.preset[0] == '\0' || m.name != c.model.preset) continue;
+      if (!hit || (m.hf_repo == c.model.hf_repo && m.hf_repo != hit->model.hf_repo)) hit = &c;
+    }
+  if (!hit) return std::nullopt;
+  ToolModelRef r;
+  r.name = std::string("checkpoints/") + hit->model.hf_repo;
+  r.spec = litgpt_spec(*hit);
+  return r;
+}
 
 void read_litgpt(const Node& root, ReadState& st) {
   Lit t(st);

@@ -54,3 +54,11 @@ Checkpointing one_layer_in(int64_t k, int64_t layers) {
 }
 
 }  // namespace memplan::profiles::detail
+
+namespace memplan::profiles {
+std::optional<ToolModelRef> tool_model(const ModelSpec& m, const std::string& format) {
+  if (format == "torchtune") return detail::torchtune_model_for(m);
+  if (format == "litgpt") return detail::litgpt_model_for(m);
+  return std::nullopt;
+}
+}  // namespace memplan::profiles

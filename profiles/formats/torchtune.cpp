@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "profiles/formats/tool_models.h"
 
@@ -33,6 +34,8 @@ struct Builder {
   bool lora;
   bool qlora;
   ToolModel model;
+  // A reward model (one-logit head) is a variant, never the builder of a plain LM.
+  bool variant_only() const { return std::string(fn).find("reward") != std::string::npos; }
 };
 
 // torchtune/models/<module>/_model_builders.py @ v0.6.1 (qwen3 and smollm2 @ main bd2a0fc7, not in
@@ -547,7 +550,41 @@ void resolve_gpus(Tt& t) {
   }
 }
 
+// The tokenizer builder and FullModelHFCheckpointer model_type of each builder module
+// (torchtune/models/<module>/__init__.py and recipes/configs/<module>/* @ v0.6.1).
+std::pair<const char*, const char*> family_files(const std::string& module) {
+  if (module == "llama3_2") return {"torchtune.models.llama3.llama3_tokenizer", "LLAMA3_2"};
+  if (module.rfind("llama3", 0) == 0) return {"torchtune.models.llama3.llama3_tokenizer", "LLAMA3"};
+  if (module == "llama2" || module == "code_llama2") return {"torchtune.models.llama2.llama2_tokenizer", "LLAMA2"};
+  if (module == "mistral") return {"torchtune.models.mistral.mistral_tokenizer", "MISTRAL"};
+  if (module == "gemma") return {"torchtune.models.gemma.gemma_tokenizer", "GEMMA"};
+  if (module == "gemma2") return {"torchtune.models.gemma.gemma_tokenizer", "GEMMA2"};
+  if (module == "phi3") return {"torchtune.models.phi3.phi3_mini_tokenizer", "PHI3_MINI"};
+  if (module == "phi4") return {"torchtune.models.phi4.phi4_tokenizer", "PHI4"};
+  if (module == "qwen2") return {"torchtune.models.qwen2.qwen2_tokenizer", "QWEN2"};
+  if (module == "qwen2_5") return {"torchtune.models.qwen2_5.qwen2_5_tokenizer", "QWEN2"};
+  if (module == "qwen3") return {"torchtune.models.qwen3.qwen3_tokenizer", "QWEN3"};
+  return {"", ""};
+}
+
 }  // namespace
+
+std::optional<ToolModelRef> torchtune_model_for(const ModelSpec& m) {
+  // The builder whose model is `m`: by the name the reader gave it (a preset or the builder's
+  // own), preferring the one whose checkpoint is m's HF repository.
+  const Builder* hit = nullptr;
+  for (const Builder& b : builders()) {
+    const bool named = m.name == (b.model.preset[0] != '\0' ? b.model.preset : b.model.name);
+    if (!named || b.variant_only()) continue;
+    if (!hit || (m.hf_repo == b.model.hf_repo && m.hf_repo != hit->model.hf_repo)) hit = &b;
+  }
+  if (!hit) return std::nullopt;
+  ToolModelRef r;
+  r.name = std::string(kPrefix) + hit->module + "." + hit->fn;
+  std::tie(r.tokenizer, r.checkpointer_type) = family_files(hit->module);
+  r.spec = tool_model_spec(hit->model);
+  return r;
+}
 
 void read_torchtune(const Node& root, ReadState& st) {
   Tt t(st);
