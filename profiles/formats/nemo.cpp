@@ -215,6 +215,18 @@ const Table& model_keys() {
                             "cpu_offloading_weights, their weights) to the host; the estimate offloads every layer's activations "
                             "and keeps the weights");
        }},
+      {{"fp16_lm_cross_entropy"}, [](const Node& n, Nemo& t) {
+         // The unreduced cross-entropy in 16 bits: no fp32 copy of the logits.
+         if (as_bool(n)) t.st.set("runtime.loss_upcast", t.s().runtime.loss_upcast, false, n);
+       }},
+      {{"fp32_residual_connection"}, [](const Node& n, Nemo& t) {
+         if (as_bool(n))
+           t.st.unmodelled(n, "fp32 residual connections are not modelled: the residual stream is estimated in the compute dtype");
+       }},
+      {{"ub_tp_comm_overlap"}, [](const Node& n, Nemo& t) {
+         if (as_bool(n))
+           t.st.unmodelled(n, "Transformer Engine's userbuffers for TP communication overlap are not counted");
+       }},
       {{"gradient_as_bucket_view"}, [](const Node& n, Nemo& t) {
          t.st.set("parallel.ddp_bucket_view", t.s().parallel.ddp_bucket_view, as_bool(n), n);
        }},
@@ -260,12 +272,12 @@ const Table& model_keys() {
         "do_layer_norm_weight_decay", "pre_process", "post_process", "persist_layer_norm", "headscale",
         "normalize_attention_scores", "attention_type", "overlap_p2p_comm", "batch_p2p_comm", "seq_len_interpolation_factor",
         "scale_positional_embedding", "drop_layers", "reset_lr", "reset_lr_steps", "native_amp_init_scale",
-        "native_amp_growth_interval", "hysteresis", "fp32_residual_connection", "fp16_lm_cross_entropy",
+        "native_amp_growth_interval", "hysteresis",
         "grad_allreduce_chunk_size_mb", "grad_div_ar_fusion", "gradient_accumulation_fusion", "bias_activation_fusion",
         "bias_dropout_add_fusion", "masked_softmax_fusion", "get_attention_mask_from_fusion", "apply_rope_fusion", "seed",
         "resume_from_checkpoint", "use_cpu_initialization", "onnx_safe", "apex_transformer_log_level", "sync_batch_comm",
         "nccl_communicator_config_path", "validation_param_sync_overlap", "fsdp_grad_reduce_dtype", "fsdp_sharded_checkpoint",
-        "restore_from_ckpt", "skip_train", "rampup_batch_size", "nsys_profile", "gc_interval", "ub_tp_comm_overlap",
+        "restore_from_ckpt", "skip_train", "rampup_batch_size", "nsys_profile", "gc_interval",
         "ub_tp_comm_overlap_cfg", "use_emha", "sharp", "enable_megatron_timers", "megatron_timer_kwargs",
         "cpu_offloading_num_layers", "cpu_offloading_activations", "cpu_offloading_weights", "fp8_e4m3", "fp8_hybrid",
         "fp8_margin", "fp8_interval", "fp8_amax_history_len", "fp8_amax_compute_algo", "reduce_amax", "layernorm_zero_centered_gamma",

@@ -193,7 +193,11 @@ const Table& training_keys() {
       {{"data_parallel_replicate_degree"}, [](const Node& n, Tt& t) { degree(n, t, &Tt::replicate, &Tt::replicate_node); }},
       {{"data_parallel_shard_degree"}, [](const Node& n, Tt& t) { degree(n, t, &Tt::shard, &Tt::shard_node); }},
       {{"tensor_parallel_degree"}, [](const Node& n, Tt& t) { degree(n, t, &Tt::tp, &Tt::tp_node); }},
-      {{"mixed_precision_reduce", "max_norm", "steps", "dataset", "dataset_path", "gc_freq", "gc_debug", "seed",
+      {{"mixed_precision_reduce"}, [](const Node& n, Tt& t) {
+         if (lower(as_text(n)) != "float32")
+           t.st.unmodelled(n, "gradients reduce-scattered in 16 bits are estimated as fp32 gradient shards (an over-estimate)");
+       }},
+      {{"max_norm", "steps", "dataset", "dataset_path", "gc_freq", "gc_debug", "seed",
         "deterministic", "warmup_steps", "dataloader"},
        [](const Node&, Tt&) {}},
   };

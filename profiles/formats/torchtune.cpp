@@ -426,7 +426,16 @@ const Table& root_keys() {
        }},
       {{"optimizer"}, set_optimizer},
       {{"optimizer_in_bwd"}, [](const Node& n, Tt& t) {
-         t.st.set("runtime.optimizer_in_backward", t.s().runtime.optimizer_in_backward, as_bool(n), n);
+         // Read by the full fine-tuning recipes only (the LoRA recipes have no such key).
+         if (t.variant == Variant::full)
+           t.st.set("runtime.optimizer_in_backward", t.s().runtime.optimizer_in_backward, as_bool(n), n);
+       }},
+      {{"device"}, [](const Node& n, Tt& t) {
+         const std::string d = lower(as_text(n));
+         if (d != "cuda")
+           t.st.unmodelled(n, fmt::format("training on {} is not modelled: the estimate is for the GPU given with --gpu (--device "
+                                          "cpu estimates host memory)",
+                                          d));
        }},
       {{"loss"}, set_loss},
       {{"enable_activation_checkpointing"}, [](const Node& n, Tt& t) { t.checkpointing = &n; }},
@@ -469,7 +478,7 @@ const Table& root_keys() {
                               "on each rank (an over-estimate)");
        }},
       // Known keys that do not change the training step's memory.
-      {{"device", "clip_grad_norm", "low_cpu_ram", "epochs", "max_steps_per_epoch", "seed", "shuffle", "output_dir",
+      {{"clip_grad_norm", "low_cpu_ram", "epochs", "max_steps_per_epoch", "seed", "shuffle", "output_dir",
         "checkpointer", "metric_logger", "profiler", "log_every_n_steps", "log_peak_memory_stats", "resume_from_checkpoint",
         "lr_scheduler", "save_adapter_weights_only", "activation_offloading_use_streams", "batch_size_val",
         "run_val_every_n_steps", "dataset_val", "collate_fn", "log_level", "cudnn_deterministic_mode"},

@@ -267,3 +267,13 @@ TEST_CASE("NeMo RL guide dialect (memplan YAML policy:): checkpoint_layers and o
     CHECK(e.render() == "p.yaml:3:23: error: policy.checkpoint_layers must be an integer (got 'first')");
   }
 }
+
+TEST_CASE("nemo: fp16_lm_cross_entropy keeps the logits in 16 bits; fp32 residuals and userbuffers are warned") {
+  const LoadedConfig c = load_config_text(gpt("  fp16_lm_cross_entropy: True\n  fp32_residual_connection: True\n  ub_tp_comm_overlap: True\n"),
+                                          "n.yaml", "n.yaml");
+  CHECK_FALSE(c.setup.runtime.loss_upcast);
+  CHECK(where(c, "runtime.loss_upcast") == "13:3 model.fp16_lm_cross_entropy");
+  REQUIRE(c.warnings.size() == 2);
+  CHECK(c.warnings[0].message.rfind("model.fp32_residual_connection: True is not modelled yet", 0) == 0);
+  CHECK(c.warnings[1].message.rfind("model.ub_tp_comm_overlap: True is not modelled yet", 0) == 0);
+}

@@ -236,3 +236,11 @@ TEST_CASE("torchtitan: detection and broken files") {
   REQUIRE(typo.warnings.size() == 1);
   CHECK(typo.warnings[0].render() == "t.toml:2:1: warning: unknown key 'local_batch_sise'\nhint: did you mean 'local_batch_size'?");
 }
+
+TEST_CASE("torchtitan: 16-bit gradient reduction is warned") {
+  const LoadedConfig c = load_config_text("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nmixed_precision_reduce = \"bfloat16\"\n",
+                                          "r.toml", "r.toml");
+  REQUIRE(c.warnings.size() == 1);
+  CHECK(c.warnings[0].message == "training.mixed_precision_reduce: bfloat16 is not modelled yet: gradients reduce-scattered in 16 "
+                                 "bits are estimated as fp32 gradient shards (an over-estimate)");
+}

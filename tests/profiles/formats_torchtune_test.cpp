@@ -345,3 +345,15 @@ TEST_CASE("torchtune: broken files") {
         "tt.yaml:3:1: warning: unknown key 'enable_activation_checkpointin'\nhint: did you mean "
         "'enable_activation_checkpointing'?");
 }
+
+TEST_CASE("torchtune: keys a recipe does not read, and a CPU device") {
+  // The LoRA recipes have no optimizer_in_bwd: torchtune ignores it there, and so does memplan.
+  const LoadedConfig lora = load_config_text("model:\n  _component_: torchtune.models.llama3_2.lora_llama3_2_1b\n"
+                                             "  lora_attn_modules: [q_proj]\noptimizer_in_bwd: True\ndtype: bf16\n",
+                                             "tt.yaml", "tt.yaml");
+  CHECK_FALSE(lora.setup.runtime.optimizer_in_backward);
+  const LoadedConfig cpu = load_config_text("model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\ndevice: cpu\n", "tt.yaml", "tt.yaml");
+  REQUIRE(cpu.warnings.size() == 1);
+  CHECK(cpu.warnings[0].message == "device: cpu is not modelled yet: training on cpu is not modelled: the estimate is for the GPU "
+                                   "given with --gpu (--device cpu estimates host memory)");
+}
