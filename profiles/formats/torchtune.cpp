@@ -144,7 +144,7 @@ const std::vector<Builder>& builders() {
 
 enum class Variant { full, lora, qlora };
 
-struct Named {
+struct BuilderHit {
   const Builder* builder;
   Variant variant;
 };
@@ -161,7 +161,7 @@ std::vector<std::string> component_names() {
   return out;
 }
 
-Named find_builder(const Node& n) {
+BuilderHit find_builder(const Node& n) {
   const std::string c = as_text(n);
   for (const Builder& b : builders()) {
     const std::string base = std::string(kPrefix) + b.module + ".";
@@ -290,7 +290,7 @@ void read_model(const Node& n, Tt& t) {
   if (!c)
     throw InputError(n.where, "model: has no _component_",
                      fmt::format("name the builder, e.g. _component_: torchtune.models.llama3_2.lora_llama3_2_1b ({})", kLister));
-  const Named b = find_builder(*c);
+  const BuilderHit b = find_builder(*c);
   t.builder = b.builder;
   t.variant = b.variant;
   t.component = c;

@@ -214,3 +214,15 @@ TEST_CASE("litgpt: detection, devices left to the launcher, broken files") {
   REQUIRE(typo.warnings.size() == 1);
   CHECK(typo.warnings[0].render() == "t.yaml:2:1: warning: unknown key 'lora_alhpa'\nhint: did you mean 'lora_alpha'?");
 }
+
+TEST_CASE("litgpt and nemo: --format forces the reader") {
+  // A LitGPT file under trainer:-less YAML is detected; --format litgpt reads one that is not.
+  const LoadedConfig c = load_config_text("checkpoint_dir: checkpoints/meta-llama/Llama-3.2-1B\n", "a.yaml", "a.yaml", "litgpt");
+  CHECK(c.kind == "litgpt");
+  CHECK(c.setup.model.name == "Llama-3.2-1B");
+  const LoadedConfig n = load_config_text("trainer:\n  devices: 2\nmodel:\n  num_layers: 2\n  hidden_size: 64\n  num_attention_heads: 4\n",
+                                          "n.yaml", "n.yaml", "megatron");
+  CHECK(n.kind == "nemo");
+  CHECK(n.setup.parallel.num_gpus == 2);
+  CHECK(n.setup.model.hidden_size == 64);
+}
