@@ -150,8 +150,32 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   if (!f.table.empty() && !f.ask.emit.empty())
     throw InputError(Where::at_flag("--table"), "--table prints one plan per memory size; --emit writes one config",
                      "drop --emit (or --table)");
-  profiles::BuiltSetup b = profiles::build_setup(in);
+  planner::EmitFormat fmt_out = planner::EmitFormat::memplan;
+  if (!f.ask.emit.empty() && !planner::parse_emit_format(f.ask.emit, &fmt_out))
+    throw InputError(Where::at_flag("--emit"), fmt::format("unknown format '{}'", f.ask.emit),
+                     fmt::format("expected one of: {}", fmt::join(planner::emit_format_names(), ", ")));
+  // A plan for a tool is made with that tool's runtime (its defaults decide memory), unless
+  // --framework or the config says which runs.
+  const profiles::LoadedConfig cfg = in.config ? profiles::load_config(*in.config, in.format.value_or("")) : profiles::LoadedConfig{};
+  profiles::SetupInputs setup_in = in;
+  if (!f.ask.emit.empty() && !in.framework && !cfg.origin.fields.count("runtime.framework"))
+    if (const auto fw = planner::emit_framework(fmt_out)) setup_in.framework = to_string(*fw);
+  profiles::BuiltSetup b = profiles::build_setup(setup_in, cfg);
   print_warnings(io.err, b.warnings);
+  // torchtune and LitGPT name models their own way, and LitGPT builds its own variant (untied,
+  // padded vocabulary): the plan is made for the model the tool trains.
+  planner::ToolModelName tool;
+  if (fmt_out == planner::EmitFormat::torchtune || fmt_out == planner::EmitFormat::litgpt) {
+    const auto t = profiles::tool_model(b.setup.model, f.ask.emit);
+    if (!t)
+      throw InputError(Where::at_flag("--emit"),
+                       fmt::format("{} has no model of {}'s architecture", f.ask.emit == "torchtune" ? "torchtune" : "LitGPT",
+                                   b.setup.model.name),
+                       f.ask.emit == "torchtune" ? "torchtune builds the models of torchtune/models/*/_model_builders.py @ v0.6.1"
+                                                 : "LitGPT builds the models of litgpt/config.py @ v0.5.13");
+    b.setup.model = t->spec;
+    tool = {t->name, t->tokenizer, t->checkpointer_type};
+  }
   planner::PlanAsk ask = f.ask;
   ask.config_global_batch = b.global_batch;
   // A config (or flags) that give micro-batch x accumulation x GPUs give the global batch too.
@@ -172,8 +196,6 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   const TrainingSetup& s = b.setup;
   const planner::PlanRequest req = planner::make_request(s, ask, calibration_of(b));
   if (!table.empty()) return run_table(io, s, ask, req, table, o);
-  planner::EmitFormat fmt_out = planner::EmitFormat::memplan;
-  if (!f.ask.emit.empty()) planner::parse_emit_format(f.ask.emit, &fmt_out);
   std::vector<std::pair<std::string, DeviceSpec>> cards;
   const auto& catalog = profiles::gpu_catalog();
   for (const profiles::GpuProfile* g : catalog.all()) {
@@ -246,6 +268,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   planner::EmitContext ec;
   ec.setup = r.best.setup;
   ec.model = model_ref(s);
+  ec.tool = tool;
   if (!in.model && b.config_path.empty()) ec.model.kind = planner::ModelRef::Kind::inline_spec;
   ec.gpu = s.device.name == "custom" ? "" : s.device.name;
   ec.global_batch = r.best.global_batch;
@@ -367,7 +390,7 @@ Command register_plan(CLI::App& root, Io io) {
                   "one plan per memory size or GPU preset (8GiB,12GiB,16GiB,24GiB or t4,l4,...), printed as a markdown table")
       ->type_name("LIST");
   app->add_option("--max-micro-batch", f->ask.max_micro_batch, "largest micro-batch to consider (default 1024)")->type_name("N");
-  app->add_option("--emit", f->ask.emit, "print the plan as a memplan|train-config|deepspeed|hf|lightning config (on stdout; the report goes to stderr)")->type_name("FORMAT");
+  app->add_option("--emit", f->ask.emit, "print the plan as a memplan|train-config|deepspeed|hf|lightning|torchtune|litgpt config (on stdout; the report goes to stderr)")->type_name("FORMAT");
   app->add_option("--out", f->out, "write the --emit config to this file instead (atomically)")->type_name("FILE");
   app->add_flag("--force", f->force, "let --out replace an existing file");
   add_output_flags(*app, *o);

@@ -48,7 +48,24 @@ bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why) {
                               to_string(s.checkpointing)));
       if (s.precision == Precision::mixed_bf16 && !sh.deepspeed) return no("Lightning's bf16-mixed outside DeepSpeed is autocast, not mixed-bf16");
       if (s.precision == Precision::mixed_fp16 && !sh.deepspeed) return no("Lightning's 16-mixed outside DeepSpeed is autocast, not mixed-fp16");
+      if (sh.deepspeed && s.precision != Precision::mixed_bf16 && s.precision != Precision::mixed_fp16 && s.precision != Precision::fp32)
+        return no("Lightning's DeepSpeed strategy keeps fp32 master weights for every 16-bit precision");
+      if (sh.fsdp != FsdpMode::none && sh.offload == Offload::optimizer) return no("Lightning's FSDP offloads parameters with the optimizer");
+      if (sh.fsdp == FsdpMode::none && !sh.deepspeed && sh.offload != Offload::none) return no("offload needs DeepSpeed or FSDP");
       return true;
+    case EmitFormat::torchtune:
+    case EmitFormat::litgpt: {
+      // torchtune's and LitGPT's recipes: their own runtime (plan with --framework, or let --emit
+      // set it), no DeepSpeed, F.scaled_dot_product_attention.
+      const Framework want = f == EmitFormat::torchtune ? Framework::torchtune : Framework::litgpt;
+      const char* tool = f == EmitFormat::torchtune ? "torchtune" : "LitGPT";
+      if (s.runtime.framework != want) return no(fmt::format("a {} config runs {}'s recipes, not --framework {}", tool, tool, to_string(s.runtime.framework)));
+      if (sh.deepspeed) return no(fmt::format("{} has no DeepSpeed", tool));
+      if (s.attention != AttentionImpl::sdpa) return no(fmt::format("{} runs SDPA attention", tool));
+      if (f == EmitFormat::torchtune && !none_or_full(s.checkpointing)) return no("torchtune checkpoints every layer or none");
+      if (f == EmitFormat::litgpt && sh.offload != Offload::none) return no("LitGPT does not offload");
+      return true;
+    }
     default:
       return true;
   }
@@ -63,21 +80,13 @@ std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c) {
     out.insert(out.end(), {"--gpus", std::to_string(s.parallel.num_gpus)});
   };
   switch (f) {
-    case EmitFormat::hf: target(); break;
-    case EmitFormat::lightning: {
-      // Lightning files name neither the model nor the sequence, and memplan reads their Trainer
-      // arguments only through a LightningCLI reader: the re-check states the whole setup.
-      if (c.model.kind != ModelRef::Kind::inline_spec) out.insert(out.end(), {"--model", c.model.value});
-      target();
-      const Sharding sh = sharding_of(s);
-      out.insert(out.end(), {"--micro-batch", std::to_string(s.batch.micro_batch), "--grad-accum", std::to_string(s.batch.grad_accum),
-                             "--seq-len", std::to_string(s.batch.seq_len), "--precision", to_string(s.precision), "--optimizer",
-                             to_string(s.optimizer), "--checkpointing", to_string(s.checkpointing), "--attention", to_string(s.attention)});
-      if (sh.fsdp != FsdpMode::none) out.insert(out.end(), {"--fsdp", to_string(sh.fsdp)});
-      else out.insert(out.end(), {"--zero", std::to_string(sh.zero)});
-      if (sh.offload != Offload::none) out.insert(out.end(), {"--offload", to_string(sh.offload)});
+    // What the format cannot hold: HF and torchtune, the GPU and its count; LitGPT, the GPU.
+    // (Lightning's file carries the whole setup in its commented memplan block.)
+    case EmitFormat::hf: case EmitFormat::torchtune: target(); break;
+    case EmitFormat::litgpt:
+      if (!c.gpu.empty()) out.insert(out.end(), {"--gpu", c.gpu});
+      else out.insert(out.end(), {"--gpu-memory", std::to_string(s.device.capacity_bytes)});
       break;
-    }
     default: break;
   }
   return out;

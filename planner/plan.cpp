@@ -118,6 +118,10 @@ PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calib
   if (ask.fsdp_fixed) c.fsdp = s.parallel.fsdp;
   c.no_deepspeed = ask.no_deepspeed;
   c.allow_offload = !ask.no_offload;
+  // LitGPT replaces the optimizer of a quantized run with bitsandbytes' PagedAdamW
+  // (instantiate_bnb_optimizer, litgpt/utils.py @ v0.5.13).
+  if (s.runtime.framework == Framework::litgpt && s.finetune.mode != FinetuneMode::full && s.finetune.base_quant != BaseQuant::none)
+    c.optimizers = {OptimizerKind::paged_adamw};
   if (ask.max_micro_batch < 1)
     throw InputError(Where::at_flag("--max-micro-batch"), fmt::format("must be at least 1 (got {})", ask.max_micro_batch));
   req.max_micro_batch = ask.max_micro_batch;

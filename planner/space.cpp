@@ -128,6 +128,18 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
 
   // Precisions.
   sp.precisions = c.precisions.empty() ? default_precisions(d) : c.precisions;
+  const Framework fw = base.runtime.framework;
+  if (c.precisions.empty() && fw == Framework::torchtune) {
+    // torchtune's dtype: pure bf16 or fp32 (torchtune/training/precision.py @ v0.6.1).
+    sp.precisions = d.bf16 ? std::vector<Precision>{Precision::bf16, Precision::fp32} : std::vector<Precision>{Precision::fp32};
+    sp.left_out.push_back({"autocast", "torchtune trains in one dtype (bf16 or fp32), without autocast"});
+  } else if (c.precisions.empty() && fw == Framework::litgpt) {
+    // LitGPT's Fabric precisions; quantize wants a *-true one (litgpt/finetune/lora.py @ v0.5.13).
+    const Finetune& f = base.finetune;
+    const bool quantized = f.mode != FinetuneMode::full && f.base_quant != BaseQuant::none;
+    sp.precisions = {d.bf16 ? Precision::bf16 : Precision::fp16, Precision::fp32};
+    if (!quantized) sp.precisions.push_back(d.bf16 ? Precision::amp_bf16 : Precision::amp_fp16);
+  }
   if (!d.bf16) {
     const auto before = sp.precisions.size();
     sp.precisions.erase(std::remove_if(sp.precisions.begin(), sp.precisions.end(), uses_bf16), sp.precisions.end());
@@ -140,10 +152,11 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
                        "allow fp16 (amp-fp16, mixed-fp16) or fp32");
   }
 
-  // Attention.
-  sp.attentions = c.attentions.empty()
-                      ? std::vector<AttentionImpl>{AttentionImpl::eager, AttentionImpl::sdpa, AttentionImpl::flash}
-                      : c.attentions;
+  // Attention (torchtune and LitGPT call F.scaled_dot_product_attention).
+  const bool sdpa_only = fw == Framework::torchtune || fw == Framework::litgpt;
+  sp.attentions = !c.attentions.empty() ? c.attentions
+                  : sdpa_only           ? std::vector<AttentionImpl>{AttentionImpl::sdpa}
+                                        : std::vector<AttentionImpl>{AttentionImpl::eager, AttentionImpl::sdpa, AttentionImpl::flash};
   if (device_support(d, Feature::flash_attention, &why) != Support::yes &&
       std::find(sp.attentions.begin(), sp.attentions.end(), AttentionImpl::flash) != sp.attentions.end()) {
     sp.attentions.erase(std::remove(sp.attentions.begin(), sp.attentions.end(), AttentionImpl::flash), sp.attentions.end());
@@ -159,6 +172,12 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
   // Checkpointing.
   if (!c.checkpointings.empty()) {
     sp.checkpointings = c.checkpointings;
+  } else if (fw == Framework::torchtune) {
+    // enable_activation_checkpointing: every layer or none (torchtune recipes @ v0.6.1).
+    for (const char* k : {"none", "full"}) sp.checkpointings.push_back(*parse_checkpointing(k));
+  } else if (fw == Framework::litgpt) {
+    // LitGPT's scripts: every Block checkpointed on several devices, nothing on one.
+    sp.checkpointings.push_back(*parse_checkpointing(base.parallel.num_gpus > 1 ? "full" : "none"));
   } else {
     for (const char* k : {"none", "selective", "every:4", "every:2", "full"}) sp.checkpointings.push_back(*parse_checkpointing(k));
   }
@@ -199,6 +218,9 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
   if (dp > 1 && device_support(d, Feature::multi_gpu, &why) != Support::yes)
     throw InputError(Where::at_flag("--gpus"), fmt::format("multi-GPU: {}", why), "plan for one GPU (--gpus 1)");
   if (!c.allow_offload) sp.left_out.push_back({"offload", "--no-offload"});
+  // LitGPT neither offloads nor runs DeepSpeed (litgpt/finetune/*.py @ v0.5.13: FSDPStrategy).
+  const bool allow_offload = c.allow_offload && fw != Framework::litgpt;
+  if (c.allow_offload && !allow_offload) sp.left_out.push_back({"offload", "LitGPT's scripts do not offload"});
 
   auto want = [&](const Sharding& sh) {
     // --zero N: that ZeRO stage; --zero 0 rules DeepSpeed out and leaves DDP and FSDP.
@@ -223,7 +245,7 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
   }
   if (fsdp) {
     for (FsdpMode m : {FsdpMode::full_shard, FsdpMode::shard_grad_op}) add({0, Offload::none, m, false});
-    if (c.allow_offload) add({0, Offload::optimizer_and_params, FsdpMode::full_shard, false});
+    if (allow_offload) add({0, Offload::optimizer_and_params, FsdpMode::full_shard, false});
   }
   if (sp.shardings.empty())
     throw InputError(Where::at_flag(c.zero ? "--zero" : c.fsdp ? "--fsdp" : "--offload"),

@@ -219,7 +219,7 @@ TEST_CASE("plan is one search whatever --emit is") {
   req.global_batch = 64;
   const PlanResult plain = plan(req);
   REQUIRE(plain.found);
-  for (EmitFormat f : {EmitFormat::memplan, EmitFormat::train_config, EmitFormat::deepspeed, EmitFormat::hf, EmitFormat::lightning}) {
+  for (EmitFormat f : {EmitFormat::memplan, EmitFormat::train_config, EmitFormat::deepspeed, EmitFormat::hf, EmitFormat::lightning}) {  // torchtune/litgpt plan with their own framework
     CAPTURE(emit_format_name(f));
     PlanRequest q = req;
     q.format = f;
