@@ -773,3 +773,26 @@ TEST_CASE("estimate states host memory per GPU and per node") {
   CHECK(contains(r.out, "per GPU"));
   CHECK(contains(r.out, "per node"));
 }
+
+TEST_CASE("plan states the host memory an offload plan needs, per GPU and per node, and that the node's RAM is unknown") {
+  const Run r = invoke({"plan", "--model", "llama-3-70b", "--gpu", "t4", "--global-batch", "8", "--seq-len", "1024"});
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "per GPU"));
+  CHECK(contains(r.out, "per node"));
+  CHECK(contains(r.out, "--host-memory"));
+  const Run refused = invoke({"plan", "--model", "llama-3-70b", "--gpu", "t4", "--global-batch", "8", "--seq-len", "1024",
+                              "--host-memory", "256GiB"});
+  CHECK(refused.code == 1);
+  CHECK(contains(refused.out + refused.err, "host RAM"));
+}
+
+TEST_CASE("plan --zero 0 plans without DeepSpeed (DDP or FSDP); --zero 1 keeps ZeRO-1") {
+  for (const char* z : {"0", "1"}) {
+    CAPTURE(z);
+    const Run r = invoke({"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64", "--seq-len",
+                          "1024", "--zero", z, "--json"});
+    REQUIRE(r.code == 0);
+    const json j = parse_json(r);
+    CHECK(j.at("best").at("zero_stage") == std::stoi(z));
+  }
+}

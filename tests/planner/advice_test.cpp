@@ -293,3 +293,22 @@ TEST_CASE("host memory limits offload plans, per node") {
   CHECK(v.known);
   CHECK(v.fits == (v.per_node_bytes <= static_cast<int64_t>(s.thresholds.target * static_cast<double>(64 * kGiB))));
 }
+
+TEST_CASE("fit never offers an offload the node's RAM cannot hold") {
+  TrainingSetup s = on("llama-3-8b", "rtx-4090", 1024);
+  s.precision = Precision::amp_bf16;
+  s.batch.micro_batch = 1;
+  const FitReport unknown = fit(s);
+  REQUIRE_FALSE(unknown.verdict.fits);
+  bool offload = false;
+  for (const FitOption& o : unknown.options) offload = offload || o.setup.parallel.offload != Offload::none;
+  REQUIRE(offload);  // with the node's RAM unknown, offload is on offer (and says how much it needs)
+  s.parallel.host_memory_bytes = 32 * kGiB;
+  const FitReport known = fit(s);
+  for (const auto* list : {&known.options, &known.training_changes})
+    for (const FitOption& o : *list) {
+      CAPTURE(o.flags);
+      CHECK(o.host_per_node_bytes <= static_cast<int64_t>(s.thresholds.target * static_cast<double>(32 * kGiB)));
+    }
+  CHECK(mentions(known.left_out, "offload"));
+}
