@@ -796,3 +796,19 @@ TEST_CASE("plan --zero 0 plans without DeepSpeed (DDP or FSDP); --zero 1 keeps Z
     CHECK(j.at("best").at("zero_stage") == std::stoi(z));
   }
 }
+
+TEST_CASE("plan reads the global batch from a config's batch x accumulation x GPUs") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-gb";
+  fs::create_directories(dir);
+  const std::string path = (dir / "sft.yaml").string();
+  std::ofstream(path) << "model_name_or_path: gpt2\nper_device_train_batch_size: 4\ngradient_accumulation_steps: 8\nmax_length: 512\n";
+  const Run r = invoke({"plan", "--config", path, "--gpu", "a100-40gb", "--gpus", "2", "--json"});
+  CAPTURE(r.err);
+  REQUIRE(r.code == 0);
+  const json j = parse_json(r);
+  CHECK(j.at("request").at("global_batch") == 64);
+  CHECK(j.at("request").at("global_batch_source") == "micro-batch x accumulation x GPUs as given");
+  const Run text = invoke({"plan", "--config", path, "--gpu", "a100-40gb", "--gpus", "2"});
+  CHECK(contains(text.out, "global batch 64 from micro-batch x accumulation x GPUs as given"));
+  fs::remove_all(dir);
+}
