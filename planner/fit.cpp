@@ -143,6 +143,16 @@ std::vector<FitOption> prune(std::vector<FitOption> all, size_t keep) {
         dominated = true;
         break;
       }
+      // The same changes with a heavier sharding or offload than a faster option: the lighter
+      // one is offered first and is enough.
+      auto but_sharding = [](std::vector<std::string> k) {
+        k.erase(std::remove_if(k.begin(), k.end(), [](const std::string& x) { return x.rfind("sharding=", 0) == 0; }), k.end());
+        return k;
+      };
+      if (but_sharding(kp) == but_sharding(ko) && kp != ko && p.time.tokens_per_s >= o.time.tokens_per_s) {
+        dominated = true;
+        break;
+      }
     }
     if (!dominated) out.push_back(std::move(o));
     if (out.size() >= keep) break;
@@ -316,7 +326,9 @@ FitReport fit(const TrainingSetup& s, const Calibration* cal) {
     const MemoryBreakdown et = estimate(t, cal);
     const HostVerdict hv = judge_host(et, t);
     const auto cs = changes_between(s, t, hv.per_node_bytes, hv.known);
-    Change c{step, joined_flags(cs), cs.empty() ? "" : cs.front().cost, t};
+    std::string cost;
+    for (const Change& x : cs) cost += (cost.empty() ? "" : "; ") + x.cost;
+    Change c{step, joined_flags(cs), cost, t};
     c.peak_bytes = et.peak_bytes();
     c.fits = c.peak_bytes <= target_bytes(t) && hv.fits;
     if (c.peak_bytes < r.peak_bytes) r.single.push_back(std::move(c));

@@ -195,6 +195,18 @@ TEST_CASE("fit's options are the smallest change sets: no sequence cut while the
       });
       CHECK_FALSE((includes && a.size() < b.size()));
     }
+  // No option is a faster one with only a heavier sharding or offload.
+  for (size_t i = 0; i < r.options.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      auto rest = [](const FitOption& o) {
+        std::vector<std::string> k;
+        for (const Change& c : o.changes)
+          if (c.step != "sharding") k.push_back(c.step + "=" + c.flags);
+        std::sort(k.begin(), k.end());
+        return k;
+      };
+      if (rest(r.options[i]) == rest(r.options[j])) CHECK(r.options[i].flags == r.options[j].flags);
+    }
   // Beside the fastest, the fewest changes that fit, when the fastest need more.
   if (r.fewest) {
     CHECK(r.fewest->peak_bytes <= target_bytes(r.fewest->setup));
@@ -311,4 +323,30 @@ TEST_CASE("fit never offers an offload the node's RAM cannot hold") {
       CHECK(o.host_per_node_bytes <= static_cast<int64_t>(s.thresholds.target * static_cast<double>(32 * kGiB)));
     }
   CHECK(mentions(known.left_out, "offload"));
+}
+
+TEST_CASE("fit offers the lighter sharding or offload, not the same changes with a heavier one") {
+  // examples/quickstart.yaml with micro-batch 4 x 8: ZeRO-2 optimizer offload fits, so ZeRO-3's
+  // offloads with the same other changes are not offered beside it.
+  TrainingSetup s = on("qwen2.5-0.5b", "rtx-3060-12gb", 1024);
+  s.precision = Precision::amp_bf16;
+  s.attention = AttentionImpl::sdpa;
+  s.checkpointing = *parse_checkpointing("full");
+  s.batch.micro_batch = 4;
+  s.batch.grad_accum = 8;
+  const FitReport r = fit(s);
+  REQUIRE_FALSE(r.verdict.fits);
+  REQUIRE(r.options.size() >= 2);
+  auto rest = [](const FitOption& o) {
+    std::vector<std::string> k;
+    for (const Change& c : o.changes)
+      if (c.step != "sharding") k.push_back(c.step + "=" + c.flags);
+    std::sort(k.begin(), k.end());
+    return k;
+  };
+  for (size_t i = 0; i < r.options.size(); ++i)
+    for (size_t j = 0; j < i; ++j) {
+      CAPTURE(r.options[i].flags);
+      CHECK(rest(r.options[i]) != rest(r.options[j]));
+    }
 }
