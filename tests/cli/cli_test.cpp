@@ -3,6 +3,7 @@
 // verdict and ladder, the catalogs, explain, and the exact messages for bad input.
 // `memplan check` has its own suite (check_test.cpp); `measure` runs real steps elsewhere.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
@@ -811,4 +812,18 @@ TEST_CASE("plan reads the global batch from a config's batch x accumulation x GP
   const Run text = invoke({"plan", "--config", path, "--gpu", "a100-40gb", "--gpus", "2"});
   CHECK(contains(text.out, "global batch 64 from micro-batch x accumulation x GPUs as given"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("plan --table prints one plan per memory size as a markdown table") {
+  const Run r = invoke({"plan", "--model", "qwen2.5-0.5b", "--global-batch", "16", "--seq-len", "1024", "--table", "8GiB,12GiB,16GiB,24GiB"});
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "| GPU memory | Micro-batch | Gradient accumulation | Other optimizations | Peak |"));
+  for (const char* row : {"| 8 GiB |", "| 12 GiB |", "| 16 GiB |", "| 24 GiB |"}) CHECK(contains(r.out, row));
+  // Each row's plan is plan's own for that size: the 24 GiB row equals `plan --gpu-memory 24GiB`.
+  const Run one = invoke({"plan", "--model", "qwen2.5-0.5b", "--global-batch", "16", "--seq-len", "1024", "--gpu-memory", "24GiB", "--json"});
+  REQUIRE(one.code == 0);
+  const json j = parse_json(one);
+  const std::string want = fmt::format("| 24 GiB | {} | {} |", j.at("best").at("micro_batch").get<int64_t>(),
+                                       j.at("best").at("grad_accum").get<int64_t>());
+  CHECK(contains(r.out, want));
 }
