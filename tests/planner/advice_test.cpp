@@ -350,3 +350,28 @@ TEST_CASE("fit offers the lighter sharding or offload, not the same changes with
       CHECK(rest(r.options[i]) != rest(r.options[j]));
     }
 }
+
+TEST_CASE("on every GPU in the catalog, plan's pick and fit's options run on the card") {
+  const auto& cat = profiles::gpu_catalog();
+  for (const profiles::GpuProfile* g : cat.all()) {
+    const std::string card = g->name;
+    CAPTURE(card);
+    PlanRequest req;
+    req.base = on("qwen2.5-0.5b", g->name.c_str(), 1024);
+    req.global_batch = 16;
+    const PlanResult r = plan(req);
+    if (r.found) CHECK(cannot_run(r.best.setup) == "");
+    for (const Candidate& c : r.group_bests) CHECK(cannot_run(c.setup) == "");
+    TrainingSetup s = on("llama-3.2-1b", g->name.c_str(), 2048);
+    s.precision = Precision::fp32;
+    s.attention = AttentionImpl::eager;
+    s.batch.micro_batch = 16;
+    const FitReport f = fit(s);
+    for (const auto* list : {&f.options, &f.training_changes})
+      for (const FitOption& o : *list) {
+        CAPTURE(o.flags);
+        CHECK(cannot_run(o.setup) == "");
+      }
+    if (f.fewest) CHECK(cannot_run(f.fewest->setup) == "");
+  }
+}
