@@ -158,8 +158,12 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   // --framework or the config says which runs.
   const profiles::LoadedConfig cfg = in.config ? profiles::load_config(*in.config, in.format.value_or("")) : profiles::LoadedConfig{};
   profiles::SetupInputs setup_in = in;
+  std::string framework_from_emit;  // the tool --emit writes for, when it decides the runtime
   if (!f.ask.emit.empty() && !in.framework && !cfg.origin.fields.count("runtime.framework"))
-    if (const auto fw = planner::emit_framework(fmt_out)) setup_in.framework = to_string(*fw);
+    if (const auto fw = planner::emit_framework(fmt_out)) {
+      setup_in.framework = to_string(*fw);
+      framework_from_emit = to_string(*fw);
+    }
   profiles::BuiltSetup b = profiles::build_setup(setup_in, cfg);
   print_warnings(io.err, b.warnings);
   // torchtune and LitGPT name models their own way, and LitGPT builds its own variant (untied,
@@ -310,6 +314,8 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   report << fmt::format("memplan plan: {} on {}, global batch {} x {} tokens, tier {} ({:.0f}%: {})\n", s.model.name, target,
                         req.global_batch, s.batch.seq_len, f.ask.budget ? "custom" : f.ask.tier, 100 * req.budget, gib(r.budget_bytes));
   if (!ask.global_batch) report << fmt::format("  global batch {} from {}\n", req.global_batch, planner::global_batch_source(ask));
+  if (!framework_from_emit.empty())
+    report << fmt::format("  planned for {}'s runtime (--emit {}; --framework overrides it)\n", framework_from_emit, f.ask.emit);
   if (b.calibration) report << fmt::format("  calibrated with {}\n", b.calibration->file);
   report << fmt::format("  searched {} candidates in {:.1f} ms ({} activation timelines, {} memory compositions); {} fit\n",
                         thousands(r.candidates), 1000 * r.seconds, r.timelines, thousands(r.compositions), thousands(r.fitting));

@@ -827,3 +827,26 @@ TEST_CASE("plan --table prints one plan per memory size as a markdown table") {
                                        j.at("best").at("grad_accum").get<int64_t>());
   CHECK(contains(r.out, want));
 }
+
+TEST_CASE("plan --emit hf|deepspeed searches what plan without --emit searches; a tool's format says it plans for the tool") {
+  const std::vector<std::string> base = {"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--gpus", "2", "--global-batch", "32",
+                                         "--seq-len", "1024", "--json"};
+  const Run plain = invoke(base);
+  REQUIRE(plain.code == 0);
+  const int64_t n = parse_json(plain).at("search").at("candidates").get<int64_t>();
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-same-search";
+  fs::create_directories(dir);
+  for (const char* f : {"hf", "deepspeed", "memplan"}) {
+    CAPTURE(f);
+    std::vector<std::string> a = base;
+    a.insert(a.end(), {"--emit", f, "--out", (dir / f).string(), "--force"});
+    const Run r = invoke(a);
+    REQUIRE(r.code == 0);
+    CHECK(parse_json(r).at("search").at("candidates").get<int64_t>() == n);
+  }
+  const Run l = invoke({"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--global-batch", "16", "--seq-len", "1024", "--emit",
+                        "lightning", "--out", (dir / "l.yaml").string(), "--force"});
+  REQUIRE(l.code == 0);
+  CHECK(contains(l.out, "planned for lightning's runtime (--emit lightning; --framework overrides it)"));
+  fs::remove_all(dir);
+}
