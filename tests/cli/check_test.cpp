@@ -504,3 +504,21 @@ TEST_CASE("memplan check DIR: the training tools' configs are checked, TOML incl
 }
 
 }  // namespace memplan
+
+namespace memplan {
+
+TEST_CASE("check warns, at the config's line, when a setup asks for what its card cannot run; --strict fails on it") {
+  const fs::path dir = fs::temp_directory_path() / ("memplan-check-caps-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "t4.yaml").string();
+  std::ofstream(path) << "model:\n  name: gpt2\ntraining:\n  batch_size: 1\n  mixed_precision: bf16\nhardware:\n  gpu: t4\n";
+  const CheckRun r = check({path});
+  CHECK(r.code == 0);
+  CHECK(r.out.find(path + ":5:3: warning: bf16: t4") != std::string::npos);
+  CHECK(r.out.find("hint: use fp16 instead") != std::string::npos);
+  const CheckRun strict = check({path, "--strict"});
+  CHECK(strict.code != 0);
+  fs::remove_all(dir);
+}
+
+}  // namespace memplan
