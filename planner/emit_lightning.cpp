@@ -28,6 +28,16 @@ std::string memplan_block(const EmitContext& c) {
   std::string doc = emit(c, EmitFormat::memplan);
   const std::string header = comment_header(c);
   if (doc.rfind(header, 0) == 0) doc = doc.substr(header.size());
+  // emit_memplan's own training.runtime section (knobs that differ from the framework's defaults)
+  // says less than the full runtime below: drop it.
+  if (const size_t at = doc.find("\n  runtime:\n"); at != std::string::npos) {
+    size_t end = at + 1 + std::string("  runtime:\n").size();
+    while (end < doc.size() && doc.compare(end, 4, "    ") == 0) {
+      const size_t nl = doc.find('\n', end);
+      end = nl == std::string::npos ? doc.size() : nl + 1;
+    }
+    doc.erase(at + 1, end - at - 1);
+  }
   doc += fmt::format(
       "runtime:\n  framework: {}\n  torch_version: \"{}.{}\"\n  transformers_version: \"{}.{}\"\n  loss: {}\n  loss_upcast: {}\n"
       "  keep_logits: {}\n  keep_cache: {}\n  zero_grad_set_to_none: {}\n  zero_grad_after_forward: {}\n  optimizer_impl: {}\n"
