@@ -850,3 +850,13 @@ TEST_CASE("plan --emit hf|deepspeed searches what plan without --emit searches; 
   CHECK(contains(l.out, "planned for lightning's runtime (--emit lightning; --framework overrides it)"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("plan --emit lightning writes one runtime section in its memplan block") {
+  const Run r = invoke({"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--global-batch", "16", "--seq-len", "1024", "--emit",
+                        "lightning"});
+  REQUIRE(r.code == 0);
+  size_t n = 0;
+  for (size_t at = r.out.find("runtime:"); at != std::string::npos; at = r.out.find("runtime:", at + 1)) ++n;
+  CHECK(n == 1);
+  CHECK(contains(r.out, "\n# runtime:\n#   framework: lightning\n"));
+}
