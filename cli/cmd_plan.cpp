@@ -134,9 +134,9 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   ec.budget = req.budget;
   ec.peak_bytes = r.best.peak_bytes;
   ec.tokens_per_s = r.best.time.tokens_per_s;
-  std::string written;
+  std::string written, text;
   if (!f.ask.emit.empty()) {
-    const std::string text = planner::emit(ec, fmt_out);
+    text = planner::emit(ec, fmt_out);
     if (config_to_stdout) {
       io.out << text;
     } else {
@@ -191,10 +191,10 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
     const std::string file = written.empty() ? planner::default_file_name(fmt_out) : written;
     if (written.empty()) report << fmt::format("\n  printed the {} config on stdout (--out FILE writes it to a file)\n", f.ask.emit);
     else report << fmt::format("\n  wrote {} ({})\n", written, f.ask.emit);
-    std::string check = fmt::format("memplan estimate --config {}", file);
-    if (fmt_out == planner::EmitFormat::hf || fmt_out == planner::EmitFormat::lightning)
-      check += fmt::format(" --gpu {} --gpus {}", s.device.name, s.parallel.num_gpus);
-    if (fmt_out != planner::EmitFormat::lightning) report << "  re-check it: " << check << "\n";
+    // A format that cannot hold the whole plan states in its header how to re-check it.
+    std::string check = planner::recheck_from_header(text, file);
+    if (check.empty() && fmt_out != planner::EmitFormat::lightning) check = fmt::format("memplan estimate --config {}", file);
+    if (!check.empty()) report << "  re-check it: " << check << "\n";
   }
   return kExitOk;
 }
@@ -214,7 +214,7 @@ Command register_plan(CLI::App& root, Io io) {
   app->add_option("--precisions", f->ask.precisions, "precision regimes the plan may pick (comma list)")->type_name("LIST");
   app->add_flag("--no-offload", f->ask.no_offload, "never offload to the host");
   app->add_option("--max-micro-batch", f->ask.max_micro_batch, "largest micro-batch to consider (default 1024)")->type_name("N");
-  app->add_option("--emit", f->ask.emit, "print the plan as a memplan|train-config|deepspeed|hf|lightning config (on stdout; the report goes to stderr)")->type_name("FORMAT");
+  app->add_option("--emit", f->ask.emit, "print the plan as a memplan|train-config|deepspeed|hf|lightning|axolotl|accelerate config (on stdout; the report goes to stderr)")->type_name("FORMAT");
   app->add_option("--out", f->out, "write the --emit config to this file instead (atomically)")->type_name("FILE");
   app->add_flag("--force", f->force, "let --out replace an existing file");
   add_output_flags(*app, *o);

@@ -13,7 +13,7 @@
 
 namespace memplan::planner {
 
-enum class EmitFormat { memplan, train_config, deepspeed, hf, lightning };
+enum class EmitFormat { memplan, train_config, deepspeed, hf, lightning, axolotl, accelerate };
 bool parse_emit_format(const std::string& s, EmitFormat* out);
 std::vector<std::string> emit_format_names();  // "memplan", "train-config", ...
 
@@ -35,6 +35,10 @@ struct EmitContext {
 
 // The file text for a format.
 std::string emit(const EmitContext& c, EmitFormat f);
+
+// The re-check command an emitted file's header states ("# Re-check: memplan estimate --config
+// THIS_FILE ..."), with THIS_FILE replaced by `file`; empty when the header states none.
+std::string recheck_from_header(const std::string& text, const std::string& file);
 
 // Suggested file name for a format ("memplan-plan.yaml", "ds_config.json", ...).
 std::string default_file_name(EmitFormat f);

@@ -90,6 +90,8 @@ PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calib
                      fmt::format("expected one of: {}", fmt::join(emit_format_names(), ", ")));
   req.stack = ask.emit == "deepspeed" ? Stack::deepspeed
               : ask.emit == "hf"      ? Stack::hf
+              : ask.emit == "axolotl" ? Stack::axolotl
+              : ask.emit == "accelerate" ? Stack::accelerate
               : ask.emit == "lightning" ? Stack::lightning
                                         : Stack::any;
   // An explicit flag fixes that dimension; everything else is searched.
@@ -225,6 +227,13 @@ class Search {
     const bool bf16 = req_.base.device.bf16;
     const bool deepspeed = zero >= 1 || req_.stack == Stack::deepspeed;
     if (deepspeed) return {bf16 ? Precision::mixed_bf16 : Precision::mixed_fp16, Precision::fp32};
+    // Axolotl loads the model in its training dtype: pure 16-bit (fp16 only for adapters: a full
+    // fine-tune's fp16 gradients cannot be unscaled) or fp32.
+    if (req_.stack == Stack::axolotl) {
+      if (bf16) return {Precision::bf16, Precision::fp32};
+      if (req_.base.finetune.mode != FinetuneMode::full) return {Precision::fp16, Precision::fp32};
+      return {Precision::fp32};
+    }
     std::vector<Precision> p = {bf16 ? Precision::amp_bf16 : Precision::amp_fp16, Precision::fp32};
     if (bf16) p.push_back(Precision::bf16);
     return p;
@@ -245,7 +254,8 @@ class Search {
   std::vector<Checkpointing> checkpointings() const {
     if (!req_.checkpointings.empty()) return req_.checkpointings;
     auto make = [](const char* s) { return *parse_checkpointing(s); };
-    if (req_.stack == Stack::hf || req_.stack == Stack::lightning) return {make("none"), make("full")};
+    if (req_.stack == Stack::hf || req_.stack == Stack::lightning || req_.stack == Stack::axolotl)
+      return {make("none"), make("full")};
     return {make("none"), make("selective"), make("every:4"), make("every:2"), make("full")};
   }
 
@@ -284,6 +294,9 @@ class Search {
               TrainingSetup t = req_.base;
               t.parallel.zero_stage = zo.zero;
               t.parallel.offload = zo.offload;
+              // accelerate generates the DeepSpeed config: DeepSpeed's default overlaps at stage 3
+              // (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353).
+              if (req_.stack == Stack::accelerate) t.parallel.overlap_comm = zo.zero == 3;
               t.precision = p;
               t.attention = a;
               t.checkpointing = c;

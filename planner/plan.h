@@ -24,6 +24,10 @@ enum class Stack {
   deepspeed,  // DeepSpeed: mixed-bf16/fp16 or fp32 at every ZeRO stage
   hf,         // HF Trainer: as any, checkpointing only none or full
   lightning,  // Lightning: as any, checkpointing none or full
+  axolotl,    // Axolotl: the HF Trainer over a model loaded in its training dtype (pure bf16, fp32,
+              // DeepSpeed's mixed), checkpointing none or full
+  accelerate, // accelerate's launch: as any; a DeepSpeed config accelerate generates (DeepSpeed's
+              // default buckets, overlap_comm at stage 3)
 };
 
 struct PlanRequest {

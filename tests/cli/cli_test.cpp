@@ -655,6 +655,6 @@ TEST_CASE("plan --emit prints the config on stdout and the report on stderr; --o
   CHECK(line(json_too.err, 1) == "hint: add --out FILE for the config, or drop --json/--yaml");
   const Run bad = with({"--emit", "seed"});
   CHECK(bad.code == 2);
-  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning");
+  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning, axolotl, accelerate");
   fs::remove_all(dir);
 }
