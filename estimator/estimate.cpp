@@ -20,6 +20,7 @@
 #include "estimator/graph.h"
 #include "estimator/layers.h"
 #include "estimator/model.h"
+#include "estimator/runtime.h"
 
 namespace memplan {
 
@@ -404,7 +405,7 @@ States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamS
   const int64_t compute_b = is_autocast(s.precision) ? 4 : weight_bytes_per_param(s.precision);  // gathered dtype
   const int64_t shard_b = mixed ? 4 : weight_bytes_per_param(s.precision);                         // stored dtype
   const int64_t grad_b = mixed ? 4 : grad_bytes_per_param(s.precision);                             // reduce dtype
-  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * quantized_bits(s.finetune) / 8.0));
+  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * base_weight_bits(s) / 8.0));
   const auto part = [&](int64_t bytes) { return sharded && group > 1 ? (bytes + group - 1) / group : bytes; };
   const bool offload = s.parallel.offload != Offload::none;
   st.trainable = trainable;
@@ -428,7 +429,10 @@ States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamS
   const int64_t root = std::max<int64_t>(0, ps.counts.total - ps.counts.adapter - rs.model.num_layers * block);
   if (sharded) {
     const int64_t blocks = mode == FsdpMode::shard_grad_op ? rs.model.num_layers : 2;
-    st.comm_fwd = (blocks * block + root) * compute_b;
+    // float8 all-gather (torchao enable_fsdp_float8_all_gather, torchtitan's fp8 recipes): the
+    // blocks' linear weights travel and stay gathered at 1 B/param.
+    const int64_t block_b = s.runtime.fp8 ? 1 : compute_b;
+    st.comm_fwd = blocks * block * block_b + root * compute_b;
     st.comm_bwd_extra = block * (compute_b + (grad_b != compute_b ? grad_b : 0));
   }
   for (const auto& [elements, count] : ps.sizes)
@@ -679,6 +683,7 @@ Timeline activation_timeline(const TrainingSetup& s) {
     if (it == cache.end()) {
       sim::SimOptions lo = so;
       lo.checkpointed = key.ckpt;
+      lo.per_op_policy = key.ckpt && s.checkpointing.mode == CheckpointMode::selective_op;
       lo.input_requires_grad = key.input_rg;
       const sim::Segment seg = layer_segment(rs, key.moe, i);
       it = cache.emplace(key, seg.simulate(lo)).first;
@@ -999,6 +1004,13 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   if (in_flight > 1)
     out.notes.push_back(fmt::format("pipeline 1F1B: the first stage holds {} micro-batches of activations", in_flight));
   if (!cuda) out.notes.push_back("CPU: no CUDA context, workspace or caching-allocator overhead");
+  if (s.runtime.compile)
+    out.notes.push_back("torch.compile: modelled as the default partitioner's saves for norms and SwiGLU (input and rstd; gate "
+                        "and up); Inductor's buffer reuse, graph breaks and CUDA-graph pools are not modelled");
+  if (s.runtime.fp8)
+    out.notes.push_back("fp8: torchao Float8Linear saves each block linear's high-precision input and a float8 copy of its "
+                        "weight (1 B/param); with compile the partitioner may save float8 inputs instead (not modelled)");
+  if (const std::string fb = framework_buffers_note(s); !fb.empty()) out.notes.push_back(fb);
   return out;
 }
 

@@ -54,11 +54,18 @@ class Net {
     e_ = weight_bytes_per_param(p) == 4 ? 4 : 2;
     gb_ = grad_bytes_per_param(p);
     torch2_ = s.runtime.torch_at_least(2, 0);
+    // Fused norm and SwiGLU kernels: Liger's, or what torch.compile's partitioner keeps (the
+    // saved set of both: the norm's input and its rstd, the gate and up outputs).
+    fused_ = s.runtime.liger || s.runtime.compile;
+    sac_ = s.checkpointing.mode == CheckpointMode::selective_op;
   }
 
   const TrainingSetup& s_;
   Segment& g_;
   bool cuda_ = true, ac_ = false, torch2_ = true;
+  bool fused_ = false;   // fused RMSNorm / SwiGLU (Liger kernels or torch.compile)
+  bool sac_ = false;     // torchtitan's per-op selective checkpointing policy
+  int mm_count_ = 0;     // matmuls of this segment so far (the per-op policy keeps every other one)
   int64_t e_ = 4, gb_ = 4;
   static constexpr int64_t c_ = 2;  // autocast half dtype bytes
   Cat cat_ = Cat::activation;       // category of new tensors
@@ -311,6 +318,7 @@ class Net {
   // (model.norm_weight_fp32). `weight` false: Llama-4's L2 norm (no weight, .type_as(x)).
   T rms_norm(T x, int64_t width, bool trainable, const char* name = "rms_norm", bool weight = true) {
     const int64_t rows = x.n / width;
+    if (fused_ && weight) return fused_rms_norm(x, width, trainable, name);
     T x32 = cast(x, kFp32, "rmsnorm .to(fp32)");
     T sq = unary_saving_input(x32, "rmsnorm pow(2)");  // saves x32 [DY 1375]
     Op mean;
@@ -347,6 +355,23 @@ class Net {
     w.params_trainable = trainable;
     const int64_t wdt = std::max(xc.dt, e_);  // promotes with the weight's dtype
     return make(std::move(w), x.n, wdt);
+  }
+
+  // Liger's LigerRMSNormFunction (src/liger_kernel/ops/rms_norm.py @ v0.5.10 L333-344): one
+  // kernel that saves its input in its own dtype and rstd (fp32, one per row); backward writes
+  // dX into dY's buffer (in place). torch.compile's partitioner keeps the same two for a
+  // compiled block (it recomputes the fp32 copy and the normalised tensor).
+  T fused_rms_norm(T x, int64_t width, bool trainable, const char* name) {
+    Op o;
+    o.name = s_.runtime.liger ? "liger rms_norm" : "compiled rms_norm";
+    o.reads = {x.id};
+    o.saves = {x.id};
+    o.saved_aux_bytes = x.n / width * kFp32;
+    o.grad_to = {x.id};
+    o.grad_share = {x.id};
+    o.param_grad_bytes = width * gb_;
+    o.params_trainable = trainable;
+    return make(std::move(o), x.n, std::max(x.dt, s_.model.norm_weight_fp32 ? x.dt : e_));
   }
 
   T norm(T x, int64_t width, bool trainable, const char* name) {
@@ -398,6 +423,13 @@ class Net {
     o.grad_bytes = {xin.bytes()};
     o.param_grad_bytes = (wn + (lin.bias ? lin.out * lin.count : 0)) * gb_;
     o.params_trainable = trainable;
+    // torchao Float8Linear (float8_linear.py @ v0.10.0 L61-79, L326-352): the high-precision input
+    // is saved as before, plus the weight cast to float8 and transposed (1 B/param, its scale is
+    // a scalar) for the input's gradient. torchtitan leaves the output head out (filter_fqns).
+    if (s_.runtime.fp8 && fp8_role(lin.role)) o.saved_aux_bytes += wn;
+    // The per-op policy keeps every other matmul's output (torchtitan activation_checkpoint.py
+    // @ v0.2.2 L100-131: "except every second mm").
+    if (sac_) o.sac_save = mm_count_++ % 2 == 0;
     const int64_t out_dt = ac_ ? c_ : std::max(x.dt, e_ == 4 ? x.dt : e_);
     T y = make(std::move(o), rows * lin.out * lin.count, out_dt);
     if (lora_on(s_, lin.role)) y = lora(x, y, lin, rows);
@@ -423,6 +455,10 @@ class Net {
     y = cast(y, x.dt, "bnb out.to(input dtype)");
     if (lora_on(s_, lin.role)) y = lora(x, y, lin, rows);
     return y;
+  }
+
+  static bool fp8_role(Role r) {
+    return r != Role::lm_head && r != Role::router && r != Role::pooler && r != Role::classifier && r != Role::shared_expert_gate;
   }
 
   bool quantized_base(Role r) const {
@@ -487,6 +523,9 @@ class Net {
   // (HF casts them to x.dtype), so under autocast the fp32 cos promotes q to fp32. The muls save
   // only the shared cos/sin; neg and cat save nothing [DY 1280, 386].
   T rope(T q, int64_t cos_dt) {
+    // Liger's LigerRopeFunction rotates q and k in place in the projections' memory and saves
+    // only cos/sin (src/liger_kernel/ops/rope.py @ v0.5.10 L116-134): no new q/k storages.
+    if (s_.runtime.liger) return view(q, "liger rope (in place)");
     const int64_t dt = std::max(q.dt, cos_dt);
     const T qc = scale(q, "rope q*cos", dt);
     const T neg = plain(q, "rope neg", q.n / 2);
@@ -503,6 +542,32 @@ class Net {
     return viewable ? x : copy(x, name);
   }
 };
+
+// Which attention computation runs. HF's sdpa path needs torch >= 2.0 (before, the estimate is
+// the eager one). On CUDA a fused kernel (flash, mem-efficient or cuDNN) is assumed. On CPU,
+// torch 2.x picks the flash kernel unless dropout is on or the K/V head count differs from Q's
+// (check_for_dropout and check_batch_size_and_num_heads_dense<false /*no GQA*/> in
+// use_flash_attention_cpp, aten/src/ATen/native/transformers/sdp_utils_cpp.cpp @ v2.6.0), and
+// otherwise the composite math path.
+enum class AttnKernel { eager, fused, cpu_math };
+
+// HF use_gqa_in_sdpa (integrations/sdpa_attention.py): K/V keep their own head count
+// (enable_gqa) on torch >= 2.5 when no mask tensor is passed; otherwise repeat_kv copies them.
+// HF passes K/V at their own head count (enable_gqa) from transformers 4.54 (PR #39412) with
+// torch >= 2.5 and no mask tensor; before, sdpa_attention_forward calls repeat_kv first.
+bool gqa_native(const TrainingSetup& s) {
+  return s.attention == AttentionImpl::flash ||
+         (s.runtime.torch_at_least(2, 5) && s.runtime.sdpa_mask != SdpaMask::tensor && s.runtime.transformers_at_least(4, 54));
+}
+
+AttnKernel attention_kernel(const TrainingSetup& s) {
+  const ModelSpec& m = s.model;
+  if (s.attention == AttentionImpl::flash) return AttnKernel::fused;
+  if (s.attention == AttentionImpl::eager || !s.runtime.torch_at_least(2, 0)) return AttnKernel::eager;
+  if (s.device.kind == DeviceKind::cuda) return AttnKernel::fused;
+  const bool same_heads = m.num_key_value_heads == m.num_attention_heads || !gqa_native(s);
+  return m.attention_dropout == 0.0 && same_heads ? AttnKernel::fused : AttnKernel::cpu_math;
+}
 
 // Tensors of the attention block that HF's Python variables keep alive after their last use:
 // q/k/v (LlamaAttention.forward's locals, or the split views of GPT-2's c_attn output) and the
@@ -592,6 +657,84 @@ void mla_qkv(Net& n, T x, int64_t layer, const std::vector<Linear>& lins, AttnHe
   *k = n.cat2(k_pass, k_exp, "cat(k_pass, k_rot)");
 }
 
+// SDPA's composite math path on torch 2.x (_scaled_dot_product_attention_math,
+// aten/src/ATen/native/transformers/attention.cpp @ v2.6.0), what CPU runs for GQA and dropout.
+// q, k, v come as HF passes them (after autocast's cast); k_contiguous when they are repeat_kv
+// copies. Its locals (query_acc, key_acc, value_acc, query, the causal mask, key_expanded) live
+// until it returns. Inside, autocast is off, so the matmuls run in the compute dtype.
+T sdpa_math(Net& n, T q, T k, T v, bool k_contiguous) {
+  const TrainingSetup& s = n.s_;
+  const ModelSpec& m = s.model;
+  const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len, N = b * sq;
+  const int64_t a = m.num_attention_heads, d = m.head_dim;
+  const bool b1 = b == 1;
+  const int64_t origin = q.dt;
+  // 2.5+ keeps half q/k/v in fp32 unless allowFP16BF16ReductionMathSDP (off by default)
+  // (pytorch/pytorch#135964).
+  const int64_t c = origin == 2 && s.runtime.torch_at_least(2, 5) ? kFp32 : origin;
+  std::vector<T> locals;
+  const T qa = n.cast(q, c, "sdpa math q.to(fp32)");
+  const T ka = n.cast(k, c, "sdpa math k.to(fp32)");
+  const T va = n.cast(v, c, "sdpa math v.to(fp32)");
+  const T query = n.scale(qa, "sdpa math q*sqrt(scale)");  // keeps q's (b, s, a, d) memory order
+  locals = {qa, ka, va, query};
+  if (s.runtime.sdpa_mask == SdpaMask::is_causal) {
+    // ones({s, s}, bool).tril(), then where(mask, 0, -inf) in the compute dtype: no gradient.
+    Op mk;
+    mk.name = "sdpa math causal mask";
+    mk.fwd_scratch = sq * sq;  // the bool triangle while the float mask is made
+    locals.push_back(n.make(std::move(mk), sq * sq, c));
+  }
+  // GQA: key/value.repeat_interleave(a / k, -3): contiguous copies whose backward sums the
+  // repeats (pre_process_group_query_attention_input).
+  T ke = ka, ve = va;
+  bool contiguous = k_contiguous;
+  if (k.n < N * a * d) {
+    ke = n.expand_copy(ka, N * a * d, "sdpa math repeat_interleave k");
+    ve = n.expand_copy(va, N * a * d, "sdpa math repeat_interleave v");
+    contiguous = true;
+    locals.push_back(ke);
+  }
+  // key_expanded^T * sqrt(scale) keeps the key's memory order: bmm views it as (b*a, d, s) when
+  // the key is contiguous (or b = 1), else matmul copies it; the query likewise.
+  const T kt = n.scale(ke, "sdpa math k^T*sqrt(scale)");
+  const T qc = b1 ? query : n.copy(query, "sdpa math matmul copy q");
+  const T ktc = contiguous || b1 ? kt : n.copy(kt, "sdpa math matmul copy k^T");
+  T sc = n.bmm(qc, ktc, b * a * sq * sq, "sdpa math bmm q k^T");  // + mask: add_ in place
+  // _safe_softmax: softmax (its output, saved, is reused by where_out), isneginf (bool) and the
+  // all-masked rows (bool) as temporaries [DY 2868].
+  Op sm;
+  sm.name = "sdpa math _safe_softmax";
+  sm.reads = {sc.id};
+  sm.save_output = true;
+  sm.grad_to = {sc.id};
+  sm.fwd_scratch = b * a * sq * sq + b * a * sq;
+  T p = n.make(std::move(sm), sc.n, c);
+  p = n.dropout(p, m.attention_dropout, "sdpa math dropout");
+  const T vc = contiguous || b1 ? ve : n.copy(ve, "sdpa math matmul copy v");
+  Op pv;  // bmm(p, v): saves both [DY 378]
+  pv.name = "sdpa math bmm p v";
+  pv.reads = {p.id, vc.id};
+  pv.saves_if = {{p.id, vc.id}, {vc.id, p.id}};
+  pv.grad_to = {p.id, vc.id};
+  // make_tuple(matmul(attn, v).to(origin), attn.to(origin)): the discarded second output is a
+  // copy of the probabilities when the dtype changes, alive while the first is computed.
+  const int64_t probs_copy = c != origin ? b * a * sq * sq * origin : 0;
+  pv.fwd_scratch = probs_copy;
+  T o = n.make(std::move(pv), N * a * d, c);
+  if (c != origin) {
+    Op back;
+    back.name = "sdpa math out.to(dtype)";
+    back.reads = {o.id};
+    back.grad_to = {o.id};
+    back.grad_bytes = {o.bytes()};
+    back.fwd_scratch = probs_copy;
+    o = n.make(std::move(back), o.n, origin);
+  }
+  for (const T& t : locals) n.hold(t);
+  return o;
+}
+
 // The attention block of a decoder layer, from the normed input to the output projection.
 T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
   const TrainingSetup& s = n.s_;
@@ -634,42 +777,77 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
   }
   for (T t : {q, k, v}) held->until_attention_end.push_back(t);
 
-  const bool torch2 = s.runtime.torch_at_least(2, 0);
-  const bool fused = s.attention == AttentionImpl::flash ||
-                     (s.attention == AttentionImpl::sdpa && torch2 &&
-                      (n.cuda_ || m.attention_dropout == 0.0));
+  const AttnKernel kernel = attention_kernel(s);
+  // HF passes K/V at their own head count (enable_gqa) or repeat_kv copies (contiguous) of them.
+  const bool repeat = kernel != AttnKernel::eager && !gqa_native(s) && kv < a;
+  const bool old_sdpa_copies = kernel == AttnKernel::fused && s.attention == AttentionImpl::sdpa && !s.runtime.transformers_at_least(4, 56);
   T o;
-  if (fused) {
-    // SDPA flash / mem-efficient / cuDNN, or flash-attn: saves q, k, v, out and the fp32
-    // logsumexp (b, a, s) [DY 2876]; with GQA K/V stay at k heads (enable_gqa, torch >= 2.5).
-    const bool gqa_native = s.attention == AttentionImpl::flash || s.runtime.torch_at_least(2, 5);
-    if (n.ac_) {  // scaled_dot_product_attention is in autocast's half list
+  if (kernel != AttnKernel::eager) {
+    if (n.ac_) {  // scaled_dot_product_attention is in autocast's half list (CUDA and CPU)
       q = n.cast(q, Net::c_, "autocast cast q");
       k = n.cast(k, Net::c_, "autocast cast k");
       v = n.cast(v, Net::c_, "autocast cast v");
     }
-    if (!gqa_native && kv < a) {
-      k = n.expand_copy(k, N * a * qd, "repeat_kv k");
-      v = n.expand_copy(v, N * a * vd, "repeat_kv v");
+    if (repeat) {
+      k = n.expand_copy(k, N * a * qd, "repeat_kv k", kv == 1);
+      v = n.expand_copy(v, N * a * vd, "repeat_kv v", kv == 1);
     }
-    // flash_attention_2 needs one head width: MLA pads v to the q/k width (F.pad, a copy).
-    const bool pad_v = s.attention == AttentionImpl::flash && vd != qd;
-    if (pad_v) v = n.plain(v, "F.pad(value)", N * a * qd);
+    // Before 4.56 sdpa_attention_forward made q, k and v contiguous (b, a, s, d) copies, which the
+    // kernel saves (the RoPE outputs and a fused qkv's slices are then freed with the
+    // attention's locals); from 4.56 it passes the views (PR #40315).
+    if (old_sdpa_copies) {
+      q = n.copy(q, "query.contiguous()");
+      k = n.copy(k, "key.contiguous()");
+      v = n.copy(v, "value.contiguous()");
+    }
+  }
+  // flash_attention_2 needs one head width: MLA pads v to the q/k width (F.pad, a copy).
+  const bool pad_v = kernel == AttnKernel::fused && s.attention == AttentionImpl::flash && vd != qd;
+  if (pad_v) v = n.plain(v, "F.pad(value)", N * a * qd);
+  if (kernel == AttnKernel::cpu_math) {
+    o = sdpa_math(n, q, k, v, repeat && kv > 1);
+    o = n.copy(o, "transpose(1,2).contiguous()");
+  } else if (kernel == AttnKernel::fused) {
+    // SDPA flash / mem-efficient / cuDNN, flash-attn, or torch's CPU flash kernel: saves q, k, v,
+    // out and the fp32 logsumexp [DY 2872-2882]; with GQA K/V stay at k heads (enable_gqa).
     Op op;
     op.name = "flash attention";
+    op.sac_save = n.sac_;  // SDPA's outputs are on the per-op policy's save list
     op.reads = {q.id, k.id, v.id};
     op.saves = {q.id, k.id, v.id};
     op.save_output = true;
-    const int64_t lse = b * a * ((sq + 31) / 32 * 32) * kFp32;
-    op.saved_aux_bytes = lse;
     op.grad_to = {q.id, k.id, v.id};
     op.grad_bytes = {q.bytes(), k.bytes(), v.bytes()};
-    // Backward: dq accumulator in fp32, softmax_d, and K/V gradients at a heads before the GQA
-    // reduction (flash_api.cpp:904-954).
-    op.bwd_scratch = N * a * qd * kFp32 + b * a * sq * kFp32 + (kv < a ? N * a * (qd + vd) * q.dt : 0);
+    if (n.cuda_) {
+      // mem-efficient pads the logsumexp to 32 rows (kAlignLSE, attention.cu:1262-1274).
+      op.saved_aux_bytes = b * a * ((sq + 31) / 32 * 32) * kFp32;
+      // Backward: dq accumulator in fp32, softmax_d, and K/V gradients at a heads before the GQA
+      // reduction (flash_api.cpp:904-954).
+      op.bwd_scratch = N * a * qd * kFp32 + b * a * sq * kFp32 + (kv < a && !repeat ? N * a * (qd + vd) * q.dt : 0);
+    } else {
+      // CPU flash (_scaled_dot_product_flash_attention_cpu, attention.cpp @ v2.6.0): output
+      // empty_like(query), logsumexp (b, s, a) in the accumulate dtype (fp32 for fp32/bf16/fp16).
+      // Backward: grad_q/k/v = zeros of q, k, v (_cpu_backward); grad_out.contiguous() is a view
+      // here. The kernels' per-thread blocks (forward threads x (q_split x kv_split + q_split x d)
+      // x 4 B, backward threads x 2 x q_split x kv_split x 4 B, q_split <= 256, kv_split <= 512;
+      // cpu/FlashAttentionKernel.cpp @ v2.6.0) depend on the thread count and are not modelled.
+      // With AMX (not capped by ONEDNN_MAX_CPU_ISA) the bf16 forward also packs K and V into
+      // reordered copies (need_pack); not modelled either.
+      op.saved_aux_bytes = b * a * sq * kFp32;
+    }
+    // A padded batch's mask tensor: autocast casts every floating argument of SDPA, the fp32
+    // mask included, to a half copy per call, which the kernel saves (cached_cast only caches
+    // weights; autocast_mode.cpp @ v2.6.0). Without autocast the shared mask itself is saved.
+    if (s.attention == AttentionImpl::sdpa && s.runtime.sdpa_mask == SdpaMask::tensor && n.ac_ && residual_bytes(s) != Net::c_)
+      op.saved_aux_bytes += b * sq * sq * Net::c_;
     o = n.make(std::move(op), N * a * (pad_v ? qd : vd), q.dt);
     if (pad_v) o = n.slice(o, N * a * vd, "attn_output[..., :v_head_dim]");
-    o = n.view(o, "transpose(1,2)");  // (b, s, a, d) already: contiguous() is a no-op
+    // CUDA's flash kernel lays its output out like q: with the (b, a, s, d) copy of q (before
+    // 4.56), transpose(1, 2).contiguous() copies it, and o_proj saves that second copy.
+    if (old_sdpa_copies && n.cuda_ && s.runtime.sdpa_mask != SdpaMask::tensor)
+      o = n.copy(o, "attn_output.transpose(1,2).contiguous()");
+    else
+      o = n.view(o, "transpose(1,2)");  // (b, s, a, d) already: contiguous() is a no-op
   } else {
     // Eager attention (HF eager_attention_forward / GPT2Attention._attn / BertSelfAttention),
     // following the dtypes: under autocast the matmuls run in half, the fp32 mask promotes the
@@ -765,6 +943,18 @@ T clamped_swiglu(Net& n, T gate, T up) {
 // Dense MLP: fc_in -> act -> down, or SwiGLU/GeGLU: act(gate(x)) * up(x) -> down. Experts with a
 // fused gate|up matrix (model.fused_expert_gate_up) split its output by chunk or, with the clamped
 // SwiGLU, by even/odd columns.
+// Liger's LigerSiLUMulFunction (src/liger_kernel/ops/swiglu.py @ v0.5.10 L106-114): silu(a) * b in
+// one kernel that saves a and b and recomputes silu in backward; torch.compile keeps the same.
+T fused_swiglu(Net& n, T g, T u) {
+  Op o;
+  o.name = n.s_.runtime.liger ? "liger swiglu" : "compiled silu*up";
+  o.reads = {g.id, u.id};
+  o.saves = {g.id, u.id};
+  o.grad_to = {g.id, u.id};
+  o.grad_bytes = {g.bytes(), u.bytes()};
+  return n.make(std::move(o), g.n, std::max(g.dt, u.dt));
+}
+
 T mlp_block(Net& n, T x, int64_t layer, int64_t width, Role gate_r, Role up_r, Role down_r, int64_t count = 1) {
   const ModelSpec& m = n.s_.model;
   const int64_t h = m.hidden_size;
@@ -781,7 +971,8 @@ T mlp_block(Net& n, T x, int64_t layer, int64_t width, Role gate_r, Role up_r, R
       g = n.linear(x, Linear{gate_r, h, width, m.mlp_bias && gate_r == Role::gate, count}, layer, "gate_proj");
       u = n.linear(x, Linear{up_r, h, width, m.mlp_bias && up_r == Role::up, count}, layer, "up_proj");
     }
-    const T prod = expert && m.clamped_swiglu ? clamped_swiglu(n, g, u) : n.mul(n.activation(g), u, "act*up");
+    const bool fused = n.fused_ && !(expert && m.clamped_swiglu) && m.activation == Activation::silu;
+    const T prod = expert && m.clamped_swiglu ? clamped_swiglu(n, g, u) : fused ? fused_swiglu(n, g, u) : n.mul(n.activation(g), u, "act*up");
     const bool down_bias = expert ? m.expert_bias : m.mlp_bias && down_r == Role::down;
     return n.linear(prod, Linear{down_r, width, h, down_bias, count}, layer, "down_proj");
   }
@@ -1003,6 +1194,17 @@ SharedTensors shared_tensors(const TrainingSetup& s) {
     if (m.causal_mask == MaskKind::bool_4d) t.forward_bytes += b * sq * sq;
   }
   if (m.positions == PositionKind::alibi) t.forward_bytes += m.num_attention_heads * sq * kFp32;  // alibi (a, 1, s) fp32
+  // HF's sdpa path builds the mask only for a padded batch; the fused kernels save it as their
+  // attn_mask/attn_bias, so it lives until the first layer's backward [DY 2872-2882]; the math
+  // path adds it in place and saves nothing of it.
+  const AttnKernel kernel = attention_kernel(s);
+  if (kernel != AttnKernel::eager && s.attention == AttentionImpl::sdpa && s.runtime.sdpa_mask == SdpaMask::tensor &&
+      m.causal_mask == MaskKind::additive) {
+    // Under autocast the kernel saves its own half copy of the mask instead (attention_block).
+    const bool saved = kernel == AttnKernel::fused && !(is_autocast(s.precision) && e != 2);
+    if (saved) t.whole_step_bytes += b * sq * sq * e;
+    else t.forward_bytes += b * sq * sq * e;
+  }
   const int64_t ew = weight_bytes_per_param(s.precision);
   t.embeds_bytes = b * sq * m.hidden_size * ew;
   if (m.positions == PositionKind::learned) t.embeds_bytes += sq * m.hidden_size * ew;
@@ -1138,6 +1340,129 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   return seg;
 }
 
+// ---- losses other than HF's standard one ----------------------------------------------------
+
+// torchtune's CEWithChunkedOutputLoss (ce_chunked_output_loss.py @ v0.6.1) and LitGPT's chunked
+// head + chunked_cross_entropy (litgpt/model.py, utils.py @ v0.5.7): the final hidden states are
+// split into k chunks along the sequence (hidden.chunk(k, dim=1); LitGPT: 128-token pieces), the
+// head runs on each chunk, and each chunk's logits are (torchtune: upcast, then)
+// cross-entropied alone. The bf16 logit chunks are the model's returned list, alive until the
+// loop drops them; each log_softmax saves its chunk of log-probabilities; the fp32 copy is one
+// chunk at a time. Backward: per chunk, then SplitBackward concatenates the hidden-state
+// gradients. The head's weight gradient is made by the first chunk's backward and added into by
+// the others (a temporary each).
+void chunked_loss(Net& n, Segment& seg, T x, bool train_head) {
+  const TrainingSetup& s = n.s_;
+  const ModelSpec& m = s.model;
+  const int64_t N = x.n / m.hidden_size, h = m.hidden_size, V = m.vocab_size;
+  const Runtime& r = s.runtime;
+  const int64_t k = std::clamp<int64_t>(
+      r.loss_chunk_tokens > 0 ? (s.batch.seq_len + r.loss_chunk_tokens - 1) / r.loss_chunk_tokens : r.loss_chunks, 1, N);
+  const bool trainable = head_trainable(s);
+  const int64_t wn = h * V;
+  T w{};  // autocast's cached half copy of the head's weight: one, shared by every chunk
+  if (n.ac_) {
+    Op wc;
+    wc.name = "autocast weight copy";
+    wc.uncached = !trainable;
+    const Cat keep = n.cat_;
+    n.cat_ = Cat::weight_copy;
+    w = n.make(std::move(wc), wn, Net::c_);
+    n.cat_ = keep;
+  }
+  std::vector<int> losses;
+  std::vector<T> chunks;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t rows = i + 1 < k ? N / k : N - (k - 1) * (N / k);
+    Op sp;
+    sp.name = "hidden.chunk";
+    sp.alias_of = x.id;
+    sp.view_bytes = rows * h * x.dt;
+    sp.reads = {x.id};
+    sp.grad_to = {x.id};
+    sp.split_parts = static_cast<int>(k);
+    const T xc{seg.op(std::move(sp)), rows * h, x.dt};
+    const T xin = n.ac_ ? n.cast(xc, Net::c_, "autocast cast input") : xc;
+    Op mm;
+    mm.name = "lm_head (chunk)";
+    mm.reads = {xin.id};
+    mm.saves_if = {{xin.id, Op::kParams}};
+    if (n.ac_) {
+      mm.reads.push_back(w.id);
+      mm.saves_if.push_back({w.id, xin.id});
+    }
+    mm.grad_to = {xin.id};
+    mm.grad_bytes = {xin.bytes()};
+    // The last chunk's backward runs first and creates .grad; the others add into it.
+    if (i + 1 == k) mm.param_grad_bytes = wn * n.gb_;
+    else mm.bwd_scratch = trainable ? wn * n.gb_ : 0;
+    mm.params_trainable = trainable;
+    const int64_t out_dt = n.ac_ ? Net::c_ : std::max(x.dt, n.e_ == 4 ? x.dt : n.e_);
+    T lg = n.make(std::move(mm), rows * V, out_dt);
+    chunks.push_back(lg);
+    T lf = r.loss_upcast ? n.cast(lg, kFp32, "chunk.float()") : lg;
+    if (n.ac_ && lf.dt != kFp32) lf = n.cast(lf, kFp32, "autocast fp32 cast");
+    Op ls;
+    ls.name = "log_softmax (chunk)";
+    ls.reads = {lf.id};
+    ls.save_output = true;
+    ls.grad_to = {lf.id};
+    ls.grad_bytes = {rows * V * lf.dt};
+    const T lp = n.make(std::move(ls), rows * V, lf.dt);
+    Op nll;
+    nll.name = "nll_loss (chunk)";
+    nll.reads = {lp.id};
+    nll.saved_aux_bytes = rows * kInt64;
+    nll.grad_to = {lp.id};
+    nll.grad_bytes = {lp.bytes()};
+    losses.push_back(n.make(std::move(nll), 1, kFp32).id);
+  }
+  Op sum;
+  sum.name = "sum of chunk losses";
+  sum.reads = losses;
+  sum.grad_to = losses;
+  sum.grad_bytes.assign(losses.size(), kFp32);
+  const T loss = n.make(std::move(sum), 1, kFp32);
+  // The model returned the list of logit chunks: alive until the loss is computed (torchtune
+  // then `del logits` before backward: recipes/full_finetune_single_device.py @ v0.6.1 L632-653).
+  for (const T& c : chunks) n.hold(c);
+  seg.output(loss.id);
+  (void)train_head;
+}
+
+// Fused linear cross-entropy (Liger's LigerFusedLinearCrossEntropyFunction,
+// src/liger_kernel/ops/fused_linear_cross_entropy.py @ v0.5.10 L37-122; cut-cross-entropy is
+// smaller still): the logits are never materialised. Forward walks the rows in chunks of
+// next_power_of_2(ceil(N / ceil(V / h))) (one chunk's logits at a time, in the input dtype,
+// turned into their gradient in place) and computes the gradients of the hidden states (N x h)
+// and of the head's weight (V x h, when it trains) already, which it saves for backward.
+void fused_linear_loss(Net& n, Segment& seg, T x, bool train_head) {
+  const TrainingSetup& s = n.s_;
+  const ModelSpec& m = s.model;
+  const int64_t N = x.n / m.hidden_size, h = m.hidden_size, V = m.vocab_size;
+  const int64_t dt = n.ac_ ? Net::c_ : x.dt;
+  int64_t chunk = 1;
+  const int64_t target = std::max<int64_t>(1, (N + (V + h - 1) / h - 1) / ((V + h - 1) / h));
+  while (chunk < target) chunk *= 2;
+  chunk = std::min(chunk, N);
+  const bool trainable = head_trainable(s);
+  T xin = n.ac_ ? n.cast(x, Net::c_, "autocast cast input") : x;
+  Op f;
+  f.name = "fused linear cross-entropy";
+  f.reads = {xin.id};
+  // grad_input (N x h) and grad_weight (V x h in the weight's dtype) computed in forward and kept.
+  f.saved_aux_bytes = N * h * dt + (trainable ? V * h * n.gb_ : 0) + N * kInt64;
+  f.fwd_scratch = chunk * V * dt + chunk * V * kFp32;  // one chunk's logits and their fp32 softmax
+  f.grad_to = {xin.id};
+  f.grad_bytes = {xin.bytes()};
+  f.params_trainable = trainable;
+  // backward hands over the saved gradients: the weight's becomes .grad, the input's is scaled.
+  f.param_grad_bytes = V * h * n.gb_;
+  f.aux_holds_param_grad = true;
+  seg.output(n.make(std::move(f), 1, kFp32).id);
+  (void)train_head;
+}
+
 Segment head_segment(const TrainingSetup& s) {
   Segment seg("head and loss");
   Net n(s, seg);
@@ -1174,6 +1499,10 @@ Segment head_segment(const TrainingSetup& s) {
     x = n.layer_norm(x, h, train_head, "cls.transform.LayerNorm");
   }
   n.cat_ = Cat::loss;
+  const LossImpl loss_impl = m.head == HeadKind::causal_lm && m.final_softcap == 0 && m.logit_scale == 1.0 ? s.runtime.loss
+                                                                                                        : LossImpl::standard;
+  if (loss_impl == LossImpl::fused_linear) return fused_linear_loss(n, seg, x, train_head), seg;
+  if (loss_impl == LossImpl::chunked) return chunked_loss(n, seg, x, train_head), seg;
   // lm_head: (N, h) x (h, V). A tied head multiplies by the embedding matrix.
   Linear head{Role::lm_head, h, V, m.head == HeadKind::masked_lm || m.lm_head_bias};
   T logits = n.linear(x, head, 0, "lm_head");

@@ -28,6 +28,10 @@ enum class Stack {
               // DeepSpeed's mixed), checkpointing none or full
   accelerate, // accelerate's launch: as any; a DeepSpeed config accelerate generates (DeepSpeed's
               // default buckets, overlap_comm at stage 3)
+  torchtune,  // torchtune recipes: pure bf16 or fp32, SDPA, checkpointing none or full, FSDP (CPU
+              // offload with several GPUs), no ZeRO
+  litgpt,     // LitGPT scripts: *-true or *-mixed precisions, SDPA, checkpointing fixed by the GPU
+              // count (none on one, full on several), no ZeRO or offload
 };
 
 struct PlanRequest {

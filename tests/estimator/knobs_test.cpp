@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "estimator/estimate.h"
+#include "estimator/graph.h"
 #include "estimator/layers.h"
 #include "tests/estimator/specs.h"
 
@@ -173,4 +174,63 @@ TEST_CASE("bad runtime settings are refused with the field they come from") {
   s.parallel.fsdp = FsdpMode::full_shard;
   s.parallel.zero_stage = 3;
   CHECK(first(s) == "parallel.fsdp: FSDP and DeepSpeed ZeRO-3 both shard the model; a job runs one of them");
+}
+
+TEST_CASE("per-op selective checkpointing keeps the input, every other matmul's output and SDPA's per layer") {
+  TrainingSetup s = base();
+  s.attention = AttentionImpl::flash;
+  TrainingSetup full = s, sac = s;
+  full.checkpointing.mode = CheckpointMode::full;
+  sac.checkpointing.mode = CheckpointMode::selective_op;
+  const int64_t a = term(estimate(full), Phase::forward, Term::activations);
+  const int64_t b = term(estimate(sac), Phase::forward, Term::activations);
+  // Llama: q_proj (kept), k_proj, v_proj (kept), o_proj, gate_proj (kept), up_proj, down_proj
+  // (kept), and the attention output with its fp32 logsumexp; N = 1024 tokens, bf16.
+  const int64_t N = 1024, h = 4096, kv = 32 * 128, f = 11008;
+  const int64_t lse = 2 * 32 * 512 * 4;
+  const int64_t kept = N * h * 2 /*q*/ + N * kv * 2 /*v*/ + N * f * 2 /*gate*/ + N * h * 2 /*down*/ + N * h * 2 /*attn out*/ + lse;
+  CHECK(b - a == 4 * kept);
+  CHECK(b < term(estimate(s), Phase::forward, Term::activations));
+}
+
+TEST_CASE("chunked and fused-linear cross-entropy shrink the loss's bytes; fused never makes logits") {
+  TrainingSetup s = base();
+  s.model.vocab_size = 128256;
+  s.batch.micro_batch = 4;
+  s.batch.seq_len = 4096;  // N = 16,384 tokens: the logits (N x V) dwarf the head's weight (V x h)
+  TrainingSetup c = s, f = s;
+  c.runtime.loss = LossImpl::chunked;
+  c.runtime.loss_chunks = 8;
+  f.runtime.loss = LossImpl::fused_linear;
+  const sim::Profile hs = head_segment(s).simulate({}), hc = head_segment(c).simulate({}), hf = head_segment(f).simulate({});
+  const double NV = 16384.0 * 128256.0;
+  // Standard, at its log_softmax: bf16 logits 2NV + their fp32 copy 4NV + fp32 log-probs 4NV.
+  // Chunked, at the last chunk's: the bf16 chunks 2NV + every chunk's log-probs 4NV + one fp32
+  // chunk copy 4NV/8. The difference is 4NV x 7/8.
+  CHECK(static_cast<double>(hs.forward.total() - hc.forward.total()) == doctest::Approx(4 * NV * 7 / 8).epsilon(0.001));
+  CHECK(hc.backward.total() < hs.backward.total());
+  // Fused: no logits at all; what it holds is the input's and the weight's gradients.
+  CHECK(hf.forward.total() < 2 * NV);
+  CHECK(hf.backward.total() < hc.backward.total());
+  // LitGPT's 128-token chunks: 32 chunks, no upcast.
+  TrainingSetup l = c;
+  l.runtime.loss_chunk_tokens = 128;
+  l.runtime.loss_upcast = false;
+  CHECK(head_segment(l).simulate({}).forward.total() < hc.forward.total());
+}
+
+TEST_CASE("Liger and compile: fused RMSNorm and SwiGLU save less; fp8 adds 1 B per block-linear parameter") {
+  const TrainingSetup s = base();
+  TrainingSetup l = s, c = s, f = s;
+  l.runtime.liger = true;
+  c.runtime.compile = true;
+  f.runtime.fp8 = true;
+  f.device.fp8 = true;
+  const int64_t a = term(estimate(s), Phase::forward, Term::activations);
+  CHECK(term(estimate(l), Phase::forward, Term::activations) < a);
+  CHECK(term(estimate(c), Phase::forward, Term::activations) < a);
+  // Liger's RMSNorm: its input (bf16) + rstd (fp32 per row) instead of HF's fp32 copy + the
+  // normalised bf16 tensor + rsqrt; its SwiGLU drops silu's output (N x f x 2 B).
+  const int64_t linears = 4 * (4 * 4096 * 4096 + 3 * 4096 * 11008);  // 4 layers of q,k,v,o + gate,up,down
+  CHECK(term(estimate(f), Phase::forward, Term::activations) - a == linears);
 }
