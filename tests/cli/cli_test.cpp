@@ -693,3 +693,62 @@ TEST_CASE("plan --emit torchtune|litgpt|lightning: the tool's runtime and model,
   CHECK(line(gpt2.err, 0) == "error: --emit: torchtune has no model of gpt2's architecture");
   fs::remove_all(dir);
 }
+
+TEST_CASE("plan --emit hf|axolotl|accelerate: the file and its header's re-check command estimate to the plan's setup and peak") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-hf-family";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // DDP+ZeRO on two GPUs, QLoRA on one 24 GiB card, LoRA on an fp16-only card, FSDP on eight.
+  const std::vector<std::vector<std::string>> plans = {
+      {"--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--gpus", "2", "--global-batch", "32", "--seq-len", "1024"},
+      {"--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--global-batch", "16", "--seq-len", "2048", "--finetune", "qlora",
+       "--lora-rank", "16"},
+      {"--model", "llama-3.2-1b", "--gpu", "t4", "--global-batch", "8", "--seq-len", "1024", "--finetune", "lora"},
+      {"--model", "llama-3.1-8b", "--gpu", "h100-80gb", "--gpus", "8", "--global-batch", "64", "--seq-len", "4096", "--fsdp",
+       "full_shard"},
+  };
+  for (const char* format : {"hf", "axolotl", "accelerate"}) {
+    for (size_t i = 0; i < plans.size(); ++i) {
+      CAPTURE(format);
+      CAPTURE(i);
+      const std::string out = (dir / (std::string(format) + std::to_string(i) + ".yaml")).string();
+      std::vector<std::string> args = {"plan"};
+      args.insert(args.end(), plans[i].begin(), plans[i].end());
+      for (const char* a : {"--emit", format, "--out", out.c_str(), "--force"}) args.push_back(a);
+      const Run text = invoke(args);
+      REQUIRE(text.code == 0);
+      args.push_back("--json");
+      const Run p = invoke(args);
+      REQUIRE(p.code == 0);
+      const json best = parse_json(p).at("best");
+      // The report's re-check command, as the emitted file's header states it.
+      const size_t at = text.out.find("re-check it: memplan ");
+      REQUIRE(at != std::string::npos);
+      std::istringstream cmd(line(text.out.substr(at + 21), 0));
+      std::vector<std::string> recheck;
+      for (std::string w; cmd >> w;) recheck.push_back(w);
+      REQUIRE(recheck.size() >= 3);
+      CHECK(recheck[0] == "estimate");
+      CHECK(recheck[2] == out);
+      recheck.push_back("--json");
+      const Run e = invoke(recheck);
+      REQUIRE(e.code == 0);
+      const json ej = parse_json(e);
+      const json& s = ej.at("setup");
+      CHECK(ej.at("per_gpu").at("peak_bytes") == best.at("peak_bytes"));
+      CHECK(s.at("batch").at("micro_batch") == best.at("micro_batch"));
+      CHECK(s.at("batch").at("grad_accum") == best.at("grad_accum"));
+      CHECK(s.at("precision") == best.at("precision"));
+      CHECK(s.at("attention") == best.at("attention"));
+      CHECK(s.at("checkpointing") == best.at("checkpointing"));
+      CHECK(s.at("optimizer") == best.at("optimizer"));
+      CHECK(s.at("parallel").at("zero_stage") == best.at("zero_stage"));
+      CHECK(s.at("parallel").at("offload") == best.at("offload"));
+      CHECK(s.at("parallel").at("num_gpus") == (i == 0 ? 2 : i == 3 ? 8 : 1));
+      CHECK(s.at("finetune").at("mode") == (i == 1 ? "qlora" : i == 2 ? "lora" : "full"));
+      if (i == 1) CHECK(s.at("finetune").at("lora_rank") == 16);
+      CHECK(ej.at("warnings").empty());
+    }
+  }
+  fs::remove_all(dir);
+}
