@@ -16,7 +16,7 @@ bool parse_emit_format(const std::string& s, EmitFormat* out) {
   if (s == "memplan") *out = EmitFormat::memplan;
   else if (s == "train-config") *out = EmitFormat::train_config;
   else if (s == "deepspeed") *out = EmitFormat::deepspeed;
-  else if (s == "hf") *out = EmitFormat::hf;
+  else if (s == "hf" || s == "trl") *out = EmitFormat::hf;  // one file: TRL's SFTConfig + ModelConfig keys
   else if (s == "lightning") *out = EmitFormat::lightning;
   else if (s == "axolotl") *out = EmitFormat::axolotl;
   else if (s == "accelerate") *out = EmitFormat::accelerate;
@@ -27,7 +27,7 @@ bool parse_emit_format(const std::string& s, EmitFormat* out) {
 }
 
 std::vector<std::string> emit_format_names() {
-  return {"memplan", "train-config", "deepspeed", "hf", "lightning", "torchtune", "litgpt", "axolotl", "accelerate"};
+  return {"memplan", "train-config", "deepspeed", "hf", "trl", "lightning", "torchtune", "litgpt", "axolotl", "accelerate"};
 }
 
 std::string default_file_name(EmitFormat f) {

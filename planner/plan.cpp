@@ -89,7 +89,7 @@ PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calib
     throw InputError(Where::at_flag("--emit"), fmt::format("unknown format '{}'", ask.emit),
                      fmt::format("expected one of: {}", fmt::join(emit_format_names(), ", ")));
   req.stack = ask.emit == "deepspeed" ? Stack::deepspeed
-              : ask.emit == "hf"      ? Stack::hf
+              : ask.emit == "hf" || ask.emit == "trl" ? Stack::hf
               : ask.emit == "axolotl" ? Stack::axolotl
               : ask.emit == "accelerate" ? Stack::accelerate
               : ask.emit == "lightning" ? Stack::lightning

@@ -655,7 +655,7 @@ TEST_CASE("plan --emit prints the config on stdout and the report on stderr; --o
   CHECK(line(json_too.err, 1) == "hint: add --out FILE for the config, or drop --json/--yaml");
   const Run bad = with({"--emit", "seed"});
   CHECK(bad.code == 2);
-  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning, torchtune, litgpt, axolotl, accelerate");
+  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, trl, lightning, torchtune, litgpt, axolotl, accelerate");
   fs::remove_all(dir);
 }
 
@@ -707,7 +707,7 @@ TEST_CASE("plan --emit hf|axolotl|accelerate: the file and its header's re-check
       {"--model", "llama-3.1-8b", "--gpu", "h100-80gb", "--gpus", "8", "--global-batch", "64", "--seq-len", "4096", "--fsdp",
        "full_shard"},
   };
-  for (const char* format : {"hf", "axolotl", "accelerate"}) {
+  for (const char* format : {"hf", "trl", "axolotl", "accelerate"}) {
     for (size_t i = 0; i < plans.size(); ++i) {
       CAPTURE(format);
       CAPTURE(i);
