@@ -44,6 +44,7 @@ const Node* fsdp_key(const Node& cfg, const char* name) {
 
 void read_fsdp(const Node& cfg, ReadState& st, const Node& type_node) {
   if (cfg.kind != Node::Kind::map) not_a_map(cfg);
+  check_fsdp_option_names(cfg, st);
   TrainingSetup& s = st.s();
   int version = 1;  // launch default "1" (src/accelerate/commands/launch.py @ v1.14.0)
   if (const Node* v = fsdp_key(cfg, "version")) {

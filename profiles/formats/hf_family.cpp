@@ -308,6 +308,34 @@ std::optional<FsdpMode> fsdp_strategy(const std::string& text, bool* zero2_hybri
   return std::nullopt;
 }
 
+// The FSDP options the tools take under fsdp_config (without the fsdp_ prefix): accelerate's
+// FullyShardedDataParallelPlugin and launch flags (src/accelerate/utils/dataclasses.py,
+// src/accelerate/commands/launch.py @ v1.14.0), TrainingArguments' fsdp_config (min_num_params,
+// xla_*) and Axolotl's FSDPConfig (src/axolotl/utils/schemas/fsdp.py @ v0.18.0).
+const std::vector<std::string>& fsdp_option_names() {
+  static const std::vector<std::string> k = {
+      "version", "sharding_strategy", "reshard_after_forward", "backward_prefetch", "mixed_precision_policy",
+      "auto_wrap_policy", "cpu_offload", "offload_params", "ignored_modules", "state_dict_type", "final_state_dict_type",
+      "state_dict_config", "optim_state_dict_config", "limit_all_gathers", "use_orig_params", "param_init_fn",
+      "sync_module_states", "forward_prefetch", "activation_checkpointing", "cpu_ram_efficient_loading",
+      "cpu_offload_pin_memory", "transformer_cls_names_to_wrap", "transformer_layer_cls_to_wrap", "min_num_params", "xla",
+      "xla_fsdp_settings", "xla_fsdp_grad_ckpt", "xla_fsdp_v2"};
+  return k;
+}
+
+void check_fsdp_option_names(const Node& cfg, ReadState& st) {
+  if (cfg.kind != Node::Kind::map) return;
+  const std::vector<std::string>& known = fsdp_option_names();
+  for (const auto& [key, value] : cfg.entries) {
+    const bool prefixed = key.rfind("fsdp_", 0) == 0;
+    const std::string bare = prefixed ? key.substr(5) : key;
+    if (std::find(known.begin(), known.end(), bare) != known.end()) continue;
+    if (const auto guess = near_miss(bare, known))
+      st.out.warnings.push_back({value.where, fmt::format("unknown key '{}'", value.path.empty() ? key : value.path),
+                                 fmt::format("did you mean '{}{}'?", prefixed ? "fsdp_" : "", *guess)});
+  }
+}
+
 Node fsdp_config(const Node& n, ReadState& st) {
   Node cfg = n;
   if (n.kind == Node::Kind::scalar) {
@@ -320,6 +348,7 @@ Node fsdp_config(const Node& n, ReadState& st) {
     }
   }
   if (cfg.kind != Node::Kind::map) not_a_map(cfg);
+  check_fsdp_option_names(cfg, st);
   for (auto& [key, value] : cfg.entries)
     if (key.rfind("fsdp_", 0) == 0 && key != "fsdp_version") key = key.substr(5);
   return cfg;

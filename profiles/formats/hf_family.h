@@ -81,6 +81,9 @@ std::optional<FsdpMode> fsdp_strategy(const std::string& text, bool* zero2_hybri
 // fsdp_config as a mapping with the fsdp_ prefix stripped from its keys (a JSON path or JSON text
 // is read first).
 Node fsdp_config(const Node& n, ReadState& st);
+// A "did you mean" warning for each key of an fsdp_config mapping one typo away from an FSDP
+// option (fsdp_ofload_params); other keys are left alone.
+void check_fsdp_option_names(const Node& cfg, ReadState& st);
 
 // ---- DeepSpeed -----------------------------------------------------------------------------------
 

@@ -165,6 +165,11 @@ TEST_CASE("keys memplan cannot model are warnings") {
        "--device cpu to estimate against host memory"},
       {"distributed_type: MULTI_GPU\nmixed_precision: bf16\nnum_procesess: 2\n",
        ":3:1: warning: unknown key 'num_procesess'\nhint: did you mean 'num_processes'?"},
+      // A typo inside fsdp_config keeps its "did you mean" (the option is not read otherwise).
+      {"distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_ofload_params: true\n",
+       ":4:3: warning: unknown key 'fsdp_config.fsdp_ofload_params'\nhint: did you mean 'fsdp_offload_params'?"},
+      {"distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  activation_checkpointng: true\n",
+       ":4:3: warning: unknown key 'fsdp_config.activation_checkpointng'\nhint: did you mean 'activation_checkpointing'?"},
   };
   for (const auto& [text, expected] : cases) {
     CAPTURE(text);

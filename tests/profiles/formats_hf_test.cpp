@@ -321,6 +321,9 @@ TEST_CASE("keys memplan cannot model are warnings naming the key and why; --stri
        "\"full_shard auto_wrap\" to shard with FSDP"},
       {"per_device_train_batchsize: 4\n",
        "bad.yaml:2:1: warning: unknown key 'per_device_train_batchsize'\nhint: did you mean 'per_device_train_batch_size'?"},
+      {"fsdp: \"full_shard auto_wrap\"\nfsdp_config:\n  fsdp_activation_checkpointng: true\n",
+       "bad.yaml:4:3: warning: unknown key 'fsdp_config.fsdp_activation_checkpointng'\nhint: did you mean "
+       "'fsdp_activation_checkpointing'?"},
   };
   for (const auto& [body, expected] : cases) {
     CAPTURE(body);
