@@ -109,6 +109,7 @@ void read_axolotl(const Node& root, ReadState& st) {
     KeyTable<ReadState> table;
     for (const std::string& k : known_keys()) table.push_back({{k}, [](const Node&, ReadState&) {}});
     read_section(root, {&table}, st, &st.out.warnings);
+    warn_unread_memory_keys(root, st, known_keys(), "Axolotl");
   }
   TrainingSetup& s = st.s();
   s.runtime.framework = Framework::hf_trainer;

@@ -22,6 +22,25 @@ void note(ReadState& st, const std::string& field, const Node& n, const std::str
   st.out.origin.set(field, keyed(n, text));
 }
 
+void warn_unread_memory_keys(const Node& root, ReadState& st, const std::vector<std::string>& known, const char* tool) {
+  if (root.kind != Node::Kind::map) return;
+  // Words that name a memory setting in these tools' vocabularies.
+  static const char* const kMarkers[] = {"deepspeed", "fsdp",      "zero_stage", "offload", "quantiz",  "load_in_",
+                                         "checkpointing", "micro_batch", "train_batch", "seq_len", "sequence_len",
+                                         "max_seq", "dtype",     "precision", "lora_r",  "attention"};
+  for (const auto& [key, value] : root.entries) {
+    if (std::find(known.begin(), known.end(), key) != known.end() || near_miss(key, known)) continue;
+    const std::string l = lower(key);
+    const bool memory = std::any_of(std::begin(kMarkers), std::end(kMarkers),
+                                    [&](const char* m) { return l.find(m) != std::string::npos; });
+    if (!memory) continue;
+    st.out.warnings.push_back({value.where, fmt::format("unknown key '{}': memplan does not read it, and its name says it may "
+                                                        "change memory", key),
+                               fmt::format("check its spelling against {}'s documentation; the estimate is made without it",
+                                           tool)});
+  }
+}
+
 void note_default(ReadState& st, const std::string& field, const std::string& text) {
   st.out.origin.fields.erase(field);
   st.out.origin.defaults[field] = text;

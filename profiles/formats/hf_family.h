@@ -24,6 +24,10 @@ Where keyed(const Node& n, const std::string& text = "");
 void note(ReadState& st, const std::string& field, const Node& n, const std::string& text = "");
 // Records `field` as a tool default: "<source text>".
 void note_default(ReadState& st, const std::string& field, const std::string& text);
+// A warning for each top-level key that is neither in `known` nor one typo away from it (read_section
+// warns about those) but whose name says memory (deepspeed_config, fsdp_offload, max_seq_len, ...):
+// such a key is never dropped silently. `tool` names the documentation to check ("Axolotl").
+void warn_unread_memory_keys(const Node& root, ReadState& st, const std::vector<std::string>& known, const char* tool);
 
 // The model a file names; when it cannot be resolved the error waits for build_setup, where
 // --model may replace the model (a Hub mirror offline, a local path that only exists elsewhere).

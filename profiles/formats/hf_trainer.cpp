@@ -141,6 +141,7 @@ void check_near_misses(const Node& root, ReadState& st) {
   KeyTable<ReadState> table;
   for (const std::string& k : known_keys()) table.push_back({{k}, [](const Node&, ReadState&) {}});
   read_section(root, {&table}, st, &st.out.warnings);
+  warn_unread_memory_keys(root, st, known_keys(), "TrainingArguments/TRL");
 }
 
 // ---- the reader ---------------------------------------------------------------------------------------

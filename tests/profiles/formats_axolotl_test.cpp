@@ -249,6 +249,10 @@ TEST_CASE("keys memplan cannot model, and keys axolotl drops, are warnings") {
        ":6:3: warning: fsdp_config.sharding_strategy SHARD_GRAD_OP is not an Axolotl FSDPConfig field: axolotl drops it and "
        "shards full\nhint: name the strategy in fsdp: (e.g. [shard_grad_op, auto_wrap]) or with FSDP2's reshard_after_forward"},
       {"sequnce_len: 1024\n", ":4:1: warning: unknown key 'sequnce_len'\nhint: did you mean 'sequence_len'?"},
+      // Not a typo of a key axolotl has, but its name says memory: warned, never dropped.
+      {"deepspeed_config: zero3.json\n",
+       ":4:1: warning: unknown key 'deepspeed_config': memplan does not read it, and its name says it may change memory\n"
+       "hint: check its spelling against Axolotl's documentation; the estimate is made without it"},
   };
   for (const auto& [body, expected] : cases) {
     CAPTURE(body);

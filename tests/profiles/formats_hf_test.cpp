@@ -321,6 +321,12 @@ TEST_CASE("keys memplan cannot model are warnings naming the key and why; --stri
        "\"full_shard auto_wrap\" to shard with FSDP"},
       {"per_device_train_batchsize: 4\n",
        "bad.yaml:2:1: warning: unknown key 'per_device_train_batchsize'\nhint: did you mean 'per_device_train_batch_size'?"},
+      {"deepspeed_config: ds.json\n",
+       "bad.yaml:2:1: warning: unknown key 'deepspeed_config': memplan does not read it, and its name says it may change "
+       "memory\nhint: check its spelling against TrainingArguments/TRL's documentation; the estimate is made without it"},
+      {"train_batch_size: 64\n",
+       "bad.yaml:2:1: warning: unknown key 'train_batch_size': memplan does not read it, and its name says it may change "
+       "memory\nhint: check its spelling against TrainingArguments/TRL's documentation; the estimate is made without it"},
       {"fsdp: \"full_shard auto_wrap\"\nfsdp_config:\n  fsdp_activation_checkpointng: true\n",
        "bad.yaml:4:3: warning: unknown key 'fsdp_config.fsdp_activation_checkpointng'\nhint: did you mean "
        "'fsdp_activation_checkpointing'?"},
