@@ -47,6 +47,7 @@ std::string emit_axolotl(const EmitContext& c) {
   std::string y;
   if (c.model.kind == ModelRef::Kind::preset && !s.model.hf_repo.empty()) y += fmt::format("base_model: {}\n", s.model.hf_repo);
   else if (c.model.kind == ModelRef::Kind::file) y += fmt::format("base_model: {}\n", c.model.value);
+  else if (!s.model.hf_repo.empty()) y += fmt::format("base_model: {}\n", s.model.hf_repo);  // a Hub id
   else flags.push_back("--model NAME");
   y += "# datasets: (yours)\n";
   y += fmt::format("sequence_len: {}\nmicro_batch_size: {}\ngradient_accumulation_steps: {}\n", s.batch.seq_len, s.batch.micro_batch,
@@ -91,7 +92,7 @@ std::string emit_axolotl(const EmitContext& c) {
     y += fmt::format("adapter: {}\n", qlora ? "qlora" : "lora");
     if (qlora) {
       y += "load_in_4bit: true\n";
-      if (!f.double_quant) flags.push_back("(bnb_config_kwargs: {bnb_4bit_use_double_quant: false} is not read back)");
+      if (!f.double_quant) y += "bnb_config_kwargs:\n  bnb_4bit_use_double_quant: false\n";
     }
     if (f.base_quant == BaseQuant::int8) y += "load_in_8bit: true\n";
     if (f.mode == FinetuneMode::qlora && !qlora) flags.push_back("--finetune qlora");

@@ -205,7 +205,16 @@ void read_axolotl(const Node& root, ReadState& st) {
       f.base_quant = BaseQuant::nf4;
       f.double_quant = true;
       note(st, "finetune.base_quant", *adapter, "adapter: qlora (NF4, src/axolotl/loaders/model.py @ v0.18.0 L712-738)");
-      note_default(st, "finetune.double_quant", "axolotl QLoRA: bnb_4bit_use_double_quant=True (src/axolotl/loaders/model.py @ v0.18.0 L712-721)");
+      // bnb_config_kwargs update that dict (model.py @ v0.18.0 L734-735).
+      const Node* kw = root.find("bnb_config_kwargs");
+      const Node* dq = kw && kw->kind == Node::Kind::map ? kw->find("bnb_4bit_use_double_quant") : nullptr;
+      if (dq) {
+        f.double_quant = yes(*dq);
+        note(st, "finetune.double_quant", *dq, "bnb_config_kwargs.bnb_4bit_use_double_quant (updates axolotl's BitsAndBytesConfig, "
+                                               "src/axolotl/loaders/model.py @ v0.18.0 L734-735)");
+      } else {
+        note_default(st, "finetune.double_quant", "axolotl QLoRA: bnb_4bit_use_double_quant=True (src/axolotl/loaders/model.py @ v0.18.0 L712-721)");
+      }
     } else if (eight) {
       f.base_quant = BaseQuant::int8;
       note(st, "finetune.base_quant", *q8);

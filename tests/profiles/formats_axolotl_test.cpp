@@ -309,3 +309,17 @@ TEST_CASE("configs axolotl refuses: file:line:col, axolotl's rule and a hint") {
     CHECK(load_error(text, kBad) == kBad + expected);
   }
 }
+
+TEST_CASE("QLoRA's nested quantization: on by axolotl's BitsAndBytesConfig, off through bnb_config_kwargs") {
+  const std::string base = "base_model: gpt2\nadapter: qlora\nload_in_4bit: true\nlora_r: 8\nlora_alpha: 16\n"
+                           "lora_target_linear: true\nmicro_batch_size: 1\ngradient_accumulation_steps: 1\n";
+  const LoadedConfig on = load_config_text(base, kBad, kBad);
+  CHECK(on.setup.finetune.double_quant);
+  CHECK(contains(on.origin.defaults.at("finetune.double_quant"), "bnb_4bit_use_double_quant=True"));
+  const LoadedConfig off = load_config_text(base + "bnb_config_kwargs:\n  bnb_4bit_use_double_quant: false\n", kBad, kBad);
+  CHECK_FALSE(off.setup.finetune.double_quant);
+  CHECK(set_at(off.origin, "finetune.double_quant") ==
+        "10:3 bnb_config_kwargs.bnb_4bit_use_double_quant (updates axolotl's BitsAndBytesConfig, src/axolotl/loaders/model.py @ "
+        "v0.18.0 L734-735)");
+  CHECK(off.warnings.empty());
+}
