@@ -89,6 +89,10 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   const TrainingSetup& s = b.setup;
   planner::PlanAsk ask = f.ask;
   ask.config_global_batch = b.global_batch;
+  // HF/TRL and Axolotl files state the batch per device: without --global-batch the plan keeps the
+  // global batch they imply (micro-batch x accumulation x data-parallel GPUs).
+  if (!ask.config_global_batch && (b.config_format == "hf-trainer" || b.config_format == "axolotl"))
+    ask.config_global_batch = s.batch.micro_batch * s.batch.grad_accum * s.parallel.data_parallel();
   ask.optimizer_fixed = in.optimizer.has_value();
   ask.precision_fixed = in.precision.has_value();
   ask.attention_fixed = in.attention.has_value();

@@ -18,6 +18,7 @@ std::string emit_accelerate(const EmitContext& c) {
   // What the training script decides.
   if (c.model.kind == ModelRef::Kind::preset) flags.push_back(fmt::format("--model {}", c.model.value));
   else if (c.model.kind == ModelRef::Kind::file) flags.push_back(fmt::format("--model {}", c.model.value));
+  else if (!s.model.hf_repo.empty()) flags.push_back(fmt::format("--model {}", s.model.hf_repo));  // a Hub id
   else flags.push_back("--model NAME");
   flags.push_back(fmt::format("--micro-batch {}", s.batch.micro_batch));
   flags.push_back(fmt::format("--seq-len {}", s.batch.seq_len));
@@ -34,12 +35,14 @@ std::string emit_accelerate(const EmitContext& c) {
     flags.push_back(fmt::format("--lora-alpha {}", f.lora_alpha));
     if (f.lora_dropout > 0) flags.push_back(fmt::format("--lora-dropout {}", f.lora_dropout));
     if (!f.lora_targets.empty()) flags.push_back(fmt::format("--lora-targets {}", fmt::join(f.lora_targets, ",")));
+    if (f.base_quant == BaseQuant::nf4 && !f.double_quant) flags.push_back("--no-double-quant");
   }
   if (f.freeze_layers > 0) flags.push_back(fmt::format("--freeze-layers {}", f.freeze_layers));
   if (s.runtime.liger) flags.push_back("--liger");
   if (s.runtime.loss != LossImpl::standard || s.runtime.liger) flags.push_back(fmt::format("--loss {}", to_string(s.runtime, s.runtime.loss)));
   if (s.runtime.activation_offload) flags.push_back("--activation-offload");
-  if (s.runtime.optimizer_impl != OptimizerImpl::automatic && !deepspeed)
+  // Under DeepSpeed the reader takes DeepSpeed's optimizer; the plan's kernel is said either way.
+  if (s.runtime.optimizer_impl != OptimizerImpl::automatic || deepspeed)
     flags.push_back(fmt::format("--optimizer-impl {}", to_string(s.runtime.optimizer_impl)));
   // The launch.
   std::string y = "compute_environment: LOCAL_MACHINE\n";
@@ -60,7 +63,9 @@ std::string emit_accelerate(const EmitContext& c) {
   const int64_t per_node = std::max<int64_t>(1, s.parallel.gpus_per_node);
   const int64_t machines = s.parallel.num_gpus > per_node && s.parallel.num_gpus % per_node == 0 ? s.parallel.num_gpus / per_node : 1;
   y += fmt::format("num_machines: {}\nnum_processes: {}\nmachine_rank: 0\n", machines, s.parallel.num_gpus);
-  if (machines == 1 && per_node != 8 && s.parallel.num_gpus > 1) flags.push_back(fmt::format("--gpus-per-node {}", per_node));
+  // One machine: the reader takes num_processes as the GPUs per node.
+  if (machines == 1 && per_node != s.parallel.num_gpus && s.parallel.num_gpus > 1)
+    flags.push_back(fmt::format("--gpus-per-node {}", per_node));
   if (s.runtime.compile) y += "dynamo_config:\n  dynamo_backend: INDUCTOR\n";
   if (deepspeed) {
     // accelerate generates the DeepSpeed config (DeepSpeedPlugin); its buckets are DeepSpeed's defaults.

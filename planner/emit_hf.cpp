@@ -71,6 +71,7 @@ std::string emit_hf(const EmitContext& c) {
   // Model (ModelConfig).
   if (c.model.kind == ModelRef::Kind::preset && !s.model.hf_repo.empty()) y += fmt::format("model_name_or_path: {}\n", s.model.hf_repo);
   else if (c.model.kind == ModelRef::Kind::file) y += fmt::format("model_name_or_path: {}\n", c.model.value);
+  else if (!s.model.hf_repo.empty()) y += fmt::format("model_name_or_path: {}\n", s.model.hf_repo);  // a Hub id
   else flags.push_back("--model NAME");
   y += fmt::format("attn_implementation: {}\n", s.attention == AttentionImpl::flash ? "flash_attention_2" : to_string(s.attention));
   // Engine and precision: the dtype the weights load in and the mixed-precision flag, which under

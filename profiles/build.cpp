@@ -98,6 +98,7 @@ void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
   from_flag(o, in.lora_rank, "--lora-rank", "finetune.lora_rank", f.lora_rank);
   from_flag(o, in.lora_alpha, "--lora-alpha", "finetune.lora_alpha", f.lora_alpha);
   from_flag(o, in.lora_dropout, "--lora-dropout", "finetune.lora_dropout", f.lora_dropout);
+  from_flag(o, in.double_quant, "--double-quant", "finetune.double_quant", f.double_quant);
   from_flag(o, in.freeze_layers, "--freeze-layers", "finetune.freeze_layers", f.freeze_layers);
   if (in.lora_targets) {
     f.lora_targets = detail::split_list(*in.lora_targets);

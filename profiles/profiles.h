@@ -236,6 +236,7 @@ struct SetupInputs {
   std::optional<double> lora_alpha;          // --lora-alpha
   std::optional<std::string> lora_targets;   // --lora-targets q,k,v,o | all-linear
   std::optional<double> lora_dropout;        // --lora-dropout
+  std::optional<bool> double_quant;          // --double-quant / --no-double-quant (QLoRA's nested quantization)
   std::optional<int64_t> freeze_layers;      // --freeze-layers
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
   std::optional<int64_t> tensor_parallel;    // --tensor-parallel

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "tests/profiles/local_hub.h"
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -691,6 +692,57 @@ TEST_CASE("plan --emit torchtune|litgpt|lightning: the tool's runtime and model,
   const Run gpt2 = invoke({"plan", "--model", "gpt2", "--gpu", "a100-40gb", "--global-batch", "8", "--emit", "torchtune"});
   CHECK(gpt2.code == 2);
   CHECK(line(gpt2.err, 0) == "error: --emit: torchtune has no model of gpt2's architecture");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("plan --config an HF/TRL or Axolotl file --emit hf|axolotl|accelerate: the global batch it implies, and a file that reads back") {
+  memplan::testing::EnvGuard env;  // the fixtures' Hub ids resolve through the test cache, offline
+  const std::string formats = std::string(MEMPLAN_TEST_DATA) + "/formats/";
+  env.set("HF_HUB_CACHE", formats + "hf_cache");
+  env.set("HF_HUB_OFFLINE", "1");
+  env.unset("HUGGINGFACE_HUB_CACHE");
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-from-configs";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const struct {
+    const char* config;
+    int64_t global_batch;  // per_device x accumulation x 4 GPUs
+  } rows[] = {
+      {"hf-trl/01-zephyr-7b-sft-qlora.yaml", 4 * 2 * 4},      // QLoRA without nested quantization (TRL's default)
+      {"axolotl/01-llama-3.2-1b-qlora.yml", 2 * 4 * 4},       // a Hub id through the cache
+      {"axolotl/02-llama-3.1-8b-fft-liger-fsdp.yaml", 1 * 8 * 4},
+  };
+  for (const auto& row : rows) {
+    for (const char* format : {"hf", "axolotl", "accelerate"}) {
+      CAPTURE(row.config);
+      CAPTURE(format);
+      const std::string out = (dir / (std::string(format) + ".yaml")).string();
+      std::vector<std::string> args = {"plan",  "--config", formats + row.config, "--gpu", "a100-80gb", "--gpus", "4",
+                                       "--emit", format,     "--out",             out,     "--force"};
+      const Run text = invoke(args);
+      REQUIRE(text.code == 0);
+      args.push_back("--json");
+      const Run p = invoke(args);
+      REQUIRE(p.code == 0);
+      const json best = parse_json(p).at("best");
+      CHECK(best.at("global_batch") == row.global_batch);
+      const size_t at = text.out.find("re-check it: memplan ");
+      REQUIRE(at != std::string::npos);
+      std::istringstream cmd(line(text.out.substr(at + 21), 0));
+      std::vector<std::string> recheck;
+      for (std::string w; cmd >> w;) recheck.push_back(w);
+      CHECK(std::find(recheck.begin(), recheck.end(), "NAME") == recheck.end());  // the model is named
+      recheck.push_back("--json");
+      const Run e = invoke(recheck);
+      REQUIRE(e.code == 0);
+      const json ej = parse_json(e);
+      const json in = parse_json(invoke({"estimate", "--config", formats + row.config, "--gpu", "a100-80gb", "--gpus", "4", "--json"}));
+      CHECK(ej.at("per_gpu").at("peak_bytes") == best.at("peak_bytes"));
+      CHECK(ej.at("setup").at("finetune") == in.at("setup").at("finetune"));
+      CHECK(ej.at("setup").at("model").at("name") == in.at("setup").at("model").at("name"));
+      CHECK(ej.at("setup").at("batch").at("seq_len") == in.at("setup").at("batch").at("seq_len"));
+    }
+  }
   fs::remove_all(dir);
 }
 
