@@ -43,8 +43,8 @@ void BM_plan(benchmark::State& st, const char* model) {
   planner::PlanRequest req;
   req.base = setup_for(model, "h100-80gb", 8);
   req.global_batch = 1024;
-  req.optimizers = {OptimizerKind::adamw, OptimizerKind::adamw_8bit, OptimizerKind::sgd_momentum, OptimizerKind::lion,
-                    OptimizerKind::adafactor};
+  req.constraints.optimizers = {OptimizerKind::adamw, OptimizerKind::adamw_8bit, OptimizerKind::sgd_momentum, OptimizerKind::lion,
+                                OptimizerKind::adafactor};
   int64_t candidates = 0;
   for (auto _ : st) {
     const planner::PlanResult r = planner::plan(req);

@@ -3,7 +3,8 @@
 // the reason) -> each config with its own target, or the --gpu default -> its baseline (--baseline
 // FILE, or the same path at --base-ref read through git) -> planner::gate -> text, json, github
 // workflow commands or junit. Exit 0 when every config passes, 1 when one fails, 2 when one is
-// invalid (the others are still checked and reported). The memory logic is in planner/check.h.
+// invalid (the others are still checked and reported), 2 when no config was checked at all unless
+// --allow-empty. The memory logic is in planner/check.h.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@ struct CheckFlags {
   std::optional<std::string> calibration;
   std::string format = "text";
   bool strict = false;
+  bool allow_empty = false;  // a run that checked no config exits 0 instead of 2
   std::optional<std::string> baseline;
   std::optional<std::string> base_ref;
   std::optional<std::string> max_growth;
@@ -567,7 +569,14 @@ int run_check(Io io, const CheckFlags& f) {
   else if (f.format == "github") render_github(io.out, results, ctx);
   else if (f.format == "junit") render_junit(io.out, results, ctx);
   else render_text(io.out, results, ctx);
-  return summarize(results).exit_code();
+  // Fail closed: a gate that checked nothing must not pass (a folder of configs memplan could not
+  // recognise, or only skipped files).
+  const Summary s = summarize(results);
+  if (s.checked == 0 && s.errors == 0 && !f.allow_empty)
+    throw InputError(Where{}, fmt::format("no training config was checked ({} file{} skipped)", s.skipped, s.skipped == 1 ? "" : "s"),
+                     "name the training configs (a named file that is not one is an error that says why), or pass "
+                     "--allow-empty to accept a run that checks none");
+  return s.exit_code();
 }
 
 }  // namespace
@@ -588,6 +597,7 @@ Command register_check(CLI::App& root, Io io) {
       ->check(CLI::IsMember({"text", "json", "github", "junit"}))
       ->type_name("FORMAT");
   app->add_flag("--strict", f->strict, "fail on warnings too (near-miss keys, DeepSpeed \"auto\" values)");
+  app->add_flag("--allow-empty", f->allow_empty, "exit 0 when no training config was found to check (default: exit 2)");
   auto* baseline = app->add_option("--baseline", f->baseline, "compare each config with this config")->type_name("FILE");
   app->add_option("--base-ref", f->base_ref, "compare each config with the same path at this git revision")
       ->type_name("GIT_REF")

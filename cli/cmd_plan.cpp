@@ -279,9 +279,9 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   ec.budget = req.budget;
   ec.peak_bytes = r.best.peak_bytes;
   ec.tokens_per_s = r.best.time.tokens_per_s;
-  std::string written;
+  std::string written, text;
   if (!f.ask.emit.empty()) {
-    const std::string text = planner::emit(ec, fmt_out);
+    text = planner::emit(ec, fmt_out);
     if (config_to_stdout) {
       io.out << text;
     } else {
@@ -368,8 +368,13 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
     const std::string file = written.empty() ? planner::default_file_name(fmt_out) : written;
     if (written.empty()) report << fmt::format("\n  printed the {} config on stdout (--out FILE writes it to a file)\n", f.ask.emit);
     else report << fmt::format("\n  wrote {} ({})\n", written, f.ask.emit);
-    std::string check = fmt::format("memplan estimate --config {}", file);
-    for (const std::string& a : planner::recheck_flags(fmt_out, ec)) check += " " + a;
+    // A format whose header states how to re-check it (HF, Axolotl, accelerate) is taken at its word;
+    // otherwise the flags the format cannot carry are added (recheck_flags).
+    std::string check = planner::recheck_from_header(text, file);
+    if (check.empty()) {
+      check = fmt::format("memplan estimate --config {}", file);
+      for (const std::string& a : planner::recheck_flags(fmt_out, ec)) check += " " + a;
+    }
     report << "  re-check it: " << check << "\n";
   }
   return kExitOk;
@@ -396,7 +401,8 @@ Command register_plan(CLI::App& root, Io io) {
                   "one plan per memory size or GPU preset (8GiB,12GiB,16GiB,24GiB or t4,l4,...), printed as a markdown table")
       ->type_name("LIST");
   app->add_option("--max-micro-batch", f->ask.max_micro_batch, "largest micro-batch to consider (default 1024)")->type_name("N");
-  app->add_option("--emit", f->ask.emit, "print the plan as a memplan|train-config|deepspeed|hf|lightning|torchtune|litgpt config (on stdout; the report goes to stderr)")->type_name("FORMAT");
+  app->add_option("--emit", f->ask.emit, "print the plan as a " + fmt::format("{}", fmt::join(planner::emit_format_names(), "|")) +
+                                              " config (on stdout; the report goes to stderr)")->type_name("FORMAT");
   app->add_option("--out", f->out, "write the --emit config to this file instead (atomically)")->type_name("FILE");
   app->add_flag("--force", f->force, "let --out replace an existing file");
   add_output_flags(*app, *o);

@@ -34,6 +34,8 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--lora-targets", in.lora_targets, "q,k,v,o,gate,up,down or all-linear")->type_name("LIST");
   app.add_option("--lora-dropout", in.lora_dropout, "LoRA dropout on the adapters' input (default 0)")->type_name("P");
   app.add_option("--freeze-layers", in.freeze_layers, "full fine-tuning with the first N layers frozen")->type_name("N");
+  app.add_flag_function("--double-quant,!--no-double-quant", [&in](int64_t n) { in.double_quant = n > 0; },
+                        "QLoRA: quantize the NF4 block scales too (default on)");
   app.add_option("--tensor-parallel", in.tensor_parallel, "tensor-parallel degree")->type_name("N");
   app.add_option("--pipeline-parallel", in.pipeline_parallel, "pipeline stages")->type_name("N");
   app.add_option("--device", in.device, "cuda (default) or cpu: whose memory behaviour to model")->type_name("cpu|cuda");
@@ -171,7 +173,8 @@ nlohmann::json sources_json(const profiles::BuiltSetup& b) {
       "model.hidden_size", "precision", "optimizer", "batch.micro_batch", "batch.seq_len", "batch.grad_accum",
       "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory", "parallel.num_gpus", "parallel.zero_stage",
       "parallel.offload", "parallel.fsdp", "parallel.tensor_parallel", "parallel.pipeline_parallel", "finetune.mode",
-      "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets", "runtime.framework", "runtime.torch_version",
+      "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets", "finetune.base_quant", "finetune.double_quant",
+      "runtime.framework", "runtime.torch_version",
       "runtime.transformers_version", "runtime.loss", "runtime.loss_upcast", "runtime.keep_logits", "runtime.keep_cache",
       "runtime.optimizer_impl", "runtime.optimizer_in_backward", "runtime.zero_grad_set_to_none",
       "runtime.zero_grad_after_forward", "runtime.liger", "runtime.activation_offload", "runtime.compile", "runtime.fp8",
@@ -226,6 +229,7 @@ nlohmann::json setup_json(const TrainingSetup& s) {
     j["finetune"]["lora_alpha"] = s.finetune.lora_alpha;
     j["finetune"]["lora_targets"] = s.finetune.lora_targets;
     j["finetune"]["base_quant"] = to_string(s.finetune.base_quant);
+    if (s.finetune.base_quant == BaseQuant::nf4) j["finetune"]["double_quant"] = s.finetune.double_quant;
   }
   if (s.finetune.freeze_layers > 0) j["finetune"]["freeze_layers"] = s.finetune.freeze_layers;
   j["device_kind"] = to_string(s.device.kind);

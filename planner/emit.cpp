@@ -1,7 +1,9 @@
 // The config emitters (see emit.h). Each writes the vocabulary its tool reads; the memplan,
 // train-config, DeepSpeed and HF files read back through memplan's own readers to the same setup
-// (tests/planner/plan_test.cpp). Lightning's, torchtune's and LitGPT's are in emit_<tool>.cpp.
+// (tests/planner/plan_test.cpp). The HF TrainingArguments/TRL, Axolotl, accelerate, Lightning,
+// torchtune and LitGPT emitters are in emit_<tool>.cpp.
 #include "planner/emit.h"
+#include "planner/emit_detail.h"
 
 #include "estimator/runtime.h"
 
@@ -16,8 +18,10 @@ bool parse_emit_format(const std::string& s, EmitFormat* out) {
   if (s == "memplan") *out = EmitFormat::memplan;
   else if (s == "train-config") *out = EmitFormat::train_config;
   else if (s == "deepspeed") *out = EmitFormat::deepspeed;
-  else if (s == "hf") *out = EmitFormat::hf;
+  else if (s == "hf" || s == "trl") *out = EmitFormat::hf;  // one file: TRL's SFTConfig + ModelConfig keys
   else if (s == "lightning") *out = EmitFormat::lightning;
+  else if (s == "axolotl") *out = EmitFormat::axolotl;
+  else if (s == "accelerate") *out = EmitFormat::accelerate;
   else if (s == "torchtune") *out = EmitFormat::torchtune;
   else if (s == "litgpt") *out = EmitFormat::litgpt;
   else return false;
@@ -25,7 +29,7 @@ bool parse_emit_format(const std::string& s, EmitFormat* out) {
 }
 
 std::vector<std::string> emit_format_names() {
-  return {"memplan", "train-config", "deepspeed", "hf", "lightning", "torchtune", "litgpt"};
+  return {"memplan", "train-config", "deepspeed", "hf", "trl", "lightning", "torchtune", "litgpt", "axolotl", "accelerate"};
 }
 
 std::string default_file_name(EmitFormat f) {
@@ -35,6 +39,8 @@ std::string default_file_name(EmitFormat f) {
     case EmitFormat::deepspeed: return "ds_config.json";
     case EmitFormat::hf: return "training_args.yaml";
     case EmitFormat::lightning: return "lightning-config.yaml";
+    case EmitFormat::axolotl: return "axolotl.yaml";
+    case EmitFormat::accelerate: return "accelerate-config.yaml";
     case EmitFormat::torchtune: return "torchtune-config.yaml";
     case EmitFormat::litgpt: return "litgpt-config.yaml";
   }
@@ -295,62 +301,31 @@ std::string emit_deepspeed(const EmitContext& c) {
   return j.dump(2) + "\n";
 }
 
-const char* hf_optim(OptimizerKind o) {
-  switch (o) {
-    case OptimizerKind::adamw: return "adamw_torch";
-    case OptimizerKind::adam: return "adamw_torch";
-    case OptimizerKind::sgd: case OptimizerKind::sgd_momentum: return "sgd";
-    case OptimizerKind::adafactor: case OptimizerKind::adafactor_momentum: return "adafactor";
-    case OptimizerKind::adamw_8bit: return "adamw_bnb_8bit";
-    case OptimizerKind::lion: return "lion_32bit";
-    case OptimizerKind::paged_adamw: return "paged_adamw_32bit";
-    case OptimizerKind::paged_adamw_8bit: return "paged_adamw_8bit";
-  }
-  return "adamw_torch";
-}
-
-// HF TrainingArguments / TRL SFTConfig + ModelConfig keys only, so HfArgumentParser accepts it.
-std::string emit_hf(const EmitContext& c) {
-  const TrainingSetup& s = c.setup;
-  std::string y = hash_header(c);
-  y += "# memplan estimate --config this-file --gpu ... --gpus ... re-checks it\n";
-  if (c.model.kind == ModelRef::Kind::preset && !s.model.hf_repo.empty()) y += fmt::format("model_name_or_path: {}\n", s.model.hf_repo);
-  else if (c.model.kind == ModelRef::Kind::file) y += fmt::format("model_name_or_path: {}\n", c.model.value);
-  else y += "# model_name_or_path: (an inline architecture has no hub id)\n";
-  y += fmt::format("attn_implementation: {}\n", s.attention == AttentionImpl::flash ? "flash_attention_2" : to_string(s.attention));
-  if (s.precision == Precision::bf16) y += "torch_dtype: bfloat16\n";
-  if (s.precision == Precision::fp16) y += "torch_dtype: float16\n";
-  y += fmt::format("per_device_train_batch_size: {}\ngradient_accumulation_steps: {}\n", s.batch.micro_batch, s.batch.grad_accum);
-  y += fmt::format("gradient_checkpointing: {}\n", yaml_bool(s.checkpointing.mode != CheckpointMode::none));
-  const bool bf = s.precision == Precision::amp_bf16 || s.precision == Precision::mixed_bf16;
-  const bool fp = s.precision == Precision::amp_fp16 || s.precision == Precision::mixed_fp16;
-  y += fmt::format("bf16: {}\nfp16: {}\n", yaml_bool(bf), yaml_bool(fp));
-  y += fmt::format("optim: {}\n", hf_optim(s.optimizer));
-  y += fmt::format("max_length: {}\n", s.batch.seq_len);
-  if (s.parallel.zero_stage > 0) {
-    // The DeepSpeed config inline (TrainingArguments.deepspeed takes a dict).
-    const std::string ds = deepspeed_json(s, c.global_batch).dump(2);
-    y += "deepspeed:\n";
-    size_t start = 0;
-    // JSON is valid YAML flow style; indent it under the key.
-    while (start < ds.size()) {
-      const size_t nl = ds.find('\n', start);
-      y += "  " + ds.substr(start, nl == std::string::npos ? std::string::npos : nl - start) + "\n";
-      if (nl == std::string::npos) break;
-      start = nl + 1;
-    }
-  }
-  return y;
-}
-
 }  // namespace
+
+namespace detail {
+std::vector<std::string> header_lines(const EmitContext& c) { return header(c); }
+std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch) { return deepspeed_json(s, global_batch).dump(2); }
+}  // namespace detail
+
+std::string recheck_from_header(const std::string& text, const std::string& file) {
+  const std::string tag = "# Re-check: ";
+  const size_t at = text.find(tag);
+  if (at == std::string::npos) return "";
+  const size_t end = text.find('\n', at);
+  std::string cmd = text.substr(at + tag.size(), end == std::string::npos ? std::string::npos : end - at - tag.size());
+  for (size_t p = cmd.find("THIS_FILE"); p != std::string::npos; p = cmd.find("THIS_FILE", p + file.size())) cmd.replace(p, 9, file);
+  return cmd;
+}
 
 std::string emit(const EmitContext& c, EmitFormat f) {
   switch (f) {
     case EmitFormat::memplan: return emit_memplan(c);
     case EmitFormat::train_config: return emit_train_config(c);
     case EmitFormat::deepspeed: return emit_deepspeed(c);
-    case EmitFormat::hf: return emit_hf(c);
+    case EmitFormat::hf: return detail::emit_hf(c);
+    case EmitFormat::axolotl: return detail::emit_axolotl(c);
+    case EmitFormat::accelerate: return detail::emit_accelerate(c);
     case EmitFormat::lightning: return emit_lightning(c);
     case EmitFormat::torchtune: return emit_torchtune(c);
     case EmitFormat::litgpt: return emit_litgpt(c);

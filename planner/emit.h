@@ -15,8 +15,10 @@
 namespace memplan::planner {
 
 enum class EmitFormat { memplan, train_config, deepspeed, hf, lightning,
-                        torchtune,  // planner/emit_torchtune.cpp
-                        litgpt,     // planner/emit_litgpt.cpp
+                        torchtune,   // planner/emit_torchtune.cpp
+                        litgpt,      // planner/emit_litgpt.cpp
+                        axolotl,     // planner/emit_axolotl.cpp
+                        accelerate,  // planner/emit_accelerate.cpp
 };
 bool parse_emit_format(const std::string& s, EmitFormat* out);
 std::vector<std::string> emit_format_names();  // "memplan", "train-config", ...
@@ -50,6 +52,10 @@ struct EmitContext {
 // (torchtune has no DeepSpeed ZeRO, LitGPT's scripts fix checkpointing, ...).
 std::string emit(const EmitContext& c, EmitFormat f);
 
+// The re-check command an emitted file's header states ("# Re-check: memplan estimate --config
+// THIS_FILE ..."), with THIS_FILE replaced by `file`; empty when the header states none.
+std::string recheck_from_header(const std::string& text, const std::string& file);
+
 // The training framework whose runtime a plan for format `f` should be made with (its
 // defaults decide memory), or nullopt when the format does not decide it.
 std::optional<Framework> emit_framework(EmitFormat f);
@@ -71,6 +77,10 @@ std::string emit_format_name(EmitFormat f);
 // says what it cannot express ("HF TrainingArguments turns checkpointing on or off: no every:4").
 // (planner/express.cpp; a format without a rule there can express everything.)
 bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why = nullptr);
+// Whether an HF TrainingArguments / Axolotl file can state the setup's precision regime with its
+// own keys (the emitters add a --precision re-check flag when not; plan never picks such a setup).
+bool hf_writes_precision(const TrainingSetup& s);
+bool axolotl_writes_precision(const TrainingSetup& s);
 // The flags `memplan estimate --config FILE` needs beside the file to re-estimate it: what the
 // format cannot carry (HF: the target; Lightning: all but its trainer arguments).
 std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c);

@@ -16,6 +16,33 @@ std::string emit_format_name(EmitFormat f) {
   return "?";
 }
 
+bool hf_writes_precision(const TrainingSetup& s) {
+  // torch_dtype + bf16/fp16: autocast over fp32 or 16-bit weights; DeepSpeed's and FSDP's
+  // mixed precision (fp32 masters) when they run the step.
+  const bool deepspeed = s.parallel.zero_stage > 0 || s.runtime.framework == Framework::deepspeed;
+  const bool fsdp = !deepspeed && s.parallel.fsdp != FsdpMode::none;
+  const bool full = s.finetune.mode == FinetuneMode::full;
+  const bool mixed = master_bytes_per_param(s.precision) > 0;
+  if (deepspeed) return mixed || s.precision == Precision::fp32;
+  if (fsdp && full) return mixed || s.precision == Precision::fp32 || !is_autocast(s.precision);
+  return !mixed;
+}
+
+bool axolotl_writes_precision(const TrainingSetup& s) {
+  // Axolotl loads the model in its training dtype (bf16/fp16 mean 16-bit weights, no autocast);
+  // DeepSpeed and FSDP full fine-tunes keep fp32 masters.
+  const bool deepspeed = s.parallel.zero_stage > 0 || s.runtime.framework == Framework::deepspeed;
+  const bool fsdp_full = !deepspeed && s.parallel.fsdp != FsdpMode::none && s.finetune.mode == FinetuneMode::full;
+  switch (s.precision) {
+    case Precision::fp32: return true;
+    case Precision::bf16: return !deepspeed;
+    case Precision::fp16: return !deepspeed && !fsdp_full;
+    case Precision::mixed_bf16: case Precision::mixed_fp16: return deepspeed || fsdp_full;
+    case Precision::amp_bf16: case Precision::amp_fp16: return false;
+  }
+  return false;
+}
+
 namespace {
 
 bool none_or_full(const Checkpointing& c) { return c.mode == CheckpointMode::none || c.mode == CheckpointMode::full; }
@@ -34,12 +61,19 @@ bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why) {
       if (!sh.deepspeed) return no(fmt::format("a DeepSpeed config runs DeepSpeed's engine, not {}", sh.describe(s.parallel.data_parallel())));
       return true;
     case EmitFormat::hf:
+    case EmitFormat::axolotl: {
+      // Both run the HF Trainer (Axolotl builds TrainingArguments): checkpointing all or nothing,
+      // and only the precisions their keys can say (hf_writes_precision / axolotl_writes_precision,
+      // the emitters' own rule).
+      const char* tool = f == EmitFormat::hf ? "HF TrainingArguments" : "Axolotl";
       if (!none_or_full(s.checkpointing))
-        return no(fmt::format("HF TrainingArguments turns gradient checkpointing on or off: no {}", to_string(s.checkpointing)));
-      if (sh.fsdp != FsdpMode::none) return no("memplan's HF TrainingArguments file carries no FSDP config");
+        return no(fmt::format("{} turns gradient checkpointing on or off: no {}", tool, to_string(s.checkpointing)));
       if (s.runtime.framework != Framework::hf_trainer && s.runtime.framework != Framework::deepspeed)
-        return no(fmt::format("an HF TrainingArguments file runs the HF Trainer, not --framework {}", to_string(s.runtime.framework)));
+        return no(fmt::format("an {} file runs the HF Trainer, not --framework {}", tool, to_string(s.runtime.framework)));
+      if (!(f == EmitFormat::hf ? hf_writes_precision(s) : axolotl_writes_precision(s)))
+        return no(fmt::format("{} cannot say {} under {}", tool, to_string(s.precision), sh.describe(s.parallel.data_parallel())));
       return true;
+    }
     case EmitFormat::lightning:
       // Lightning's Trainer arguments carry precision, devices, accumulation and the strategy;
       // checkpointing is the LightningModule's (gradient_checkpointing_enable(): all or nothing).

@@ -42,6 +42,10 @@ void apply(TrainingSetup& s, const Sharding& sh) {
   s.parallel.fsdp = sh.fsdp;
   // Offload buffers pinned: what memplan's emitted DeepSpeed configs ask for (faster transfers).
   if (sh.offload != Offload::none) s.parallel.offload_pin_memory = true;
+  // DeepSpeed overlaps communication by default at stage 3 only (overlap_comm = stage == 3 when
+  // unset: deepspeed/runtime/zero/config.py @ v0.16.4 L351-353): what a config written without
+  // the key (accelerate's, an HF one) runs; memplan's own ds_config states it.
+  if (sh.deepspeed && sh.zero == 3) s.parallel.overlap_comm = true;
 }
 
 Precision regime_under(Precision p, const Sharding& sh) {

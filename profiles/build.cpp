@@ -10,6 +10,7 @@
 #include "estimator/capability.h"
 #include "estimator/runtime.h"
 #include "profiles/detail.h"
+#include "profiles/formats.h"
 
 namespace memplan::profiles {
 using detail::lower;
@@ -140,6 +141,7 @@ void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
   from_flag(o, in.lora_rank, "--lora-rank", "finetune.lora_rank", f.lora_rank);
   from_flag(o, in.lora_alpha, "--lora-alpha", "finetune.lora_alpha", f.lora_alpha);
   from_flag(o, in.lora_dropout, "--lora-dropout", "finetune.lora_dropout", f.lora_dropout);
+  from_flag(o, in.double_quant, "--double-quant", "finetune.double_quant", f.double_quant);
   from_flag(o, in.freeze_layers, "--freeze-layers", "finetune.freeze_layers", f.freeze_layers);
   if (in.lora_targets) {
     f.lora_targets = detail::split_list(*in.lora_targets);
@@ -256,6 +258,55 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   choice_flag(o, in.offload, "--offload", "parallel.offload", "offload", parse_offload, offload_names(), s.parallel.offload);
 }
 
+// Axolotl's bf16: auto on a GPU without bf16: its fp16 counterpart (resolve_dtype turns fp16 on).
+void resolve_device_precision(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
+  TrainingSetup& s = b.setup;
+  if (!cfg.precision_follows_device || in.precision) return;
+  // The decision goes into the provenance: the key's position when the file wrote bf16: auto, the
+  // default's text when it left it out.
+  auto say = [&](const std::string& text) {
+    if (const auto it = b.origin.fields.find("precision"); it != b.origin.fields.end()) it->second.key = text;
+    else b.origin.defaults["precision"] = text + "; " + b.origin.defaults["precision"];
+  };
+  const bool cuda = s.device.kind == DeviceKind::cuda;
+  if (!cuda || s.device.bf16) {
+    const std::string where = s.device.family == "generic" ? "no GPU model given: bf16 assumed"
+                                  : fmt::format("{} has bf16", s.device.name);
+    say(fmt::format("bf16: auto -> {} ({})", to_string(s.precision), where));
+    return;
+  }
+  switch (s.precision) {
+    case Precision::bf16: s.precision = Precision::fp16; break;
+    case Precision::amp_bf16: s.precision = Precision::amp_fp16; break;
+    case Precision::mixed_bf16: s.precision = Precision::mixed_fp16; break;
+    default: break;
+  }
+  say(fmt::format("bf16: auto -> {} ({} has no bf16)", to_string(s.precision), s.device.name));
+}
+
+// DeepSpeed "auto" bucket sizes from the hidden size, as transformers' HfTrainerDeepSpeedConfig
+// (integrations/deepspeed.py trainer_config_finalize) and accelerate fill them
+// (src/accelerate/accelerator.py @ v1.14.0 L2314-2320).
+void resolve_auto_buckets(const LoadedConfig& cfg, BuiltSetup& b) {
+  TrainingSetup& s = b.setup;
+  const int64_t h = s.model.hidden_size;
+  if (h <= 0 || h > (int64_t{1} << 24)) return;
+  const char* source = "HF Trainer / accelerate fill DeepSpeed \"auto\" from hidden_size (transformers "
+                       "integrations/deepspeed.py trainer_config_finalize; accelerate src/accelerate/accelerator.py @ "
+                       "v1.14.0 L2314-2320)";
+  if (cfg.auto_reduce_bucket) {
+    s.parallel.reduce_bucket_elems = h * h;
+    b.origin.fields.erase("parallel.reduce_bucket_elems");
+    b.origin.defaults["parallel.reduce_bucket_elems"] = fmt::format("\"auto\" = hidden_size^2 = {}: {}", h * h, source);
+  }
+  if (cfg.auto_prefetch_bucket) {
+    s.parallel.stage3_prefetch_bucket_elems = static_cast<int64_t>(0.9 * static_cast<double>(h * h));
+    b.origin.fields.erase("parallel.stage3_prefetch_bucket_elems");
+    b.origin.defaults["parallel.stage3_prefetch_bucket_elems"] =
+        fmt::format("\"auto\" = int(0.9 hidden_size^2) = {}: {}", s.parallel.stage3_prefetch_bucket_elems, source);
+  }
+}
+
 // True when a flag sets `field` (the fields a file may leave to the command line).
 bool set_by_flag(const SetupInputs& in, const std::string& field) {
   if (field == "batch.seq_len") return in.seq_len.has_value();
@@ -294,13 +345,23 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   if (in.model) {
     s.model = load_model(*in.model, Where::at_flag("--model"), &b.warnings);
     detail::set_model_origin(b.origin, Where::at_flag("--model"));
+  } else if (cfg.model_error) {
+    throw *cfg.model_error;
   } else if (!cfg.has_model) {
     if (cfg.no_model) throw InputError(cfg.no_model->where, cfg.no_model->message, cfg.no_model->hint);
+    const auto format = detail::parse_format(cfg.kind);
+    if (format && *format != detail::ConfigFormat::memplan_yaml && *format != detail::ConfigFormat::deepspeed_json)
+      throw InputError(in.config ? Where::at_file(*in.config) : Where{},
+                       fmt::format("no model given: this {} does not name the model it trains", detail::format_title(*format)),
+                       "pass --model PRESET|HF_ID|config.json (memplan models lists the presets), or add a memplan "
+                       "`model: NAME` key to the file");
     throw InputError(Where{}, "no model given",
                      "pass --model PRESET|config.json or set model: in the config (memplan models lists the presets)");
   }
   apply_device(in, cfg, b);
   apply_training_flags(in, b);
+  resolve_device_precision(in, cfg, b);
+  resolve_auto_buckets(cfg, b);
   apply_finetune(in, b);
   apply_runtime_flags(in, b);
   // Fine-tuning without a stated precision gets its usual recipe: QLoRA trains under bf16
@@ -309,7 +370,8 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   // prepare_model_for_kbit_training also turns gradient checkpointing on by default. Adapters on
   // a pre-quantized checkpoint (GPTQ, AWQ, bitsandbytes, ...) follow the same recipe.
   const bool kbit = s.finetune.mode == FinetuneMode::qlora || (s.finetune.mode == FinetuneMode::lora && s.model.quantized.any());
-  // (A format's own default, e.g. torchtune's enable_activation_checkpointing=False, counts as set.)
+  // A value a config format's reader took from its tool's defaults counts as stated (given()),
+  // e.g. torchtune's enable_activation_checkpointing=False.
   if (!b.origin.given("checkpointing") && kbit) s.checkpointing.mode = CheckpointMode::full;
   if (!b.origin.given("precision") && s.finetune.mode != FinetuneMode::full) {
     s.precision = kbit ? Precision::amp_bf16 : Precision::bf16;
@@ -320,7 +382,7 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   if (in.calibration) b.calibration = load_calibration(*in.calibration);
   // A sequence longer than a learned position table cannot run; 512 is the default otherwise.
   const int64_t positions = s.model.max_position_embeddings;
-  if (!b.origin.fields.count("batch.seq_len") && positions > 0 && positions < s.batch.seq_len) s.batch.seq_len = positions;
+  if (!b.origin.given("batch.seq_len") && positions > 0 && positions < s.batch.seq_len) s.batch.seq_len = positions;
   detail::throw_first_problem(s, b.origin, "", Where{});
   check_device_support(in, b);
   return b;

@@ -54,6 +54,7 @@ struct ConfigState {
   std::optional<Where> load_in_4bit, load_in_8bit;
   std::set<std::string> model_given;                 // model.* fields the file sets inline
   std::vector<std::string> auto_keys;                // DeepSpeed "auto" values left to defaults
+  std::vector<Where> auto_where;                     // their positions
   Where first_auto;
 
   TrainingSetup& s() { return out.setup; }
@@ -185,6 +186,7 @@ double as_fraction(const Node& n) {
 // ---- tables -----------------------------------------------------------------------------------
 
 void read_model(const Node& n, ConfigState& st);
+void resolve(ConfigState& st);
 void read_deepspeed_file(const Node& n, ConfigState& st);
 void use_model(ConfigState& st, const ReadModel& m, const Where& named_at);
 
@@ -507,9 +509,11 @@ const Table& ds_zero_keys() {
                 &Parallelism::reduce_bucket_elems, as_int),
       setup_key({"allgather_bucket_size"}, "parallel.allgather_bucket_elems", &TrainingSetup::parallel,
                 &Parallelism::allgather_bucket_elems, as_int),
-      setup_key({"stage3_prefetch_bucket_size"}, "parallel.stage3_prefetch_bucket_elems", &TrainingSetup::parallel,
+      // DeepSpeed accepts the short names as aliases (deepspeed/runtime/zero/config.py @ v0.16.4
+      // L208-259, alias="stage3_..."); Axolotl's bundled configs use them.
+      setup_key({"stage3_prefetch_bucket_size", "prefetch_bucket_size"}, "parallel.stage3_prefetch_bucket_elems", &TrainingSetup::parallel,
                 &Parallelism::stage3_prefetch_bucket_elems, as_int),
-      setup_key({"stage3_max_live_parameters"}, "parallel.stage3_max_live_parameters", &TrainingSetup::parallel,
+      setup_key({"stage3_max_live_parameters", "max_live_parameters"}, "parallel.stage3_max_live_parameters", &TrainingSetup::parallel,
                 &Parallelism::stage3_max_live_parameters, as_int),
       setup_key({"overlap_comm"}, "parallel.overlap_comm", &TrainingSetup::parallel, &Parallelism::overlap_comm, as_bool),
   };
@@ -541,6 +545,7 @@ void drop_auto(Node& n, ConfigState& st) {
     if (it->second.kind == Node::Kind::scalar && it->second.text == "auto") {
       if (st.auto_keys.empty()) st.first_auto = it->second.where;
       st.auto_keys.push_back(it->second.path);
+      st.auto_where.push_back(keyed(it->second));
       it = e.erase(it);
     } else {
       drop_auto(it->second, st);
@@ -559,6 +564,25 @@ void read_deepspeed_json(Node root, ConfigState& st) {
                              "the Hugging Face integration resolves \"auto\" at run time; pass --micro-batch, "
                              "--grad-accum or --precision to say what it will pick"});
 }
+
+}  // namespace
+
+DeepSpeedConfig read_deepspeed_config(const Node& root, const std::string& path, const fs::path& file) {
+  if (root.kind != Node::Kind::map) type_error(root, "a DeepSpeed config (a mapping of keys)");
+  ConfigState st;
+  st.path = path;
+  st.file = file;
+  Node copy = root;
+  drop_auto(copy, st);
+  read_section(copy, {&ds_root_keys()}, st, &st.out.warnings);
+  resolve(st);
+  DeepSpeedConfig d;
+  d.cfg = std::move(st.out);
+  for (size_t i = 0; i < st.auto_keys.size(); ++i) d.auto_values.emplace_back(st.auto_keys[i], st.auto_where[i]);
+  return d;
+}
+
+namespace {
 
 fs::path beside_config(const ConfigState& st, const std::string& relative) {
   const fs::path p(relative);

@@ -3,6 +3,7 @@
 // and validation glue that load_config and build_setup both use.
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,16 @@ void throw_first_problem(const TrainingSetup& s, const Provenance& origin, const
 // The device for a GPU preset and/or an explicit capacity (either may be absent). An unknown GPU
 // is an InputError at `gpu_where` with the nearest presets as a hint.
 DeviceSpec gpu_device(const std::optional<std::string>& gpu, const Where& gpu_where, std::optional<int64_t> capacity);
+
+// A DeepSpeed config (a ds_config.json, or the same mapping inline in another tool's file) read
+// as memplan's DeepSpeed reader reads it (config.cpp), except that its "auto" values are neither
+// kept nor warned about: they are listed, with their dotted paths and positions, for the caller to
+// fill the way its launcher does (the HF Trainer from TrainingArguments, accelerate from its config).
+struct DeepSpeedConfig {
+  LoadedConfig cfg;
+  std::vector<std::pair<std::string, Where>> auto_values;  // ("zero_optimization.reduce_bucket_size", where)
+};
+DeepSpeedConfig read_deepspeed_config(const Node& root, const std::string& path, const std::filesystem::path& file);
 
 // ---- names (names.cpp) ----
 

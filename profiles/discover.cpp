@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <optional>
 
 #include "profiles/formats.h"
 #include "profiles/profiles.h"
@@ -55,6 +57,30 @@ std::vector<ConfigFile> find_config_files(const std::vector<std::string>& paths)
 // be one. A file that does not parse may be a broken config: the reader reports it.
 std::optional<std::string> not_a_training_config(const std::string& path) {
   const std::string ext = detail::lower(fs::path(path).extension().string());
+  // The tools' own training configs, by the keys their readers detect them from: an HF
+  // TrainingArguments/TRL file or an Axolotl file is checked (its reader says when it names no
+  // model), an accelerate launcher config is not a whole job.
+  if (ext == ".json" || ext == ".yaml" || ext == ".yml") {
+    std::optional<detail::Node> root;
+    try {
+      const std::string text = detail::read_text_file(path);
+      root = ext == ".json" ? detail::parse_json(text, path) : detail::parse_yaml(text, path);
+    } catch (const InputError&) {
+      if (ext != ".json") return std::nullopt;  // a broken YAML config: the reader reports it
+    }
+    if (root && root->kind == detail::Node::Kind::map) {
+      const auto format = detail::detect_format(*root, ext == ".json", false);
+      const auto has = [&](std::initializer_list<const char*> keys) {
+        return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return root->find(k) != nullptr; });
+      };
+      if (format == detail::ConfigFormat::axolotl) return std::nullopt;
+      if (format == detail::ConfigFormat::hf_trainer &&
+          has({"model_name_or_path", "per_device_train_batch_size", "use_peft", "gradient_checkpointing_kwargs"}))
+        return std::nullopt;
+      if (format == detail::ConfigFormat::accelerate)
+        return "accelerate launcher config without a model (memplan estimate --config FILE --model NAME estimates it)";
+    }
+  }
   if (ext == ".json") {
     std::ifstream in(path);
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);

@@ -95,8 +95,11 @@ std::optional<ConfigFormat> detect_format(const Node& root, bool json, bool toml
     if (megatron || has(root, {"exp_manager"})) return ConfigFormat::nemo;
     return ConfigFormat::lightning;
   }
-  const bool memplan_sections = has(root, {"training", "hardware", "memory", "policy", "data", "output", "runtime", "lora"}) ||
-                                (model && model->kind == Node::Kind::map);
+  // A top-level model: (a preset name or a section) or gpu: is memplan's vocabulary: HF and TRL
+  // files name the model with model_name_or_path.
+  const bool memplan_sections =
+      has(root, {"training", "hardware", "memory", "policy", "data", "output", "runtime", "lora", "gpu", "gpu_memory"}) ||
+      model != nullptr;
   if (!memplan_sections && has(root, {"per_device_train_batch_size", "model_name_or_path", "output_dir", "use_peft",
                                       "gradient_checkpointing_kwargs", "max_seq_length", "optim", "fsdp_config"}))
     return ConfigFormat::hf_trainer;
@@ -139,6 +142,9 @@ void ReadState::defer(const std::string& field, const Where& where, const std::s
 
 FormatReader format_reader(ConfigFormat f) {
   switch (f) {
+    case ConfigFormat::hf_trainer: return read_hf_trainer_config;
+    case ConfigFormat::axolotl: return read_axolotl_config;
+    case ConfigFormat::accelerate: return read_accelerate_config;
     case ConfigFormat::torchtune: return read_torchtune;
     case ConfigFormat::torchtitan: return read_torchtitan;
     case ConfigFormat::litgpt: return read_litgpt;

@@ -77,6 +77,11 @@ std::optional<ToolModelRef> litgpt_model_for(const ModelSpec& m);
 // The reader of a format, or nullptr when it is one of config.cpp's own (memplan, DeepSpeed, HF).
 FormatReader format_reader(ConfigFormat f);
 
+// The readers of profiles/formats/: HF TrainingArguments / TRL, Axolotl, accelerate.
+void read_hf_trainer_config(const Node& root, ReadState& st);
+void read_axolotl_config(const Node& root, ReadState& st);
+void read_accelerate_config(const Node& root, ReadState& st);
+
 // TOML into the same Node tree (toml++), with positions; InputError at the syntax error.
 Node parse_toml(const std::string& text, const std::string& path);
 

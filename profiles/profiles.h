@@ -151,6 +151,16 @@ struct LoadedConfig {
   std::vector<Deferred> deferred;
   std::string kind;                          // the format read: "memplan", "deepspeed", "hf-config",
                                              // "hf-trainer", "axolotl", "torchtune", ... (formats.h)
+  // The 16-bit type follows the target GPU (Axolotl's bf16: auto): the bf16 regimes the reader set
+  // become their fp16 counterparts when the setup is built for a GPU without bf16.
+  bool precision_follows_device = false;
+  // DeepSpeed bucket sizes written "auto", filled from the model's hidden size h once the model is
+  // known (reduce_bucket_size h^2, stage3_prefetch_bucket_size 0.9 h^2), as the HF Trainer and
+  // accelerate fill them; the position of the "auto".
+  std::optional<Where> auto_reduce_bucket, auto_prefetch_bucket;
+  // The file's model could not be resolved (an unknown name, a Hub id offline): raised when the
+  // setup is built unless --model replaces it.
+  std::optional<InputError> model_error;
 };
 
 // Reads a training config in any format memplan knows (memplan YAML in the guides' dialects,
@@ -229,6 +239,7 @@ struct SetupInputs {
   std::optional<double> lora_alpha;          // --lora-alpha
   std::optional<std::string> lora_targets;   // --lora-targets q,k,v,o | all-linear
   std::optional<double> lora_dropout;        // --lora-dropout
+  std::optional<bool> double_quant;          // --double-quant / --no-double-quant (QLoRA's nested quantization)
   std::optional<int64_t> freeze_layers;      // --freeze-layers
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
   std::optional<int64_t> tensor_parallel;    // --tensor-parallel

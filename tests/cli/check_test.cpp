@@ -21,6 +21,7 @@
 #include "cli/common.h"
 #include "planner/check.h"
 #include "profiles/profiles.h"
+#include "tests/profiles/local_hub.h"
 
 namespace fs = std::filesystem;
 using memplan::cli::gib;
@@ -500,6 +501,64 @@ TEST_CASE("memplan check DIR: the training tools' configs are checked, TOML incl
   CHECK(has_line(r.out, "SKIP  " + d + "/pyproject.toml: not a training config: TOML without a [model] table (not a torchtitan "
                         "job config)"));
   CHECK(r.code == 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("memplan check DIR: HF TrainingArguments/TRL and Axolotl configs are checked, not skipped; accelerate's launcher config is") {
+  testing::EnvGuard env;  // the Hub ids of the fixtures resolve through the test cache, offline
+  const std::string formats = std::string(MEMPLAN_TEST_DATA) + "/formats/";
+  env.set("HF_HUB_CACHE", formats + "hf_cache");
+  env.set("HF_HUB_OFFLINE", "1");
+  env.unset("HUGGINGFACE_HUB_CACHE");
+  const fs::path dir = fs::temp_directory_path() / "memplan-check-hf-family";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(formats + "hf-trl/02-trl-qlora-docs-defaults.yaml", dir / "trl_qlora.yaml");
+  fs::copy_file(formats + "hf-trl/08-run-clm-defaults.json", dir / "run_clm.json");
+  fs::copy_file(formats + "axolotl/01-llama-3.2-1b-qlora.yml", dir / "axolotl_qlora.yml");
+  fs::copy_file(formats + "accelerate/06-single-accelerator.yaml", dir / "accelerate.yaml");
+  // TrainingArguments without model_name_or_path: a training config that cannot be built.
+  std::ofstream(dir / "no_model.yaml") << "per_device_train_batch_size: 4\ngradient_accumulation_steps: 2\nbf16: true\n";
+  const std::string d = dir.lexically_normal().string();
+  const CheckRun r = check({d, "--gpu", "h100-80gb"});
+  CAPTURE(r.out);
+  CHECK(lines_starting(r.out, "PASS  " + d + "/trl_qlora.yaml  ").size() == 1);
+  CHECK(lines_starting(r.out, "PASS  " + d + "/run_clm.json  ").size() == 1);
+  CHECK(lines_starting(r.out, "PASS  " + d + "/axolotl_qlora.yml  ").size() == 1);
+  CHECK(has_line(r.out, "ERROR " + d + "/no_model.yaml: error: no model given: this HF TrainingArguments / TRL config does not name "
+                        "the model it trains"));
+  CHECK(has_line(r.out, "SKIP  " + d + "/accelerate.yaml: not a training config: accelerate launcher config without a model "
+                        "(memplan estimate --config FILE --model NAME estimates it)"));
+  CHECK(has_line(r.out, "memplan check: 3 configs checked: 3 passed, 0 failed; 1 invalid; 1 skipped"));
+  CHECK(r.code == 2);
+  fs::remove(dir / "no_model.yaml");
+  CHECK(check({d, "--gpu", "h100-80gb", "--strict"}).code == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("memplan check fails closed: nothing checked is exit 2, --strict or not, unless --allow-empty") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-check-empty";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "workflow.yml") << "jobs:\n  test:\n    runs-on: ubuntu-latest\n";
+  const std::string d = dir.lexically_normal().string();
+  for (const std::vector<std::string>& args : {std::vector<std::string>{d}, std::vector<std::string>{d, "--strict"}}) {
+    const CheckRun r = check(args);
+    CHECK(r.code == 2);
+    CHECK(has_line(r.out, "SKIP  " + d + "/workflow.yml: not a training config: CI workflow (jobs:)"));
+    CHECK(has_line(r.out, "memplan check: 0 configs checked: 0 passed, 0 failed; 0 invalid; 1 skipped"));
+    CHECK(has_line(r.err, "error: no training config was checked (1 file skipped)"));
+    CHECK(has_line(r.err, "hint: name the training configs (a named file that is not one is an error that says why), or pass "
+                          "--allow-empty to accept a run that checks none"));
+  }
+  const CheckRun allowed = check({d, "--allow-empty"});
+  CHECK(allowed.code == 0);
+  CHECK(allowed.err.empty());
+  fs::remove(dir / "workflow.yml");
+  const CheckRun none = check({d});  // an empty folder
+  CHECK(none.code == 2);
+  CHECK(has_line(none.err, "error: no training config was checked (0 files skipped)"));
+  CHECK(check({d, "--allow-empty"}).code == 0);
   fs::remove_all(dir);
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "tests/profiles/local_hub.h"
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -654,7 +655,7 @@ TEST_CASE("plan --emit prints the config on stdout and the report on stderr; --o
   CHECK(line(json_too.err, 1) == "hint: add --out FILE for the config, or drop --json/--yaml");
   const Run bad = with({"--emit", "seed"});
   CHECK(bad.code == 2);
-  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning, torchtune, litgpt");
+  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, trl, lightning, torchtune, litgpt, axolotl, accelerate");
   fs::remove_all(dir);
 }
 
@@ -710,8 +711,9 @@ TEST_CASE("plan --emit: every format's file re-estimates within 0.5% of the plan
   const fs::path dir = fs::temp_directory_path() / "memplan-plan-roundtrip";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  for (const std::string fmt_name : {"memplan", "train-config", "deepspeed", "hf", "lightning", "torchtune", "litgpt"})
-    for (const std::vector<std::string> extra : {std::vector<std::string>{}, std::vector<std::string>{"--precision", "amp-bf16"}}) {
+  for (const std::string fmt_name : {"memplan", "train-config", "deepspeed", "hf", "trl", "lightning", "torchtune", "litgpt", "axolotl",
+                                       "accelerate"})
+    for (const std::vector<std::string>& extra : {std::vector<std::string>{}, std::vector<std::string>{"--precision", "amp-bf16"}}) {
       CAPTURE(fmt_name);
       CAPTURE(extra.size());
       const std::string out = (dir / (fmt_name + std::to_string(extra.size()) + ".cfg")).string();
@@ -859,4 +861,114 @@ TEST_CASE("plan --emit lightning writes one runtime section in its memplan block
   for (size_t at = r.out.find("runtime:"); at != std::string::npos; at = r.out.find("runtime:", at + 1)) ++n;
   CHECK(n == 1);
   CHECK(contains(r.out, "\n# runtime:\n#   framework: lightning\n"));
+}
+
+TEST_CASE("plan --config an HF/TRL or Axolotl file --emit hf|axolotl|accelerate: the global batch it implies, and a file that reads back") {
+  memplan::testing::EnvGuard env;  // the fixtures' Hub ids resolve through the test cache, offline
+  const std::string formats = std::string(MEMPLAN_TEST_DATA) + "/formats/";
+  env.set("HF_HUB_CACHE", formats + "hf_cache");
+  env.set("HF_HUB_OFFLINE", "1");
+  env.unset("HUGGINGFACE_HUB_CACHE");
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-from-configs";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const struct {
+    const char* config;
+    int64_t global_batch;  // per_device x accumulation x 4 GPUs
+  } rows[] = {
+      {"hf-trl/01-zephyr-7b-sft-qlora.yaml", 4 * 2 * 4},      // QLoRA without nested quantization (TRL's default)
+      {"axolotl/01-llama-3.2-1b-qlora.yml", 2 * 4 * 4},       // a Hub id through the cache
+      {"axolotl/02-llama-3.1-8b-fft-liger-fsdp.yaml", 1 * 8 * 4},
+  };
+  for (const auto& row : rows) {
+    for (const char* format : {"hf", "axolotl", "accelerate"}) {
+      CAPTURE(row.config);
+      CAPTURE(format);
+      const std::string out = (dir / (std::string(format) + ".yaml")).string();
+      std::vector<std::string> args = {"plan",  "--config", formats + row.config, "--gpu", "a100-80gb", "--gpus", "4",
+                                       "--emit", format,     "--out",             out,     "--force"};
+      const Run text = invoke(args);
+      REQUIRE(text.code == 0);
+      args.push_back("--json");
+      const Run p = invoke(args);
+      REQUIRE(p.code == 0);
+      const json best = parse_json(p).at("best");
+      CHECK(best.at("global_batch") == row.global_batch);
+      const size_t at = text.out.find("re-check it: memplan ");
+      REQUIRE(at != std::string::npos);
+      std::istringstream cmd(line(text.out.substr(at + 21), 0));
+      std::vector<std::string> recheck;
+      for (std::string w; cmd >> w;) recheck.push_back(w);
+      CHECK(std::find(recheck.begin(), recheck.end(), "NAME") == recheck.end());  // the model is named
+      recheck.push_back("--json");
+      const Run e = invoke(recheck);
+      REQUIRE(e.code == 0);
+      const json ej = parse_json(e);
+      const json in = parse_json(invoke({"estimate", "--config", formats + row.config, "--gpu", "a100-80gb", "--gpus", "4", "--json"}));
+      CHECK(ej.at("per_gpu").at("peak_bytes") == best.at("peak_bytes"));
+      CHECK(ej.at("setup").at("finetune") == in.at("setup").at("finetune"));
+      CHECK(ej.at("setup").at("model").at("name") == in.at("setup").at("model").at("name"));
+      CHECK(ej.at("setup").at("batch").at("seq_len") == in.at("setup").at("batch").at("seq_len"));
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("plan --emit hf|axolotl|accelerate: the file and its header's re-check command estimate to the plan's setup and peak") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-hf-family";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // DDP+ZeRO on two GPUs, QLoRA on one 24 GiB card, LoRA on an fp16-only card, FSDP on eight.
+  const std::vector<std::vector<std::string>> plans = {
+      {"--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--gpus", "2", "--global-batch", "32", "--seq-len", "1024"},
+      {"--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--global-batch", "16", "--seq-len", "2048", "--finetune", "qlora",
+       "--lora-rank", "16"},
+      {"--model", "llama-3.2-1b", "--gpu", "t4", "--global-batch", "8", "--seq-len", "1024", "--finetune", "lora"},
+      {"--model", "llama-3.1-8b", "--gpu", "h100-80gb", "--gpus", "8", "--global-batch", "64", "--seq-len", "4096", "--fsdp",
+       "full_shard"},
+  };
+  for (const char* format : {"hf", "trl", "axolotl", "accelerate"}) {
+    for (size_t i = 0; i < plans.size(); ++i) {
+      CAPTURE(format);
+      CAPTURE(i);
+      const std::string out = (dir / (std::string(format) + std::to_string(i) + ".yaml")).string();
+      std::vector<std::string> args = {"plan"};
+      args.insert(args.end(), plans[i].begin(), plans[i].end());
+      for (const char* a : {"--emit", format, "--out", out.c_str(), "--force"}) args.push_back(a);
+      const Run text = invoke(args);
+      REQUIRE(text.code == 0);
+      args.push_back("--json");
+      const Run p = invoke(args);
+      REQUIRE(p.code == 0);
+      const json best = parse_json(p).at("best");
+      // The report's re-check command, as the emitted file's header states it.
+      const size_t at = text.out.find("re-check it: memplan ");
+      REQUIRE(at != std::string::npos);
+      std::istringstream cmd(line(text.out.substr(at + 21), 0));
+      std::vector<std::string> recheck;
+      for (std::string w; cmd >> w;) recheck.push_back(w);
+      REQUIRE(recheck.size() >= 3);
+      CHECK(recheck[0] == "estimate");
+      CHECK(recheck[2] == out);
+      recheck.push_back("--json");
+      const Run e = invoke(recheck);
+      REQUIRE(e.code == 0);
+      const json ej = parse_json(e);
+      const json& s = ej.at("setup");
+      CHECK(ej.at("per_gpu").at("peak_bytes") == best.at("peak_bytes"));
+      CHECK(s.at("batch").at("micro_batch") == best.at("micro_batch"));
+      CHECK(s.at("batch").at("grad_accum") == best.at("grad_accum"));
+      CHECK(s.at("precision") == best.at("precision"));
+      CHECK(s.at("attention") == best.at("attention"));
+      CHECK(s.at("checkpointing") == best.at("checkpointing"));
+      CHECK(s.at("optimizer") == best.at("optimizer"));
+      CHECK(s.at("parallel").at("zero_stage") == best.at("zero_stage"));
+      CHECK(s.at("parallel").at("offload") == best.at("offload"));
+      CHECK(s.at("parallel").at("num_gpus") == (i == 0 ? 2 : i == 3 ? 8 : 1));
+      CHECK(s.at("finetune").at("mode") == (i == 1 ? "qlora" : i == 2 ? "lora" : "full"));
+      if (i == 1) CHECK(s.at("finetune").at("lora_rank") == 16);
+      CHECK(ej.at("warnings").empty());
+    }
+  }
+  fs::remove_all(dir);
 }

@@ -206,7 +206,7 @@ TEST_CASE("a model loaded in bfloat16 under DeepSpeed is DeepSpeed's mixed preci
   fs::create_directories(dir);
   const std::string path = (dir / "sft.yaml").string();
   std::ofstream(path) << "model_name_or_path: gpt2\ntorch_dtype: bfloat16\nper_device_train_batch_size: 2\n"
-                         "deepspeed:\n  use_deepspeed: true\n  zero_stage: 3\n";
+                         "deepspeed:\n  zero_optimization:\n    stage: 3\n";
   SetupInputs in;
   in.config = path;
   in.gpu = "a100-80gb";

@@ -31,10 +31,6 @@ std::vector<std::string> warnings_of(const LoadedConfig& c) {
   return out;
 }
 
-bool has(const std::vector<std::string>& messages, const std::string& part) {
-  return std::any_of(messages.begin(), messages.end(), [&](const std::string& m) { return m.find(part) != std::string::npos; });
-}
-
 std::string error_of(const std::string& text) {
   try {
     load_config_text(text, "tt.yaml", "tt.yaml");

@@ -1,0 +1,27 @@
+// Pieces the emitters share (internal to planner/): the header every file opens with, the
+// DeepSpeed config memplan writes, and the emitters that live in their own files
+// (emit_<tool>.cpp). Not part of the planner's public interface (emit.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "planner/emit.h"
+
+namespace memplan::planner::detail {
+
+// The header lines (model, GPU, estimated peak, headroom, global batch), without comment markers.
+std::vector<std::string> header_lines(const EmitContext& c);
+// The DeepSpeed config memplan's deepspeed emitter writes (train batch, precision, ZeRO section),
+// as JSON indented by 2, without the "memplan" block.
+std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch);
+
+// "memplan estimate --config FILE --gpu rtx-3090 --gpus 2 [flags]": how to re-check an emitted file
+// whose format cannot hold the target (and `flags`: whatever else it cannot hold).
+std::string recheck_command(const EmitContext& c, const std::string& file, const std::vector<std::string>& flags);
+
+std::string emit_hf(const EmitContext& c);
+std::string emit_axolotl(const EmitContext& c);
+std::string emit_accelerate(const EmitContext& c);
+
+}  // namespace memplan::planner::detail
