@@ -554,9 +554,42 @@ void drop_auto(Node& n, ConfigState& st) {
   }
 }
 
+// Top-level keys DeepSpeed reads that change memory and memplan does not model, and keys that are
+// not DeepSpeed's at all but name a memory setting (accelerate's zero_stage, offload_* at the top):
+// warned, never dropped silently. DeepSpeed's key names: deepspeed/runtime/constants.py and
+// deepspeed/runtime/config.py @ v0.16.4.
+void warn_unread_deepspeed_keys(const Node& root, ConfigState& st) {
+  static const char* const kUnmodelled[] = {"amp", "activation_checkpointing", "sparse_attention", "data_types",
+                                            "communication_data_type", "torch_autocast", "compile", "hybrid_engine",
+                                            "pipeline", "tensor_parallel", "compression_training", "elasticity"};
+  // DeepSpeed's own keys whose names look like memory settings but are not: the optimizer guards
+  // and checkpoint saving.
+  static const char* const kNeutral[] = {"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "checkpoint",
+                                         "load_universal_checkpoint", "use_node_local_storage", "dump_state",
+                                         "memory_breakdown"};
+  static const char* const kMarkers[] = {"zero", "stage", "offload", "micro_batch", "checkpoint", "precision", "dtype"};
+  std::vector<std::string> known;
+  for (const auto& k : ds_root_keys()) known.insert(known.end(), k.names.begin(), k.names.end());
+  for (const auto& [key, value] : root.entries) {
+    if (std::find(known.begin(), known.end(), key) != known.end() || near_miss(key, known)) continue;
+    if (std::find(std::begin(kNeutral), std::end(kNeutral), key) != std::end(kNeutral)) continue;
+    if (std::find(std::begin(kUnmodelled), std::end(kUnmodelled), key) != std::end(kUnmodelled)) {
+      st.out.warnings.push_back({value.where, fmt::format("DeepSpeed's '{}' changes memory and memplan does not model it", key),
+                                 "the estimate is made as if it were absent"});
+      continue;
+    }
+    const std::string l = lower(key);
+    if (std::any_of(std::begin(kMarkers), std::end(kMarkers), [&](const char* m) { return l.find(m) != std::string::npos; }))
+      st.out.warnings.push_back({value.where, fmt::format("'{}' is not a DeepSpeed config key, and its name says it may change memory", key),
+                                 "DeepSpeed ignores it; ZeRO settings go under zero_optimization (stage, offload_optimizer, "
+                                 "offload_param)"});
+  }
+}
+
 void read_deepspeed_json(Node root, ConfigState& st) {
   drop_auto(root, st);
   read_section(root, {&ds_root_keys()}, st, &st.out.warnings);
+  warn_unread_deepspeed_keys(root, st);
   if (st.auto_keys.empty()) return;
   st.out.warnings.push_back({st.first_auto,
                              fmt::format("{} DeepSpeed value(s) are \"auto\" ({}); memplan keeps its defaults for them",
@@ -575,6 +608,7 @@ DeepSpeedConfig read_deepspeed_config(const Node& root, const std::string& path,
   Node copy = root;
   drop_auto(copy, st);
   read_section(copy, {&ds_root_keys()}, st, &st.out.warnings);
+  warn_unread_deepspeed_keys(copy, st);
   resolve(st);
   DeepSpeedConfig d;
   d.cfg = std::move(st.out);
@@ -592,8 +626,10 @@ fs::path beside_config(const ConfigState& st, const std::string& relative) {
 // deepspeed: is a section of switches, or (HF TrainingArguments style) the path of a ds_config.json.
 void read_deepspeed_file(const Node& n, ConfigState& st) {
   // HF TrainingArguments also takes the DeepSpeed config itself as a mapping.
-  if (n.kind == Node::Kind::map && (n.find("zero_optimization") || n.find("train_micro_batch_size_per_gpu")))
-    return read_section(n, {&ds_root_keys()}, st, &st.out.warnings);
+  if (n.kind == Node::Kind::map && (n.find("zero_optimization") || n.find("train_micro_batch_size_per_gpu"))) {
+    read_section(n, {&ds_root_keys()}, st, &st.out.warnings);
+    return warn_unread_deepspeed_keys(n, st);
+  }
   if (n.kind != Node::Kind::scalar) return read_section(n, {&deepspeed_keys()}, st, &st.out.warnings);
   const std::string path = beside_config(st, as_text(n)).string();
   read_deepspeed_json(parse_json(read_text_file(path), path), st);

@@ -327,6 +327,14 @@ TEST_CASE("keys memplan cannot model are warnings naming the key and why; --stri
       {"train_batch_size: 64\n",
        "bad.yaml:2:1: warning: unknown key 'train_batch_size': memplan does not read it, and its name says it may change "
        "memory\nhint: check its spelling against TrainingArguments/TRL's documentation; the estimate is made without it"},
+      // An inline ds_config: accelerate's key names are not DeepSpeed's, and DeepSpeed keys memplan
+      // does not model are said.
+      {"deepspeed:\n  zero_optimization:\n    stage: 2\n  zero_stage: 3\n",
+       "bad.yaml:5:3: warning: 'zero_stage' is not a DeepSpeed config key, and its name says it may change memory\nhint: "
+       "DeepSpeed ignores it; ZeRO settings go under zero_optimization (stage, offload_optimizer, offload_param)"},
+      {"deepspeed:\n  zero_optimization:\n    stage: 2\n  activation_checkpointing:\n    cpu_checkpointing: true\n",
+       "bad.yaml:5:3: warning: DeepSpeed's 'activation_checkpointing' changes memory and memplan does not model it\nhint: "
+       "the estimate is made as if it were absent"},
       {"fsdp: \"full_shard auto_wrap\"\nfsdp_config:\n  fsdp_activation_checkpointng: true\n",
        "bad.yaml:4:3: warning: unknown key 'fsdp_config.fsdp_activation_checkpointng'\nhint: did you mean "
        "'fsdp_activation_checkpointing'?"},
