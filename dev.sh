@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The README's quick start, on a fresh Debian 12 machine:
 #   ./dev.sh demo   install what the core needs, build it, run `memplan fit` on a bundled example
-#   ./dev.sh test   install everything (LibTorch included), build, run every test suite through ctest
-# Also: ./dev.sh build (install everything + build only).
+#   ./dev.sh test   install everything (LibTorch included), build, run every test suite through ctest,
+#                   the LibTorch 2.6 suites included (a Debian 13 root, scripts/trixie-root)
+# Also: ./dev.sh build (install everything + build only). MEMPLAN_SKIP_TORCH26=1 leaves out the
+# 2.6 root (its ctest entry then reports "skipped").
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -41,6 +43,44 @@ build() {
   cmake --build build -j "$(nproc)"
 }
 
+# The Debian 13 root with LibTorch 2.6 and the calibrate suites built in it (build-trixie/): made
+# once and cached, reused after (scripts/trixie-root). The main build's ctest runs them as
+# torch26_calibrate_suites, which must then not be skipped.
+trixie_root() {  # chroot and mounts need root; sudo resets the environment, so pass the root's place on
+  if [ "$(id -u)" -eq 0 ]; then
+    scripts/trixie-root "$@"
+  else
+    sudo env ${MEMPLAN_TRIXIE_ROOT:+MEMPLAN_TRIXIE_ROOT="$MEMPLAN_TRIXIE_ROOT"} scripts/trixie-root "$@"
+  fi
+}
+
+# Making the root is mostly download and unpacking: it runs beside the main build.
+ROOT_LOG=""
+ROOT_PID=""
+torch26_root_start() {
+  [ "${MEMPLAN_SKIP_TORCH26:-0}" = 1 ] && return 0
+  [ "$(id -u)" -eq 0 ] || sudo -v  # ask for the password now, not in the background
+  ROOT_LOG="$(mktemp)"
+  trixie_root root > "$ROOT_LOG" 2>&1 &
+  ROOT_PID=$!
+}
+
+torch26() {
+  if [ "${MEMPLAN_SKIP_TORCH26:-0}" = 1 ]; then
+    echo "dev.sh: MEMPLAN_SKIP_TORCH26=1: the LibTorch 2.6 suites will be skipped" >&2
+    return 0
+  fi
+  local status=0
+  if [ -n "$ROOT_PID" ]; then
+    wait "$ROOT_PID" || status=$?
+    cat "$ROOT_LOG" >&2
+    rm -f "$ROOT_LOG"
+    [ "$status" -eq 0 ] || exit "$status"
+  fi
+  trixie_root build
+  export MEMPLAN_REQUIRE_TORCH26=1
+}
+
 case "${1:-demo}" in
   demo)
     install_missing "${CORE[@]}"
@@ -51,7 +91,9 @@ case "${1:-demo}" in
     ;;
   test)
     install_missing "${FULL[@]}"
+    torch26_root_start
     build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_PYTHON=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
+    torch26
     # -V: every suite's output reaches the log, so the CPU matrix and published tables are
     # printed in every CI run, passing or not.
     ctest --test-dir build -V

@@ -532,14 +532,17 @@ class Model : public Decoder {
     if (!gpt2_) {
       const auto mdt = x.scalar_type();
       // LlamaModel._update_causal_mask with an all-ones attention_mask: the (s, s) triangle of
-      // finfo.min, expanded to (b, 1, s, s) and cloned.
-      Tensor tri = torch::full({sq, sq}, finfo_min(mdt), torch::TensorOptions().dtype(mdt).device(dev)).triu(1);
-      sh.mask = tri.index({None, None}).expand({b, 1, sq, sq}).clone();
-      if (m_.sliding_window > 0 && m_.global_attention_every > 0) {
-        // create_sliding_window_causal_mask: also masks keys more than `window` behind.
-        Tensor sw = torch::full({sq, sq}, finfo_min(mdt), torch::TensorOptions().dtype(mdt).device(dev)).tril(-m_.sliding_window);
-        sw = sw + tri;
-        sh.sliding = sw.index({None, None}).expand({b, 1, sq, sq}).clone();
+      // finfo.min, expanded to (b, 1, s, s) and cloned. The sdpa path gets None instead when the
+      // batch has no padding (AttentionMaskConverter._ignore_causal_mask_sdpa).
+      if (s_.attention == AttentionImpl::eager || s_.runtime.sdpa_mask == SdpaMask::tensor) {
+        Tensor tri = torch::full({sq, sq}, finfo_min(mdt), torch::TensorOptions().dtype(mdt).device(dev)).triu(1);
+        sh.mask = tri.index({None, None}).expand({b, 1, sq, sq}).clone();
+        if (m_.sliding_window > 0 && m_.global_attention_every > 0) {
+          // create_sliding_window_causal_mask: also masks keys more than `window` behind.
+          Tensor sw = torch::full({sq, sq}, finfo_min(mdt), torch::TensorOptions().dtype(mdt).device(dev)).tril(-m_.sliding_window);
+          sw = sw + tri;
+          sh.sliding = sw.index({None, None}).expand({b, 1, sq, sq}).clone();
+        }
       }
       if (inv_freq_.defined()) {
         // LlamaRotaryEmbedding.forward with position_ids (1, s): cos/sin (1, s, d) in x.dtype.
@@ -721,15 +724,7 @@ class Model : public Decoder {
     const Tensor& mask = l.sliding ? sh.sliding : sh.mask;
     Tensor o;
 #if MEMPLAN_TORCH_AT_LEAST(2, 0)
-    if (s_.attention != AttentionImpl::eager) {
-      // sdpa_attention_forward: no mask, is_causal, GQA natively on torch >= 2.5.
-#if MEMPLAN_TORCH_AT_LEAST(2, 5)
-      o = at::scaled_dot_product_attention(q, k, v, {}, m_.attention_dropout, true, c10::nullopt, kv < a);
-#else
-      o = at::scaled_dot_product_attention(q, repeat_kv(k, a / kv), repeat_kv(v, a / kv), {}, m_.attention_dropout, true);
-#endif
-      o = o.transpose(1, 2).contiguous();
-    }
+    if (s_.attention != AttentionImpl::eager) o = sdpa(q, k, v, sh);
 #endif
     if (!o.defined()) {
       // eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout)
@@ -805,6 +800,30 @@ class Model : public Decoder {
     if (l.shared.down.w.defined()) out = out + l.shared(m_, residuals);
     return out;
   }
+
+#if MEMPLAN_TORCH_AT_LEAST(2, 0)
+  // HF sdpa_attention_forward (integrations/sdpa_attention.py): K/V go in at their own head count
+  // with enable_gqa when torch >= 2.5 and there is no mask tensor (use_gqa_in_sdpa), else
+  // repeat_kv copies them; is_causal when no mask is passed and the layer is causal. Which kernel
+  // runs is torch's choice (on CPU: the flash kernel, or the math path for GQA or dropout).
+  Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Shared& sh) const {
+    const int64_t a = m_.num_attention_heads, kv = m_.num_key_value_heads;
+    const SdpaMask mode = s_.runtime.sdpa_mask;
+    const bool with_mask = mode == SdpaMask::tensor;
+    const bool gqa = kv < a && !with_mask && MEMPLAN_TORCH_AT_LEAST(2, 5);
+    const Tensor key = gqa ? k : repeat_kv(k, a / kv);
+    const Tensor value = gqa ? v : repeat_kv(v, a / kv);
+    c10::optional<Tensor> mask;
+    if (with_mask) mask = sh.mask.index({Slice(), Slice(), Slice(), Slice(None, key.size(-2))});
+    const bool causal = mode == SdpaMask::is_causal;
+#if MEMPLAN_TORCH_AT_LEAST(2, 5)
+    Tensor o = at::scaled_dot_product_attention(q, key, value, mask, m_.attention_dropout, causal, c10::nullopt, gqa);
+#else
+    Tensor o = at::scaled_dot_product_attention(q, key, value, mask, m_.attention_dropout, causal);
+#endif
+    return o.transpose(1, 2).contiguous();
+  }
+#endif
 
   // MixtralSparseMoeBlock.forward (loop over experts).
   Tensor moe(const Layer& l, const Tensor& x) const {

@@ -5,6 +5,7 @@
 #include "calibrate/measure.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -146,7 +147,7 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
         m.router_bias)
       return missing("this mixture-of-experts block");
   }
-  if (s.finetune.mode == FinetuneMode::qlora || s.finetune.base_quant != BaseQuant::none)
+  if (s.finetune.mode == FinetuneMode::qlora || s.finetune.base_quant != BaseQuant::none || s.model.quantized.any())
     return "QLoRA/8-bit bases need bitsandbytes on CUDA; the harness measures LoRA on a 16/32-bit base";
   if (s.parallel.num_gpus > 1 || s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none ||
       s.parallel.tensor_parallel > 1 || s.parallel.pipeline_parallel > 1)
@@ -167,11 +168,21 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
       return "mixed-fp16/mixed-bf16 are DeepSpeed's regimes (fp32 master copies): measure amp-bf16 or bf16 instead";
   }
   if (s.checkpointing.mode == CheckpointMode::selective) return "selective checkpointing is not measured (none, full and every:K are)";
+  if (s.attention == AttentionImpl::flash) return "flash-attn is a CUDA extension: measure --attention sdpa or eager";
   if (s.attention != AttentionImpl::eager) {
-#if !MEMPLAN_TORCH_AT_LEAST(2, 0)
-    return "LibTorch 1.13 has no public scaled_dot_product_attention: measure --attention eager";
-#endif
+    if (!MEMPLAN_TORCH_AT_LEAST(2, 0))
+      return fmt::format("LibTorch {} has no public scaled_dot_product_attention (2.0+): measure --attention eager", torch_version());
     if (gpt2_block) return "SDPA is measured for Llama-style models only";
+  }
+  switch (s.runtime.optimizer_impl) {
+    case OptimizerImpl::automatic: case OptimizerImpl::for_loop: break;
+    case OptimizerImpl::foreach:
+      if (!MEMPLAN_TORCH_AT_LEAST(2, 0))
+        return fmt::format("the foreach step is torch 2.x's (_foreach_lerp_ is 2.0+); LibTorch {} runs for-loop", torch_version());
+      if (s.optimizer != OptimizerKind::adamw && s.optimizer != OptimizerKind::adam)
+        return "the foreach step is measured for AdamW and Adam (SGD's foreach step allocates like its for-loop)";
+      break;
+    case OptimizerImpl::fused: return "the fused optimizer step is not measured (for-loop and foreach are)";
   }
   if (cuda && !cuda_available()) return "this memplan was built without CUDA or no GPU is visible";
   return "";
@@ -183,10 +194,10 @@ TrainingSetup harness_setup(const TrainingSetup& s, const MeasureOptions& opt) {
   TrainingSetup h = s;
   h.runtime.torch_major = TORCH_VERSION_MAJOR;
   h.runtime.torch_minor = TORCH_VERSION_MINOR;
-  h.runtime.optimizer_impl = OptimizerImpl::for_loop;  // LibTorch's optimizers loop over params
+  // LibTorch's optimizers loop over the parameters; foreach is the harness's own step.
+  if (h.runtime.optimizer_impl != OptimizerImpl::foreach) h.runtime.optimizer_impl = OptimizerImpl::for_loop;
   h.runtime.loss_upcast = true;
   h.runtime.keep_logits = false;
-  h.runtime.zero_grad_set_to_none = true;  // the harness resets .grad after each step
   if (is_cuda(opt.device)) {
     h.device.kind = DeviceKind::cuda;
   } else {
@@ -204,6 +215,78 @@ struct RunOutcome {
   int64_t weights = 0, states = 0, forward_end = 0, context = 0, device_used_peak = 0, peak_reserved = 0;
   std::string oom;
 };
+
+// torch.optim.AdamW/Adam(foreach=True) of torch 2.x: _multi_tensor_adamw / _multi_tensor_adam
+// (torch/optim/adamw.py, adam.py @ v2.6.0) for one device and dtype group, with the same list
+// temporaries: states are created with zeros_like at the first step (_init_group), the update
+// holds one sqrt(exp_avg_sq) list (+1 x the trainable parameters) and nothing else. Adam's
+// weight_decay is 0 here, so its grads-plus-decay copy never exists.
+class ForeachAdam {
+ public:
+  ForeachAdam(std::vector<torch::Tensor> params, double lr, double weight_decay)
+      : params_(std::move(params)), lr_(lr), wd_(weight_decay) {}
+
+  void step() {
+#if MEMPLAN_TORCH_AT_LEAST(2, 0)
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> p, g;
+    for (auto& t : params_)
+      if (t.grad().defined()) {
+        p.push_back(t);
+        g.push_back(t.grad());
+      }
+    if (p.empty()) return;
+    if (exp_avg_.empty())
+      for (const auto& t : p) {
+        exp_avg_.push_back(torch::zeros_like(t, torch::MemoryFormat::Preserve));
+        exp_avg_sq_.push_back(torch::zeros_like(t, torch::MemoryFormat::Preserve));
+      }
+    ++steps_;
+    if (wd_ != 0) at::_foreach_mul_(p, 1 - lr_ * wd_);
+    at::_foreach_lerp_(exp_avg_, g, 1 - kBeta1);
+    at::_foreach_mul_(exp_avg_sq_, kBeta2);
+    at::_foreach_addcmul_(exp_avg_sq_, g, g, 1 - kBeta2);
+    g.clear();
+    const double bc1 = 1 - std::pow(kBeta1, steps_), bc2 = 1 - std::pow(kBeta2, steps_);
+    std::vector<torch::Tensor> denom = at::_foreach_sqrt(exp_avg_sq_);
+    at::_foreach_div_(denom, std::sqrt(bc2));
+    at::_foreach_add_(denom, kEps);
+    at::_foreach_addcdiv_(p, exp_avg_, denom, -lr_ / bc1);
+#endif
+  }
+
+ private:
+  static constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
+  std::vector<torch::Tensor> params_, exp_avg_, exp_avg_sq_;
+  double lr_, wd_;
+  int steps_ = 0;
+};
+
+// Optimizer.zero_grad(set_to_none): LibTorch 2.x has the flag (default true, as Python 2.x);
+// 1.13's zero_grad() only zeroes, so set_to_none is done by hand there (libtorch-notes §8).
+void zero_grad(torch::optim::Optimizer* opt, std::vector<torch::Tensor> params, bool set_to_none) {
+#if MEMPLAN_TORCH_AT_LEAST(2, 0)
+  if (opt) {
+    if (set_to_none) opt->zero_grad();  // the library's default
+    else opt->zero_grad(false);
+    return;
+  }
+#else
+  if (opt && !set_to_none) {
+    opt->zero_grad();
+    return;
+  }
+#endif
+  for (auto& p : params) {
+    if (!p.mutable_grad().defined()) continue;
+    if (set_to_none) {
+      p.mutable_grad().reset();
+    } else {
+      p.mutable_grad().detach_();
+      p.mutable_grad().zero_();
+    }
+  }
+}
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingSetup& s, std::vector<torch::Tensor> params) {
   switch (s.optimizer) {
@@ -242,7 +325,13 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
 
   std::unique_ptr<Decoder> model = make_decoder(s, dev);
   out.weights = now();
-  auto optimizer = make_optimizer(s, model->parameters());
+  const bool foreach = s.runtime.optimizer_impl == OptimizerImpl::foreach;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<ForeachAdam> foreach_optimizer;
+  if (foreach)
+    foreach_optimizer = std::make_unique<ForeachAdam>(model->parameters(), 1e-4, s.optimizer == OptimizerKind::adamw ? 0.01 : 0.0);
+  else
+    optimizer = make_optimizer(s, model->parameters());
   const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len;
   const torch::Tensor ids = torch::randint(s.model.vocab_size, {b, sq}, torch::TensorOptions().dtype(torch::kLong).device(dev));
   const torch::Tensor labels = ids.clone();
@@ -285,11 +374,11 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
       say(fmt::format("step {}/{}: optimizer step", step, opt.steps));
       const int64_t before_step = now();
       probe->reset_peak();
-      optimizer->step();
+      if (foreach) foreach_optimizer->step();
+      else optimizer->step();
       sample(Phase::optimizer_step);
       if (step == 1) out.states = now() - before_step;
-      // zero_grad(set_to_none=True): LibTorch 1.13's zero_grad() only zeroes (docs/libtorch-notes.md §8).
-      for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+      zero_grad(optimizer.get(), model->parameters(), s.runtime.zero_grad_set_to_none);
       ss.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       out.steps.push_back(ss);
     }

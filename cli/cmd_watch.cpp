@@ -235,8 +235,9 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
   const char* kBands[] = {"normal", "warning", "critical", "emergency"};
   const auto rank = [&](const std::string& b) { return static_cast<int>(std::find(std::begin(kBands), std::end(kBands), b) - std::begin(kBands)); };
   watch::ChildExit ended;
+  // Sample before asking whether the child ended, so that even a command that exits at once has one reading
+  // (and a GPU name) behind its peak line.
   for (;;) {
-    if (child.poll(&ended)) break;
     const double t = seconds();
     if (t >= next_sample) {
       next_sample = t + step;
@@ -266,6 +267,7 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
         if (t >= next_print) next_print = t + f.interval;
       }
     }
+    if (child.poll(&ended)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const double t = seconds();

@@ -405,7 +405,7 @@ States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamS
   const int64_t compute_b = is_autocast(s.precision) ? 4 : weight_bytes_per_param(s.precision);  // gathered dtype
   const int64_t shard_b = mixed ? 4 : weight_bytes_per_param(s.precision);                         // stored dtype
   const int64_t grad_b = mixed ? 4 : grad_bytes_per_param(s.precision);                             // reduce dtype
-  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * quantized_bits(s.finetune) / 8.0));
+  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * base_weight_bits(s) / 8.0));
   const auto part = [&](int64_t bytes) { return sharded && group > 1 ? (bytes + group - 1) / group : bytes; };
   const bool offload = s.parallel.offload != Offload::none;
   st.trainable = trainable;

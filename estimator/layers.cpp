@@ -543,6 +543,32 @@ class Net {
   }
 };
 
+// Which attention computation runs. HF's sdpa path needs torch >= 2.0 (before, the estimate is
+// the eager one). On CUDA a fused kernel (flash, mem-efficient or cuDNN) is assumed. On CPU,
+// torch 2.x picks the flash kernel unless dropout is on or the K/V head count differs from Q's
+// (check_for_dropout and check_batch_size_and_num_heads_dense<false /*no GQA*/> in
+// use_flash_attention_cpp, aten/src/ATen/native/transformers/sdp_utils_cpp.cpp @ v2.6.0), and
+// otherwise the composite math path.
+enum class AttnKernel { eager, fused, cpu_math };
+
+// HF use_gqa_in_sdpa (integrations/sdpa_attention.py): K/V keep their own head count
+// (enable_gqa) on torch >= 2.5 when no mask tensor is passed; otherwise repeat_kv copies them.
+// HF passes K/V at their own head count (enable_gqa) from transformers 4.54 (PR #39412) with
+// torch >= 2.5 and no mask tensor; before, sdpa_attention_forward calls repeat_kv first.
+bool gqa_native(const TrainingSetup& s) {
+  return s.attention == AttentionImpl::flash ||
+         (s.runtime.torch_at_least(2, 5) && s.runtime.sdpa_mask != SdpaMask::tensor && s.runtime.transformers_at_least(4, 54));
+}
+
+AttnKernel attention_kernel(const TrainingSetup& s) {
+  const ModelSpec& m = s.model;
+  if (s.attention == AttentionImpl::flash) return AttnKernel::fused;
+  if (s.attention == AttentionImpl::eager || !s.runtime.torch_at_least(2, 0)) return AttnKernel::eager;
+  if (s.device.kind == DeviceKind::cuda) return AttnKernel::fused;
+  const bool same_heads = m.num_key_value_heads == m.num_attention_heads || !gqa_native(s);
+  return m.attention_dropout == 0.0 && same_heads ? AttnKernel::fused : AttnKernel::cpu_math;
+}
+
 // Tensors of the attention block that HF's Python variables keep alive after their last use:
 // q/k/v (LlamaAttention.forward's locals, or the split views of GPT-2's c_attn output) and the
 // attention weights (returned; GPT2Attention.forward holds them to its end, LlamaDecoderLayer to
@@ -631,6 +657,84 @@ void mla_qkv(Net& n, T x, int64_t layer, const std::vector<Linear>& lins, AttnHe
   *k = n.cat2(k_pass, k_exp, "cat(k_pass, k_rot)");
 }
 
+// SDPA's composite math path on torch 2.x (_scaled_dot_product_attention_math,
+// aten/src/ATen/native/transformers/attention.cpp @ v2.6.0), what CPU runs for GQA and dropout.
+// q, k, v come as HF passes them (after autocast's cast); k_contiguous when they are repeat_kv
+// copies. Its locals (query_acc, key_acc, value_acc, query, the causal mask, key_expanded) live
+// until it returns. Inside, autocast is off, so the matmuls run in the compute dtype.
+T sdpa_math(Net& n, T q, T k, T v, bool k_contiguous) {
+  const TrainingSetup& s = n.s_;
+  const ModelSpec& m = s.model;
+  const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len, N = b * sq;
+  const int64_t a = m.num_attention_heads, d = m.head_dim;
+  const bool b1 = b == 1;
+  const int64_t origin = q.dt;
+  // 2.5+ keeps half q/k/v in fp32 unless allowFP16BF16ReductionMathSDP (off by default)
+  // (pytorch/pytorch#135964).
+  const int64_t c = origin == 2 && s.runtime.torch_at_least(2, 5) ? kFp32 : origin;
+  std::vector<T> locals;
+  const T qa = n.cast(q, c, "sdpa math q.to(fp32)");
+  const T ka = n.cast(k, c, "sdpa math k.to(fp32)");
+  const T va = n.cast(v, c, "sdpa math v.to(fp32)");
+  const T query = n.scale(qa, "sdpa math q*sqrt(scale)");  // keeps q's (b, s, a, d) memory order
+  locals = {qa, ka, va, query};
+  if (s.runtime.sdpa_mask == SdpaMask::is_causal) {
+    // ones({s, s}, bool).tril(), then where(mask, 0, -inf) in the compute dtype: no gradient.
+    Op mk;
+    mk.name = "sdpa math causal mask";
+    mk.fwd_scratch = sq * sq;  // the bool triangle while the float mask is made
+    locals.push_back(n.make(std::move(mk), sq * sq, c));
+  }
+  // GQA: key/value.repeat_interleave(a / k, -3): contiguous copies whose backward sums the
+  // repeats (pre_process_group_query_attention_input).
+  T ke = ka, ve = va;
+  bool contiguous = k_contiguous;
+  if (k.n < N * a * d) {
+    ke = n.expand_copy(ka, N * a * d, "sdpa math repeat_interleave k");
+    ve = n.expand_copy(va, N * a * d, "sdpa math repeat_interleave v");
+    contiguous = true;
+    locals.push_back(ke);
+  }
+  // key_expanded^T * sqrt(scale) keeps the key's memory order: bmm views it as (b*a, d, s) when
+  // the key is contiguous (or b = 1), else matmul copies it; the query likewise.
+  const T kt = n.scale(ke, "sdpa math k^T*sqrt(scale)");
+  const T qc = b1 ? query : n.copy(query, "sdpa math matmul copy q");
+  const T ktc = contiguous || b1 ? kt : n.copy(kt, "sdpa math matmul copy k^T");
+  T sc = n.bmm(qc, ktc, b * a * sq * sq, "sdpa math bmm q k^T");  // + mask: add_ in place
+  // _safe_softmax: softmax (its output, saved, is reused by where_out), isneginf (bool) and the
+  // all-masked rows (bool) as temporaries [DY 2868].
+  Op sm;
+  sm.name = "sdpa math _safe_softmax";
+  sm.reads = {sc.id};
+  sm.save_output = true;
+  sm.grad_to = {sc.id};
+  sm.fwd_scratch = b * a * sq * sq + b * a * sq;
+  T p = n.make(std::move(sm), sc.n, c);
+  p = n.dropout(p, m.attention_dropout, "sdpa math dropout");
+  const T vc = contiguous || b1 ? ve : n.copy(ve, "sdpa math matmul copy v");
+  Op pv;  // bmm(p, v): saves both [DY 378]
+  pv.name = "sdpa math bmm p v";
+  pv.reads = {p.id, vc.id};
+  pv.saves_if = {{p.id, vc.id}, {vc.id, p.id}};
+  pv.grad_to = {p.id, vc.id};
+  // make_tuple(matmul(attn, v).to(origin), attn.to(origin)): the discarded second output is a
+  // copy of the probabilities when the dtype changes, alive while the first is computed.
+  const int64_t probs_copy = c != origin ? b * a * sq * sq * origin : 0;
+  pv.fwd_scratch = probs_copy;
+  T o = n.make(std::move(pv), N * a * d, c);
+  if (c != origin) {
+    Op back;
+    back.name = "sdpa math out.to(dtype)";
+    back.reads = {o.id};
+    back.grad_to = {o.id};
+    back.grad_bytes = {o.bytes()};
+    back.fwd_scratch = probs_copy;
+    o = n.make(std::move(back), o.n, origin);
+  }
+  for (const T& t : locals) n.hold(t);
+  return o;
+}
+
 // The attention block of a decoder layer, from the normed input to the output projection.
 T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
   const TrainingSetup& s = n.s_;
@@ -673,43 +777,77 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
   }
   for (T t : {q, k, v}) held->until_attention_end.push_back(t);
 
-  const bool torch2 = s.runtime.torch_at_least(2, 0);
-  const bool fused = s.attention == AttentionImpl::flash ||
-                     (s.attention == AttentionImpl::sdpa && torch2 &&
-                      (n.cuda_ || m.attention_dropout == 0.0));
+  const AttnKernel kernel = attention_kernel(s);
+  // HF passes K/V at their own head count (enable_gqa) or repeat_kv copies (contiguous) of them.
+  const bool repeat = kernel != AttnKernel::eager && !gqa_native(s) && kv < a;
+  const bool old_sdpa_copies = kernel == AttnKernel::fused && s.attention == AttentionImpl::sdpa && !s.runtime.transformers_at_least(4, 56);
   T o;
-  if (fused) {
-    // SDPA flash / mem-efficient / cuDNN, or flash-attn: saves q, k, v, out and the fp32
-    // logsumexp (b, a, s) [DY 2876]; with GQA K/V stay at k heads (enable_gqa, torch >= 2.5).
-    const bool gqa_native = s.attention == AttentionImpl::flash || s.runtime.torch_at_least(2, 5);
-    if (n.ac_) {  // scaled_dot_product_attention is in autocast's half list
+  if (kernel != AttnKernel::eager) {
+    if (n.ac_) {  // scaled_dot_product_attention is in autocast's half list (CUDA and CPU)
       q = n.cast(q, Net::c_, "autocast cast q");
       k = n.cast(k, Net::c_, "autocast cast k");
       v = n.cast(v, Net::c_, "autocast cast v");
     }
-    if (!gqa_native && kv < a) {
-      k = n.expand_copy(k, N * a * qd, "repeat_kv k");
-      v = n.expand_copy(v, N * a * vd, "repeat_kv v");
+    if (repeat) {
+      k = n.expand_copy(k, N * a * qd, "repeat_kv k", kv == 1);
+      v = n.expand_copy(v, N * a * vd, "repeat_kv v", kv == 1);
     }
-    // flash_attention_2 needs one head width: MLA pads v to the q/k width (F.pad, a copy).
-    const bool pad_v = s.attention == AttentionImpl::flash && vd != qd;
-    if (pad_v) v = n.plain(v, "F.pad(value)", N * a * qd);
+    // Before 4.56 sdpa_attention_forward made q, k and v contiguous (b, a, s, d) copies, which the
+    // kernel saves (the RoPE outputs and a fused qkv's slices are then freed with the
+    // attention's locals); from 4.56 it passes the views (PR #40315).
+    if (old_sdpa_copies) {
+      q = n.copy(q, "query.contiguous()");
+      k = n.copy(k, "key.contiguous()");
+      v = n.copy(v, "value.contiguous()");
+    }
+  }
+  // flash_attention_2 needs one head width: MLA pads v to the q/k width (F.pad, a copy).
+  const bool pad_v = kernel == AttnKernel::fused && s.attention == AttentionImpl::flash && vd != qd;
+  if (pad_v) v = n.plain(v, "F.pad(value)", N * a * qd);
+  if (kernel == AttnKernel::cpu_math) {
+    o = sdpa_math(n, q, k, v, repeat && kv > 1);
+    o = n.copy(o, "transpose(1,2).contiguous()");
+  } else if (kernel == AttnKernel::fused) {
+    // SDPA flash / mem-efficient / cuDNN, flash-attn, or torch's CPU flash kernel: saves q, k, v,
+    // out and the fp32 logsumexp [DY 2872-2882]; with GQA K/V stay at k heads (enable_gqa).
     Op op;
     op.name = "flash attention";
     op.sac_save = n.sac_;  // SDPA's outputs are on the per-op policy's save list
     op.reads = {q.id, k.id, v.id};
     op.saves = {q.id, k.id, v.id};
     op.save_output = true;
-    const int64_t lse = b * a * ((sq + 31) / 32 * 32) * kFp32;
-    op.saved_aux_bytes = lse;
     op.grad_to = {q.id, k.id, v.id};
     op.grad_bytes = {q.bytes(), k.bytes(), v.bytes()};
-    // Backward: dq accumulator in fp32, softmax_d, and K/V gradients at a heads before the GQA
-    // reduction (flash_api.cpp:904-954).
-    op.bwd_scratch = N * a * qd * kFp32 + b * a * sq * kFp32 + (kv < a ? N * a * (qd + vd) * q.dt : 0);
+    if (n.cuda_) {
+      // mem-efficient pads the logsumexp to 32 rows (kAlignLSE, attention.cu:1262-1274).
+      op.saved_aux_bytes = b * a * ((sq + 31) / 32 * 32) * kFp32;
+      // Backward: dq accumulator in fp32, softmax_d, and K/V gradients at a heads before the GQA
+      // reduction (flash_api.cpp:904-954).
+      op.bwd_scratch = N * a * qd * kFp32 + b * a * sq * kFp32 + (kv < a && !repeat ? N * a * (qd + vd) * q.dt : 0);
+    } else {
+      // CPU flash (_scaled_dot_product_flash_attention_cpu, attention.cpp @ v2.6.0): output
+      // empty_like(query), logsumexp (b, s, a) in the accumulate dtype (fp32 for fp32/bf16/fp16).
+      // Backward: grad_q/k/v = zeros of q, k, v (_cpu_backward); grad_out.contiguous() is a view
+      // here. The kernels' per-thread blocks (forward threads x (q_split x kv_split + q_split x d)
+      // x 4 B, backward threads x 2 x q_split x kv_split x 4 B, q_split <= 256, kv_split <= 512;
+      // cpu/FlashAttentionKernel.cpp @ v2.6.0) depend on the thread count and are not modelled.
+      // With AMX (not capped by ONEDNN_MAX_CPU_ISA) the bf16 forward also packs K and V into
+      // reordered copies (need_pack); not modelled either.
+      op.saved_aux_bytes = b * a * sq * kFp32;
+    }
+    // A padded batch's mask tensor: autocast casts every floating argument of SDPA, the fp32
+    // mask included, to a half copy per call, which the kernel saves (cached_cast only caches
+    // weights; autocast_mode.cpp @ v2.6.0). Without autocast the shared mask itself is saved.
+    if (s.attention == AttentionImpl::sdpa && s.runtime.sdpa_mask == SdpaMask::tensor && n.ac_ && residual_bytes(s) != Net::c_)
+      op.saved_aux_bytes += b * sq * sq * Net::c_;
     o = n.make(std::move(op), N * a * (pad_v ? qd : vd), q.dt);
     if (pad_v) o = n.slice(o, N * a * vd, "attn_output[..., :v_head_dim]");
-    o = n.view(o, "transpose(1,2)");  // (b, s, a, d) already: contiguous() is a no-op
+    // CUDA's flash kernel lays its output out like q: with the (b, a, s, d) copy of q (before
+    // 4.56), transpose(1, 2).contiguous() copies it, and o_proj saves that second copy.
+    if (old_sdpa_copies && n.cuda_ && s.runtime.sdpa_mask != SdpaMask::tensor)
+      o = n.copy(o, "attn_output.transpose(1,2).contiguous()");
+    else
+      o = n.view(o, "transpose(1,2)");  // (b, s, a, d) already: contiguous() is a no-op
   } else {
     // Eager attention (HF eager_attention_forward / GPT2Attention._attn / BertSelfAttention),
     // following the dtypes: under autocast the matmuls run in half, the fp32 mask promotes the
@@ -1056,6 +1194,17 @@ SharedTensors shared_tensors(const TrainingSetup& s) {
     if (m.causal_mask == MaskKind::bool_4d) t.forward_bytes += b * sq * sq;
   }
   if (m.positions == PositionKind::alibi) t.forward_bytes += m.num_attention_heads * sq * kFp32;  // alibi (a, 1, s) fp32
+  // HF's sdpa path builds the mask only for a padded batch; the fused kernels save it as their
+  // attn_mask/attn_bias, so it lives until the first layer's backward [DY 2872-2882]; the math
+  // path adds it in place and saves nothing of it.
+  const AttnKernel kernel = attention_kernel(s);
+  if (kernel != AttnKernel::eager && s.attention == AttentionImpl::sdpa && s.runtime.sdpa_mask == SdpaMask::tensor &&
+      m.causal_mask == MaskKind::additive) {
+    // Under autocast the kernel saves its own half copy of the mask instead (attention_block).
+    const bool saved = kernel == AttnKernel::fused && !(is_autocast(s.precision) && e != 2);
+    if (saved) t.whole_step_bytes += b * sq * sq * e;
+    else t.forward_bytes += b * sq * sq * e;
+  }
   const int64_t ew = weight_bytes_per_param(s.precision);
   t.embeds_bytes = b * sq * m.hidden_size * ew;
   if (m.positions == PositionKind::learned) t.embeds_bytes += sq * m.hidden_size * ew;

@@ -341,6 +341,14 @@ enum class LossImpl {
   fused_linear,  // head and loss fused: logits never materialised (Liger FLCE, cut-cross-entropy)
 };
 
+// How HF's sdpa path masks attention (integrations/sdpa_attention.py, torch >= 2.0).
+enum class SdpaMask {
+  is_causal,  // no mask tensor and is_causal=True: HF's path for a batch without padding
+  tensor,     // the 4-D additive mask (b, 1, s, s) as attn_mask, is_causal=False: HF's path for a
+              // padded batch; K/V are repeated to every head (enable_gqa needs a None mask)
+  none,       // no mask and is_causal=False: bidirectional (encoder-style) attention
+};
+
 // The framework whose memory behaviour is modelled. Saved-tensor details differ between LibTorch
 // 1.13 and 2.x and between CPU and CUDA kernels (docs/autograd-saved.md).
 struct Runtime {
@@ -371,6 +379,7 @@ struct Runtime {
   bool fp8 = false;                 // float8 linears (torchao Float8Linear / Transformer Engine)
   bool expandable_segments = false; // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   bool allocator_rounding = true;   // CUDA caching-allocator rounding (false on CPU)
+  SdpaMask sdpa_mask = SdpaMask::is_causal;  // with attention sdpa
 
   bool torch_at_least(int major, int minor) const {
     return torch_major > major || (torch_major == major && torch_minor >= minor);

@@ -177,6 +177,18 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   choice_flag(o, in.offload, "--offload", "parallel.offload", "offload", parse_offload, offload_names(), s.parallel.offload);
 }
 
+// True when a flag sets `field` (the fields a file may leave to the command line).
+bool set_by_flag(const SetupInputs& in, const std::string& field) {
+  if (field == "batch.seq_len") return in.seq_len.has_value();
+  if (field == "parallel.num_gpus") return in.gpus.has_value();
+  if (field == "batch.micro_batch") return in.micro_batch.has_value();
+  if (field == "batch.grad_accum") return in.grad_accum.has_value();
+  if (field == "precision") return in.precision.has_value();
+  if (field == "optimizer") return in.optimizer.has_value();
+  if (field == "model") return in.model.has_value();
+  return false;
+}
+
 }  // namespace
 
 BuiltSetup build_setup(const SetupInputs& in) {
@@ -187,21 +199,24 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   BuiltSetup b;
   if (in.config) b.config_path = *in.config;
   b.config_format = cfg.kind;
+  b.warnings = cfg.warnings;
+  for (const LoadedConfig::Deferred& d : cfg.deferred)
+    if (!set_by_flag(in, d.field)) b.warnings.push_back(d.warning);
   // --strict: what a reader could only warn about (a key it cannot model, a near-miss key, a
-  // DeepSpeed "auto") is an error.
-  if (in.strict && !cfg.warnings.empty()) {
-    const Warning& w = cfg.warnings.front();
+  // DeepSpeed "auto", a value the file leaves to the launcher) is an error.
+  if (in.strict && !b.warnings.empty()) {
+    const Warning& w = b.warnings.front();
     throw InputError(w.where, w.message + " (--strict)", w.hint);
   }
   b.setup = cfg.setup;
   b.origin = cfg.origin;
-  b.warnings = cfg.warnings;
   b.global_batch = cfg.global_batch;
   TrainingSetup& s = b.setup;
   if (in.model) {
     s.model = load_model(*in.model, Where::at_flag("--model"), &b.warnings);
     detail::set_model_origin(b.origin, Where::at_flag("--model"));
   } else if (!cfg.has_model) {
+    if (cfg.no_model) throw InputError(cfg.no_model->where, cfg.no_model->message, cfg.no_model->hint);
     throw InputError(Where{}, "no model given",
                      "pass --model PRESET|config.json or set model: in the config (memplan models lists the presets)");
   }
@@ -215,8 +230,9 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   // prepare_model_for_kbit_training also turns gradient checkpointing on by default. Adapters on
   // a pre-quantized checkpoint (GPTQ, AWQ, bitsandbytes, ...) follow the same recipe.
   const bool kbit = s.finetune.mode == FinetuneMode::qlora || (s.finetune.mode == FinetuneMode::lora && s.model.quantized.any());
-  if (!b.origin.fields.count("checkpointing") && kbit) s.checkpointing.mode = CheckpointMode::full;
-  if (!b.origin.fields.count("precision") && s.finetune.mode != FinetuneMode::full) {
+  // (A format's own default, e.g. torchtune's enable_activation_checkpointing=False, counts as set.)
+  if (!b.origin.given("checkpointing") && kbit) s.checkpointing.mode = CheckpointMode::full;
+  if (!b.origin.given("precision") && s.finetune.mode != FinetuneMode::full) {
     s.precision = kbit ? Precision::amp_bf16 : Precision::bf16;
     if (!s.device.bf16 && s.device.kind == DeviceKind::cuda) s.precision = kbit ? Precision::amp_fp16 : Precision::fp16;
   }

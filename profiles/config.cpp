@@ -89,6 +89,20 @@ void note_checkpointing_flag(const Node& n, ConfigState& st) {
   if (as_bool(n)) c.mode = CheckpointMode::full;
   note_checkpointing(st, c, n);
 }
+// checkpoint_layers: [0, 4, 8] or "0,4,8": these (0-based) layers checkpointed, the others not.
+void note_checkpoint_layers(const Node& n, ConfigState& st) {
+  std::vector<std::string> items;
+  if (n.kind == Node::Kind::list)
+    for (const Node& i : n.items) items.push_back(std::to_string(as_int(i)));
+  else
+    items = as_text_list(n);
+  const auto c = parse_checkpointing("layers:" + fmt::format("{}", fmt::join(items, ",")));
+  if (!c || c->layers.empty())
+    throw InputError(n.where, fmt::format("{} must list layer indices (0-based), e.g. [0, 4, 8]", n.path),
+                     "the layers whose activations are recomputed in backward");
+  note_checkpointing(st, *c, n);
+}
+
 void note_checkpointing_mode(const Node& n, ConfigState& st) {
   note_checkpointing(st, as_choice<Checkpointing>(n, "checkpointing", parse_checkpointing,
                                                   {"none", "full", "selective", "every:K", "true", "false"}),
@@ -238,7 +252,15 @@ const Table& training_keys() {
       // HF/TRL ModelConfig names the model by its hub id (memplan presets accept it as an alias).
       {{"model_name_or_path"}, [](const Node& n, ConfigState& st) { use_model(st, resolve_model(as_text(n), n.where), n.where); }},
       {{"activation_checkpointing"}, note_checkpointing_flag},
+      // The NeMo RL memory guide's policy: keys. checkpoint_every, checkpoint_layers,
+      // offload_optimizer and offload_activations are that guide's own: no release of NVIDIA/NeMo
+      // (@ 8cfedd72), NeMo-RL (@ 54bec9d) or Megatron-LM (@ d98e8a64) has them, so they are read as
+      // the guide means them (one layer in K checkpointed; these layers checkpointed; activations to
+      // the host), wherever a memplan file puts them.
       fact_key({"checkpoint_every"}, &ConfigState::checkpoint_every, as_positive),
+      {{"checkpoint_layers"}, note_checkpoint_layers},
+      setup_key({"offload_activations", "activation_offload"}, "runtime.activation_offload", &TrainingSetup::runtime,
+                &Runtime::activation_offload, as_bool),
       setup_key({"tensor_parallel_size", "tensor_parallel"}, "parallel.tensor_parallel", &TrainingSetup::parallel,
                 &Parallelism::tensor_parallel, as_count),
       setup_key({"pipeline_parallel_size", "pipeline_parallel"}, "parallel.pipeline_parallel", &TrainingSetup::parallel,
@@ -676,7 +698,9 @@ void resolve_precision(ConfigState& st) {
 }
 
 void resolve_checkpointing(ConfigState& st) {
-  if (st.checkpoint_every && (!st.checkpointing || st.checkpointing->value.mode != CheckpointMode::selective)) {
+  // checkpoint_every yields to a named mode (selective, an explicit checkpoint_layers list).
+  if (st.checkpoint_every && (!st.checkpointing || (st.checkpointing->value.mode != CheckpointMode::selective &&
+                                                    st.checkpointing->value.mode != CheckpointMode::layers))) {
     Checkpointing c;
     c.every_k = st.checkpoint_every->value;
     c.mode = c.every_k == 1 ? CheckpointMode::full : CheckpointMode::every;
@@ -775,6 +799,7 @@ LoadedConfig load_config_text(const std::string& text, const std::string& shown_
       ReadState rs;
       rs.path = shown_as;
       rs.file = path;
+      rs.text = text;
       reader(root, rs);
       rs.out.kind = format_name(*f);
       if (rs.out.gpu || rs.out.gpu_memory)

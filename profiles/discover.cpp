@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "profiles/formats.h"
 #include "profiles/profiles.h"
 #include "profiles/reader.h"
 
@@ -18,7 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 bool config_extension(const fs::path& p) {
   const std::string e = detail::lower(p.extension().string());
-  return e == ".yaml" || e == ".yml" || e == ".json";
+  return e == ".yaml" || e == ".yml" || e == ".json" || e == ".toml";  // .toml: torchtitan job configs
 }
 
 }  // namespace
@@ -65,6 +66,18 @@ std::optional<std::string> not_a_training_config(const std::string& path) {
       return "DeepSpeed config without a model (memplan estimate --config FILE --model NAME estimates it)";
     return "JSON that is neither a DeepSpeed config nor a Hugging Face config.json";
   }
+  if (ext == ".toml") {
+    // torchtitan's job configs name the model in a [model] table (name, flavor); other TOML in a
+    // repository (pyproject.toml, ...) does not. A file that does not parse is left to the reader.
+    try {
+      const detail::Node t = detail::parse_toml(detail::read_text_file(path), path);
+      const detail::Node* model = t.find("model");
+      if (model && model->kind == detail::Node::Kind::map) return std::nullopt;
+      return "TOML without a [model] table (not a torchtitan job config)";
+    } catch (const InputError&) {
+      return std::nullopt;
+    }
+  }
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -89,7 +102,9 @@ std::optional<std::string> not_a_training_config(const std::string& path) {
   if (schema.rfind("memplan.gpus", 0) == 0) return "GPU catalog";
   if (root["jobs"]) return "CI workflow (jobs:)";
   if (root["repos"]) return "pre-commit configuration (repos:)";
-  if (!root["model"]) return "no model: key";
+  // LitGPT names its model with checkpoint_dir; Lightning and NeMo configs hold a trainer: (their
+  // readers say when the model is missing).
+  if (!root["model"] && !root["checkpoint_dir"] && !root["trainer"]) return "no model: key";
   return std::nullopt;
 }
 

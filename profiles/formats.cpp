@@ -84,7 +84,10 @@ std::optional<ConfigFormat> detect_format(const Node& root, bool json, bool toml
     return ConfigFormat::accelerate;
   if (has(root, {"base_model"}) && has(root, {"adapter", "sequence_len", "micro_batch_size", "datasets", "load_in_4bit"}))
     return ConfigFormat::axolotl;
-  if (has(root, {"checkpoint_dir"}) && has(root, {"train", "lora_r", "precision", "quantize", "devices"})) return ConfigFormat::litgpt;
+  // LitGPT: the scripts' one required argument, a top-level checkpoint_dir path (torchtune's is
+  // checkpointer.checkpoint_dir, NeMo's and Lightning's sit under trainer:/model:).
+  if (const Node* dir = root.find("checkpoint_dir"); dir && dir->kind == Node::Kind::scalar && !root.find("trainer"))
+    return ConfigFormat::litgpt;
   if (const Node* trainer = root.find("trainer"); trainer && trainer->kind == Node::Kind::map) {
     const bool megatron = model && model->kind == Node::Kind::map &&
                           has(*model, {"tensor_model_parallel_size", "pipeline_model_parallel_size", "encoder_seq_length",
@@ -130,8 +133,17 @@ fs::path ReadState::beside(const std::string& relative) const {
   return file.has_parent_path() ? file.parent_path() / p : p;
 }
 
+void ReadState::defer(const std::string& field, const Where& where, const std::string& message, const std::string& hint) {
+  out.deferred.push_back({field, Warning{where, message, hint}});
+}
+
 FormatReader format_reader(ConfigFormat f) {
   switch (f) {
+    case ConfigFormat::torchtune: return read_torchtune;
+    case ConfigFormat::torchtitan: return read_torchtitan;
+    case ConfigFormat::litgpt: return read_litgpt;
+    case ConfigFormat::lightning: return read_lightning;
+    case ConfigFormat::nemo: return read_nemo;
     default: return nullptr;
   }
 }

@@ -40,6 +40,7 @@ std::optional<ConfigFormat> detect_format(const Node& root, bool json, bool toml
 struct ReadState {
   std::string path;            // the file as messages name it
   std::filesystem::path file;  // on disk: relative paths inside resolve against its folder
+  std::string text;            // the file's text (for what a parser drops: comments)
   LoadedConfig out;
 
   TrainingSetup& s() { return out.setup; }
@@ -56,10 +57,23 @@ struct ReadState {
   void use_model(const std::string& name, const Node& n);
   // A path the file names, relative to the file's folder.
   std::filesystem::path beside(const std::string& relative) const;
+  // A value the file leaves to the launcher or the data: warned about unless a flag sets `field`.
+  void defer(const std::string& field, const Where& where, const std::string& message, const std::string& hint);
+  // A value a rule set (the tool's default, cited), not a key of the file.
+  void by_default(const std::string& field, const std::string& source) { out.origin.defaults[field] = source; }
 };
 
 // A config file's format readers. `root` is the parsed file (YAML, JSON or TOML as a Node tree).
 using FormatReader = void (*)(const Node& root, ReadState& st);
+// The readers in profiles/formats/ (one file per tool).
+void read_torchtune(const Node& root, ReadState& st);
+void read_torchtitan(const Node& root, ReadState& st);
+void read_litgpt(const Node& root, ReadState& st);
+void read_lightning(const Node& root, ReadState& st);
+void read_nemo(const Node& root, ReadState& st);
+// The tools' names for a model (profiles::tool_model).
+std::optional<ToolModelRef> torchtune_model_for(const ModelSpec& m);
+std::optional<ToolModelRef> litgpt_model_for(const ModelSpec& m);
 // The reader of a format, or nullptr when it is one of config.cpp's own (memplan, DeepSpeed, HF).
 FormatReader format_reader(ConfigFormat f);
 

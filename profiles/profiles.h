@@ -135,6 +135,17 @@ struct LoadedConfig {
   std::optional<std::string> gpu;            // hardware.gpu
   std::optional<int64_t> gpu_memory;         // hardware.gpu_memory
   bool has_model = false;                    // the file named a model (preset, hf_config, inline)
+  // Without a model: why the file names none, at the place it would (a format reader's words,
+  // e.g. a LightningCLI model: that is the user's module); build_setup reports it unless --model.
+  std::optional<Warning> no_model;
+  // What the file leaves to the launcher or to the data (torchtune's GPU count, a null
+  // max_seq_len): each warning is reported, and refused by --strict, only when no flag sets
+  // `field` ("parallel.num_gpus", "batch.seq_len", "batch.micro_batch").
+  struct Deferred {
+    std::string field;
+    Warning warning;
+  };
+  std::vector<Deferred> deferred;
   std::string kind;                          // the format read: "memplan", "deepspeed", "hf-config",
                                              // "hf-trainer", "axolotl", "torchtune", ... (formats.h)
 };
@@ -151,6 +162,20 @@ LoadedConfig load_config_text(const std::string& text, const std::string& shown_
                               const std::string& format = "");
 // The names --format accepts.
 std::vector<std::string> config_format_names();
+
+// ---- models in the training tools' own words (profiles/formats/) ------------------------------
+
+// A model as a training tool names and builds it, for `plan --emit TOOL`.
+struct ToolModelRef {
+  std::string name;               // torchtune: the builder ("torchtune.models.llama3_2.llama3_2_1b");
+                                  // LitGPT: checkpoint_dir ("checkpoints/meta-llama/Llama-3.2-1B")
+  std::string tokenizer;          // torchtune: the tokenizer builder of the family
+  std::string checkpointer_type;  // torchtune: FullModelHFCheckpointer's model_type ("LLAMA3_2")
+  ModelSpec spec;                 // what the tool builds (LitGPT: lm_head untied, vocabulary padded)
+};
+// The tool's model of the same architecture as `m` (a preset or a model the tool's reader made);
+// nullopt when `format` ("torchtune", "litgpt") has none or is another format.
+std::optional<ToolModelRef> tool_model(const ModelSpec& m, const std::string& format);
 
 // ---- finding configs (discover.cpp) and past versions (revision.cpp) ---------------------------
 

@@ -655,6 +655,41 @@ TEST_CASE("plan --emit prints the config on stdout and the report on stderr; --o
   CHECK(line(json_too.err, 1) == "hint: add --out FILE for the config, or drop --json/--yaml");
   const Run bad = with({"--emit", "seed"});
   CHECK(bad.code == 2);
-  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning");
+  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning, torchtune, litgpt");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("plan --emit torchtune|litgpt|lightning: the tool's runtime and model, a file that estimates to the same peak") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-tools";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const struct {
+    const char* format;
+    std::vector<std::string> recheck;  // the flags the report's "re-check it" line adds
+  } rows[] = {{"torchtune", {"--gpu", "a100-40gb", "--gpus", "2"}}, {"litgpt", {"--gpu", "a100-40gb"}}, {"lightning", {}}};
+  for (const auto& row : rows) {
+    CAPTURE(row.format);
+    const std::string out = (dir / (std::string(row.format) + ".yaml")).string();
+    const Run p = invoke({"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--gpus", "2", "--global-batch", "32", "--seq-len",
+                          "1024", "--emit", row.format, "--out", out, "--json"});
+    REQUIRE(p.code == 0);
+    const json pj = parse_json(p);
+    std::vector<std::string> args = {"estimate", "--config", out, "--json"};
+    args.insert(args.end(), row.recheck.begin(), row.recheck.end());
+    const Run e = invoke(args);
+    REQUIRE(e.code == 0);
+    const json ej = parse_json(e);
+    CHECK(ej.at("setup").at("runtime").at("framework") == row.format);
+    CHECK(ej.at("per_gpu").at("peak_bytes") == pj.at("best").at("peak_bytes"));
+    CHECK(ej.at("setup").at("batch").at("micro_batch") == pj.at("best").at("micro_batch"));
+  }
+  // The report says how to re-check a torchtune file (its GPU and count are not in it).
+  const Run t = invoke({"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--gpus", "2", "--global-batch", "32", "--seq-len",
+                        "1024", "--emit", "torchtune", "--out", (dir / "t2.yaml").string()});
+  CHECK(contains(t.out, "re-check it: memplan estimate --config " + (dir / "t2.yaml").string() + " --gpu a100-40gb --gpus 2"));
+  // A model torchtune has no builder for.
+  const Run gpt2 = invoke({"plan", "--model", "gpt2", "--gpu", "a100-40gb", "--global-batch", "8", "--emit", "torchtune"});
+  CHECK(gpt2.code == 2);
+  CHECK(line(gpt2.err, 0) == "error: --emit: torchtune has no model of gpt2's architecture");
   fs::remove_all(dir);
 }

@@ -95,3 +95,21 @@ TEST_CASE("LoRA on a bitsandbytes NF4 checkpoint estimates what QLoRA on the 16-
   const MemoryBreakdown a = estimate(pre.setup), b = estimate(qlora.setup);
   for (int p = 0; p < kNumPhases; ++p) CHECK(a.phases[p].total() == b.phases[p].total());
 }
+
+TEST_CASE("FSDP shards a pre-quantized checkpoint's weights at its bits too") {
+  auto weights = [](const std::string& model) {
+    SetupInputs in;
+    in.model = model;
+    in.finetune = "lora";
+    in.precision = "bf16";
+    in.micro_batch = 1;
+    in.seq_len = 256;
+    in.gpu = "a100-80gb";
+    in.gpus = 1;
+    in.fsdp = "full";
+    return estimate(build_setup(in).setup).at(Phase::forward)[Term::weights];
+  };
+  const int64_t linears = int64_t{32} * (4 * 4096 * 4096 + 3 * 4096 * 11008);
+  const double saved = static_cast<double>(linears) * (2.0 - (4.0 + 20.0 / 128) / 8.0);
+  CHECK(static_cast<double>(weights("llama-2-7b") - weights(fixture("llama-2-7b-gptq"))) == doctest::Approx(saved).epsilon(1e-3));
+}
