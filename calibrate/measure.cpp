@@ -178,7 +178,10 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
     if (r.compile) return "torch.compile is not measured (the harness runs eager LibTorch)";
     if (r.fp8) return "float8 linears need a GPU with fp8: estimated, not measured";
     if (r.activation_offload) return "activation offloading is not measured (saved tensors stay on the device in the harness)";
-    if (r.optimizer_in_backward) return "the optimizer step in backward is not measured";
+    if (r.optimizer_in_backward && r.optimizer_impl == OptimizerImpl::foreach)
+      return "the optimizer step in backward is measured with the for-loop step (one parameter per optimizer)";
+    if (r.optimizer_in_backward && (s.batch.grad_accum > 1 || !r.zero_grad_set_to_none))
+      return "the optimizer step in backward drops each gradient: measure it without accumulation and with set_to_none";
     if (r.keep_cache) return "the harness returns no KV cache: measure without runtime.keep_cache";
     if (r.zero_grad_after_forward) return "the harness zeroes gradients after the step: measure without runtime.zero_grad_after_forward";
     if (s.parallel.fsdp != FsdpMode::none) return "FSDP runs across ranks: estimated, not measured";
@@ -316,6 +319,24 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingSetup& s, 
   }
 }
 
+// The optimizer stepped in backward (torchtune's optimizer_in_bwd, training/_activation_offloading
+// aside: recipes/full_finetune_single_device.py @ v0.6.1 registers one optimizer per parameter
+// and steps it from a post-accumulate-grad hook, then drops the gradient). LibTorch 1.13 has no
+// post-accumulate-grad hook (Python's register_post_accumulate_grad_hook is 2.1+), so the hook
+// goes where that one lives: a post hook on the parameter's AccumulateGrad node, which runs
+// after .grad is written.
+struct StepInBackward : torch::autograd::FunctionPostHook {
+  StepInBackward(torch::optim::Optimizer* o, torch::Tensor p) : opt(o), param(std::move(p)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    opt->step();
+    param.mutable_grad() = torch::Tensor();
+    return outputs;
+  }
+  torch::optim::Optimizer* opt;
+  torch::Tensor param;
+};
+
 RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
   RunOutcome out;
   const bool cuda = is_cuda(opt.device);
@@ -345,8 +366,20 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
   std::unique_ptr<ForeachAdam> foreach_optimizer;
   if (foreach)
     foreach_optimizer = std::make_unique<ForeachAdam>(model->parameters(), 1e-4, s.optimizer == OptimizerKind::adamw ? 0.01 : 0.0);
-  else
+  else if (!s.runtime.optimizer_in_backward)
     optimizer = make_optimizer(s, model->parameters());
+  // Optimizer in backward: one optimizer per trainable parameter, stepped by its hook. The
+  // AccumulateGrad nodes are held here (a parameter keeps its accumulator only weakly).
+  const bool in_backward = s.runtime.optimizer_in_backward;
+  std::vector<std::unique_ptr<torch::optim::Optimizer>> per_param;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  if (in_backward)
+    for (const torch::Tensor& p : model->parameters()) {
+      if (!p.requires_grad()) continue;
+      per_param.push_back(make_optimizer(s, {p}));
+      accumulators.push_back(torch::autograd::impl::grad_accumulator(p));
+      accumulators.back()->add_post_hook(std::make_unique<StepInBackward>(per_param.back().get(), p));
+    }
   const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len;
   const torch::Tensor ids = torch::randint(s.model.vocab_size, {b, sq}, torch::TensorOptions().dtype(torch::kLong).device(dev));
   const torch::Tensor labels = ids.clone();
@@ -395,10 +428,10 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
       const int64_t before_step = now();
       probe->reset_peak();
       if (foreach) foreach_optimizer->step();
-      else optimizer->step();
+      else if (!in_backward) optimizer->step();  // else stepped, and the gradients dropped, in backward
       sample(Phase::optimizer_step);
       if (step == 1) out.states = now() - before_step;
-      zero_grad(optimizer.get(), model->parameters(), s.runtime.zero_grad_set_to_none);
+      if (!in_backward) zero_grad(optimizer.get(), model->parameters(), s.runtime.zero_grad_set_to_none);
       ss.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       out.steps.push_back(ss);
     }

@@ -668,6 +668,16 @@ Timeline activation_timeline(const TrainingSetup& s) {
 
   sim::SimOptions so;
   so.grads_persist = grads_persist;
+  if (s.runtime.optimizer_in_backward) {
+    // Each parameter is stepped right after its gradient is made, and the gradient dropped: the
+    // step's temporaries, scaled from the largest parameter's to each op's gradient.
+    const ParamSummary ps = summarize_parameters(s);
+    const int64_t largest = ps.counts.largest_trainable;
+    const int64_t gb = ps.counts.adapter == ps.counts.trainable && ps.counts.trainable > 0 ? 4 : grad_bytes_per_param(s.precision);
+    if (largest > 0 && gb > 0)
+      so.step_temps_per_grad_byte = static_cast<double>(optimizer_cost(s, ps, false).per_param_transient) / static_cast<double>(largest * gb);
+    so.grads_persist = false;
+  }
   const sim::Segment emb_seg = embedding_segment(rs);
   const sim::Profile emb = emb_seg.simulate(so);
   // A layer's input needs a gradient once anything before it trains: the embeddings, or an
@@ -895,9 +905,8 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   // Lightning zeroes gradients after the next forward (its closure runs training_step first): the
   // last step's gradients are alive through the whole forward.
   if (s.runtime.zero_grad_after_forward && !accumulating) fwd.bytes[T(Term::gradients)] += grads_at_rest;
-  // Optimizer in backward: each parameter's step runs in its gradient hook, with its temporaries.
-  if (s.runtime.optimizer_in_backward)
-    for (PhaseState* ph : {&bwd, &bwd_head}) ph->bytes[T(Term::transient)] += st.oc.per_param_transient;
+  // Optimizer in backward: each parameter's step runs in its gradient hook, with its temporaries,
+  // right after the op that made the gradient (in the simulated backward: activation_timeline).
   if (bwd_head.total() > bwd.total()) bwd = bwd_head;
 
   // Optimizer step.

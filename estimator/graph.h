@@ -98,6 +98,10 @@ struct SimOptions {
   bool grads_persist = true;   // parameter grads stay (.grad stolen); false: accumulated into
                                // existing .grad, so each contribution is a temporary
   bool input_requires_grad = true;  // false below frozen embeddings (LoRA): no input gradient
+  // Optimizer stepped in backward: a parameter's step runs from its AccumulateGrad hook right
+  // after the op that made its gradient, with this many bytes of temporaries per byte of that
+  // gradient; the gradient is dropped after the step (grads_persist false).
+  double step_temps_per_grad_byte = 0;
   bool per_op_policy = false;  // checkpointed with a per-op policy: ops marked sac_save keep
                                // their outputs from the first forward (torch.utils.checkpoint
                                // with a context_fn / selective_checkpoint_context_fn)

@@ -219,6 +219,12 @@ inline std::vector<MatrixCase> cpu_matrix() {
   chunked("chunked:128t");
   cases.back().setup.runtime.loss_upcast = false;
   cases.back().setup.runtime.keep_logits = true;
+  // The optimizer stepped in backward (torchtune's optimizer_in_bwd): one optimizer per
+  // parameter, stepped from its AccumulateGrad hook, the gradient dropped at once.
+  add("llama gqa fp32 adamw optim-in-bwd", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  cases.back().setup.runtime.optimizer_in_backward = true;
+  add("gpt2 amp-bf16 sgd-mom optim-in-bwd full", tiny_gpt2(256, 4, 4, 2048), Precision::amp_bf16, OptimizerKind::sgd_momentum, "full", 2, 256);
+  cases.back().setup.runtime.optimizer_in_backward = true;
   // NeMo's explicit layer list (checkpointing layers:I,J): layers 1 and 2 of 4, and the last.
   add("llama gqa fp32 sgd-mom layers:1,2", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::sgd_momentum, "layers:1,2", 2, 256);
   add("gpt2 amp-bf16 adamw layers:3", tiny_gpt2(256, 4, 4, 2048), Precision::amp_bf16, OptimizerKind::adamw, "layers:3", 2, 256);
