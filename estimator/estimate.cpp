@@ -816,6 +816,12 @@ Timeline activation_timeline(const TrainingSetup& s) {
     // The head's backward (the loss spike) runs before any bucket of ZeRO-2/3 gradients is
     // reduced, so it is kept apart: compose() adds the gradient partition only after it.
     stage(head, before[m.num_layers], -2);
+    // Optimizer in backward with a tied head: the shared weight's AccumulateGrad runs once, after
+    // the embedding's backward adds its part, so the head's contribution waits in that node's
+    // input buffer through every layer's backward (measured: `gpt2 amp-bf16 sgd-mom optim-in-bwd
+    // full` in the CPU matrix).
+    if (s.runtime.optimizer_in_backward && head_shares_embedding(rs) && head_trainable(rs))
+      grads += m.vocab_size * m.hidden_size * grad_bytes_per_param(s.precision);
     out.backward_head = out.backward;
     const Label head_label = bl;
     out.backward = PhaseState{};
