@@ -819,7 +819,7 @@ Timeline activation_timeline(const TrainingSetup& s) {
     // Optimizer in backward with a tied head: the shared weight's AccumulateGrad runs once, after
     // the embedding's backward adds its part, so the head's contribution waits in that node's
     // input buffer through every layer's backward (measured: `gpt2 amp-bf16 sgd-mom optim-in-bwd
-    // full` in the CPU matrix).
+    // full s512` in the CPU matrix).
     if (s.runtime.optimizer_in_backward && head_shares_embedding(rs) && head_trainable(rs))
       grads += m.vocab_size * m.hidden_size * grad_bytes_per_param(s.precision);
     out.backward_head = out.backward;

@@ -223,7 +223,7 @@ inline std::vector<MatrixCase> cpu_matrix() {
   // parameter, stepped from its AccumulateGrad hook, the gradient dropped at once.
   add("llama gqa fp32 adamw optim-in-bwd", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
   cases.back().setup.runtime.optimizer_in_backward = true;
-  add("gpt2 amp-bf16 sgd-mom optim-in-bwd full", tiny_gpt2(256, 4, 4, 2048), Precision::amp_bf16, OptimizerKind::sgd_momentum, "full", 2, 256);
+  add("gpt2 amp-bf16 sgd-mom optim-in-bwd full s512", tiny_gpt2(256, 4, 4, 2048), Precision::amp_bf16, OptimizerKind::sgd_momentum, "full", 1, 512);
   cases.back().setup.runtime.optimizer_in_backward = true;
   // NeMo's explicit layer list (checkpointing layers:I,J): layers 1 and 2 of 4, and the last.
   add("llama gqa fp32 sgd-mom layers:1,2", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::sgd_momentum, "layers:1,2", 2, 256);
