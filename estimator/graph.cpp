@@ -317,6 +317,11 @@ class Runner {
         for (int g : transient) drop_grad(static_cast<int>(g));
         drop_grad(g_out);
         grad_of_[out] = -1;
+        if (o.bwd_post_scratch > 0) {
+          add(Cat::scratch, o.bwd_post_scratch);
+          track(p.backward, (std::string(o.name) + " + gradient accumulation").c_str());
+          add(Cat::scratch, -o.bwd_post_scratch);
+        }
         if (opt_.step_temps_per_grad_byte > 0 && pgrad > 0) {
           // The op's node has returned; AccumulateGrad wrote .grad and its hook steps it.
           const int64_t t = static_cast<int64_t>(std::llround(opt_.step_temps_per_grad_byte * static_cast<double>(pgrad)));

@@ -65,6 +65,9 @@ struct Op {
   int split_parts = 0;
   std::vector<int> grad_share;      // inputs that reuse the output's gradient (others get new ones)
   int64_t bwd_scratch = 0;      // temporary during the backward kernel
+  int64_t bwd_post_scratch = 0; // alive just after the node returns (its output gradient freed):
+                                // a shared weight's gradient contribution and, on 1.13, the
+                                // out-of-place sum made in its input buffer
   int64_t param_grad_bytes = 0; // parameter gradient produced by this op's backward
   bool params_trainable = true; // false: frozen weights (LoRA base), no gradient for them
   bool uncached = false;        // a weight copy autocast does not cache (the weight is frozen)

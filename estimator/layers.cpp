@@ -1399,14 +1399,21 @@ void chunked_loss(Net& n, Segment& seg, T x, bool train_head) {
     mm.grad_to = {xin.id};
     mm.grad_bytes = {xin.bytes()};
     // The last chunk's backward runs first; the others add into its gradient in the weight's
-    // input buffer before AccumulateGrad runs once. LibTorch 1.13 adds dense gradients out of
-    // place (old + new: the contribution and the sum both allocated; torch/csrc/autograd/
-    // input_buffer.cpp @ v1.13.0 accumulate, in place only for sparse), later versions in place
-    // when the buffer is not shared (pytorch/pytorch#88339, the rule graph.cpp follows).
-    // Under autocast the buffer is that of the cached half weight copy, in its dtype. Measured in
-    // the CPU matrix on 1.13 (`llama gqa fp32 adamw chunked:8 b1`, `... amp-bf16 ... chunked:4 b2`).
-    if (i + 1 == k) mm.param_grad_bytes = wn * n.gb_;
-    else mm.bwd_scratch = trainable ? (r.torch_at_least(2, 0) ? 1 : 2) * wn * (n.ac_ ? Net::c_ : n.gb_) : 0;
+    // input buffer before AccumulateGrad runs once: each makes its contribution in the kernel,
+    // and the addition happens after the node returns (its output gradient freed). LibTorch
+    // 1.13 adds dense gradients out of place (old + new: the sum allocated beside both;
+    // torch/csrc/autograd/input_buffer.cpp @ v1.13.0 accumulate, in place only for sparse),
+    // later versions in place when the buffer is not shared (pytorch/pytorch#88339, the rule
+    // graph.cpp follows). Under autocast the buffer is that of the cached half weight copy, in
+    // its dtype. Measured in the CPU matrix on 1.13 (`llama gqa fp32 adamw chunked:8 b1`,
+    // `llama mha amp-bf16 sgd chunked:4 b2`).
+    if (i + 1 == k) {
+      mm.param_grad_bytes = wn * n.gb_;
+    } else if (trainable) {
+      const int64_t g = wn * (n.ac_ ? Net::c_ : n.gb_);
+      mm.bwd_scratch = g;
+      mm.bwd_post_scratch = (r.torch_at_least(2, 0) ? 1 : 2) * g;
+    }
     mm.params_trainable = trainable;
     const int64_t out_dt = n.ac_ ? Net::c_ : std::max(x.dt, n.e_ == 4 ? x.dt : n.e_);
     chunks.push_back(n.make(std::move(mm), rows * V, out_dt));
