@@ -1403,16 +1403,18 @@ void chunked_loss(Net& n, Segment& seg, T x, bool train_head) {
     // and the addition happens after the node returns (its output gradient freed). LibTorch
     // 1.13 adds dense gradients out of place (old + new: the sum allocated beside both;
     // torch/csrc/autograd/input_buffer.cpp @ v1.13.0 accumulate, in place only for sparse),
-    // later versions in place when the buffer is not shared (pytorch/pytorch#88339, the rule
-    // graph.cpp follows). Under autocast the buffer is that of the cached half weight copy, in
-    // its dtype. Measured in the CPU matrix on 1.13 (`llama gqa fp32 adamw chunked:8 b1`,
+    // later versions in place when the buffer owns its gradient (pytorch/pytorch#88339) -- but
+    // the first gradient in it is the transposed view TBackward hands over, which it does not
+    // own, so on 2.x too the first addition (the second chunk's) is out of place and the later
+    // ones go into that sum. Under autocast the buffer is that of the cached half weight copy, in
+    // its dtype. Measured in the CPU matrix on 1.13 and 2.6 (`llama gqa fp32 adamw chunked:8 b1`,
     // `llama mha amp-bf16 sgd chunked:4 b2`).
     if (i + 1 == k) {
       mm.param_grad_bytes = wn * n.gb_;
     } else if (trainable) {
       const int64_t g = wn * (n.ac_ ? Net::c_ : n.gb_);
       mm.bwd_scratch = g;
-      mm.bwd_post_scratch = (r.torch_at_least(2, 0) ? 1 : 2) * g;
+      mm.bwd_post_scratch = (r.torch_at_least(2, 0) && i + 2 != k ? 1 : 2) * g;
     }
     mm.params_trainable = trainable;
     const int64_t out_dt = n.ac_ ? Net::c_ : std::max(x.dt, n.e_ == 4 ? x.dt : n.e_);
