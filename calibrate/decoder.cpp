@@ -466,18 +466,58 @@ class Model : public Decoder {
 
   std::vector<Tensor> parameters() override { return p_.all; }
 
-  Tensor loss(const Tensor& ids, const Tensor& labels) override {
-    const Tensor logits = forward(ids);
+  Tensor loss(const Tensor& ids, const Tensor& labels, std::vector<Tensor>* kept) override {
+    // Labels padded with -100 and shifted (HF's ForCausalLMLoss; torchtune's datasets shift them
+    // the same way), made after the forward as the loss makes them.
+    auto shifted = [&] { return torch::constant_pad_nd(labels, {0, 1}, -100).index({Slice(), Slice(1, None)}).contiguous(); };
+    namespace F = torch::nn::functional;
+    if (s_.runtime.loss == LossImpl::chunked) {
+      std::vector<Tensor> chunks = chunked_output(body(ids));
+      return chunked_loss(chunks, shifted(), kept);
+    }
+    const Tensor logits = head(body(ids));
+    if (kept) kept->push_back(logits);
     // ForCausalLMLoss: upcast, pad labels with -100, shift, flatten, cross-entropy.
     const int64_t V = logits.size(-1);
     const Tensor lf = logits.to(torch::kFloat);
-    const Tensor padded = torch::constant_pad_nd(labels, {0, 1}, -100);
-    const Tensor shift = padded.index({Slice(), Slice(1, None)}).contiguous();
-    namespace F = torch::nn::functional;
+    const Tensor shift = shifted();
     return F::cross_entropy(lf.view({-1, V}), shift.view({-1}), F::CrossEntropyFuncOptions().ignore_index(-100));
   }
 
  private:
+  // torchtune's chunked output and CEWithChunkedOutputLoss (torchtune/modules/transformer.py
+  // TransformerDecoder.chunked_output and modules/loss/ce_chunked_output_loss.py @ v0.6.1):
+  // the final hidden states are split along the sequence into runtime.loss_chunks pieces
+  // (hidden.chunk(k, dim=1)), or LitGPT's pieces of loss_chunk_tokens (litgpt/model.py
+  // lm_head_chunk_size, hidden.split(n, dim=1) @ v0.5.7); the head runs on each and the model
+  // returns the list; the loss then takes each chunk (torchtune: .float(), LitGPT: as is) through
+  // a summed cross-entropy and divides by the number of labelled tokens.
+  std::vector<Tensor> chunked_output(const Tensor& x) const {
+    const auto& r = s_.runtime;
+    std::vector<Tensor> chunks;
+    for (const Tensor& p : r.loss_chunk_tokens > 0 ? x.split(r.loss_chunk_tokens, 1) : x.chunk(r.loss_chunks, 1))
+      chunks.push_back(head(p));
+    return chunks;
+  }
+
+  Tensor chunked_loss(std::vector<Tensor>& chunks, const Tensor& shift, std::vector<Tensor>* kept) const {
+    namespace F = torch::nn::functional;
+    const auto& r = s_.runtime;
+    const std::vector<Tensor> label_chunks =
+        r.loss_chunk_tokens > 0 ? shift.split(r.loss_chunk_tokens, 1) : shift.chunk(r.loss_chunks, 1);
+    const int64_t V = m_.vocab_size;
+    Tensor total;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const Tensor lg = chunks[i].reshape({-1, V});
+      const Tensor lf = r.loss_upcast ? lg.to(torch::kFloat) : lg;
+      const Tensor li = F::cross_entropy(lf, label_chunks[i].reshape({-1}),
+                                         F::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
+      total = total.defined() ? total + li : li;
+    }
+    if (kept) *kept = std::move(chunks);
+    return total / shift.ne(-100).sum();
+  }
+
   struct Layer {
     Norm ln1, ln2;
     Norm ln_post_attn, ln_post_ff;  // Gemma-2 sandwich norms
@@ -512,7 +552,7 @@ class Model : public Decoder {
   // Training mode throughout (model.train()).
   Tensor dropout(const Tensor& x, double p) const { return p > 0 ? torch::dropout(x, p, /*train=*/true) : x; }
 
-  Tensor forward(const Tensor& ids) {
+  Tensor body(const Tensor& ids) {  // embeddings, the layers and the final norm
     const int64_t b = ids.size(0), sq = ids.size(1);
     const auto dev = ids.device();
     // inputs_embeds (and GPT-2's position_embeds) are locals of the model's forward: they stay
@@ -565,6 +605,11 @@ class Model : public Decoder {
     // The model body returns: its locals (mask, cos/sin, embeddings) go unless something saved them.
     sh = Shared();
     inputs_embeds = position_embeds = Tensor();
+    return x;
+  }
+
+  // The LM head on the final hidden states (or a chunk of them).
+  Tensor head(const Tensor& x) const {
     Tensor logits = torch::linear(x, m_.tie_word_embeddings ? wte_ : lm_head_, lm_head_b_);
     if (m_.final_softcap > 0) {  // Gemma2ForCausalLM: logits / cap -> tanh -> * cap
       logits = logits / m_.final_softcap;

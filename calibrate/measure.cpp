@@ -167,7 +167,25 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
     case Precision::mixed_fp16: case Precision::mixed_bf16:
       return "mixed-fp16/mixed-bf16 are DeepSpeed's regimes (fp32 master copies): measure amp-bf16 or bf16 instead";
   }
-  if (s.checkpointing.mode == CheckpointMode::selective) return "selective checkpointing is not measured (none, full and every:K are)";
+  if (s.checkpointing.mode == CheckpointMode::selective || s.checkpointing.mode == CheckpointMode::selective_op)
+    return "selective checkpointing is not measured (the harness checkpoints whole layers: none, full, every:K and layers:I,J are)";
+  // Runtime knobs the harness runs for real: the held logits of a custom loop and the chunked
+  // loss. The others change kernels or the loop in ways a LibTorch step here does not reproduce.
+  {
+    const Runtime& r = s.runtime;
+    if (r.loss == LossImpl::fused_linear) return "fused linear cross-entropy is a Triton/CUDA kernel (Liger, cut-cross-entropy): estimated, not measured";
+    if (r.liger) return "Liger's kernels are Triton (CUDA): estimated, not measured";
+    if (r.compile) return "torch.compile is not measured (the harness runs eager LibTorch)";
+    if (r.fp8) return "float8 linears need a GPU with fp8: estimated, not measured";
+    if (r.activation_offload) return "activation offloading is not measured (saved tensors stay on the device in the harness)";
+    if (r.optimizer_in_backward && r.optimizer_impl == OptimizerImpl::foreach)
+      return "the optimizer step in backward is measured with the for-loop step (one parameter per optimizer)";
+    if (r.optimizer_in_backward && (s.batch.grad_accum > 1 || !r.zero_grad_set_to_none))
+      return "the optimizer step in backward drops each gradient: measure it without accumulation and with set_to_none";
+    if (r.keep_cache) return "the harness returns no KV cache: measure without runtime.keep_cache";
+    if (r.zero_grad_after_forward) return "the harness zeroes gradients after the step: measure without runtime.zero_grad_after_forward";
+    if (s.parallel.fsdp != FsdpMode::none) return "FSDP runs across ranks: estimated, not measured";
+  }
   if (s.attention == AttentionImpl::flash) return "flash-attn is a CUDA extension: measure --attention sdpa or eager";
   if (s.attention != AttentionImpl::eager) {
     if (!MEMPLAN_TORCH_AT_LEAST(2, 0))
@@ -196,8 +214,8 @@ TrainingSetup harness_setup(const TrainingSetup& s, const MeasureOptions& opt) {
   h.runtime.torch_minor = TORCH_VERSION_MINOR;
   // LibTorch's optimizers loop over the parameters; foreach is the harness's own step.
   if (h.runtime.optimizer_impl != OptimizerImpl::foreach) h.runtime.optimizer_impl = OptimizerImpl::for_loop;
-  h.runtime.loss_upcast = true;
-  h.runtime.keep_logits = false;
+  // HF's loss upcasts the logits; the chunked loss does as the setup says (torchtune yes, LitGPT no).
+  if (h.runtime.loss == LossImpl::standard) h.runtime.loss_upcast = true;
   if (is_cuda(opt.device)) {
     h.device.kind = DeviceKind::cuda;
   } else {
@@ -301,6 +319,24 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingSetup& s, 
   }
 }
 
+// The optimizer stepped in backward (torchtune's optimizer_in_bwd, training/_activation_offloading
+// aside: recipes/full_finetune_single_device.py @ v0.6.1 registers one optimizer per parameter
+// and steps it from a post-accumulate-grad hook, then drops the gradient). LibTorch 1.13 has no
+// post-accumulate-grad hook (Python's register_post_accumulate_grad_hook is 2.1+), so the hook
+// goes where that one lives: a post hook on the parameter's AccumulateGrad node, which runs
+// after .grad is written.
+struct StepInBackward : torch::autograd::FunctionPostHook {
+  StepInBackward(torch::optim::Optimizer* o, torch::Tensor p) : opt(o), param(std::move(p)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    opt->step();
+    param.mutable_grad() = torch::Tensor();
+    return outputs;
+  }
+  torch::optim::Optimizer* opt;
+  torch::Tensor param;
+};
+
 RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
   RunOutcome out;
   const bool cuda = is_cuda(opt.device);
@@ -330,12 +366,25 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
   std::unique_ptr<ForeachAdam> foreach_optimizer;
   if (foreach)
     foreach_optimizer = std::make_unique<ForeachAdam>(model->parameters(), 1e-4, s.optimizer == OptimizerKind::adamw ? 0.01 : 0.0);
-  else
+  else if (!s.runtime.optimizer_in_backward)
     optimizer = make_optimizer(s, model->parameters());
+  // Optimizer in backward: one optimizer per trainable parameter, stepped by its hook. The
+  // AccumulateGrad nodes are held here (a parameter keeps its accumulator only weakly).
+  const bool in_backward = s.runtime.optimizer_in_backward;
+  std::vector<std::unique_ptr<torch::optim::Optimizer>> per_param;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  if (in_backward)
+    for (const torch::Tensor& p : model->parameters()) {
+      if (!p.requires_grad()) continue;
+      per_param.push_back(make_optimizer(s, {p}));
+      accumulators.push_back(torch::autograd::impl::grad_accumulator(p));
+      accumulators.back()->add_post_hook(std::make_unique<StepInBackward>(per_param.back().get(), p));
+    }
   const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len;
   const torch::Tensor ids = torch::randint(s.model.vocab_size, {b, sq}, torch::TensorOptions().dtype(torch::kLong).device(dev));
   const torch::Tensor labels = ids.clone();
   const bool amp = is_autocast(s.precision);
+  std::vector<torch::Tensor> held_logits;  // runtime.keep_logits: alive through backward and the step
   const auto ac_dev = cuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
   const auto ac_dt = s.precision == Precision::amp_fp16 ? torch::kHalf : torch::kBFloat16;
   try {
@@ -361,7 +410,11 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
       {
         std::unique_ptr<AutocastGuard> guard;
         if (amp) guard = std::make_unique<AutocastGuard>(ac_dev, ac_dt);
-        loss = model->loss(ids, labels);
+        std::vector<torch::Tensor> logits;
+        loss = model->loss(ids, labels, s.runtime.keep_logits ? &logits : nullptr);
+        // A loop that keeps the forward's outputs (nanoGPT's `logits, loss = model(X, Y)`): the
+        // previous step's logits go only when the new ones are bound, after the forward.
+        if (s.runtime.keep_logits) held_logits = std::move(logits);
       }
       sample(Phase::forward);
       out.forward_end = now();
@@ -375,10 +428,10 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
       const int64_t before_step = now();
       probe->reset_peak();
       if (foreach) foreach_optimizer->step();
-      else optimizer->step();
+      else if (!in_backward) optimizer->step();  // else stepped, and the gradients dropped, in backward
       sample(Phase::optimizer_step);
       if (step == 1) out.states = now() - before_step;
-      zero_grad(optimizer.get(), model->parameters(), s.runtime.zero_grad_set_to_none);
+      if (!in_backward) zero_grad(optimizer.get(), model->parameters(), s.runtime.zero_grad_set_to_none);
       ss.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       out.steps.push_back(ss);
     }

@@ -38,8 +38,12 @@ class AutocastGuard {
 class Decoder {
  public:
   virtual ~Decoder() = default;
-  // Forward and HF's causal-LM loss (logits.float(), shifted labels, cross-entropy).
-  virtual torch::Tensor loss(const torch::Tensor& ids, const torch::Tensor& labels) = 0;
+  // Forward and the loss the setup's runtime names: HF's causal-LM loss (logits.float(), shifted
+  // labels, cross-entropy), or torchtune's chunked one (runtime.loss chunked). With `logits` the
+  // caller gets the model's returned logits (the list's chunks, concatenated views not made) to
+  // keep alive, as a loop that holds the forward's outputs does.
+  virtual torch::Tensor loss(const torch::Tensor& ids, const torch::Tensor& labels,
+                             std::vector<torch::Tensor>* logits = nullptr) = 0;
   virtual std::vector<torch::Tensor> parameters() = 0;
 };
 std::unique_ptr<Decoder> make_decoder(const TrainingSetup& s, const torch::Device& device);

@@ -697,6 +697,16 @@ Timeline activation_timeline(const TrainingSetup& s) {
 
   sim::SimOptions so;
   so.grads_persist = grads_persist;
+  if (s.runtime.optimizer_in_backward) {
+    // Each parameter is stepped right after its gradient is made, and the gradient dropped: the
+    // step's temporaries, scaled from the largest parameter's to each op's gradient.
+    const ParamSummary ps = summarize_parameters(s);
+    const int64_t largest = ps.counts.largest_trainable;
+    const int64_t gb = ps.counts.adapter == ps.counts.trainable && ps.counts.trainable > 0 ? 4 : grad_bytes_per_param(s.precision);
+    if (largest > 0 && gb > 0)
+      so.step_temps_per_grad_byte = static_cast<double>(optimizer_cost(s, ps, false).per_param_transient) / static_cast<double>(largest * gb);
+    so.grads_persist = false;
+  }
   const sim::Segment emb_seg = embedding_segment(rs);
   const sim::Profile emb = emb_seg.simulate(so);
   // A layer's input needs a gradient once anything before it trains: the embeddings, or an
@@ -835,6 +845,12 @@ Timeline activation_timeline(const TrainingSetup& s) {
     // The head's backward (the loss spike) runs before any bucket of ZeRO-2/3 gradients is
     // reduced, so it is kept apart: compose() adds the gradient partition only after it.
     stage(head, before[m.num_layers], -2);
+    // Optimizer in backward with a tied head: the shared weight's AccumulateGrad runs once, after
+    // the embedding's backward adds its part, so the head's contribution waits in that node's
+    // input buffer through every layer's backward (measured: `gpt2 amp-bf16 sgd-mom optim-in-bwd
+    // full s512` in the CPU matrix).
+    if (s.runtime.optimizer_in_backward && head_shares_embedding(rs) && head_trainable(rs))
+      grads += m.vocab_size * m.hidden_size * grad_bytes_per_param(s.precision);
     out.backward_head = out.backward;
     const Label head_label = bl;
     out.backward = PhaseState{};
@@ -924,9 +940,8 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   // Lightning zeroes gradients after the next forward (its closure runs training_step first): the
   // last step's gradients are alive through the whole forward.
   if (s.runtime.zero_grad_after_forward && !accumulating) fwd.bytes[T(Term::gradients)] += grads_at_rest;
-  // Optimizer in backward: each parameter's step runs in its gradient hook, with its temporaries.
-  if (s.runtime.optimizer_in_backward)
-    for (PhaseState* ph : {&bwd, &bwd_head}) ph->bytes[T(Term::transient)] += st.oc.per_param_transient;
+  // Optimizer in backward: each parameter's step runs in its gradient hook, with its temporaries,
+  // right after the op that made the gradient (in the simulated backward: activation_timeline).
   if (bwd_head.total() > bwd.total()) bwd = bwd_head;
 
   // Optimizer step.

@@ -7,6 +7,7 @@
 #include "estimator/graph.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <cstdio>
 #include <cstdlib>
@@ -314,10 +315,22 @@ class Runner {
         track(p.backward, o.name);
         add(Cat::scratch, -o.bwd_scratch);
         for (int g : transient) drop_grad(static_cast<int>(g));
-        if (!opt_.grads_persist) add(Cat::param_grad, -pgrad);
-        p.param_grad_bytes += pgrad;
         drop_grad(g_out);
         grad_of_[out] = -1;
+        if (o.bwd_post_scratch > 0) {
+          add(Cat::scratch, o.bwd_post_scratch);
+          track(p.backward, (std::string(o.name) + " + gradient accumulation").c_str());
+          add(Cat::scratch, -o.bwd_post_scratch);
+        }
+        if (opt_.step_temps_per_grad_byte > 0 && pgrad > 0) {
+          // The op's node has returned; AccumulateGrad wrote .grad and its hook steps it.
+          const int64_t t = static_cast<int64_t>(std::llround(opt_.step_temps_per_grad_byte * static_cast<double>(pgrad)));
+          add(Cat::scratch, t);
+          track(p.backward, (std::string(o.name) + " + optimizer step").c_str());
+          add(Cat::scratch, -t);
+        }
+        if (!opt_.grads_persist) add(Cat::param_grad, -pgrad);
+        p.param_grad_bytes += pgrad;
       }
       if (saved_by_op_[jj]) {
         for (int t : o.saves) release(st(t));

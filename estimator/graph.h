@@ -65,6 +65,9 @@ struct Op {
   int split_parts = 0;
   std::vector<int> grad_share;      // inputs that reuse the output's gradient (others get new ones)
   int64_t bwd_scratch = 0;      // temporary during the backward kernel
+  int64_t bwd_post_scratch = 0; // alive just after the node returns (its output gradient freed):
+                                // a shared weight's gradient contribution and, on 1.13, the
+                                // out-of-place sum made in its input buffer
   int64_t param_grad_bytes = 0; // parameter gradient produced by this op's backward
   bool params_trainable = true; // false: frozen weights (LoRA base), no gradient for them
   bool uncached = false;        // a weight copy autocast does not cache (the weight is frozen)
@@ -98,6 +101,10 @@ struct SimOptions {
   bool grads_persist = true;   // parameter grads stay (.grad stolen); false: accumulated into
                                // existing .grad, so each contribution is a temporary
   bool input_requires_grad = true;  // false below frozen embeddings (LoRA): no input gradient
+  // Optimizer stepped in backward: a parameter's step runs from its AccumulateGrad hook right
+  // after the op that made its gradient, with this many bytes of temporaries per byte of that
+  // gradient; the gradient is dropped after the step (grads_persist false).
+  double step_temps_per_grad_byte = 0;
   bool per_op_policy = false;  // checkpointed with a per-op policy: ops marked sac_save keep
                                // their outputs from the first forward (torch.utils.checkpoint
                                // with a context_fn / selective_checkpoint_context_fn)

@@ -1349,10 +1349,15 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
 // head + chunked_cross_entropy (litgpt/model.py, utils.py @ v0.5.7): the final hidden states are
 // split into k chunks along the sequence (hidden.chunk(k, dim=1); LitGPT: 128-token pieces), the
 // head runs on each chunk, and each chunk's logits are (torchtune: upcast, then)
-// cross-entropied alone. The bf16 logit chunks are the model's returned list, alive until the
-// loop drops them; each log_softmax saves its chunk of log-probabilities; the fp32 copy is one
-// chunk at a time. Backward: per chunk, then SplitBackward concatenates the hidden-state
-// gradients. The head's weight gradient is made by the first chunk's backward and added into by
+// cross-entropied alone. The model computes every chunk's logits first and returns the list
+// (torchtune TransformerDecoder.chunked_output, LitGPT GPT.forward with lm_head_chunk_size); the
+// loss then walks it. The logit chunks stay alive until the loop drops the list; each
+// log_softmax saves its chunk of log-probabilities; the fp32 copy is one chunk at a time.
+// Backward follows autograd's order (latest node first): every chunk's cross-entropy backward
+// runs before any head matmul's, so all chunks' logit gradients are alive together when the
+// last chunk's head backward starts (measured in the CPU matrix: the interleaved order was 3%
+// under); then the heads, last chunk first, and SplitBackward concatenates the hidden-state
+// gradients. The head's weight gradient is made by the last chunk's backward and added into by
 // the others (a temporary each).
 void chunked_loss(Net& n, Segment& seg, T x, bool train_head) {
   const TrainingSetup& s = n.s_;
@@ -1396,13 +1401,32 @@ void chunked_loss(Net& n, Segment& seg, T x, bool train_head) {
     }
     mm.grad_to = {xin.id};
     mm.grad_bytes = {xin.bytes()};
-    // The last chunk's backward runs first and creates .grad; the others add into it.
-    if (i + 1 == k) mm.param_grad_bytes = wn * n.gb_;
-    else mm.bwd_scratch = trainable ? wn * n.gb_ : 0;
+    // The last chunk's backward runs first; the others add into its gradient in the weight's
+    // input buffer before AccumulateGrad runs once: each makes its contribution in the kernel,
+    // and the addition happens after the node returns (its output gradient freed). LibTorch
+    // 1.13 adds dense gradients out of place (old + new: the sum allocated beside both;
+    // torch/csrc/autograd/input_buffer.cpp @ v1.13.0 accumulate, in place only for sparse),
+    // later versions in place when the buffer owns its gradient (pytorch/pytorch#88339) -- but
+    // the first gradient in it is the transposed view TBackward hands over, which it does not
+    // own, so on 2.x too the first addition (the second chunk's) is out of place and the later
+    // ones go into that sum. Under autocast the buffer is that of the cached half weight copy, in
+    // its dtype. Measured in the CPU matrix on 1.13 and 2.6 (`llama gqa fp32 adamw chunked:8 b1`,
+    // `llama mha amp-bf16 sgd chunked:4 b2`).
+    if (i + 1 == k) {
+      mm.param_grad_bytes = wn * n.gb_;
+    } else if (trainable) {
+      const int64_t g = wn * (n.ac_ ? Net::c_ : n.gb_);
+      mm.bwd_scratch = g;
+      mm.bwd_post_scratch = (r.torch_at_least(2, 0) && i + 2 != k ? 1 : 2) * g;
+    }
     mm.params_trainable = trainable;
     const int64_t out_dt = n.ac_ ? Net::c_ : std::max(x.dt, n.e_ == 4 ? x.dt : n.e_);
-    T lg = n.make(std::move(mm), rows * V, out_dt);
-    chunks.push_back(lg);
+    chunks.push_back(n.make(std::move(mm), rows * V, out_dt));
+  }
+  // The loss then walks the returned list, chunk by chunk.
+  for (int64_t i = 0; i < k; ++i) {
+    const T lg = chunks[static_cast<size_t>(i)];
+    const int64_t rows = lg.n / V;
     T lf = r.loss_upcast ? n.cast(lg, kFp32, "chunk.float()") : lg;
     if (n.ac_ && lf.dt != kFp32) lf = n.cast(lf, kFp32, "autocast fp32 cast");
     Op ls;

@@ -1,13 +1,16 @@
 // The CPU accuracy matrix: small models that run real steps in seconds on 2 cores and cover
 // dense and MoE, GELU and SwiGLU, MHA, GQA and MQA, tied and untied, fp32 and bf16, AdamW and
 // SGD, checkpointing none/full/every:2, sequences 64-1024, and on LibTorch 2.x SDPA (flash and
-// math kernels, with and without a mask) and the foreach optimizer step.
+// math kernels, with and without a mask) and the foreach optimizer step; runtime knobs the
+// harness runs for real: held logits (custom loops), chunked cross-entropy, layer lists.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "estimator/model.h"
+#include "estimator/setup.h"
 
 namespace memplan::testing {
 
@@ -194,6 +197,37 @@ inline std::vector<MatrixCase> cpu_matrix() {
   // backward accumulates into them. Runs on both versions.
   add("llama gqa fp32 adamw keep-grads", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
   cases.back().setup.runtime.zero_grad_set_to_none = false;
+
+  // Runtime knobs the harness runs for real (issue 18), on both versions.
+  // A loop that keeps the forward's outputs (nanoGPT, llama2.c, accelerate's examples: runtime
+  // keep_logits): the previous step's logits alive through the next forward, the new ones through
+  // backward and the step. A large vocabulary so that the held logits weigh.
+  add("llama gqa fp32 adamw keep-logits", tiny_llama(256, 4, 8, 2, 8192), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  cases.back().setup.runtime.keep_logits = true;
+  add("gpt2 amp-bf16 sgd keep-logits full", tiny_gpt2(256, 4, 4, 8192), Precision::amp_bf16, OptimizerKind::sgd, "full", 2, 256);
+  cases.back().setup.runtime.keep_logits = true;
+  // torchtune's chunked output + CEWithChunkedOutputLoss (8 chunks, each upcast) and LitGPT's
+  // 128-token head pieces without upcast, its loop holding the chunks (keep_logits).
+  auto chunked = [&](const char* spec) {
+    if (!parse_loss(spec, &cases.back().setup.runtime)) throw std::invalid_argument(spec);
+  };
+  add("llama gqa fp32 adamw chunked:8 b1", tiny_llama(256, 4, 8, 2, 8192), Precision::fp32, OptimizerKind::adamw, "none", 1, 512);
+  chunked("chunked:8");
+  add("llama mha amp-bf16 sgd chunked:4 b2", tiny_llama(256, 4, 8, 8, 8192), Precision::amp_bf16, OptimizerKind::sgd, "none", 2, 256);
+  chunked("chunked:4");
+  add("llama gqa bf16 adamw chunked:128t keep full", tiny_llama(256, 4, 8, 2, 8192), Precision::bf16, OptimizerKind::adamw, "full", 1, 512);
+  chunked("chunked:128t");
+  cases.back().setup.runtime.loss_upcast = false;
+  cases.back().setup.runtime.keep_logits = true;
+  // The optimizer stepped in backward (torchtune's optimizer_in_bwd): one optimizer per
+  // parameter, stepped from its AccumulateGrad hook, the gradient dropped at once.
+  add("llama gqa fp32 adamw optim-in-bwd", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  cases.back().setup.runtime.optimizer_in_backward = true;
+  add("gpt2 amp-bf16 sgd-mom optim-in-bwd full s512", tiny_gpt2(256, 4, 4, 2048), Precision::amp_bf16, OptimizerKind::sgd_momentum, "full", 1, 512);
+  cases.back().setup.runtime.optimizer_in_backward = true;
+  // NeMo's explicit layer list (checkpointing layers:I,J): layers 1 and 2 of 4, and the last.
+  add("llama gqa fp32 sgd-mom layers:1,2", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::sgd_momentum, "layers:1,2", 2, 256);
+  add("gpt2 amp-bf16 adamw layers:3", tiny_gpt2(256, 4, 4, 2048), Precision::amp_bf16, OptimizerKind::adamw, "layers:3", 2, 256);
 
   // LibTorch 2.x only. SDPA as HF calls it: no mask tensor and is_causal (an unpadded batch), the
   // 4-D mask tensor (a padded batch: K/V repeated to every head), or no mask at all (encoder-style).

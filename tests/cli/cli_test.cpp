@@ -567,6 +567,17 @@ TEST_CASE("measure: unknown device and unmeasurable setups exit 2 before any ste
         "error: --device: cannot measure this setup: mixed-fp16/mixed-bf16 are DeepSpeed's regimes (fp32 master "
         "copies): measure amp-bf16 or bf16 instead");
 
+  // Runtime knobs the harness cannot run are refused, not measured as something else (per-op
+  // selective checkpointing used to run as whole-layer checkpointing).
+  const Run sac = invoke({"measure", "--device", "cpu", "--model", kData + "tiny-llama.json", "--seq-len", "32",
+                          "--checkpointing", "selective-op"});
+  CHECK(sac.code == 2);
+  CHECK_FALSE(contains(sac.err, "[measure"));
+  CHECK(contains(line(sac.err, 0), "cannot measure this setup: selective checkpointing is not measured"));
+  const Run compiled = invoke({"measure", "--device", "cpu", "--model", kData + "tiny-llama.json", "--seq-len", "32", "--compile"});
+  CHECK(compiled.code == 2);
+  CHECK(contains(line(compiled.err, 0), "cannot measure this setup: torch.compile is not measured"));
+
   // --help reaches the companion, which knows measure's own flags.
   const Run help = invoke({"measure", "--help"});
   CHECK(help.code == 0);

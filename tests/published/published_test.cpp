@@ -25,11 +25,12 @@ namespace {
 
 const std::string kDir = std::string(MEMPLAN_EXAMPLES) + "/published/";
 
-enum class Kind { allocated, reserved, device_used };
+enum class Kind { allocated, active, reserved, device_used };
 
 const char* kind_name(Kind k) {
   switch (k) {
     case Kind::allocated: return "allocated";
+    case Kind::active: return "active";
     case Kind::reserved: return "reserved";
     case Kind::device_used: return "device_used";
   }
@@ -41,13 +42,18 @@ const char* kind_name(Kind k) {
 //                 out, the cuBLAS workspace included (torch 2.x allocates it there), but neither
 //                 the CUDA context (outside the allocator) nor the allocator's rounding and
 //                 fragmentation (reserved but not allocated):  peak - cuda_context - allocator_overhead
+//   active      = memory_stats()["active_bytes.all.peak"] (torchtune's "Peak Memory Active"): the
+//                 allocated blocks plus blocks already freed but still waiting for work queued on
+//                 another stream (record_stream: activation offloading's copy streams, FSDP's
+//                 all-gather streams). memplan models no cross-stream delay, so an active peak is
+//                 compared with the same estimate as an allocated one:  peak - cuda_context - allocator_overhead
 //   reserved    = torch.cuda.max_memory_reserved(): the allocator's segments:   peak - cuda_context
 //   device_used = nvidia-smi / NVML used: the whole process, context included:  peak
 int64_t comparable_bytes(const MemoryBreakdown& b, Kind kind) {
   const PhaseState& p = b.peak();
   const int64_t peak = p.total();
   switch (kind) {
-    case Kind::allocated: return peak - p[Term::cuda_context] - p[Term::allocator_overhead];
+    case Kind::allocated: case Kind::active: return peak - p[Term::cuda_context] - p[Term::allocator_overhead];
     case Kind::reserved: return peak - p[Term::cuda_context];
     case Kind::device_used: return peak;
   }
@@ -76,6 +82,7 @@ std::vector<Case> load_cases() {
     c.published_bytes = n["published_bytes"].as<int64_t>();
     const std::string k = n["kind"].as<std::string>();
     if (k == "allocated") c.kind = Kind::allocated;
+    else if (k == "active") c.kind = Kind::active;
     else if (k == "reserved") c.kind = Kind::reserved;
     else if (k == "device_used") c.kind = Kind::device_used;
     else FAIL("unknown kind '" << k << "' for " << c.config);
@@ -130,13 +137,13 @@ Result run_case(const Case& c) {
 
 void print_table(const char* title, const std::vector<Result>& rows) {
   std::printf("\n%s\n", title);
-  std::printf("%-50s %-11s %12s %12s %8s %5s  %-15s %s\n", "config", "kind", "published", "estimate", "error", "tol",
+  std::printf("%-60s %-11s %12s %12s %8s %5s  %-15s %s\n", "config", "kind", "published", "estimate", "error", "tol",
               "peak phase", "note");
   for (const Result& r : rows) {
     char note[96] = "";
     if (r.own_context)
       std::snprintf(note, sizeof note, "source's context; memplan's default: %+.1f%%", 100.0 * r.error_own_context);
-    std::printf("%-50s %-11s %9.2f GiB %9.2f GiB %+7.1f%% %4.0f%%  %-15s %s%s\n", r.c->config.c_str(),
+    std::printf("%-60s %-11s %9.2f GiB %9.2f GiB %+7.1f%% %4.0f%%  %-15s %s%s\n", r.c->config.c_str(),
                 kind_name(r.c->kind), r.c->published_bytes / 1073741824.0, r.estimate / 1073741824.0, 100.0 * r.error,
                 100.0 * r.c->tolerance, r.phase.c_str(), note, std::fabs(r.error) <= r.c->tolerance ? "" : "  OUTSIDE");
   }
