@@ -206,8 +206,8 @@ std::string config_model_name(const std::string& path) {
   return name;
 }
 
-ReadModel read_hf_config_file(const std::string& path) {
-  return read_hf_config(parse_json(read_text_file(path), path), path, config_model_name(path));
+ReadModel read_hf_config_file(const std::string& path, const Where& named_at) {
+  return read_hf_config(parse_json(read_text_file(path, named_at), path), path, config_model_name(path));
 }
 
 void throw_first_problem(const TrainingSetup& s, const Provenance& origin, const std::string& prefix,

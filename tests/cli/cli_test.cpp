@@ -426,7 +426,7 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
       {"malformed yaml",
        {"estimate", "--config", kData + "malformed.yaml"},
        kData + "malformed.yaml:6:19: error: end of sequence flow not found",
-       ""},
+       "hint: see examples/ for memplan config files; YAML indents with spaces, and quotes text holding ': ' or '#'"},
       {"missing hf_config",
        {"estimate", "--config", kData + "missing_hf_config.yaml"},
        kData + "missing_hf_config.yaml:3:3: error: model.hf_config: '" + kData + "no-such-model/config.json' does not exist",

@@ -32,12 +32,11 @@ TEST_CASE("broken files: exact messages with file:line:col and hint") {
     const char* file;
     std::string message;  // after the "<path>" prefix
   } table[] = {
-      {"malformed.yaml", ":3:30: error: end of sequence flow not found"},
-      {"malformed.json",
-       ":3:3: error: syntax error while parsing object - unexpected string literal; expected '}'"},
+      {"malformed.yaml", ":3:30: error: end of sequence flow not found\nhint: see examples/ for memplan config files; YAML indents with spaces, and quotes text holding ': ' or '#'"},
+      {"malformed.json", ":3:3: error: expected ',' or '}' (got a string)\nhint: is a ',' missing at the end of line 2?"},
       {"unknown_preset.yaml",
        ":2:3: error: unknown model 'llama-7b'\nhint: did you mean 'llama-2-7b'? (memplan models lists the presets)"},
-      {"wrong_type.yaml", ":4:3: error: training.micro_batch_size must be a positive integer (got 'four')"},
+      {"wrong_type.yaml", ":4:3: error: training.micro_batch_size must be a positive integer (got 'four')\nhint: write a whole number, e.g. 4 (no quotes)"},
       {"zero_micro_batch.yaml", ":4:3: error: batch.micro_batch: must be at least 1 (got 0)"},
       {"heads_not_dividing.yaml",
        ":4:3: error: model.num_attention_heads: 16 heads do not divide hidden size 1000\n"
@@ -64,14 +63,14 @@ TEST_CASE("broken files: exact messages with file:line:col and hint") {
       {"unknown_kind.json",
        ": error: cannot tell what this JSON file configures\nhint: memplan reads DeepSpeed ds_config.json "
        "(zero_optimization, train_micro_batch_size_per_gpu) and Hugging Face config.json (model_type)"},
-      {"threshold_range.yaml", ":4:5: error: training.memory.target_utilization must be a fraction in (0, 1] (got '1.5')"},
+      {"threshold_range.yaml", ":4:5: error: training.memory.target_utilization must be a fraction in (0, 1] (got '1.5')\nhint: write a decimal such as 0.9"},
       {"threshold_order.yaml",
        ":3:3: error: memory.target_utilization: thresholds must satisfy 0 < target <= warning <= critical <= emergency "
        "<= 1\nhint: the defaults are 0.90, 0.92, 0.95, 0.97"},
       {"bf16_and_fp16.yaml", ":3:1: error: bf16 and fp16 are both true\nhint: set one of them"},
       {"hf_missing.json",
        ": error: missing 'hidden_size'\nhint: memplan reads model.hidden_size from 'hidden_size' in llama configs"},
-      {"hf_wrong_type.json", ":3:3: error: hidden_size must be an integer (got string '4096')"},
+      {"hf_wrong_type.json", ":3:3: error: hidden_size must be an integer (got string '4096')\nhint: write a whole number, e.g. 4 (no quotes)"},
       {"deepseek.json",
        ":3:3: error: model_type 'deepseek_v2' (multi-head latent attention) is not supported\nhint: supported model "
        "types: gpt2, gpt_neox, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, phi3, bert"},
@@ -89,7 +88,7 @@ TEST_CASE("broken files: exact messages with file:line:col and hint") {
 }
 
 TEST_CASE("a missing config file is an error naming it") {
-  CHECK(render_error("no-such-file.yaml") == kBad + "no-such-file.yaml: error: cannot open the file (No such file or directory)");
+  CHECK(render_error("no-such-file.yaml") == kBad + "no-such-file.yaml: error: cannot open the file (No such file or directory)\nhint: check the path");
 }
 
 TEST_CASE("near-miss keys warn with did-you-mean; other unknown keys are ignored") {
