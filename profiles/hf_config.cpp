@@ -168,8 +168,8 @@ ModelSpec family_defaults_or_throw(const std::string& type, const Where& where) 
   if (auto m = family_defaults(type)) return *m;
   const std::string hint = fmt::format("supported model types: {}", fmt::join(supported_model_types(), ", "));
   if (type.rfind("deepseek", 0) == 0)
-    throw InputError(where, fmt::format("model_type '{}' (multi-head latent attention) is not supported", type), hint);
-  throw InputError(where, fmt::format("model_type '{}' is not supported", type), hint);
+    throw InputError(where, fmt::format("model_type '{}' (multi-head latent attention) is not supported", clip(type)), hint);
+  throw InputError(where, fmt::format("model_type '{}' is not supported", clip(type)), hint);
 }
 
 ReadModel read_hf_config(const Node& root, const std::string& path, const std::string& name) {

@@ -148,7 +148,7 @@ DeviceSpec gpu_device(const std::optional<std::string>& gpu, const Where& gpu_wh
     const GpuCatalog& catalog = gpu_catalog();
     const GpuProfile* g = catalog.find(*gpu);
     if (!g)
-      throw InputError(gpu_where, fmt::format("unknown GPU '{}'", *gpu),
+      throw InputError(gpu_where, fmt::format("unknown GPU '{}'", clip(*gpu)),
                        did_you_mean(catalog.suggest(*gpu), "memplan gpus", "--gpu-memory 24GiB sets a capacity directly"));
     apply_gpu(s, *g, catalog);
   } else {

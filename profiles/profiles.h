@@ -224,6 +224,10 @@ void save_calibration(const Calibration& c, const std::map<std::string, std::str
 
 // ---- helpers shared by readers ---------------------------------------------------------------
 
+// A string fit for a one-line message: control characters escaped, at most `max` bytes shown
+// (longer ones end in "..."), UTF-8 sequences never cut. Names from files and flags go through it.
+std::string clip(const std::string& s, size_t max = 60);
+
 // Levenshtein distance (for did-you-mean).
 int edit_distance(const std::string& a, const std::string& b);
 // The closest candidates within a typo's distance, best first.

@@ -516,29 +516,29 @@ class JsonParser {
     }
   }
 
-  // Duplicate keys, found by sorting (a hash set of a 500k-key object costs seconds): the error is
-  // at the second occurrence and names the line of the first.
+  // Duplicate keys, found by sorting the keys' hashes (a hash set of a 200k-key object, or
+  // sorting the keys themselves, costs a second): the error is at the second occurrence and names
+  // the line of the first.
   static void check_duplicates(const Node& n) {
-    if (n.entries.size() < 2) return;
-    std::vector<size_t> order(n.entries.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      const int c = n.entries[a].first.compare(n.entries[b].first);
-      return c < 0 || (c == 0 && a < b);
-    });
-    const std::pair<std::string, Node>* dup = nullptr;
-    const std::pair<std::string, Node>* first = nullptr;
-    for (size_t i = 1; i < order.size(); ++i) {
-      const auto& a = n.entries[order[i - 1]];
-      const auto& b = n.entries[order[i]];
-      if (a.first == b.first && (!dup || order[i] < static_cast<size_t>(dup - n.entries.data()))) {
-        dup = &b;
-        first = &a;
-        while (i + 1 < order.size() && n.entries[order[i + 1]].first == a.first) ++i;
-      }
+    const size_t count = n.entries.size();
+    if (count < 2) return;
+    std::vector<std::pair<size_t, size_t>> h(count);  // (hash, index)
+    for (size_t i = 0; i < count; ++i) h[i] = {std::hash<std::string>{}(n.entries[i].first), i};
+    std::sort(h.begin(), h.end());
+    size_t dup = count, first = count;
+    for (size_t i = 1; i < count; ++i) {
+      if (h[i].first != h[i - 1].first) continue;
+      // Equal hashes: compare the keys of the run (almost always two).
+      for (size_t j = i; j < count && h[j].first == h[i - 1].first; ++j)
+        for (size_t k = i - 1; k < j; ++k)
+          if (n.entries[h[k].second].first == n.entries[h[j].second].first && h[j].second < dup) {
+            dup = h[j].second;
+            first = h[k].second;
+          }
     }
-    if (dup)
-      throw InputError(dup->second.where, fmt::format("duplicate key '{}' (also at line {})", clip(dup->first), first->second.where.line),
+    if (dup < count)
+      throw InputError(n.entries[dup].second.where,
+                       fmt::format("duplicate key '{}' (also at line {})", clip(n.entries[dup].first), n.entries[first].second.where.line),
                        "JSON readers keep only one of them (most the last); remove the other");
   }
 
@@ -748,6 +748,10 @@ std::string type_hint(const std::string& what) {
 const ReadLimits& read_limits() { return limits_slot(); }
 void set_read_limits(const ReadLimits& limits) { limits_slot() = limits; }
 
+}  // namespace memplan::profiles::detail
+
+namespace memplan::profiles {
+
 std::string clip(const std::string& s, size_t max) {
   std::string out;
   size_t i = 0;
@@ -765,6 +769,10 @@ std::string clip(const std::string& s, size_t max) {
   }
   return out;
 }
+
+}  // namespace memplan::profiles
+
+namespace memplan::profiles::detail {
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

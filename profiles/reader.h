@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "estimator/error.h"
+#include "profiles/profiles.h"  // clip, parse_size, edit_distance
 
 namespace memplan::profiles::detail {
 
@@ -64,10 +65,6 @@ struct ReadLimits {
 const ReadLimits& read_limits();
 // Replaces the limits (tests, fuzzers).
 void set_read_limits(const ReadLimits& limits);
-
-// A string fit for a one-line message: control characters escaped, at most `max` bytes shown
-// (longer ones end in "..."), UTF-8 sequences never cut.
-std::string clip(const std::string& s, size_t max = 60);
 
 // ---- files -------------------------------------------------------------------------------------
 
@@ -127,6 +124,11 @@ using KeyTable = std::vector<Key<State>>;
 // than 5 characters, <= 1 otherwise (case differences count as a typo too). Names longer than
 // kMaxSuggestLength are never near anything (and cost nothing to compare).
 constexpr size_t kMaxSuggestLength = 64;
+inline bool has_non_ascii(const std::string& s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80) return true;
+  return false;
+}
 std::optional<std::string> near_miss(const std::string& key, const std::vector<std::string>& known);
 [[noreturn]] void not_a_map(const Node& n);
 
@@ -160,6 +162,11 @@ void read_section(const Node& map, std::initializer_list<const KeyTable<State>*>
     if (!guess && warnings) continue;
     const std::string hint = guess ? fmt::format("did you mean '{}'?", *guess)
                                    : fmt::format("known keys here: {}", fmt::join(known, ", "));
+    // A known key retyped with a lookalike letter (Cyrillic 'і' for 'i') is meant as that key:
+    // ignoring it would estimate with the default silently, so it is an error.
+    if (guess && has_non_ascii(key))
+      throw InputError(value.where, fmt::format("unknown key '{}' (it has non-ASCII characters)", clip(key)),
+                       fmt::format("did you mean '{}'? retype it in ASCII", *guess));
     if (!warnings) throw InputError(value.where, fmt::format("unknown key '{}'", clip(key)), hint);
     warnings->push_back({value.where, fmt::format("unknown key '{}'", clip(key)), hint});
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "cli/commands.h"
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -645,4 +646,19 @@ TEST_CASE("plan --emit prints the config on stdout and the report on stderr; --o
   CHECK(bad.code == 2);
   CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning");
   fs::remove_all(dir);
+}
+
+TEST_CASE("running out of memory is an input problem (exit 2), not an internal error") {
+  // A command whose work cannot be allocated: what an input of absurd size would do if a bound
+  // were missing. run_app maps it to exit 2 with a message about the input's size.
+  const std::vector<memplan::cli::Registrar> table = {
+      {"grow", [](CLI::App& root, memplan::cli::Io) -> memplan::cli::Command {
+         return {root.add_subcommand("grow", "allocates without bound"), []() -> int { throw std::bad_alloc(); }};
+       }}};
+  const char* argv[] = {"memplan", "grow"};
+  std::ostringstream out, err;
+  CHECK(memplan::cli::run_app(table, 2, argv, out, err) == 2);
+  CHECK(out.str().empty());
+  CHECK(line(err.str(), 0) == "error: out of memory: the input is too large for memplan to handle");
+  CHECK(line(err.str(), 1).rfind("hint: ", 0) == 0);
 }

@@ -254,9 +254,9 @@ TEST_CASE("suggestions only for names of reasonable length, and quickly") {
   CHECK(s < 0.1);
   CHECK(detail::near_miss("micro_batch_sise", {"micro_batch_size", "seq_len"}) == std::optional<std::string>("micro_batch_size"));
   // Messages show a long or hostile name clipped, control characters escaped.
-  CHECK(detail::clip(std::string(100, 'k'), 10) == "kkkkkkkkkk...");
-  CHECK(detail::clip("a\x1b[31mb") == "a\\x1b[31mb");
-  CHECK(detail::clip("\xC3\xA9\xC3\xA9", 3) == "\xC3\xA9...");
+  CHECK(clip(std::string(100, 'k'), 10) == "kkkkkkkkkk...");
+  CHECK(clip("a\x1b[31mb") == "a\\x1b[31mb");
+  CHECK(clip("\xC3\xA9\xC3\xA9", 3) == "\xC3\xA9...");
   // Unknown keys as long as YAML allows (1024 characters) cost nothing and suggest nothing.
   TempDir t;
   std::string many = "model: gpt2\ntraining:\n";
@@ -301,4 +301,14 @@ TEST_CASE("files naming files: cycles refused, problems reported at the naming l
   const LoadedConfig c = load_config(t.write("top.yaml", "deepspeed: sub/ds.json\n"));
   CHECK(c.setup.batch.micro_batch == 5);
   CHECK(c.setup.model.hidden_size == 64);
+}
+
+TEST_CASE("a known key retyped with a lookalike non-ASCII letter is an error, not a quiet default") {
+  TempDir t;
+  const std::string p = t.write("l.yaml", "model: gpt2\ntraining:\n  micro_batch_s\xD1\x96ze: 8\n");
+  CHECK(error_of([&] { load_config(p); }) ==
+        p + ":3:3: error: unknown key 'micro_batch_s\xD1\x96ze' (it has non-ASCII characters)\nhint: did you mean "
+            "'micro_batch_size'? retype it in ASCII");
+  // Other non-ASCII keys (comments in another language, names) are ignored like any unknown key.
+  CHECK(load_config(t.write("o.yaml", "model: gpt2\n\xC3\xA9tiquette: x\n")).warnings.empty());
 }
