@@ -24,8 +24,11 @@
 #include <cstring>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 #include <yaml-cpp/yaml.h>
 
 #include "profiles/profiles.h"
@@ -252,109 +255,214 @@ void prescan_yaml(const std::string& text, const std::string& path, const ReadLi
   }
 }
 
-// yaml-cpp's graph -> Nodes. Aliases share nodes in yaml-cpp but are copies here, so every node
-// made counts against the limit (a "billion laughs" file stops at it); a collection that holds
-// itself through an alias is refused. Merge keys (<<) are expanded as YAML 1.1 tools do: the
-// mapping's own keys win, then the merged mappings in order.
-struct YamlConverter {
-  const std::string& file;
-  const ReadLimits& lim;
-  int64_t values = 0;
-  bool aliases = false;                     // some collection was reached twice
-  std::vector<YAML::Node> open;             // collections on the current path
-  std::vector<std::pair<int, int>> seen;    // collections met so far, by position (sorted)
+// Nodes straight from yaml-cpp's parser events (its node graph is never built). Aliases are
+// copies here, so each use of one adds its anchor's values to the count first (a "billion laughs"
+// file stops at the limit before anything is copied); an alias to a collection still open is a
+// cycle; merge keys (<<) are expanded as YAML 1.1 tools do: the mapping's own keys win, then the
+// merged mappings in order; a key given twice is an error naming both lines.
+class YamlBuilder : public YAML::EventHandler {
+ public:
+  YamlBuilder(const std::string& file, const ReadLimits& lim) : file_(file), lim_(lim) {}
 
-  Node convert(const YAML::Node& y, const std::string& path, const Where& where, int depth) {
-    if (depth > lim.max_depth)
-      throw InputError(where, fmt::format("nested more than {} levels deep", lim.max_depth), kDepthHint);
-    if (++values > lim.max_yaml_values)
-      throw InputError(where,
-                       aliases ? fmt::format("YAML aliases expand this file to more than {} values", thousands(lim.max_yaml_values))
-                               : fmt::format("more than {} values in one YAML file", thousands(lim.max_yaml_values)),
-                       aliases ? "each use of an alias (*name) copies its anchor's value; configs need a few hundred values"
-                               : kValuesHint);
+  bool started = false;  // a document began
+  YAML::Mark start;      // where
+  Node root;             // the document (null when empty)
+
+  void OnDocumentStart(const YAML::Mark& m) override {
+    started = true;
+    start = m;
+    root.where = Where::at_file(file_);
+  }
+  void OnDocumentEnd() override {}
+
+  void OnNull(const YAML::Mark& m, YAML::anchor_t anchor) override {
+    if (expecting_key()) bad_key(m);
+    Node n = begin(m);
+    count(n.where);
+    finish(std::move(n), anchor, 1);
+  }
+
+  void OnScalar(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor, const std::string& value) override {
+    Node n = begin(m);
+    count(n.where);
+    n.kind = Node::Kind::scalar;
+    n.text = value;
+    n.quoted = tag == "!";  // yaml-cpp tags quoted scalars "!", plain ones "?"
+    if (expecting_key()) return take_key(std::move(n), anchor);
+    finish(std::move(n), anchor, 1);
+  }
+
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t anchor) override {
+    const Where at = yaml_where(m, file_);
+    if (anchor >= anchors_.size() || !anchors_[anchor].done)
+      throw InputError(at, "a YAML alias refers to the collection that holds it (a cycle)",
+                       "an alias (*name) must name an anchor (&name) defined outside the value it is used in");
+    const Anchor& a = anchors_[anchor];
+    aliased_ = true;
+    values_ += a.values;
+    if (values_ > lim_.max_yaml_values)
+      throw InputError(at, fmt::format("YAML aliases expand this file to more than {} values", thousands(lim_.max_yaml_values)),
+                       "each use of an alias (*name) copies its anchor's value; configs need a few hundred values");
+    Node n = a.node;
+    if (expecting_key()) {
+      if (n.kind != Node::Kind::scalar) bad_key(m);
+      n.where = at;
+      return take_key(std::move(n), 0);
+    }
+    const Node shape = begin(m);
+    repath(n, shape.path);
+    finish(std::move(n), 0, a.values);
+  }
+
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open(m, anchor, Node::Kind::list);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open(m, anchor, Node::Kind::map);
+  }
+  void OnMapEnd() override {
+    Frame& f = stack_.back();
+    if (f.merge_at != std::string::npos) {
+      std::vector<std::pair<std::string, Node>> add;
+      for (auto& e : f.merged)
+        if (!f.lines.count(e.first)) add.push_back(std::move(e));
+      auto& entries = f.node.entries;
+      entries.insert(entries.begin() + static_cast<std::ptrdiff_t>(f.merge_at), std::make_move_iterator(add.begin()),
+                     std::make_move_iterator(add.end()));
+    }
+    close();
+  }
+
+ private:
+  struct Frame {
+    Node node;
+    YAML::anchor_t anchor = 0;
+    int64_t values_before = 0;
+    bool want_key = true;  // maps: the next event is a key
+    std::string key;
+    Where key_where;
+    bool merge = false;    // the pending key is a merge key
+    std::unordered_map<std::string, int> lines;  // keys written in this mapping -> line
+    size_t merge_at = std::string::npos;
+    std::vector<std::pair<std::string, Node>> merged;
+    std::unordered_set<std::string> merged_keys;
+  };
+  struct Anchor {
+    Node node;
+    int64_t values = 0;
+    bool done = false;
+  };
+  const std::string& file_;
+  const ReadLimits& lim_;
+  std::vector<Frame> stack_;
+  std::vector<Anchor> anchors_;  // by yaml-cpp's anchor number (1-based)
+  int64_t values_ = 0;
+  bool aliased_ = false;
+
+  bool expecting_key() const {
+    return !stack_.empty() && stack_.back().node.kind == Node::Kind::map && stack_.back().want_key;
+  }
+  [[noreturn]] void bad_key(const YAML::Mark& m) const {
+    throw InputError(yaml_where(m, file_), "keys must be plain names",
+                     "a key is a name such as micro_batch_size, not a list, a mapping or nothing");
+  }
+  void count(const Where& at) {
+    if (++values_ > lim_.max_yaml_values)
+      throw InputError(at, fmt::format("more than {} values in one YAML file", thousands(lim_.max_yaml_values)), kValuesHint);
+  }
+  // A node about to be placed: its path and position from where it goes.
+  Node begin(const YAML::Mark& m) const {
     Node n;
-    n.path = path;
-    n.where = where;
-    switch (y.Type()) {
-      case YAML::NodeType::Scalar:
-        n.kind = Node::Kind::scalar;
-        n.text = y.Scalar();
-        n.quoted = y.Tag() == "!";  // yaml-cpp tags quoted scalars "!", plain ones "?"
-        return n;
-      case YAML::NodeType::Sequence:
-      case YAML::NodeType::Map:
-        break;
-      default:
-        return n;  // null / undefined
+    n.where = yaml_where(m, file_);
+    if (stack_.empty()) {
+      n.where = Where::at_file(file_);
+    } else if (!expecting_key()) {  // (a key keeps its own position)
+      const Frame& f = stack_.back();
+      if (f.node.kind == Node::Kind::map) {
+        n.path = child_path(f.node.path, f.key);
+        n.where = f.key_where;  // a mapping's values carry their key's position
+      } else {
+        n.path = f.node.path;
+      }
     }
-    for (const YAML::Node& o : open)
-      if (o.is(y))
-        throw InputError(where, "a YAML alias refers to the collection that holds it (a cycle)",
-                         "an alias (*name) must name an anchor (&name) defined outside the value it is used in");
-    const std::pair<int, int> at{y.Mark().line, y.Mark().column};
-    const auto it = std::lower_bound(seen.begin(), seen.end(), at);
-    if (it != seen.end() && *it == at) aliases = true;
-    else seen.insert(it, at);
-    open.push_back(y);
-    if (y.IsSequence()) {
-      n.kind = Node::Kind::list;
-      for (const auto& item : y) n.items.push_back(convert(item, path, yaml_where(item.Mark(), file), depth + 1));
-    } else {
-      n.kind = Node::Kind::map;
-      read_map(y, n, depth);
-    }
-    open.pop_back();
     return n;
   }
-
-  void read_map(const YAML::Node& y, Node& n, int depth) {
-    std::unordered_map<std::string, int> lines;  // explicit keys -> line
-    std::vector<std::pair<std::string, Node>> merged;
-    size_t merge_at = std::string::npos;
-    for (const auto& kv : y) {
-      const Where key_where = yaml_where(kv.first.Mark(), file);
-      if (!kv.first.IsScalar())
-        throw InputError(key_where, "keys must be plain names",
-                         "a key is a name such as micro_batch_size, not a list, a mapping or nothing");
-      const std::string key = kv.first.Scalar();
-      const auto [at, fresh] = lines.emplace(key, key_where.line);
-      if (!fresh)
-        throw InputError(key_where, fmt::format("duplicate key '{}' (also at line {})", clip(key), at->second),
-                         "YAML keeps only one of them (which one depends on the tool); remove the other");
-      if (key == "<<" && kv.first.Tag() != "!") {  // a merge key (a quoted '<<' is a plain key)
-        merge_at = n.entries.size();
-        merge(kv.second, n.path, key_where, depth, merged);
-        continue;
-      }
-      n.entries.emplace_back(key, convert(kv.second, child_path(n.path, key), key_where, depth + 1));
-    }
-    if (merge_at == std::string::npos) return;
-    std::vector<std::pair<std::string, Node>> add;
-    for (auto& e : merged)
-      if (!lines.count(e.first)) add.push_back(std::move(e));
-    n.entries.insert(n.entries.begin() + static_cast<std::ptrdiff_t>(merge_at), std::make_move_iterator(add.begin()),
-                     std::make_move_iterator(add.end()));
+  static void repath(Node& n, const std::string& path) {
+    n.path = path;
+    for (auto& item : n.items) repath(item, path);
+    for (auto& [k, v] : n.entries) repath(v, child_path(path, k));
   }
-
-  // The entries a merge key's value brings (a mapping, or a list of them: earlier ones win).
-  void merge(const YAML::Node& v, const std::string& path, const Where& key_where, int depth,
-             std::vector<std::pair<std::string, Node>>& merged) {
-    auto take = [&](const YAML::Node& m) {
-      if (!m.IsMap())
-        throw InputError(key_where, "the merge key '<<' takes a mapping or a list of mappings",
+  void take_key(Node key, YAML::anchor_t anchor) {
+    if (anchor) remember(anchor, key, 1);
+    Frame& f = stack_.back();
+    const auto [at, fresh] = f.lines.emplace(key.text, key.where.line);
+    if (!fresh)
+      throw InputError(key.where, fmt::format("duplicate key '{}' (also at line {})", clip(key.text), at->second),
+                       "YAML keeps only one of them (which one depends on the tool); remove the other");
+    f.key = key.text;
+    f.key_where = key.where;
+    f.merge = key.text == "<<" && !key.quoted;  // a quoted '<<' is a plain key
+    f.want_key = false;
+  }
+  void open(const YAML::Mark& m, YAML::anchor_t anchor, Node::Kind kind) {
+    if (expecting_key()) bad_key(m);
+    if (static_cast<int>(stack_.size()) >= lim_.max_depth)
+      throw InputError(yaml_where(m, file_), fmt::format("nested more than {} levels deep", lim_.max_depth), kDepthHint);
+    Frame f;
+    f.node = begin(m);
+    count(f.node.where);
+    f.node.kind = kind;
+    f.anchor = anchor;
+    f.values_before = values_ - 1;
+    if (anchor) {
+      if (anchors_.size() <= anchor) anchors_.resize(anchor + 1);
+      anchors_[anchor].done = false;  // open: an alias to it now is a cycle
+    }
+    stack_.push_back(std::move(f));
+  }
+  void close() {
+    Frame f = std::move(stack_.back());
+    stack_.pop_back();
+    finish(std::move(f.node), f.anchor, values_ - f.values_before);
+  }
+  void remember(YAML::anchor_t anchor, const Node& n, int64_t values) {
+    if (anchors_.size() <= anchor) anchors_.resize(anchor + 1);
+    anchors_[anchor] = {n, values, true};
+  }
+  // A complete node (with `values` values in it) into its parent, or as the document.
+  void finish(Node n, YAML::anchor_t anchor, int64_t values) {
+    if (anchor) remember(anchor, n, values);
+    if (stack_.empty()) {
+      root = std::move(n);
+      return;
+    }
+    Frame& f = stack_.back();
+    if (f.node.kind == Node::Kind::list) {
+      f.node.items.push_back(std::move(n));
+      return;
+    }
+    f.want_key = true;
+    if (!f.merge) {
+      f.node.entries.emplace_back(f.key, std::move(n));
+      return;
+    }
+    // <<: *map, or <<: [*a, *b]: the entries the merged mappings bring (earlier ones win).
+    if (f.merge_at == std::string::npos) f.merge_at = f.node.entries.size();
+    auto take = [&](Node& m) {
+      if (m.kind != Node::Kind::map)
+        throw InputError(f.key_where, "the merge key '<<' takes a mapping or a list of mappings",
                          "write <<: *name, where &name anchors a mapping (or <<: [*a, *b])");
-      Node from = convert(m, path, key_where, depth);
-      for (auto& e : from.entries) {
-        const bool have = std::any_of(merged.begin(), merged.end(), [&](const auto& x) { return x.first == e.first; });
-        if (!have) merged.push_back(std::move(e));
+      for (auto& e : m.entries) {
+        if (!f.merged_keys.insert(e.first).second) continue;
+        repath(e.second, child_path(f.node.path, e.first));
+        f.merged.emplace_back(e.first, std::move(e.second));
       }
     };
-    if (v.IsSequence()) {
-      for (const auto& m : v) take(m);
-    } else {
-      take(v);
-    }
+    if (n.kind == Node::Kind::list)
+      for (auto& item : n.items) take(item);
+    else
+      take(n);
   }
 };
 
@@ -852,26 +960,40 @@ Node parse_yaml(const std::string& text, const std::string& path) {
   const ReadLimits& lim = read_limits();
   check_text(text, path, lim.max_yaml_bytes, "YAML");
   prescan_yaml(text, path, lim);
-  std::vector<YAML::Node> docs;
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  YamlBuilder first(path, lim);
   try {
-    docs = YAML::LoadAll(text);
+    if (!parser.HandleNextDocument(first)) {
+      Node empty;  // an empty file, or only comments
+      empty.where = Where::at_file(path);
+      return empty;
+    }
+    // Later documents: an error when one holds something. yaml-cpp 0.7 leaves a token it cannot
+    // start a value with (a ',' or ']' at the top) unread and would return the same empty
+    // document forever (YAML::LoadAll never ends on such text): no progress is an error here.
+    YAML::Mark last = first.start;
+    for (int d = 1;; ++d) {
+      YamlBuilder next(path, lim);
+      if (!parser.HandleNextDocument(next)) break;
+      const Where at = yaml_where(next.start, path);
+      if (next.start.pos == last.pos || d > 16) {
+        const size_t p = static_cast<size_t>(std::max(0, next.start.pos));
+        throw InputError(at, fmt::format("unexpected '{}' where a YAML value should start", p < text.size() ? clip(text.substr(p, 1)) : ""),
+                         "is something missing before it, or is it a stray character?");
+      }
+      if (next.root.kind != Node::Kind::null)
+        throw InputError(at, "a second YAML document: memplan reads one per file",
+                         "remove the '---' separator, or split the documents into files");
+      last = next.start;
+    }
   } catch (const YAML::DeepRecursion& e) {
     throw InputError(yaml_where(e.mark, path), "nested too deeply for the YAML parser", kDepthHint);
   } catch (const YAML::Exception& e) {
     throw InputError(yaml_where(e.mark, path), e.msg == YAML::ErrorMsg::BAD_FILE ? "the YAML parser cannot read this file" : e.msg,
                      "see examples/ for memplan config files; YAML indents with spaces, and quotes text holding ': ' or '#'");
   }
-  for (size_t d = 1; d < docs.size(); ++d)
-    if (!docs[d].IsNull())
-      throw InputError(yaml_where(docs[d].Mark(), path), "a second YAML document: memplan reads one per file",
-                       "remove the '---' separator, or split the documents into files");
-  if (docs.empty()) {  // an empty file, or only comments
-    Node n;
-    n.where = Where::at_file(path);
-    return n;
-  }
-  YamlConverter c{path, lim, 0, false, {}, {}};
-  return c.convert(docs.front(), "", Where::at_file(path), 0);
+  return std::move(first.root);
 }
 
 Node parse_json(const std::string& text, const std::string& path) {

@@ -56,7 +56,7 @@ struct ReadLimits {
   int64_t max_file_bytes = int64_t{16} << 20;  // any file read (JSON up to this)
   int64_t max_yaml_bytes = int64_t{1} << 20;   // YAML text
   int max_depth = 64;                          // nesting of maps and lists
-  int64_t max_json_values = 200'000;           // nodes of a JSON document
+  int64_t max_json_values = 100'000;           // nodes of a JSON document (an HF config with 21k labels: 44k)
   int64_t max_yaml_values = 20'000;            // nodes of a YAML document, alias expansions included
   int max_references = 8;                      // files naming files (deepspeed: -> memplan: -> ...)
 };

