@@ -64,8 +64,10 @@ const detail::KeyTable<Calibration>& profile_keys() {
 
 }  // namespace
 
-Calibration load_calibration(const std::string& path) {
-  const Node root = detail::parse_yaml(detail::read_text_file(path), path);
+Calibration load_calibration(const std::string& path) { return load_calibration_text(detail::read_text_file(path), path); }
+
+Calibration load_calibration_text(const std::string& text, const std::string& path) {
+  const Node root = detail::parse_yaml(text, path);
   const Node* schema = root.kind == Node::Kind::map ? root.find("schema") : nullptr;
   if (!schema || detail::as_text(*schema) != kSchema)
     throw InputError(schema ? schema->where : Where::at_file(path), fmt::format("expected 'schema: {}'", kSchema),

@@ -217,6 +217,8 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg);
 
 // memplan.calibration/v1 YAML written by `memplan calibrate`.
 Calibration load_calibration(const std::string& path);
+// The same from the file's text (`path` names it in messages).
+Calibration load_calibration_text(const std::string& text, const std::string& path);
 // Writes atomically (write_file_atomically, files.h): never a half-written file; an existing file
 // is replaced only with `force`.
 void save_calibration(const Calibration& c, const std::map<std::string, std::string>& stamp,

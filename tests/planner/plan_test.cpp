@@ -44,10 +44,12 @@ std::string write_temp(const std::string& name, const std::string& text) {
 }  // namespace
 
 TEST_CASE("every emitted config reads back to the plan's setup and stays within the budget") {
-  for (auto [fmt_name, stack] : {std::pair<const char*, Stack>{"memplan", Stack::any},
-                                 {"train-config", Stack::any},
-                                 {"deepspeed", Stack::deepspeed},
-                                 {"hf", Stack::hf}}) {
+  for (const auto& fs : {std::pair<const char*, Stack>{"memplan", Stack::any},
+                         {"train-config", Stack::any},
+                         {"deepspeed", Stack::deepspeed},
+                         {"hf", Stack::hf}}) {
+    const char* fmt_name = fs.first;  // (not a structured binding: clang 14 cannot capture one in CAPTURE)
+    const Stack stack = fs.second;
     CAPTURE(fmt_name);
     PlanRequest req = request("llama-3.2-1b", "rtx-3090", 2, 64, 1024);
     req.stack = stack;
