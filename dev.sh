@@ -2,8 +2,10 @@
 # The README's quick start, on a fresh Debian 12 machine:
 #   ./dev.sh demo   install what the core needs, build it, run `memplan fit` on a bundled example
 #   ./dev.sh test   install everything (LibTorch included), build, run every test suite through ctest,
-#                   then the sanitizer build's suites, the hostile corpus and a short run of each fuzzer
-# Also: ./dev.sh build (install everything + build only); ./dev.sh sanitize (only the sanitizer
+#                   the LibTorch 2.6 suites included (a Debian 13 root, scripts/trixie-root), then the
+#                   sanitizer build's suites, the hostile corpus and a short run of each fuzzer
+# Also: ./dev.sh build (install everything + build only). MEMPLAN_SKIP_TORCH26=1 leaves out the
+# 2.6 root (its ctest entry then reports "skipped"). ./dev.sh sanitize (only the sanitizer
 # build and its ctest); ./dev.sh fuzz [SECONDS] [TARGET...] (the fuzz targets, 600 s each by default).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -11,12 +13,17 @@ cd "$(dirname "$0")"
 # Debian packages. The core (build/memplan) needs only CORE; everything else builds the measurement
 # companion (LibTorch, Eigen), the tests and the benchmarks. libopenblas0-pthread matters: without
 # it Debian's LibTorch runs matrix products on the reference BLAS (about 10x slower CPU steps).
-CORE=(g++ cmake ninja-build libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev)
+# The Python module (python/) needs python3-dev and pybind11-dev; its monitor suites train real
+# models with python3-torch (whose C++ headers come with libtorch-dev); pip install . uses
+# python3-setuptools and python3-wheel.
+CORE=(g++ cmake ninja-build libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev
+      libcurl4-openssl-dev)  # curl.h only: memplan dlopens libcurl.so.4 for Hub fetches
 # The hardening build (ASan + UBSan, libFuzzer): clang, its sanitizer and fuzzer runtimes, and
 # llvm-symbolizer for readable reports.
 HARDEN=(clang libclang-rt-14-dev llvm)
 FULL=("${CORE[@]}" build-essential git pkg-config doctest-dev libeigen3-dev
-      libtorch-dev libopenblas0-pthread libbenchmark-dev hyperfine time "${HARDEN[@]}")
+      libtorch-dev libopenblas0-pthread libbenchmark-dev hyperfine time
+      python3-dev pybind11-dev python3-torch python3-setuptools python3-wheel "${HARDEN[@]}")
 
 install_missing() {
   local missing=() p
@@ -32,8 +39,12 @@ install_missing() {
 }
 
 # build [CMAKE OPTIONS...]: configure (options apply to an existing build folder too) and build.
+# The Python module is built for Debian's python3, the interpreter python3-torch is for (another
+# python3 first in PATH, such as pyenv's, would not import it).
 build() {
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  local python=()
+  [ -x /usr/bin/python3 ] && python=(-DPython3_EXECUTABLE=/usr/bin/python3)
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${python[@]}" "$@" >/dev/null
   cmake --build build -j "$(nproc)"
 }
 
@@ -53,17 +64,57 @@ sanitize_test() {
   ctest --test-dir build-san -V -j 2
 }
 
+# The Debian 13 root with LibTorch 2.6 and the calibrate suites built in it (build-trixie/): made
+# once and cached, reused after (scripts/trixie-root). The main build's ctest runs them as
+# torch26_calibrate_suites, which must then not be skipped.
+trixie_root() {  # chroot and mounts need root; sudo resets the environment, so pass the root's place on
+  if [ "$(id -u)" -eq 0 ]; then
+    scripts/trixie-root "$@"
+  else
+    sudo env ${MEMPLAN_TRIXIE_ROOT:+MEMPLAN_TRIXIE_ROOT="$MEMPLAN_TRIXIE_ROOT"} scripts/trixie-root "$@"
+  fi
+}
+
+# Making the root is mostly download and unpacking: it runs beside the main build.
+ROOT_LOG=""
+ROOT_PID=""
+torch26_root_start() {
+  [ "${MEMPLAN_SKIP_TORCH26:-0}" = 1 ] && return 0
+  [ "$(id -u)" -eq 0 ] || sudo -v  # ask for the password now, not in the background
+  ROOT_LOG="$(mktemp)"
+  trixie_root root > "$ROOT_LOG" 2>&1 &
+  ROOT_PID=$!
+}
+
+torch26() {
+  if [ "${MEMPLAN_SKIP_TORCH26:-0}" = 1 ]; then
+    echo "dev.sh: MEMPLAN_SKIP_TORCH26=1: the LibTorch 2.6 suites will be skipped" >&2
+    return 0
+  fi
+  local status=0
+  if [ -n "$ROOT_PID" ]; then
+    wait "$ROOT_PID" || status=$?
+    cat "$ROOT_LOG" >&2
+    rm -f "$ROOT_LOG"
+    [ "$status" -eq 0 ] || exit "$status"
+  fi
+  trixie_root build
+  export MEMPLAN_REQUIRE_TORCH26=1
+}
+
 case "${1:-demo}" in
   demo)
     install_missing "${CORE[@]}"
     # Only the core: no LibTorch, tests or benchmarks (./dev.sh test builds those).
-    build -DMEMPLAN_WITH_TORCH=OFF -DMEMPLAN_TESTS=OFF -DMEMPLAN_BENCH=OFF
+    build -DMEMPLAN_WITH_TORCH=OFF -DMEMPLAN_PYTHON=OFF -DMEMPLAN_TESTS=OFF -DMEMPLAN_BENCH=OFF
     # exit 1 means "does not fit": the answer, not a failure of the demo.
     build/memplan fit --config examples/quickstart.yaml || [ $? -eq 1 ]
     ;;
   test)
     install_missing "${FULL[@]}"
-    build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
+    torch26_root_start
+    build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_PYTHON=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
+    torch26
     # -V: every suite's output reaches the log, so the CPU matrix and published tables are
     # printed in every CI run, passing or not.
     ctest --test-dir build -V
@@ -83,7 +134,7 @@ case "${1:-demo}" in
     ;;
   build)
     install_missing "${FULL[@]}"
-    build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
+    build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_PYTHON=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
     ;;
   *)
     echo "usage: ./dev.sh demo|test|build|sanitize|fuzz [SECONDS] [TARGET...]" >&2

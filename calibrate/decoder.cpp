@@ -1,11 +1,17 @@
 // The decoder the harness trains: built from a TrainingSetup, computing what HF transformers'
 // eager code computes, op for op, so the measured memory is what users of that code get:
-//   GPT-2 style (model_type gpt2): GPT2Model/GPT2Attention._attn/GPT2MLP with Conv1D (addmm),
+//   GPT-2 style (fused c_attn and the bool mask buffer): GPT2Model/GPT2Attention._attn/GPT2MLP with Conv1D (addmm),
 //     split + permuted heads, / sqrt(d) by a 0-dim tensor, torch.where on a bool causal buffer,
 //     softmax without dtype, dropout, HF NewGELU or F.gelu, tied lm_head.
 //   Llama style (everything else): LlamaRMSNorm (or LayerNorm), RoPE with cos/sin in the model
 //     dtype, repeat_kv copies for GQA, softmax(dtype=fp32).to(query.dtype), the 4-D causal mask
 //     in the model dtype, SwiGLU (or a plain MLP), Mixtral's loop-over-experts MoE block.
+//   Architecture features (ModelSpec fields, not model types): parallel attention + MLP off one
+//     norm (PhiDecoderLayer), partial RoPE with the rot/pass split held as PhiAttention's locals,
+//     Gemma-2's sandwich norms, (x * (1 + w)) fp32 RMSNorm, embedding normalizer, attention and
+//     final-logit soft-capping and its two masks (causal, sliding window), multi-head latent
+//     attention (DeepseekV3Attention with rope_interleave), DeepSeek-V3's MoE (fp32 sigmoid router
+//     with group-limited top-k, fp32 combine, shared experts), an LM-head bias.
 //   Loss: HF ForCausalLMLoss (logits.float(), labels padded with -100 and shifted, cross_entropy).
 // Where it differs from HF: no KV cache (use_cache=False, as in training recipes); the MoE
 // capacity factor caps each expert at ceil(cf * K * N / E) tokens (HF Mixtral is dropless);
@@ -254,12 +260,15 @@ struct Linear {
 
 struct Norm {
   bool rms = false;
+  bool fp32_weight = false;  // GemmaRMSNorm: (x * (1 + w.float())).type_as(x)
   Tensor w, b;
   double eps = 1e-5;
   Norm() = default;
-  Norm(Params& p, int64_t h, bool rms_norm, bool bias) : rms(rms_norm), w(p.make({h}, true)) {
+  Norm(Params& p, int64_t h, bool rms_norm, bool bias, bool weight_fp32 = false)
+      : rms(rms_norm), fp32_weight(weight_fp32), w(p.make({h}, true)) {
     if (!rms && bias) b = p.make({h}, false, true);
   }
+  bool on() const { return w.defined(); }
   Tensor operator()(const Tensor& x) const {
     if (!rms) return torch::layer_norm(x, {x.size(-1)}, w, b, eps);
     // LlamaRMSNorm.forward, one statement per line as HF writes it.
@@ -267,6 +276,11 @@ struct Norm {
     Tensor hs = x.to(torch::kFloat);
     Tensor var = hs.pow(2).mean(-1, /*keepdim=*/true);
     hs = hs * torch::rsqrt(var + eps);
+    if (fp32_weight) {  // GemmaRMSNorm.forward: output * (1.0 + self.weight.float()), then type_as(x)
+      Tensor out = hs * (1.0 + w.to(torch::kFloat));
+      hs = Tensor();
+      return out.to(in_dtype);
+    }
     return w * hs.to(in_dtype);
   }
 };
@@ -329,6 +343,7 @@ struct Mlp {
 // Tensors built once per forward and shared by all layers.
 struct Shared {
   Tensor mask;      // Llama: (b, 1, s, s) additive causal mask in the model dtype
+  Tensor sliding;   // the sliding-window mask, when sliding and global layers mix (Gemma-2)
   Tensor cos, sin;  // (1, 1, s, d) in the model dtype
 };
 
@@ -360,7 +375,7 @@ class Model : public Decoder {
   Model(const TrainingSetup& s, const torch::Device& dev)
       : s_(s), m_(s.model), p_{{}, dev, weight_dtype(s.precision)} {
     const int64_t h = m_.hidden_size, V = m_.vocab_size;
-    gpt2_ = m_.model_type == "gpt2";
+    gpt2_ = m_.fused_qkv && m_.causal_mask == MaskKind::bool_buffer;  // GPT-2's block: Conv1D c_attn, bool mask buffer
     const bool lora = s.finetune.mode != FinetuneMode::full;
     p_.trainable = embeddings_trainable(s);
     wte_ = p_.make({V, h});
@@ -370,8 +385,15 @@ class Model : public Decoder {
     for (int64_t i = 0; i < m_.num_layers; ++i) {
       p_.trainable = !lora && !layer_frozen(s, i);
       Layer l;
-      l.ln1 = Norm(p_, h, rms, m_.norm_bias);
-      l.ln2 = Norm(p_, h, rms, m_.norm_bias);
+      const bool fp32w = m_.norm_weight_fp32;
+      if (m_.pre_norms) l.ln1 = Norm(p_, h, rms, m_.norm_bias, fp32w);
+      if (m_.pre_norms && !m_.parallel_shared_norm) l.ln2 = Norm(p_, h, rms, m_.norm_bias, fp32w);
+      if (m_.post_norms) {
+        l.ln_post_attn = Norm(p_, h, rms, m_.norm_bias, fp32w);
+        l.ln_post_ff = Norm(p_, h, rms, m_.norm_bias, fp32w);
+      }
+      // Gemma-2 layer_types: sliding on even layers, global every global_attention_every-th.
+      l.sliding = m_.sliding_window > 0 && m_.global_attention_every > 0 && (i + 1) % m_.global_attention_every != 0;
       const int64_t a = m_.num_attention_heads, k = m_.num_key_value_heads, d = m_.head_dim;
       if (gpt2_) {
         l.c_attn = std::make_unique<Conv1D>(p_, h, (a + 2 * k) * d);
@@ -386,6 +408,20 @@ class Model : public Decoder {
         l.causal = torch::tril(torch::ones({m_.max_position_embeddings, m_.max_position_embeddings},
                                            torch::TensorOptions().dtype(torch::kBool).device(dev)))
                        .view({1, 1, m_.max_position_embeddings, m_.max_position_embeddings});
+      } else if (m_.mla()) {
+        // DeepseekV3Attention.__init__
+        const int64_t qd = m_.qk_head_dim();
+        if (m_.q_lora_rank > 0) {
+          l.q_a = Linear(p_, h, m_.q_lora_rank, m_.qkv_bias);
+          l.q_a_norm = Norm(p_, m_.q_lora_rank, true, false);
+          l.q_b = Linear(p_, m_.q_lora_rank, a * qd, false);
+        } else {
+          l.q = Linear(p_, h, a * qd, false);
+        }
+        l.kv_a = Linear(p_, h, m_.kv_lora_rank + m_.qk_rope_head_dim, m_.qkv_bias);
+        l.kv_a_norm = Norm(p_, m_.kv_lora_rank, true, false);
+        l.kv_b = Linear(p_, m_.kv_lora_rank, a * (m_.qk_nope_head_dim + m_.v_head_dim), false);
+        l.o = Linear(p_, a * m_.v_head_dim, h, m_.o_bias);
       } else {
         l.q = Linear(p_, h, a * d, m_.qkv_bias);
         l.k = Linear(p_, h, k * d, m_.qkv_bias);
@@ -395,10 +431,19 @@ class Model : public Decoder {
         adapt(l.k.lora, Role::k, h, k * d);
         adapt(l.v.lora, Role::v, h, k * d);
         adapt(l.o.lora, Role::o, a * d, h);
+      }
+      if (!gpt2_) {
         l.moe = m_.is_moe_layer(i);
         if (l.moe) {
           l.router = Linear(p_, h, m_.num_experts, false);
           for (int64_t e = 0; e < m_.num_experts; ++e) l.experts.emplace_back(p_, m_, m_.expert_width(), false, s, true);
+          if (m_.num_shared_experts > 0 || m_.shared_expert_intermediate_size > 0) {
+            const int64_t fs = m_.shared_expert_intermediate_size > 0 ? m_.shared_expert_intermediate_size
+                                                                      : m_.num_shared_experts * m_.expert_width();
+            l.shared = Mlp(p_, m_, fs, false, s, false);
+          }
+          if (m_.router == RouterKind::sigmoid)
+            l.score_bias = torch::zeros({m_.num_experts}, torch::TensorOptions().dtype(torch::kFloat).device(dev));
         } else {
           l.mlp = Mlp(p_, m_, m_.intermediate_size, m_.mlp_bias, s, false);
         }
@@ -406,12 +451,15 @@ class Model : public Decoder {
       layers_.push_back(std::move(l));
     }
     p_.trainable = !lora;
-    if (m_.final_norm) ln_f_ = Norm(p_, h, rms, m_.norm_bias);
+    if (m_.final_norm) ln_f_ = Norm(p_, h, rms, m_.norm_bias, m_.norm_weight_fp32);
     p_.trainable = head_trainable(s);
     if (!m_.tie_word_embeddings) lm_head_ = p_.make({V, h});
-    if (m_.positions == PositionKind::rotary) {
-      // LlamaRotaryEmbedding.inv_freq (a buffer, fp32)
-      const int64_t d = m_.head_dim;
+    if (m_.lm_head_bias) lm_head_b_ = p_.make({V}, false, true);
+    if (m_.positions == PositionKind::rotary || m_.mla()) {
+      // LlamaRotaryEmbedding.inv_freq (a buffer, fp32) over the rotated width: int(d * partial_rotary_factor),
+      // MLA's qk_rope_head_dim.
+      const int64_t d = m_.mla() ? m_.qk_rope_head_dim
+                                 : static_cast<int64_t>(static_cast<double>(m_.head_dim) * m_.rotary_fraction);
       inv_freq_ = 1.0 / torch::pow(10000.0, torch::arange(0, d, 2, torch::TensorOptions().dtype(torch::kFloat).device(dev)) / d);
     }
   }
@@ -432,22 +480,29 @@ class Model : public Decoder {
  private:
   struct Layer {
     Norm ln1, ln2;
+    Norm ln_post_attn, ln_post_ff;  // Gemma-2 sandwich norms
     std::unique_ptr<Conv1D> c_attn, c_proj, c_fc, c_mlp_proj;
     Tensor causal;
     Linear q, k, v, o;
+    Linear q_a, q_b, kv_a, kv_b;  // multi-head latent attention
+    Norm q_a_norm, kv_a_norm;
+    bool sliding = false;         // uses the sliding-window mask
     Mlp mlp;
     bool moe = false;
     Linear router;
+    Tensor score_bias;            // DeepSeek-V3 e_score_correction_bias (a buffer)
     std::vector<Mlp> experts;
+    Mlp shared;                   // shared experts (one MLP of their summed width)
     // The layer's trainable tensors (a checkpoint passes them so its node exists).
     std::vector<Tensor> params() const {
       std::vector<Tensor> out;
       auto add = [&](const Tensor& t) { if (t.defined() && t.requires_grad()) out.push_back(t); };
       auto add_lora = [&](const Lora& lo) { add(lo.a); add(lo.b); };
-      for (const Norm* n : {&ln1, &ln2}) { add(n->w); add(n->b); }
+      for (const Norm* n : {&ln1, &ln2, &ln_post_attn, &ln_post_ff, &q_a_norm, &kv_a_norm}) { add(n->w); add(n->b); }
       for (const auto* c : {c_attn.get(), c_proj.get(), c_fc.get(), c_mlp_proj.get()})
         if (c) { add(c->w); add(c->b); add_lora(c->lora); }
-      for (const Linear* l : {&q, &k, &v, &o, &router, &mlp.gate, &mlp.up, &mlp.down}) { add(l->w); add(l->b); add_lora(l->lora); }
+      for (const Linear* l : {&q, &k, &v, &o, &q_a, &q_b, &kv_a, &kv_b, &router, &mlp.gate, &mlp.up, &mlp.down, &shared.gate,
+                              &shared.up, &shared.down}) { add(l->w); add(l->b); add_lora(l->lora); }
       for (const Mlp& e : experts)
         for (const Linear* l : {&e.gate, &e.up, &e.down}) { add(l->w); add(l->b); add_lora(l->lora); }
       return out;
@@ -470,14 +525,25 @@ class Model : public Decoder {
       position_embeds = torch::embedding(wpe_, pos);
       x = inputs_embeds + position_embeds;
     }
+    // GemmaModel: hidden_states * normalizer, a 0-dim tensor of sqrt(h) in the hidden dtype.
+    if (m_.scale_embeddings) x = x * torch::full({}, std::sqrt(static_cast<double>(m_.hidden_size)), x.options());
     x = dropout(x, m_.embedding_dropout);
     Shared sh;
     if (!gpt2_) {
       const auto mdt = x.scalar_type();
       // LlamaModel._update_causal_mask with an all-ones attention_mask: the (s, s) triangle of
-      // finfo.min, expanded to (b, 1, s, s) and cloned.
-      Tensor tri = torch::full({sq, sq}, finfo_min(mdt), torch::TensorOptions().dtype(mdt).device(dev)).triu(1);
-      sh.mask = tri.index({None, None}).expand({b, 1, sq, sq}).clone();
+      // finfo.min, expanded to (b, 1, s, s) and cloned. The sdpa path gets None instead when the
+      // batch has no padding (AttentionMaskConverter._ignore_causal_mask_sdpa).
+      if (s_.attention == AttentionImpl::eager || s_.runtime.sdpa_mask == SdpaMask::tensor) {
+        Tensor tri = torch::full({sq, sq}, finfo_min(mdt), torch::TensorOptions().dtype(mdt).device(dev)).triu(1);
+        sh.mask = tri.index({None, None}).expand({b, 1, sq, sq}).clone();
+        if (m_.sliding_window > 0 && m_.global_attention_every > 0) {
+          // create_sliding_window_causal_mask: also masks keys more than `window` behind.
+          Tensor sw = torch::full({sq, sq}, finfo_min(mdt), torch::TensorOptions().dtype(mdt).device(dev)).tril(-m_.sliding_window);
+          sw = sw + tri;
+          sh.sliding = sw.index({None, None}).expand({b, 1, sq, sq}).clone();
+        }
+      }
       if (inv_freq_.defined()) {
         // LlamaRotaryEmbedding.forward with position_ids (1, s): cos/sin (1, s, d) in x.dtype.
         const Tensor pos = torch::arange(sq, torch::TensorOptions().dtype(torch::kFloat).device(dev));
@@ -499,7 +565,13 @@ class Model : public Decoder {
     // The model body returns: its locals (mask, cos/sin, embeddings) go unless something saved them.
     sh = Shared();
     inputs_embeds = position_embeds = Tensor();
-    return torch::linear(x, m_.tie_word_embeddings ? wte_ : lm_head_);
+    Tensor logits = torch::linear(x, m_.tie_word_embeddings ? wte_ : lm_head_, lm_head_b_);
+    if (m_.final_softcap > 0) {  // Gemma2ForCausalLM: logits / cap -> tanh -> * cap
+      logits = logits / m_.final_softcap;
+      logits = torch::tanh(logits);
+      logits = logits * m_.final_softcap;
+    }
+    return logits;
   }
 
   // GPT2Block.forward, GPT2Attention.forward/_attn, GPT2MLP.forward, statement by statement so
@@ -541,50 +613,130 @@ class Model : public Decoder {
     return o;
   }
 
-  // LlamaDecoderLayer.forward
+  // LlamaDecoderLayer.forward; Gemma2DecoderLayer's sandwich norms; PhiDecoderLayer's parallel
+  // attention and MLP off one norm.
   Tensor llama_block(const Layer& l, const Tensor& x, const Shared& sh) const {
     Tensor residual = x;
-    Tensor hs = l.ln1(x);
+    Tensor hs = l.ln1.on() ? l.ln1(x) : x;
     Tensor self_attn_weights;
+    if (m_.parallel_residual) {
+      Tensor attn_outputs = attention(l, hs, sh, &self_attn_weights);
+      attn_outputs = dropout(attn_outputs, m_.hidden_dropout);
+      const Tensor h2 = m_.parallel_shared_norm ? hs : l.ln2(x);
+      Tensor ff = l.moe ? moe(l, h2) : l.mlp(m_, h2);
+      ff = dropout(ff, m_.hidden_dropout);
+      // attn_outputs + feed_forward_hidden_states + residual: the locals live until the return.
+      return (attn_outputs + ff) + residual;
+    }
     hs = attention(l, hs, sh, &self_attn_weights);
+    if (l.ln_post_attn.on()) hs = l.ln_post_attn(hs);
     hs = dropout(hs, m_.hidden_dropout);
     hs = residual + hs;
     residual = hs;
-    hs = l.ln2(hs);
+    if (l.ln2.on()) hs = l.ln2(hs);
     hs = l.moe ? moe(l, hs) : l.mlp(m_, hs);
+    if (l.ln_post_ff.on()) hs = l.ln_post_ff(hs);
     hs = dropout(hs, m_.hidden_dropout);
     hs = residual + hs;
     return hs;
   }
 
+  // PhiAttention's partial RoPE: q[..., :rot] rotated, cat with q[..., rot:]; the rot and pass
+  // parts stay referenced by the forward's locals (`rot`, `pass`) until the attention returns.
+  Tensor partial_rope(const Tensor& q, const Shared& sh, Tensor* rot, Tensor* pass) const {
+    const int64_t r = sh.cos.size(-1);
+    *rot = q.index({"...", Slice(None, r)});
+    *pass = q.index({"...", Slice(r, None)});
+    *rot = apply_rope(*rot, sh);
+    return torch::cat({*rot, *pass}, -1);
+  }
+
+  // DeepseekV3Attention.forward (q_lora_rank, kv_lora_rank, rope_interleave) + eager attention.
+  Tensor mla_attention(const Layer& l, const Tensor& x, const Shared& sh, Tensor* weights) const {
+    const int64_t b = x.size(0), sq = x.size(1), a = m_.num_attention_heads;
+    const int64_t nope = m_.qk_nope_head_dim, rope = m_.qk_rope_head_dim, vd = m_.v_head_dim;
+    Tensor q_states;
+    if (m_.q_lora_rank > 0) {
+      Tensor t = l.q_a(x);
+      Tensor tn = l.q_a_norm(t);
+      t = Tensor();
+      q_states = l.q_b(tn);
+    } else {
+      q_states = l.q(x);
+    }
+    q_states = q_states.view({b, sq, -1, nope + rope}).transpose(1, 2);
+    auto qs = torch::split_with_sizes(q_states, {nope, rope}, -1);
+    Tensor q_pass = qs[0], q_rot = qs[1];
+    qs.clear();
+    Tensor compressed_kv = l.kv_a(x);
+    auto ks = torch::split_with_sizes(compressed_kv, {m_.kv_lora_rank, rope}, -1);
+    Tensor k_pass = ks[0], k_rot = ks[1];
+    ks.clear();
+    {
+      Tensor kn = l.kv_a_norm(k_pass);
+      k_pass = l.kv_b(kn).view({b, sq, -1, nope + vd}).transpose(1, 2);
+    }
+    auto kv = torch::split_with_sizes(k_pass, {nope, vd}, -1);
+    k_pass = kv[0];
+    Tensor value_states = kv[1];
+    kv.clear();
+    k_rot = k_rot.view({b, 1, sq, rope});
+    {
+      // apply_rotary_pos_emb_interleave: view -> transpose -> reshape (a copy), then RoPE.
+      Tensor qi = q_rot.view({b, a, sq, rope / 2, 2}).transpose(4, 3).reshape({b, a, sq, rope});
+      Tensor ki = k_rot.view({b, 1, sq, rope / 2, 2}).transpose(4, 3).reshape({b, 1, sq, rope});
+      Tensor qe = apply_rope(qi, sh);
+      qi = Tensor();
+      Tensor ke = apply_rope(ki, sh);
+      ki = Tensor();
+      q_rot = qe;
+      k_rot = ke;
+    }
+    k_rot = k_rot.expand({b, a, sq, rope});
+    Tensor query_states = torch::cat({q_pass, q_rot}, -1);
+    Tensor key_states = torch::cat({k_pass, k_rot}, -1);
+    Tensor w = torch::matmul(query_states, key_states.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(nope + rope)));
+    w = w + sh.mask.index({Slice(), Slice(), Slice(), Slice(None, key_states.size(-2))});
+    w = torch::softmax(w, -1, torch::kFloat).to(query_states.scalar_type());
+    w = dropout(w, m_.attention_dropout);
+    Tensor o = torch::matmul(w, value_states);
+    o = o.transpose(1, 2).contiguous();
+    *weights = w;
+    o = o.reshape({b, sq, -1}).contiguous();
+    return l.o(o);
+  }
+
   // LlamaAttention.forward + eager_attention_forward
   Tensor attention(const Layer& l, const Tensor& x, const Shared& sh, Tensor* weights) const {
+    if (m_.mla()) return mla_attention(l, x, sh, weights);
     const int64_t b = x.size(0), sq = x.size(1), a = m_.num_attention_heads, kv = m_.num_key_value_heads, d = m_.head_dim;
     Tensor q = l.q(x).view({b, sq, -1, d}).transpose(1, 2);
     Tensor k = l.k(x).view({b, sq, -1, d}).transpose(1, 2);
     Tensor v = l.v(x).view({b, sq, -1, d}).transpose(1, 2);
-    if (sh.cos.defined()) {
+    Tensor q_rot, q_pass, k_rot, k_pass;  // PhiAttention's locals (partial RoPE)
+    if (sh.cos.defined() && sh.cos.size(-1) < d) {
+      q = partial_rope(q, sh, &q_rot, &q_pass);
+      k = partial_rope(k, sh, &k_rot, &k_pass);
+    } else if (sh.cos.defined()) {
       q = apply_rope(q, sh);
       k = apply_rope(k, sh);
     }
+    const Tensor& mask = l.sliding ? sh.sliding : sh.mask;
     Tensor o;
 #if MEMPLAN_TORCH_AT_LEAST(2, 0)
-    if (s_.attention != AttentionImpl::eager) {
-      // sdpa_attention_forward: no mask, is_causal, GQA natively on torch >= 2.5.
-#if MEMPLAN_TORCH_AT_LEAST(2, 5)
-      o = at::scaled_dot_product_attention(q, k, v, {}, m_.attention_dropout, true, c10::nullopt, kv < a);
-#else
-      o = at::scaled_dot_product_attention(q, repeat_kv(k, a / kv), repeat_kv(v, a / kv), {}, m_.attention_dropout, true);
-#endif
-      o = o.transpose(1, 2).contiguous();
-    }
+    if (s_.attention != AttentionImpl::eager) o = sdpa(q, k, v, sh);
 #endif
     if (!o.defined()) {
       // eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout)
       const Tensor key_states = repeat_kv(k, a / kv);
       const Tensor value_states = repeat_kv(v, a / kv);
       Tensor w = torch::matmul(q, key_states.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(d)));
-      w = w + sh.mask.index({Slice(), Slice(), Slice(), Slice(None, key_states.size(-2))});
+      if (m_.attn_softcap > 0) {  // Gemma-2: attn_weights / softcap -> tanh -> * softcap
+        w = w / m_.attn_softcap;
+        w = torch::tanh(w);
+        w = w * m_.attn_softcap;
+      }
+      w = w + mask.index({Slice(), Slice(), Slice(), Slice(None, key_states.size(-2))});
       w = torch::softmax(w, -1, torch::kFloat).to(q.scalar_type());
       w = dropout(w, m_.attention_dropout);
       o = torch::matmul(w, value_states);
@@ -596,8 +748,86 @@ class Model : public Decoder {
     return o;  // q, k, v (held by LlamaAttention.forward's locals) go here
   }
 
+  // DeepseekV3MoE.forward: DeepseekV3TopkRouter (fp32 linear, sigmoid, group-limited top-k without
+  // grad, gathered and renormalised weights * routed_scaling_factor), moe() with an fp32
+  // accumulator, + shared_experts(residuals).
+  Tensor moe_v3(const Layer& l, const Tensor& x) const {
+    const int64_t h = x.size(2), E = m_.num_experts, K = m_.experts_per_token;
+    const int64_t G = std::max<int64_t>(1, m_.expert_groups);
+    const Tensor residuals = x;
+    Tensor hs = x.view({-1, h});
+    Tensor topk_indices, topk_weights;
+    {
+      Tensor router_logits = torch::linear(hs.to(torch::kFloat), l.router.w.to(torch::kFloat));
+      Tensor scores = router_logits.sigmoid();
+      router_logits = Tensor();
+      {
+        torch::NoGradGuard ng;
+        Tensor choice = scores.view({-1, E}) + l.score_bias.unsqueeze(0);
+        Tensor group_scores = std::get<0>(choice.view({-1, G, E / G}).topk(std::min<int64_t>(2, E / G), -1)).sum(-1);
+        Tensor group_idx = std::get<1>(torch::topk(group_scores, std::max<int64_t>(1, m_.topk_groups), -1, true, false));
+        Tensor group_mask = torch::zeros_like(group_scores).scatter_(1, group_idx, 1);
+        Tensor score_mask = group_mask.unsqueeze(-1).expand({-1, G, E / G}).reshape({-1, E});
+        choice = choice.masked_fill(score_mask.to(torch::kBool).logical_not(), 0.0);
+        topk_indices = std::get<1>(torch::topk(choice, K, -1, true, false));
+      }
+      topk_weights = scores.gather(1, topk_indices);
+      if (m_.norm_topk_prob) {
+        Tensor denominator = topk_weights.sum(-1, true) + 1e-20;
+        topk_weights /= denominator;
+      }
+      topk_weights = topk_weights * m_.routed_scaling_factor;
+    }
+    Tensor out;
+    {
+      Tensor final_hs = torch::zeros_like(hs, topk_weights.scalar_type());
+      const Tensor expert_mask = torch::one_hot(topk_indices, E).permute({2, 0, 1});
+      Tensor token_indices, weight_indices, expert_weights, expert_input, expert_output, weighted_output;
+      for (int64_t e = 0; e < E; ++e) {
+        auto where = torch::where(expert_mask[e]);
+        token_indices = where[0];
+        weight_indices = where[1];
+        where.clear();
+        if (token_indices.numel() == 0) continue;
+        expert_weights = topk_weights.index({token_indices, weight_indices});
+        expert_input = hs.index({token_indices});
+        expert_output = l.experts[e](m_, expert_input);
+        weighted_output = expert_output * expert_weights.unsqueeze(-1);
+        final_hs.index_add_(0, token_indices, weighted_output);
+      }
+      out = final_hs.to(hs.scalar_type()).view(x.sizes());
+    }
+    if (l.shared.down.w.defined()) out = out + l.shared(m_, residuals);
+    return out;
+  }
+
+#if MEMPLAN_TORCH_AT_LEAST(2, 0)
+  // HF sdpa_attention_forward (integrations/sdpa_attention.py): K/V go in at their own head count
+  // with enable_gqa when torch >= 2.5 and there is no mask tensor (use_gqa_in_sdpa), else
+  // repeat_kv copies them; is_causal when no mask is passed and the layer is causal. Which kernel
+  // runs is torch's choice (on CPU: the flash kernel, or the math path for GQA or dropout).
+  Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Shared& sh) const {
+    const int64_t a = m_.num_attention_heads, kv = m_.num_key_value_heads;
+    const SdpaMask mode = s_.runtime.sdpa_mask;
+    const bool with_mask = mode == SdpaMask::tensor;
+    const bool gqa = kv < a && !with_mask && MEMPLAN_TORCH_AT_LEAST(2, 5);
+    const Tensor key = gqa ? k : repeat_kv(k, a / kv);
+    const Tensor value = gqa ? v : repeat_kv(v, a / kv);
+    c10::optional<Tensor> mask;
+    if (with_mask) mask = sh.mask.index({Slice(), Slice(), Slice(), Slice(None, key.size(-2))});
+    const bool causal = mode == SdpaMask::is_causal;
+#if MEMPLAN_TORCH_AT_LEAST(2, 5)
+    Tensor o = at::scaled_dot_product_attention(q, key, value, mask, m_.attention_dropout, causal, c10::nullopt, gqa);
+#else
+    Tensor o = at::scaled_dot_product_attention(q, key, value, mask, m_.attention_dropout, causal);
+#endif
+    return o.transpose(1, 2).contiguous();
+  }
+#endif
+
   // MixtralSparseMoeBlock.forward (loop over experts).
   Tensor moe(const Layer& l, const Tensor& x) const {
+    if (m_.router == RouterKind::sigmoid) return moe_v3(l, x);
     const int64_t b = x.size(0), sq = x.size(1), h = x.size(2);
     const int64_t E = m_.num_experts, K = m_.experts_per_token;
     const Tensor hs = x.view({-1, h});
@@ -635,7 +865,7 @@ class Model : public Decoder {
   const ModelSpec m_;
   Params p_;
   bool gpt2_ = false;
-  Tensor wte_, wpe_, lm_head_, inv_freq_;
+  Tensor wte_, wpe_, lm_head_, lm_head_b_, inv_freq_;
   std::vector<Layer> layers_;
   Norm ln_f_;
 };

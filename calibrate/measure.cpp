@@ -4,17 +4,15 @@
 // model too large for the device is run at 1-3 layers and extrapolated per layer.
 #include "calibrate/measure.h"
 
-#include <c10/core/CPUAllocator.h>
-#include <c10/core/impl/alloc_cpu.h>
-
-#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
 #include <fmt/format.h>
 
+#include "calibrate/cpu_counter.h"
 #include "calibrate/torch_internal.h"
 #include "estimator/error.h"
 #include "estimator/estimate.h"
@@ -24,14 +22,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
-#endif
-
-#if MEMPLAN_TORCH_AT_LEAST(2, 3)
-#define MEMPLAN_ALLOC_CONST
-#define MEMPLAN_HAS_COPY_DATA 1
-#else
-#define MEMPLAN_ALLOC_CONST const
-#define MEMPLAN_HAS_COPY_DATA 0
 #endif
 
 namespace memplan::calibrate {
@@ -58,46 +48,6 @@ namespace {
 
 // ---- CPU probe ----------------------------------------------------------------------------------
 
-// Counts the bytes of every CPU tensor and oneDNN scratch buffer. data == context is required:
-// oneDNN calls raw_allocate(), which asserts it (docs/libtorch-notes.md §4.1). The size sits in a 64-byte
-// header in front of the data so the plain-function deleter can recover it.
-struct CountingAllocator final : c10::Allocator {
-  static constexpr size_t kHeader = 64;
-  static std::atomic<int64_t>& current() { static std::atomic<int64_t> v{0}; return v; }
-  static std::atomic<int64_t>& peak() { static std::atomic<int64_t> v{0}; return v; }
-
-  // MEMPLAN_TRACE_ALLOC=<bytes>: print every allocation and free at least that large (debugging
-  // a mismatch between the estimate and the measurement).
-  static int64_t trace_threshold() {
-    static const int64_t t = [] { const char* v = std::getenv("MEMPLAN_TRACE_ALLOC"); return v ? std::atoll(v) : -1; }();
-    return t;
-  }
-  static void release(void* data) {
-    if (!data) return;
-    char* base = static_cast<char*>(data) - kHeader;
-    const int64_t n = static_cast<int64_t>(*reinterpret_cast<size_t*>(base));
-    const int64_t now = current().fetch_sub(n) - n;
-    if (trace_threshold() >= 0 && n >= trace_threshold()) std::fprintf(stderr, "  free  %12lld -> %12lld\n", (long long)n, (long long)now);
-    c10::free_cpu(base);
-  }
-  c10::DataPtr allocate(size_t n) MEMPLAN_ALLOC_CONST override {
-    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
-    *reinterpret_cast<size_t*>(base) = n;
-    const int64_t now = current().fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
-    int64_t p = peak().load();
-    while (now > p && !peak().compare_exchange_weak(p, now)) {
-    }
-    if (trace_threshold() >= 0 && static_cast<int64_t>(n) >= trace_threshold())
-      std::fprintf(stderr, "  alloc %12zu -> %12lld\n", n, (long long)now);
-    void* data = base + kHeader;
-    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return &release; }
-#if MEMPLAN_HAS_COPY_DATA
-  void copy_data(void* dst, const void* src, std::size_t n) const override { default_copy_data(dst, src, n); }
-#endif
-};
-
 // One probe interface for both devices.
 class Probe {
  public:
@@ -111,14 +61,11 @@ class Probe {
 
 class CpuProbe : public Probe {
  public:
-  CpuProbe() {
-    static CountingAllocator counter;
-    c10::SetCPUAllocator(&counter, /*priority=*/1);
-  }
-  ~CpuProbe() override { c10::SetCPUAllocator(c10::GetDefaultCPUAllocator(), 1); }
-  void reset_peak() override { CountingAllocator::peak().store(CountingAllocator::current().load()); }
-  int64_t current() override { return CountingAllocator::current().load(); }
-  int64_t peak() override { return CountingAllocator::peak().load(); }
+  CpuProbe() { cpu_counter::install(); }
+  ~CpuProbe() override { cpu_counter::uninstall(); }
+  void reset_peak() override { cpu_counter::reset_peak(); }
+  int64_t current() override { return cpu_counter::current_bytes(); }
+  int64_t peak() override { return cpu_counter::peak_bytes(); }
 };
 
 #ifdef MEMPLAN_WITH_CUDA
@@ -169,13 +116,38 @@ std::string cpu_name() {
 std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
   const ModelSpec& m = s.model;
   const bool cuda = is_cuda(opt.device);
-  const std::string t = m.model_type;
-  if (t != "gpt2" && t != "llama" && t != "mistral" && t != "mixtral" && t != "qwen2")
-    return fmt::format("model_type '{}' is not built by the harness (it builds gpt2, llama, mistral, mixtral and qwen2 "
-                       "layers; {} has layers it does not reproduce)", t, t);
-  if (m.head != HeadKind::causal_lm) return "only causal-LM heads are measured";
-  if (m.model_type == "gpt2" && m.gated_mlp) return "a gated MLP in a gpt2-style model is not built";
-  if (s.finetune.mode == FinetuneMode::qlora || s.finetune.base_quant != BaseQuant::none)
+  // The harness builds features, not model types (decoder.cpp): what it does not build is named.
+  const bool gpt2_block = m.fused_qkv && m.causal_mask == MaskKind::bool_buffer;
+  auto missing = [&](const char* feature) {
+    return fmt::format("the harness does not build {} ({} needs it); it builds GPT-2 and Llama-lineage layers with "
+                       "parallel residuals off one norm, partial RoPE, sandwich norms, soft-capping, multi-head latent "
+                       "attention, and Mixtral or DeepSeek-V3 MoE blocks", feature, m.model_type);
+  };
+  if (m.head != HeadKind::causal_lm || m.bert_style) return "only causal-LM heads are measured";
+  if (gpt2_block && m.gated_mlp) return "a gated MLP in a gpt2-style model is not built";
+  if (!gpt2_block) {
+    if (m.fused_qkv) return missing("a fused q|k|v projection");
+    if (m.fused_gate_up) return missing("a fused gate|up projection");
+    if (m.parallel_residual && !m.parallel_shared_norm) return missing("a parallel residual with two norms");
+    if (!m.pre_norms) return missing("layers without input norms");
+    if (m.qk_norm != QkNorm::none) return missing("q/k normalisation");
+    if (m.positions == PositionKind::alibi || m.positions == PositionKind::learned) return missing("ALiBi or learned positions");
+    if (m.causal_mask != MaskKind::additive) return missing("a bool causal mask");
+    if (!m.softmax_fp32) return missing("softmax in the hidden dtype");
+    if (m.attention_sinks) return missing("attention sinks");
+    if (m.norm_fp32_manual || m.rope_fp32) return missing("fp32 LayerNorm and RoPE ops");
+    if (m.logit_scale != 1.0 || m.residual_multiplier != 1.0) return missing("logit or residual multipliers");
+    if (m.mla() && s.attention != AttentionImpl::eager) return "multi-head latent attention is measured with --attention eager";
+  }
+  if (m.num_experts > 0) {
+    const bool mixtral = m.router == RouterKind::softmax_topk && !m.moe_fp32_combine && m.num_shared_experts == 0 &&
+                         m.shared_expert_intermediate_size == 0;
+    const bool v3 = m.router == RouterKind::sigmoid && m.moe_fp32_combine && !m.shared_expert_gate;
+    if ((!mixtral && !v3) || m.moe_impl != MoeImpl::loop || m.fused_expert_gate_up || m.expert_bias || m.clamped_swiglu ||
+        m.router_bias)
+      return missing("this mixture-of-experts block");
+  }
+  if (s.finetune.mode == FinetuneMode::qlora || s.finetune.base_quant != BaseQuant::none || s.model.quantized.any())
     return "QLoRA/8-bit bases need bitsandbytes on CUDA; the harness measures LoRA on a 16/32-bit base";
   if (s.parallel.num_gpus > 1 || s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none ||
       s.parallel.tensor_parallel > 1 || s.parallel.pipeline_parallel > 1)
@@ -196,11 +168,21 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
       return "mixed-fp16/mixed-bf16 are DeepSpeed's regimes (fp32 master copies): measure amp-bf16 or bf16 instead";
   }
   if (s.checkpointing.mode == CheckpointMode::selective) return "selective checkpointing is not measured (none, full and every:K are)";
+  if (s.attention == AttentionImpl::flash) return "flash-attn is a CUDA extension: measure --attention sdpa or eager";
   if (s.attention != AttentionImpl::eager) {
-#if !MEMPLAN_TORCH_AT_LEAST(2, 0)
-    return "LibTorch 1.13 has no public scaled_dot_product_attention: measure --attention eager";
-#endif
-    if (m.model_type == "gpt2") return "SDPA is measured for Llama-style models only";
+    if (!MEMPLAN_TORCH_AT_LEAST(2, 0))
+      return fmt::format("LibTorch {} has no public scaled_dot_product_attention (2.0+): measure --attention eager", torch_version());
+    if (gpt2_block) return "SDPA is measured for Llama-style models only";
+  }
+  switch (s.runtime.optimizer_impl) {
+    case OptimizerImpl::automatic: case OptimizerImpl::for_loop: break;
+    case OptimizerImpl::foreach:
+      if (!MEMPLAN_TORCH_AT_LEAST(2, 0))
+        return fmt::format("the foreach step is torch 2.x's (_foreach_lerp_ is 2.0+); LibTorch {} runs for-loop", torch_version());
+      if (s.optimizer != OptimizerKind::adamw && s.optimizer != OptimizerKind::adam)
+        return "the foreach step is measured for AdamW and Adam (SGD's foreach step allocates like its for-loop)";
+      break;
+    case OptimizerImpl::fused: return "the fused optimizer step is not measured (for-loop and foreach are)";
   }
   if (cuda && !cuda_available()) return "this memplan was built without CUDA or no GPU is visible";
   return "";
@@ -212,10 +194,10 @@ TrainingSetup harness_setup(const TrainingSetup& s, const MeasureOptions& opt) {
   TrainingSetup h = s;
   h.runtime.torch_major = TORCH_VERSION_MAJOR;
   h.runtime.torch_minor = TORCH_VERSION_MINOR;
-  h.runtime.optimizer_impl = OptimizerImpl::for_loop;  // LibTorch's optimizers loop over params
+  // LibTorch's optimizers loop over the parameters; foreach is the harness's own step.
+  if (h.runtime.optimizer_impl != OptimizerImpl::foreach) h.runtime.optimizer_impl = OptimizerImpl::for_loop;
   h.runtime.loss_upcast = true;
   h.runtime.keep_logits = false;
-  h.runtime.zero_grad_set_to_none = true;  // the harness resets .grad after each step
   if (is_cuda(opt.device)) {
     h.device.kind = DeviceKind::cuda;
   } else {
@@ -233,6 +215,78 @@ struct RunOutcome {
   int64_t weights = 0, states = 0, forward_end = 0, context = 0, device_used_peak = 0, peak_reserved = 0;
   std::string oom;
 };
+
+// torch.optim.AdamW/Adam(foreach=True) of torch 2.x: _multi_tensor_adamw / _multi_tensor_adam
+// (torch/optim/adamw.py, adam.py @ v2.6.0) for one device and dtype group, with the same list
+// temporaries: states are created with zeros_like at the first step (_init_group), the update
+// holds one sqrt(exp_avg_sq) list (+1 x the trainable parameters) and nothing else. Adam's
+// weight_decay is 0 here, so its grads-plus-decay copy never exists.
+class ForeachAdam {
+ public:
+  ForeachAdam(std::vector<torch::Tensor> params, double lr, double weight_decay)
+      : params_(std::move(params)), lr_(lr), wd_(weight_decay) {}
+
+  void step() {
+#if MEMPLAN_TORCH_AT_LEAST(2, 0)
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> p, g;
+    for (auto& t : params_)
+      if (t.grad().defined()) {
+        p.push_back(t);
+        g.push_back(t.grad());
+      }
+    if (p.empty()) return;
+    if (exp_avg_.empty())
+      for (const auto& t : p) {
+        exp_avg_.push_back(torch::zeros_like(t, torch::MemoryFormat::Preserve));
+        exp_avg_sq_.push_back(torch::zeros_like(t, torch::MemoryFormat::Preserve));
+      }
+    ++steps_;
+    if (wd_ != 0) at::_foreach_mul_(p, 1 - lr_ * wd_);
+    at::_foreach_lerp_(exp_avg_, g, 1 - kBeta1);
+    at::_foreach_mul_(exp_avg_sq_, kBeta2);
+    at::_foreach_addcmul_(exp_avg_sq_, g, g, 1 - kBeta2);
+    g.clear();
+    const double bc1 = 1 - std::pow(kBeta1, steps_), bc2 = 1 - std::pow(kBeta2, steps_);
+    std::vector<torch::Tensor> denom = at::_foreach_sqrt(exp_avg_sq_);
+    at::_foreach_div_(denom, std::sqrt(bc2));
+    at::_foreach_add_(denom, kEps);
+    at::_foreach_addcdiv_(p, exp_avg_, denom, -lr_ / bc1);
+#endif
+  }
+
+ private:
+  static constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
+  std::vector<torch::Tensor> params_, exp_avg_, exp_avg_sq_;
+  double lr_, wd_;
+  int steps_ = 0;
+};
+
+// Optimizer.zero_grad(set_to_none): LibTorch 2.x has the flag (default true, as Python 2.x);
+// 1.13's zero_grad() only zeroes, so set_to_none is done by hand there (libtorch-notes §8).
+void zero_grad(torch::optim::Optimizer* opt, std::vector<torch::Tensor> params, bool set_to_none) {
+#if MEMPLAN_TORCH_AT_LEAST(2, 0)
+  if (opt) {
+    if (set_to_none) opt->zero_grad();  // the library's default
+    else opt->zero_grad(false);
+    return;
+  }
+#else
+  if (opt && !set_to_none) {
+    opt->zero_grad();
+    return;
+  }
+#endif
+  for (auto& p : params) {
+    if (!p.mutable_grad().defined()) continue;
+    if (set_to_none) {
+      p.mutable_grad().reset();
+    } else {
+      p.mutable_grad().detach_();
+      p.mutable_grad().zero_();
+    }
+  }
+}
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainingSetup& s, std::vector<torch::Tensor> params) {
   switch (s.optimizer) {
@@ -271,7 +325,13 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
 
   std::unique_ptr<Decoder> model = make_decoder(s, dev);
   out.weights = now();
-  auto optimizer = make_optimizer(s, model->parameters());
+  const bool foreach = s.runtime.optimizer_impl == OptimizerImpl::foreach;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<ForeachAdam> foreach_optimizer;
+  if (foreach)
+    foreach_optimizer = std::make_unique<ForeachAdam>(model->parameters(), 1e-4, s.optimizer == OptimizerKind::adamw ? 0.01 : 0.0);
+  else
+    optimizer = make_optimizer(s, model->parameters());
   const int64_t b = s.batch.micro_batch, sq = s.batch.seq_len;
   const torch::Tensor ids = torch::randint(s.model.vocab_size, {b, sq}, torch::TensorOptions().dtype(torch::kLong).device(dev));
   const torch::Tensor labels = ids.clone();
@@ -295,7 +355,7 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
         ss.phases.push_back(p);
       };
       say(fmt::format("step {}/{}: forward", step, opt.steps));
-      if (CountingAllocator::trace_threshold() >= 0) std::fprintf(stderr, "== step %d forward\n", step);
+      if (cpu_counter::trace_threshold() >= 0) std::fprintf(stderr, "== step %d forward\n", step);
       probe->reset_peak();
       torch::Tensor loss;
       {
@@ -307,18 +367,18 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
       out.forward_end = now();
       say(fmt::format("step {}/{}: backward (loss {:.3f})", step, opt.steps, loss.item<double>()));
       probe->reset_peak();
-      if (CountingAllocator::trace_threshold() >= 0) std::fprintf(stderr, "== step %d backward\n", step);
+      if (cpu_counter::trace_threshold() >= 0) std::fprintf(stderr, "== step %d backward\n", step);
       loss.backward();
       loss = torch::Tensor();
       sample(Phase::backward);
       say(fmt::format("step {}/{}: optimizer step", step, opt.steps));
       const int64_t before_step = now();
       probe->reset_peak();
-      optimizer->step();
+      if (foreach) foreach_optimizer->step();
+      else optimizer->step();
       sample(Phase::optimizer_step);
       if (step == 1) out.states = now() - before_step;
-      // zero_grad(set_to_none=True): LibTorch 1.13's zero_grad() only zeroes (docs/libtorch-notes.md §8).
-      for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+      zero_grad(optimizer.get(), model->parameters(), s.runtime.zero_grad_set_to_none);
       ss.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       out.steps.push_back(ss);
     }

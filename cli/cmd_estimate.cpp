@@ -17,7 +17,9 @@ void print_header(std::ostream& out, const char* verb, const profiles::BuiltSetu
   const TrainingSetup& s = b.setup;
   out << fmt::format("memplan {}: {} ({} parameters, {} trainable)\n", verb, s.model.name, thousands(e.params.total),
                      thousands(e.params.trainable));
+  if (!b.config_path.empty()) out << fmt::format("  config: {} (read as {})\n", b.config_path, b.config_format);
   out << "  " << describe(s) << "\n";
+  out << "  " << describe_runtime(b) << "\n";
   if (s.device.capacity_bytes > 0)
     out << fmt::format("  device: {}, {}{}\n", s.device.name, gib(s.device.capacity_bytes),
                        e.calibrated ? fmt::format("; calibrated with {}", e.calibration)

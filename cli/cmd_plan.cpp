@@ -60,8 +60,32 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
                      "add --out FILE for the config, or drop --json/--yaml");
   if (!f.out.empty()) profiles::check_can_write(f.out, {f.force, Where::at_flag("--out"), "the config"});
   std::ostream& report = config_to_stdout ? io.err : io.out;
-  profiles::BuiltSetup b = profiles::build_setup(in);
+  planner::EmitFormat fmt_out = planner::EmitFormat::memplan;
+  if (!f.ask.emit.empty() && !planner::parse_emit_format(f.ask.emit, &fmt_out))
+    throw InputError(Where::at_flag("--emit"), fmt::format("unknown format '{}'", f.ask.emit),
+                     fmt::format("expected one of: {}", fmt::join(planner::emit_format_names(), ", ")));
+  // A plan for a tool is made with that tool's runtime (its defaults decide memory), unless
+  // --framework or the config says which runs.
+  const profiles::LoadedConfig cfg = in.config ? profiles::load_config(*in.config, in.format.value_or("")) : profiles::LoadedConfig{};
+  profiles::SetupInputs setup_in = in;
+  if (!f.ask.emit.empty() && !in.framework && !cfg.origin.fields.count("runtime.framework"))
+    if (const auto fw = planner::emit_framework(fmt_out)) setup_in.framework = to_string(*fw);
+  profiles::BuiltSetup b = profiles::build_setup(setup_in, cfg);
   print_warnings(io.err, b.warnings);
+  // torchtune and LitGPT name models their own way, and LitGPT builds its own variant (untied,
+  // padded vocabulary): the plan is made for the model the tool trains.
+  planner::ToolModelName tool;
+  if (fmt_out == planner::EmitFormat::torchtune || fmt_out == planner::EmitFormat::litgpt) {
+    const auto t = profiles::tool_model(b.setup.model, f.ask.emit);
+    if (!t)
+      throw InputError(Where::at_flag("--emit"),
+                       fmt::format("{} has no model of {}'s architecture", f.ask.emit == "torchtune" ? "torchtune" : "LitGPT",
+                                   b.setup.model.name),
+                       f.ask.emit == "torchtune" ? "torchtune builds the models of torchtune/models/*/_model_builders.py @ v0.6.1"
+                                                 : "LitGPT builds the models of litgpt/config.py @ v0.5.13");
+    b.setup.model = t->spec;
+    tool = {t->name, t->tokenizer, t->checkpointer_type};
+  }
   const TrainingSetup& s = b.setup;
   planner::PlanAsk ask = f.ask;
   ask.config_global_batch = b.global_batch;
@@ -70,8 +94,6 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   ask.attention_fixed = in.attention.has_value();
   ask.checkpointing_fixed = in.checkpointing.has_value();
   const planner::PlanRequest req = planner::make_request(s, ask, calibration_of(b));
-  planner::EmitFormat fmt_out = planner::EmitFormat::memplan;
-  if (!f.ask.emit.empty()) planner::parse_emit_format(f.ask.emit, &fmt_out);
   std::vector<std::pair<std::string, DeviceSpec>> cards;
   const auto& catalog = profiles::gpu_catalog();
   for (const profiles::GpuProfile* g : catalog.all()) {
@@ -128,6 +150,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   planner::EmitContext ec;
   ec.setup = r.best.setup;
   ec.model = model_ref(s);
+  ec.tool = tool;
   if (!in.model && b.config_path.empty()) ec.model.kind = planner::ModelRef::Kind::inline_spec;
   ec.gpu = s.device.name == "custom" ? "" : s.device.name;
   ec.global_batch = r.best.global_batch;
@@ -192,9 +215,11 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
     if (written.empty()) report << fmt::format("\n  printed the {} config on stdout (--out FILE writes it to a file)\n", f.ask.emit);
     else report << fmt::format("\n  wrote {} ({})\n", written, f.ask.emit);
     std::string check = fmt::format("memplan estimate --config {}", file);
-    if (fmt_out == planner::EmitFormat::hf || fmt_out == planner::EmitFormat::lightning)
+    // What the format cannot hold (torchtune: the GPU and its count; LitGPT: the GPU).
+    if (fmt_out == planner::EmitFormat::hf || fmt_out == planner::EmitFormat::torchtune)
       check += fmt::format(" --gpu {} --gpus {}", s.device.name, s.parallel.num_gpus);
-    if (fmt_out != planner::EmitFormat::lightning) report << "  re-check it: " << check << "\n";
+    if (fmt_out == planner::EmitFormat::litgpt) check += fmt::format(" --gpu {}", s.device.name);
+    report << "  re-check it: " << check << "\n";
   }
   return kExitOk;
 }
@@ -214,7 +239,7 @@ Command register_plan(CLI::App& root, Io io) {
   app->add_option("--precisions", f->ask.precisions, "precision regimes the plan may pick (comma list)")->type_name("LIST");
   app->add_flag("--no-offload", f->ask.no_offload, "never offload to the host");
   app->add_option("--max-micro-batch", f->ask.max_micro_batch, "largest micro-batch to consider (default 1024)")->type_name("N");
-  app->add_option("--emit", f->ask.emit, "print the plan as a memplan|train-config|deepspeed|hf|lightning config (on stdout; the report goes to stderr)")->type_name("FORMAT");
+  app->add_option("--emit", f->ask.emit, "print the plan as a memplan|train-config|deepspeed|hf|lightning|torchtune|litgpt config (on stdout; the report goes to stderr)")->type_name("FORMAT");
   app->add_option("--out", f->out, "write the --emit config to this file instead (atomically)")->type_name("FILE");
   app->add_flag("--force", f->force, "let --out replace an existing file");
   add_output_flags(*app, *o);

@@ -9,7 +9,12 @@
 namespace memplan::cli {
 
 void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
-  app.add_option("--config", in.config, "memplan YAML (any guide dialect), DeepSpeed JSON or HF config.json")->type_name("FILE");
+  app.add_option("--config", in.config,
+                 "training config: memplan YAML, DeepSpeed JSON, HF config.json, HF TrainingArguments/TRL, Axolotl, "
+                 "torchtune, torchtitan TOML, LitGPT, LightningCLI, accelerate or NeMo (detected from its keys)")
+      ->type_name("FILE");
+  app.add_option("--format", in.format, "read --config as this format instead of detecting it")->type_name("NAME");
+  app.add_flag("--strict", in.strict, "refuse a config with keys memplan cannot model or near-miss keys (exit 2)");
   app.add_option("--model", in.model, "preset (memplan models), HF repo id, config.json or model directory")->type_name("NAME|FILE|DIR");
   app.add_option("--gpu", in.gpu, "GPU preset (memplan gpus)")->type_name("PRESET");
   app.add_option("--gpu-memory", in.gpu_memory, "device memory, e.g. 12GiB (overrides the preset's)")->type_name("SIZE");
@@ -19,7 +24,7 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--grad-accum", in.grad_accum, "micro-batches per optimizer step")->type_name("N");
   app.add_option("--precision", in.precision, "fp32|amp-fp16|amp-bf16|bf16|fp16|mixed-fp16|mixed-bf16")->type_name("P");
   app.add_option("--optimizer", in.optimizer, "adamw|adam|sgd|sgd-momentum|adafactor|adafactor-momentum|adamw-8bit|lion|paged-adamw|paged-adamw-8bit")->type_name("O");
-  app.add_option("--checkpointing", in.checkpointing, "none|full|selective|every:K")->type_name("MODE");
+  app.add_option("--checkpointing", in.checkpointing, "none|full|selective|selective-op|every:K|layers:I,J,...")->type_name("MODE");
   app.add_option("--attention", in.attention, "eager|sdpa|flash")->type_name("IMPL");
   app.add_option("--zero", in.zero, "DeepSpeed ZeRO stage 0-3")->type_name("STAGE");
   app.add_option("--offload", in.offload, "none|optimizer|optimizer+params")->type_name("WHAT");
@@ -33,6 +38,31 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--pipeline-parallel", in.pipeline_parallel, "pipeline stages")->type_name("N");
   app.add_option("--device", in.device, "cuda (default) or cpu: whose memory behaviour to model")->type_name("cpu|cuda");
   app.add_option("--calibration", in.calibration, "calibration profile from memplan calibrate")->type_name("FILE");
+  // The runtime: the stack that runs the step and its knobs (each overrides the framework's default).
+  auto flag = [&app](const char* names, std::optional<bool>& slot, const char* help) {
+    app.add_flag_function(names, [&slot](int64_t n) { slot = n > 0; }, help)->group("Runtime");
+  };
+  app.add_option("--framework", in.framework,
+                 "hf-trainer (default)|custom|lightning|torchtune|torchtitan|litgpt|deepspeed|megatron: the stack that runs "
+                 "the step; sets the runtime defaults below")
+      ->type_name("NAME")->group("Runtime");
+  app.add_option("--torch-version", in.torch_version, "PyTorch release the job runs (default 2.6)")->type_name("X.Y")->group("Runtime");
+  flag("--keep-logits,!--no-keep-logits", in.keep_logits, "the loop keeps the logits until the next forward (custom loops, LitGPT)");
+  flag("--keep-cache,!--no-keep-cache", in.keep_cache, "the loop keeps the returned KV cache too (use_cache=True)");
+  app.add_option("--loss", in.loss, "standard|chunked[:N]|chunked:Nt|fused-linear: how the loss is computed")
+      ->type_name("IMPL")->group("Runtime");
+  flag("--liger,!--no-liger", in.liger, "Liger kernels: fused RMSNorm, SwiGLU, RoPE (and fused-linear loss)");
+  app.add_option("--optimizer-impl", in.optimizer_impl, "auto|for-loop|foreach|fused: the optimizer kernel")
+      ->type_name("IMPL")->group("Runtime");
+  flag("--optimizer-in-backward,!--no-optimizer-in-backward", in.optimizer_in_backward,
+       "step each parameter in backward and free its gradient (torchtune optimizer_in_bwd)");
+  flag("--activation-offload,!--no-activation-offload", in.activation_offload, "saved activations go to pinned host memory");
+  flag("--compile,!--no-compile", in.compile, "torch.compile per block (default partitioner; approximated)");
+  flag("--fp8,!--no-fp8", in.fp8, "float8 linears (torchao Float8Linear / Transformer Engine)");
+  app.add_option("--fsdp", in.fsdp, "none|full|shard-grad-op|hybrid|no-shard: PyTorch FSDP sharding")->type_name("MODE")->group("Runtime");
+  app.add_option("--gpus-per-node", in.gpus_per_node, "GPUs per node (hybrid sharding; default 8)")->type_name("N")->group("Runtime");
+  flag("--expandable-segments,!--no-expandable-segments", in.expandable_segments,
+       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (less fragmentation)");
 }
 
 void add_output_flags(CLI::App& app, OutputFlags& o) {
@@ -65,8 +95,84 @@ std::string describe(const TrainingSetup& s) {
   if (s.parallel.zero_stage > 0) d += fmt::format(", ZeRO-{}", s.parallel.zero_stage);
   if (s.parallel.offload != Offload::none) d += fmt::format(", offload {}", to_string(s.parallel.offload));
   if (s.finetune.mode != FinetuneMode::full) d += fmt::format(", {} r={}", to_string(s.finetune.mode), s.finetune.lora_rank);
+  if (s.parallel.fsdp != FsdpMode::none) d += fmt::format(", FSDP {}", to_string(s.parallel.fsdp));
   if (s.device.kind == DeviceKind::cpu) d += ", CPU";
   return d;
+}
+
+namespace {
+// A value's origin for people: "file:line:col (key)", "--flag", "<framework> default (source)".
+std::string source_of(const profiles::Provenance& o, const std::string& field) {
+  if (const auto it = o.fields.find(field); it != o.fields.end()) {
+    const Where& w = it->second;
+    if (!w.flag.empty()) return w.flag;
+    return w.key.empty() ? w.str() : fmt::format("{} ({})", w.str(), w.key);
+  }
+  if (const auto it = o.defaults.find(field); it != o.defaults.end()) return it->second;
+  return "memplan default";
+}
+}  // namespace
+
+std::string describe_runtime(const profiles::BuiltSetup& b) {
+  const TrainingSetup& s = b.setup;
+  const Runtime& r = s.runtime;
+  std::vector<std::string> knobs;
+  auto on = [&](bool v, const char* name) {
+    if (v) knobs.emplace_back(name);
+  };
+  knobs.push_back("loss " + to_string(r, r.loss) + (r.loss_upcast ? "" : " (no fp32 upcast)"));
+  knobs.push_back(fmt::format("optimizer {}", to_string(r.optimizer_impl)));
+  on(r.keep_logits, "keeps logits");
+  on(r.keep_cache, "keeps KV cache");
+  on(r.zero_grad_after_forward, "zero_grad after forward");
+  on(r.liger, "Liger kernels");
+  on(r.optimizer_in_backward, "optimizer in backward");
+  on(r.activation_offload, "activation offload");
+  on(r.compile, "torch.compile");
+  on(r.fp8, "fp8 linears");
+  on(r.expandable_segments, "expandable segments");
+  std::vector<std::string> by_framework;
+  for (const auto& [field, source] : b.origin.defaults)
+    if (source.rfind(to_string(r.framework), 0) == 0) by_framework.push_back(field);
+  std::string line = fmt::format("runtime: {}, torch {}.{}: {}", to_string(r.framework), r.torch_major, r.torch_minor,
+                                 fmt::join(knobs, ", "));
+  if (!by_framework.empty()) line += fmt::format(" (framework defaults: {})", fmt::join(by_framework, ", "));
+  return line;
+}
+
+nlohmann::json runtime_json(const TrainingSetup& s) {
+  const Runtime& r = s.runtime;
+  return {{"framework", to_string(r.framework)},
+          {"torch_version", fmt::format("{}.{}", r.torch_major, r.torch_minor)},
+          {"transformers_version", fmt::format("{}.{}", r.transformers_major, r.transformers_minor)},
+          {"loss", to_string(r, r.loss)},
+          {"loss_upcast", r.loss_upcast},
+          {"keep_logits", r.keep_logits},
+          {"keep_cache", r.keep_cache},
+          {"optimizer_impl", to_string(r.optimizer_impl)},
+          {"optimizer_in_backward", r.optimizer_in_backward},
+          {"zero_grad_set_to_none", r.zero_grad_set_to_none},
+          {"zero_grad_after_forward", r.zero_grad_after_forward},
+          {"liger", r.liger},
+          {"activation_offload", r.activation_offload},
+          {"compile", r.compile},
+          {"fp8", r.fp8},
+          {"expandable_segments", r.expandable_segments}};
+}
+
+nlohmann::json sources_json(const profiles::BuiltSetup& b) {
+  static const char* kFields[] = {
+      "model.hidden_size", "precision", "optimizer", "batch.micro_batch", "batch.seq_len", "batch.grad_accum",
+      "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory", "parallel.num_gpus", "parallel.zero_stage",
+      "parallel.offload", "parallel.fsdp", "parallel.tensor_parallel", "parallel.pipeline_parallel", "finetune.mode",
+      "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets", "runtime.framework", "runtime.torch_version",
+      "runtime.transformers_version", "runtime.loss", "runtime.loss_upcast", "runtime.keep_logits", "runtime.keep_cache",
+      "runtime.optimizer_impl", "runtime.optimizer_in_backward", "runtime.zero_grad_set_to_none",
+      "runtime.zero_grad_after_forward", "runtime.liger", "runtime.activation_offload", "runtime.compile", "runtime.fp8",
+      "runtime.expandable_segments"};
+  nlohmann::json j = nlohmann::json::object();
+  for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
+  return j;
 }
 
 nlohmann::json setup_json(const TrainingSetup& s) {
@@ -104,7 +210,10 @@ nlohmann::json setup_json(const TrainingSetup& s) {
                    {"tensor_parallel", s.parallel.tensor_parallel},
                    {"pipeline_parallel", s.parallel.pipeline_parallel},
                    {"zero_stage", s.parallel.zero_stage},
-                   {"offload", to_string(s.parallel.offload)}};
+                   {"offload", to_string(s.parallel.offload)},
+                   {"fsdp", to_string(s.parallel.fsdp)},
+                   {"gpus_per_node", s.parallel.gpus_per_node}};
+  j["runtime"] = runtime_json(s);
   j["finetune"] = {{"mode", to_string(s.finetune.mode)}};
   if (s.finetune.mode != FinetuneMode::full) {
     j["finetune"]["lora_rank"] = s.finetune.lora_rank;
@@ -138,6 +247,7 @@ nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdow
   j["schema"] = "memplan.estimate/v1";
   j["memplan_version"] = MEMPLAN_VERSION;
   j["setup"] = setup_json(s);
+  j["setup"]["sources"] = sources_json(b);
   j["model"] = {{"name", s.model.name},
                 {"hf_repo", s.model.hf_repo},
                 {"parameters", e.params.total},

@@ -49,5 +49,12 @@ void print_warnings(std::ostream& err, const std::vector<Warning>& w);
 
 // A one-line description of the setup ("amp-bf16, adamw, micro-batch 4 x 1024 tokens, ...").
 std::string describe(const TrainingSetup& s);
+// The runtime line: framework, torch version, loss, optimizer kernel and the knobs that are on,
+// and which values the framework decided.
+std::string describe_runtime(const profiles::BuiltSetup& b);
+nlohmann::json runtime_json(const TrainingSetup& s);
+// Where each setup value came from: "cfg.yaml:7:3 (training.micro_batch_size)", "--flag",
+// "<framework> default: <upstream source>", or "memplan default".
+nlohmann::json sources_json(const profiles::BuiltSetup& b);
 
 }  // namespace memplan::cli

@@ -14,6 +14,7 @@ struct Where {
   int line = 0;
   int col = 0;
   std::string flag;  // "--micro-batch" when the value came from the command line
+  std::string key;   // the config key that set a value ("training.micro_batch_size"), for provenance
 
   bool empty() const { return file.empty() && flag.empty(); }
   static Where at_flag(std::string f) { Where w; w.flag = std::move(f); return w; }

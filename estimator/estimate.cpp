@@ -20,6 +20,7 @@
 #include "estimator/graph.h"
 #include "estimator/layers.h"
 #include "estimator/model.h"
+#include "estimator/runtime.h"
 
 namespace memplan {
 
@@ -146,9 +147,8 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     p.push_back({"model.num_key_value_heads",
                  fmt::format("{} key/value heads do not divide {} attention heads", m.num_key_value_heads, m.num_attention_heads),
                  "grouped-query attention needs num_attention_heads to be a multiple of num_key_value_heads"});
-  if (m.head_dim * m.num_attention_heads != m.hidden_size && m.model_type != "gemma" && m.model_type != "gemma2" &&
-      m.model_type != "qwen3" && m.model_type != "qwen3_moe" && m.head_dim == m.hidden_size / std::max<int64_t>(1, m.num_attention_heads) &&
-      m.hidden_size % m.num_attention_heads != 0)
+  // A head dimension derived as h / a (integer division) when a does not divide h.
+  if (m.head_dim == m.hidden_size / std::max<int64_t>(1, m.num_attention_heads) && m.hidden_size % m.num_attention_heads != 0)
     p.push_back({"model.num_attention_heads",
                  fmt::format("{} heads do not divide hidden size {}", m.num_attention_heads, m.hidden_size),
                  "set head_dim explicitly if the model uses a head dimension other than hidden/heads"});
@@ -178,12 +178,18 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   else if (s.parallel.tensor_parallel > 1 &&
            (m.num_attention_heads % s.parallel.tensor_parallel != 0))
     p.push_back({"parallel.tensor_parallel", "tensor parallel degree must divide the attention heads", ""});
-  if (s.parallel.offload == Offload::optimizer_and_params && s.parallel.zero_stage != 3)
-    p.push_back({"parallel.offload", "parameter offload needs ZeRO stage 3", "use --zero 3 or --offload optimizer"});
-  if (s.parallel.offload != Offload::none && s.parallel.zero_stage == 0)
-    p.push_back({"parallel.offload", "optimizer offload needs ZeRO stage 1 or higher", "use --zero 2 --offload optimizer"});
+  const bool fsdp = s.parallel.fsdp != FsdpMode::none;
+  if (s.parallel.offload == Offload::optimizer_and_params && s.parallel.zero_stage != 3 && !fsdp)
+    p.push_back({"parallel.offload", "parameter offload needs ZeRO stage 3 or FSDP", "use --zero 3 or --offload optimizer"});
+  if (s.parallel.offload != Offload::none && s.parallel.zero_stage == 0 && !fsdp)
+    p.push_back({"parallel.offload", "optimizer offload needs ZeRO stage 1 or higher, or FSDP", "use --zero 2 --offload optimizer"});
   if (s.finetune.mode != FinetuneMode::full && (s.finetune.lora_rank < 1 || s.finetune.lora_rank > 100'000))
     p.push_back({"finetune.lora_rank", fmt::format("must be between 1 and 100000 (got {})", s.finetune.lora_rank), ""});
+  if (m.quantized.any() && s.finetune.mode == FinetuneMode::full)
+    p.push_back({"finetune.mode",
+                 fmt::format("'{}' is a pre-quantized checkpoint ({}, {:.3g} bits per weight): its weights cannot train, and "
+                             "transformers' Trainer refuses to fine-tune a purely quantized model", m.name, m.quantized.method, m.quantized.bits),
+                 "train adapters on it: --finetune lora (or qlora), or start from the unquantized checkpoint"});
   if (s.finetune.freeze_layers < 0 || s.finetune.freeze_layers > m.num_layers)
     p.push_back({"finetune.freeze_layers", fmt::format("must be between 0 and the {} layers", m.num_layers), ""});
   auto frac = [&](const char* f, double v) {
@@ -198,12 +204,57 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     p.push_back({"memory.target_utilization", "thresholds must satisfy 0 < target <= warning <= critical <= emergency <= 1",
                  "the defaults are 0.90, 0.92, 0.95, 0.97"});
   if (s.device.capacity_bytes < 0) p.push_back({"hardware.gpu_memory", "must not be negative", ""});
+  // The runtime's knobs.
+  const Runtime& r = s.runtime;
+  if (s.checkpointing.mode == CheckpointMode::layers) {
+    if (s.checkpointing.layers.empty())
+      p.push_back({"checkpointing", "layers: names no layer", "list the checkpointed layers, e.g. layers:0,4,8"});
+    else if (s.checkpointing.layers.back() >= m.num_layers)
+      p.push_back({"checkpointing",
+                   fmt::format("layers: names layer {}, but the model has {} layers (0 to {})", s.checkpointing.layers.back(),
+                               m.num_layers, m.num_layers - 1),
+                   "layer indices are 0-based"});
+  }
+  if (r.loss == LossImpl::chunked && (r.loss_chunks < 1 || r.loss_chunk_tokens < 0))
+    p.push_back({"runtime.loss", "a chunked loss needs at least one chunk", "e.g. --loss chunked:8"});
+  if (r.optimizer_in_backward && s.batch.grad_accum > 1)
+    p.push_back({"runtime.optimizer_in_backward",
+                 fmt::format("stepping the optimizer in backward cannot accumulate gradients (accumulation {})", s.batch.grad_accum),
+                 "torchtune refuses it too (recipes/full_finetune_single_device.py @ v0.6.1 L147-156): use --grad-accum 1"});
+  if (r.optimizer_in_backward && s.parallel.zero_stage > 0)
+    p.push_back({"runtime.optimizer_in_backward", "DeepSpeed's ZeRO steps its own optimizer; it cannot step in backward",
+                 "drop --optimizer-in-backward or --zero"});
+  if (r.fp8 && s.device.kind == DeviceKind::cuda && s.device.family != "generic" && !s.device.fp8)
+    p.push_back({"runtime.fp8", fmt::format("{} has no fp8 tensor cores", s.device.name),
+                 "fp8 training needs Hopper, Ada, Blackwell or MI300 (memplan gpus lists fp8 support)"});
+  if (s.parallel.fsdp != FsdpMode::none && s.parallel.zero_stage > 0)
+    p.push_back({"parallel.fsdp", fmt::format("FSDP and DeepSpeed ZeRO-{} both shard the model; a job runs one of them", s.parallel.zero_stage),
+                 "drop --fsdp or --zero"});
+  if (s.parallel.gpus_per_node < 1 || s.parallel.gpus_per_node > 1'000'000)
+    p.push_back({"parallel.gpus_per_node", fmt::format("must be at least 1 (got {})", s.parallel.gpus_per_node), ""});
   return p;
 }
 
 // ---- model states ------------------------------------------------------------------------------
 
 namespace {
+
+// Megatron's DistributedDataParallel keeps fp32 main gradients in one buffer allocated at start-up
+// (megatron/core/distributed/param_and_grad_buffer.py @ core_v0.13.0 L660-675): resident the whole run.
+bool megatron_grad_buffer(const TrainingSetup& s) { return s.runtime.framework == Framework::megatron; }
+
+// The KV cache an HF model returns with use_cache=True (DynamicCache): k after RoPE and v of every
+// layer, (b, k, s, d) each, in the compute dtype.
+int64_t kv_cache_bytes(const TrainingSetup& s) {
+  const ModelSpec& m = s.model;
+  const int64_t e = is_autocast(s.precision) ? 2 : weight_bytes_per_param(s.precision);
+  return 2 * m.num_layers * s.batch.micro_batch * s.batch.seq_len * m.num_key_value_heads * m.head_dim * e;
+}
+
+// The DeepSpeed engine runs the step: a ZeRO stage was asked for, or the framework is DeepSpeed.
+bool deepspeed_engine(const TrainingSetup& s) {
+  return s.parallel.zero_stage > 0 || s.runtime.framework == Framework::deepspeed;
+}
 
 constexpr int64_t kMiB = 1 << 20;
 
@@ -228,6 +279,7 @@ ModelSpec rank_model(const TrainingSetup& s) {
 struct OptimizerCost {
   int64_t states = 0;     // bytes of optimizer states (whole trainable set)
   int64_t transient = 0;  // temporaries during step()
+  int64_t per_param_transient = 0;  // the largest one-parameter step's temporaries (optimizer in backward)
   std::string states_formula;
   std::string transient_formula;
   bool paged = false;     // states live in host memory (paged optimizers)
@@ -248,6 +300,7 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
   const OptimizerImpl impl = resolve_impl(s);
   const bool v2 = s.runtime.torch_at_least(2, 0);
   auto per_param_loop = [&](int64_t temps, const char* what) {
+    c.per_param_transient = impl == OptimizerImpl::fused ? 0 : (impl == OptimizerImpl::foreach ? (v2 ? 1 : 2) : temps) * largest * sb;
     switch (impl) {
       case OptimizerImpl::fused:
         c.transient = 0;
@@ -281,6 +334,7 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
     case OptimizerKind::lion:
       c.states = trainable * sb;
       c.transient = impl == OptimizerImpl::fused ? 0 : 2 * largest * sb;
+      c.per_param_transient = c.transient;
       if (text) c.states_formula = fmt::format("exp_avg: {} trainable params x {} B", trainable, sb);
       if (text) c.transient_formula = fmt::format("exp_avg.clone() and the update: 2 x largest tensor {} x {} B", largest, sb);
       break;
@@ -290,6 +344,7 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
       const bool momentum = s.optimizer == OptimizerKind::adafactor_momentum;
       c.states = (ps.factored + (momentum ? trainable : 0)) * sb;
       c.transient = 3 * largest * 4;
+      c.per_param_transient = c.transient;
       if (text)
         c.states_formula = momentum ? fmt::format("factored second moment sum(rows + cols) {} + first moment {} elements, x {} B",
                                                   ps.factored, trainable, sb)
@@ -314,6 +369,7 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
 struct States {
   int64_t weights = 0, buffers = 0, grads_full = 0, grads_static = 0, master = 0, opt = 0, opt_transient = 0;
   int64_t comm_fwd = 0, comm_step = 0, step_extra = 0;
+  int64_t comm_bwd_extra = 0;  // FSDP: a block's unsharded gradient before its reduce-scatter
   int64_t trainable = 0, large_tensors = 0;
   bool grads_partitioned = false;
   OptimizerCost oc;
@@ -321,7 +377,89 @@ struct States {
   std::string grads_formula, weights_formula, master_formula, comm_formula;
 };
 
+// The ranks one FSDP shard group spans: all data-parallel ranks, or one node's with hybrid sharding.
+int64_t fsdp_group(const TrainingSetup& s) {
+  const int64_t dp = s.parallel.data_parallel();
+  switch (s.parallel.fsdp) {
+    case FsdpMode::full_shard: case FsdpMode::shard_grad_op: return dp;
+    case FsdpMode::hybrid_shard: return std::max<int64_t>(1, std::min(dp, s.parallel.gpus_per_node));
+    default: return 1;
+  }
+}
+
+// PyTorch FSDP (FSDP2 fully_shard per block, as torchtitan and torchtune apply it; FSDP1's
+// strategies by name). Parameters, gradients and optimizer states are sharded over the shard
+// group; a block's parameters are gathered (in the compute dtype) for its forward and again for
+// its backward, the next block's prefetched meanwhile; gradients are reduce-scattered to shards.
+// Under mixed-bf16/fp16 (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), torchtitan
+// parallelize.py @ v0.2.2 L319-356) the sharded parameters are the fp32 master copy and gradient
+// shards are fp32; pure bf16 (torchtune, no policy) keeps everything in bf16; fp32/AMP in fp32.
+// CPU offload (FSDP CPUOffload) keeps shards, gradients and the step on the host.
+States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamSummary& ps, bool text) {
+  States st;
+  const FsdpMode mode = s.parallel.fsdp;
+  const int64_t group = fsdp_group(s);
+  const bool sharded = mode != FsdpMode::no_shard;
+  const bool mixed = master_bytes_per_param(s.precision) > 0;
+  const int64_t trainable = ps.counts.trainable, adapters = ps.counts.adapter;
+  const int64_t compute_b = is_autocast(s.precision) ? 4 : weight_bytes_per_param(s.precision);  // gathered dtype
+  const int64_t shard_b = mixed ? 4 : weight_bytes_per_param(s.precision);                         // stored dtype
+  const int64_t grad_b = mixed ? 4 : grad_bytes_per_param(s.precision);                             // reduce dtype
+  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * base_weight_bits(s) / 8.0));
+  const auto part = [&](int64_t bytes) { return sharded && group > 1 ? (bytes + group - 1) / group : bytes; };
+  const bool offload = s.parallel.offload != Offload::none;
+  st.trainable = trainable;
+  st.buffers = model_buffer_bytes(rs);
+  st.oc = optimizer_cost(s, ps, text);
+  const int64_t stored = ps.plain * shard_b + adapters * 4 + quantized;
+  const int64_t grad_bytes = (trainable - adapters) * grad_b + adapters * 4;
+  // Sharded fp32 parameters are the master copy under a mixed-precision policy.
+  st.weights = offload ? 0 : mixed ? part(adapters * 4 + quantized) : part(stored);
+  st.master = offload || !mixed ? 0 : part(trainable * 4);
+  st.opt = offload || st.oc.paged ? 0 : part(st.oc.states);
+  st.opt_transient = offload ? 0 : (st.oc.transient + group - 1) / std::max<int64_t>(1, group);
+  st.grads_full = grad_bytes;
+  st.grads_partitioned = sharded && (group > 1 || offload);
+  st.grads_static = st.grads_partitioned ? (offload ? 0 : part(grad_bytes)) : 0;
+  // In flight: the running block and the prefetched one, gathered in the compute dtype, plus the
+  // root unit (embeddings, final norm, head) which stays gathered from forward into backward.
+  // SHARD_GRAD_OP keeps every gathered block until its backward. Backward adds a block's full
+  // gradient before its reduce-scatter (and its fp32 cast under a mixed policy).
+  const int64_t block = ps.layer_params + layer_norm_params(rs.model);
+  const int64_t root = std::max<int64_t>(0, ps.counts.total - ps.counts.adapter - rs.model.num_layers * block);
+  if (sharded) {
+    const int64_t blocks = mode == FsdpMode::shard_grad_op ? rs.model.num_layers : 2;
+    // float8 all-gather (torchao enable_fsdp_float8_all_gather, torchtitan's fp8 recipes): the
+    // blocks' linear weights travel and stay gathered at 1 B/param.
+    const int64_t block_b = s.runtime.fp8 ? 1 : compute_b;
+    st.comm_fwd = blocks * block * block_b + root * compute_b;
+    st.comm_bwd_extra = block * (compute_b + (grad_b != compute_b ? grad_b : 0));
+  }
+  for (const auto& [elements, count] : ps.sizes)
+    if (elements * compute_b >= 10 * kMiB) st.large_tensors += count;
+  if (offload) {
+    st.host.push_back({"offloaded_parameters", part(stored), "parameter shards on the host", "torch FSDP CPUOffload(offload_params=True)"});
+    st.host.push_back({"offloaded_gradients", part(grad_bytes), "gradient shards on the host", "torch FSDP CPUOffload: gradients to CPU"});
+    st.host.push_back({"offloaded_optimizer_states", part(st.oc.states), text ? st.oc.states_formula + " on the host" : "",
+                       "torch FSDP CPUOffload: the optimizer steps on the CPU"});
+  }
+  if (!text) return st;
+  const std::string over = sharded && group > 1 ? fmt::format(" / {} ranks (FSDP {})", group, to_string(mode)) : "";
+  st.weights_formula = mixed ? fmt::format("none resident: the fp32 shards are the master copy; gathered blocks are in comm_buffers{}",
+                                           adapters ? fmt::format(" (+ {} LoRA params x 4 B)", adapters) : "")
+                             : fmt::format("{} params x {} B{}", ps.counts.total, shard_b, over);
+  st.master_formula = mixed ? fmt::format("{} trainable x 4 B fp32 shards{}", trainable, over) : "none: the shards are the master copy";
+  st.grads_formula = fmt::format("{} trainable x {} B{}", trainable, grad_b, st.grads_partitioned ? over : "");
+  st.comm_formula = sharded ? fmt::format("gathered parameters in flight: {} blocks of {} + root unit {} params x {} B; backward adds one "
+                                          "block's gradient ({} B{})",
+                                          mode == FsdpMode::shard_grad_op ? "all" : "2", block, root, compute_b, compute_b,
+                                          grad_b != compute_b ? fmt::format(" + its {} B cast", grad_b) : "")
+                            : "FSDP NO_SHARD: gradients all-reduced in place";
+  return st;
+}
+
 States model_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamSummary& ps, bool text) {
+  if (s.parallel.fsdp != FsdpMode::none) return fsdp_states(s, rs, ps, text);
   States st;
   const int64_t dp = s.parallel.data_parallel();
   const int zero = s.parallel.zero_stage;
@@ -331,8 +469,9 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   st.trainable = trainable;
   // Adapters train in fp32 whatever the base precision; their grads are fp32. Quantized base
   // weights are stored at their bit width (QLoRA), adapters in fp32 (PEFT autocast_adapter_dtype).
-  const int64_t grad_bytes = (trainable - adapters) * gb + adapters * 4;
-  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * quantized_bits(s.finetune) / 8.0));
+  // Megatron accumulates into fp32 main gradients whatever the parameters' dtype.
+  const int64_t grad_bytes = (trainable - adapters) * (megatron_grad_buffer(s) ? 4 : gb) + adapters * 4;
+  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * base_weight_bits(s) / 8.0));
   const int64_t all_weights = ps.plain * wb + adapters * 4 + quantized;
   st.buffers = model_buffer_bytes(rs);
   st.oc = optimizer_cost(s, ps, text);
@@ -402,8 +541,9 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   if (!text) return st;
 
   st.weights_formula = quantized > 0
-                           ? fmt::format("{} params: {} B/param, {} quantized at {:.3f} bits", ps.counts.total, wb,
-                                         ps.counts.quantized, quantized_bits(s.finetune))
+                           ? fmt::format("{} params: {} B/param, {} quantized at {:.3f} bits{}", ps.counts.total, wb,
+                                         ps.counts.quantized, base_weight_bits(s),
+                                         s.model.quantized.any() ? fmt::format(" (the checkpoint's {})", s.model.quantized.method) : "")
                            : fmt::format("{} params x {} B ({}){}", ps.counts.total, wb, to_string(s.precision),
                                          zero >= 3 && dp > 1 ? fmt::format(" / {} ranks (ZeRO-3)", dp) : "");
   if (adapters > 0) st.weights_formula += fmt::format(" + {} LoRA adapter params x 4 B", adapters);
@@ -499,14 +639,18 @@ MemoryBreakdown estimate(const TrainingSetup& s) { return estimate(s, nullptr); 
 bool gradients_partitioned(const TrainingSetup& s) {
   // ZeRO-2/3 reduce gradients bucket by bucket into the rank's partition, or with ZeRO-Offload
   // straight to host buffers (one GPU included). Without offload, one rank's "partition" is all
-  // of them and DeepSpeed behaves like plain training.
+  // of them and DeepSpeed behaves like plain training. FSDP reduce-scatters each block's.
+  if (s.parallel.fsdp != FsdpMode::none && s.parallel.fsdp != FsdpMode::no_shard)
+    return fsdp_group(s) > 1 || s.parallel.offload != Offload::none;
   return s.parallel.zero_stage >= 2 && (s.parallel.data_parallel() > 1 || s.parallel.offload != Offload::none);
 }
 
 // Gradients alive before backward starts (all of them, or the ZeRO partition): accumulation
-// adds into them, and zero_grad(set_to_none=False) keeps them between steps.
+// adds into them, zero_grad(set_to_none=False) keeps them between steps, Megatron's buffer is
+// permanent. With the optimizer stepped in backward none survive the step.
 bool gradients_resident(const TrainingSetup& s) {
-  return s.batch.grad_accum > 1 || !s.runtime.zero_grad_set_to_none;
+  if (s.runtime.optimizer_in_backward) return false;
+  return s.batch.grad_accum > 1 || !s.runtime.zero_grad_set_to_none || megatron_grad_buffer(s);
 }
 
 bool gradients_persist(const TrainingSetup& s) {
@@ -539,6 +683,7 @@ Timeline activation_timeline(const TrainingSetup& s) {
     if (it == cache.end()) {
       sim::SimOptions lo = so;
       lo.checkpointed = key.ckpt;
+      lo.per_op_policy = key.ckpt && s.checkpointing.mode == CheckpointMode::selective_op;
       lo.input_requires_grad = key.input_rg;
       const sim::Segment seg = layer_segment(rs, key.moe, i);
       it = cache.emplace(key, seg.simulate(lo)).first;
@@ -558,6 +703,7 @@ Timeline activation_timeline(const TrainingSetup& s) {
     out.saved_per_layer.push_back({head_seg.name(), row.op, row.bytes, row.cat == sim::Cat::loss ? "loss" : "activation"});
 
   const SharedTensors shared = shared_tensors(rs);
+  const bool offload = s.runtime.activation_offload;
   bool any_ckpt = false;
   for (int64_t i = 0; i < m.num_layers; ++i) any_ckpt = any_ckpt || s.checkpointing.layer_checkpointed(i);
   // Pipeline 1F1B: the first stage holds activations of up to pp micro-batches in flight.
@@ -614,7 +760,11 @@ Timeline activation_timeline(const TrainingSetup& s) {
       bl[T(Term::weights)] += autocast_cache;
       put(bl, layer[i]->forward.bytes);
       consider(out.forward, fl, bl, {i, &layer[i]->forward.where});
-      retained = add(retained, layer[i]->retained);
+      // Offloaded: a layer's saved tensors leave for pinned host memory while the next layer
+      // runs (torchtune OffloadActivations: a stash of in-flight tensors, its streams), so the GPU
+      // holds the previous layer's only.
+      retained = offload ? add(emb.retained, layer[i]->retained) : add(retained, layer[i]->retained);
+      if (offload) out.offloaded_bytes += sim::total(layer[i]->retained);
       autocast_cache += layer[i]->forward_cache;
     }
     Bytes bh{};
@@ -633,11 +783,15 @@ Timeline activation_timeline(const TrainingSetup& s) {
     std::vector<sim::CatBytes> before(m.num_layers + 1);  // retained of embedding + layers < i
     before[0] = emb.retained;
     for (int64_t i = 0; i < m.num_layers; ++i) before[i + 1] = add(before[i], layer[i]->retained);
+    // Offloaded: layer i's saved tensors come back for its backward (in p.backward) and layer
+    // i-1's are prefetched; the rest stay on the host.
+    if (offload)
+      for (int64_t i = 1; i <= m.num_layers; ++i) before[i] = add(emb.retained, layer[i - 1]->retained);
     const int64_t shared_bwd = shared.whole_step_bytes + (any_ckpt ? shared.forward_bytes : 0);
-    // A training loop that holds the logits (lit-gpt's `logits = model(x)` until backward
-    // returns) keeps them through every backward stage.
-    const int64_t held_logits = s.runtime.keep_logits ? logits_bytes(rs) : 0;
-    int64_t grads = 0;  // produced so far (when they persist)
+    // Gradients produced so far stay (when they persist), unless each is stepped and freed by its
+    // hook as soon as it is accumulated (optimizer in backward).
+    const bool grads_accumulate = grads_persist && !s.runtime.optimizer_in_backward;
+    int64_t grads = 0;
     auto stage = [&](const sim::Profile& p, const sim::CatBytes& waiting, int64_t idx) {
       Bytes b{};
       put(b, waiting);
@@ -645,10 +799,9 @@ Timeline activation_timeline(const TrainingSetup& s) {
       // cos/sin and a checkpoint-held mask are released with layer 0's backward.
       if (idx != -1) b[T(Term::activations)] += shared_bwd;
       b[T(Term::gradients)] += grads;
-      b[T(Term::logits_and_loss)] += held_logits;
       put(b, p.backward.bytes);
       consider(out.backward, bl, b, {idx, &p.backward.where});
-      if (grads_persist) grads += p.param_grad_bytes;
+      if (grads_accumulate) grads += p.param_grad_bytes;
     };
     // The head's backward (the loss spike) runs before any bucket of ZeRO-2/3 gradients is
     // reduced, so it is kept apart: compose() adds the gradient partition only after it.
@@ -713,8 +866,16 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   // Gradients resident before backward starts: all of them between micro-steps of
   // accumulation, or the ZeRO-2/3 partition; without accumulation none (set_to_none), and the
   // ZeRO partition appears with the first reduced bucket, after the head's backward.
-  const int64_t grads_kept = accumulating ? (st.grads_partitioned ? st.grads_static : st.grads_full) : 0;
+  const int64_t grads_at_rest = st.grads_partitioned ? st.grads_static : st.grads_full;
+  const int64_t grads_kept = accumulating ? grads_at_rest : 0;
   base[T(Term::gradients)] = grads_kept;
+  // Buffers the DeepSpeed engine allocates at start-up: BF16_Optimizer's fp32 gradient buffer of
+  // every parameter (bf16 without ZeRO; deepspeed/runtime/bf16_optimizer.py @ v0.16.4 L156-163) and
+  // ZeRO-3's gradient partition (stage3.py @ v0.16.4 L1027-1066), both alive from the first forward.
+  int64_t startup_grads = 0;
+  if (deepspeed_engine(s) && s.parallel.zero_stage == 0 && s.precision == Precision::mixed_bf16) startup_grads = 4 * st.trainable;
+  if (deepspeed_engine(s) && s.parallel.zero_stage == 3 && st.grads_partitioned && !accumulating) startup_grads = st.grads_static;
+  base[T(Term::gradients)] += startup_grads;
   base[T(Term::comm_buffers)] = st.comm_fwd;
   base[T(Term::cuda_context)] = context;
   base[T(Term::workspace)] = workspace;
@@ -722,7 +883,21 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   PhaseState fwd = t.forward, bwd = t.backward, bwd_head = t.backward_head;
   for (PhaseState* ph : {&fwd, &bwd, &bwd_head})
     for (int i = 0; i < kNumTerms; ++i) ph->bytes[i] += base[i];
-  if (st.grads_partitioned && !accumulating) bwd.bytes[T(Term::gradients)] += st.grads_static;
+  if (st.grads_partitioned && !accumulating && startup_grads != st.grads_static) bwd.bytes[T(Term::gradients)] += st.grads_static;
+  for (PhaseState* ph : {&bwd, &bwd_head}) ph->bytes[T(Term::comm_buffers)] += st.comm_bwd_extra;
+  // A loop that keeps the forward's outputs (custom loops, LitGPT): the previous step's logits
+  // (and KV cache) live until the next forward returns, the new ones through backward and the step.
+  const int64_t held_logits = s.runtime.keep_logits ? logits_bytes(rs) : 0;
+  const int64_t held_cache = s.runtime.keep_logits && s.runtime.keep_cache ? kv_cache_bytes(rs) : 0;
+  fwd.bytes[T(Term::logits_and_loss)] += held_logits;
+  fwd.bytes[T(Term::activations)] += held_cache;
+  for (PhaseState* ph : {&bwd, &bwd_head}) ph->bytes[T(Term::logits_and_loss)] += held_logits;
+  // Lightning zeroes gradients after the next forward (its closure runs training_step first): the
+  // last step's gradients are alive through the whole forward.
+  if (s.runtime.zero_grad_after_forward && !accumulating) fwd.bytes[T(Term::gradients)] += grads_at_rest;
+  // Optimizer in backward: each parameter's step runs in its gradient hook, with its temporaries.
+  if (s.runtime.optimizer_in_backward)
+    for (PhaseState* ph : {&bwd, &bwd_head}) ph->bytes[T(Term::transient)] += st.oc.per_param_transient;
   if (bwd_head.total() > bwd.total()) bwd = bwd_head;
 
   // Optimizer step.
@@ -730,17 +905,26 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   opt.phase = Phase::optimizer_step;
   {
     auto b = base;
-    b[T(Term::activations)] = 0;
-    b[T(Term::gradients)] = st.grads_partitioned ? st.grads_static : st.grads_full;
-    b[T(Term::comm_buffers)] = std::max(st.comm_fwd, st.comm_step);
+    b[T(Term::activations)] = held_cache;
+    b[T(Term::logits_and_loss)] = held_logits;
+    b[T(Term::gradients)] = grads_at_rest + (startup_grads != st.grads_static ? startup_grads : 0);
+    // FSDP steps on its shards: nothing is gathered during the step.
+    b[T(Term::comm_buffers)] = s.parallel.fsdp != FsdpMode::none ? 0 : std::max(st.comm_fwd, st.comm_step);
     b[T(Term::transient)] = st.opt_transient + st.step_extra;
+    if (s.runtime.optimizer_in_backward) {  // stepped in backward: nothing left to do here
+      b[T(Term::gradients)] = startup_grads;
+      b[T(Term::transient)] = 0;
+    }
     opt.bytes = b;
-    opt.at = "optimizer.step()";
+    opt.at = s.runtime.optimizer_in_backward ? "after backward (optimizer stepped in backward)" : "optimizer.step()";
   }
 
   // Allocator overhead on CUDA: 1 MiB mean rounding waste per large tensor of every model-state
   // copy, plus a fraction of the dynamic bytes for fragmentation (calibrate fits both).
-  const double frac = cal && cal->overhead_fraction >= 0 ? cal->overhead_fraction : 0.05;
+  // expandable_segments maps pages into growing segments instead of carving fixed ones, so the
+  // fragmentation share goes; the 2 MiB rounding of large tensors stays (torch docs/source/notes/
+  // cuda.rst "expandable_segments" @ v2.6.0).
+  const double frac = cal && cal->overhead_fraction >= 0 ? cal->overhead_fraction : s.runtime.expandable_segments ? 0.0 : 0.05;
   const int64_t copies = 1 + (st.grads_full > 0 ? 1 : 0) + (st.master > 0 ? 1 : 0) +
                          (s.optimizer == OptimizerKind::adamw || s.optimizer == OptimizerKind::adam ? 2 : 0);
   const int64_t rounding = cuda ? st.large_tensors * copies * kMiB : 0;
@@ -764,6 +948,11 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
 
   // Host terms.
   out.host = st.host;
+  if (t.offloaded_bytes > 0)
+    out.host.push_back({"offloaded_activations", t.offloaded_bytes,
+                        fmt::format("saved tensors of {} layers in pinned host memory", m.num_layers),
+                        "torchtune/training/_activation_offloading.py @ v0.6.1 OffloadActivations (saved tensors >= 1 KiB to "
+                        "pinned CPU memory, brought back per layer in backward)"});
   if (s.data.num_workers > 0) {
     const int64_t per = s.batch.micro_batch * s.batch.seq_len * 3 * 8;
     out.host.push_back({"dataloader_prefetch", s.data.num_workers * s.data.prefetch_factor * per,
@@ -815,6 +1004,13 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   if (in_flight > 1)
     out.notes.push_back(fmt::format("pipeline 1F1B: the first stage holds {} micro-batches of activations", in_flight));
   if (!cuda) out.notes.push_back("CPU: no CUDA context, workspace or caching-allocator overhead");
+  if (s.runtime.compile)
+    out.notes.push_back("torch.compile: modelled as the default partitioner's saves for norms and SwiGLU (input and rstd; gate "
+                        "and up); Inductor's buffer reuse, graph breaks and CUDA-graph pools are not modelled");
+  if (s.runtime.fp8)
+    out.notes.push_back("fp8: torchao Float8Linear saves each block linear's high-precision input and a float8 copy of its "
+                        "weight (1 B/param); with compile the partitioner may save float8 inputs instead (not modelled)");
+  if (const std::string fb = framework_buffers_note(s); !fb.empty()) out.notes.push_back(fb);
   return out;
 }
 

@@ -49,6 +49,7 @@ struct Timeline {
   PhaseState backward;       // dynamic terms only, layers and embedding
   PhaseState backward_head;  // dynamic terms only, the head's backward (loss spike)
   int64_t in_flight = 1;
+  int64_t offloaded_bytes = 0;  // saved activations in pinned host memory (activation offload)
   std::vector<SavedTensor> saved_per_layer;
 };
 Timeline activation_timeline(const TrainingSetup& s);

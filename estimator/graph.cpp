@@ -7,6 +7,7 @@
 #include "estimator/graph.h"
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 
@@ -74,6 +75,7 @@ class Runner {
     grad_of_.assign(n, -1);
     aux_live_.assign(m, 0);
     saved_by_op_.assign(m, false);
+    sac_kept_.assign(n, false);
     if (s.input_ >= 0) rg_[0] = opt.input_requires_grad;
     for (size_t t = 0; t < n; ++t) {
       if (s.producer_[t] < 0) continue;
@@ -131,6 +133,8 @@ class Runner {
     if (ckpt) {
       if (s_.output_ >= 0) free_storage(st(s_.output_));
       if (s_.input_ >= 0) release(0);
+      for (size_t t = 0; t < sac_kept_.size(); ++t)
+        if (sac_kept_[t]) release(static_cast<int>(t));
     }
     if (s_.input_ >= 0 && grad_of_[0] >= 0) p.input_grad_bytes = gbytes_[grad_of_[0]];
     return p;
@@ -192,8 +196,10 @@ class Runner {
     for (const auto& cs : o.saves_if)
       if (wants(o, cs)) refs_[st(cs.tensor)] += 1;
     if (o.save_output) refs_[st(out_id(j))] += 1;
-    aux_live_[j] = o.saved_aux_bytes;
-    add(Cat::activation, o.saved_aux_bytes);
+    if (aux_live_[j] == 0) {  // (a per-op policy may have kept it from the first forward)
+      aux_live_[j] = o.saved_aux_bytes;
+      add(Cat::activation, o.saved_aux_bytes);
+    }
     saved_by_op_[j] = true;
   }
 
@@ -209,6 +215,14 @@ class Runner {
       const int out = out_id(j);
       const int os = st(out);
       alloc(os);
+      // Per-op policy, first (no-grad) forward of a checkpointed segment: keep this output for
+      // backward; the recomputation reuses it (alloc above is then a no-op).
+      if (!grad_mode && opt_.checkpointed && opt_.per_op_policy && o.sac_save && !sac_kept_[os]) {
+        sac_kept_[os] = true;
+        refs_[os] += 1;
+        aux_live_[j] = o.saved_aux_bytes;  // every output of the op is cached (SDPA's logsumexp too)
+        add(Cat::activation, o.saved_aux_bytes);
+      }
       const bool saving = grad_mode && rg_[out] && !(o.recompute && drop_recompute);
       add(Cat::scratch, o.fwd_scratch);
       if (saving) save_for(j);
@@ -254,6 +268,11 @@ class Runner {
       const int g_out = grad_of_[out];
       if (g_out >= 0) {
         const int64_t pgrad = o.params_trainable ? o.param_grad_bytes : 0;
+        if (o.aux_holds_param_grad && saved_by_op_[jj]) {  // the saved gradient becomes .grad
+          const int64_t moved = std::min(pgrad, aux_live_[jj]);
+          add(Cat::activation, -moved);
+          aux_live_[jj] -= moved;
+        }
         add(Cat::scratch, o.bwd_scratch);
         add(Cat::param_grad, pgrad);
         std::vector<int64_t> transient;  // contributions added in place, freed after the op
@@ -261,7 +280,17 @@ class Runner {
           const int in = o.grad_to[i];
           if (!rg_[in]) continue;
           int contribution;
-          if (o.grad_passthrough ||
+          if (o.split_parts > 0) {
+            // Keep this chunk's gradient; the last chunk to arrive makes the whole input's.
+            auto& pending = split_pending_[in];
+            pending.push_back(g_out);
+            grefs_[g_out] += 1;
+            if (static_cast<int>(pending.size()) < o.split_parts) continue;
+            contribution = new_grad(s_.tensors_[in].bytes);
+            track(p.backward, o.name);
+            for (int g : pending) drop_grad(g);
+            pending.clear();
+          } else if (o.grad_passthrough ||
               std::find(o.grad_share.begin(), o.grad_share.end(), in) != o.grad_share.end()) {
             contribution = g_out;
             grefs_[g_out] += 1;
@@ -319,6 +348,8 @@ class Runner {
   std::vector<int64_t> aux_live_;
   std::vector<bool> saved_by_op_;
   std::vector<int> region_inputs_;
+  std::map<int, std::vector<int>> split_pending_;  // per split input: chunk gradients waiting
+  std::vector<bool> sac_kept_;  // storages the per-op checkpoint policy keeps
 };
 
 Profile Segment::simulate(const SimOptions& opt) const {

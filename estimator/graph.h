@@ -51,16 +51,27 @@ struct Op {
   std::vector<CondSave> saves_if;
   int64_t saved_aux_bytes = 0;  // extra buffers created in forward and kept only for backward
                                 // (LayerNorm mean/rstd, dropout noise, top-k indices)
+  bool aux_holds_param_grad = false;  // saved_aux_bytes includes the parameter gradient a fused
+                                      // kernel made in forward; backward hands that storage over
+                                      // as .grad (param_grad_bytes of it) instead of a new one
   int64_t fwd_scratch = 0;      // temporary during the forward kernel
   std::vector<int> grad_to;     // inputs that receive a gradient
   std::vector<int64_t> grad_bytes;  // bytes of each such gradient (empty: the input's bytes)
   bool grad_passthrough = false;    // view-like: the output's gradient is reused as every input's
+  // > 0: this op is one of `split_parts` chunk views of `alias_of` (torch.chunk / split). Their
+  // gradients are kept until all have arrived; then SplitBackward concatenates them into one
+  // gradient of the whole input and frees them (torch/csrc/autograd/FunctionsManual.cpp
+  // split_backward: at::cat of the grads).
+  int split_parts = 0;
   std::vector<int> grad_share;      // inputs that reuse the output's gradient (others get new ones)
   int64_t bwd_scratch = 0;      // temporary during the backward kernel
   int64_t param_grad_bytes = 0; // parameter gradient produced by this op's backward
   bool params_trainable = true; // false: frozen weights (LoRA base), no gradient for them
   bool uncached = false;        // a weight copy autocast does not cache (the weight is frozen)
   bool recompute = false;       // selective checkpointing: saves dropped, recomputed in backward
+  bool sac_save = false;        // per-op selective checkpointing: the output is kept by the
+                                // checkpoint (not recomputed) when the segment is checkpointed
+                                // with SimOptions::per_op_policy
 };
 
 // Live bytes of this segment at its peak, and the peak's total.
@@ -87,6 +98,9 @@ struct SimOptions {
   bool grads_persist = true;   // parameter grads stay (.grad stolen); false: accumulated into
                                // existing .grad, so each contribution is a temporary
   bool input_requires_grad = true;  // false below frozen embeddings (LoRA): no input gradient
+  bool per_op_policy = false;  // checkpointed with a per-op policy: ops marked sac_save keep
+                               // their outputs from the first forward (torch.utils.checkpoint
+                               // with a context_fn / selective_checkpoint_context_fn)
 };
 
 class Segment {

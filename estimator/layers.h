@@ -16,10 +16,10 @@ namespace memplan {
 int64_t batch_input_bytes(const TrainingSetup& s);
 
 // Model-level tensors shared by all layers and alive from the embedding's forward to the first
-// layer's backward (RoPE cos/sin), and those alive only during forward (the eager 4-D causal
-// mask) unless checkpointing saves them.
+// layer's backward (RoPE cos/sin, a mask tensor a fused SDPA kernel saves), and those alive only
+// during forward (the eager 4-D causal mask) unless checkpointing saves them.
 struct SharedTensors {
-  int64_t whole_step_bytes = 0;  // cos/sin
+  int64_t whole_step_bytes = 0;  // cos/sin, SDPA's saved mask tensor
   int64_t forward_bytes = 0;     // causal mask
   // inputs_embeds (and GPT-2's position_embeds): locals of the model's forward, alive through
   // every layer. When inputs_embeds is itself layer 0's input, layer 0 already counts it.

@@ -12,9 +12,11 @@ const char* role_name(Role r) {
     case Role::q: return "q"; case Role::k: return "k"; case Role::v: return "v";
     case Role::qkv: return "qkv"; case Role::o: return "o"; case Role::gate: return "gate";
     case Role::up: return "up"; case Role::gate_up: return "gate_up"; case Role::down: return "down";
-    case Role::fc_in: return "fc_in"; case Role::router: return "router";
+    case Role::fc_in: return "fc_in"; case Role::q_a: return "q_a"; case Role::q_b: return "q_b";
+    case Role::kv_a: return "kv_a"; case Role::kv_b: return "kv_b"; case Role::router: return "router";
     case Role::expert_gate: return "expert_gate"; case Role::expert_up: return "expert_up";
-    case Role::expert_down: return "expert_down"; case Role::shared_gate: return "shared_gate";
+    case Role::expert_down: return "expert_down"; case Role::expert_gate_up: return "expert_gate_up";
+    case Role::shared_gate: return "shared_gate";
     case Role::shared_up: return "shared_up"; case Role::shared_down: return "shared_down";
     case Role::shared_expert_gate: return "shared_expert_gate"; case Role::lm_head: return "lm_head";
     case Role::pooler: return "pooler"; case Role::classifier: return "classifier";
@@ -24,83 +26,257 @@ const char* role_name(Role r) {
 }
 
 const std::vector<std::string>& supported_model_types() {
-  static const std::vector<std::string> types = {"gpt2",  "gpt_neox",  "llama", "mistral", "mixtral", "qwen2", "qwen2_moe",
-                                                 "qwen3", "qwen3_moe", "gemma", "gemma2",  "phi3",    "bert"};
+  static const std::vector<std::string> types = {
+      "gpt2",     "gpt_neox",   "gpt_bigcode", "llama",       "mistral",     "mixtral",   "qwen2",   "qwen2_moe",
+      "qwen3",    "qwen3_moe",  "gemma",       "gemma2",      "gemma3",      "gemma3_text", "phi",     "phi3",
+      "stablelm", "starcoder2", "falcon",      "mpt",         "olmo2",       "olmo3",     "cohere",  "internlm2",
+      "granitemoe", "deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2",     "gpt_oss",   "llama4",  "llama4_text",
+      "bert",     "roberta"};
   return types;
 }
 
+namespace {
+
+bool is_any(const std::string& s, std::initializer_list<const char*> names) {
+  return std::any_of(names.begin(), names.end(), [&](const char* n) { return s == n; });
+}
+
+// The Llama lineage: RMSNorm, SwiGLU, RoPE, no biases, untied (LlamaConfig defaults).
+void llama_like(ModelSpec& m) {
+  m.norm = NormKind::rms_norm;
+  m.norm_bias = false;
+  m.activation = Activation::silu;
+  m.gated_mlp = true;
+  m.positions = PositionKind::rotary;
+  m.tie_word_embeddings = false;
+  m.qkv_bias = m.o_bias = m.mlp_bias = false;
+  m.max_position_embeddings = 2048;
+}
+
+}  // namespace
+
+// Each branch follows the family's transformers Config defaults and modelling code; the readers
+// then set what the config.json states. Citations: modeling_<type>.py at the version named in
+// profiles/hf_config.cpp.
 std::optional<ModelSpec> family_defaults(const std::string& type) {
   const auto& known = supported_model_types();
   if (std::find(known.begin(), known.end(), type) == known.end()) return std::nullopt;
-  ModelSpec m;  // ModelSpec's own defaults are GPT-2's: LayerNorm with bias, learned positions, biases, tied
+  ModelSpec m;  // ModelSpec's defaults: LayerNorm with bias, learned positions, biases, tied; Llama-lineage attention
   m.model_type = type;
   if (type == "gpt2") {
     m.activation = Activation::gelu_new;
+    m.fused_qkv = true;  // c_attn (Conv1D)
+    m.causal_mask = MaskKind::bool_buffer;
+    m.softmax_fp32 = false;
+    m.attn_weights_held_by_layer = false;
+    m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
+    m.max_position_embeddings = 1024;
+  } else if (type == "gpt_bigcode") {
+    // GPTBigCodeConfig: c_attn with multi_query (one KV head), gelu_pytorch_tanh, learned positions,
+    // nn.Linear instead of Conv1D, attention_softmax_in_fp32, dropouts 0.1.
+    m.activation = Activation::gelu_tanh;
+    m.fused_qkv = true;
     m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
     m.max_position_embeddings = 1024;
   } else if (type == "gpt_neox") {
     m.positions = PositionKind::rotary;
     m.tie_word_embeddings = false;
     m.max_position_embeddings = 2048;
-  } else if (type == "bert") {
+    m.fused_qkv = true;          // query_key_value
+    m.parallel_residual = true;  // GPTNeoXConfig use_parallel_residual=True
+    m.rotary_fraction = 0.25;    // GPTNeoXConfig rotary_pct=0.25
+  } else if (type == "bert" || type == "roberta") {
     m.bert_style = true;
     m.final_norm = false;
     m.head = HeadKind::masked_lm;
     m.type_vocab_size = 2;
     m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
     m.max_position_embeddings = 512;
-  } else {  // Llama-style decoders: RMSNorm, SwiGLU/GeGLU, rotary, no biases
-    m.norm = NormKind::rms_norm;
-    m.norm_bias = false;
-    const bool gemma = type == "gemma" || type == "gemma2";
-    m.activation = gemma ? Activation::gelu_tanh : Activation::silu;
-    m.gated_mlp = true;
+    m.causal_mask = MaskKind::padding;
+    m.softmax_fp32 = false;
+  } else if (type == "phi") {
+    // PhiDecoderLayer: one input_layernorm feeds attention and MLP (parallel), fc1 -> gelu_new ->
+    // fc2, biases everywhere, partial RoPE (PhiConfig partial_rotary_factor 0.5), lm_head bias.
+    m.activation = Activation::gelu_new;
     m.positions = PositionKind::rotary;
-    m.tie_word_embeddings = gemma;
+    m.rotary_fraction = 0.5;
+    m.parallel_residual = m.parallel_shared_norm = true;
+    m.tie_word_embeddings = false;
+    m.lm_head_bias = true;
+    m.max_position_embeddings = 2048;
+  } else if (type == "stablelm") {
+    // StableLmConfig: LayerNorm with bias, SwiGLU without biases, partial RoPE 0.25,
+    // use_qkv_bias False, use_parallel_residual False (then one shared norm), qk_layernorm False.
+    llama_like(m);
+    m.norm = NormKind::layer_norm;
+    m.norm_bias = true;
+    m.rotary_fraction = 0.25;
+    m.max_position_embeddings = 4096;
+  } else if (type == "starcoder2") {
+    // Starcoder2: LayerNorm with bias, c_fc -> gelu_pytorch_tanh -> c_proj, biases (use_bias), tied.
+    m.activation = Activation::gelu_tanh;
+    m.positions = PositionKind::rotary;
+    m.max_position_embeddings = 4096;
+  } else if (type == "falcon") {
+    // FalconConfig: fused query_key_value, no biases (bias False), GELU MLP, parallel_attn with one
+    // input_layernorm (two, ln_attn/ln_mlp, with new_decoder_architecture), tied, and softmax in
+    // the hidden states' dtype.
+    m.activation = Activation::gelu;
+    m.positions = PositionKind::rotary;
+    m.fused_qkv = true;
+    m.qkv_bias = m.o_bias = m.mlp_bias = false;
+    m.parallel_residual = m.parallel_shared_norm = true;
+    m.softmax_fp32 = false;
+    m.max_position_embeddings = 2048;
+  } else if (type == "mpt") {
+    // MptBlock: LayerNorm without bias, Wqkv, no biases, GELU (exact) MLP, ALiBi, a bool causal
+    // mask and softmax(scores.float()).
+    m.norm_bias = false;
+    m.activation = Activation::gelu;
+    m.positions = PositionKind::alibi;
+    m.fused_qkv = true;
+    m.qkv_bias = m.o_bias = m.mlp_bias = false;
+    m.causal_mask = MaskKind::bool_4d;
+    m.max_position_embeddings = 2048;
+  } else {  // Llama-style decoders
+    llama_like(m);
+    const bool gemma = is_any(type, {"gemma", "gemma2", "gemma3", "gemma3_text"});
+    if (gemma) {
+      m.activation = Activation::gelu_tanh;
+      m.tie_word_embeddings = true;
+      m.scale_embeddings = true;  // GemmaModel: inputs_embeds * normalizer (sqrt(h))
+      // GemmaRMSNorm: output * (1.0 + weight.float()), then type_as(x) ("Llama does
+      // x.to(float16) * w whilst Gemma is (x * w).to(float16)", modeling_gemma.py).
+      m.norm_weight_fp32 = true;
+    }
     m.qkv_bias = type == "qwen2" || type == "qwen2_moe";
-    m.o_bias = m.mlp_bias = false;
     m.norm_topk_prob = type == "mixtral";  // Qwen2-MoE and Qwen3-MoE configs default it to false
     m.shared_expert_gate = type == "qwen2_moe";
-    m.max_position_embeddings = 2048;
+    if (type == "gemma2") {
+      m.post_norms = true;       // post_attention_layernorm, post_feedforward_layernorm
+      m.attn_softcap = 50.0;     // Gemma2Config attn_logit_softcapping
+      m.final_softcap = 30.0;    // Gemma2Config final_logit_softcapping
+    }
+    if (type == "gemma3" || type == "gemma3_text") {
+      m.post_norms = true;
+      m.qk_norm = QkNorm::per_head;  // Gemma3Attention q_norm/k_norm (head_dim)
+      m.global_attention_every = 6;  // Gemma3TextConfig sliding_window_pattern
+    }
+    if (type == "qwen3" || type == "qwen3_moe") m.qk_norm = QkNorm::per_head;
+    if (type == "phi3") m.fused_qkv = m.fused_gate_up = true;  // qkv_proj, gate_up_proj
+    if (type == "olmo2" || type == "olmo3") {
+      // Olmo2DecoderLayer: no input norms, post_attention/post_feedforward norms on the outputs;
+      // q_norm/k_norm over the whole projections; Olmo2RMSNorm multiplies in fp32.
+      m.pre_norms = false;
+      m.post_norms = true;
+      m.qk_norm = QkNorm::full_width;
+      m.norm_weight_fp32 = true;
+      if (type == "olmo3") m.global_attention_every = 4;
+    }
+    if (type == "cohere") {
+      // CohereDecoderLayer: one input_layernorm (CohereLayerNorm: fp32 ops, no bias) feeds attention
+      // and MLP in parallel; RoPE in fp32; tied; logits * logit_scale (CohereConfig 0.0625).
+      m.norm = NormKind::layer_norm;
+      m.norm_fp32_manual = true;
+      m.parallel_residual = m.parallel_shared_norm = true;
+      m.rope_fp32 = true;
+      m.tie_word_embeddings = true;
+      m.logit_scale = 0.0625;
+    }
+    if (type == "internlm2") m.fused_qkv = true;  // attention.wqkv
+    if (type == "granitemoe") {
+      // GraniteMoe: input_linear (fused gate|up) per expert, top-k then softmax gating, multipliers,
+      // tied embeddings.
+      m.router = RouterKind::topk_softmax;
+      m.fused_expert_gate_up = true;
+      m.tie_word_embeddings = true;
+      m.scale_embeddings = true;       // embedding_multiplier
+      m.residual_multiplier = 1.0;     // set by the reader
+    }
+    if (is_any(type, {"deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2"})) {
+      m.norm_topk_prob = false;  // DeepseekV2Config norm_topk_prob False
+      if (type != "deepseek") m.moe_fp32_combine = true;  // final_hidden_states in topk_weights' fp32
+      if (type == "deepseek_v3" || type == "kimi_k2") {
+        m.router = RouterKind::sigmoid;
+        m.router_fp32 = true;
+        m.norm_topk_prob = true;
+      }
+    }
+    if (type == "gpt_oss") {
+      // GptOss: q/k/v/o biases, attention sinks, top-k-softmax router with bias, experts with fused
+      // gate|up, biases and the clamped SwiGLU; every other layer slides (window 128).
+      m.qkv_bias = m.o_bias = true;
+      m.attention_sinks = true;
+      m.router = RouterKind::topk_softmax;
+      m.router_bias = true;
+      m.fused_expert_gate_up = m.expert_bias = m.clamped_swiglu = true;
+      m.norm_weight_fp32 = true;
+      m.global_attention_every = 2;
+    }
+    if (type == "llama4" || type == "llama4_text") {
+      // Llama4TextMoe: every expert runs on every token (scores 0 off the top-1), a shared expert,
+      // sigmoid of the top-k logits; L2 q/k norm.
+      m.router = RouterKind::topk_sigmoid;
+      m.moe_impl = MoeImpl::all_experts;
+      m.fused_expert_gate_up = true;
+      m.num_shared_experts = 1;
+      m.qk_norm = QkNorm::l2;
+    }
   }
   return m;
 }
 
-namespace {
+bool has_qk_norm(const ModelSpec& m) { return m.qk_norm != QkNorm::none; }
 
-// Fused q/k/v matrices in the HF code of these families (one linear, then split).
-bool fused_qkv(const ModelSpec& m) {
-  return m.model_type == "gpt2" || m.model_type == "gpt_neox" || m.model_type == "phi3";
+int64_t norms_per_layer(const ModelSpec& m) {
+  return (m.pre_norms ? (m.parallel_shared_norm ? 1 : 2) : 0) + (m.post_norms ? 2 : 0);
 }
-bool fused_gate_up(const ModelSpec& m) { return m.model_type == "phi3"; }
 
-}  // namespace
-
-bool has_qk_norm(const ModelSpec& m) { return m.model_type == "qwen3" || m.model_type == "qwen3_moe"; }
-
-int64_t norms_per_layer(const ModelSpec& m) { return m.model_type == "gemma2" ? 4 : 2; }
+int64_t qk_norm_params(const ModelSpec& m) {
+  const int64_t d = m.qk_head_dim();
+  switch (m.qk_norm) {
+    case QkNorm::none: case QkNorm::l2: return 0;
+    case QkNorm::per_head: return 2 * d;  // q_norm, k_norm over the head dimension
+    case QkNorm::full_width: case QkNorm::per_head_layer_norm: return (m.num_attention_heads + m.num_key_value_heads) * d;
+  }
+  return 0;
+}
 
 int64_t layer_norm_params(const ModelSpec& m) {
   const int64_t per_norm = m.hidden_size * (m.norm == NormKind::layer_norm && m.norm_bias ? 2 : 1);
-  int64_t n = norms_per_layer(m) * per_norm;
-  if (has_qk_norm(m)) n += 2 * m.head_dim;  // q_norm, k_norm over the head dimension
+  int64_t n = norms_per_layer(m) * per_norm + qk_norm_params(m);
+  if (m.mla()) n += m.kv_lora_rank + m.q_lora_rank;  // kv_a_layernorm, q_a_layernorm (RMSNorm)
   return n;
 }
 
 std::vector<Linear> layer_linears(const ModelSpec& m, bool moe) {
   const int64_t h = m.hidden_size, a = m.num_attention_heads, k = m.num_key_value_heads, d = m.head_dim;
   std::vector<Linear> out;
-  if (fused_qkv(m)) {
+  if (m.mla()) {
+    // DeepseekV3Attention: q_proj or q_a_proj -> q_a_layernorm -> q_b_proj; kv_a_proj_with_mqa ->
+    // kv_a_layernorm -> kv_b_proj; o_proj. attention_bias applies to q_a, kv_a and o.
+    const int64_t qd = m.qk_head_dim();
+    if (m.q_lora_rank > 0) {
+      out.push_back({Role::q_a, h, m.q_lora_rank, m.qkv_bias});                                // (h, r_q)
+      out.push_back({Role::q_b, m.q_lora_rank, a * qd, false});                                // (r_q, a*(nope+rope))
+    } else {
+      out.push_back({Role::q, h, a * qd, false});                                              // (h, a*(nope+rope))
+    }
+    out.push_back({Role::kv_a, h, m.kv_lora_rank + m.qk_rope_head_dim, m.qkv_bias});           // (h, r_kv + rope)
+    out.push_back({Role::kv_b, m.kv_lora_rank, a * (m.qk_nope_head_dim + m.v_head_dim), false});  // (r_kv, a*(nope+v))
+    out.push_back({Role::o, a * m.v_head_dim, h, m.o_bias});                                   // (a*v, h)
+  } else if (m.fused_qkv) {
     out.push_back({Role::qkv, h, (a + 2 * k) * d, m.qkv_bias});   // (h, (a+2k)d)
+    out.push_back({Role::o, a * d, h, m.o_bias});                  // (a*d, h)
   } else {
     out.push_back({Role::q, h, a * d, m.qkv_bias});                // (h, a*d)
     out.push_back({Role::k, h, k * d, m.qkv_bias});                // (h, k*d)
     out.push_back({Role::v, h, k * d, m.qkv_bias});                // (h, k*d)
+    out.push_back({Role::o, a * d, h, m.o_bias});                  // (a*d, h)
   }
-  out.push_back({Role::o, a * d, h, m.o_bias});                    // (a*d, h)
   if (!moe) {
     const int64_t f = m.intermediate_size;
-    if (m.gated_mlp && fused_gate_up(m)) {
+    if (m.gated_mlp && m.fused_gate_up) {
       out.push_back({Role::gate_up, h, 2 * f, m.mlp_bias});        // (h, 2f)
     } else if (m.gated_mlp) {
       out.push_back({Role::gate, h, f, m.mlp_bias});               // (h, f)
@@ -112,10 +288,14 @@ std::vector<Linear> layer_linears(const ModelSpec& m, bool moe) {
     return out;
   }
   const int64_t E = m.num_experts, fe = m.expert_width();
-  out.push_back({Role::router, h, E, false});                      // (h, E)
-  out.push_back({Role::expert_gate, h, fe, false, E});             // E x (h, f_e)
-  out.push_back({Role::expert_up, h, fe, false, E});               // E x (h, f_e)
-  out.push_back({Role::expert_down, fe, h, false, E});             // E x (f_e, h)
+  out.push_back({Role::router, h, E, m.router_bias});              // (h, E)
+  if (m.fused_expert_gate_up) {
+    out.push_back({Role::expert_gate_up, h, 2 * fe, m.expert_bias, E});  // E x (h, 2 f_e)
+  } else {
+    out.push_back({Role::expert_gate, h, fe, false, E});           // E x (h, f_e)
+    out.push_back({Role::expert_up, h, fe, false, E});             // E x (h, f_e)
+  }
+  out.push_back({Role::expert_down, fe, h, m.expert_bias, E});     // E x (f_e, h)
   if (m.num_shared_experts > 0 || m.shared_expert_intermediate_size > 0) {
     const int64_t fs = m.shared_expert_intermediate_size > 0 ? m.shared_expert_intermediate_size
                                                              : m.num_shared_experts * fe;
@@ -143,6 +323,11 @@ static bool role_matches(Role r, const std::string& t) {
     case Role::v: return any({"v", "v_proj", "value"});
     case Role::qkv: return any({"q", "k", "v", "qkv", "qkv_proj", "c_attn", "query_key_value", "q_proj", "v_proj"});
     case Role::o: return any({"o", "o_proj", "dense", "out_proj", "c_proj", "attn.c_proj"});
+    case Role::q_a: return any({"q_a", "q_a_proj"});
+    case Role::q_b: return any({"q_b", "q_b_proj"});
+    case Role::kv_a: return any({"kv_a", "kv_a_proj_with_mqa"});
+    case Role::kv_b: return any({"kv_b", "kv_b_proj"});
+    case Role::expert_gate_up: return any({"gate", "up", "gate_up_proj", "input_linear"});
     case Role::gate: case Role::expert_gate: case Role::shared_gate: return any({"gate", "gate_proj", "w1"});
     case Role::up: case Role::expert_up: case Role::shared_up: return any({"up", "up_proj", "w3"});
     case Role::gate_up: return any({"gate", "up", "gate_up_proj"});
@@ -195,13 +380,34 @@ double quantized_bits(const Finetune& f) {
   return 0;
 }
 
+bool base_quantized(const TrainingSetup& s) {
+  return s.finetune.mode != FinetuneMode::full && (s.model.quantized.any() || s.finetune.base_quant != BaseQuant::none);
+}
+
+double base_weight_bits(const TrainingSetup& s) {
+  return s.model.quantized.any() ? s.model.quantized.bits : quantized_bits(s.finetune);
+}
+
+bool role_quantized(const TrainingSetup& s, Role r) {
+  if (!base_quantized(s)) return false;
+  switch (r) {
+    case Role::router: case Role::shared_expert_gate: case Role::lm_head: case Role::pooler: case Role::classifier:
+    case Role::mlm_transform:
+      return false;  // kept in 16 bits (modules_to_not_convert / llm_int8_skip_modules: lm_head)
+    case Role::expert_gate: case Role::expert_up: case Role::expert_down: case Role::expert_gate_up:
+      return true;
+    default:
+      return !(s.model.quantized.any() && s.model.quantized.experts_only);
+  }
+}
+
 // --- the list -------------------------------------------------------------------------------
 
 std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
   const ModelSpec& m = s.model;
   const int64_t h = m.hidden_size, V = m.vocab_size, L = m.num_layers;
   const bool lora = s.finetune.mode != FinetuneMode::full;
-  const bool quant = lora && s.finetune.base_quant != BaseQuant::none;
+
   const bool emb_train = embeddings_trainable(s);
   std::vector<ParamTensor> t;
   auto add = [&](std::string name, int64_t elems, int64_t count, ParamGroup g, bool mm, bool trainable,
@@ -230,13 +436,15 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
     const bool base_train = !lora && !g.frozen;
     for (const Linear& lin : layer_linears(m, g.moe)) {
       const ParamGroup pg = lin.role == Role::router ? ParamGroup::router
-                            : (lin.role == Role::expert_gate || lin.role == Role::expert_up || lin.role == Role::expert_down)
+                            : (lin.role == Role::expert_gate || lin.role == Role::expert_up || lin.role == Role::expert_down ||
+                               lin.role == Role::expert_gate_up)
                                 ? ParamGroup::experts
-                            : (lin.role == Role::q || lin.role == Role::k || lin.role == Role::v ||
-                               lin.role == Role::qkv || lin.role == Role::o)
+                            : (lin.role == Role::q || lin.role == Role::k || lin.role == Role::v || lin.role == Role::qkv ||
+                               lin.role == Role::o || lin.role == Role::q_a || lin.role == Role::q_b || lin.role == Role::kv_a ||
+                               lin.role == Role::kv_b)
                                 ? ParamGroup::attention
                                 : ParamGroup::mlp;
-      const bool qz = quant && lin.role != Role::router && lin.role != Role::shared_expert_gate;
+      const bool qz = role_quantized(s, lin.role);
       add(pre + role_name(lin.role) + ".weight", lin.in * lin.out, lin.count * g.layers, pg, true, base_train, qz,
           lin.out, lin.in);
       if (lin.bias) add(pre + role_name(lin.role) + ".bias", lin.out, lin.count * g.layers, pg, false, base_train);
@@ -249,6 +457,7 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
       }
     }
     add(pre + "norms", layer_norm_params(m), g.layers, ParamGroup::norm, false, base_train);
+    if (m.attention_sinks) add(pre + "sinks", m.num_attention_heads, g.layers, ParamGroup::attention, false, base_train);  // (a)
   }
   if (m.final_norm) add("norm", h * (m.norm == NormKind::layer_norm && m.norm_bias ? 2 : 1), 1, ParamGroup::norm, false, !lora);
 
@@ -256,6 +465,7 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
   switch (m.head) {
     case HeadKind::causal_lm:
       if (!m.tie_word_embeddings) add("lm_head.weight", V * h, 1, ParamGroup::head, true, head_train, false, V, h);  // (V, h)
+      if (m.lm_head_bias) add("lm_head.bias", V, 1, ParamGroup::head, false, head_train);  // (V)
       break;
     case HeadKind::masked_lm:
       add("cls.transform.dense", h * h + h, 1, ParamGroup::head, true, head_train);   // (h, h) + h

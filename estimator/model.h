@@ -20,8 +20,10 @@ enum class Role {
   gate, up, gate_up,      // gated MLP (gate_up: fused, Phi-3)
   down,                   // MLP output (gated or not; GPT-2 mlp.c_proj)
   fc_in,                  // non-gated MLP input (GPT-2 c_fc, BERT intermediate)
+  q_a, q_b, kv_a, kv_b,   // multi-head latent attention: q and kv down/up projections (DeepSeek-V2/V3)
   router,                 // MoE router (gate)
   expert_gate, expert_up, expert_down,  // per routed expert
+  expert_gate_up,         // fused per-expert gate|up (GPT-OSS, Llama-4, Granite input_linear)
   shared_gate, shared_up, shared_down,  // shared experts (one fused width)
   shared_expert_gate,     // Qwen2-MoE sigmoid gate of the shared expert (h -> 1)
   lm_head, pooler, classifier, mlm_transform,
@@ -42,9 +44,12 @@ struct Linear {
 std::vector<Linear> layer_linears(const ModelSpec& m, bool moe);
 // Norm parameters of one layer (weights and biases of every norm in it).
 int64_t layer_norm_params(const ModelSpec& m);
-// Number of norms applied per layer (2 for most, 4 for Gemma-2's sandwich norms).
+// Number of hidden-width norms applied per layer (2 for most, 1 for a shared-norm parallel layer,
+// 4 for Gemma-2/3's sandwich norms, 2 post norms for OLMo-2).
 int64_t norms_per_layer(const ModelSpec& m);
-bool has_qk_norm(const ModelSpec& m);  // Qwen3: RMSNorm on q and k per head
+bool has_qk_norm(const ModelSpec& m);  // q/k normalisation with or without weights
+// Weights of the q and k norms of one layer (0 for none and for L2).
+int64_t qk_norm_params(const ModelSpec& m);
 
 // Where a parameter lives and whether it trains under the setup's fine-tuning mode.
 enum class ParamGroup { embedding, attention, mlp, experts, router, norm, head, adapter };
@@ -84,7 +89,8 @@ ParameterCounts count_parameters(const TrainingSetup& s, const std::vector<Param
 // Plain count for the architecture alone (no adapters), as model cards quote it.
 int64_t count_model_parameters(const ModelSpec& m);
 
-// The HF model_types memplan models.
+// The HF model_types memplan models (wrappers such as gemma3 and llama4 are read through the
+// text model of their text_config).
 const std::vector<std::string>& supported_model_types();
 // The architecture flags of an HF model_type (norm, activation, biases, tying, head; no sizes),
 // following each family's transformers Config defaults and modelling code. nullopt for an
@@ -99,5 +105,12 @@ bool embeddings_trainable(const TrainingSetup& s);
 bool head_trainable(const TrainingSetup& s);
 // Bits per parameter of a quantized base weight (NF4 with/without double quant, int8).
 double quantized_bits(const Finetune& f);
+// The base weights adapters train on are stored quantized: a pre-quantized checkpoint
+// (model.quantized) or QLoRA/8-bit loading (finetune.base_quant). The checkpoint's own
+// quantization wins: bitsandbytes cannot re-quantize GPTQ/AWQ/FP8 weights.
+bool base_quantized(const TrainingSetup& s);
+double base_weight_bits(const TrainingSetup& s);
+// Whether the linear of `role` is stored quantized under the setup.
+bool role_quantized(const TrainingSetup& s, Role r);
 
 }  // namespace memplan

@@ -71,6 +71,19 @@ const Table<OptimizerImpl> kOptimizerImpl = {
     {"foreach", OptimizerImpl::foreach},
     {"fused", OptimizerImpl::fused},
 };
+const Table<Framework> kFramework = {
+    {"hf-trainer", Framework::hf_trainer}, {"custom", Framework::custom},         {"lightning", Framework::lightning},
+    {"torchtune", Framework::torchtune},   {"torchtitan", Framework::torchtitan}, {"litgpt", Framework::litgpt},
+    {"deepspeed", Framework::deepspeed},   {"megatron", Framework::megatron},
+    {"hf", Framework::hf_trainer},         {"trainer", Framework::hf_trainer},    {"trl", Framework::hf_trainer},
+    {"axolotl", Framework::hf_trainer},    {"accelerate", Framework::custom},     {"nanogpt", Framework::custom},
+    {"pytorch-lightning", Framework::lightning}, {"nemo", Framework::megatron},   {"megatron-lm", Framework::megatron},
+};
+const Table<FsdpMode> kFsdp = {
+    {"none", FsdpMode::none},         {"full", FsdpMode::full_shard},         {"shard-grad-op", FsdpMode::shard_grad_op},
+    {"hybrid", FsdpMode::hybrid_shard}, {"no-shard", FsdpMode::no_shard},     {"full-shard", FsdpMode::full_shard},
+    {"hybrid-shard", FsdpMode::hybrid_shard}, {"off", FsdpMode::none},        {"false", FsdpMode::none},
+};
 const Table<AttentionImpl> kAttention = {
     {"eager", AttentionImpl::eager},     {"sdpa", AttentionImpl::sdpa},
     {"flash", AttentionImpl::flash},     {"flash-attention-2", AttentionImpl::flash},
@@ -101,7 +114,7 @@ const Table<Activation> kActivation = {
     {"gelu-accurate", Activation::gelu_new},
 };
 const Table<PositionKind> kPositions = {
-    {"learned", PositionKind::learned}, {"rotary", PositionKind::rotary}, {"none", PositionKind::none}};
+    {"learned", PositionKind::learned}, {"rotary", PositionKind::rotary}, {"alibi", PositionKind::alibi}, {"none", PositionKind::none}};
 const Table<HeadKind> kHead = {{"causal-lm", HeadKind::causal_lm},
                                {"masked-lm", HeadKind::masked_lm},
                                {"sequence-classification", HeadKind::sequence_classification}};
@@ -137,10 +150,78 @@ std::string to_string(const Checkpointing& c) {
   switch (c.mode) {
     case CheckpointMode::none: return "none";
     case CheckpointMode::selective: return "selective";
+    case CheckpointMode::selective_op: return "selective-op";
     case CheckpointMode::full: return "full";
     case CheckpointMode::every: return "every:" + std::to_string(c.every_k);
+    case CheckpointMode::layers: {
+      std::string out = "layers:";
+      for (size_t i = 0; i < c.layers.size(); ++i) out += (i ? "," : "") + std::to_string(c.layers[i]);
+      return out;
+    }
   }
   return "?";
+}
+
+const char* to_string(Framework f) { return name_of(kFramework, f); }
+const char* to_string(FsdpMode f) { return name_of(kFsdp, f); }
+std::string to_string(const Runtime& r, LossImpl l) {
+  switch (l) {
+    case LossImpl::standard: return "standard";
+    case LossImpl::fused_linear: return "fused-linear";
+    case LossImpl::chunked:
+      return r.loss_chunk_tokens > 0 ? "chunked:" + std::to_string(r.loss_chunk_tokens) + "t"
+                                     : "chunked:" + std::to_string(r.loss_chunks);
+  }
+  return "?";
+}
+std::optional<Framework> parse_framework(const std::string& s) { return lookup(kFramework, s); }
+std::optional<FsdpMode> parse_fsdp(const std::string& s) { return lookup(kFsdp, s); }
+
+std::optional<std::pair<int, int>> parse_version(const std::string& s) {
+  int major = -1, minor = -1;
+  size_t i = 0;
+  auto number = [&](int& out) {
+    const size_t start = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])) && i - start < 3) out = (out < 0 ? 0 : out * 10) + (s[i++] - '0');
+    return i > start;
+  };
+  if (!number(major) || i >= s.size() || s[i++] != '.' || !number(minor)) return std::nullopt;
+  if (i < s.size()) {  // an optional .PATCH (digits) and nothing else
+    int patch = -1;
+    if (s[i++] != '.' || !number(patch) || i != s.size()) return std::nullopt;
+  }
+  if (major < 1) return std::nullopt;
+  return std::make_pair(major, minor);
+}
+
+bool parse_loss(const std::string& s, Runtime* r) {
+  const std::string c = canon(s);
+  auto digits = [](const std::string& t) {
+    return !t.empty() && t.size() <= 9 && std::all_of(t.begin(), t.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+  };
+  if (c == "standard" || c == "cross-entropy" || c == "ce") {
+    r->loss = LossImpl::standard;
+    return true;
+  }
+  if (c == "fused-linear" || c == "fused-linear-cross-entropy" || c == "flce" || c == "cut-cross-entropy" || c == "cce") {
+    r->loss = LossImpl::fused_linear;
+    return true;
+  }
+  if (c == "chunked") {
+    r->loss = LossImpl::chunked;
+    r->loss_chunks = 8;
+    r->loss_chunk_tokens = 0;
+    return true;
+  }
+  if (c.rfind("chunked:", 0) != 0) return false;
+  std::string n = c.substr(8);
+  const bool tokens = !n.empty() && n.back() == 't';
+  if (tokens) n.pop_back();
+  if (!digits(n) || std::stoll(n) < 1) return false;
+  r->loss = LossImpl::chunked;
+  r->loss_chunks = tokens ? 8 : std::stoll(n);
+  r->loss_chunk_tokens = tokens ? std::stoll(n) : 0;
+  return true;
 }
 
 std::optional<Precision> parse_precision(const std::string& s) { return lookup(kPrecision, s); }
@@ -163,6 +244,29 @@ std::optional<Checkpointing> parse_checkpointing(const std::string& s) {
     out.mode = CheckpointMode::selective;
     return out;
   }
+  if (c == "selective-op" || c == "op") {
+    out.mode = CheckpointMode::selective_op;
+    return out;
+  }
+  if (c.rfind("layers:", 0) == 0) {
+    // layers:0,4,8 (0-based, any order; duplicates folded). The model's depth is checked by validate().
+    std::string item;
+    for (const char ch : c.substr(7) + ",") {
+      if (ch != ',') {
+        item += ch;
+        continue;
+      }
+      if (item.empty() || item.size() > 6 ||
+          !std::all_of(item.begin(), item.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); }))
+        return std::nullopt;
+      out.layers.push_back(std::stoll(item));
+      item.clear();
+    }
+    std::sort(out.layers.begin(), out.layers.end());
+    out.layers.erase(std::unique(out.layers.begin(), out.layers.end()), out.layers.end());
+    out.mode = CheckpointMode::layers;
+    return out;
+  }
   if (c.rfind("every:", 0) == 0 && c.size() > 6) {
     const std::string k = c.substr(6);
     if (!std::all_of(k.begin(), k.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) ||
@@ -181,6 +285,10 @@ std::vector<std::string> optimizer_names() { return canonical_names(kOptimizer);
 std::vector<std::string> attention_names() { return canonical_names(kAttention); }
 std::vector<std::string> offload_names() { return canonical_names(kOffload); }
 std::vector<std::string> finetune_names() { return canonical_names(kFinetune); }
+std::vector<std::string> framework_names() { return canonical_names(kFramework); }
+std::vector<std::string> fsdp_names() { return canonical_names(kFsdp); }
+std::vector<std::string> optimizer_impl_names() { return canonical_names(kOptimizerImpl); }
+std::vector<std::string> checkpointing_names() { return {"none", "full", "selective", "selective-op", "every:K", "layers:I,J,..."}; }
 
 int64_t weight_bytes_per_param(Precision p) {
   switch (p) {

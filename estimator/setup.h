@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memplan {
@@ -26,13 +28,58 @@ enum class Activation {
   relu,       // F.relu: saves its output
 };
 
-enum class PositionKind { learned, rotary, none };
+enum class PositionKind {
+  learned,  // a position table added to the embeddings (GPT-2, BERT)
+  rotary,   // RoPE on q and k
+  alibi,    // ALiBi: a per-head linear bias added to the attention scores (MPT)
+  none,
+};
+
+// How eager attention masks the scores; it decides a tensor of the forward and an op per layer.
+enum class MaskKind {
+  additive,     // 4-D (b, 1, s, s) mask built per forward in the model dtype, added (Llama lineage)
+  bool_buffer,  // per-layer tril bool buffer (P x P), torch.where on the scores (GPT2Attention)
+  padding,      // encoders: no causal mask, the (b, 1, 1, s) padding mask is added (BERT)
+  bool_4d,      // 4-D (b, 1, s, s) bool mask built per forward, masked_fill on the scores (MPT)
+};
+
+// Normalisation of q and k inside attention.
+enum class QkNorm {
+  none,
+  per_head,             // RMSNorm over each head's d, one d-vector shared by the heads (Qwen3, Gemma-3)
+  full_width,           // RMSNorm over the whole q (a*d) and k (k*d) projections (OLMo-2)
+  per_head_layer_norm,  // a LayerNorm without bias per head, weights (heads, d) (StableLM qk_layernorm, Cohere)
+  l2,                   // L2 normalisation without weights (Llama-4 use_qk_norm)
+};
+
+// How the router turns logits into the top-k routing weights.
+enum class RouterKind {
+  softmax_topk,  // softmax over the experts, then top-k (Mixtral, Qwen-MoE, DeepSeek-V1/V2)
+  topk_softmax,  // top-k of the logits, then softmax over those k (GPT-OSS, Granite-MoE)
+  sigmoid,       // sigmoid scores, group-limited top-k, gathered weights (DeepSeek-V3)
+  topk_sigmoid,  // top-k of the logits scattered into -inf, then sigmoid (Llama-4)
+};
+
+// How the routed experts run in training.
+enum class MoeImpl {
+  loop,         // one expert at a time over the tokens routed to it (Mixtral, Qwen, DeepSeek, GPT-OSS)
+  all_experts,  // every expert on every token, weighted by a score that is 0 off the top-k (Llama-4)
+};
 
 // What sits on top of the final hidden states.
 enum class HeadKind {
   causal_lm,                // *ForCausalLM: vocabulary logits + shifted cross-entropy
   masked_lm,                // *ForMaskedLM: vocabulary logits + cross-entropy
   sequence_classification,  // *ForSequenceClassification: num_labels logits
+};
+
+// The weights of a pre-quantized checkpoint (config.json quantization_config), as transformers
+// loads them: they stay quantized, so only adapters can train on them.
+struct WeightQuant {
+  std::string method;         // quant_method: bitsandbytes, gptq, awq, compressed-tensors, fp8, mxfp4 ("": none)
+  double bits = 0;            // stored bits per quantized weight, scales and zero points included
+  bool experts_only = false;  // only the routed experts are quantized (GPT-OSS mxfp4)
+  bool any() const { return bits > 0; }
 };
 
 struct ModelSpec {
@@ -64,9 +111,52 @@ struct ModelSpec {
   bool final_norm = true;
   bool bert_style = false;  // post-LN encoder with embedding LayerNorm, pooler, MLM transform
 
+  // Architecture features: the modelling code's quirks as data. family_defaults() and the config
+  // readers set them once; the estimator and the harness read them, never model_type.
+  bool fused_qkv = false;          // one q|k|v linear, then split (GPT-2 c_attn, GPT-NeoX, Phi-3)
+  bool fused_gate_up = false;      // one gate|up linear, then chunk (Phi-3 gate_up_proj)
+  bool parallel_residual = false;  // x + attn(ln1 x) + mlp(ln2 x) (GPT-NeoX use_parallel_residual)
+  double rotary_fraction = 1.0;    // share of the head dim that RoPE rotates (GPT-NeoX rotary_pct)
+  bool post_norms = false;         // a norm on the attention and MLP outputs before each residual add (Gemma-2)
+  QkNorm qk_norm = QkNorm::none;   // q/k normalisation (Qwen3)
+  double attn_softcap = 0.0;       // attention logits: cap * tanh(x / cap) (Gemma-2 attn_logit_softcapping; 0: none)
+  double final_softcap = 0.0;      // LM logits soft-capping (Gemma-2 final_logit_softcapping; 0: none)
+  bool scale_embeddings = false;   // embeddings * sqrt(h) (Gemma's normalizer)
+  MaskKind causal_mask = MaskKind::additive;
+  bool softmax_fp32 = true;        // eager softmax(dtype=float32).to(q.dtype) (Llama lineage); GPT-2/BERT
+                                   // take the autocast policy's dtype
+  bool attn_weights_held_by_layer = true;  // LlamaDecoderLayer keeps attn_weights until it returns;
+                                           // GPT2Attention drops them when the attention call returns
+  bool parallel_shared_norm = false;  // parallel residual off one norm: x + attn(ln x) + mlp(ln x)
+                                      // (Phi, Falcon-7B, Cohere, StableLM use_parallel_residual)
+  bool pre_norms = true;              // a norm on each sublayer's input (OLMo-2 has only the post norms)
+  bool norm_weight_fp32 = false;      // RMSNorm multiplies its weight in fp32, then casts (Gemma, OLMo-2,
+                                      // GPT-OSS); Llama casts first
+  bool norm_fp32_manual = false;      // LayerNorm written out in fp32 ops (CohereLayerNorm), not F.layer_norm
+  bool rope_fp32 = false;             // q and k upcast to fp32 for RoPE and cast back (Cohere)
+  bool lm_head_bias = false;          // the LM head has a bias (Phi)
+  double logit_scale = 1.0;           // logits multiplied by a constant (Cohere logit_scale, Granite 1/logits_scaling)
+  double residual_multiplier = 1.0;   // sublayer outputs scaled before each residual add (Granite)
+  bool attention_sinks = false;       // a learned per-head sink logit joined to the scores (GPT-OSS)
+  int64_t sliding_window = 0;         // tokens a sliding-window layer attends to (0: none)
+  int64_t global_attention_every = 0; // with a window: every n-th layer attends globally (Gemma-2 2,
+                                      // Gemma-3 6, OLMo-3 4, GPT-OSS 2); 0: every layer slides (Mistral)
+
+  // Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2); kv_lora_rank == 0: none.
+  int64_t q_lora_rank = 0;        // q through a rank-r bottleneck with a norm (0: one q_proj)
+  int64_t kv_lora_rank = 0;       // compressed key/value width
+  int64_t qk_rope_head_dim = 0;   // rotated part of each q/k head
+  int64_t qk_nope_head_dim = 0;   // unrotated part of each q/k head
+  int64_t v_head_dim = 0;         // value head width
+  bool mla() const { return kv_lora_rank > 0; }
+  int64_t qk_head_dim() const { return mla() ? qk_rope_head_dim + qk_nope_head_dim : head_dim; }
+  int64_t attn_out_dim() const { return mla() ? v_head_dim : head_dim; }  // per head, into o_proj
+
   double attention_dropout = 0.0;  // dropout on attention probabilities
   double hidden_dropout = 0.0;     // residual dropout after attention and MLP
   double embedding_dropout = 0.0;  // dropout after the embeddings
+
+  WeightQuant quantized;            // a pre-quantized checkpoint's linear weights
 
   // Mixture of experts (num_experts == 0: dense).
   int64_t num_experts = 0;                      // E
@@ -79,6 +169,17 @@ struct ModelSpec {
   double capacity_factor = 0.0;                 // 0: dropless (HF); > 0: per-expert capacity
   int64_t moe_layer_frequency = 1;              // every n-th layer is MoE (decoder_sparse_step)
   int64_t first_dense_layers = 0;               // leading dense layers (first_k_dense_replace)
+  RouterKind router = RouterKind::softmax_topk;
+  bool router_bias = false;                     // the router linear has a bias (GPT-OSS)
+  bool router_fp32 = false;                     // router logits from fp32 copies of x and W (DeepSeek-V3)
+  double routed_scaling_factor = 1.0;           // routing weights scaled (DeepSeek-V3 2.5, Kimi-K2 2.827)
+  int64_t expert_groups = 1;                    // DeepSeek-V3 n_group: experts routed group-limited
+  int64_t topk_groups = 1;                      // DeepSeek-V3 topk_group
+  MoeImpl moe_impl = MoeImpl::loop;
+  bool moe_fp32_combine = false;                // weighted expert outputs summed in fp32 (DeepSeek-V2/V3)
+  bool fused_expert_gate_up = false;            // one (h, 2 f_e) gate|up matrix per expert (GPT-OSS, Llama-4, Granite)
+  bool expert_bias = false;                     // biases on the expert matrices (GPT-OSS)
+  bool clamped_swiglu = false;                  // GPT-OSS experts: clamp, gate*sigmoid(1.702 gate), (up + 1)
 
   // True when layer i (0-based) uses the MoE block.
   bool is_moe_layer(int64_t i) const {
@@ -116,20 +217,26 @@ enum class OptimizerImpl {
 };
 
 enum class CheckpointMode {
-  none,       // every activation saved
-  selective,  // attention core (scores, softmax, dropout) recomputed (Korthikanti et al. 2022)
-  every,      // one layer in every K is checkpointed (K = every_k); every:1 == full
-  full,       // every layer checkpointed: only its input is saved
+  none,          // every activation saved
+  selective,     // attention core (scores, softmax, dropout) recomputed (Korthikanti et al. 2022;
+                 // Megatron --recompute-granularity selective)
+  selective_op,  // torchtitan's per-op policy: every layer keeps its matmul outputs except every
+                 // second one and its SDPA outputs, and recomputes the rest in backward
+  every,         // one layer in every K is checkpointed (K = every_k); every:1 == full
+  layers,        // an explicit list of checkpointed layers (NeMo's checkpoint_layers)
+  full,          // every layer checkpointed: only its input is saved
 };
 
 struct Checkpointing {
   CheckpointMode mode = CheckpointMode::none;
-  int64_t every_k = 1;  // used with CheckpointMode::every
+  int64_t every_k = 1;          // used with CheckpointMode::every
+  std::vector<int64_t> layers;  // used with CheckpointMode::layers: 0-based, ascending, unique
 
-  // True when layer i is wrapped in a checkpoint.
+  // True when layer i is wrapped in a checkpoint (full recompute, or the per-op policy).
   bool layer_checkpointed(int64_t i) const {
-    if (mode == CheckpointMode::full) return true;
+    if (mode == CheckpointMode::full || mode == CheckpointMode::selective_op) return true;
     if (mode == CheckpointMode::every) return every_k <= 1 || i % every_k == 0;
+    if (mode == CheckpointMode::layers) return std::binary_search(layers.begin(), layers.end(), i);
     return false;
   }
 };
@@ -141,6 +248,16 @@ enum class AttentionImpl {
 };
 
 enum class Offload { none, optimizer, optimizer_and_params };
+
+// PyTorch FSDP sharding (FSDP1 ShardingStrategy; FSDP2 fully_shard with reshard_after_forward).
+enum class FsdpMode {
+  none,
+  full_shard,     // parameters, gradients and optimizer states sharded; a block's parameters are
+                  // gathered for its forward and again for its backward (FSDP2 reshard_after_forward)
+  shard_grad_op,  // as full_shard, but gathered parameters stay from forward to backward (ZeRO-2-like)
+  hybrid_shard,   // full_shard within a node, replicated across nodes
+  no_shard,       // DDP-like: everything replicated
+};
 
 struct Parallelism {
   int64_t num_gpus = 1;           // world size
@@ -156,6 +273,8 @@ struct Parallelism {
   int64_t stage3_max_live_parameters = 1'000'000'000;
   bool overlap_comm = false;        // DeepSpeed double-buffers the reduce bucket when true
   bool ddp_bucket_view = false;     // DDP gradient_as_bucket_view (saves one gradient copy)
+  FsdpMode fsdp = FsdpMode::none;   // PyTorch FSDP instead of DDP/DeepSpeed (zero_stage stays 0)
+  int64_t gpus_per_node = 8;        // ranks per node (hybrid sharding; host memory per node)
 
   int64_t data_parallel() const {
     const int64_t mp = tensor_parallel * pipeline_parallel;
@@ -196,25 +315,77 @@ struct DeviceSpec {
   int64_t cuda_context_bytes = 0;    // CUDA context + lazily loaded kernels (outside the allocator)
   int64_t cublas_workspace_bytes = 0;  // persistent cuBLAS workspace per handle and stream
   bool bf16 = true;
+  bool fp8 = false;                  // fp8 tensor cores (Hopper, Ada, Blackwell, MI300)
   double peak_flops = 0;             // dense bf16 FLOP/s (planner)
   double interconnect_bytes_per_s = 0;
+};
+
+// The training stack that runs the step. Each sets the runtime defaults it really has
+// (estimator/runtime.cpp, cited there); every knob below can also be set on its own.
+enum class Framework {
+  hf_trainer,  // transformers Trainer (also TRL, Axolotl): outputs die inside compute_loss
+  custom,      // a hand-written loop that keeps the forward's outputs (nanoGPT, llama2.c, accelerate examples)
+  lightning,   // PyTorch Lightning: zero_grad runs after the next forward
+  torchtune,   // torchtune recipes: chunked cross-entropy, logits deleted before backward
+  torchtitan,  // torchtitan: FSDP2 with bf16 compute over fp32 shards, fused AdamW
+  litgpt,      // LitGPT: the loop keeps the logits; chunked cross-entropy without upcast
+  deepspeed,   // the DeepSpeed engine: gradient buffers allocated at start-up
+  megatron,    // Megatron-LM / NeMo: fp32 main-gradient buffer allocated at start-up
+};
+
+// How the loss is computed from the final hidden states.
+enum class LossImpl {
+  standard,      // full logits; HF upcasts them (logits.float()) before cross-entropy
+  chunked,       // logits in chunks, each upcast and cross-entropied alone (torchtune
+                 // CEWithChunkedOutputLoss, LitGPT chunked_cross_entropy)
+  fused_linear,  // head and loss fused: logits never materialised (Liger FLCE, cut-cross-entropy)
+};
+
+// How HF's sdpa path masks attention (integrations/sdpa_attention.py, torch >= 2.0).
+enum class SdpaMask {
+  is_causal,  // no mask tensor and is_causal=True: HF's path for a batch without padding
+  tensor,     // the 4-D additive mask (b, 1, s, s) as attn_mask, is_causal=False: HF's path for a
+              // padded batch; K/V are repeated to every head (enable_gqa needs a None mask)
+  none,       // no mask and is_causal=False: bidirectional (encoder-style) attention
 };
 
 // The framework whose memory behaviour is modelled. Saved-tensor details differ between LibTorch
 // 1.13 and 2.x and between CPU and CUDA kernels (docs/autograd-saved.md).
 struct Runtime {
+  Framework framework = Framework::hf_trainer;
   int torch_major = 2;
   int torch_minor = 6;
+  // The transformers modelling code (its attention paths changed: repeat_kv before SDPA until
+  // 4.54, `.contiguous()` copies of q/k/v and the attention output until 4.56).
+  int transformers_major = 4;
+  int transformers_minor = 57;
   OptimizerImpl optimizer_impl = OptimizerImpl::automatic;
   bool loss_upcast = true;          // HF >= 4.46 ForCausalLMLoss: logits.float() before cross-entropy
-  bool keep_logits = false;         // the training loop keeps the logits alive through backward
+  LossImpl loss = LossImpl::standard;
+  int64_t loss_chunks = 8;          // chunked: number of chunks (torchtune num_output_chunks)
+  int64_t loss_chunk_tokens = 0;    // chunked: chunks of this many tokens instead (LitGPT: 128)
+  // The training loop keeps the forward's logits (and its returned KV cache with keep_cache)
+  // until the next forward returns: through backward, the optimizer step and the next forward.
+  bool keep_logits = false;
+  bool keep_cache = false;          // use_cache=True outputs kept by the loop (DynamicCache)
   // zero_grad(set_to_none=True) frees gradients between steps (torch >= 2.0's default); with
   // False (torch 1.x's default, HF Trainer before 2.0) they stay resident the whole step.
   bool zero_grad_set_to_none = true;
+  bool zero_grad_after_forward = false;  // Lightning: last step's gradients live through the next forward
+  bool liger = false;               // Liger's fused RMSNorm, SwiGLU and RoPE kernels
+  bool optimizer_in_backward = false;  // each parameter stepped (and its gradient freed) in backward
+  bool activation_offload = false;  // saved activations go to pinned host memory (torchtune, NeMo)
+  bool compile = false;             // torch.compile per block (default partitioner)
+  bool fp8 = false;                 // float8 linears (torchao Float8Linear / Transformer Engine)
+  bool expandable_segments = false; // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   bool allocator_rounding = true;   // CUDA caching-allocator rounding (false on CPU)
+  SdpaMask sdpa_mask = SdpaMask::is_causal;  // with attention sdpa
 
   bool torch_at_least(int major, int minor) const {
     return torch_major > major || (torch_major == major && torch_minor >= minor);
+  }
+  bool transformers_at_least(int major, int minor) const {
+    return transformers_major > major || (transformers_major == major && transformers_minor >= minor);
   }
 };
 
@@ -264,6 +435,9 @@ const char* to_string(NormKind n);
 const char* to_string(Activation a);
 const char* to_string(PositionKind p);
 const char* to_string(HeadKind h);
+const char* to_string(Framework f);
+const char* to_string(FsdpMode f);
+std::string to_string(const Runtime& r, LossImpl l);  // "standard", "chunked:8", "chunked:128t", "fused-linear"
 std::string to_string(const Checkpointing& c);  // "none", "full", "selective", "every:2"
 
 std::optional<Precision> parse_precision(const std::string& s);
@@ -274,6 +448,13 @@ std::optional<Offload> parse_offload(const std::string& s);
 std::optional<FinetuneMode> parse_finetune(const std::string& s);
 std::optional<Checkpointing> parse_checkpointing(const std::string& s);
 std::optional<Activation> parse_activation(const std::string& hf_name);
+std::optional<Framework> parse_framework(const std::string& s);
+std::optional<FsdpMode> parse_fsdp(const std::string& s);
+// "standard", "chunked" (8 chunks), "chunked:N" (N chunks), "chunked:Nt" (chunks of N tokens),
+// "fused-linear": sets runtime.loss and its chunking; false for an unknown spelling.
+bool parse_loss(const std::string& s, Runtime* r);
+// "2.6" / "1.13" / "4.52.4" -> (major, minor); nullopt unless MAJOR.MINOR[.PATCH] with small numbers.
+std::optional<std::pair<int, int>> parse_version(const std::string& s);
 
 // The accepted spellings, for error hints ("expected one of: fp32, amp-fp16, ...").
 std::vector<std::string> precision_names();
@@ -281,6 +462,10 @@ std::vector<std::string> optimizer_names();
 std::vector<std::string> attention_names();
 std::vector<std::string> offload_names();
 std::vector<std::string> finetune_names();
+std::vector<std::string> framework_names();
+std::vector<std::string> fsdp_names();
+std::vector<std::string> optimizer_impl_names();
+std::vector<std::string> checkpointing_names();  // none, full, selective, selective-op, every:K, layers:I,J,...
 
 // Bytes per element of the weights, gradients and optimizer states under a precision regime.
 int64_t weight_bytes_per_param(Precision p);

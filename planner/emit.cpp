@@ -1,6 +1,6 @@
 // The config emitters (see emit.h). Each writes the vocabulary its tool reads; the memplan,
 // train-config, DeepSpeed and HF files read back through memplan's own readers to the same setup
-// (tests/planner/plan_test.cpp), Lightning's says in comments what Lightning cannot express.
+// (tests/planner/plan_test.cpp). Lightning's, torchtune's and LitGPT's are in emit_<tool>.cpp.
 #include "planner/emit.h"
 
 #include <fmt/format.h>
@@ -16,11 +16,15 @@ bool parse_emit_format(const std::string& s, EmitFormat* out) {
   else if (s == "deepspeed") *out = EmitFormat::deepspeed;
   else if (s == "hf") *out = EmitFormat::hf;
   else if (s == "lightning") *out = EmitFormat::lightning;
+  else if (s == "torchtune") *out = EmitFormat::torchtune;
+  else if (s == "litgpt") *out = EmitFormat::litgpt;
   else return false;
   return true;
 }
 
-std::vector<std::string> emit_format_names() { return {"memplan", "train-config", "deepspeed", "hf", "lightning"}; }
+std::vector<std::string> emit_format_names() {
+  return {"memplan", "train-config", "deepspeed", "hf", "lightning", "torchtune", "litgpt"};
+}
 
 std::string default_file_name(EmitFormat f) {
   switch (f) {
@@ -29,6 +33,8 @@ std::string default_file_name(EmitFormat f) {
     case EmitFormat::deepspeed: return "ds_config.json";
     case EmitFormat::hf: return "training_args.yaml";
     case EmitFormat::lightning: return "lightning-config.yaml";
+    case EmitFormat::torchtune: return "torchtune-config.yaml";
+    case EmitFormat::litgpt: return "litgpt-config.yaml";
   }
   return "plan.txt";
 }
@@ -263,27 +269,6 @@ std::string emit_hf(const EmitContext& c) {
   return y;
 }
 
-std::string emit_lightning(const EmitContext& c) {
-  const TrainingSetup& s = c.setup;
-  std::string y = hash_header(c);
-  const char* precision = s.precision == Precision::fp32 ? "32-true"
-                          : s.precision == Precision::bf16 ? "bf16-true"
-                          : s.precision == Precision::fp16 ? "16-true"
-                          : (s.precision == Precision::amp_bf16 || s.precision == Precision::mixed_bf16) ? "bf16-mixed" : "16-mixed";
-  std::string strategy = s.parallel.num_gpus > 1 ? "ddp" : "auto";
-  if (s.parallel.zero_stage > 0 || master_bytes_per_param(s.precision) > 0) {
-    strategy = fmt::format("deepspeed_stage_{}", std::max(1, s.parallel.zero_stage));
-    if (s.parallel.offload != Offload::none && s.parallel.zero_stage >= 2) strategy += "_offload";
-  }
-  y += "# Lightning cannot say these; set them in your LightningModule / DataModule:\n";
-  y += fmt::format("#   gradient checkpointing: {} (model.gradient_checkpointing_enable() for full)\n", to_string(s.checkpointing));
-  y += fmt::format("#   attention: {}; sequence length: {}; optimizer: {}\n", to_string(s.attention), s.batch.seq_len, to_string(s.optimizer));
-  y += fmt::format("trainer:\n  accelerator: gpu\n  devices: {}\n  precision: {}\n  accumulate_grad_batches: {}\n  strategy: {}\n",
-                   s.parallel.num_gpus, precision, s.batch.grad_accum, strategy);
-  y += fmt::format("data:\n  batch_size: {}\n", s.batch.micro_batch);
-  return y;
-}
-
 }  // namespace
 
 std::string emit(const EmitContext& c, EmitFormat f) {
@@ -293,8 +278,21 @@ std::string emit(const EmitContext& c, EmitFormat f) {
     case EmitFormat::deepspeed: return emit_deepspeed(c);
     case EmitFormat::hf: return emit_hf(c);
     case EmitFormat::lightning: return emit_lightning(c);
+    case EmitFormat::torchtune: return emit_torchtune(c);
+    case EmitFormat::litgpt: return emit_litgpt(c);
   }
   return "";
 }
+
+std::optional<Framework> emit_framework(EmitFormat f) {
+  switch (f) {
+    case EmitFormat::lightning: return Framework::lightning;
+    case EmitFormat::torchtune: return Framework::torchtune;
+    case EmitFormat::litgpt: return Framework::litgpt;
+    default: return std::nullopt;
+  }
+}
+
+std::string comment_header(const EmitContext& c) { return hash_header(c); }
 
 }  // namespace memplan::planner

@@ -91,6 +91,8 @@ PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calib
   req.stack = ask.emit == "deepspeed" ? Stack::deepspeed
               : ask.emit == "hf"      ? Stack::hf
               : ask.emit == "lightning" ? Stack::lightning
+              : ask.emit == "torchtune" ? Stack::torchtune
+              : ask.emit == "litgpt"    ? Stack::litgpt
                                         : Stack::any;
   // An explicit flag fixes that dimension; everything else is searched.
   if (!ask.optimizers.empty()) req.optimizers = parse_list<OptimizerKind>(ask.optimizers, "--optimizers", parse_optimizer, optimizer_names());
@@ -99,6 +101,10 @@ PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calib
   else if (ask.precision_fixed) req.precisions = {s.precision};
   if (ask.attention_fixed) req.attentions = {s.attention};
   if (ask.checkpointing_fixed) req.checkpointings = {s.checkpointing};
+  // LitGPT replaces the optimizer of a quantized run with bitsandbytes' PagedAdamW
+  // (instantiate_bnb_optimizer, litgpt/utils.py @ v0.5.13).
+  if (req.stack == Stack::litgpt && s.finetune.mode != FinetuneMode::full && s.finetune.base_quant != BaseQuant::none)
+    req.optimizers = {OptimizerKind::paged_adamw};
   req.allow_offload = !ask.no_offload;
   req.max_micro_batch = ask.max_micro_batch;
   req.calibration = calibration;
@@ -223,6 +229,16 @@ class Search {
   std::vector<Precision> precisions(int zero) const {
     if (!req_.precisions.empty()) return req_.precisions;
     const bool bf16 = req_.base.device.bf16;
+    // torchtune's dtype: pure bf16 or fp32; LitGPT's Fabric precisions (quantize wants *-true).
+    if (req_.stack == Stack::torchtune) return bf16 ? std::vector<Precision>{Precision::bf16, Precision::fp32}
+                                                    : std::vector<Precision>{Precision::fp32};
+    if (req_.stack == Stack::litgpt) {
+      const Finetune& f = req_.base.finetune;
+      const bool quantized = f.mode != FinetuneMode::full && f.base_quant != BaseQuant::none;
+      std::vector<Precision> p = {bf16 ? Precision::bf16 : Precision::fp16, Precision::fp32};
+      if (!quantized) p.push_back(bf16 ? Precision::amp_bf16 : Precision::amp_fp16);
+      return p;
+    }
     const bool deepspeed = zero >= 1 || req_.stack == Stack::deepspeed;
     if (deepspeed) return {bf16 ? Precision::mixed_bf16 : Precision::mixed_fp16, Precision::fp32};
     std::vector<Precision> p = {bf16 ? Precision::amp_bf16 : Precision::amp_fp16, Precision::fp32};
@@ -231,9 +247,10 @@ class Search {
   }
 
   std::vector<AttentionImpl> attentions(Precision p) const {
-    std::vector<AttentionImpl> a = req_.attentions.empty()
-                                       ? std::vector<AttentionImpl>{AttentionImpl::eager, AttentionImpl::sdpa, AttentionImpl::flash}
-                                       : req_.attentions;
+    const bool sdpa_only = req_.stack == Stack::torchtune || req_.stack == Stack::litgpt;  // F.scaled_dot_product_attention
+    std::vector<AttentionImpl> a = !req_.attentions.empty() ? req_.attentions
+                                   : sdpa_only ? std::vector<AttentionImpl>{AttentionImpl::sdpa}
+                                               : std::vector<AttentionImpl>{AttentionImpl::eager, AttentionImpl::sdpa, AttentionImpl::flash};
     const bool half = p != Precision::fp32;
     a.erase(std::remove_if(a.begin(), a.end(), [&](AttentionImpl x) {
               return x == AttentionImpl::flash && (!half || !flash_capable(req_.base.device));
@@ -245,7 +262,9 @@ class Search {
   std::vector<Checkpointing> checkpointings() const {
     if (!req_.checkpointings.empty()) return req_.checkpointings;
     auto make = [](const char* s) { return *parse_checkpointing(s); };
-    if (req_.stack == Stack::hf || req_.stack == Stack::lightning) return {make("none"), make("full")};
+    if (req_.stack == Stack::hf || req_.stack == Stack::lightning || req_.stack == Stack::torchtune) return {make("none"), make("full")};
+    // LitGPT's scripts: every Block checkpointed on several devices, nothing on one.
+    if (req_.stack == Stack::litgpt) return {make(req_.base.parallel.num_gpus > 1 ? "full" : "none")};
     return {make("none"), make("selective"), make("every:4"), make("every:2"), make("full")};
   }
 
@@ -255,6 +274,16 @@ class Search {
 
   std::vector<ZeroOffload> zero_offload() const {
     std::vector<ZeroOffload> z;
+    // torchtune shards with FSDP2 (fsdp_cpu_offload moves parameters, gradients and the step to
+    // the host); LitGPT neither offloads nor runs DeepSpeed.
+    // An FSDP setup (--fsdp, or a framework's default) is not also DeepSpeed's: FSDP's CPU offload
+    // moves parameters, gradients and the step together.
+    const bool fsdp = req_.base.parallel.fsdp != FsdpMode::none;
+    if (req_.stack == Stack::torchtune || req_.stack == Stack::litgpt || fsdp) {
+      z.push_back({0, Offload::none});
+      if (req_.stack != Stack::litgpt && req_.allow_offload && fsdp) z.push_back({0, Offload::optimizer_and_params});
+      return z;
+    }
     if (dp_ > 1) {
       for (int s = 0; s <= 3; ++s) z.push_back({s, Offload::none});
       if (req_.allow_offload)

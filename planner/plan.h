@@ -24,6 +24,10 @@ enum class Stack {
   deepspeed,  // DeepSpeed: mixed-bf16/fp16 or fp32 at every ZeRO stage
   hf,         // HF Trainer: as any, checkpointing only none or full
   lightning,  // Lightning: as any, checkpointing none or full
+  torchtune,  // torchtune recipes: pure bf16 or fp32, SDPA, checkpointing none or full, FSDP (CPU
+              // offload with several GPUs), no ZeRO
+  litgpt,     // LitGPT scripts: *-true or *-mixed precisions, SDPA, checkpointing fixed by the GPU
+              // count (none on one, full on several), no ZeRO or offload
 };
 
 struct PlanRequest {

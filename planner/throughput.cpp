@@ -66,7 +66,7 @@ StepTime step_time(const TrainingSetup& s, const ParamSummary& ps) {
   const double tokens_per_micro = static_cast<double>(s.batch.micro_batch * s.batch.seq_len);
   const double micro_steps = static_cast<double>(s.batch.grad_accum);
   double flops_token = train_flops_per_token(s, ps) + recompute_flops_per_token(s, ps);
-  if (s.finetune.base_quant != BaseQuant::none) flops_token *= 1.3;  // dequantization in every matmul
+  if (base_quantized(s)) flops_token *= 1.3;  // dequantization in every matmul
   t.flops_per_step = flops_token * tokens_per_micro * micro_steps;
   t.utilisation = utilisation(s);
   t.compute_s = t.flops_per_step / (peak_flops(s) * t.utilisation);

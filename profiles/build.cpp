@@ -2,9 +2,12 @@
 // flag wins and becomes the field's origin), then defaults that depend on the model, then one
 // validation whose first problem is reported at the line or flag it came from.
 #include <climits>
+#include <cstdio>
+#include <tuple>
 #include <fstream>
 #include <sstream>
 
+#include "estimator/runtime.h"
 #include "profiles/detail.h"
 
 namespace memplan::profiles {
@@ -101,6 +104,59 @@ void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
   }
 }
 
+void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
+  TrainingSetup& s = b.setup;
+  Runtime& r = s.runtime;
+  Provenance& o = b.origin;
+  choice_flag(o, in.framework, "--framework", "runtime.framework", "framework", parse_framework, framework_names(), r.framework);
+  if (in.torch_version) {
+    const auto v = parse_version(*in.torch_version);
+    if (!v || v->first > 9)
+      throw InputError(Where::at_flag("--torch-version"), fmt::format("the torch version must look like 2.6 or 1.13 (got '{}')", *in.torch_version),
+                       "the PyTorch release the job runs: python -c 'import torch; print(torch.__version__)'");
+    std::tie(r.torch_major, r.torch_minor) = *v;
+    o.set("runtime.torch_version", Where::at_flag("--torch-version"));
+    // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
+    if (!o.given("runtime.zero_grad_set_to_none")) r.zero_grad_set_to_none = r.torch_major >= 2;
+  }
+  from_flag(o, in.keep_logits, "--keep-logits", "runtime.keep_logits", r.keep_logits);
+  from_flag(o, in.keep_cache, "--keep-cache", "runtime.keep_cache", r.keep_cache);
+  if (in.loss) {
+    if (!parse_loss(*in.loss, &r))
+      throw InputError(Where::at_flag("--loss"), fmt::format("unknown loss '{}'", *in.loss),
+                       "expected one of: standard, chunked (8 chunks), chunked:N (N >= 1 chunks), chunked:Nt (chunks of N "
+                       "tokens), fused-linear");
+    o.set("runtime.loss", Where::at_flag("--loss"));
+  }
+  from_flag(o, in.liger, "--liger", "runtime.liger", r.liger);
+  choice_flag(o, in.optimizer_impl, "--optimizer-impl", "runtime.optimizer_impl", "optimizer implementation", parse_optimizer_impl,
+              optimizer_impl_names(), r.optimizer_impl);
+  from_flag(o, in.optimizer_in_backward, "--optimizer-in-backward", "runtime.optimizer_in_backward", r.optimizer_in_backward);
+  from_flag(o, in.activation_offload, "--activation-offload", "runtime.activation_offload", r.activation_offload);
+  from_flag(o, in.compile, "--compile", "runtime.compile", r.compile);
+  from_flag(o, in.fp8, "--fp8", "runtime.fp8", r.fp8);
+  from_flag(o, in.expandable_segments, "--expandable-segments", "runtime.expandable_segments", r.expandable_segments);
+  choice_flag(o, in.fsdp, "--fsdp", "parallel.fsdp", "FSDP sharding", parse_fsdp, fsdp_names(), s.parallel.fsdp);
+  from_flag(o, in.gpus_per_node, "--gpus-per-node", "parallel.gpus_per_node", s.parallel.gpus_per_node);
+}
+
+// What one setting implies for another the user did not set, then the framework's defaults for
+// the rest (estimator/runtime.h), each recorded with its source.
+void apply_runtime_defaults(BuiltSetup& b) {
+  TrainingSetup& s = b.setup;
+  Provenance& o = b.origin;
+  // Liger's patches turn fused linear cross-entropy on by default (apply_liger_kernel_to_llama(
+  // fused_linear_cross_entropy=True), HF Trainer's use_liger_kernel applies them all).
+  if (s.runtime.liger && !o.given("runtime.loss")) {
+    s.runtime.loss = LossImpl::fused_linear;
+    o.defaults["runtime.loss"] =
+        "Liger: apply_liger_kernel_to_*(fused_linear_cross_entropy=True) by default "
+        "(src/liger_kernel/transformers/monkey_patch.py @ v0.5.10)";
+  }
+  for (const FrameworkDefault& d : apply_framework_defaults(s, [&](const std::string& f) { return o.given(f); }))
+    o.defaults[d.field] = fmt::format("{} default: {}", to_string(s.runtime.framework), d.source);
+}
+
 void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
   Provenance& o = b.origin;
@@ -116,46 +172,71 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   choice_flag(o, in.precision, "--precision", "precision", "precision", parse_precision, precision_names(), s.precision);
   choice_flag(o, in.optimizer, "--optimizer", "optimizer", "optimizer", parse_optimizer, optimizer_names(), s.optimizer);
   choice_flag(o, in.checkpointing, "--checkpointing", "checkpointing", "checkpointing", parse_checkpointing,
-              {"none", "full", "selective", "every:K"}, s.checkpointing);
+              checkpointing_names(), s.checkpointing);
   choice_flag(o, in.attention, "--attention", "attention", "attention", parse_attention, attention_names(), s.attention);
   choice_flag(o, in.offload, "--offload", "parallel.offload", "offload", parse_offload, offload_names(), s.parallel.offload);
+}
+
+// True when a flag sets `field` (the fields a file may leave to the command line).
+bool set_by_flag(const SetupInputs& in, const std::string& field) {
+  if (field == "batch.seq_len") return in.seq_len.has_value();
+  if (field == "parallel.num_gpus") return in.gpus.has_value();
+  if (field == "batch.micro_batch") return in.micro_batch.has_value();
+  if (field == "batch.grad_accum") return in.grad_accum.has_value();
+  if (field == "precision") return in.precision.has_value();
+  if (field == "optimizer") return in.optimizer.has_value();
+  if (field == "model") return in.model.has_value();
+  return false;
 }
 
 }  // namespace
 
 BuiltSetup build_setup(const SetupInputs& in) {
-  return build_setup(in, in.config ? load_config(*in.config) : LoadedConfig{});
+  return build_setup(in, in.config ? load_config(*in.config, in.format.value_or("")) : LoadedConfig{});
 }
 
 BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   BuiltSetup b;
   if (in.config) b.config_path = *in.config;
+  b.config_format = cfg.kind;
+  b.warnings = cfg.warnings;
+  for (const LoadedConfig::Deferred& d : cfg.deferred)
+    if (!set_by_flag(in, d.field)) b.warnings.push_back(d.warning);
+  // --strict: what a reader could only warn about (a key it cannot model, a near-miss key, a
+  // DeepSpeed "auto", a value the file leaves to the launcher) is an error.
+  if (in.strict && !b.warnings.empty()) {
+    const Warning& w = b.warnings.front();
+    throw InputError(w.where, w.message + " (--strict)", w.hint);
+  }
   b.setup = cfg.setup;
   b.origin = cfg.origin;
-  b.warnings = cfg.warnings;
   b.global_batch = cfg.global_batch;
   TrainingSetup& s = b.setup;
   if (in.model) {
     s.model = load_model(*in.model, Where::at_flag("--model"), &b.warnings);
     detail::set_model_origin(b.origin, Where::at_flag("--model"));
   } else if (!cfg.has_model) {
+    if (cfg.no_model) throw InputError(cfg.no_model->where, cfg.no_model->message, cfg.no_model->hint);
     throw InputError(Where{}, "no model given",
                      "pass --model PRESET|config.json or set model: in the config (memplan models lists the presets)");
   }
   apply_device(in, cfg, b);
   apply_training_flags(in, b);
   apply_finetune(in, b);
+  apply_runtime_flags(in, b);
   // Fine-tuning without a stated precision gets its usual recipe: QLoRA trains under bf16
   // autocast over fp32 non-quantized weights (PEFT prepare_model_for_kbit_training + bf16=True),
   // LoRA on a base loaded in bfloat16 (fp32 adapters).
-  // prepare_model_for_kbit_training also turns gradient checkpointing on by default.
-  if (!b.origin.fields.count("checkpointing") && s.finetune.mode == FinetuneMode::qlora)
-    s.checkpointing.mode = CheckpointMode::full;
-  if (!b.origin.fields.count("precision") && s.finetune.mode != FinetuneMode::full) {
-    s.precision = s.finetune.mode == FinetuneMode::qlora ? Precision::amp_bf16 : Precision::bf16;
-    if (!s.device.bf16 && s.device.kind == DeviceKind::cuda)
-      s.precision = s.finetune.mode == FinetuneMode::qlora ? Precision::amp_fp16 : Precision::fp16;
+  // prepare_model_for_kbit_training also turns gradient checkpointing on by default. Adapters on
+  // a pre-quantized checkpoint (GPTQ, AWQ, bitsandbytes, ...) follow the same recipe.
+  const bool kbit = s.finetune.mode == FinetuneMode::qlora || (s.finetune.mode == FinetuneMode::lora && s.model.quantized.any());
+  // (A format's own default, e.g. torchtune's enable_activation_checkpointing=False, counts as set.)
+  if (!b.origin.given("checkpointing") && kbit) s.checkpointing.mode = CheckpointMode::full;
+  if (!b.origin.given("precision") && s.finetune.mode != FinetuneMode::full) {
+    s.precision = kbit ? Precision::amp_bf16 : Precision::bf16;
+    if (!s.device.bf16 && s.device.kind == DeviceKind::cuda) s.precision = kbit ? Precision::amp_fp16 : Precision::fp16;
   }
+  apply_runtime_defaults(b);
   if (in.calibration) b.calibration = load_calibration(*in.calibration);
   // A sequence longer than a learned position table cannot run; 512 is the default otherwise.
   const int64_t positions = s.model.max_position_embeddings;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "profiles/detail.h"
+#include "profiles/formats.h"
 
 namespace memplan::profiles {
 namespace fs = std::filesystem;
@@ -26,6 +27,13 @@ struct Fact {
   T value;
   Where where;
 };
+
+// A key's position with its dotted path, for provenance ("cfg.yaml:7:3 (training.micro_batch_size)").
+Where keyed(const Node& n) {
+  Where w = n.where;
+  w.key = n.path;
+  return w;
+}
 
 struct ConfigState {
   std::string path;  // the name messages give the file: as the user gave it, or "REV:path"
@@ -54,8 +62,10 @@ struct ConfigState {
   template <class T, class V>
   void set(const char* field, T& slot, V value, const Node& n) {
     slot = static_cast<T>(value);
-    out.origin.set(field, n.where);
+    note(field, n);
   }
+  // Records that `field` came from key `n` (its position and dotted path).
+  void note(const std::string& field, const Node& n) { out.origin.set(field, keyed(n)); }
   template <class T, class V>
   void set_model(const char* field, T ModelSpec::*member, V value, const Node& n) {
     set(field, s().model.*member, value, n);
@@ -74,13 +84,27 @@ int specificity(const Checkpointing& c) {
 // any of them on means on, and a named mode (selective, every:K) beats a plain true.
 void note_checkpointing(ConfigState& st, const Checkpointing& c, const Node& n) {
   if (!st.checkpointing || specificity(c) >= specificity(st.checkpointing->value))
-    st.checkpointing = Fact<Checkpointing>{c, n.where};
+    st.checkpointing = Fact<Checkpointing>{c, keyed(n)};
 }
 void note_checkpointing_flag(const Node& n, ConfigState& st) {
   Checkpointing c;
   if (as_bool(n)) c.mode = CheckpointMode::full;
   note_checkpointing(st, c, n);
 }
+// checkpoint_layers: [0, 4, 8] or "0,4,8": these (0-based) layers checkpointed, the others not.
+void note_checkpoint_layers(const Node& n, ConfigState& st) {
+  std::vector<std::string> items;
+  if (n.kind == Node::Kind::list)
+    for (const Node& i : n.items) items.push_back(std::to_string(as_int(i)));
+  else
+    items = as_text_list(n);
+  const auto c = parse_checkpointing("layers:" + fmt::format("{}", fmt::join(items, ",")));
+  if (!c || c->layers.empty())
+    throw InputError(n.where, fmt::format("{} must list layer indices (0-based), e.g. [0, 4, 8]", n.path),
+                     "the layers whose activations are recomputed in backward");
+  note_checkpointing(st, *c, n);
+}
+
 void note_checkpointing_mode(const Node& n, ConfigState& st) {
   note_checkpointing(st, as_choice<Checkpointing>(n, "checkpointing", parse_checkpointing,
                                                   {"none", "full", "selective", "every:K", "true", "false"}),
@@ -137,7 +161,7 @@ Key<ConfigState> model_key(std::vector<std::string> names, const char* field, T 
 // A key stating one of the facts resolved after the whole file is read.
 template <class T, class Read>
 Key<ConfigState> fact_key(std::vector<std::string> names, std::optional<Fact<T>> ConfigState::*fact, Read read) {
-  return {std::move(names), [=](const Node& n, ConfigState& st) { st.*fact = Fact<T>{read(n), n.where}; }};
+  return {std::move(names), [=](const Node& n, ConfigState& st) { st.*fact = Fact<T>{read(n), keyed(n)}; }};
 }
 // A switch that, when true, asks for at least `what` offload.
 Key<ConfigState> offload_switch(std::vector<std::string> names, Offload what) {
@@ -230,7 +254,15 @@ const Table& training_keys() {
       // HF/TRL ModelConfig names the model by its hub id (memplan presets accept it as an alias).
       {{"model_name_or_path"}, [](const Node& n, ConfigState& st) { use_model(st, resolve_model(as_text(n), n.where), n.where); }},
       {{"activation_checkpointing"}, note_checkpointing_flag},
+      // The NeMo RL memory guide's policy: keys. checkpoint_every, checkpoint_layers,
+      // offload_optimizer and offload_activations are that guide's own: no release of NVIDIA/NeMo
+      // (@ 8cfedd72), NeMo-RL (@ 54bec9d) or Megatron-LM (@ d98e8a64) has them, so they are read as
+      // the guide means them (one layer in K checkpointed; these layers checkpointed; activations to
+      // the host), wherever a memplan file puts them.
       fact_key({"checkpoint_every"}, &ConfigState::checkpoint_every, as_positive),
+      {{"checkpoint_layers"}, note_checkpoint_layers},
+      setup_key({"offload_activations", "activation_offload"}, "runtime.activation_offload", &TrainingSetup::runtime,
+                &Runtime::activation_offload, as_bool),
       setup_key({"tensor_parallel_size", "tensor_parallel"}, "parallel.tensor_parallel", &TrainingSetup::parallel,
                 &Parallelism::tensor_parallel, as_count),
       setup_key({"pipeline_parallel_size", "pipeline_parallel"}, "parallel.pipeline_parallel", &TrainingSetup::parallel,
@@ -338,12 +370,14 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
 // HF's logits upcast, a loop holding its logits, zero_grad's set_to_none, the optimizer kernel).
 void set_torch_version(const Node& n, ConfigState& st) {
   const std::string v = as_text(n);
-  int major = 0, minor = 0;
-  if (std::sscanf(v.c_str(), "%d.%d", &major, &minor) != 2 || major < 1 || major > 9)
-    throw InputError(n.where, fmt::format("runtime.torch_version must look like 2.6 or 1.13 (got '{}')", v));
+  const auto parsed = parse_version(v);
+  if (!parsed || parsed->first > 9)
+    throw InputError(n.where, fmt::format("runtime.torch_version must look like 2.6 or 1.13 (got '{}')", v),
+                     "the PyTorch release the job runs: python -c 'import torch; print(torch.__version__)'");
+  const auto [major, minor] = *parsed;
   st.s().runtime.torch_major = major;
   st.s().runtime.torch_minor = minor;
-  st.out.origin.set("runtime.torch_version", n.where);
+  st.note("runtime.torch_version", n);
   // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
   if (!st.out.origin.fields.count("runtime.zero_grad_set_to_none")) st.s().runtime.zero_grad_set_to_none = major >= 2;
 }
@@ -357,7 +391,38 @@ const Table& runtime_keys() {
                 &Runtime::zero_grad_set_to_none, as_bool),
       {{"optimizer_impl"}, [](const Node& n, ConfigState& st) {
          st.set("runtime.optimizer_impl", st.s().runtime.optimizer_impl,
-                as_choice<OptimizerImpl>(n, "optimizer implementation", parse_optimizer_impl, {"auto", "for-loop", "foreach", "fused"}), n);
+                as_choice<OptimizerImpl>(n, "optimizer implementation", parse_optimizer_impl, optimizer_impl_names()), n);
+       }},
+      {{"framework"}, [](const Node& n, ConfigState& st) {
+         st.set("runtime.framework", st.s().runtime.framework, as_choice<Framework>(n, "framework", parse_framework, framework_names()), n);
+       }},
+      {{"transformers_version", "transformers"}, [](const Node& n, ConfigState& st) {
+         const auto v = parse_version(as_text(n));
+         if (!v) throw InputError(n.where, fmt::format("runtime.transformers_version must look like 4.52 (got '{}')", as_text(n)));
+         st.s().runtime.transformers_major = v->first;
+         st.s().runtime.transformers_minor = v->second;
+         st.note("runtime.transformers_version", n);
+       }},
+      {{"loss"}, [](const Node& n, ConfigState& st) {
+         if (!parse_loss(as_text(n), &st.s().runtime))
+           throw InputError(n.where, fmt::format("unknown loss '{}'", as_text(n)),
+                            "expected one of: standard, chunked, chunked:N, chunked:Nt, fused-linear");
+         st.note("runtime.loss", n);
+       }},
+      setup_key({"keep_cache"}, "runtime.keep_cache", &TrainingSetup::runtime, &Runtime::keep_cache, as_bool),
+      setup_key({"liger"}, "runtime.liger", &TrainingSetup::runtime, &Runtime::liger, as_bool),
+      setup_key({"optimizer_in_backward", "optimizer_in_bwd"}, "runtime.optimizer_in_backward", &TrainingSetup::runtime,
+                &Runtime::optimizer_in_backward, as_bool),
+      setup_key({"activation_offload", "offload_activations"}, "runtime.activation_offload", &TrainingSetup::runtime,
+                &Runtime::activation_offload, as_bool),
+      setup_key({"compile"}, "runtime.compile", &TrainingSetup::runtime, &Runtime::compile, as_bool),
+      setup_key({"fp8"}, "runtime.fp8", &TrainingSetup::runtime, &Runtime::fp8, as_bool),
+      setup_key({"expandable_segments"}, "runtime.expandable_segments", &TrainingSetup::runtime, &Runtime::expandable_segments,
+                as_bool),
+      setup_key({"zero_grad_after_forward"}, "runtime.zero_grad_after_forward", &TrainingSetup::runtime,
+                &Runtime::zero_grad_after_forward, as_bool),
+      {{"fsdp"}, [](const Node& n, ConfigState& st) {
+         st.set("parallel.fsdp", st.s().parallel.fsdp, as_choice<FsdpMode>(n, "FSDP sharding", parse_fsdp, fsdp_names()), n);
        }},
   };
   return t;
@@ -673,7 +738,9 @@ void resolve_precision(ConfigState& st) {
 }
 
 void resolve_checkpointing(ConfigState& st) {
-  if (st.checkpoint_every && (!st.checkpointing || st.checkpointing->value.mode != CheckpointMode::selective)) {
+  // checkpoint_every yields to a named mode (selective, an explicit checkpoint_layers list).
+  if (st.checkpoint_every && (!st.checkpointing || (st.checkpointing->value.mode != CheckpointMode::selective &&
+                                                    st.checkpointing->value.mode != CheckpointMode::layers))) {
     Checkpointing c;
     c.every_k = st.checkpoint_every->value;
     c.mode = c.every_k == 1 ? CheckpointMode::full : CheckpointMode::every;
@@ -721,16 +788,17 @@ void resolve(ConfigState& st) {
 bool is_json(const std::string& path, const std::string& text) {
   const std::string ext = lower(fs::path(path).extension().string());
   if (ext == ".json") return true;
-  if (ext == ".yaml" || ext == ".yml") return false;
+  if (ext == ".yaml" || ext == ".yml" || ext == ".toml") return false;
   const size_t first = text.find_first_not_of(" \t\r\n");
   return first != std::string::npos && text[first] == '{';
 }
 
-void read_json_config(const std::string& text, ConfigState& st) {
-  Node root = parse_json(text, st.path);
+bool is_toml(const std::string& path) { return lower(fs::path(path).extension().string()) == ".toml"; }
+
+void read_json_config(Node root, ConfigState& st) {
   if (root.kind != Node::Kind::map) type_error(root, "a JSON object");
   if (root.find("zero_optimization") || root.find("train_micro_batch_size_per_gpu") || root.find("train_batch_size")) {
-    st.out.kind = "deepspeed-json";
+    st.out.kind = "deepspeed";
     return read_deepspeed_json(std::move(root), st);
   }
   if (root.find("model_type")) {
@@ -738,30 +806,56 @@ void read_json_config(const std::string& text, ConfigState& st) {
     return use_model(st, read_hf_config(root, st.path, config_model_name(st.file.string())), Where::at_file(st.path));
   }
   throw InputError(Where::at_file(st.path), "cannot tell what this JSON file configures",
-                   "memplan reads DeepSpeed ds_config.json (zero_optimization, train_micro_batch_size_per_gpu) and "
-                   "Hugging Face config.json (model_type)");
+                   fmt::format("memplan reads DeepSpeed ds_config.json (zero_optimization, train_micro_batch_size_per_gpu), "
+                               "Hugging Face config.json (model_type) and HF TrainingArguments JSON; --format names one of: {}",
+                               fmt::join(format_names(), ", ")));
 }
 
 }  // namespace
 }  // namespace detail
 
-LoadedConfig load_config(const std::string& path) { return load_config_text(detail::read_text_file(path), path, path); }
+LoadedConfig load_config(const std::string& path, const std::string& format) {
+  return load_config_text(detail::read_text_file(path), path, path, format);
+}
 
-LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path) {
+LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path, const std::string& format) {
   using namespace detail;
+  std::optional<ConfigFormat> forced;
+  if (!format.empty()) {
+    forced = parse_format(format);
+    if (!forced)
+      throw InputError(Where::at_flag("--format"), fmt::format("unknown config format '{}'", format),
+                       fmt::format("expected one of: {}", fmt::join(format_names(), ", ")));
+  }
+  const bool toml = forced ? *forced == ConfigFormat::torchtitan : is_toml(path);
+  const bool json = !toml && is_json(path, text);
+  Node root = toml ? parse_toml(text, shown_as) : json ? parse_json(text, shown_as) : parse_yaml(text, shown_as);
+  if (root.kind != Node::Kind::map)
+    throw InputError(Where::at_file(shown_as), "expected a mapping of settings (model:, training:, ...)",
+                     "see examples/ for the config files memplan reads");
+  const std::optional<ConfigFormat> f = forced ? forced : detect_format(root, json, toml);
+  if (f) {
+    if (const FormatReader reader = format_reader(*f)) {
+      ReadState rs;
+      rs.path = shown_as;
+      rs.file = path;
+      rs.text = text;
+      reader(root, rs);
+      rs.out.kind = format_name(*f);
+      if (rs.out.gpu || rs.out.gpu_memory)
+        rs.s().device = gpu_device(rs.out.gpu, rs.out.origin.of("hardware.gpu"), rs.out.gpu_memory);
+      return rs.out;
+    }
+  }
   ConfigState st;
   st.path = shown_as;
   st.file = path;
   st.dir = st.file.parent_path();
   st.reading.push_back(identity(path));
-  if (is_json(path, text)) {
-    read_json_config(text, st);
+  if (json && f != ConfigFormat::memplan_yaml) {
+    read_json_config(std::move(root), st);
   } else {
-    st.out.kind = "memplan-yaml";
-    const Node root = parse_yaml(text, shown_as);
-    if (root.kind != Node::Kind::map)
-      throw InputError(Where::at_file(shown_as), "expected a mapping of settings (model:, training:, ...)",
-                       "see examples/ for memplan config files");
+    st.out.kind = "memplan";
     read_root(root, st);
   }
   resolve(st);

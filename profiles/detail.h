@@ -35,6 +35,9 @@ ReadModel read_hf_config_file(const std::string& path, const Where& named_at = W
 std::string config_model_name(const std::string& path);
 // load_model with positions and warnings.
 ReadModel resolve_model(const std::string& name_or_path, const Where& origin);
+// A Hub id through the Hugging Face cache, memplan's cache or the Hub (profiles/hub.h); a cached
+// file that does not parse is an error naming the model, with the file to delete.
+ReadModel resolve_hub_model(const std::string& repo, const Where& origin);
 
 // The model fields validate() checks, all pointed at one origin (a preset name, --model).
 void set_model_origin(Provenance& origin, const Where& where);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "profiles/formats.h"
 #include "profiles/profiles.h"
 #include "profiles/reader.h"
 
@@ -15,7 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 bool config_extension(const fs::path& p) {
   const std::string e = detail::lower(p.extension().string());
-  return e == ".yaml" || e == ".yml" || e == ".json";
+  return e == ".yaml" || e == ".yml" || e == ".json" || e == ".toml";  // .toml: torchtitan job configs
 }
 
 }  // namespace
@@ -56,7 +57,9 @@ std::optional<std::string> not_a_training_config(const std::string& path) {
   Node root;
   try {
     const std::string text = detail::read_text_file(path);
-    root = ext == ".json" ? detail::parse_json(text, path) : detail::parse_yaml(text, path);
+    root = ext == ".json"   ? detail::parse_json(text, path)
+           : ext == ".toml" ? detail::parse_toml(text, path)
+                            : detail::parse_yaml(text, path);
   } catch (const InputError&) {
     return std::nullopt;
   }
@@ -71,6 +74,13 @@ std::optional<std::string> not_a_training_config(const std::string& path) {
       return "DeepSpeed config without a model (memplan estimate --config FILE --model NAME estimates it)";
     return "JSON that is neither a DeepSpeed config nor a Hugging Face config.json";
   }
+  if (ext == ".toml") {
+    // torchtitan's job configs name the model in a [model] table (name, flavor); other TOML in a
+    // repository (pyproject.toml, ...) does not.
+    const Node* model = root.find("model");
+    if (model && model->kind == Node::Kind::map) return std::nullopt;
+    return "TOML without a [model] table (not a torchtitan job config)";
+  }
   if (root.kind == Node::Kind::null) return "empty file";
   if (root.kind == Node::Kind::list) {
     const Node* first = root.items.empty() ? nullptr : &root.items.front();
@@ -84,7 +94,9 @@ std::optional<std::string> not_a_training_config(const std::string& path) {
   if (s.rfind("memplan.gpus", 0) == 0) return "GPU catalog";
   if (has(root, "jobs")) return "CI workflow (jobs:)";
   if (has(root, "repos")) return "pre-commit configuration (repos:)";
-  if (!has(root, "model")) return "no model: key";
+  // LitGPT names its model with checkpoint_dir; Lightning and NeMo configs hold a trainer: (their
+  // readers say when the model is missing).
+  if (!has(root, "model") && !has(root, "checkpoint_dir") && !has(root, "trainer")) return "no model: key";
   return std::nullopt;
 }
 

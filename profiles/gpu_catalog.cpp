@@ -295,6 +295,7 @@ void apply_gpu(TrainingSetup& s, const GpuProfile& g, const GpuCatalog& catalog)
   d.cuda_context_bytes = f ? f->cuda_context_bytes : detail::kGenericContextBytes;
   d.cublas_workspace_bytes = f ? f->cublas_workspace_bytes : detail::kGenericWorkspaceBytes;
   d.bf16 = g.bf16;
+  d.fp8 = g.fp8;
   d.peak_flops = g.peak_bf16_flops;
   d.interconnect_bytes_per_s = g.interconnect_bytes_per_s;
   s.runtime.allocator_rounding = true;

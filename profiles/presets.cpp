@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "profiles/detail.h"
+#include "profiles/hub.h"
 
 namespace memplan::profiles {
 namespace fs = std::filesystem;
@@ -122,6 +123,19 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
     ReadModel m = read_hf_config(root, p->path, p->name);
     m.origin = Provenance{};  // a preset's fields come from its name, not from lines of a bundled file
     return m;
+  }
+  // A Hub id: a preset of the same architecture (its -Instruct/-chat/-it variants), else the
+  // Hugging Face cache, memplan's cache or the Hub (profiles/hub.h).
+  if (hub::is_repo_id(name)) {
+    const std::string key = hub::variant_key(name);
+    for (const ModelPreset& p : model_presets())
+      if (!p.hf_repo.empty() && hub::variant_key(p.hf_repo) == key) {
+        const Node root = detail::parse_json(detail::read_text_file(p.path), p.path);
+        ReadModel m = read_hf_config(root, p.path, p.name);
+        m.origin = Provenance{};
+        return m;
+      }
+    return resolve_hub_model(name, origin);
   }
   if (detail::ends_with(lower(name), ".json"))
     throw InputError(origin, fmt::format("cannot find '{}'", clip(name, 200)), kTakes);

@@ -118,8 +118,12 @@ std::optional<int64_t> parse_size(const std::string& text);
 // "batch.global_batch", "finetune.mode", "finetune.lora_targets", "data.*" and "thresholds.*".
 struct Provenance {
   std::map<std::string, Where> fields;
+  // Fields a rule set rather than the file or a flag: the framework's defaults (with the upstream
+  // source they were read from) and values one setting implies ("--liger: fused-linear loss").
+  std::map<std::string, std::string> defaults;
   Where of(const std::string& field) const;  // empty Where when unknown
   void set(const std::string& field, const Where& w) { fields[field] = w; }
+  bool given(const std::string& field) const { return fields.count(field) > 0 || defaults.count(field) > 0; }
 };
 
 // What a config file says. `origin` holds the setup paths the file set explicitly.
@@ -131,16 +135,47 @@ struct LoadedConfig {
   std::optional<std::string> gpu;            // hardware.gpu
   std::optional<int64_t> gpu_memory;         // hardware.gpu_memory
   bool has_model = false;                    // the file named a model (preset, hf_config, inline)
-  std::string kind;                          // "memplan-yaml" | "deepspeed-json" | "hf-config"
+  // Without a model: why the file names none, at the place it would (a format reader's words,
+  // e.g. a LightningCLI model: that is the user's module); build_setup reports it unless --model.
+  std::optional<Warning> no_model;
+  // What the file leaves to the launcher or to the data (torchtune's GPU count, a null
+  // max_seq_len): each warning is reported, and refused by --strict, only when no flag sets
+  // `field` ("parallel.num_gpus", "batch.seq_len", "batch.micro_batch").
+  struct Deferred {
+    std::string field;
+    Warning warning;
+  };
+  std::vector<Deferred> deferred;
+  std::string kind;                          // the format read: "memplan", "deepspeed", "hf-config",
+                                             // "hf-trainer", "axolotl", "torchtune", ... (formats.h)
 };
 
-// Reads a memplan YAML (any of the guides' dialects), a DeepSpeed JSON or an HF config.json (detected from the
-// content). Relative paths inside (model.hf_config) resolve against the file's folder.
-LoadedConfig load_config(const std::string& path);
+// Reads a training config in any format memplan knows (memplan YAML in the guides' dialects,
+// DeepSpeed JSON, HF config.json, HF TrainingArguments/TRL, Axolotl, torchtune, torchtitan TOML,
+// LitGPT, LightningCLI, accelerate, NeMo), detected from the keys it carries unless `format`
+// names one (--format). Relative paths inside resolve against the file's folder.
+LoadedConfig load_config(const std::string& path, const std::string& format = "");
 // The same for `text`, the content of the file at `path` at some other time (a git revision):
 // messages name it `shown_as` ("HEAD~1:configs/train.yaml"); relative paths and an inline model's
 // name come from `path`, as for the file now.
-LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path);
+LoadedConfig load_config_text(const std::string& text, const std::string& shown_as, const std::string& path,
+                              const std::string& format = "");
+// The names --format accepts.
+std::vector<std::string> config_format_names();
+
+// ---- models in the training tools' own words (profiles/formats/) ------------------------------
+
+// A model as a training tool names and builds it, for `plan --emit TOOL`.
+struct ToolModelRef {
+  std::string name;               // torchtune: the builder ("torchtune.models.llama3_2.llama3_2_1b");
+                                  // LitGPT: checkpoint_dir ("checkpoints/meta-llama/Llama-3.2-1B")
+  std::string tokenizer;          // torchtune: the tokenizer builder of the family
+  std::string checkpointer_type;  // torchtune: FullModelHFCheckpointer's model_type ("LLAMA3_2")
+  ModelSpec spec;                 // what the tool builds (LitGPT: lm_head untied, vocabulary padded)
+};
+// The tool's model of the same architecture as `m` (a preset or a model the tool's reader made);
+// nullopt when `format` ("torchtune", "litgpt") has none or is another format.
+std::optional<ToolModelRef> tool_model(const ModelSpec& m, const std::string& format);
 
 // ---- finding configs (discover.cpp) and past versions (revision.cpp) ---------------------------
 
@@ -171,6 +206,8 @@ Revision read_at_revision(const std::string& path, const std::string& ref);
 // Everything the common command-line flags can say. Unset means "not given".
 struct SetupInputs {
   std::optional<std::string> config;         // --config FILE
+  std::optional<std::string> format;         // --format NAME (the config's format, else detected)
+  bool strict = false;                       // --strict: a reader warning is an error (exit 2)
   std::optional<std::string> model;          // --model PRESET|FILE|DIR
   std::optional<std::string> gpu;            // --gpu PRESET
   std::optional<std::string> gpu_memory;     // --gpu-memory 12GiB
@@ -194,6 +231,21 @@ struct SetupInputs {
   std::optional<int64_t> tensor_parallel;    // --tensor-parallel
   std::optional<int64_t> pipeline_parallel;  // --pipeline-parallel
   std::optional<std::string> calibration;    // --calibration FILE
+  // The runtime: the framework and its knobs (estimator/runtime.h).
+  std::optional<std::string> framework;      // --framework
+  std::optional<bool> keep_logits;           // --keep-logits / --no-keep-logits
+  std::optional<bool> keep_cache;            // --keep-cache
+  std::optional<std::string> loss;           // --loss standard|chunked[:N]|fused-linear
+  std::optional<bool> liger;                 // --liger
+  std::optional<std::string> optimizer_impl; // --optimizer-impl for-loop|foreach|fused
+  std::optional<bool> optimizer_in_backward; // --optimizer-in-backward
+  std::optional<bool> activation_offload;    // --activation-offload
+  std::optional<bool> compile;               // --compile
+  std::optional<bool> fp8;                   // --fp8
+  std::optional<std::string> fsdp;           // --fsdp full|shard-grad-op|hybrid|no-shard
+  std::optional<std::string> torch_version;  // --torch-version 2.6
+  std::optional<bool> expandable_segments;   // --expandable-segments
+  std::optional<int64_t> gpus_per_node;      // --gpus-per-node
 };
 
 struct BuiltSetup {
@@ -203,6 +255,7 @@ struct BuiltSetup {
   std::optional<int64_t> global_batch;  // from the config file, if it said
   std::optional<Calibration> calibration;
   std::string config_path;              // the --config file, if any
+  std::string config_format;            // the format it was read as ("torchtune"), if any
 };
 
 // Config file first, then flags on top (flags win). Validates the result with

@@ -116,7 +116,7 @@ size_t utf8_length(const std::string& t, size_t i) {
 }
 
 // Size, encoding, NUL bytes: what neither parser should be handed.
-void check_text(const std::string& text, const std::string& path, int64_t max_bytes, const char* syntax) {
+void check_text_impl(const std::string& text, const std::string& path, int64_t max_bytes, const char* syntax) {
   if (static_cast<int64_t>(text.size()) > max_bytes)
     throw InputError(Where::at_file(path),
                      fmt::format("the {} text is {} bytes, over the {} memplan reads", syntax,
@@ -544,6 +544,13 @@ class JsonParser {
       n.kind = Node::Kind::scalar;
       n.quoted = true;
       n.text = string();
+    } else if (literal("NaN") || literal("Infinity") || literal("-Infinity")) {
+      // Python's json module writes float('nan') and float('inf') as these bare words, and real
+      // config.json files carry them (NVIDIA Nemotron-H's time_step_limit [0.0, Infinity]). They
+      // are read as plain scalars: a key memplan does not read stays harmless, and one it reads
+      // is refused as not a (finite) number where it is read.
+      n.kind = Node::Kind::scalar;
+      n.text = c == 'N' ? "NaN" : c == 'I' ? "Infinity" : "-Infinity";
     } else if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) {
       if (t_.compare(pos_, 4, "-Inf") == 0 || t_.compare(pos_, 4, "-inf") == 0) not_a_number();
       n.kind = Node::Kind::scalar;
@@ -570,7 +577,8 @@ class JsonParser {
   }
 
   [[noreturn]] void not_a_number() const {
-    fail("NaN and Infinity are not JSON numbers", "write a finite number (memplan's values are sizes, counts and fractions)");
+    fail("not a JSON number (only Python's NaN, Infinity and -Infinity are read, as text)",
+         "write a finite number (memplan's values are sizes, counts and fractions)");
   }
 
   [[noreturn]] void bad_value() const {
@@ -854,6 +862,9 @@ std::string type_hint(const std::string& what) {
 // ---- limits and files -----------------------------------------------------------------------------
 
 const ReadLimits& read_limits() { return limits_slot(); }
+void check_text(const std::string& text, const std::string& path, int64_t max_bytes, const char* syntax) {
+  check_text_impl(text, path, max_bytes, syntax);
+}
 void set_read_limits(const ReadLimits& limits) { limits_slot() = limits; }
 
 }  // namespace memplan::profiles::detail
@@ -958,7 +969,7 @@ std::string read_text_file(const std::string& path, const Where& named_at) {
 
 Node parse_yaml(const std::string& text, const std::string& path) {
   const ReadLimits& lim = read_limits();
-  check_text(text, path, lim.max_yaml_bytes, "YAML");
+  check_text_impl(text, path, lim.max_yaml_bytes, "YAML");
   prescan_yaml(text, path, lim);
   std::istringstream in(text);
   YAML::Parser parser(in);
@@ -998,7 +1009,7 @@ Node parse_yaml(const std::string& text, const std::string& path) {
 
 Node parse_json(const std::string& text, const std::string& path) {
   const ReadLimits& lim = read_limits();
-  check_text(text, path, lim.max_file_bytes, "JSON");
+  check_text_impl(text, path, lim.max_file_bytes, "JSON");
   return JsonParser(text, path, lim).parse();
 }
 

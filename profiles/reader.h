@@ -81,6 +81,9 @@ std::string special_file_kind(const std::string& path);
 // NUL bytes, UTF-8, nesting depth, number of values) and report what they refuse at its line.
 Node parse_yaml(const std::string& text, const std::string& path);
 Node parse_json(const std::string& text, const std::string& path);
+// What every parser checks first: at most `max_bytes` bytes, UTF-8 without NUL bytes; InputError
+// at the file, or at the offending byte, naming `syntax` ("TOML").
+void check_text(const std::string& text, const std::string& path, int64_t max_bytes, const char* syntax);
 
 // ---- typed values: each throws InputError at the node, "<path> must be <what> (got <value>)" ----
 

@@ -1,6 +1,7 @@
 // The CPU accuracy matrix: small models that run real steps in seconds on 2 cores and cover
-// dense and MoE, GELU and SwiGLU, MHA and GQA, tied and untied, fp32 and bf16, AdamW and SGD,
-// checkpointing none/full/every:2, sequences 64-1024.
+// dense and MoE, GELU and SwiGLU, MHA, GQA and MQA, tied and untied, fp32 and bf16, AdamW and
+// SGD, checkpointing none/full/every:2, sequences 64-1024, and on LibTorch 2.x SDPA (flash and
+// math kernels, with and without a mask) and the foreach optimizer step.
 #pragma once
 
 #include <string>
@@ -47,9 +48,73 @@ inline ModelSpec tiny_moe(int64_t experts = 4, int64_t top_k = 2, double capacit
   return m;
 }
 
+// The layer kinds of issue 15 (architecture features as data): each built from its family's
+// defaults at a small size.
+// Phi: attention and MLP in parallel off one LayerNorm, partial RoPE (0.5), gelu_new, biases,
+// an LM-head bias.
+inline ModelSpec tiny_phi() {
+  ModelSpec m = *family_defaults("phi");
+  m.name = "phi-tiny";
+  m.hidden_size = 256;
+  m.num_layers = 4;
+  m.num_attention_heads = m.num_key_value_heads = 8;
+  m.head_dim = 32;
+  m.intermediate_size = 1024;
+  m.vocab_size = 2048;
+  return m;
+}
+
+// StableLM: sequential layers, LayerNorm, SwiGLU, RoPE on a quarter of each head.
+inline ModelSpec tiny_stablelm() {
+  ModelSpec m = tiny_llama(256, 4, 8, 8, 2048, "stablelm");
+  m.name = "stablelm-tiny";
+  return m;
+}
+
+// Gemma-2: attention and final-logit soft-capping, sandwich norms, (1 + w) fp32 RMSNorm, the
+// embedding normalizer, and the causal and sliding-window masks of alternating layers.
+inline ModelSpec tiny_gemma2() {
+  ModelSpec m = tiny_llama(256, 4, 8, 4, 2048, "gemma2");
+  m.name = "gemma2-tiny";
+  m.intermediate_size = 512;
+  m.sliding_window = 64;
+  m.global_attention_every = 2;
+  return m;
+}
+
+// DeepSeek-V3's multi-head latent attention over a dense MLP.
+inline ModelSpec tiny_mla() {
+  ModelSpec m = tiny_llama(256, 3, 8, 8, 2048, "deepseek_v3");
+  m.name = "mla-tiny";
+  m.q_lora_rank = 96;
+  m.kv_lora_rank = 64;
+  m.qk_rope_head_dim = 16;
+  m.qk_nope_head_dim = 32;
+  m.v_head_dim = 32;
+  m.head_dim = 48;
+  return m;
+}
+
+// DeepSeek-V3's MoE: a dense first layer, then sigmoid group-limited routing over 8 experts with
+// one shared expert and an fp32 combine, under MLA.
+inline ModelSpec tiny_deepseek_v3() {
+  ModelSpec m = tiny_mla();
+  m.name = "deepseek-v3-tiny";
+  m.num_experts = 8;
+  m.experts_per_token = 2;
+  m.moe_intermediate_size = 128;
+  m.num_shared_experts = 1;
+  m.first_dense_layers = 1;
+  m.expert_groups = 2;
+  m.topk_groups = 1;
+  m.routed_scaling_factor = 2.5;
+  return m;
+}
+
 struct MatrixCase {
   std::string name;
   TrainingSetup setup;
+  int min_torch_major = 1;  // 2: needs LibTorch 2.x (SDPA, the foreach step)
 };
 
 inline std::vector<MatrixCase> cpu_matrix() {
@@ -111,6 +176,55 @@ inline std::vector<MatrixCase> cpu_matrix() {
   cases.back().setup.finetune.freeze_layers = 2;
   // Multi-query attention (one KV head): repeat_kv is a view, and at b = 1 matmul copies nothing.
   add("llama mqa fp32 sgd b1 s512", tiny_llama(256, 3, 4, 1, 4096), Precision::fp32, OptimizerKind::sgd, "none", 1, 512);
+  // The layer kinds of the newer families (parallel residual, partial RoPE, soft-capping, MLA,
+  // shared-expert MoE).
+  add("phi parallel rope0.5 fp32 adamw", tiny_phi(), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  add("phi parallel bf16 sgd-mom every:2", tiny_phi(), Precision::bf16, OptimizerKind::sgd_momentum, "every:2", 2, 256);
+  add("stablelm rope0.25 fp32 adamw", tiny_stablelm(), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  add("gemma2 softcap fp32 adamw", tiny_gemma2(), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  add("gemma2 softcap amp-bf16 sgd", tiny_gemma2(), Precision::amp_bf16, OptimizerKind::sgd, "none", 2, 256);
+  add("gemma2 softcap bf16 adamw every:2", tiny_gemma2(), Precision::bf16, OptimizerKind::adamw, "every:2", 2, 256);
+  add("mla fp32 adamw", tiny_mla(), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  add("mla bf16 sgd every:2", tiny_mla(), Precision::bf16, OptimizerKind::sgd, "every:2", 2, 256);
+  add("deepseek-v3 moe+shared fp32 adamw", tiny_deepseek_v3(), Precision::fp32, OptimizerKind::adamw, "none", 2, 128);
+  add("deepseek-v3 moe+shared amp-bf16 sgd", tiny_deepseek_v3(), Precision::amp_bf16, OptimizerKind::sgd, "none", 2, 128);
+  add("deepseek-v3 moe+shared bf16 adamw full", tiny_deepseek_v3(), Precision::bf16, OptimizerKind::adamw, "full", 2, 128);
+
+  // zero_grad(set_to_none=False) (torch 1.x's default): gradients stay resident between steps and
+  // backward accumulates into them. Runs on both versions.
+  add("llama gqa fp32 adamw keep-grads", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  cases.back().setup.runtime.zero_grad_set_to_none = false;
+
+  // LibTorch 2.x only. SDPA as HF calls it: no mask tensor and is_causal (an unpadded batch), the
+  // 4-D mask tensor (a padded batch: K/V repeated to every head), or no mask at all (encoder-style).
+  // On CPU, MHA runs torch's flash kernel; GQA with enable_gqa runs the math path.
+  auto v2 = [&](SdpaMask mask) {
+    MatrixCase& c = cases.back();
+    c.min_torch_major = 2;
+    c.setup.attention = AttentionImpl::sdpa;
+    c.setup.runtime.sdpa_mask = mask;
+  };
+  add("llama mha fp32 sdpa adamw s512", tiny_llama(256, 4, 8, 8, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 512);
+  v2(SdpaMask::is_causal);
+  add("llama gqa fp32 sdpa sgd s512", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::sgd, "none", 2, 512);
+  v2(SdpaMask::is_causal);
+  add("llama mha amp-bf16 sdpa mask adamw", tiny_llama(256, 4, 8, 8, 2048), Precision::amp_bf16, OptimizerKind::adamw, "none", 2, 256);
+  v2(SdpaMask::tensor);
+  add("llama gqa fp32 sdpa mask sgd-mom", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::sgd_momentum, "none", 2, 512);
+  v2(SdpaMask::tensor);
+  add("llama gqa amp-bf16 sdpa adamw every:2", tiny_llama(256, 4, 8, 2, 2048), Precision::amp_bf16, OptimizerKind::adamw, "every:2", 2, 256);
+  v2(SdpaMask::is_causal);
+  add("llama gqa bf16 sdpa mask sgd full", tiny_llama(256, 4, 8, 2, 2048), Precision::bf16, OptimizerKind::sgd, "full", 2, 512);
+  v2(SdpaMask::tensor);
+  add("llama mha fp32 sdpa no-mask sgd s1024", tiny_llama(256, 3, 8, 8, 2048), Precision::fp32, OptimizerKind::sgd, "none", 1, 1024);
+  v2(SdpaMask::none);
+  // torch 2.x's foreach AdamW/Adam step (Python's default on CUDA): one sqrt(exp_avg_sq) list.
+  add("llama gqa fp32 adamw foreach", tiny_llama(256, 4, 8, 2, 1024), Precision::fp32, OptimizerKind::adamw, "none", 1, 128);
+  cases.back().min_torch_major = 2;
+  cases.back().setup.runtime.optimizer_impl = OptimizerImpl::foreach;
+  add("moe bf16 adam foreach sdpa", moe_small_vocab, Precision::bf16, OptimizerKind::adam, "none", 2, 256);
+  v2(SdpaMask::is_causal);
+  cases.back().setup.runtime.optimizer_impl = OptimizerImpl::foreach;
   return cases;
 }
 

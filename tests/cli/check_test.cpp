@@ -481,4 +481,26 @@ TEST_CASE("memplan check --base-ref outside a git repository is invalid input") 
 }
 
 }  // namespace
+TEST_CASE("memplan check DIR: the training tools' configs are checked, TOML included; pyproject.toml is not one") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-check-tools";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string formats = std::string(MEMPLAN_TEST_DATA) + "/formats/";
+  fs::copy_file(formats + "torchtitan/qwen3_ddp.toml", dir / "qwen3_ddp.toml");
+  fs::copy_file(formats + "litgpt/llama-3.2-1B_lora.yaml", dir / "litgpt_lora.yaml");
+  fs::copy_file(formats + "lightning/legacy_values.yaml", dir / "lightning.yaml");
+  std::ofstream(dir / "pyproject.toml") << "[project]\nname = \"trainer\"\n";
+  const std::string d = dir.lexically_normal().string();
+  const CheckRun r = check({d, "--gpu", "a100-80gb"});
+  CAPTURE(r.out);
+  CHECK(lines_starting(r.out, "PASS  " + d + "/litgpt_lora.yaml  ").size() == 1);
+  CHECK(lines_starting(r.out, "PASS  " + d + "/qwen3_ddp.toml  ").size() == 1);
+  // A Lightning config names no model: an error, not a skip (the reader's words).
+  CHECK(lines_starting(r.out, "ERROR " + d + "/lightning.yaml: error: this Lightning config names no model").size() == 1);
+  CHECK(has_line(r.out, "SKIP  " + d + "/pyproject.toml: not a training config: TOML without a [model] table (not a torchtitan "
+                        "job config)"));
+  CHECK(r.code == 2);
+  fs::remove_all(dir);
+}
+
 }  // namespace memplan

@@ -93,8 +93,14 @@ TEST_CASE("estimate --json holds every key of memplan.estimate/v1") {
   CHECK(setup.at("batch").at("seq_len") == 512);
   CHECK(setup.at("batch").at("grad_accum") == 1);
   CHECK(setup.at("checkpointing") == "none");
-  CHECK(setup.at("attention") == "eager");
+  // HF Trainer (the default framework) on torch 2.6: HF models pick SDPA.
+  CHECK(setup.at("attention") == "sdpa");
   CHECK(setup.at("parallel").at("zero_stage") == 0);
+  CHECK(setup.at("runtime").at("framework") == "hf-trainer");
+  CHECK(setup.at("runtime").at("loss") == "standard");
+  CHECK(setup.at("sources").at("attention").get<std::string>().rfind("hf-trainer default: transformers", 0) == 0);
+  CHECK(setup.at("sources").at("batch.micro_batch") == "--micro-batch");
+  CHECK(setup.at("sources").at("optimizer") == "memplan default");
   CHECK(setup.at("model").at("hidden_size") == 768);
 
   // model: GPT-2 with vocab 50257 has 124,439,808 parameters (HF gpt2 model card).
@@ -316,7 +322,9 @@ TEST_CASE("models lists DESIGN.md's 21 presets with their parameter counts") {
   for (const char* n : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b",
                         "llama-3-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "mixtral-8x7b",
                         "qwen2.5-0.5b", "qwen2.5-7b", "gemma-2-2b", "phi-3-mini", "bert-base-uncased", "bert-large-uncased",
-                        "moe-nano"}) {
+                        "moe-nano", "llama-3.1-70b", "llama-3.1-405b", "llama-3.3-70b", "qwen3-1.7b", "qwen3-4b", "qwen3-14b",
+                        "qwen3-32b", "qwen3-235b-a22b", "deepseek-v3", "gemma-3-1b", "gemma-3-4b", "gemma-3-12b", "gemma-3-27b",
+                        "phi-4", "olmo-2-7b", "olmo-2-13b", "mistral-nemo-12b", "mistral-small-24b"}) {
     CAPTURE(n);
     CHECK(params.count(n) == 1);
     CHECK(contains(t.out, n));
@@ -326,6 +334,10 @@ TEST_CASE("models lists DESIGN.md's 21 presets with their parameter counts") {
   CHECK(params["gpt2"] == 124'439'808);
   CHECK(params["llama-2-7b"] == 6'738'415'616);
   CHECK(params["mixtral-8x7b"] == 46'702'792'704);
+  // The presets issue 15 added list their counts too (profiles/models/README.md has the sources).
+  CHECK(params["llama-3.1-405b"] == 405'853'388'800);
+  CHECK(params["deepseek-v3"] == 671'026'404'352);
+  CHECK(contains(t.out, "671,026,404,352"));
   // --yaml parses too.
   const Run y = invoke({"models", "--yaml"});
   CHECK(y.code == 0);
@@ -351,7 +363,7 @@ TEST_CASE("explain without a setup prints every term's meaning") {
 }
 
 TEST_CASE("explain activations with a setup prints the per-layer saved tensors") {
-  const Run r = invoke({"explain", "activations", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128"});
+  const Run r = invoke({"explain", "activations", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128", "--attention", "eager"});
   CHECK(r.code == 0);
   CHECK(line(r.out, 0).rfind("activations: ", 0) == 0);
   CHECK(contains(r.out, "  formula: saved tensors per layer"));
@@ -423,7 +435,7 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
       {"every:0",
        {"estimate", "--model", "gpt2", "--checkpointing", "every:0"},
        "error: --checkpointing: unknown checkpointing 'every:0'",
-       "hint: expected one of: none, full, selective, every:K"},
+       "hint: expected one of: none, full, selective, selective-op, every:K, layers:I,J,..."},
       {"malformed yaml",
        {"estimate", "--config", kData + "malformed.yaml"},
        kData + "malformed.yaml:6:19: error: end of sequence flow not found",
@@ -434,11 +446,11 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
        "hint: hf_config is relative to this file's folder; it names an HF config.json"},
       {"parameter offload below stage 3",
        {"estimate", "--model", "gpt2", "--offload", "optimizer+params", "--zero", "2"},
-       "error: --offload: parameter offload needs ZeRO stage 3",
+       "error: --offload: parameter offload needs ZeRO stage 3 or FSDP",
        "hint: use --zero 3 or --offload optimizer"},
       {"optimizer offload without ZeRO",
        {"fit", "--model", "gpt2", "--gpu", "rtx-3090", "--offload", "optimizer"},
-       "error: --offload: optimizer offload needs ZeRO stage 1 or higher",
+       "error: --offload: optimizer offload needs ZeRO stage 1 or higher, or FSDP",
        "hint: use --zero 2 --offload optimizer"},
       {"unknown device",
        {"estimate", "--model", "gpt2", "--device", "tpu"},
@@ -644,7 +656,42 @@ TEST_CASE("plan --emit prints the config on stdout and the report on stderr; --o
   CHECK(line(json_too.err, 1) == "hint: add --out FILE for the config, or drop --json/--yaml");
   const Run bad = with({"--emit", "seed"});
   CHECK(bad.code == 2);
-  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning");
+  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, lightning, torchtune, litgpt");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("plan --emit torchtune|litgpt|lightning: the tool's runtime and model, a file that estimates to the same peak") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-tools";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const struct {
+    const char* format;
+    std::vector<std::string> recheck;  // the flags the report's "re-check it" line adds
+  } rows[] = {{"torchtune", {"--gpu", "a100-40gb", "--gpus", "2"}}, {"litgpt", {"--gpu", "a100-40gb"}}, {"lightning", {}}};
+  for (const auto& row : rows) {
+    CAPTURE(row.format);
+    const std::string out = (dir / (std::string(row.format) + ".yaml")).string();
+    const Run p = invoke({"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--gpus", "2", "--global-batch", "32", "--seq-len",
+                          "1024", "--emit", row.format, "--out", out, "--json"});
+    REQUIRE(p.code == 0);
+    const json pj = parse_json(p);
+    std::vector<std::string> args = {"estimate", "--config", out, "--json"};
+    args.insert(args.end(), row.recheck.begin(), row.recheck.end());
+    const Run e = invoke(args);
+    REQUIRE(e.code == 0);
+    const json ej = parse_json(e);
+    CHECK(ej.at("setup").at("runtime").at("framework") == row.format);
+    CHECK(ej.at("per_gpu").at("peak_bytes") == pj.at("best").at("peak_bytes"));
+    CHECK(ej.at("setup").at("batch").at("micro_batch") == pj.at("best").at("micro_batch"));
+  }
+  // The report says how to re-check a torchtune file (its GPU and count are not in it).
+  const Run t = invoke({"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--gpus", "2", "--global-batch", "32", "--seq-len",
+                        "1024", "--emit", "torchtune", "--out", (dir / "t2.yaml").string()});
+  CHECK(contains(t.out, "re-check it: memplan estimate --config " + (dir / "t2.yaml").string() + " --gpu a100-40gb --gpus 2"));
+  // A model torchtune has no builder for.
+  const Run gpt2 = invoke({"plan", "--model", "gpt2", "--gpu", "a100-40gb", "--global-batch", "8", "--emit", "torchtune"});
+  CHECK(gpt2.code == 2);
+  CHECK(line(gpt2.err, 0) == "error: --emit: torchtune has no model of gpt2's architecture");
   fs::remove_all(dir);
 }
 

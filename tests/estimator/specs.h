@@ -24,6 +24,10 @@ inline ModelSpec gpt2() {
   m.positions = PositionKind::learned;
   m.tie_word_embeddings = true;
   m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
+  m.fused_qkv = true;  // c_attn
+  m.causal_mask = MaskKind::bool_buffer;
+  m.softmax_fp32 = false;
+  m.attn_weights_held_by_layer = false;
   return m;
 }
 
@@ -81,6 +85,8 @@ inline ModelSpec bert_base() {
   m.type_vocab_size = 2;
   m.activation = Activation::gelu;
   m.attention_dropout = m.hidden_dropout = m.embedding_dropout = 0.1;
+  m.causal_mask = MaskKind::padding;
+  m.softmax_fp32 = false;
   return m;
 }
 

@@ -60,7 +60,7 @@ TEST_CASE("a flag fixes a problem in the file; a flag's own problem names the fl
   SetupInputs off = with_model("gpt2");
   off.offload = "optimizer";
   CHECK(render_error(off) ==
-        "error: --offload: optimizer offload needs ZeRO stage 1 or higher\nhint: use --zero 2 --offload optimizer");
+        "error: --offload: optimizer offload needs ZeRO stage 1 or higher, or FSDP\nhint: use --zero 2 --offload optimizer");
   off.zero = 2;
   CHECK(build_setup(off).setup.parallel.offload == Offload::optimizer);
 }
@@ -150,7 +150,7 @@ TEST_CASE("enumerated flags list the accepted values") {
   in.precision = "amp_bf16";
   in.checkpointing = "every:0";
   CHECK(render_error(in) ==
-        "error: --checkpointing: unknown checkpointing 'every:0'\nhint: expected one of: none, full, selective, every:K");
+        "error: --checkpointing: unknown checkpointing 'every:0'\nhint: expected one of: none, full, selective, selective-op, every:K, layers:I,J,...");
   in.checkpointing = "every:4";
   in.attention = "sdpa";
   in.optimizer = "adamw_8bit";

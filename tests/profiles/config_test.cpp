@@ -21,7 +21,7 @@ std::string line_col(const LoadedConfig& c, const char* field) {
 TEST_CASE("Ava dialect: model/training/data/deepspeed/memory/output sections") {
   const LoadedConfig c = load_config(kData + "ava.yaml");
   const TrainingSetup& s = c.setup;
-  CHECK(c.kind == "memplan-yaml");
+  CHECK(c.kind == "memplan");
   CHECK(c.warnings.empty());  // learning_rate, dynamic_batching, silent_mode, buffer_size: ignored quietly
   REQUIRE(c.has_model);
   CHECK(s.model.name == "ava");
@@ -131,7 +131,7 @@ TEST_CASE("NeMo RL policy dialect: policy: section, bfloat16 + mixed_precision, 
 TEST_CASE("DeepSpeed ds_config.json: stage, offload, bf16 mixed precision, micro-batch, auto values") {
   const LoadedConfig c = load_config(kData + "ds_config.json");
   const TrainingSetup& s = c.setup;
-  CHECK(c.kind == "deepspeed-json");
+  CHECK(c.kind == "deepspeed");
   CHECK_FALSE(c.has_model);
   CHECK(s.parallel.zero_stage == 2);
   CHECK(s.parallel.offload == Offload::optimizer);
@@ -205,6 +205,7 @@ TEST_CASE("runtime: torch version, logits upcast, held logits; torch 1.x keeps z
     load_config(kData + "bad/torch_version.yaml");
     FAIL("expected an error");
   } catch (const InputError& e) {
-    CHECK(e.render() == kData + "bad/torch_version.yaml:3:3: error: runtime.torch_version must look like 2.6 or 1.13 (got 'latest')");
+    CHECK(e.render() == kData + "bad/torch_version.yaml:3:3: error: runtime.torch_version must look like 2.6 or 1.13 (got 'latest')\n"
+                    "hint: the PyTorch release the job runs: python -c 'import torch; print(torch.__version__)'");
   }
 }

@@ -59,10 +59,12 @@ TEST_CASE("broken files: exact messages with file:line:col and hint") {
       {"unknown_gpu.yaml",
        ":3:3: error: unknown GPU 'rtx-3090ti'\nhint: did you mean 'rtx-3090-ti'? (memplan gpus lists the presets)"},
       {"empty.yaml",
-       ": error: expected a mapping of settings (model:, training:, ...)\nhint: see examples/ for memplan config files"},
+       ": error: expected a mapping of settings (model:, training:, ...)\nhint: see examples/ for the config files memplan reads"},
       {"unknown_kind.json",
        ": error: cannot tell what this JSON file configures\nhint: memplan reads DeepSpeed ds_config.json "
-       "(zero_optimization, train_micro_batch_size_per_gpu) and Hugging Face config.json (model_type)"},
+       "(zero_optimization, train_micro_batch_size_per_gpu), Hugging Face config.json (model_type) and HF "
+       "TrainingArguments JSON; --format names one of: memplan, deepspeed, hf-config, hf-trainer, axolotl, torchtune, "
+       "torchtitan, litgpt, lightning, accelerate, nemo"},
       {"threshold_range.yaml", ":4:5: error: training.memory.target_utilization must be a fraction in (0, 1] (got '1.5')\nhint: write a decimal such as 0.9"},
       {"threshold_order.yaml",
        ":3:3: error: memory.target_utilization: thresholds must satisfy 0 < target <= warning <= critical <= emergency "
@@ -72,11 +74,18 @@ TEST_CASE("broken files: exact messages with file:line:col and hint") {
        ": error: missing 'hidden_size'\nhint: memplan reads model.hidden_size from 'hidden_size' in llama configs"},
       {"hf_wrong_type.json", ":3:3: error: hidden_size must be an integer (got string '4096')\nhint: write a whole number, e.g. 4 (no quotes)"},
       {"deepseek.json",
-       ":3:3: error: model_type 'deepseek_v2' (multi-head latent attention) is not supported\nhint: supported model "
-       "types: gpt2, gpt_neox, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, phi3, bert"},
+       ": error: deepseek_v2 without 'kv_lora_rank'\nhint: DeepSeek-V2/V3 configs describe multi-head latent attention "
+       "with kv_lora_rank, q_lora_rank, qk_rope_head_dim, qk_nope_head_dim and v_head_dim"},
       {"hf_unknown_type.json",
-       ":2:3: error: model_type 'mamba' is not supported\nhint: supported model types: gpt2, gpt_neox, llama, mistral, "
-       "mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, phi3, bert"},
+       ":2:3: error: model_type 'xlnet' is not supported\nhint: supported model types: gpt2, gpt_neox, gpt_bigcode, llama, "
+       "mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3, gemma3_text, phi, phi3, stablelm, "
+       "starcoder2, falcon, mpt, olmo2, olmo3, cohere, internlm2, granitemoe, deepseek, deepseek_v2, deepseek_v3, kimi_k2, "
+       "gpt_oss, llama4, llama4_text, bert, roberta"},
+      {"hf_mamba.json",
+       ":2:3: error: model_type 'mamba' has state-space (Mamba) layers: memplan does not model their selective scan's saved "
+       "tensors\nhint: memplan estimates attention + MLP/MoE transformer layers"},
+      {"hf_nonfinite_then_error.json",  // Infinity/NaN read, the error still points into the original text
+       ":3:18: error: expected a value (got ',')\nhint: a value is missing here"},
       {"hf_kv_heads.json",
        ":6:3: error: model.num_key_value_heads: 5 key/value heads do not divide 32 attention heads\n"
        "hint: grouped-query attention needs num_attention_heads to be a multiple of num_key_value_heads"},

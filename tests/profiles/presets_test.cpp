@@ -48,7 +48,7 @@ std::vector<ReadmeRow> readme_rows() {
 TEST_CASE("every model preset loads and matches the config count in profiles/models/README.md") {
   const auto rows = readme_rows();
   const auto presets = model_presets();
-  REQUIRE(rows.size() == 33);
+  REQUIRE(rows.size() == 51);
   REQUIRE(presets.size() == rows.size());
   for (const auto& r : rows) {
     CAPTURE(r.preset);
@@ -259,4 +259,20 @@ TEST_CASE("apply_gpu takes capacity and overheads from the preset and its family
   CHECK(s.device.capacity_bytes == std::llround(17'179'869'184.0 * 0.667));
   CHECK(s.device.cuda_context_bytes == 0);
   CHECK(s.device.kind == DeviceKind::cuda);
+}
+
+TEST_CASE("the 8-12 GB consumer cards people ask about are presets") {
+  const GpuCatalog& c = gpu_catalog();
+  struct Want { const char* name; const char* family; int64_t gib; bool bf16; };
+  for (const Want& w : {Want{"rtx-2080", "turing", 8, false}, Want{"rtx-2080-ti", "turing", 11, false}, Want{"rtx-3070", "ampere", 8, true},
+                        Want{"rtx-4060", "ada", 8, true}, Want{"rtx-4070", "ada", 12, true}, Want{"rtx-3080", "ampere", 10, true},
+                        Want{"rtx-4060-ti-16gb", "ada", 16, true}, Want{"rtx-4070-ti-super", "ada", 16, true}}) {
+    CAPTURE(w.name);
+    const GpuProfile* g = c.find(w.name);
+    REQUIRE(g != nullptr);
+    CHECK(g->family == w.family);
+    CHECK(g->bf16 == w.bf16);
+    CHECK(std::llround(static_cast<double>(g->memory_bytes) / (1 << 30)) == w.gib);
+  }
+  CHECK(c.find("NVIDIA GeForce RTX 4070")->name == "rtx-4070");
 }

@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "profiles/profiles.h"
+#include "profiles/formats.h"
 #include "profiles/reader.h"
 
 using namespace memplan;
@@ -217,10 +218,16 @@ TEST_CASE("JSON: key positions in one pass, numbers as written, errors at their 
         "the right file?");
   CHECK(json_error("{\"a\": 1e400}") ==
         "f.json:1:7: error: number 1e400 is out of range\nhint: numbers must stay below about 1.8e308; check the value");
-  CHECK(json_error("{\"a\":\n  NaN}") ==
-        "f.json:2:3: error: NaN and Infinity are not JSON numbers\nhint: write a finite number (memplan's values are "
-        "sizes, counts and fractions)");
-  CHECK(starts_with(json_error("{\"a\": -Infinity}"), "f.json:1:7: error: NaN and Infinity are not JSON numbers"));
+  // Python's json writes NaN, Infinity and -Infinity: read as plain text, refused where a number is read.
+  const Node nf = detail::parse_json("{\"a\":\n  NaN, \"b\": [0.0, Infinity, -Infinity]}", "f.json");
+  CHECK(nf.find("a")->text == "NaN");
+  CHECK_FALSE(nf.find("a")->quoted);
+  CHECK(nf.find("b")->items[2].text == "-Infinity");
+  CHECK_THROWS_AS(detail::as_number(*nf.find("a")), InputError);
+  CHECK(json_error("{\"a\":\n  nan}") ==
+        "f.json:2:3: error: not a JSON number (only Python's NaN, Infinity and -Infinity are read, as text)\nhint: write a "
+        "finite number (memplan's values are sizes, counts and fractions)");
+  CHECK(starts_with(json_error("{\"a\": -inf}"), "f.json:1:7: error: not a JSON number"));
   CHECK(json_error("{\"a\": 1,}") == "f.json:1:9: error: a trailing ',' before '}'\nhint: JSON allows no comma after the last member");
   CHECK(json_error("{\"a\": 012}") ==
         "f.json:1:7: error: invalid number '012'\nhint: JSON numbers look like 4, -0.5 or 5e8 (no leading zeros, hex, or '.' "
@@ -330,4 +337,31 @@ TEST_CASE("a known key retyped with a lookalike non-ASCII letter is an error, no
             "'micro_batch_size'? retype it in ASCII");
   // Other non-ASCII keys (comments in another language, names) are ignored like any unknown key.
   CHECK(load_config(t.write("o.yaml", "model: gpt2\n\xC3\xA9tiquette: x\n")).warnings.empty());
+}
+
+TEST_CASE("TOML is bounded like YAML: size, NUL bytes, nesting before toml++ recurses, values") {
+  auto toml_error = [](const std::string& text) { return error_of([&] { detail::parse_toml(text, "job.toml"); }); };
+  CHECK(detail::parse_toml("[model]\nname = \"llama3\"\nlr = 8.0e-4\n", "job.toml").find("model")->find("name")->text == "llama3");
+  // 500,000 dotted parts: toml++ would build (and free) a table per part, recursively.
+  std::string deep = "[a";
+  for (int i = 0; i < 500000; ++i) deep += ".a";
+  double s = 0;
+  std::string e;
+  s = seconds_for([&] { e = toml_error(deep + "]\nx = 1\n"); });
+  CHECK(starts_with(e, "job.toml:1:129: error: nested more than 64 levels deep\nhint: configs nest a few levels"));
+  CHECK(s < 1.0);
+  std::string arrays(200000, '[');
+  CHECK(starts_with(toml_error("x = " + arrays), "job.toml:1:69: error: nested more than 64 levels deep"));
+  // Dots inside strings and comments are not nesting.
+  CHECK(detail::parse_toml("a = \"" + std::string(100, '.') + "\" # " + std::string(100, '.') + "\n", "job.toml").find("a"));
+  const std::string nul("a = 1\nb = \"x\0y\"\n", 16);
+  CHECK(starts_with(toml_error(nul), "job.toml:2:7: error: NUL byte"));
+  CHECK(starts_with(toml_error("a = \"" + std::string(2 << 20, 'x') + "\"\n"),
+                    "job.toml: error: the TOML text is 2,097,159 bytes, over the 1 MiB memplan reads"));
+  std::string many = "x = [";
+  for (int i = 0; i < 30000; ++i) many += "1,";
+  many += "1]\n";
+  e = toml_error(many);
+  CHECK(starts_with(e, "job.toml:1:"));
+  CHECK(e.find(": error: more than 20000 values in one TOML file\nhint: ") != std::string::npos);
 }

@@ -1,0 +1,123 @@
+// The LightningCLI emitter: the plan's Trainer arguments (devices, num_nodes, precision, the
+// strategy in its class_path form so that ZeRO stage, offload and buckets are exact,
+// accumulate_grad_batches) and data.batch_size, plus what Lightning cannot hold (the model,
+// sequence length, checkpointing, attention, optimizer, target GPU, runtime knobs) as a commented
+// memplan YAML block between "# --- memplan setup" and "# --- end memplan setup" lines. LightningCLI
+// rejects unknown keys but ignores comments; memplan's Lightning reader reads the block first and
+// lets trainer: win, so `memplan estimate --config` on this file gives the plan's setup and peak.
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "estimator/error.h"
+#include "planner/emit.h"
+
+namespace memplan::planner {
+namespace {
+
+const char* yes(bool b) { return b ? "true" : "false"; }
+
+[[noreturn]] void cannot(const std::string& what, const std::string& hint) {
+  throw InputError(Where::at_flag("--emit"), "Lightning cannot run this plan: " + what, hint);
+}
+
+// The plan as memplan YAML (emit_memplan) without its header, plus the runtime the framework
+// defaults would otherwise decide, each line commented out.
+std::string memplan_block(const EmitContext& c) {
+  const Runtime& r = c.setup.runtime;
+  std::string doc = emit(c, EmitFormat::memplan);
+  const std::string header = comment_header(c);
+  if (doc.rfind(header, 0) == 0) doc = doc.substr(header.size());
+  doc += fmt::format(
+      "runtime:\n  framework: {}\n  torch_version: \"{}.{}\"\n  transformers_version: \"{}.{}\"\n  loss: {}\n  loss_upcast: {}\n"
+      "  keep_logits: {}\n  keep_cache: {}\n  zero_grad_set_to_none: {}\n  zero_grad_after_forward: {}\n  optimizer_impl: {}\n"
+      "  liger: {}\n  optimizer_in_backward: {}\n  activation_offload: {}\n  compile: {}\n  fp8: {}\n  expandable_segments: {}\n"
+      "  fsdp: {}\n",
+      to_string(r.framework), r.torch_major, r.torch_minor, r.transformers_major, r.transformers_minor, to_string(r, r.loss),
+      yes(r.loss_upcast), yes(r.keep_logits), yes(r.keep_cache), yes(r.zero_grad_set_to_none), yes(r.zero_grad_after_forward),
+      to_string(r.optimizer_impl), yes(r.liger), yes(r.optimizer_in_backward), yes(r.activation_offload), yes(r.compile), yes(r.fp8),
+      yes(r.expandable_segments), to_string(c.setup.parallel.fsdp));
+  // "# " before every line: the reader blanks the '#', so the YAML keeps its shape two columns in.
+  std::istringstream in(doc);
+  std::string out, line;
+  while (std::getline(in, line)) out += line.empty() ? "#\n" : "# " + line + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string emit_lightning(const EmitContext& c) {
+  const TrainingSetup& s = c.setup;
+  const Parallelism& p = s.parallel;
+  const bool deepspeed = p.zero_stage > 0 || master_bytes_per_param(s.precision) > 0;
+  // Trainer(precision=...): under DeepSpeedStrategy every 16-bit setting keeps fp32 master weights
+  // (DeepSpeedPrecision), so only the mixed regimes and fp32 have a spelling there.
+  std::string precision;
+  if (deepspeed) {
+    switch (s.precision) {
+      case Precision::mixed_bf16: precision = "bf16-mixed"; break;
+      case Precision::mixed_fp16: precision = "16-mixed"; break;
+      case Precision::fp32: precision = "32-true"; break;
+      default:
+        cannot(fmt::format("{} with DeepSpeed ZeRO-{}: Lightning's DeepSpeed strategy keeps fp32 master weights for every 16-bit "
+                           "precision",
+                           to_string(s.precision), p.zero_stage),
+               "plan with --precisions mixed-bf16 (or fp32), or without ZeRO");
+    }
+  } else {
+    switch (s.precision) {
+      case Precision::fp32: precision = "32-true"; break;
+      case Precision::amp_bf16: precision = "bf16-mixed"; break;
+      case Precision::amp_fp16: precision = "16-mixed"; break;
+      case Precision::bf16: precision = s.runtime.fp8 ? "transformer-engine" : "bf16-true"; break;
+      case Precision::fp16: precision = s.runtime.fp8 ? "transformer-engine-float16" : "16-true"; break;
+      default: break;
+    }
+  }
+  // devices per node x num_nodes.
+  int64_t devices = p.num_gpus, nodes = 1;
+  if (p.num_gpus > p.gpus_per_node && p.gpus_per_node > 0 && p.num_gpus % p.gpus_per_node == 0) {
+    devices = p.gpus_per_node;
+    nodes = p.num_gpus / p.gpus_per_node;
+  }
+  std::string strategy;
+  if (deepspeed) {
+    // DeepSpeedStrategy (src/lightning/pytorch/strategies/deepspeed.py @ 2.6.5): every memory
+    // argument written, its defaults (buckets 2e8, overlap_comm True) differing from DeepSpeed's.
+    strategy = fmt::format(
+        "\n    class_path: lightning.pytorch.strategies.DeepSpeedStrategy\n    init_args:\n      stage: {}\n"
+        "      offload_optimizer: {}\n      offload_parameters: {}\n      allgather_bucket_size: {}\n      reduce_bucket_size: {}\n"
+        "      overlap_comm: {}",
+        p.zero_stage, yes(p.offload != Offload::none), yes(p.offload == Offload::optimizer_and_params), p.allgather_bucket_elems,
+        p.reduce_bucket_elems, yes(p.overlap_comm));
+  } else if (p.fsdp != FsdpMode::none) {
+    const char* sharding = p.fsdp == FsdpMode::full_shard      ? "FULL_SHARD"
+                           : p.fsdp == FsdpMode::shard_grad_op ? "SHARD_GRAD_OP"
+                           : p.fsdp == FsdpMode::hybrid_shard  ? "HYBRID_SHARD"
+                                                               : "NO_SHARD";
+    if (p.offload == Offload::optimizer) cannot("FSDP offloads parameters with the optimizer states", "plan with --offload optimizer+params or none");
+    strategy = fmt::format("\n    class_path: lightning.pytorch.strategies.FSDPStrategy\n    init_args:\n      sharding_strategy: {}\n"
+                           "      cpu_offload: {}",
+                           sharding, yes(p.offload == Offload::optimizer_and_params));
+  } else {
+    if (p.offload != Offload::none) cannot("offload needs DeepSpeed or FSDP", "plan with ZeRO, or --fsdp");
+    strategy = p.num_gpus > 1 ? " ddp" : " auto";
+  }
+  std::string y = comment_header(c);
+  y += "# python main.py fit --config this-file (LightningCLI); memplan estimate --config this-file re-checks it.\n";
+  y += fmt::format("# Your LightningModule / DataModule must apply what Lightning cannot say: checkpointing {}{}, "
+                   "attention {}, sequence length {}, optimizer {}.\n",
+                   to_string(s.checkpointing),
+                   s.checkpointing.mode == CheckpointMode::full ? " (model.gradient_checkpointing_enable())" : "",
+                   to_string(s.attention), s.batch.seq_len, to_string(s.optimizer));
+  y += "# --- memplan setup (the plan behind this file; LightningCLI ignores comments, memplan reads them) ---\n";
+  y += memplan_block(c);
+  y += "# --- end memplan setup ---\n";
+  y += fmt::format("trainer:\n  accelerator: gpu\n  devices: {}\n  num_nodes: {}\n  precision: {}\n  accumulate_grad_batches: {}\n"
+                   "  strategy:{}\n",
+                   devices, nodes, precision, s.batch.grad_accum, strategy);
+  y += fmt::format("data:\n  batch_size: {}\n", s.batch.micro_batch);
+  return y;
+}
+
+}  // namespace memplan::planner

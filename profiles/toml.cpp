@@ -1,0 +1,150 @@
+// TOML (torchtitan's configs) into the reader's Node tree, through toml++ (Debian's
+// libtomlplusplus-dev, used header-only in this one file so the executable loads no extra
+// library). Keys keep their 1-based line and column; values are typed as the file wrote them.
+//
+// Bounds, as for YAML and JSON (profiles/reader.h): the text is checked first (size: the YAML
+// limit, TOML being written by hand too; UTF-8; no NUL), then scanned for an upper estimate of
+// the nesting (dotted-key parts and open brackets on a line: toml++ builds, and frees, a table per
+// part recursively, so "[a.a.a...]" 500,000 parts deep would overflow the stack) before toml++
+// sees it, and the values are counted as they are converted.
+#define TOML_HEADER_ONLY 1
+#define TOML_EXCEPTIONS 1
+#include <toml++/toml.h>
+
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "profiles/formats.h"
+
+namespace memplan::profiles::detail {
+namespace {
+
+constexpr const char* kDepthHint = "configs nest a few levels; this file looks generated wrongly (or on purpose)";
+
+// One pass: per line, the number of '.'-separated key parts outside strings and comments (an
+// overestimate: a float's '.' counts too) plus the brackets open at the line (arrays span lines).
+void prescan_toml(const std::string& text, const std::string& path, int max_depth) {
+  int line = 1, col = 0, dots = 0, open = 0;
+  char quote = 0;
+  bool comment = false, multiline = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    ++col;
+    if (c == '\n') {
+      ++line;
+      col = 0;
+      dots = 0;
+      comment = false;
+      if (quote && !multiline) quote = 0;  // a broken string: toml++ reports it
+      continue;
+    }
+    if (comment) continue;
+    if (quote) {
+      if (c == '\\' && quote == '"') {
+        ++i;
+        ++col;
+      } else if (c == quote) {
+        if (multiline && text.compare(i, 3, std::string(3, quote)) == 0) {
+          quote = 0;
+          multiline = false;
+          i += 2;
+          col += 2;
+        } else if (!multiline) {
+          quote = 0;
+        }
+      }
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      quote = c;
+      multiline = text.compare(i, 3, std::string(3, c)) == 0;
+      if (multiline) {
+        i += 2;
+        col += 2;
+      }
+      continue;
+    }
+    if (c == '#') {
+      comment = true;
+      continue;
+    }
+    if (c == '.') ++dots;
+    else if (c == '[' || c == '{') ++open;
+    else if ((c == ']' || c == '}') && open > 0) --open;
+    if (dots + open > max_depth)
+      throw InputError(Where::at_file(path, line, col), fmt::format("nested more than {} levels deep", max_depth), kDepthHint);
+  }
+}
+
+struct Converter {
+  const std::string& file;
+  int max_depth;
+  int64_t max_values;
+  int64_t values = 0;
+
+  Node convert(const toml::node& t, const std::string& path, const Where& where, int depth);
+};
+
+Where where_of(const toml::source_region& r, const std::string& file) {
+  if (r.begin.line == 0) return Where::at_file(file);
+  return Where::at_file(file, static_cast<int>(r.begin.line), static_cast<int>(r.begin.column));
+}
+
+std::string child(const std::string& parent, const std::string& key) { return parent.empty() ? key : parent + "." + key; }
+
+Node Converter::convert(const toml::node& t, const std::string& path, const Where& where, int depth) {
+  if (depth > max_depth) throw InputError(where, fmt::format("nested more than {} levels deep", max_depth), kDepthHint);
+  if (++values > max_values)
+    throw InputError(where, fmt::format("more than {} values in one TOML file", max_values),
+                     "configs hold a few hundred values; is this the right file?");
+  Node n;
+  n.path = path;
+  n.where = where;
+  if (const auto* tbl = t.as_table()) {
+    n.kind = Node::Kind::map;
+    for (auto&& [k, v] : *tbl) {
+      const std::string key(k.str());
+      n.entries.emplace_back(key, convert(v, child(path, key), where_of(k.source(), file), depth + 1));
+    }
+  } else if (const auto* arr = t.as_array()) {
+    n.kind = Node::Kind::list;
+    for (auto&& item : *arr) n.items.push_back(convert(item, path, where_of(item.source(), file), depth + 1));
+  } else {
+    n.kind = Node::Kind::scalar;
+    if (const auto* s = t.as_string()) {
+      n.text = s->get();
+      n.quoted = true;
+    } else if (const auto* i = t.as_integer()) {
+      n.text = std::to_string(i->get());
+    } else if (const auto* f = t.as_floating_point()) {
+      n.text = fmt::format("{}", f->get());
+    } else if (const auto* b = t.as_boolean()) {
+      n.text = b->get() ? "true" : "false";
+    } else {  // dates and times: as written
+      std::ostringstream os;
+      t.visit([&os](auto&& v) { os << v; });
+      n.text = os.str();
+      n.quoted = true;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+Node parse_toml(const std::string& text, const std::string& path) {
+  const ReadLimits& lim = read_limits();
+  check_text(text, path, lim.max_yaml_bytes, "TOML");
+  prescan_toml(text, path, lim.max_depth);
+  toml::table tbl;
+  try {
+    tbl = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    throw InputError(where_of(e.source(), path), std::string(e.description()), "see https://toml.io for the syntax");
+  }
+  Converter c{path, lim.max_depth, lim.max_yaml_values};
+  return c.convert(tbl, "", Where::at_file(path), 0);
+}
+
+}  // namespace memplan::profiles::detail

@@ -1,0 +1,232 @@
+"""estimate(), fit() and plan(): the CLI's commands as functions.
+
+Each keyword argument is the CLI flag of the same name (``micro_batch=4`` is ``--micro-batch 4``);
+the compiled core runs the very handler ``memplan COMMAND --json`` runs and the JSON document it
+prints comes back as Python objects. Bad input raises InputError with the CLI's message, location
+and hint. Nothing here computes memory.
+"""
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import warnings
+
+from . import _memplan
+
+__all__ = ["InputError", "ConfigWarning", "estimate", "fit", "plan", "flags"]
+
+# Flags a function does not take as keywords: the output format is always JSON.
+_NOT_KEYWORDS = {"help", "json", "yaml"}
+
+
+class InputError(ValueError):
+    """Bad input: the message, where it came from and a hint, as the CLI prints them.
+
+    Attributes: ``message``, ``file``, ``line``, ``col`` (1-based; 0 when none), ``flag`` (the
+    CLI flag, e.g. ``--micro-batch``, when the value came from a keyword argument), ``keyword``
+    (that keyword argument, e.g. ``micro_batch``), ``hint``. ``str(error)`` is the CLI's text.
+    """
+
+    def __init__(self, message, file="", line=0, col=0, flag="", hint="", keyword=""):
+        self.message = message
+        self.file = file
+        self.line = line
+        self.col = col
+        self.flag = flag
+        self.hint = hint
+        self.keyword = keyword or (flag[2:].replace("-", "_") if flag.startswith("--") else "")
+        super().__init__(self.render())
+
+    @property
+    def location(self):
+        """``file:line:col``, ``file``, ``--flag`` or ``""`` (the CLI's Where::str)."""
+        if self.file:
+            if self.line > 0 and self.col > 0:
+                return f"{self.file}:{self.line}:{self.col}"
+            if self.line > 0:
+                return f"{self.file}:{self.line}"
+            return self.file
+        return self.flag
+
+    def render(self):
+        """The CLI's two lines: ``LOCATION: error: MESSAGE`` and ``hint: HINT``."""
+        if self.file:
+            text = f"{self.location}: error: {self.message}"
+        elif self.flag:
+            text = f"error: {self.flag}: {self.message}"
+        else:
+            text = f"error: {self.message}"
+        if self.hint:
+            text += f"\nhint: {self.hint}"
+        return text
+
+    def __str__(self):
+        return self.render()
+
+
+class ConfigWarning(UserWarning):
+    """A reader warning the CLI prints on stderr (a key one typo away from a known one)."""
+
+
+_flag_cache = {}
+
+
+def flags(command):
+    """The keyword arguments ``memplan.COMMAND()`` takes: {keyword: (flag, takes a value, help)}."""
+    if command not in _flag_cache:
+        table = {}
+        for names, _type_name, takes_value, description in _memplan.flags(command):
+            if names[0] in _NOT_KEYWORDS:
+                continue
+            table[names[0].replace("-", "_")] = ("--" + names[0], takes_value, description)
+        _flag_cache[command] = table
+    return _flag_cache[command]
+
+
+def _unknown_keyword(command, key, table):
+    near = _memplan.nearest(key, sorted(table))
+    hint = f"did you mean '{near[0]}'? " if near else ""
+    hint += f"memplan.flags('{command}') lists the keyword arguments (the CLI's flags with _ for -)"
+    return InputError(f"unknown keyword argument '{key}' for memplan.{command}()", flag=key, keyword=key, hint=hint)
+
+
+class _Temporaries:
+    """Files written for dict arguments; errors pointing into them name the argument instead."""
+
+    def __init__(self):
+        self.dir = None
+        self.names = {}  # path -> "<model dict>"
+
+    def write(self, keyword, value):
+        if self.dir is None:
+            self.dir = tempfile.mkdtemp(prefix="memplan-")
+        text = json.dumps(value, indent=2) + "\n"
+        if keyword == "model":
+            # An HF config.json; the folder's name is the model's name in the document.
+            stem = str(value.get("_name_or_path", "") or "model").rstrip("/").split("/")[-1] or "model"
+            folder = os.path.join(self.dir, re.sub(r"[^A-Za-z0-9._-]", "_", stem))
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, "config.json")
+        else:
+            # DeepSpeed and HF configs are JSON; anything else is memplan YAML (JSON is YAML).
+            json_keys = {"zero_optimization", "train_micro_batch_size_per_gpu", "train_batch_size", "model_type"}
+            path = os.path.join(self.dir, "config.json" if json_keys & set(value) else "config.yaml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        self.names[path] = f"<{keyword} dict>"
+        return path
+
+    def rename(self, text):
+        for path, name in self.names.items():
+            text = text.replace(path, name)
+        return text
+
+    def close(self):
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _value_text(command, key, flag, value, temps):
+    if isinstance(value, bool):
+        raise InputError(f"takes a value, not {value}", flag=flag, keyword=key,
+                         hint=f"memplan {command} --help shows what {flag} takes")
+    if isinstance(value, dict):
+        if key not in ("model", "config"):
+            raise InputError("takes a value, not a dict", flag=flag, keyword=key,
+                             hint="only model= (an HF config) and config= (a training config) take a dict")
+        return temps.write(key, value)
+    if isinstance(value, (list, tuple, set)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return str(value)
+
+
+def _run(command, kwargs):
+    table = flags(command)
+    temps = _Temporaries()
+    try:
+        args = []
+        for key, value in kwargs.items():
+            if key not in table:
+                raise _unknown_keyword(command, key, table)
+            flag, takes_value, _ = table[key]
+            if value is None:
+                continue
+            if not takes_value:
+                if not isinstance(value, bool):
+                    raise InputError(f"is a switch: pass True or False (got {value!r})", flag=flag, keyword=key,
+                                     hint=f"{key}=True")
+                if value:
+                    args.append(flag)
+                continue
+            args += [flag, _value_text(command, key, flag, value, temps)]
+        args.append("--json")
+        result = _memplan.run(command, args)
+        kind = result[0]
+        if kind == "ok":
+            _, code, out, err = result
+            _warn(temps.rename(err))
+            return json.loads(out)
+        if kind == "input_error":
+            _, message, file, line, col, flag, hint, err = result
+            _warn(temps.rename(err))
+            raise InputError(temps.rename(message), temps.rename(file), line, col, flag, temps.rename(hint))
+        if kind == "parse_error":
+            raise _parse_error(command, result[1])
+        raise RuntimeError(f"memplan internal error: {result[1]} (please report this with the arguments)")
+    finally:
+        temps.close()
+
+
+def _parse_error(command, what):
+    # The CLI's wording for the same CLI11 errors (cli/cli.cpp).
+    m = re.search(r"Could not convert: (--[A-Za-z0-9-]+) = (.*)", what)
+    if m:
+        return InputError(f"cannot read '{m.group(2)}' as its value", flag=m.group(1),
+                          hint=f"memplan {command} --help shows what {m.group(1)} takes")
+    m = re.search(r"(--[A-Za-z0-9-]+)", what)
+    return InputError(what, flag=m.group(1) if m else "", hint=f"memplan {command} --help lists its flags")
+
+
+def _warn(err):
+    # The CLI prints each reader warning as "LOCATION: warning: ...\nhint: ..."; one Python warning each.
+    block = []
+    for line in err.splitlines():
+        if block and not line.startswith("hint: "):
+            warnings.warn("\n".join(block), ConfigWarning, stacklevel=4)
+            block = []
+        block.append(line)
+    if block:
+        warnings.warn("\n".join(block), ConfigWarning, stacklevel=4)
+
+
+def estimate(**kwargs):
+    """The per-GPU peak of one training step, term by term: ``memplan estimate --json``.
+
+    Keywords are the CLI's flags (``model=``, ``config=``, ``gpu=``, ``gpu_memory=``, ``gpus=``,
+    ``micro_batch=``, ``seq_len=``, ``grad_accum=``, ``precision=``, ``optimizer=``,
+    ``checkpointing=``, ``attention=``, ``zero=``, ``offload=``, ``finetune=``, ``lora_rank=``, ...;
+    ``memplan.flags("estimate")`` lists them). ``model=`` may be a dict holding an HF config.json,
+    ``config=`` a dict holding a training config. Returns the ``memplan.estimate/v1`` document.
+
+    >>> memplan.estimate(model="gpt2", micro_batch=1, seq_len=512)["per_gpu"]["peak_bytes"]
+    """
+    return _run("estimate", kwargs)
+
+
+def fit(**kwargs):
+    """Does it fit, the largest micro-batch that does, and the changes that make it fit:
+    ``memplan fit --json`` (``memplan.fit/v1``). Needs ``gpu=`` or ``gpu_memory=`` (or a config
+    naming one). Keywords as for estimate()."""
+    return _run("fit", kwargs)
+
+
+def plan(**kwargs):
+    """The configuration with the highest modelled throughput that fits, with runners-up:
+    ``memplan plan --json`` (``memplan.plan/v1``). Keywords as for estimate() plus the plan
+    flags (``global_batch=``, ``tier=``, ``budget=``, ``optimizers=``, ``precisions=``,
+    ``no_offload=True``, ``max_micro_batch=``, ``emit=`` with ``out=``, ``force=True``)."""
+    return _run("plan", kwargs)

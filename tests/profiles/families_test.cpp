@@ -1,0 +1,363 @@
+// One reader test per HF family memplan reads from tests/data/hf/<model>/config.json (where each
+// file comes from: tests/data/hf/README.md): the parameter count against the model card or the
+// checkpoint's safetensors index (source next to each number), and the architecture features the
+// reader must set. Refused families are refused with the missing feature named.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "estimator/error.h"
+#include "estimator/model.h"
+#include "profiles/profiles.h"
+
+using namespace memplan;
+using namespace memplan::profiles;
+
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(MEMPLAN_TEST_DATA) + "/hf/" + name + "/config.json"; }
+
+ModelSpec load(const std::string& name, std::vector<Warning>* warnings = nullptr) {
+  return load_model(fixture(name), Where{}, warnings);
+}
+
+ParameterCounts counts(const ModelSpec& m) {
+  TrainingSetup s;
+  s.model = m;
+  return count_parameters(s);
+}
+
+// A published count given to three significant figures ("7.17B"): the exact count rounds to it
+// (within half a unit of the last figure, 0.5% at most).
+bool rounds_to(int64_t exact, double published) {
+  const double rel = std::fabs(static_cast<double>(exact) - published) / published;
+  return rel < 0.006;
+}
+
+std::string error_of(const std::string& name) {
+  try {
+    load(name);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("phi: phi-2, parallel attention and MLP off one LayerNorm, partial RoPE 0.4, lm_head bias") {
+  const ModelSpec m = load("phi-2");
+  // microsoft/phi-2 model card: 2.7 billion parameters; 2,779,683,840 as PhiForCausalLM builds it.
+  CHECK(rounds_to(count_model_parameters(m), 2.78e9));
+  CHECK(count_model_parameters(m) == 2'779'683'840);
+  CHECK(m.parallel_residual);
+  CHECK(m.parallel_shared_norm);
+  CHECK(norms_per_layer(m) == 1);
+  CHECK(m.rotary_fraction == doctest::Approx(0.4));
+  CHECK(m.lm_head_bias);
+  CHECK(m.activation == Activation::gelu_new);
+  CHECK(m.norm == NormKind::layer_norm);
+  CHECK(m.qkv_bias);
+  CHECK(m.hidden_dropout == doctest::Approx(0.1));
+}
+
+TEST_CASE("stablelm: StableLM-3B-4E1T, LayerNorm, partial RoPE 0.25, SwiGLU") {
+  const ModelSpec m = load("stablelm-3b-4e1t");
+  // stabilityai/stablelm-3b-4e1t model card, "Model Architecture": Parameters 2,795,443,200.
+  CHECK(count_model_parameters(m) == 2'795'443'200);
+  CHECK(m.norm == NormKind::layer_norm);
+  CHECK(m.gated_mlp);
+  CHECK(!m.qkv_bias);
+  CHECK(!m.parallel_residual);
+  CHECK(m.rotary_fraction == doctest::Approx(0.25));
+}
+
+TEST_CASE("starcoder2: StarCoder2-7B, biases everywhere, tied, GQA") {
+  const ModelSpec m = load("starcoder2-7b");
+  // bigcode/starcoder2-7b model card: 7B parameters; the StarCoder2 paper's Table 1: 7.17B.
+  CHECK(count_model_parameters(m) == 7'173'923'840);
+  CHECK(rounds_to(count_model_parameters(m), 7.17e9));
+  CHECK(m.tie_word_embeddings);
+  CHECK(m.num_key_value_heads == 4);
+  CHECK(!m.gated_mlp);
+  CHECK(m.activation == Activation::gelu_tanh);
+  CHECK(m.sliding_window == 4096);
+  CHECK(m.hidden_dropout == doctest::Approx(0.1));
+}
+
+TEST_CASE("gpt_bigcode: SantaCoder, multi-query c_attn, learned positions") {
+  const ModelSpec m = load("gpt_bigcode-santacoder");
+  // bigcode/gpt_bigcode-santacoder model card: 1.1B parameters.
+  CHECK(count_model_parameters(m) == 1'124'886'528);
+  CHECK(rounds_to(count_model_parameters(m), 1.12e9));
+  CHECK(m.num_key_value_heads == 1);
+  CHECK(m.fused_qkv);
+  CHECK(m.positions == PositionKind::learned);
+  CHECK(m.causal_mask == MaskKind::additive);
+}
+
+TEST_CASE("falcon: Falcon-7B as falcon and as the older RefinedWebModel; Falcon-40B as RefinedWeb") {
+  const ModelSpec m = load("falcon-7b");
+  // tiiuae/falcon-7b model card: 7B parameters; 6,921,720,704 as FalconForCausalLM builds it.
+  CHECK(rounds_to(count_model_parameters(m), 6.92e9));
+  CHECK(count_model_parameters(m) == 6'921'720'704);
+  CHECK(m.num_key_value_heads == 1);  // multi_query
+  CHECK(m.parallel_residual);
+  CHECK(m.parallel_shared_norm);
+  CHECK(!m.qkv_bias);
+  CHECK(!m.softmax_fp32);
+  CHECK(m.tie_word_embeddings);
+  const ModelSpec legacy = load("falcon-7b-refinedwebmodel");
+  CHECK(count_model_parameters(legacy) == 6'921'720'704);
+  CHECK(legacy.num_key_value_heads == 1);
+  CHECK(legacy.parallel_shared_norm);
+  // Falcon-40B (tiiuae/falcon-40b model card: 40B; 41.3B as built): 8 KV heads, ln_attn and ln_mlp.
+  const ModelSpec big = load("falcon-40b-refinedweb");
+  CHECK(big.num_key_value_heads == 8);
+  CHECK(big.parallel_residual);
+  CHECK(!big.parallel_shared_norm);
+  CHECK(norms_per_layer(big) == 2);
+  CHECK(count_model_parameters(big) == 41'303'293'952);
+}
+
+TEST_CASE("mpt: MPT-7B, ALiBi, no biases, bool causal mask") {
+  const ModelSpec m = load("mpt-7b");
+  // mosaicml/mpt-7b model card: 6.7B parameters; 6,649,286,656 as MptForCausalLM builds it.
+  CHECK(rounds_to(count_model_parameters(m), 6.65e9));
+  CHECK(count_model_parameters(m) == 6'649'286'656);
+  CHECK(m.positions == PositionKind::alibi);
+  CHECK(!m.norm_bias);
+  CHECK(m.fused_qkv);
+  CHECK(m.causal_mask == MaskKind::bool_4d);
+  CHECK(m.intermediate_size == 4 * 4096);
+}
+
+TEST_CASE("olmo2 / olmo3: post norms only, full-width q/k norm, OLMo-3's sliding layers") {
+  const ModelSpec m = load("olmo-2-1124-7b");
+  // allenai/OLMo-2-1124-7B model card: 7B (OLMo 2 paper: 7.30B).
+  CHECK(rounds_to(count_model_parameters(m), 7.30e9));
+  CHECK(count_model_parameters(m) == 7'298'617'344);
+  CHECK(!m.pre_norms);
+  CHECK(m.post_norms);
+  CHECK(norms_per_layer(m) == 2);
+  CHECK(m.qk_norm == QkNorm::full_width);
+  CHECK(qk_norm_params(m) == 2 * 4096);
+  const ModelSpec o3 = load("olmo-3-1025-7b");
+  // allenai/Olmo-3-1025-7B model card: 7B; vocabulary 100,278 instead of OLMo 2's 100,352.
+  CHECK(count_model_parameters(o3) == 7'298'011'136);
+  CHECK(o3.sliding_window == 4096);
+  CHECK(o3.global_attention_every == 4);
+}
+
+TEST_CASE("cohere: Aya-23-8B, one LayerNorm for parallel attention and MLP, logit scale, tied") {
+  const ModelSpec m = load("aya-23-8b");
+  // CohereForAI/aya-23-8B model card: 8 billion parameters (8.03B).
+  CHECK(count_model_parameters(m) == 8'028'033'024);
+  CHECK(rounds_to(count_model_parameters(m), 8.03e9));
+  CHECK(m.parallel_shared_norm);
+  CHECK(m.norm_fp32_manual);
+  CHECK(!m.norm_bias);
+  CHECK(m.logit_scale == doctest::Approx(0.0625));
+  CHECK(m.tie_word_embeddings);
+  CHECK(m.qk_norm == QkNorm::none);
+}
+
+TEST_CASE("internlm2: InternLM2.5-7B, fused wqkv, GQA") {
+  const ModelSpec m = load("internlm2_5-7b");
+  // internlm/internlm2_5-7b model card: 7B (7.74B).
+  CHECK(count_model_parameters(m) == 7'737'708'544);
+  CHECK(rounds_to(count_model_parameters(m), 7.74e9));
+  CHECK(m.fused_qkv);
+  CHECK(m.num_key_value_heads == 8);
+  CHECK(!m.qkv_bias);
+}
+
+TEST_CASE("granitemoe: Granite-3.0-1B-A400M, every layer MoE with fused input_linear, multipliers") {
+  const ModelSpec m = load("granite-3.0-1b-a400m-base");
+  const ParameterCounts c = counts(m);
+  // ibm-granite/granite-3.0-1b-a400m-base model card: 1.3B total, 400M active parameters.
+  CHECK(c.total == 1'334'628'352);
+  CHECK(rounds_to(c.total, 1.33e9));
+  CHECK(c.active_per_token == 428'658'688);  // 0.43B with the tied head; the card rounds to "400M"
+  CHECK(m.num_experts == 32);
+  CHECK(m.experts_per_token == 8);
+  CHECK(m.fused_expert_gate_up);
+  CHECK(m.router == RouterKind::topk_softmax);
+  CHECK(m.residual_multiplier == doctest::Approx(0.22));
+  CHECK(m.logit_scale == doctest::Approx(1.0 / 6.0));
+  CHECK(m.scale_embeddings);
+  CHECK(m.is_moe_layer(0));
+}
+
+TEST_CASE("deepseek (DeepSeekMoE 16B): dense first layer, 64 routed + 2 shared experts, standard attention") {
+  const ModelSpec m = load("deepseek-moe-16b-base");
+  const ParameterCounts c = counts(m);
+  // deepseek-ai/deepseek-moe-16b-base model card / DeepSeekMoE paper: 16.4B total, 2.8B activated.
+  CHECK(c.total == 16'375'728'128);
+  CHECK(rounds_to(c.total, 16.4e9));
+  CHECK(!m.mla());
+  CHECK(!m.is_moe_layer(0));
+  CHECK(m.is_moe_layer(1));
+  CHECK(m.num_shared_experts == 2);
+  CHECK(!m.norm_topk_prob);
+}
+
+TEST_CASE("deepseek_v2: DeepSeek-V2-Lite, multi-head latent attention without a q bottleneck") {
+  const ModelSpec m = load("deepseek-v2-lite");
+  const ParameterCounts c = counts(m);
+  // deepseek-ai/DeepSeek-V2-Lite model card: 15.7B total, 2.4B activated.
+  CHECK(c.total == 15'706'484'224);
+  CHECK(rounds_to(c.total, 15.7e9));
+  CHECK(m.mla());
+  CHECK(m.q_lora_rank == 0);
+  CHECK(m.kv_lora_rank == 512);
+  CHECK(m.qk_head_dim() == 192);
+  CHECK(m.attn_out_dim() == 128);
+  CHECK(m.router == RouterKind::softmax_topk);
+}
+
+TEST_CASE("deepseek_v3 and kimi_k2: MLA with q_lora_rank, sigmoid group-limited routing, fp32 combine") {
+  const ModelSpec m = load("deepseek-v3");
+  const ParameterCounts c = counts(m);
+  // deepseek-ai/DeepSeek-V3 model card: 671B total (685B with the 14B multi-token-prediction
+  // module, which transformers does not build), 37B activated.
+  CHECK(c.total == 671'026'404'352);
+  CHECK(rounds_to(c.total, 671e9));
+  CHECK(m.q_lora_rank == 1536);
+  CHECK(m.first_dense_layers == 3);
+  CHECK(m.router == RouterKind::sigmoid);
+  CHECK(m.router_fp32);
+  CHECK(m.moe_fp32_combine);
+  CHECK(m.routed_scaling_factor == doctest::Approx(2.5));
+  CHECK(m.expert_groups == 8);
+  CHECK(m.topk_groups == 4);
+  const ModelSpec k = load("kimi-k2-instruct");
+  // moonshotai/Kimi-K2-Instruct model card: 1T total parameters (1.04T), 32B activated.
+  CHECK(count_model_parameters(k) == 1'026'408'209'408);
+  CHECK(k.model_type == "kimi_k2");
+  CHECK(k.num_experts == 384);
+  CHECK(k.num_attention_heads == 64);
+}
+
+TEST_CASE("gpt_oss: gpt-oss-20b, attention sinks, biased experts with the clamped SwiGLU, sliding layers") {
+  const ModelSpec m = load("gpt-oss-20b");
+  const ParameterCounts c = counts(m);
+  // openai/gpt-oss-20b model card (gpt-oss model card, Table 1): 20.91B total, 3.61B active.
+  CHECK(c.total == 20'914'757'184);
+  CHECK(rounds_to(c.total, 20.91e9));
+  CHECK(rounds_to(c.active_per_token, 3.61e9));
+  CHECK(m.attention_sinks);
+  CHECK(m.router_bias);
+  CHECK(m.expert_bias);
+  CHECK(m.clamped_swiglu);
+  CHECK(m.num_experts == 32);
+  CHECK(m.experts_per_token == 4);
+  CHECK(m.sliding_window == 128);
+  CHECK(m.global_attention_every == 2);
+}
+
+TEST_CASE("gemma3: the text model inside text_config (Config defaults fill it), and Gemma3ForCausalLM") {
+  std::vector<Warning> warnings;
+  const ModelSpec m = load("gemma-3-4b-pt", &warnings);
+  REQUIRE(warnings.size() == 1);
+  CHECK(std::string(warnings[0].message).find("only its text model") != std::string::npos);
+  // Gemma 3 technical report, Table 1: 4B = 417M vision + 675M embedding + 3,209M non-embedding.
+  const int64_t embedding = m.vocab_size * m.hidden_size;
+  CHECK(count_model_parameters(m) - embedding == 3'209'010'688);
+  CHECK(m.num_attention_heads == 8);   // Gemma3TextConfig default
+  CHECK(m.num_key_value_heads == 4);   // Gemma3TextConfig default
+  CHECK(m.head_dim == 256);
+  CHECK(m.vocab_size == 262208);
+  CHECK(m.qk_norm == QkNorm::per_head);
+  CHECK(m.post_norms);
+  CHECK(m.attn_softcap == 0.0);
+  CHECK(m.sliding_window == 1024);
+  CHECK(m.tie_word_embeddings);
+  const ModelSpec one = load("gemma-3-1b-it");
+  // Table 1: 1B = 302M embedding + 698M non-embedding.
+  CHECK(one.vocab_size * one.hidden_size == 301'989'888);
+  CHECK(count_model_parameters(one) - one.vocab_size * one.hidden_size == 697'896'064);
+  CHECK(one.global_attention_every == 6);
+}
+
+TEST_CASE("llama4: Llama-4-Scout's text model, all-experts MoE with a shared expert") {
+  std::vector<Warning> warnings;
+  const ModelSpec m = load("llama-4-scout-17b-16e", &warnings);
+  CHECK(warnings.size() == 1);
+  const ParameterCounts c = counts(m);
+  // meta-llama/Llama-4-Scout-17B-16E model card: 17B active, 109B total (the total includes the
+  // vision encoder and projector; the text model is 107.77B).
+  CHECK(c.total == 107'769'861'120);
+  CHECK(c.active_per_token + m.vocab_size * m.hidden_size == 17'172'894'720);  // cards count the input embedding
+  CHECK(m.moe_impl == MoeImpl::all_experts);
+  CHECK(m.router == RouterKind::topk_sigmoid);
+  CHECK(m.num_shared_experts == 1);
+  CHECK(m.qk_norm == QkNorm::l2);
+  CHECK(m.intermediate_size == 16384);
+  CHECK(m.expert_width() == 8192);
+  CHECK(!m.tie_word_embeddings);
+}
+
+TEST_CASE("roberta: roberta-base as RobertaForMaskedLM") {
+  const ModelSpec m = load("roberta-base");
+  // FacebookAI/roberta-base model card: 125M parameters; 124,697,433 as RobertaForMaskedLM builds it
+  // (no pooler; the decoder weight tied to the embeddings, its bias counted).
+  CHECK(rounds_to(count_model_parameters(m), 125e6));
+  CHECK(count_model_parameters(m) == 124'697'433);
+  CHECK(m.bert_style);
+  CHECK(m.head == HeadKind::masked_lm);
+  CHECK(m.type_vocab_size == 1);
+  CHECK(m.max_position_embeddings == 514);
+}
+
+TEST_CASE("refused families name the missing feature; JSON Infinity in a config is read") {
+  CHECK(error_of("t5-small").find("encoder-decoder model: memplan does not model a decoder stack with cross-attention") !=
+        std::string::npos);
+  const std::string nemotron = error_of("nvidia-nemotron-nano-9b-v2");
+  CHECK(nemotron.find("state-space (Mamba) layers") != std::string::npos);  // the Infinity literal parsed first
+  CHECK(nemotron.find("nemotron_h") != std::string::npos);
+}
+
+TEST_CASE("every supported family has defaults, and the features it declares are consistent") {
+  for (const std::string& t : supported_model_types()) {
+    CAPTURE(t);
+    const auto m = family_defaults(t);
+    REQUIRE(m.has_value());
+    CHECK(norms_per_layer(*m) >= 1);
+    if (m->parallel_shared_norm) CHECK(m->parallel_residual);
+    CHECK(m->rotary_fraction > 0);
+    CHECK(m->rotary_fraction <= 1);
+  }
+}
+
+TEST_CASE("every family's fixture estimates: positive phases, activations that grow with the micro-batch") {
+  for (const char* name : {"phi-2", "stablelm-3b-4e1t", "starcoder2-7b", "gpt_bigcode-santacoder", "falcon-7b", "mpt-7b",
+                           "olmo-2-1124-7b", "olmo-3-1025-7b", "aya-23-8b", "internlm2_5-7b", "granite-3.0-1b-a400m-base",
+                           "deepseek-moe-16b-base", "deepseek-v2-lite", "gpt-oss-20b", "gemma-3-1b-it", "roberta-base"}) {
+    CAPTURE(name);
+    TrainingSetup s;
+    s.model = load(name);
+    s.model.num_layers = std::min<int64_t>(s.model.num_layers, 4);  // the layer kinds, not the depth
+    s.batch.seq_len = 256;
+    for (AttentionImpl a : {AttentionImpl::eager, AttentionImpl::sdpa, AttentionImpl::flash})
+      for (Precision p : {Precision::fp32, Precision::amp_bf16, Precision::bf16})
+        for (const char* ckpt : {"none", "full"}) {
+          CAPTURE(to_string(a));
+          CAPTURE(to_string(p));
+          CAPTURE(ckpt);
+          s.attention = a;
+          s.precision = p;
+          s.checkpointing = *parse_checkpointing(ckpt);
+          REQUIRE(validate(s).empty());
+          s.batch.micro_batch = 1;
+          const MemoryBreakdown one = estimate(s);
+          s.batch.micro_batch = 2;
+          const MemoryBreakdown two = estimate(s);
+          CHECK(one.peak_bytes() > 0);
+          CHECK(one.at(Phase::forward)[Term::activations] > 0);
+          CHECK(two.at(Phase::forward)[Term::activations] > one.at(Phase::forward)[Term::activations]);
+          CHECK(two.peak_bytes() >= one.peak_bytes());
+        }
+  }
+}

@@ -1,0 +1,218 @@
+// Models named by Hub id: bundled presets and their -Instruct/-chat/-it variants, the Hugging Face
+// cache, memplan's cache, and the Hub client (libcurl through dlopen) against a real HTTP server on
+// 127.0.0.1 serving the Hub's URL layout through HF_ENDPOINT: found, gated without a token, 404,
+// offline, unreachable, timeout, cache hit, a malformed cached file, a non-JSON answer.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "estimator/model.h"
+#include "profiles/hub.h"
+#include "profiles/profiles.h"
+#include "tests/profiles/local_hub.h"
+
+using namespace memplan;
+using namespace memplan::profiles;
+using memplan::testing::EnvGuard;
+using memplan::testing::LocalHub;
+using memplan::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kTinyLlama = R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 688,
+  "num_attention_heads": 8, "num_key_value_heads": 2, "num_hidden_layers": 4, "vocab_size": 1000,
+  "tie_word_embeddings": false
+})";
+
+// A test's world: temp caches, a local Hub, and the Hub variables pointed at them.
+struct HubEnv {
+  TempDir dir;
+  EnvGuard env;
+  LocalHub hub;
+  HubEnv() {
+    env.set("XDG_CACHE_HOME", dir.path() + "/xdg");
+    env.set("HF_HOME", dir.path() + "/hf-home");
+    env.set("HF_HUB_CACHE", dir.path() + "/hf-hub");
+    env.set("HF_ENDPOINT", hub.endpoint());
+    env.set("MEMPLAN_HUB_TIMEOUT", "10");
+    for (const char* v : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_HUB_OFFLINE", "HUGGINGFACE_HUB_CACHE"})
+      env.unset(v);
+  }
+  std::string cached(const std::string& repo) const { return dir.path() + "/xdg/memplan/hub/" + repo + "/config.json"; }
+};
+
+std::string error_of(const std::string& name) {
+  try {
+    load_model(name, Where::at_flag("--model"));
+  } catch (const InputError& e) {
+    return e.render();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Files left in a folder other than config.json (a half-written temporary would show here).
+int stray_files(const std::string& folder) {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec))
+    if (e.path().filename() != "config.json") ++n;
+  return n;
+}
+
+bool libcurl_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    if (line.find("libcurl") != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("repo ids and their fine-tuning variants") {
+  CHECK(hub::is_repo_id("Qwen/Qwen2.5-7B-Instruct"));
+  CHECK(hub::is_repo_id("meta-llama/Llama-3.1-8B"));
+  CHECK_FALSE(hub::is_repo_id("llama-3-8b"));
+  CHECK_FALSE(hub::is_repo_id("models/config.json"));
+  CHECK_FALSE(hub::is_repo_id("a/b/c"));
+  CHECK_FALSE(hub::is_repo_id("../etc"));
+  CHECK_FALSE(hub::is_repo_id("org/na me"));
+  CHECK(hub::variant_key("Qwen/Qwen2.5-7B-Instruct") == hub::variant_key("Qwen/Qwen2.5-7B"));
+  CHECK(hub::variant_key("google/gemma-2-2b-it") == hub::variant_key("google/gemma-2-2b"));
+  CHECK(hub::variant_key("meta-llama/Llama-2-7b-chat-hf") == hub::variant_key("meta-llama/Llama-2-7b-hf"));
+  CHECK(hub::variant_key("mistralai/Mistral-Nemo-Instruct-2407") == hub::variant_key("mistralai/Mistral-Nemo-Base-2407"));
+  CHECK(hub::variant_key("meta-llama/Llama-3.1-70B") != hub::variant_key("meta-llama/Llama-3.1-8B"));
+}
+
+TEST_CASE("a preset's HF id and its -Instruct/-it variants resolve to the preset without the network") {
+  HubEnv w;
+  w.env.set("HF_ENDPOINT", "http://127.0.0.1:1");  // nothing listens: any fetch would fail
+  CHECK(load_model("Qwen/Qwen2.5-7B-Instruct", Where{}).name == "qwen2.5-7b");
+  CHECK(load_model("qwen/qwen2.5-7b-instruct", Where{}).name == "qwen2.5-7b");  // case-insensitive
+  CHECK(load_model("meta-llama/Llama-3.1-8B-Instruct", Where{}).name == "llama-3.1-8b");
+  CHECK(load_model("google/gemma-2-2b-it", Where{}).name == "gemma-2-2b");
+  CHECK(w.hub.requests() == 0);
+  CHECK_FALSE(libcurl_mapped());  // resolving presets never loads libcurl
+}
+
+TEST_CASE("the Hugging Face cache: refs/main picks the snapshot") {
+  HubEnv w;
+  const fs::path model = fs::path(w.dir.path()) / "hf-hub" / "models--test-org--cached-llama";
+  fs::create_directories(model / "refs");
+  fs::create_directories(model / "snapshots" / "aaaa");
+  fs::create_directories(model / "snapshots" / "bbbb");
+  std::ofstream(model / "refs" / "main") << "aaaa";
+  std::ofstream(model / "snapshots" / "aaaa" / "config.json") << kTinyLlama;
+  std::ofstream(model / "snapshots" / "bbbb" / "config.json") << "{\"model_type\": \"gpt2\"}";  // another revision
+  const ModelSpec m = load_model("test-org/cached-llama", Where{});
+  CHECK(m.model_type == "llama");
+  CHECK(m.name == "test-org/cached-llama");
+  CHECK(m.hf_repo == "test-org/cached-llama");
+  CHECK(m.hidden_size == 256);
+  CHECK(w.hub.requests() == 0);
+  // HF_HOME/hub is the default when HF_HUB_CACHE is not set.
+  w.env.unset("HF_HUB_CACHE");
+  CHECK(hub::hf_cache_dir() == w.dir.path() + "/hf-home/hub");
+}
+
+TEST_CASE("the Hub over HTTP: found, written atomically to memplan's cache, then a cache hit") {
+  HubEnv w;
+  w.hub.add("test-org/tiny-llama", {200, kTinyLlama, "", 0});
+  const ModelSpec m = load_model("test-org/tiny-llama", Where{});
+  CHECK(m.model_type == "llama");
+  CHECK(m.num_key_value_heads == 2);
+  CHECK(m.name == "test-org/tiny-llama");
+  CHECK(w.hub.requests() == 1);
+  CHECK(slurp(w.cached("test-org/tiny-llama")) == kTinyLlama);
+  CHECK(stray_files(fs::path(w.cached("test-org/tiny-llama")).parent_path().string()) == 0);
+  CHECK(libcurl_mapped());  // opened for the fetch
+  // A second resolution reads memplan's cache: no request.
+  CHECK(load_model("test-org/tiny-llama", Where{}).hidden_size == 256);
+  CHECK(w.hub.requests() == 1);
+  // ... also with HF_HUB_OFFLINE.
+  w.env.set("HF_HUB_OFFLINE", "1");
+  CHECK(load_model("test-org/tiny-llama", Where{}).hidden_size == 256);
+  CHECK(w.hub.requests() == 1);
+}
+
+TEST_CASE("a gated model: 401 without a token names the cause; HF_TOKEN is sent as a bearer token") {
+  HubEnv w;
+  w.hub.add("gated-org/gated-llama", {200, kTinyLlama, "hf_secret", 0});
+  const std::string e = error_of("gated-org/gated-llama");
+  CHECK(contains(e, "error: --model: the Hub refused 'gated-org/gated-llama' (HTTP 401): the model is gated or private and no "
+                    "token was given"));
+  CHECK(contains(e, "hint: accept the model's terms at " + w.hub.endpoint() + "/gated-org/gated-llama and set HF_TOKEN"));
+  CHECK_FALSE(fs::exists(w.cached("gated-org/gated-llama")));
+  w.env.set("HF_TOKEN", "hf_wrong");
+  CHECK(contains(error_of("gated-org/gated-llama"), "the token given has no access"));
+  w.env.set("HF_TOKEN", "hf_secret");
+  CHECK(load_model("gated-org/gated-llama", Where{}).model_type == "llama");
+  // The token file under HF_HOME works as huggingface-cli login writes it.
+  HubEnv w2;
+  w2.hub.add("gated-org/other", {200, kTinyLlama, "hf_file_token", 0});
+  fs::create_directories(w2.dir.path() + "/hf-home");
+  std::ofstream(w2.dir.path() + "/hf-home/token") << "hf_file_token\n";
+  CHECK(load_model("gated-org/other", Where{}).model_type == "llama");
+}
+
+TEST_CASE("Hub errors name the model and the reason, and write nothing to the cache") {
+  HubEnv w;
+  SUBCASE("404") {
+    const std::string e = error_of("test-org/missing");
+    CHECK(contains(e, "error: --model: the Hub has no config.json for 'test-org/missing' (HTTP 404)"));
+    CHECK(contains(e, "hint: check the model id"));
+    CHECK_FALSE(fs::exists(fs::path(w.cached("test-org/missing")).parent_path()));
+  }
+  SUBCASE("offline") {
+    w.env.set("HF_HUB_OFFLINE", "1");
+    const std::string e = error_of("test-org/not-cached");
+    CHECK(contains(e, "'test-org/not-cached' is not in the Hugging Face cache (" + w.dir.path() + "/hf-hub)"));
+    CHECK(contains(e, "HF_HUB_OFFLINE forbids fetching it"));
+    CHECK(w.hub.requests() == 0);
+  }
+  SUBCASE("unreachable") {
+    w.env.set("HF_ENDPOINT", "http://127.0.0.1:1");
+    const std::string e = error_of("test-org/anything");
+    CHECK(contains(e, "error: --model: cannot reach the Hub for 'test-org/anything': "));
+    CHECK(contains(e, "hint: check the network and HF_ENDPOINT"));
+  }
+  SUBCASE("timeout") {
+    w.hub.add("test-org/slow", {200, kTinyLlama, "", 4000});
+    w.env.set("MEMPLAN_HUB_TIMEOUT", "1");
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string e = error_of("test-org/slow");
+    CHECK(contains(e, "fetching 'test-org/slow' from the Hub timed out after 1 s"));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));
+    CHECK_FALSE(fs::exists(w.cached("test-org/slow")));
+  }
+  SUBCASE("an answer that is not JSON") {
+    w.hub.add("test-org/html", {200, "<html>sign in</html>", "", 0});
+    const std::string e = error_of("test-org/html");
+    CHECK(contains(e, "the Hub's config.json for 'test-org/html' is not a model config"));
+    CHECK_FALSE(fs::exists(w.cached("test-org/html")));
+  }
+}
+
+TEST_CASE("a malformed file in memplan's cache: an error naming the model, the file and how to recover") {
+  HubEnv w;
+  fs::create_directories(fs::path(w.cached("test-org/broken")).parent_path());
+  std::ofstream(w.cached("test-org/broken")) << "{\"model_type\": \"llama\",\n \"hidden_size\": 25";
+  const std::string e = error_of("test-org/broken");
+  CHECK(contains(e, w.cached("test-org/broken") + ":2:"));
+  CHECK(contains(e, "error: the cached config.json of 'test-org/broken' is malformed: "));
+  CHECK(contains(e, "hint: delete " + w.cached("test-org/broken") + " and memplan fetches it again"));
+  CHECK(w.hub.requests() == 0);
+}

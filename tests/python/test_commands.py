@@ -1,0 +1,158 @@
+"""memplan.estimate / fit / plan against the CLI: the same documents for the bundled examples,
+the same errors (message, location, hint), and keyword checking with did-you-mean.
+
+Run by ctest (tests/python/CMakeLists.txt) with PYTHONPATH=build/python and MEMPLAN_BIN=build/memplan.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import unittest
+import warnings
+
+import memplan
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("MEMPLAN_BIN", os.path.join(ROOT, "build", "memplan"))
+EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.yaml")))
+
+
+def cli(*args):
+    p = subprocess.run([BIN, *args], capture_output=True, text=True, cwd=ROOT)
+    return p.returncode, p.stdout, p.stderr
+
+
+def comparable(doc):
+    # plan's search time is measured, so it differs between any two runs.
+    doc = json.loads(json.dumps(doc))
+    if "search" in doc:
+        doc["search"].pop("seconds", None)
+    return doc
+
+
+class SameAsCli(unittest.TestCase):
+    def test_examples_exist(self):
+        self.assertGreaterEqual(len(EXAMPLES), 5, EXAMPLES)
+
+    def test_bundled_examples(self):
+        # Each command on each example: the CLI's --json document, or the CLI's error.
+        compared = 0
+        for path in EXAMPLES:
+            for command in ("estimate", "fit", "plan"):
+                with self.subTest(example=os.path.basename(path), command=command):
+                    code, out, err = cli(command, "--config", path, "--json")
+                    self.assertIn(code, (0, 1, 2), err)
+                    if code == 2:
+                        with self.assertRaises(memplan.InputError) as caught:
+                            getattr(memplan, command)(config=path)
+                        # Reader warnings may come first; the error is the end of stderr.
+                        self.assertTrue(err.strip().endswith(str(caught.exception)), (err, str(caught.exception)))
+                        continue
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", memplan.ConfigWarning)
+                        doc = getattr(memplan, command)(config=path)
+                    self.assertEqual(comparable(doc), comparable(json.loads(out)))
+                    self.assertEqual(doc["schema"], f"memplan.{command}/v1")
+                    compared += 1
+        self.assertGreaterEqual(compared, 2 * len(EXAMPLES))
+
+    def test_done_criterion(self):
+        peak = memplan.estimate(model="gpt2", micro_batch=1, seq_len=512)["per_gpu"]["peak_bytes"]
+        code, out, _ = cli("estimate", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "512", "--json")
+        self.assertEqual(code, 0)
+        self.assertEqual(peak, json.loads(out)["per_gpu"]["peak_bytes"])
+        self.assertGreater(peak, 124_439_808 * 4)  # at least the fp32 weights of GPT-2
+
+    def test_flags_as_keywords(self):
+        kw = dict(model="llama-3.2-1b", gpu="rtx-4090", micro_batch=2, seq_len=1024, grad_accum=4,
+                  precision="amp-bf16", optimizer="adamw", checkpointing="full", attention="sdpa", zero=0,
+                  finetune="lora", lora_rank=16, lora_targets=["q", "v"])
+        args = ["--model", "llama-3.2-1b", "--gpu", "rtx-4090", "--micro-batch", "2", "--seq-len", "1024",
+                "--grad-accum", "4", "--precision", "amp-bf16", "--optimizer", "adamw", "--checkpointing", "full",
+                "--attention", "sdpa", "--zero", "0", "--finetune", "lora", "--lora-rank", "16", "--lora-targets", "q,v"]
+        for command in ("estimate", "fit"):
+            code, out, err = cli(command, *args, "--json")
+            self.assertIn(code, (0, 1), err)
+            self.assertEqual(getattr(memplan, command)(**kw), json.loads(out))
+        code, out, err = cli("plan", *args[:4], "--seq-len", "1024", "--global-batch", "32", "--no-offload", "--json")
+        self.assertIn(code, (0, 1), err)
+        doc = memplan.plan(model="llama-3.2-1b", gpu="rtx-4090", seq_len=1024, global_batch=32, no_offload=True)
+        self.assertEqual(comparable(doc), comparable(json.loads(out)))
+
+    def test_model_dict_is_an_hf_config(self):
+        with open(os.path.join(ROOT, "profiles", "models", "gpt2.json")) as f:
+            config = json.load(f)
+        from_dict = memplan.estimate(model=config, micro_batch=2, seq_len=256)
+        from_preset = memplan.estimate(model="gpt2", micro_batch=2, seq_len=256)
+        self.assertEqual(from_dict["per_gpu"]["peak_bytes"], from_preset["per_gpu"]["peak_bytes"])
+        self.assertEqual(from_dict["model"]["parameters"], 124_439_808)  # GPT-2 with vocab 50257
+
+    def test_config_dict(self):
+        config = {"model": {"preset": "gpt2"}, "training": {"micro_batch_size": 2, "seq_len": 256}}
+        self.assertEqual(memplan.estimate(config=config)["per_gpu"]["peak_bytes"],
+                         memplan.estimate(model="gpt2", micro_batch=2, seq_len=256)["per_gpu"]["peak_bytes"])
+
+
+class Errors(unittest.TestCase):
+    def assert_same_error(self, kwargs, args, command="estimate"):
+        code, _, err = cli(command, *args)
+        self.assertEqual(code, 2)
+        with self.assertRaises(memplan.InputError) as caught:
+            getattr(memplan, command)(**kwargs)
+        e = caught.exception
+        self.assertIsInstance(e, ValueError)
+        self.assertEqual(str(e), err.strip())
+        return e
+
+    def test_flag_value(self):
+        e = self.assert_same_error(dict(model="gpt2", micro_batch=0), ["--model", "gpt2", "--micro-batch", "0"])
+        self.assertEqual((e.flag, e.keyword), ("--micro-batch", "micro_batch"))
+        self.assertIn("at least 1", e.message)
+
+    def test_unreadable_value(self):
+        e = self.assert_same_error(dict(model="gpt2", micro_batch="abc"), ["--model", "gpt2", "--micro-batch", "abc"])
+        self.assertEqual(e.hint, "memplan estimate --help shows what --micro-batch takes")
+
+    def test_unknown_model(self):
+        e = self.assert_same_error(dict(model="no-such-model"), ["--model", "no-such-model"])
+        self.assertEqual(e.flag, "--model")
+
+    def test_broken_file_has_a_position(self):
+        path = os.path.join(ROOT, "tests", "data", "cli", "malformed.yaml")
+        e = self.assert_same_error(dict(config=path), ["--config", path])
+        self.assertEqual(e.file, path)
+        self.assertGreater(e.line, 0)
+        self.assertEqual(e.location, f"{path}:{e.line}:{e.col}" if e.col else f"{path}:{e.line}")
+
+    def test_fit_needs_a_device(self):
+        self.assert_same_error(dict(model="gpt2"), ["--model", "gpt2"], command="fit")
+
+    def test_unknown_keyword_did_you_mean(self):
+        with self.assertRaises(memplan.InputError) as caught:
+            memplan.estimate(model="gpt2", micro_bach=4)
+        e = caught.exception
+        self.assertEqual(e.message, "unknown keyword argument 'micro_bach' for memplan.estimate()")
+        self.assertTrue(e.hint.startswith("did you mean 'micro_batch'?"), e.hint)
+        self.assertEqual(e.keyword, "micro_bach")
+
+    def test_output_flags_are_not_keywords(self):
+        with self.assertRaises(memplan.InputError):
+            memplan.estimate(model="gpt2", yaml=True)
+
+    def test_switch_and_value_types(self):
+        with self.assertRaises(memplan.InputError) as caught:
+            memplan.estimate(model="gpt2", micro_batch=True)
+        self.assertEqual(caught.exception.flag, "--micro-batch")
+        with self.assertRaises(memplan.InputError):
+            memplan.plan(model="gpt2", gpu="rtx-4090", global_batch=8, no_offload="yes")
+
+    def test_dict_errors_name_the_argument(self):
+        with self.assertRaises(memplan.InputError) as caught:
+            memplan.estimate(model={"model_type": "gpt2", "n_embd": "wide"})
+        self.assertEqual(caught.exception.file, "<model dict>")
+        self.assertNotIn("memplan-", str(caught.exception))  # no temporary path leaks out
+
+
+if __name__ == "__main__":
+    unittest.main()

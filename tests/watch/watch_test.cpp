@@ -1,0 +1,214 @@
+// memplan watch through cli::run: a real python3 child that allocates memory and exits with a
+// code, a child killed by a signal, a signal sent to memplan passed on to the child, commands that
+// cannot start, the log and its replay, bad flags, and the GPU samplers (NVML, ROCm SMI) loaded
+// with dlopen from fake_gpu_smi, a stand-in library built beside this test.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/cli.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+Run watch(const std::vector<std::string>& args) {
+  std::vector<const char*> argv = {"memplan", "watch"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  Run r;
+  r.code = memplan::cli::run(static_cast<int>(argv.size()), argv.data(), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+// A folder of this test's own, removed when the suite ends.
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("memplan-watch-test-" + std::to_string(::getpid()));
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+} g_temp;
+
+// A fresh path in that folder.
+std::string temp_path(const std::string& name) {
+  const fs::path dir = g_temp.path;
+  fs::create_directories(dir);
+  const fs::path p = dir / name;
+  fs::remove(p);
+  return p.string();
+}
+
+std::vector<json> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<json> v;
+  for (std::string line; std::getline(in, line);) v.push_back(json::parse(line));
+  return v;
+}
+
+// Holds 300 MiB of touched memory for a second, then exits with 3.
+const std::string kAllocate = "import time; b = b'x' * (300 * 2**20); time.sleep(1.0); raise SystemExit(3)";
+constexpr int64_t kMiB = 1 << 20;
+
+struct EnvVar {
+  EnvVar(const char* name, const std::string& value) : name_(name) { ::setenv(name, value.c_str(), 1); }
+  ~EnvVar() { ::unsetenv(name_); }
+  const char* name_;
+};
+
+}  // namespace
+
+TEST_CASE("watch runs a real child, samples its process tree and exits with its code") {
+  const std::string log = temp_path("alloc.jsonl");
+  const Run r = watch({"--source", "process", "--interval", "0.3", "--log", log, "--", MEMPLAN_TEST_PYTHON, "-c", kAllocate});
+  CHECK(r.code == 3);
+  CHECK(r.err.find("exited with 3 after") != std::string::npos);
+  CHECK(r.err.find("] Memory: ") != std::string::npos);  // the live line, "[0.3s] Memory: 0.3/23.5 GiB (1%), Status: normal"
+  CHECK(r.err.find("Status: normal") != std::string::npos);
+  const auto records = read_lines(log);
+  REQUIRE(records.size() >= 3);
+  CHECK(records.front()["kind"] == "start");
+  CHECK(records.front()["schema"] == "memplan.monitor/v1");
+  CHECK(records.front()["command"][0] == MEMPLAN_TEST_PYTHON);
+  CHECK(records[1]["kind"] == "sample");
+  const json& end = records.back();
+  CHECK(end["kind"] == "end");
+  CHECK(end["exit_code"] == 3);
+  // The child held 300 MiB of touched bytes: the peak (sampled RSS or the kernel's ru_maxrss) sees them.
+  CHECK(end["peak_bytes"].get<int64_t>() >= 300 * kMiB);
+  CHECK(end["max_rss_bytes"].get<int64_t>() >= 300 * kMiB);
+  CHECK(end["peak_bytes"].get<int64_t>() < 2048 * kMiB);
+
+  SUBCASE("the log reads back") {
+    const Run replay = watch({"--replay", log});
+    CHECK(replay.code == 0);
+    CHECK(replay.out.find("memplan watch --replay") != std::string::npos);
+    CHECK(replay.out.find("] Memory: ") != std::string::npos);
+    CHECK(replay.out.find("ended with exit code 3") != std::string::npos);
+  }
+  SUBCASE("an existing log is not replaced without --force") {
+    const Run again = watch({"--log", log, "--", "true"});
+    CHECK(again.code == 2);
+    CHECK(again.err.find("error: --log:") == 0);
+    CHECK(watch({"--source", "process", "--log", log, "--force", "--", "true"}).code == 0);
+  }
+}
+
+TEST_CASE("watch compares the peak with the estimate of the setup flags") {
+  const Run r = watch({"--source", "process", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128", "--device", "cpu",
+                       "--", MEMPLAN_TEST_PYTHON, "-c", kAllocate});
+  CHECK(r.code == 3);
+  CHECK(r.err.find("estimate: ") != std::string::npos);
+  CHECK(r.err.find("measured peak ") != std::string::npos);
+  SUBCASE("bad setup flags stop before anything runs") {
+    const std::string marker = temp_path("ran");
+    const Run bad = watch({"--model", "gpt2", "--micro-batch", "0", "--", "touch", marker});
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find("error: --micro-batch: must be at least 1") == 0);
+    CHECK(!fs::exists(marker));
+  }
+}
+
+TEST_CASE("watch: a child ended by a signal, and a signal sent to memplan") {
+  const Run killed = watch({"--source", "process", "--", MEMPLAN_TEST_PYTHON, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"});
+  CHECK(killed.code == 128 + SIGKILL);
+  CHECK(killed.err.find("was ended by signal 9") != std::string::npos);
+
+  // SIGTERM from another process to memplan reaches the child (which would otherwise sleep 30 s).
+  std::thread sender([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    ::kill(::getpid(), SIGTERM);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const Run forwarded = watch({"--source", "process", "--", MEMPLAN_TEST_PYTHON, "-c", "import time; time.sleep(30)"});
+  sender.join();
+  CHECK(forwarded.code == 128 + SIGTERM);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+}
+
+TEST_CASE("watch: commands that cannot start") {
+  const Run missing = watch({"--", "memplan-no-such-command"});
+  CHECK(missing.code == 127);
+  CHECK(missing.err.rfind("error: cannot run 'memplan-no-such-command': No such file or directory\nhint: ", 0) == 0);
+  const std::string file = temp_path("not-executable.sh");
+  std::ofstream(file) << "echo hi\n";
+  const Run denied = watch({"--", file});
+  CHECK(denied.code == 126);
+  CHECK(denied.err.find("Permission denied") != std::string::npos);
+}
+
+TEST_CASE("watch: bad flags") {
+  CHECK(watch({}).err.rfind("error: memplan watch needs the training command to run\nhint: memplan watch [--interval S]", 0) == 0);
+  CHECK(watch({}).code == 2);
+  CHECK(watch({"--interval", "0", "--", "true"}).code == 2);
+  CHECK(watch({"--source", "cuda", "--", "true"}).code == 2);
+  CHECK(watch({"--replay", "x.jsonl", "--", "true"}).code == 2);
+  const Run replay_missing = watch({"--replay", temp_path("none.jsonl")});
+  CHECK(replay_missing.code == 2);
+  CHECK(replay_missing.err.find("cannot read the log") != std::string::npos);
+  const std::string broken = temp_path("broken.jsonl");
+  std::ofstream(broken) << R"({"schema": "memplan.monitor/v1", "kind": "start"})" << "\n" << R"({"schema": "memplan.monitor/v1", "kind": )" << "\n";
+  const Run bad_log = watch({"--replay", broken});
+  CHECK(bad_log.code == 2);
+  CHECK(bad_log.err.rfind(broken + ":2:", 0) == 0);
+}
+
+TEST_CASE("watch: NVML missing, and the GPU samplers through dlopen") {
+  SUBCASE("--source nvml without NVML is a clear error") {
+    EnvVar lib("MEMPLAN_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1");
+    const Run r = watch({"--source", "nvml", "--", "true"});
+    CHECK(r.code == 2);
+    CHECK(r.err.rfind("error: --source: NVML is not available: ", 0) == 0);
+  }
+  SUBCASE("auto falls back to the process tree") {
+    EnvVar lib("MEMPLAN_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1");
+    EnvVar rocm("MEMPLAN_ROCM_SMI_LIBRARY", "/nonexistent/librocm_smi64.so.1");
+    const Run r = watch({"--", "true"});
+    CHECK(r.code == 0);
+    CHECK(r.err.find("sampling the process tree's RSS") != std::string::npos);
+    CHECK(r.err.find("no GPU sampler: NVML: ") != std::string::npos);
+  }
+  SUBCASE("NVML") {
+    EnvVar lib("MEMPLAN_NVML_LIBRARY", MEMPLAN_FAKE_GPU_SMI);
+    const Run r = watch({"--source", "nvml", "--interval", "0.3", "--", MEMPLAN_TEST_PYTHON, "-c", "import time; time.sleep(0.8)"});
+    CHECK(r.code == 0);
+    CHECK(r.err.find("sampling nvml") != std::string::npos);
+    // Two devices: one figure each on the live line, the fuller one decides the status.
+    CHECK(r.err.find("Memory: GPU0 18.") != std::string::npos);
+    CHECK(r.err.find("/24.0 GiB (7") != std::string::npos);
+    CHECK(r.err.find("GPU1 1.0/16.0 GiB (6%)") != std::string::npos);
+    CHECK(r.err.find("on GPU0 Fake GPU 24GB") != std::string::npos);
+  }
+  SUBCASE("CUDA_VISIBLE_DEVICES picks the GPUs") {
+    EnvVar lib("MEMPLAN_NVML_LIBRARY", MEMPLAN_FAKE_GPU_SMI);
+    EnvVar visible("CUDA_VISIBLE_DEVICES", "1");
+    const Run r = watch({"--source", "nvml", "--", "true"});
+    CHECK(r.code == 0);
+    CHECK(r.err.find("on GPU1 Fake GPU 16GB") != std::string::npos);
+  }
+  SUBCASE("ROCm SMI") {
+    EnvVar lib("MEMPLAN_ROCM_SMI_LIBRARY", MEMPLAN_FAKE_GPU_SMI);
+    const Run r = watch({"--source", "rocm-smi", "--", MEMPLAN_TEST_PYTHON, "-c", "raise SystemExit(5)"});
+    CHECK(r.code == 5);
+    CHECK(r.err.find("sampling rocm-smi") != std::string::npos);
+    CHECK(r.err.find("on GPU0 Fake Instinct") != std::string::npos);
+  }
+}
