@@ -4,6 +4,8 @@
 // Nothing here computes memory; see estimator/estimate.h.
 #pragma once
 
+#include "estimator/checked.h"
+
 #include <cstdint>
 #include <algorithm>
 #include <optional>
@@ -277,7 +279,7 @@ struct Parallelism {
   int64_t gpus_per_node = 8;        // ranks per node (hybrid sharding; host memory per node)
 
   int64_t data_parallel() const {
-    const int64_t mp = tensor_parallel * pipeline_parallel;
+    const int64_t mp = saturating_mul(tensor_parallel, pipeline_parallel);
     return mp > 0 && num_gpus % mp == 0 ? num_gpus / mp : 1;
   }
 };

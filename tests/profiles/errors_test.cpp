@@ -37,7 +37,7 @@ TEST_CASE("broken files: exact messages with file:line:col and hint") {
       {"unknown_preset.yaml",
        ":2:3: error: unknown model 'llama-7b'\nhint: did you mean 'llama-2-7b'? (memplan models lists the presets)"},
       {"wrong_type.yaml", ":4:3: error: training.micro_batch_size must be a positive integer (got 'four')\nhint: write a whole number, e.g. 4 (no quotes)"},
-      {"zero_micro_batch.yaml", ":4:3: error: batch.micro_batch: must be at least 1 (got 0)"},
+      {"zero_micro_batch.yaml", ":4:3: error: batch.micro_batch: must be at least 1 (got 0)\nhint: a size or count: a whole number of 1 or more"},
       {"heads_not_dividing.yaml",
        ":4:3: error: model.num_attention_heads: 16 heads do not divide hidden size 1000\n"
        "hint: set head_dim explicitly if the model uses a head dimension other than hidden/heads"},
@@ -47,7 +47,7 @@ TEST_CASE("broken files: exact messages with file:line:col and hint") {
       {"topk.yaml",
        ":6:3: error: model.num_experts_per_token: top-6 routing needs at least 6 experts (the model has 4)\n"
        "hint: num_experts_per_token must not exceed num_experts"},
-      {"zero4.yaml", ":4:5: error: parallel.zero_stage: ZeRO stage must be 0, 1, 2 or 3 (got 4)"},
+      {"zero4.yaml", ":4:5: error: parallel.zero_stage: ZeRO stage must be 0, 1, 2 or 3 (got 4)\nhint: DeepSpeed ZeRO has stages 0 to 3"},
       {"absurd.yaml",
        ":2:3: error: model.hidden_size: is absurdly large (100000000); the limit is 1000000\nhint: check the units"},
       {"inline_missing_heads.yaml",
