@@ -141,7 +141,8 @@ void set_global_batch(const Node& n, ConfigState& st) {
 int as_zero_stage(const Node& n) {
   const int64_t stage = as_int(n);
   if (stage < INT_MIN || stage > INT_MAX)
-    throw InputError(n.where, fmt::format("parallel.zero_stage: ZeRO stage must be 0, 1, 2 or 3 (got {})", stage));
+    throw InputError(n.where, fmt::format("parallel.zero_stage: ZeRO stage must be 0, 1, 2 or 3 (got {})", stage),
+                     "DeepSpeed ZeRO has stages 0 to 3");
   return static_cast<int>(stage);
 }
 
@@ -398,7 +399,8 @@ const Table& runtime_keys() {
        }},
       {{"transformers_version", "transformers"}, [](const Node& n, ConfigState& st) {
          const auto v = parse_version(as_text(n));
-         if (!v) throw InputError(n.where, fmt::format("runtime.transformers_version must look like 4.52 (got '{}')", as_text(n)));
+         if (!v) throw InputError(n.where, fmt::format("runtime.transformers_version must look like 4.52 (got '{}')", clip(as_text(n))),
+                                  "the transformers release the job runs: python -c 'import transformers; print(transformers.__version__)'");
          st.s().runtime.transformers_major = v->first;
          st.s().runtime.transformers_minor = v->second;
          st.note("runtime.transformers_version", n);
