@@ -153,6 +153,10 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   range("data.prefetch_factor", s.data.prefetch_factor, 0, 10'000, "batches each DataLoader worker loads ahead: 0 or more (default 2)");
   range("checkpointing.every_k", s.checkpointing.every_k, 1, 1'000'000, "checkpoint one layer in K: K is at least 1");
   range("hardware.gpu_memory", s.device.capacity_bytes, 0, int64_t{1} << 50, "a GPU's memory in bytes, such as 80GiB");
+  range("hardware.cuda_context_bytes", s.device.cuda_context_bytes, 0, int64_t{1} << 40,
+        "the CUDA context's bytes: a few hundred MiB (memplan calibrate measures it)");
+  range("hardware.cublas_workspace_bytes", s.device.cublas_workspace_bytes, 0, int64_t{1} << 40,
+        "cuBLAS's workspace per handle: a few MiB");
   if (!(std::isfinite(s.finetune.lora_alpha) && s.finetune.lora_alpha > 0 && s.finetune.lora_alpha <= 1e6))
     p.push_back({"finetune.lora_alpha", fmt::format("must be a positive finite number up to 1e6 (got {})", s.finetune.lora_alpha),
                  "PEFT's lora_alpha is usually r or 2r, e.g. 16"});
@@ -892,8 +896,30 @@ MemoryBreakdown estimate(const TrainingSetup& s, const Timeline& t, const Calibr
   return compose(s, t, cal, /*with_text=*/true, nullptr);
 }
 
+namespace {
+
+// A calibration's corrections within the bounds its reader keeps (profiles/calibration.cpp):
+// checked again here because the estimator is also handed calibrations built in code.
+void check_calibration(const Calibration& c) {
+  constexpr int64_t kTiB = int64_t{1} << 40;
+  auto bad = [](const char* field, const std::string& why) {
+    throw InputError(Where{}, fmt::format("calibration {}: {}", field, why),
+                     "run memplan calibrate again, or keep hand edits within these bounds");
+  };
+  if (c.cuda_context_bytes < -1 || c.cuda_context_bytes > kTiB) bad("cuda_context_bytes", "must be -1 or 0 to 1 TiB");
+  if (c.workspace_bytes < -1 || c.workspace_bytes > kTiB) bad("workspace_bytes", "must be -1 or 0 to 1 TiB");
+  if (!(c.activation_scale > 0 && c.activation_scale <= 100)) bad("activation_scale", "must be in (0, 100]");
+  if (!(c.model_state_scale > 0 && c.model_state_scale <= 100)) bad("model_state_scale", "must be in (0, 100]");
+  if (!(c.overhead_fraction == -1 || (c.overhead_fraction >= 0 && c.overhead_fraction < 1)))
+    bad("overhead_fraction", "must be in [0, 1) (or -1)");
+  if (c.overhead_bytes < -kTiB || c.overhead_bytes > kTiB) bad("overhead_bytes", "must be within 1 TiB either way");
+}
+
+}  // namespace
+
 MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibration* cal, bool with_text,
                         const ParamSummary* summary) {
+  if (cal) check_calibration(*cal);
   MemoryBreakdown out;
   TrainingSetup rs = s;  // the rank's view of the model
   rs.model = rank_model(s);
