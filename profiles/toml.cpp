@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <sstream>
 
 #include "profiles/formats.h"
@@ -27,7 +28,7 @@ constexpr const char* kDepthHint = "configs nest a few levels; this file looks g
 void prescan_toml(const std::string& text, const std::string& path, int max_depth) {
   int line = 1, col = 0, dots = 0, open = 0;
   char quote = 0;
-  bool comment = false, multiline = false;
+  bool comment = false, multiline = false, line_begin = true;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     ++col;
@@ -36,11 +37,13 @@ void prescan_toml(const std::string& text, const std::string& path, int max_dept
       col = 0;
       dots = 0;
       comment = false;
+      line_begin = true;
       if (quote && !multiline) quote = 0;  // a broken string: toml++ reports it
       continue;
     }
     if (comment) continue;
     if (quote) {
+      line_begin = false;
       if (c == '\\' && quote == '"') {
         ++i;
         ++col;
@@ -56,6 +59,21 @@ void prescan_toml(const std::string& text, const std::string& path, int max_dept
       }
       continue;
     }
+    if (line_begin && (c == ' ' || c == '\t')) continue;
+    if (line_begin && c == '[' && open == 0) {
+      // A table header's first key must start like a key: toml++ 3.3.0 asserts it (parse_key,
+      // TOML_ASSERT_ASSUME: an abort in a debug build, undefined behaviour in a release one)
+      // instead of reporting "[!]" or "[e]" with a non-ASCII e. Found by fuzz_load_config.
+      size_t j = i + 1;
+      if (j < text.size() && text[j] == '[') ++j;
+      while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
+      const unsigned char k = j < text.size() ? static_cast<unsigned char>(text[j]) : ']';
+      if (!(std::isalnum(k) && k < 0x80) && k != '_' && k != '-' && k != '"' && k != '\'' && k != ']')
+        throw InputError(Where::at_file(path, line, col + static_cast<int>(j - i)),
+                         "a table header must start with a key (letters, digits, '_' or '-', or a quoted name)",
+                         "write [name] or [\"quoted name\"]; see https://toml.io");
+    }
+    line_begin = false;
     if (c == '"' || c == '\'') {
       quote = c;
       multiline = text.compare(i, 3, std::string(3, c)) == 0;

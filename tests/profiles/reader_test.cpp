@@ -365,3 +365,16 @@ TEST_CASE("TOML is bounded like YAML: size, NUL bytes, nesting before toml++ rec
   CHECK(starts_with(e, "job.toml:1:"));
   CHECK(e.find(": error: more than 20000 values in one TOML file\nhint: ") != std::string::npos);
 }
+
+TEST_CASE("TOML table headers that toml++ 3.3.0 would assert on are refused first (fuzz_load_config)") {
+  auto toml_error = [](const std::string& text) { return error_of([&] { detail::parse_toml(text, "job.toml"); }); };
+  CHECK(toml_error("[!]\n") ==
+        "job.toml:1:2: error: a table header must start with a key (letters, digits, '_' or '-', or a quoted name)\nhint: "
+        "write [name] or [\"quoted name\"]; see https://toml.io");
+  CHECK(starts_with(toml_error("[model]\nname = \"x\"\n  [[ \xC3\xA9]]\n"), "job.toml:3:6: error: a table header must start with a key"));
+  CHECK(starts_with(toml_error("[\x05# x\n"), "job.toml:1:2: error: a table header must start with a key"));
+  CHECK(starts_with(toml_error("a = 1\n[\n"), "job.toml:2:2: error: a table header must start with a key"));
+  // Not headers: brackets inside a multi-line array or a string.
+  CHECK(detail::parse_toml("x = [\n  [1, 2],\n  [3],\n]\ny = \"\"\"\n[!]\"\"\"\n", "job.toml").find("x")->items.size() == 2);
+  CHECK(detail::parse_toml("[a-b]\n[_c]\n[\"d e\"]\n[ 'f' ]\n[[g]]\n", "job.toml").find("g"));
+}
