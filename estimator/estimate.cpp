@@ -138,6 +138,10 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   range("model.num_shared_experts", m.num_shared_experts, 0, 100'000, "always-on experts, usually 0 to 2");
   range("model.moe_layer_frequency", m.moe_layer_frequency, 0, 10'000, "decoder_sparse_step: every n-th layer is MoE");
   range("model.first_dense_layers", m.first_dense_layers, 0, m.num_layers, "first_k_dense_replace: at most the layer count");
+  range("model.type_vocab_size", m.type_vocab_size, 0, 100'000, "BERT's token types: usually 2");
+  range("model.sliding_window", m.sliding_window, 0, 100'000'000, "attention window in tokens (0: none)");
+  range("model.global_attention_every", m.global_attention_every, 0, 1'000'000, "every n-th layer attends globally (0: none)");
+  range("model.q_lora_rank", m.q_lora_rank, 0, 1'000'000, "DeepSeek's compressed query width");
   range("model.kv_lora_rank", m.kv_lora_rank, 0, 1'000'000, "DeepSeek's compressed key/value width");
   range("model.qk_rope_head_dim", m.qk_rope_head_dim, 0, 100'000, "a head dimension");
   range("model.qk_nope_head_dim", m.qk_nope_head_dim, 0, 100'000, "a head dimension");
@@ -160,6 +164,11 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   if (!(std::isfinite(s.finetune.lora_alpha) && s.finetune.lora_alpha > 0 && s.finetune.lora_alpha <= 1e6))
     p.push_back({"finetune.lora_alpha", fmt::format("must be a positive finite number up to 1e6 (got {})", s.finetune.lora_alpha),
                  "PEFT's lora_alpha is usually r or 2r, e.g. 16"});
+  for (const auto& [field, v] : {std::pair<const char*, double>{"model.rotary_fraction", m.rotary_fraction},
+                                 {"model.attn_softcap", m.attn_softcap}, {"model.final_softcap", m.final_softcap},
+                                 {"model.logit_scale", m.logit_scale}, {"model.residual_multiplier", m.residual_multiplier}})
+    if (!(std::isfinite(v) && v >= 0 && v <= 1e6))
+      p.push_back({field, fmt::format("must be a finite number between 0 and 1e6 (got {})", v), "check the model's config.json"});
   if (!(std::isfinite(m.capacity_factor) && std::isfinite(m.routed_scaling_factor) && m.routed_scaling_factor >= 0 &&
         m.routed_scaling_factor <= 1e6))
     p.push_back({"model.routed_scaling_factor", "must be a finite number between 0 and 1e6", "DeepSeek-V3 uses 2.5"});

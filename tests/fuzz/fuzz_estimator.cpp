@@ -21,8 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Calibration cal = fuzz::random_calibration(d);
   if (!validate(s).empty()) return 0;
   if (with_cal && !calibration_ok(cal)) return 0;
-  fuzz::check_estimate(s, with_cal ? &cal : nullptr);
-  judge(estimate(s, with_cal ? &cal : nullptr), s);
-  model_state_bytes(s);
+  try {
+    fuzz::check_estimate(s, with_cal ? &cal : nullptr);
+    judge(estimate(s, with_cal ? &cal : nullptr), s);
+    model_state_bytes(s);
+  } catch (const InputError& e) {  // a sum too large to count, a calibration out of its bounds: refused with a hint
+    if (e.hint().empty()) fuzz::fail("an InputError without a hint: " + e.message());
+  }
   return 0;
 }
