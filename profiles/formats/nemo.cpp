@@ -401,9 +401,14 @@ void read_architecture(Nemo& t) {
   }
   // _vocab_size_with_padding (megatron_base_model.py @ v2.4.0): up to a multiple of
   // make_vocab_size_divisible_by x tensor_model_parallel_size.
-  const int64_t multiple = count_of(t.divisible, 128) * t.tp;
+  // A tensor-parallel size out of range is reported by validate() at its line; the padding here
+  // must not divide by it first (fuzz_load_config: tensor_model_parallel_size 0 divided by zero).
+  const int64_t divisible = count_of(t.divisible, 128);
+  if (divisible > 1'000'000)
+    type_error(*t.divisible, "a positive integer up to 1000000", "Megatron pads the vocabulary to a multiple of it, usually 128");
+  const int64_t multiple = divisible * std::clamp<int64_t>(t.tp, 1, 1'000'000);
   const int64_t v = vocabulary(t);
-  m.vocab_size = (v + multiple - 1) / multiple * multiple;
+  m.vocab_size = checked_add(v, multiple - 1, "the padded vocabulary") / multiple * multiple;
   TrainingSetup& s = t.s();
   s.model = m;
   t.st.out.has_model = true;
