@@ -374,6 +374,11 @@ TEST_CASE("TOML table headers that toml++ 3.3.0 would assert on are refused firs
   CHECK(starts_with(toml_error("[model]\nname = \"x\"\n  [[ \xC3\xA9]]\n"), "job.toml:3:6: error: a table header must start with a key"));
   CHECK(starts_with(toml_error("[\x05# x\n"), "job.toml:1:2: error: a table header must start with a key"));
   CHECK(starts_with(toml_error("a = 1\n[\n"), "job.toml:2:2: error: a table header must start with a key"));
+  // Non-ASCII outside strings and comments: toml++ 3.3.0 reached TOML_UNREACHABLE on U+0105.
+  CHECK(toml_error("\xC4\x85" "f1a") ==
+        "job.toml:1:1: error: a non-ASCII character outside a string or comment\nhint: TOML keys are ASCII; quote a key or "
+        "value that needs other characters");
+  CHECK(detail::parse_toml("# caf\xC3\xA9\nname = \"caf\xC3\xA9\"\n", "job.toml").find("name")->text == "caf\xC3\xA9");
   // Not headers: brackets inside a multi-line array or a string.
   CHECK(detail::parse_toml("x = [\n  [1, 2],\n  [3],\n]\ny = \"\"\"\n[!]\"\"\"\n", "job.toml").find("x")->items.size() == 2);
   CHECK(detail::parse_toml("[a-b]\n[_c]\n[\"d e\"]\n[ 'f' ]\n[[g]]\n", "job.toml").find("g"));
