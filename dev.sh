@@ -2,9 +2,12 @@
 # The README's quick start, on a fresh Debian 12 machine:
 #   ./dev.sh demo   install what the core needs, build it, run `memplan fit` on a bundled example
 #   ./dev.sh test   install everything (LibTorch included), build, run every test suite through ctest,
-#                   the LibTorch 2.6 suites included (a Debian 13 root, scripts/trixie-root)
+#                   the LibTorch 2.6 suites included (a Debian 13 root, scripts/trixie-root), then the
+#                   sanitizer build's suites, the hostile corpus and a short run of each fuzzer
 # Also: ./dev.sh build (install everything + build only). MEMPLAN_SKIP_TORCH26=1 leaves out the
-# 2.6 root (its ctest entry then reports "skipped").
+# 2.6 root (its ctest entry then reports "skipped"). ./dev.sh sanitize [all] (only the sanitizer
+# build and its suites: the CI set, or all of them); ./dev.sh fuzz [SECONDS] [TARGET...] (the fuzz
+# targets, 600 s each by default: the long runs, outside CI).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -16,9 +19,12 @@ cd "$(dirname "$0")"
 # python3-setuptools and python3-wheel.
 CORE=(g++ cmake ninja-build libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev
       libcurl4-openssl-dev)  # curl.h only: memplan dlopens libcurl.so.4 for Hub fetches
+# The hardening build (ASan + UBSan, libFuzzer): clang, its sanitizer and fuzzer runtimes, and
+# llvm-symbolizer for readable reports.
+HARDEN=(clang libclang-rt-14-dev llvm)
 FULL=("${CORE[@]}" build-essential git pkg-config doctest-dev libeigen3-dev
       libtorch-dev libopenblas0-pthread libbenchmark-dev hyperfine time
-      python3-dev pybind11-dev python3-torch python3-setuptools python3-wheel)
+      python3-dev pybind11-dev python3-torch python3-setuptools python3-wheel "${HARDEN[@]}")
 
 install_missing() {
   local missing=() p
@@ -41,6 +47,39 @@ build() {
   [ -x /usr/bin/python3 ] && python=(-DPython3_EXECUTABLE=/usr/bin/python3)
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${python[@]}" "$@" >/dev/null
   cmake --build build -j "$(nproc)"
+}
+
+# The sanitizer build (build-san): the core, its doctest suites, the hostile corpus and the fuzz
+# targets under AddressSanitizer + UndefinedBehaviorSanitizer with every report fatal (an abort,
+# never an exit code memplan uses). LibTorch stays out: Debian's libtorch is not built with ASan,
+# so calibrate/ and its suites run only in the normal build.
+# The suites CI runs under the sanitizers: the readers, the estimator and the planner (where
+# hostile input lands), the hostile corpus through the memplan binary, and the reader fuzzers for
+# a few seconds each. cli_tests, watch_tests and the benchmarks stay in the normal build: building
+# them under ASan would double the step's time for code that only formats what these compute.
+SAN_TARGETS=(memplan estimator_tests profiles_tests planner_tests fuzz_yaml_config fuzz_deepspeed_json
+             fuzz_hf_config fuzz_calibration fuzz_load_config fuzz_estimator fuzz_planner)
+SAN_TESTS='^(estimator_tests|profiles_tests|planner_tests|hostile_corpus|fuzz_.*)$'
+
+sanitize_build() {  # sanitize_build [all]: the CI targets, or every target
+  cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DMEMPLAN_WITH_TORCH=OFF \
+        -DMEMPLAN_PYTHON=OFF -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=OFF -DMEMPLAN_SANITIZE=ON -DMEMPLAN_FUZZ=ON \
+        -DMEMPLAN_FUZZ_SECONDS="${MEMPLAN_FUZZ_SECONDS:-5}" >/dev/null
+  if [ "${1:-}" = all ]; then
+    cmake --build build-san -j "$(nproc)"
+  else
+    cmake --build build-san -j "$(nproc)" --target "${SAN_TARGETS[@]}"
+  fi
+}
+
+sanitize_test() {  # sanitize_test [all]
+  sanitize_build "$@"
+  if [ "${1:-}" = all ]; then
+    ctest --test-dir build-san -V -j 2
+  else
+    # The fuzzers run MEMPLAN_FUZZ_SECONDS (default 5) each here; ./dev.sh fuzz runs them 10 minutes.
+    ctest --test-dir build-san -V -j 2 -R "$SAN_TESTS"
+  fi
 }
 
 # The Debian 13 root with LibTorch 2.6 and the calibrate suites built in it (build-trixie/): made
@@ -97,13 +136,27 @@ case "${1:-demo}" in
     # -V: every suite's output reaches the log, so the CPU matrix and published tables are
     # printed in every CI run, passing or not.
     ctest --test-dir build -V
+    sanitize_test
+    ;;
+  sanitize)  # ./dev.sh sanitize [all]: the CI set, or every suite under the sanitizers
+    install_missing "${CORE[@]}" doctest-dev "${HARDEN[@]}"
+    shift
+    sanitize_test "$@"
+    ;;
+  fuzz)
+    install_missing "${CORE[@]}" doctest-dev "${HARDEN[@]}"
+    sanitize_build
+    shift
+    seconds=${1:-600}
+    [ $# -gt 0 ] && shift
+    tests/fuzz/run.sh build-san "$seconds" "$@"
     ;;
   build)
     install_missing "${FULL[@]}"
     build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_PYTHON=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
     ;;
   *)
-    echo "usage: ./dev.sh demo|test|build" >&2
+    echo "usage: ./dev.sh demo|test|build|sanitize|fuzz [SECONDS] [TARGET...]" >&2
     exit 2
     ;;
 esac

@@ -4,6 +4,7 @@
 // memplan-measure (companion.cpp), the only one that links LibTorch.
 #include "cli/cli.h"
 
+#include <new>
 #include <ostream>
 
 #include <regex>
@@ -36,7 +37,7 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
         return commands[static_cast<size_t>(hit - names.begin())].forward(argc, argv);
       if (hit == names.end()) {
         const auto near = profiles::nearest(argv[1], names);
-        err << "error: unknown command '" << argv[1] << "'\n";
+        err << "error: unknown command '" << profiles::clip(argv[1]) << "'\n";
         err << "hint: " << (near.empty() ? "" : "did you mean '" + near[0] + "'? ") << "memplan --help lists the commands\n";
         return kExitInvalid;
       }
@@ -71,7 +72,7 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
       std::smatch m;
       // CLI11: "Could not convert: --micro-batch = abc" -> DESIGN.md's "error: --flag: ...".
       if (std::regex_search(what, m, std::regex("Could not convert: (--[A-Za-z0-9-]+) = (.*)"))) {
-        err << "error: " << m[1] << ": cannot read '" << m[2] << "' as its value\n";
+        err << "error: " << m[1] << ": cannot read '" << profiles::clip(m[2].str()) << "' as its value\n";
         err << "hint: memplan " << cmd << " --help shows what " << m[1] << " takes\n";
         return kExitInvalid;
       }
@@ -82,7 +83,7 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
         for (const CLI::Option* opt : sub->get_options())
           for (const std::string& n : opt->get_lnames()) flags.push_back("--" + n);
         const auto near = profiles::nearest(m[1].str(), flags);
-        err << "error: unknown flag '" << m[1] << "' for memplan " << cmd << "\n";
+        err << "error: unknown flag '" << profiles::clip(m[1].str()) << "' for memplan " << cmd << "\n";
         err << "hint: " << (near.empty() ? "" : "did you mean '" + near[0] + "'? ") << "memplan " << cmd << " --help lists its flags\n";
         return kExitInvalid;
       }
@@ -93,7 +94,7 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
         err << "hint: memplan " << cmd << " --config " << m[1] << "\n";
         return kExitInvalid;
       }
-      err << "error: " << what << "\n";
+      err << "error: " << profiles::clip(what, 300) << "\n";
       err << "hint: memplan --help lists the commands; memplan " << cmd << " --help their flags\n";
       return kExitInvalid;
     }
@@ -102,6 +103,12 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
     return kExitInvalid;
   } catch (const InputError& e) {
     err << e.render() << "\n";
+    return kExitInvalid;
+  } catch (const std::bad_alloc&) {
+    // Inputs are bounded (profiles/reader.h ReadLimits, validate()), so this is an input whose
+    // sizes ask for more than the machine has, not a bug: say so, exit 2 (not 3).
+    err << "error: out of memory: the input is too large for memplan to handle\n"
+        << "hint: configs are a few KiB and sizes such as --seq-len or --micro-batch are realistic; check the input\n";
     return kExitInvalid;
   } catch (const InternalError& e) {
     err << "internal error: " << e.what() << "\nplease report this with the command line\n";

@@ -131,7 +131,7 @@ int run_explain(Io io, const profiles::SetupInputs& in, const std::string& term,
     }
     if (!only) {
       const auto near = profiles::nearest(term, names);
-      throw InputError(Where::at_flag("TERM"), fmt::format("unknown term '{}'", term),
+      throw InputError(Where::at_flag("TERM"), fmt::format("unknown term '{}'", profiles::clip(term)),
                        near.empty() ? "terms: " + fmt::format("{}", fmt::join(names, ", ")) : "did you mean '" + near[0] + "'?");
     }
   }

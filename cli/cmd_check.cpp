@@ -555,7 +555,7 @@ int run_check(Io io, const CheckFlags& f) {
                      "write it like 12GiB, 24GB or 25769803776");
   if (f.gpu && !profiles::gpu_catalog().find(*f.gpu)) {
     const auto near = profiles::gpu_catalog().suggest(*f.gpu);
-    throw InputError(Where::at_flag("--gpu"), fmt::format("unknown GPU '{}'", *f.gpu),
+    throw InputError(Where::at_flag("--gpu"), fmt::format("unknown GPU '{}'", profiles::clip(*f.gpu)),
                      near.empty() ? "memplan gpus lists the presets"
                                   : fmt::format("did you mean {}? (memplan gpus lists the presets)", fmt::join(near, ", ")));
   }

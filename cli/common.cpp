@@ -211,7 +211,7 @@ nlohmann::json setup_json(const TrainingSetup& s) {
   j["precision"] = to_string(s.precision);
   j["optimizer"] = to_string(s.optimizer);
   j["batch"] = {{"micro_batch", s.batch.micro_batch}, {"seq_len", s.batch.seq_len}, {"grad_accum", s.batch.grad_accum},
-                {"global_batch", s.batch.micro_batch * s.batch.grad_accum * s.parallel.data_parallel()}};
+                {"global_batch", saturating_mul(saturating_mul(s.batch.micro_batch, s.batch.grad_accum), s.parallel.data_parallel())}};
   j["checkpointing"] = to_string(s.checkpointing);
   j["attention"] = to_string(s.attention);
   j["parallel"] = {{"num_gpus", s.parallel.num_gpus},

@@ -2,6 +2,8 @@
 // training step; the peak is derived from the phases, never stored beside them.
 #pragma once
 
+#include "estimator/checked.h"
+
 #include <array>
 #include <cstdint>
 #include <string>
@@ -38,7 +40,7 @@ constexpr std::array<Term, 4> kModelStateTerms = {Term::weights, Term::gradients
 template <size_t N>
 int64_t sum_of(const std::array<int64_t, kNumTerms>& bytes, const std::array<Term, N>& terms) {
   int64_t s = 0;
-  for (Term t : terms) s += bytes[static_cast<int>(t)];
+  for (Term t : terms) s = checked_add(s, bytes[static_cast<int>(t)], "a sum of memory terms");
   return s;
 }
 

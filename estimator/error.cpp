@@ -1,6 +1,8 @@
 // Rendering of input errors and warnings, and the failed-check reporter.
 #include "estimator/error.h"
 
+#include "estimator/checked.h"
+
 #include <fmt/format.h>
 
 namespace memplan {
@@ -32,6 +34,15 @@ std::string Warning::render() const { return render_diag(where, "warning", messa
 
 void check_failed(const char* file, int line, const char* expr, const std::string& msg) {
   throw InternalError(fmt::format("{}:{}: internal check failed: {} ({})", file, line, expr, msg));
+}
+
+}  // namespace memplan
+
+namespace memplan {
+
+void too_large(const char* what) {
+  throw InputError(Where{}, fmt::format("{} is too large to count in 64-bit integers (over 9.2e18)", what),
+                   "an input is far outside any real setup; check the sizes, batch and parallel degrees");
 }
 
 }  // namespace memplan

@@ -55,7 +55,7 @@ const char* phase_name(Phase p) {
 
 int64_t PhaseState::total() const {
   int64_t t = 0;
-  for (int64_t b : bytes) t += b;
+  for (int64_t b : bytes) t = checked_add(t, b, "a phase's total bytes");
   return t;
 }
 
@@ -72,7 +72,7 @@ const PhaseState& MemoryBreakdown::at(Phase p) const {
 }
 int64_t MemoryBreakdown::host_bytes() const {
   int64_t t = 0;
-  for (const auto& h : host) t += h.bytes;
+  for (const auto& h : host) t = checked_add(t, h.bytes, "the host memory total");
   return t;
 }
 int64_t MemoryBreakdown::host_pinned_bytes() const {
@@ -126,7 +126,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   std::vector<Problem> p;
   const ModelSpec& m = s.model;
   auto positive = [&](const char* field, int64_t v, int64_t max) {
-    if (v < 1) p.push_back({field, fmt::format("must be at least 1 (got {})", v), ""});
+    if (v < 1) p.push_back({field, fmt::format("must be at least 1 (got {})", v), "a size or count: a whole number of 1 or more"});
     else if (v > max) p.push_back({field, fmt::format("is absurdly large ({}); the limit is {}", v, max), "check the units"});
   };
   positive("model.hidden_size", m.hidden_size, 1'000'000);
@@ -140,6 +140,79 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   positive("batch.seq_len", s.batch.seq_len, 100'000'000);
   positive("batch.grad_accum", s.batch.grad_accum, 1'000'000);
   positive("parallel.num_gpus", s.parallel.num_gpus, 1'000'000);
+  // Every other number, once, here: non-negative, within a physical bound, finite. Products of
+  // these stay inside int64 (the largest tensors are bounded below); parallel degrees are
+  // bounded before they are multiplied.
+  auto range = [&](const char* field, int64_t v, int64_t lo, int64_t hi, const char* hint) {
+    if (v < lo || v > hi) p.push_back({field, fmt::format("must be between {} and {} (got {})", lo, hi, v), hint});
+  };
+  positive("parallel.tensor_parallel", s.parallel.tensor_parallel, 1'000'000);
+  positive("parallel.pipeline_parallel", s.parallel.pipeline_parallel, 1'000'000);
+  positive("parallel.expert_parallel", s.parallel.expert_parallel, 1'000'000);
+  range("model.max_position_embeddings", m.max_position_embeddings, 0, 100'000'000,
+        "the longest sequence the model's position table or mask covers (n_positions, max_position_embeddings)");
+  range("model.num_labels", m.num_labels, 0, 100'000'000, "a classifier head has one output per label");
+  range("model.moe_intermediate_size", m.moe_intermediate_size, 0, 10'000'000,
+        "an expert's MLP width (moe_intermediate_size); 0 means intermediate_size");
+  range("model.shared_expert_intermediate_size", m.shared_expert_intermediate_size, 0, 10'000'000,
+        "the shared experts' MLP width (shared_expert_intermediate_size); 0 means none");
+  range("model.num_shared_experts", m.num_shared_experts, 0, 100'000, "always-on experts, usually 0 to 2");
+  range("model.moe_layer_frequency", m.moe_layer_frequency, 0, 10'000, "decoder_sparse_step: every n-th layer is MoE");
+  range("model.first_dense_layers", m.first_dense_layers, 0, m.num_layers, "first_k_dense_replace: at most the layer count");
+  range("model.type_vocab_size", m.type_vocab_size, 0, 100'000, "BERT's token types: usually 2");
+  range("model.sliding_window", m.sliding_window, 0, 100'000'000, "attention window in tokens (0: none)");
+  range("model.global_attention_every", m.global_attention_every, 0, 1'000'000, "every n-th layer attends globally (0: none)");
+  range("model.q_lora_rank", m.q_lora_rank, 0, 1'000'000, "DeepSeek's compressed query width");
+  range("model.kv_lora_rank", m.kv_lora_rank, 0, 1'000'000, "DeepSeek's compressed key/value width");
+  range("model.qk_rope_head_dim", m.qk_rope_head_dim, 0, 100'000, "a head dimension");
+  range("model.qk_nope_head_dim", m.qk_nope_head_dim, 0, 100'000, "a head dimension");
+  range("model.v_head_dim", m.v_head_dim, 0, 100'000, "a head dimension");
+  range("model.expert_groups", m.expert_groups, 0, 100'000, "DeepSeek-V3's n_group");
+  range("model.topk_groups", m.topk_groups, 0, 100'000, "DeepSeek-V3's topk_group");
+  const char* kBucketHint = "DeepSpeed bucket sizes count elements: 0 or more, e.g. 5e8";
+  range("parallel.reduce_bucket_elems", s.parallel.reduce_bucket_elems, 0, 1'000'000'000'000, kBucketHint);
+  range("parallel.allgather_bucket_elems", s.parallel.allgather_bucket_elems, 0, 1'000'000'000'000, kBucketHint);
+  range("parallel.stage3_prefetch_bucket_elems", s.parallel.stage3_prefetch_bucket_elems, 0, 1'000'000'000'000, kBucketHint);
+  range("parallel.stage3_max_live_parameters", s.parallel.stage3_max_live_parameters, 0, 10'000'000'000'000, kBucketHint);
+  range("data.num_workers", s.data.num_workers, 0, 10'000, "DataLoader workers: 0 or more");
+  range("data.prefetch_factor", s.data.prefetch_factor, 0, 10'000, "batches each DataLoader worker loads ahead: 0 or more (default 2)");
+  range("checkpointing.every_k", s.checkpointing.every_k, 1, 1'000'000, "checkpoint one layer in K: K is at least 1");
+  range("hardware.gpu_memory", s.device.capacity_bytes, 0, int64_t{1} << 50, "a GPU's memory in bytes, such as 80GiB");
+  range("hardware.cuda_context_bytes", s.device.cuda_context_bytes, 0, int64_t{1} << 40,
+        "the CUDA context's bytes: a few hundred MiB (memplan calibrate measures it)");
+  range("hardware.cublas_workspace_bytes", s.device.cublas_workspace_bytes, 0, int64_t{1} << 40,
+        "cuBLAS's workspace per handle: a few MiB");
+  if (!(std::isfinite(s.finetune.lora_alpha) && s.finetune.lora_alpha > 0 && s.finetune.lora_alpha <= 1e6))
+    p.push_back({"finetune.lora_alpha", fmt::format("must be a positive finite number up to 1e6 (got {})", s.finetune.lora_alpha),
+                 "PEFT's lora_alpha is usually r or 2r, e.g. 16"});
+  for (const auto& [field, v] : {std::pair<const char*, double>{"model.rotary_fraction", m.rotary_fraction},
+                                 {"model.attn_softcap", m.attn_softcap}, {"model.final_softcap", m.final_softcap},
+                                 {"model.logit_scale", m.logit_scale}, {"model.residual_multiplier", m.residual_multiplier}})
+    if (!(std::isfinite(v) && v >= 0 && v <= 1e6))
+      p.push_back({field, fmt::format("must be a finite number between 0 and 1e6 (got {})", v), "check the model's config.json"});
+  if (!(std::isfinite(m.capacity_factor) && std::isfinite(m.routed_scaling_factor) && m.routed_scaling_factor >= 0 &&
+        m.routed_scaling_factor <= 1e6))
+    p.push_back({"model.routed_scaling_factor", "must be a finite number between 0 and 1e6", "DeepSeek-V3 uses 2.5"});
+  if (!p.empty()) return p;
+  // Layers that are not mixture-of-experts (decoder_sparse_step > 1, first_k_dense_replace) use
+  // the dense MLP width.
+  if (m.num_experts > 0 && (m.first_dense_layers > 0 || m.moe_layer_frequency > 1) && m.intermediate_size < 1)
+    p.push_back({"model.intermediate_size",
+                 fmt::format("must be at least 1: the model has dense layers (first {} dense, every {} MoE) and their MLP "
+                             "width is intermediate_size (got {})",
+                             m.first_dense_layers, std::max<int64_t>(1, m.moe_layer_frequency), m.intermediate_size),
+                 "set intermediate_size (the dense layers' MLP width) in the model's config"});
+  {
+    // GPT-2 registers a bool causal-mask buffer of n_positions^2 bytes in every layer.
+    using LD = long double;
+    const LD mask = static_cast<LD>(m.max_position_embeddings) * static_cast<LD>(m.max_position_embeddings) *
+                    static_cast<LD>(m.num_layers);
+    if (mask > static_cast<LD>(int64_t{1} << 62))
+      p.push_back({"model.max_position_embeddings",
+                   fmt::format("is too large to estimate: the causal-mask buffers alone would be about {:.3g} bytes",
+                               static_cast<double>(mask)),
+                   "memplan counts bytes in 64-bit integers (up to 4.6e18); check n_positions"});
+  }
   if (!p.empty()) return p;
   // Every byte count is an int64; refuse setups whose largest tensors could not be counted in
   // one (2^62 bytes leaves room for the sums). The products are formed in long double.
@@ -173,7 +246,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     p.push_back({"model.num_attention_heads",
                  fmt::format("{} heads do not divide hidden size {}", m.num_attention_heads, m.hidden_size),
                  "set head_dim explicitly if the model uses a head dimension other than hidden/heads"});
-  if (m.num_experts < 0) p.push_back({"model.num_experts", "must not be negative", ""});
+  if (m.num_experts < 0) p.push_back({"model.num_experts", "must not be negative", "0 for a dense model, else the routed experts per MoE layer"});
   if (m.num_experts > 0) {
     if (m.experts_per_token < 1)
       p.push_back({"model.num_experts_per_token", "must be at least 1 for a mixture of experts", "Mixtral uses 2"});
@@ -182,39 +255,39 @@ std::vector<Problem> validate(const TrainingSetup& s) {
                    fmt::format("top-{} routing needs at least {} experts (the model has {})", m.experts_per_token,
                                m.experts_per_token, m.num_experts),
                    "num_experts_per_token must not exceed num_experts"});
-    if (m.num_experts > 100'000) p.push_back({"model.num_experts", "is absurdly large", ""});
+    if (m.num_experts > 100'000) p.push_back({"model.num_experts", "is absurdly large", "the routed experts per MoE layer, at most 100000"});
   }
   if (m.capacity_factor < 0 || m.capacity_factor > 1000)
     p.push_back({"model.capacity_factor", fmt::format("must be in [0, 1000] (got {})", m.capacity_factor),
                  "0 means dropless routing; 1.0-2.0 is usual"});
   if (s.parallel.zero_stage < 0 || s.parallel.zero_stage > 3)
-    p.push_back({"parallel.zero_stage", fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", s.parallel.zero_stage), ""});
+    p.push_back({"parallel.zero_stage", fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", s.parallel.zero_stage), "DeepSpeed ZeRO has stages 0 to 3"});
   const int64_t mp = s.parallel.tensor_parallel * s.parallel.pipeline_parallel;
   if (s.parallel.tensor_parallel < 1 || s.parallel.pipeline_parallel < 1 || s.parallel.expert_parallel < 1)
-    p.push_back({"parallel.tensor_parallel", "parallel degrees must be at least 1", ""});
+    p.push_back({"parallel.tensor_parallel", "parallel degrees must be at least 1", "a parallel degree is a number of GPUs"});
   else if (s.parallel.num_gpus % mp != 0)
     p.push_back({"parallel.num_gpus",
                  fmt::format("{} GPUs cannot be split into tensor x pipeline = {} groups", s.parallel.num_gpus, mp),
                  "num_gpus must be a multiple of tensor_parallel * pipeline_parallel"});
   else if (s.parallel.tensor_parallel > 1 &&
            (m.num_attention_heads % s.parallel.tensor_parallel != 0))
-    p.push_back({"parallel.tensor_parallel", "tensor parallel degree must divide the attention heads", ""});
+    p.push_back({"parallel.tensor_parallel", "tensor parallel degree must divide the attention heads", "each tensor-parallel rank holds a whole number of heads"});
   const bool fsdp = s.parallel.fsdp != FsdpMode::none;
   if (s.parallel.offload == Offload::optimizer_and_params && s.parallel.zero_stage != 3 && !fsdp)
     p.push_back({"parallel.offload", "parameter offload needs ZeRO stage 3 or FSDP", "use --zero 3 or --offload optimizer"});
   if (s.parallel.offload != Offload::none && s.parallel.zero_stage == 0 && !fsdp)
     p.push_back({"parallel.offload", "optimizer offload needs ZeRO stage 1 or higher, or FSDP", "use --zero 2 --offload optimizer"});
   if (s.finetune.mode != FinetuneMode::full && (s.finetune.lora_rank < 1 || s.finetune.lora_rank > 100'000))
-    p.push_back({"finetune.lora_rank", fmt::format("must be between 1 and 100000 (got {})", s.finetune.lora_rank), ""});
+    p.push_back({"finetune.lora_rank", fmt::format("must be between 1 and 100000 (got {})", s.finetune.lora_rank), "PEFT's r, usually 8 to 64"});
   if (m.quantized.any() && s.finetune.mode == FinetuneMode::full)
     p.push_back({"finetune.mode",
                  fmt::format("'{}' is a pre-quantized checkpoint ({}, {:.3g} bits per weight): its weights cannot train, and "
                              "transformers' Trainer refuses to fine-tune a purely quantized model", m.name, m.quantized.method, m.quantized.bits),
                  "train adapters on it: --finetune lora (or qlora), or start from the unquantized checkpoint"});
   if (s.finetune.freeze_layers < 0 || s.finetune.freeze_layers > m.num_layers)
-    p.push_back({"finetune.freeze_layers", fmt::format("must be between 0 and the {} layers", m.num_layers), ""});
+    p.push_back({"finetune.freeze_layers", fmt::format("must be between 0 and the {} layers", m.num_layers), "freeze_layers counts layers from the bottom"});
   auto frac = [&](const char* f, double v) {
-    if (!(v >= 0 && v < 1)) p.push_back({f, fmt::format("must be in [0, 1) (got {})", v), ""});
+    if (!(v >= 0 && v < 1)) p.push_back({f, fmt::format("must be in [0, 1) (got {})", v), "a dropout probability such as 0.1"});
   };
   frac("model.attention_dropout", m.attention_dropout);
   frac("finetune.lora_dropout", s.finetune.lora_dropout);
@@ -224,7 +297,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   if (!(t.target > 0 && t.target <= t.warning && t.warning <= t.critical && t.critical <= t.emergency && t.emergency <= 1.0))
     p.push_back({"memory.target_utilization", "thresholds must satisfy 0 < target <= warning <= critical <= emergency <= 1",
                  "the defaults are 0.90, 0.92, 0.95, 0.97"});
-  if (s.device.capacity_bytes < 0) p.push_back({"hardware.gpu_memory", "must not be negative", ""});
+  if (s.device.capacity_bytes < 0) p.push_back({"hardware.gpu_memory", "must not be negative", "a GPU's memory, such as 80GiB"});
   // The runtime's knobs.
   const Runtime& r = s.runtime;
   if (s.checkpointing.mode == CheckpointMode::layers) {
@@ -253,7 +326,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
                  "drop --fsdp or --zero"});
   if (s.parallel.host_memory_bytes < 0) p.push_back({"parallel.host_memory_bytes", "must not be negative", ""});
   if (s.parallel.gpus_per_node < 1 || s.parallel.gpus_per_node > 1'000'000)
-    p.push_back({"parallel.gpus_per_node", fmt::format("must be at least 1 (got {})", s.parallel.gpus_per_node), ""});
+    p.push_back({"parallel.gpus_per_node", fmt::format("must be at least 1 (got {})", s.parallel.gpus_per_node), "GPUs per node, usually 8"});
   return p;
 }
 
@@ -877,8 +950,30 @@ MemoryBreakdown estimate(const TrainingSetup& s, const Timeline& t, const Calibr
   return compose(s, t, cal, /*with_text=*/true, nullptr);
 }
 
+namespace {
+
+// A calibration's corrections within the bounds its reader keeps (profiles/calibration.cpp):
+// checked again here because the estimator is also handed calibrations built in code.
+void check_calibration(const Calibration& c) {
+  constexpr int64_t kTiB = int64_t{1} << 40;
+  auto bad = [](const char* field, const std::string& why) {
+    throw InputError(Where{}, fmt::format("calibration {}: {}", field, why),
+                     "run memplan calibrate again, or keep hand edits within these bounds");
+  };
+  if (c.cuda_context_bytes < -1 || c.cuda_context_bytes > kTiB) bad("cuda_context_bytes", "must be -1 or 0 to 1 TiB");
+  if (c.workspace_bytes < -1 || c.workspace_bytes > kTiB) bad("workspace_bytes", "must be -1 or 0 to 1 TiB");
+  if (!(c.activation_scale > 0 && c.activation_scale <= 100)) bad("activation_scale", "must be in (0, 100]");
+  if (!(c.model_state_scale > 0 && c.model_state_scale <= 100)) bad("model_state_scale", "must be in (0, 100]");
+  if (!(c.overhead_fraction == -1 || (c.overhead_fraction >= 0 && c.overhead_fraction < 1)))
+    bad("overhead_fraction", "must be in [0, 1) (or -1)");
+  if (c.overhead_bytes < -kTiB || c.overhead_bytes > kTiB) bad("overhead_bytes", "must be within 1 TiB either way");
+}
+
+}  // namespace
+
 MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibration* cal, bool with_text,
                         const ParamSummary* summary) {
+  if (cal) check_calibration(*cal);
   MemoryBreakdown out;
   TrainingSetup rs = s;  // the rank's view of the model
   rs.model = rank_model(s);
@@ -982,8 +1077,9 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
     }
     if (cuda && s.runtime.allocator_rounding) {
       const int64_t dynamic = sum_of(b, kDynamicTerms);
-      b[T(Term::allocator_overhead)] =
-          rounding + static_cast<int64_t>(frac * static_cast<double>(dynamic)) + (cal ? cal->overhead_bytes : 0);
+      // A calibrated constant may be negative (the model over-counts a little), never the term.
+      b[T(Term::allocator_overhead)] = std::max<int64_t>(
+          0, rounding + static_cast<int64_t>(frac * static_cast<double>(dynamic)) + (cal ? cal->overhead_bytes : 0));
     }
   }
   out.phases = {fwd, bwd, opt};

@@ -4,6 +4,8 @@
 // Nothing here computes memory; see estimator/estimate.h.
 #pragma once
 
+#include "estimator/checked.h"
+
 #include <cstdint>
 #include <algorithm>
 #include <memory>
@@ -280,7 +282,7 @@ struct Parallelism {
   int64_t host_memory_bytes = 0;    // host RAM of one node (0: unknown); offload and data loading use it
 
   int64_t data_parallel() const {
-    const int64_t mp = tensor_parallel * pipeline_parallel;
+    const int64_t mp = saturating_mul(tensor_parallel, pipeline_parallel);
     return mp > 0 && num_gpus % mp == 0 ? num_gpus / mp : 1;
   }
   // Ranks sharing one node's host memory: the GPUs of the job, at most gpus_per_node.

@@ -182,7 +182,9 @@ int64_t largest_micro_batch(const TrainingSetup& s, const Calibration* cal, int6
   TrainingSetup t = s;
   auto ok = [&](int64_t b) {
     t.batch.micro_batch = b;
-    return fits(t, cal);
+    // A micro-batch past what validate() accepts (its bounds keep the byte counts inside int64)
+    // does not fit: the doubling search must not estimate it (fuzz_planner: 1.4e18 x 13724).
+    return validate(t).empty() && fits(t, cal);
   };
   if (!ok(1)) return 0;
   int64_t lo = 1, hi = 2;

@@ -82,6 +82,12 @@ PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calib
   if (req.global_batch <= 0)
     throw InputError(Where::at_flag("--global-batch"), "plan needs the global batch (sequences per optimizer step, all GPUs)",
                      "pass --global-batch 256, set training.global_batch_size in the config, or give --micro-batch and --grad-accum");
+  constexpr int64_t kMaxGlobalBatch = 1'000'000'000;
+  if (req.global_batch > kMaxGlobalBatch)
+    throw InputError(Where::at_flag("--global-batch"),
+                     fmt::format("global batch {} is out of range (at most {} sequences per optimizer step)", req.global_batch,
+                                 kMaxGlobalBatch),
+                     "the global batch counts sequences over all GPUs: a few hundred to a few thousand is usual");
   const int64_t dp = s.parallel.data_parallel();
   if (req.global_batch < dp)
     throw InputError(Where::at_flag("--global-batch"),
@@ -209,7 +215,7 @@ class Search {
     Candidate c;
     c.setup = s;
     c.time = step_time(s, summary(s));
-    c.global_batch = s.batch.micro_batch * s.batch.grad_accum * dp_;
+    c.global_batch = checked_mul(checked_mul(s.batch.micro_batch, s.batch.grad_accum, "the global batch"), dp_, "the global batch");
     return c;
   }
 

@@ -248,7 +248,8 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   from_flag(o, in.tensor_parallel, "--tensor-parallel", "parallel.tensor_parallel", s.parallel.tensor_parallel);
   from_flag(o, in.pipeline_parallel, "--pipeline-parallel", "parallel.pipeline_parallel", s.parallel.pipeline_parallel);
   if (in.zero && (*in.zero < INT_MIN || *in.zero > INT_MAX))
-    throw InputError(Where::at_flag("--zero"), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *in.zero));
+    throw InputError(Where::at_flag("--zero"), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *in.zero),
+                     "DeepSpeed ZeRO has stages 0 to 3");
   from_flag(o, in.zero, "--zero", "parallel.zero_stage", s.parallel.zero_stage);
   choice_flag(o, in.precision, "--precision", "precision", "precision", parse_precision, precision_names(), s.precision);
   choice_flag(o, in.optimizer, "--optimizer", "optimizer", "optimizer", parse_optimizer, optimizer_names(), s.optimizer);

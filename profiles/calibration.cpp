@@ -22,7 +22,7 @@ constexpr const char* kSchema = "memplan.calibration/v1";
 
 int64_t bytes_or_unset(const Node& n) {  // -1: not measured, keep the family default
   const int64_t v = detail::as_int(n);
-  if (v < -1) detail::type_error(n, "a byte count (or -1 for none)");
+  if (v < -1 || v > (int64_t{1} << 40)) detail::type_error(n, "a byte count up to 1 TiB (or -1 for none)");
   return v;
 }
 double positive_scale(const Node& n) {
@@ -44,7 +44,10 @@ const detail::KeyTable<Calibration>& correction_keys() {
        }},
       {{"overhead_bytes"}, [](const Node& n, Calibration& c) {
          // A fitted constant correction: it may be negative when the model over-counts a little.
+         // Bounded at 1 TiB either way; the allocator_overhead term itself never goes below 0.
          c.overhead_bytes = detail::as_int(n);
+         if (c.overhead_bytes < -(int64_t{1} << 40) || c.overhead_bytes > (int64_t{1} << 40))
+           detail::type_error(n, "a byte count within 1 TiB either way", "memplan calibrate writes a few MiB here");
        }},
   };
   return t;
@@ -64,8 +67,10 @@ const detail::KeyTable<Calibration>& profile_keys() {
 
 }  // namespace
 
-Calibration load_calibration(const std::string& path) {
-  const Node root = detail::parse_yaml(detail::read_text_file(path), path);
+Calibration load_calibration(const std::string& path) { return load_calibration_text(detail::read_text_file(path), path); }
+
+Calibration load_calibration_text(const std::string& text, const std::string& path) {
+  const Node root = detail::parse_yaml(text, path);
   const Node* schema = root.kind == Node::Kind::map ? root.find("schema") : nullptr;
   if (!schema || detail::as_text(*schema) != kSchema)
     throw InputError(schema ? schema->where : Where::at_file(path), fmt::format("expected 'schema: {}'", kSchema),

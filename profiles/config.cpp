@@ -37,8 +37,10 @@ Where keyed(const Node& n) {
 
 struct ConfigState {
   std::string path;  // the name messages give the file: as the user gave it, or "REV:path"
-  fs::path file;     // the file on disk: relative paths inside resolve against its folder, and
-                     // an inline model is named after it
+  fs::path file;     // the file on disk: an inline model is named after it
+  fs::path dir;      // the folder relative paths resolve against: the file's, or that of the
+                     // DeepSpeed file being read (deepspeed: FILE)
+  std::vector<std::string> reading;  // the files being read, outermost first (cycles, depth)
   LoadedConfig out;
 
   // Facts several keys may state; resolve() turns them into setup fields.
@@ -140,7 +142,8 @@ void set_global_batch(const Node& n, ConfigState& st) {
 int as_zero_stage(const Node& n) {
   const int64_t stage = as_int(n);
   if (stage < INT_MIN || stage > INT_MAX)
-    throw InputError(n.where, fmt::format("parallel.zero_stage: ZeRO stage must be 0, 1, 2 or 3 (got {})", stage));
+    throw InputError(n.where, fmt::format("parallel.zero_stage: ZeRO stage must be 0, 1, 2 or 3 (got {})", stage),
+                     "DeepSpeed ZeRO has stages 0 to 3");
   return static_cast<int>(stage);
 }
 
@@ -404,7 +407,8 @@ const Table& runtime_keys() {
        }},
       {{"transformers_version", "transformers"}, [](const Node& n, ConfigState& st) {
          const auto v = parse_version(as_text(n));
-         if (!v) throw InputError(n.where, fmt::format("runtime.transformers_version must look like 4.52 (got '{}')", as_text(n)));
+         if (!v) throw InputError(n.where, fmt::format("runtime.transformers_version must look like 4.52 (got '{}')", clip(as_text(n))),
+                                  "the transformers release the job runs: python -c 'import transformers; print(transformers.__version__)'");
          st.s().runtime.transformers_major = v->first;
          st.s().runtime.transformers_minor = v->second;
          st.note("runtime.transformers_version", n);
@@ -620,7 +624,38 @@ namespace {
 
 fs::path beside_config(const ConfigState& st, const std::string& relative) {
   const fs::path p(relative);
-  return p.is_relative() ? (st.file.parent_path() / p).lexically_normal() : p;
+  return p.is_relative() ? (st.dir / p).lexically_normal() : p;
+}
+
+std::string identity(const fs::path& p) {
+  std::error_code ec;
+  const fs::path c = fs::weakly_canonical(p, ec);
+  return ec ? p.lexically_normal().string() : c.string();
+}
+
+// A file another file names (deepspeed: FILE, model.hf_config): its text, with every problem
+// reading it (missing, a folder or FIFO, too large, already being read: a cycle) reported at the
+// line that names it.
+std::string read_reference(const ConfigState& st, const std::string& path, const Node& named_by, const char* hint) {
+  const std::string id = identity(path);
+  if (std::find(st.reading.begin(), st.reading.end(), id) != st.reading.end()) {
+    std::vector<std::string> chain;
+    for (const auto& r : st.reading) chain.push_back(fs::path(r).filename().string());
+    chain.push_back(fs::path(id).filename().string());
+    throw InputError(named_by.where,
+                     fmt::format("{}: '{}' is a file already being read (a cycle: {})", named_by.path, clip(path, 200),
+                                 fmt::join(chain, " -> ")),
+                     "a config cannot include itself, directly or through another file");
+  }
+  if (static_cast<int>(st.reading.size()) > read_limits().max_references)
+    throw InputError(named_by.where, fmt::format("{}: files name each other more than {} deep", named_by.path,
+                                                 read_limits().max_references),
+                     "a config names a DeepSpeed file or a config.json, which names no further files");
+  try {
+    return read_text_file(path, named_by.where);
+  } catch (const InputError& e) {
+    throw InputError(e.where(), fmt::format("{}: {}", named_by.path, e.message()), e.hint() + "; " + hint);
+  }
 }
 
 // deepspeed: is a section of switches, or (HF TrainingArguments style) the path of a ds_config.json.
@@ -632,7 +667,13 @@ void read_deepspeed_file(const Node& n, ConfigState& st) {
   }
   if (n.kind != Node::Kind::scalar) return read_section(n, {&deepspeed_keys()}, st, &st.out.warnings);
   const std::string path = beside_config(st, as_text(n)).string();
-  read_deepspeed_json(parse_json(read_text_file(path), path), st);
+  const std::string text = read_reference(st, path, n, "deepspeed: names a ds_config.json");
+  const fs::path outer_dir = st.dir;
+  st.reading.push_back(identity(path));
+  st.dir = fs::path(path).parent_path();
+  read_deepspeed_json(parse_json(text, path), st);
+  st.dir = outer_dir;
+  st.reading.pop_back();
 }
 
 // ---- model ------------------------------------------------------------------------------------
@@ -698,9 +739,10 @@ void read_model(const Node& n, ConfigState& st) {
     const std::string path = beside_config(st, as_text(*hf)).string();
     std::error_code ec;
     if (!fs::exists(path, ec))
-      throw InputError(hf->where, fmt::format("model.hf_config: '{}' does not exist", path),
+      throw InputError(hf->where, fmt::format("model.hf_config: '{}' does not exist", clip(path, 200)),
                        "hf_config is relative to this file's folder; it names an HF config.json");
-    use_model(st, read_hf_config_file(path), hf->where);
+    const std::string text = read_reference(st, path, *hf, "hf_config names an HF config.json");
+    use_model(st, read_hf_config(parse_json(text, path), path, config_model_name(path)), hf->where);
   } else if (name && !sizes) {
     use_model(st, resolve_model(as_text(*name), name->where), name->where);
   } else if (from_scratch) {
@@ -883,6 +925,8 @@ LoadedConfig load_config_text(const std::string& text, const std::string& shown_
   ConfigState st;
   st.path = shown_as;
   st.file = path;
+  st.dir = st.file.parent_path();
+  st.reading.push_back(identity(path));
   if (json && f != ConfigFormat::memplan_yaml) {
     read_json_config(std::move(root), st);
   } else {

@@ -29,7 +29,9 @@ Activation as_activation(const Node& n);
 
 // An HF config.json tree; `name` becomes ModelSpec::name. Validates the model.
 ReadModel read_hf_config(const Node& root, const std::string& path, const std::string& name);
-ReadModel read_hf_config_file(const std::string& path);
+// The file at `path`; problems reading it are reported at `named_at` when given (the flag or
+// line that named it).
+ReadModel read_hf_config_file(const std::string& path, const Where& named_at = Where{});
 // The model name a config file gives: its stem, or its folder for ".../name/config.json".
 std::string config_model_name(const std::string& path);
 // load_model with positions and warnings.

@@ -2,12 +2,9 @@
 // quick look at a file's top level to tell a training config from the other YAML/JSON a
 // repository holds (workflows, hooks, catalogs, calibration profiles).
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <optional>
 
@@ -54,83 +51,69 @@ std::vector<ConfigFile> find_config_files(const std::vector<std::string>& paths)
 }
 
 // Why a file is not a training config, from a quick look at its top level; nullopt when it may
-// be one. A file that does not parse may be a broken config: the reader reports it.
+// be one. A file that does not read or parse may be a broken config: the reader reports it. The
+// look goes through the readers (parse_json, parse_yaml), so it is bounded like them.
 std::optional<std::string> not_a_training_config(const std::string& path) {
+  using detail::Node;
   const std::string ext = detail::lower(fs::path(path).extension().string());
+  Node root;
+  try {
+    const std::string text = detail::read_text_file(path);
+    root = ext == ".json"   ? detail::parse_json(text, path)
+           : ext == ".toml" ? detail::parse_toml(text, path)
+                            : detail::parse_yaml(text, path);
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+  auto has = [&](const Node& n, const char* key) {
+    return std::any_of(n.entries.begin(), n.entries.end(), [&](const auto& e) { return e.first == key; });
+  };
+  const bool map = root.kind == Node::Kind::map;
   // The tools' own training configs, by the keys their readers detect them from: an HF
   // TrainingArguments/TRL file or an Axolotl file is checked (its reader says when it names no
   // model), an accelerate launcher config is not a whole job.
-  if (ext == ".json" || ext == ".yaml" || ext == ".yml") {
-    std::optional<detail::Node> root;
-    try {
-      const std::string text = detail::read_text_file(path);
-      root = ext == ".json" ? detail::parse_json(text, path) : detail::parse_yaml(text, path);
-    } catch (const InputError&) {
-      if (ext != ".json") return std::nullopt;  // a broken YAML config: the reader reports it
-    }
-    if (root && root->kind == detail::Node::Kind::map) {
-      const auto format = detail::detect_format(*root, ext == ".json", false);
-      const auto has = [&](std::initializer_list<const char*> keys) {
-        return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return root->find(k) != nullptr; });
-      };
-      if (format == detail::ConfigFormat::axolotl) return std::nullopt;
-      if (format == detail::ConfigFormat::hf_trainer &&
-          has({"model_name_or_path", "per_device_train_batch_size", "use_peft", "gradient_checkpointing_kwargs"}))
-        return std::nullopt;
-      if (format == detail::ConfigFormat::accelerate)
-        return "accelerate launcher config without a model (memplan estimate --config FILE --model NAME estimates it)";
-    }
+  if (map && ext != ".toml") {
+    const auto format = detail::detect_format(root, ext == ".json", false);
+    const auto has_any = [&](std::initializer_list<const char*> keys) {
+      return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return root.find(k) != nullptr; });
+    };
+    if (format == detail::ConfigFormat::axolotl) return std::nullopt;
+    if (format == detail::ConfigFormat::hf_trainer &&
+        has_any({"model_name_or_path", "per_device_train_batch_size", "use_peft", "gradient_checkpointing_kwargs"}))
+      return std::nullopt;
+    if (format == detail::ConfigFormat::accelerate)
+      return "accelerate launcher config without a model (memplan estimate --config FILE --model NAME estimates it)";
   }
   if (ext == ".json") {
-    std::ifstream in(path);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded()) return std::nullopt;
-    if (j.is_object() && j.contains("model_type"))
+    if (map && has(root, "model_type"))
       return "Hugging Face model config.json without a training setup (memplan estimate --model FILE estimates it)";
-    if (j.is_object() &&
-        (j.contains("zero_optimization") || j.contains("train_micro_batch_size_per_gpu") || j.contains("train_batch_size")))
+    if (map && (has(root, "zero_optimization") || has(root, "train_micro_batch_size_per_gpu") || has(root, "train_batch_size")))
       return "DeepSpeed config without a model (memplan estimate --config FILE --model NAME estimates it)";
     return "JSON that is neither a DeepSpeed config nor a Hugging Face config.json";
   }
   if (ext == ".toml") {
     // torchtitan's job configs name the model in a [model] table (name, flavor); other TOML in a
-    // repository (pyproject.toml, ...) does not. A file that does not parse is left to the reader.
-    try {
-      const detail::Node t = detail::parse_toml(detail::read_text_file(path), path);
-      const detail::Node* model = t.find("model");
-      if (model && model->kind == detail::Node::Kind::map) return std::nullopt;
-      return "TOML without a [model] table (not a torchtitan job config)";
-    } catch (const InputError&) {
-      return std::nullopt;
-    }
+    // repository (pyproject.toml, ...) does not.
+    const Node* model = root.find("model");
+    if (model && model->kind == Node::Kind::map) return std::nullopt;
+    return "TOML without a [model] table (not a torchtitan job config)";
   }
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (root.IsNull()) return "empty file";
-  if (root.IsSequence()) {
-    if (root.size() > 0 && root[0].IsMap() && root[0]["id"] && root[0]["entry"]) return "pre-commit hook definitions";
+  if (root.kind == Node::Kind::null) return "empty file";
+  if (root.kind == Node::Kind::list) {
+    const Node* first = root.items.empty() ? nullptr : &root.items.front();
+    if (first && first->kind == Node::Kind::map && first->find("id") && first->find("entry")) return "pre-commit hook definitions";
     return "a list, not a mapping of settings";
   }
-  if (!root.IsMap()) return "not a mapping of settings";
-  auto text = [&](const char* key) {
-    try {
-      return root[key] && root[key].IsScalar() ? root[key].as<std::string>() : std::string();
-    } catch (const std::exception&) {
-      return std::string();
-    }
-  };
-  const std::string schema = text("schema");
-  if (schema.rfind("memplan.calibration", 0) == 0) return "memplan calibration profile (pass it with --calibration)";
-  if (schema.rfind("memplan.gpus", 0) == 0) return "GPU catalog";
-  if (root["jobs"]) return "CI workflow (jobs:)";
-  if (root["repos"]) return "pre-commit configuration (repos:)";
+  if (!map) return "not a mapping of settings";
+  const Node* schema = root.find("schema");
+  const std::string s = schema && schema->kind == Node::Kind::scalar ? schema->text : "";
+  if (s.rfind("memplan.calibration", 0) == 0) return "memplan calibration profile (pass it with --calibration)";
+  if (s.rfind("memplan.gpus", 0) == 0) return "GPU catalog";
+  if (has(root, "jobs")) return "CI workflow (jobs:)";
+  if (has(root, "repos")) return "pre-commit configuration (repos:)";
   // LitGPT names its model with checkpoint_dir; Lightning and NeMo configs hold a trainer: (their
   // readers say when the model is missing).
-  if (!root["model"] && !root["checkpoint_dir"] && !root["trainer"]) return "no model: key";
+  if (!has(root, "model") && !has(root, "checkpoint_dir") && !has(root, "trainer")) return "no model: key";
   return std::nullopt;
 }
 

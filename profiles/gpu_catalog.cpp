@@ -174,7 +174,7 @@ struct GpuCatalog::Index {
       Node root = detail::parse_yaml(e.text, path);
       shift_lines(root, e.line - 1);
       if (root.kind != Node::Kind::list || root.items.size() != 1)
-        throw InputError(Where::at_file(path, e.line), "expected one entry ('- name: ...') here");
+        throw InputError(Where::at_file(path, e.line), "expected one entry ('- name: ...') here", "see profiles/gpus.yaml for the catalog's form");
       e.value = read(root.items[0]);
     });
     return *e.value;
@@ -183,7 +183,7 @@ struct GpuCatalog::Index {
     return parsed(e, [&](const Node& item) {
       FamilyRow r;
       detail::read_section(item, {&family_keys()}, r, nullptr);
-      if (r.family.name.empty()) throw InputError(item.where, "family entry without 'name'");
+      if (r.family.name.empty()) throw InputError(item.where, "family entry without 'name'", "see profiles/gpus.yaml for the catalog's form");
       if (r.caps.backend.empty()) r.caps.backend = "cuda";
       if (r.caps.collective.empty()) r.caps.collective = r.caps.backend == "rocm" ? "rccl" : r.caps.backend == "mps" ? "none" : "nccl";
       if (r.caps.label.empty()) r.caps.label = r.family.name;
@@ -196,12 +196,15 @@ struct GpuCatalog::Index {
       GpuProfile g;
       detail::read_section(item, {&gpu_keys()}, g, nullptr);
       const char* missing = g.name.empty() ? "name" : g.vendor.empty() ? "vendor" : g.family.empty() ? "family" : nullptr;
-      if (missing) throw InputError(item.where, fmt::format("GPU entry without '{}'", missing));
-      if (g.memory_bytes <= 0) throw InputError(item.where, fmt::format("GPU '{}' needs memory_bytes above 0", g.name));
+      if (missing) throw InputError(item.where, fmt::format("GPU entry without '{}'", missing), "see profiles/gpus.yaml for the catalog's form");
+      if (g.memory_bytes <= 0) throw InputError(item.where, fmt::format("GPU '{}' needs memory_bytes above 0", g.name),
+                                                         "memory_bytes is the GPU's memory in bytes");
       if (!(g.usable_fraction > 0 && g.usable_fraction <= 1))
-        throw InputError(item.where, fmt::format("GPU '{}': usable_fraction must be in (0, 1]", g.name));
+        throw InputError(item.where, fmt::format("GPU '{}': usable_fraction must be in (0, 1]", g.name),
+                         "the share of memory_bytes a job can use, such as 0.98");
       if (!catalog.family(g.family))
-        throw InputError(item.find("family")->where, fmt::format("GPU '{}' names unknown family '{}'", g.name, g.family));
+        throw InputError(item.find("family")->where, fmt::format("GPU '{}' names unknown family '{}'", g.name, g.family),
+                         "families: lists the known families");
       std::vector<std::string> spellings = {normalise_name(g.name)};
       for (const auto& a : g.aliases) spellings.push_back(normalise_name(a));
       if (spellings != e.spellings)
@@ -270,7 +273,7 @@ GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path) {
         for (const auto& a : flow_items(key.substr(12))) list.back()->spellings.push_back(normalise_name(a));
     } else if (const auto first = l.find_first_not_of(" \t\r"); first != std::string::npos && l[first] != '#') {
       throw InputError(Where::at_file(path, line, static_cast<int>(first) + 1),
-                       fmt::format("expected an entry ('  - name: ...') under '{}:'", section));
+                       fmt::format("expected an entry ('  - name: ...') under '{}:'", section), "see profiles/gpus.yaml for the catalog's form");
     }
   };
   size_t pos = 0;
@@ -289,7 +292,8 @@ GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path) {
         section_line[section] = line;
         if (colon == std::string::npos || !scalar_text(l.substr(colon + 1)).empty())
           throw InputError(Where::at_file(path, line, static_cast<int>(colon) + 2),
-                           fmt::format("expected the entries of '{}' as a block list ('  - name: ...') on the lines below", section));
+                           fmt::format("expected the entries of '{}' as a block list ('  - name: ...') on the lines below", section),
+                           "see profiles/gpus.yaml for the catalog's form");
         head += "\n";
         continue;
       }
@@ -308,11 +312,11 @@ GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path) {
     throw InputError(schema ? schema->where : Where::at_file(path), "expected 'schema: memplan.gpus/v1'",
                      "this file is not a memplan GPU catalog, or a newer one");
   for (const char* s : {"families", "gpus"})
-    if (!section_line.count(s)) throw InputError(Where::at_file(path), fmt::format("missing '{}'", s));
+    if (!section_line.count(s)) throw InputError(Where::at_file(path), fmt::format("missing '{}'", s), "see profiles/gpus.yaml for the catalog's form");
   auto check_names = [&](auto& list, const char* what) {
     for (size_t i = 0; i < list.size(); ++i) {
       auto& e = *list[i];
-      if (e.name.empty()) throw InputError(Where::at_file(path, e.line, 3), fmt::format("{} entry without 'name'", what));
+      if (e.name.empty()) throw InputError(Where::at_file(path, e.line, 3), fmt::format("{} entry without 'name'", what), "see profiles/gpus.yaml for the catalog's form");
       e.spellings.insert(e.spellings.begin(), normalise_name(e.name));
       for (size_t j = 0; j < i; ++j)
         if (list[j]->spellings[0] == e.spellings[0])

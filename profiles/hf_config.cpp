@@ -546,7 +546,7 @@ Activation as_activation(const Node& n) {
 ModelSpec family_defaults_or_throw(const std::string& type, const Where& where) {
   if (auto m = family_defaults(type)) return *m;
   const std::string hint = fmt::format("supported model types: {}", fmt::join(supported_model_types(), ", "));
-  throw InputError(where, fmt::format("model_type '{}' is not supported", type), hint);
+  throw InputError(where, fmt::format("model_type '{}' is not supported", clip(type)), hint);
 }
 
 ReadModel read_hf_config(const Node& root, const std::string& path, const std::string& name) {
@@ -629,8 +629,8 @@ std::string config_model_name(const std::string& path) {
   return name;
 }
 
-ReadModel read_hf_config_file(const std::string& path) {
-  return read_hf_config(parse_json(read_text_file(path), path), path, config_model_name(path));
+ReadModel read_hf_config_file(const std::string& path, const Where& named_at) {
+  return read_hf_config(parse_json(read_text_file(path, named_at), path), path, config_model_name(path));
 }
 
 void throw_first_problem(const TrainingSetup& s, const Provenance& origin, const std::string& prefix,

@@ -283,7 +283,8 @@ std::string fetch_config(const std::string& repo, const Where& origin) {
                      "install libcurl4 (apt-get install libcurl4), or download the model's config.json and pass its path "
                      "to --model");
   CURL* h = curl->easy_init();
-  if (!h) throw InputError(origin, fmt::format("cannot fetch '{}' from the Hub: curl_easy_init failed", repo));
+  if (!h) throw InputError(origin, fmt::format("cannot fetch '{}' from the Hub: curl_easy_init failed", repo),
+                           "download config.json yourself and pass it to --model");
   Body body;
   curl_slist* headers = nullptr;
   const std::string tok = token();
@@ -331,7 +332,7 @@ std::string fetch_config(const std::string& repo, const Where& origin) {
   // Only a JSON object goes into the cache.
   try {
     const detail::Node root = detail::parse_json(body.text, url);
-    if (root.kind != detail::Node::Kind::map) throw InputError(Where::at_file(url), "not a JSON object");
+    if (root.kind != detail::Node::Kind::map) throw InputError(Where::at_file(url), "not a JSON object", "a model's config.json is a JSON object");
   } catch (const InputError& e) {
     throw InputError(origin, fmt::format("the Hub's config.json for '{}' is not a model config: {}", repo, e.message()),
                      fmt::format("check the id at {}/{}", endpoint(), repo));

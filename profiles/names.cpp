@@ -75,6 +75,7 @@ int edit_distance(const std::string& a, const std::string& b) {
 std::vector<std::string> nearest(const std::string& word, const std::vector<std::string>& candidates, size_t max) {
   // A typo is up to a third of the word (at least 1, at most 3 edits); a word of 3 or more
   // characters inside a candidate (or the reverse) counts too: "mistral" -> "mistral-7b".
+  if (word.size() > detail::kMaxSuggestLength) return {};  // no name is that long; and edit distance is quadratic
   const std::string w = lower(word);
   const int limit = std::clamp(static_cast<int>(w.size()) / 3, 1, 3);
   std::vector<std::pair<int, std::string>> scored;

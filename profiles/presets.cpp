@@ -112,10 +112,12 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
   std::error_code ec;
   if (fs::is_directory(name, ec)) {
     const fs::path config = fs::path(name) / "config.json";
-    if (!fs::is_regular_file(config, ec)) throw InputError(origin, fmt::format("no config.json in '{}'", name), kTakes);
-    return read_hf_config_file(config.string());
+    if (!fs::exists(config, ec)) throw InputError(origin, fmt::format("no config.json in '{}'", clip(name, 200)), kTakes);
+    return read_hf_config_file(config.string(), origin);
   }
-  if (fs::is_regular_file(name, ec)) return read_hf_config_file(name);
+  if (fs::is_regular_file(name, ec)) return read_hf_config_file(name, origin);
+  if (const std::string kind = special_file_kind(name); !kind.empty())
+    throw InputError(origin, fmt::format("'{}' is {}, not a config.json", clip(name, 200), kind), kTakes);
   if (const auto p = find_model_preset(name)) {
     const Node root = detail::parse_json(detail::read_text_file(p->path), p->path);
     ReadModel m = read_hf_config(root, p->path, p->name);
@@ -136,10 +138,10 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
     return resolve_hub_model(name, origin);
   }
   if (detail::ends_with(lower(name), ".json"))
-    throw InputError(origin, fmt::format("cannot find '{}'", name), kTakes);
+    throw InputError(origin, fmt::format("cannot find '{}'", clip(name, 200)), kTakes);
   std::vector<Named> named;
   for (const auto& p : model_presets()) named.push_back({p.name, {p.hf_repo}});
-  throw InputError(origin, fmt::format("unknown model '{}'", name),
+  throw InputError(origin, fmt::format("unknown model '{}'", clip(name)),
                    did_you_mean(suggest_among(name, named), "memplan models",
                                 "--model also takes a config.json or a model directory"));
 }
@@ -160,7 +162,7 @@ DeviceSpec gpu_device(const std::optional<std::string>& gpu, const Where& gpu_wh
     const GpuCatalog& catalog = gpu_catalog();
     const GpuProfile* g = catalog.find(*gpu);
     if (!g)
-      throw InputError(gpu_where, fmt::format("unknown GPU '{}'", *gpu),
+      throw InputError(gpu_where, fmt::format("unknown GPU '{}'", clip(*gpu)),
                        did_you_mean(catalog.suggest(*gpu), "memplan gpus", "--gpu-memory 24GiB sets a capacity directly"));
     apply_gpu(s, *g, catalog);
   } else {

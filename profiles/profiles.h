@@ -285,12 +285,18 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg);
 
 // memplan.calibration/v1 YAML written by `memplan calibrate`.
 Calibration load_calibration(const std::string& path);
+// The same from the file's text (`path` names it in messages).
+Calibration load_calibration_text(const std::string& text, const std::string& path);
 // Writes atomically (write_file_atomically, files.h): never a half-written file; an existing file
 // is replaced only with `force`.
 void save_calibration(const Calibration& c, const std::map<std::string, std::string>& stamp,
                       const std::string& path, bool force = false);
 
 // ---- helpers shared by readers ---------------------------------------------------------------
+
+// A string fit for a one-line message: control characters escaped, at most `max` bytes shown
+// (longer ones end in "..."), UTF-8 sequences never cut. Names from files and flags go through it.
+std::string clip(const std::string& s, size_t max = 60);
 
 // Levenshtein distance (for did-you-mean).
 int edit_distance(const std::string& a, const std::string& b);

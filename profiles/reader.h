@@ -1,7 +1,16 @@
 // The one config reader behind every profiles/ parser (internal to profiles/). YAML (yaml-cpp)
-// and JSON (nlohmann) files become the same tree of Nodes carrying 1-based file:line:col, and all
-// lookups, type checks and "did you mean" warnings go through the helpers here, so a message reads
-// the same whatever the syntax. Library exceptions never escape: they become InputError.
+// and JSON (a small parser here) files become the same tree of Nodes carrying 1-based
+// file:line:col, and all lookups, type checks and "did you mean" warnings go through the helpers
+// here, so a message reads the same whatever the syntax. Library exceptions never escape: they
+// become InputError.
+//
+// The readers bound their work, so a hostile or broken file is refused quickly with a message
+// instead of hanging or exhausting memory (ReadLimits): only regular files are read, up to a size;
+// nesting depth is checked before yaml-cpp sees the text (the JSON parser checks it as it goes);
+// the number of values, YAML alias expansions included, is capped; duplicate keys are errors
+// naming both lines; YAML 1.1 merge keys (<<: *defaults) are expanded; numbers out of a double's
+// range are errors at their position. A reader that calls read_text_file, parse_yaml and
+// parse_json gets all of this.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "estimator/error.h"
+#include "profiles/profiles.h"  // clip, parse_size, edit_distance
 
 namespace memplan::profiles::detail {
 
@@ -37,15 +47,49 @@ inline bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The whole file; InputError at Where{path} when it cannot be read.
-std::string read_text_file(const std::string& path);
-// Parse errors become InputError at the offending position, with the library's message.
+// ---- limits ----------------------------------------------------------------------------------
+
+// How much a reader takes on. Real configs are a few KiB, nest a few levels and hold a few hundred
+// values; the limits leave orders of magnitude of room and keep every read well under a second
+// and a few hundred MiB. yaml-cpp parses about 2-3 MB/s and 100k values/s, hence YAML's lower caps.
+struct ReadLimits {
+  int64_t max_file_bytes = int64_t{16} << 20;  // any file read (JSON up to this)
+  int64_t max_yaml_bytes = int64_t{1} << 20;   // YAML text
+  int max_depth = 64;                          // nesting of maps and lists
+  int64_t max_json_values = 100'000;           // nodes of a JSON document (an HF config with 21k labels: 44k)
+  int64_t max_yaml_values = 20'000;            // nodes of a YAML document, alias expansions included
+  int max_references = 8;                      // files naming files (deepspeed: -> memplan: -> ...)
+};
+// The limits in force: the defaults, or with $MEMPLAN_MAX_FILE_SIZE (a size such as 64MiB) as the
+// byte limit of every file (YAML included). InputError when the variable is not a size.
+const ReadLimits& read_limits();
+// Replaces the limits (tests, fuzzers).
+void set_read_limits(const ReadLimits& limits);
+
+// ---- files -------------------------------------------------------------------------------------
+
+// The whole file. Only a regular file (or a link to one) is read, never a folder, FIFO, device or
+// socket (they could block or never end), and only up to read_limits().max_file_bytes.
+// InputError at the file itself, or, when `named_at` is given (the line of another file, or a
+// flag, that named this path), at that place with the path in the message.
+std::string read_text_file(const std::string& path, const Where& named_at = Where{});
+// What a path is, for messages: "a folder", "a FIFO (named pipe)", "a character device", ...;
+// "" for a regular file (or a link to one) and for a path that does not exist.
+std::string special_file_kind(const std::string& path);
+
+// Parse errors become InputError at the offending position. Both check the text first (size,
+// NUL bytes, UTF-8, nesting depth, number of values) and report what they refuse at its line.
 Node parse_yaml(const std::string& text, const std::string& path);
 Node parse_json(const std::string& text, const std::string& path);
+// What every parser checks first: at most `max_bytes` bytes, UTF-8 without NUL bytes; InputError
+// at the file, or at the offending byte, naming `syntax` ("TOML").
+void check_text(const std::string& text, const std::string& path, int64_t max_bytes, const char* syntax);
 
 // ---- typed values: each throws InputError at the node, "<path> must be <what> (got <value>)" ----
 
 [[noreturn]] void type_error(const Node& n, const std::string& what);
+// The same with a hint of the caller's.
+[[noreturn]] void type_error(const Node& n, const std::string& what, const std::string& hint);
 int64_t as_int(const Node& n);    // integers; integral floats such as 5e8 too (DeepSpeed writes them)
 int64_t as_count(const Node& n);  // as_int, worded "a positive integer" (0 is left to validation)
 double as_number(const Node& n);
@@ -60,7 +104,7 @@ template <class E, class Parse>
 E parse_choice(const std::string& text, const char* what, Parse parse, const std::vector<std::string>& names,
                const Where& where) {
   if (auto v = parse(text)) return *v;
-  throw InputError(where, fmt::format("unknown {} '{}'", what, text),
+  throw InputError(where, fmt::format("unknown {} '{}'", what, clip(text)),
                    fmt::format("expected one of: {}", fmt::join(names, ", ")));
 }
 template <class E, class Parse>
@@ -80,9 +124,20 @@ template <class State>
 using KeyTable = std::vector<Key<State>>;
 
 // The known key closest to an unknown one, within a typo: edit distance <= 2 for keys longer
-// than 5 characters, <= 1 otherwise (case differences count as a typo too).
+// than 5 characters, <= 1 otherwise (case differences count as a typo too). Names longer than
+// kMaxSuggestLength are never near anything (and cost nothing to compare).
+constexpr size_t kMaxSuggestLength = 64;
+inline bool has_non_ascii(const std::string& s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80) return true;
+  return false;
+}
 std::optional<std::string> near_miss(const std::string& key, const std::vector<std::string>& known);
 [[noreturn]] void not_a_map(const Node& n);
+
+// Unknown keys of one section looked at for a near miss; past this many the rest are ignored
+// quietly, so a file of a million unknown keys costs no more than one of a thousand.
+constexpr size_t kMaxNearMissChecks = 1000;
 
 // Applies every present key of `map` found in `tables`. Other keys are ignored (real configs
 // carry learning rates and paths), except near-misses of a known key: a Warning into `warnings`,
@@ -94,6 +149,7 @@ void read_section(const Node& map, std::initializer_list<const KeyTable<State>*>
   std::vector<std::string> known;
   for (const auto* t : tables)
     for (const auto& k : *t) known.insert(known.end(), k.names.begin(), k.names.end());
+  size_t checked = 0;
   for (const auto& [key, value] : map.entries) {
     const Key<State>* hit = nullptr;
     for (const auto* t : tables)
@@ -104,12 +160,18 @@ void read_section(const Node& map, std::initializer_list<const KeyTable<State>*>
       if (value.kind != Node::Kind::null) hit->apply(value, st);
       continue;
     }
+    if (warnings && checked++ >= kMaxNearMissChecks) continue;
     const auto guess = near_miss(key, known);
     if (!guess && warnings) continue;
     const std::string hint = guess ? fmt::format("did you mean '{}'?", *guess)
                                    : fmt::format("known keys here: {}", fmt::join(known, ", "));
-    if (!warnings) throw InputError(value.where, fmt::format("unknown key '{}'", key), hint);
-    warnings->push_back({value.where, fmt::format("unknown key '{}'", key), hint});
+    // A known key retyped with a lookalike letter (Cyrillic 'і' for 'i') is meant as that key:
+    // ignoring it would estimate with the default silently, so it is an error.
+    if (guess && has_non_ascii(key))
+      throw InputError(value.where, fmt::format("unknown key '{}' (it has non-ASCII characters)", clip(key)),
+                       fmt::format("did you mean '{}'? retype it in ASCII", *guess));
+    if (!warnings) throw InputError(value.where, fmt::format("unknown key '{}'", clip(key)), hint);
+    warnings->push_back({value.where, fmt::format("unknown key '{}'", clip(key)), hint});
   }
 }
 

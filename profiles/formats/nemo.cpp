@@ -401,9 +401,14 @@ void read_architecture(Nemo& t) {
   }
   // _vocab_size_with_padding (megatron_base_model.py @ v2.4.0): up to a multiple of
   // make_vocab_size_divisible_by x tensor_model_parallel_size.
-  const int64_t multiple = count_of(t.divisible, 128) * t.tp;
+  // A tensor-parallel size out of range is reported by validate() at its line; the padding here
+  // must not divide by it first (fuzz_load_config: tensor_model_parallel_size 0 divided by zero).
+  const int64_t divisible = count_of(t.divisible, 128);
+  if (divisible > 1'000'000)
+    type_error(*t.divisible, "a positive integer up to 1000000", "Megatron pads the vocabulary to a multiple of it, usually 128");
+  const int64_t multiple = divisible * std::clamp<int64_t>(t.tp, 1, 1'000'000);
   const int64_t v = vocabulary(t);
-  m.vocab_size = (v + multiple - 1) / multiple * multiple;
+  m.vocab_size = checked_add(v, multiple - 1, "the padded vocabulary") / multiple * multiple;
   TrainingSetup& s = t.s();
   s.model = m;
   t.st.out.has_model = true;
@@ -504,18 +509,24 @@ void resolve_parallel(Nemo& t) {
 void resolve_batch(Nemo& t) {
   TrainingSetup& s = t.s();
   if (t.micro_node) t.st.set("batch.micro_batch", s.batch.micro_batch, t.micro, *t.micro_node);
-  const int64_t dp = s.parallel.num_gpus / std::max<int64_t>(1, t.tp * t.pp);
-  if (t.global_node) {
+  const int64_t dp = s.parallel.num_gpus / std::max<int64_t>(1, saturating_mul(t.tp, t.pp));
+  // A micro-batch or data-parallel size below 1 is reported by validate() at its line; the
+  // calculator below must not divide by it first (fuzz_load_config: division by zero).
+  if (t.global_node && (t.micro < 1 || dp < 1)) {
+    t.st.out.global_batch = t.global;
+    t.st.note("batch.global_batch", *t.global_node);
+  } else if (t.global_node) {
     t.st.out.global_batch = t.global;
     t.st.note("batch.global_batch", *t.global_node);
     // Megatron's microbatch calculator: global = micro x data-parallel ranks x micro-batches.
-    if (t.global % (t.micro * dp) != 0)
+    const int64_t per_step = saturating_mul(t.micro, dp);
+    if (t.global % per_step != 0)
       throw InputError(t.global_node->where,
                        fmt::format("model.global_batch_size {} is not a multiple of micro_batch_size {} x {} data-parallel "
                                    "ranks (Megatron's microbatch calculator requires it)",
                                    t.global, t.micro, dp),
                        "make global_batch_size a multiple of micro_batch_size x devices x num_nodes / (TP x PP)");
-    t.st.set("batch.grad_accum", s.batch.grad_accum, t.global / (t.micro * dp), *t.global_node);
+    t.st.set("batch.grad_accum", s.batch.grad_accum, t.global / per_step, *t.global_node);
   }
   if (!t.seq_node)
     t.st.defer("batch.seq_len", Where::at_file(t.st.path),

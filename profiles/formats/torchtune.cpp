@@ -404,9 +404,16 @@ const Table& root_keys() {
        }},
       {{"dataset"}, [](const Node& n, Tt& t) {
          // One dataset, or a list of them (ConcatDataset): any packed one packs the batch.
-         for (const Node& d : n.kind == Node::Kind::list ? n.items : std::vector<Node>{n}) {
-           if (d.kind != Node::Kind::map) continue;
+         // (Not a range over `list ? n.items : std::vector<Node>{n}`: that copies the items into a
+         // temporary, and t.packed pointed into it after the loop: ASan, heap-use-after-free.)
+         auto look = [&t](const Node& d) {
+           if (d.kind != Node::Kind::map) return;
            if (const Node* p = d.find("packed"); p && as_bool(*p)) t.packed = p;
+         };
+         if (n.kind == Node::Kind::list) {
+           for (const Node& d : n.items) look(d);
+         } else {
+           look(n);
          }
        }},
       {{"batch_size"}, [](const Node& n, Tt& t) { t.st.set("batch.micro_batch", t.s().batch.micro_batch, as_count(n), n); }},

@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "tests/profiles/local_hub.h"
+#include "cli/commands.h"
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -410,7 +411,8 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
        {},
        "error: A subcommand is required",
        "hint: memplan --help lists the commands; memplan COMMAND --help their flags"},
-      {"micro-batch 0", {"estimate", "--model", "gpt2", "--micro-batch", "0"}, "error: --micro-batch: must be at least 1 (got 0)", ""},
+      {"micro-batch 0", {"estimate", "--model", "gpt2", "--micro-batch", "0"}, "error: --micro-batch: must be at least 1 (got 0)",
+       "hint: a size or count: a whole number of 1 or more"},
       {"unknown precision",
        {"estimate", "--model", "gpt2", "--precision", "fp8"},
        "error: --precision: unknown precision 'fp8'",
@@ -430,7 +432,7 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
       {"zero stage 4",
        {"estimate", "--model", "gpt2", "--zero", "4"},
        "error: --zero: ZeRO stage must be 0, 1, 2 or 3 (got 4)",
-       ""},
+       "hint: DeepSpeed ZeRO has stages 0 to 3"},
       {"every:0",
        {"estimate", "--model", "gpt2", "--checkpointing", "every:0"},
        "error: --checkpointing: unknown checkpointing 'every:0'",
@@ -438,7 +440,7 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
       {"malformed yaml",
        {"estimate", "--config", kData + "malformed.yaml"},
        kData + "malformed.yaml:6:19: error: end of sequence flow not found",
-       ""},
+       "hint: see examples/ for memplan config files; YAML indents with spaces, and quotes text holding ': ' or '#'"},
       {"missing hf_config",
        {"estimate", "--config", kData + "missing_hf_config.yaml"},
        kData + "missing_hf_config.yaml:3:3: error: model.hf_config: '" + kData + "no-such-model/config.json' does not exist",
@@ -982,4 +984,19 @@ TEST_CASE("plan --emit hf|axolotl|accelerate: the file and its header's re-check
     }
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("running out of memory is an input problem (exit 2), not an internal error") {
+  // A command whose work cannot be allocated: what an input of absurd size would do if a bound
+  // were missing. run_app maps it to exit 2 with a message about the input's size.
+  const std::vector<memplan::cli::Registrar> table = {
+      {"grow", [](CLI::App& root, memplan::cli::Io) -> memplan::cli::Command {
+         return {root.add_subcommand("grow", "allocates without bound"), []() -> int { throw std::bad_alloc(); }};
+       }}};
+  const char* argv[] = {"memplan", "grow"};
+  std::ostringstream out, err;
+  CHECK(memplan::cli::run_app(table, 2, argv, out, err) == 2);
+  CHECK(out.str().empty());
+  CHECK(line(err.str(), 0) == "error: out of memory: the input is too large for memplan to handle");
+  CHECK(line(err.str(), 1).rfind("hint: ", 0) == 0);
 }

@@ -19,7 +19,8 @@ TEST_CASE("a GPT layer with 16-bit activations saves sbh(34 + 5as/h) (Korthikant
   s.model.activation = Activation::gelu;
   s.precision = Precision::fp16;
   s.device.kind = DeviceKind::cuda;
-  for (auto [b, sq] : {std::pair<int64_t, int64_t>{1, 1024}, {4, 512}, {8, 128}}) {
+  for (const auto& bs : {std::pair<int64_t, int64_t>{1, 1024}, {4, 512}, {8, 128}}) {
+    const int64_t b = bs.first, sq = bs.second;  // (not a structured binding: clang 14 cannot capture one in CAPTURE)
     s.batch.micro_batch = b;
     s.batch.seq_len = sq;
     const int64_t h = 768, a = 12;

@@ -43,3 +43,19 @@ TEST_CASE("the acceptance case does not fit and every option the search reports 
   }
   for (const auto& c : r.single) CHECK(c.peak_bytes < r.peak_bytes);
 }
+
+TEST_CASE("largest_micro_batch stops where validate() does: no estimate past the bounds (fuzz_planner)") {
+  // A small model on a 1 PiB device with a long sequence: the doubling search would reach
+  // micro-batches whose token counts overflow int64 (UBSan in layers.cpp before the fix).
+  TrainingSetup s;
+  s.model = profiles::load_model("gpt2", Where());
+  const auto& cat = profiles::gpu_catalog();
+  profiles::apply_gpu(s, *cat.find("h100-80gb"), cat);
+  s.device.capacity_bytes = int64_t{1} << 50;
+  s.batch.seq_len = 1024;
+  const int64_t b = planner::largest_micro_batch(s, nullptr, int64_t{1} << 61);
+  CHECK(b >= 1);
+  CHECK(b <= 1'000'000);
+  s.batch.micro_batch = b;
+  CHECK(validate(s).empty());
+}

@@ -62,11 +62,11 @@ TEST_CASE("a flag fixes a problem in the file; a flag's own problem names the fl
   in.micro_batch = 2;
   CHECK(build_setup(in).setup.batch.micro_batch == 2);
   in.micro_batch = 0;
-  CHECK(render_error(in) == "error: --micro-batch: must be at least 1 (got 0)");
+  CHECK(render_error(in) == "error: --micro-batch: must be at least 1 (got 0)\nhint: a size or count: a whole number of 1 or more");
   SetupInputs tp = with_model("llama-2-7b");
   tp.gpus = 3;
   tp.tensor_parallel = 3;
-  CHECK(render_error(tp) == "error: --tensor-parallel: tensor parallel degree must divide the attention heads");
+  CHECK(render_error(tp) == "error: --tensor-parallel: tensor parallel degree must divide the attention heads\nhint: each tensor-parallel rank holds a whole number of heads");
   SetupInputs off = with_model("gpt2");
   off.offload = "optimizer";
   CHECK(render_error(off) ==
@@ -185,7 +185,7 @@ TEST_CASE("fine-tuning flags") {
   in.finetune = "lora";
   CHECK(build_setup(in).setup.finetune.base_quant == BaseQuant::none);
   in.lora_rank = 0;
-  CHECK(render_error(in) == "error: --lora-rank: must be between 1 and 100000 (got 0)");
+  CHECK(render_error(in) == "error: --lora-rank: must be between 1 and 100000 (got 0)\nhint: PEFT's r, usually 8 to 64");
 }
 
 TEST_CASE("config warnings and --calibration reach the BuiltSetup") {

@@ -90,7 +90,8 @@ TEST_CASE("calibration files are read strictly") {
         bad + "calibration_schema.yaml:1:1: error: expected 'schema: memplan.calibration/v1'\n"
               "hint: memplan calibrate --out FILE writes calibration profiles");
   CHECK(load_error("calibration_scale.yaml") ==
-        bad + "calibration_scale.yaml:4:3: error: corrections.activation_scale must be a multiplier in (0, 100] (got '-1')");
+        bad + "calibration_scale.yaml:4:3: error: corrections.activation_scale must be a multiplier in (0, 100] (got '-1')\n"
+              "hint: a multiplier is a positive number such as 1.05");
   CHECK(load_error("calibration_key.yaml") ==
         bad + "calibration_key.yaml:4:3: error: unknown key 'activation_scal'\nhint: did you mean 'activation_scale'?");
 }

@@ -193,7 +193,7 @@ TEST_CASE("lightning: memplan's commented setup block") {
   CHECK(c.deferred.empty());
   // A broken block is an error at its line.
   CHECK(error_of("# --- memplan setup ---\n# training:\n#   micro_batch_size: lots\n# --- end memplan setup ---\ntrainer:\n  devices: 1\n") ==
-        "cli.yaml:3:5: error: training.micro_batch_size must be a positive integer (got 'lots')");
+        "cli.yaml:3:5: error: training.micro_batch_size must be a positive integer (got 'lots')\nhint: write a whole number, e.g. 4 (no quotes)");
 }
 
 TEST_CASE("lightning: broken files") {
@@ -208,9 +208,9 @@ TEST_CASE("lightning: broken files") {
   CHECK(error_of("trainer:\n  precision: maybe\n") ==
         "cli.yaml:2:3: error: unknown precision 'maybe'\nhint: expected one of: 32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, "
         "transformer-engine, transformer-engine-float16 (or the legacy 16, bf16, 32)");
-  CHECK(error_of("trainer:\n  devices: many\n") == "cli.yaml:2:3: error: trainer.devices must be an integer (got 'many')");
+  CHECK(error_of("trainer:\n  devices: many\n") == "cli.yaml:2:3: error: trainer.devices must be an integer (got 'many')\nhint: write a whole number, e.g. 4 (no quotes)");
   CHECK(error_of("trainer:\n  accumulate_grad_batches: two\n") ==
-        "cli.yaml:2:3: error: trainer.accumulate_grad_batches must be a positive integer (got 'two')");
+        "cli.yaml:2:3: error: trainer.accumulate_grad_batches must be a positive integer (got 'two')\nhint: write a whole number, e.g. 4 (no quotes)");
   CHECK(error_of("trainer:\n  strategy:\n    class_path: FSDPStrategy\n    init_args:\n      sharding_strategy: HALF_SHARD\n")
             .find("cli.yaml:5:7: error: unknown sharding_strategy 'HALF_SHARD'") == 0);
   // The model id the module takes resolves like --model (no Hub id here: tests stay offline).

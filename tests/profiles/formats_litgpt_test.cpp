@@ -207,7 +207,7 @@ TEST_CASE("litgpt: detection, devices left to the launcher, broken files") {
   CHECK(error_of("checkpoint_dir: checkpoints/meta-llama/Llama-3.2-1B\nprecision: maybe\n") ==
         "lit.yaml:2:1: error: unknown precision 'maybe'\nhint: expected one of: bf16-true, bf16-mixed, 16-true, 16-mixed, 32-true");
   CHECK(error_of("checkpoint_dir: checkpoints/meta-llama/Llama-3.2-1B\nlora_r: many\n") ==
-        "lit.yaml:2:1: error: lora_r must be a positive integer (got 'many')");
+        "lit.yaml:2:1: error: lora_r must be a positive integer (got 'many')\nhint: write a whole number, e.g. 4 (no quotes)");
   CHECK(error_of("checkpoint_dir: checkpoints/meta-llama/Llama-3.2-1B\ntrain:\n  global_batch_size: 4\n  micro_batch_size: 8\n")
             .find("lit.yaml:3:3: error: train.global_batch_size 4 over 1 device(s) leaves less than one micro-batch of 8") == 0);
   const LoadedConfig typo = load_config_text("checkpoint_dir: checkpoints/meta-llama/Llama-3.2-1B\nlora_alhpa: 8\n", "t.yaml", "t.yaml");

@@ -229,7 +229,13 @@ TEST_CASE("nemo: broken files") {
         "with O2\")\nhint: use trainer.precision: bf16 with megatron_amp_O2, or turn O2 off");
   CHECK(error_of(gpt("", "maybe")) ==
         "nemo.yaml:3:3: error: unknown trainer.precision 'maybe'\nhint: expected one of: 32, 16, bf16, 16-mixed, bf16-mixed");
-  CHECK(error_of(gpt("  megatron_amp_O2: perhaps\n")) == "nemo.yaml:13:3: error: model.megatron_amp_O2 must be true or false (got 'perhaps')");
+  CHECK(error_of(gpt("  megatron_amp_O2: perhaps\n")) == "nemo.yaml:13:3: error: model.megatron_amp_O2 must be true or false (got 'perhaps')\nhint: write true or false");
+  // tensor_model_parallel_size 0 divided by zero in the vocabulary padding (fuzz_load_config).
+  // Read without dividing by it (SIGFPE before); validate() then refuses the degree at its line
+  // ("parallel.tensor_parallel: must be at least 1 (got 0)", as memplan estimate prints it).
+  CHECK(error_of(gpt("  tensor_model_parallel_size: 0\n")) == "");
+  CHECK(error_of(gpt("  make_vocab_size_divisible_by: 9000000000\n")).find("must be a positive integer up to 1000000") !=
+        std::string::npos);
   CHECK(error_of(gpt("  activation: swish\n")) ==
         "nemo.yaml:13:3: error: unknown activation 'swish'\nhint: expected one of: gelu, geglu, swiglu, reglu, squared-relu, "
         "fast-geglu, fast-swiglu, fast-reglu");
@@ -264,7 +270,7 @@ TEST_CASE("NeMo RL guide dialect (memplan YAML policy:): checkpoint_layers and o
     load_config_text("model: llama-3.2-1b\npolicy:\n  checkpoint_layers: [first]\n", "p.yaml", "p.yaml");
     FAIL("a non-integer layer must be refused");
   } catch (const InputError& e) {
-    CHECK(e.render() == "p.yaml:3:23: error: policy.checkpoint_layers must be an integer (got 'first')");
+    CHECK(e.render() == "p.yaml:3:23: error: policy.checkpoint_layers must be an integer (got 'first')\nhint: write a whole number, e.g. 4 (no quotes)");
   }
 }
 

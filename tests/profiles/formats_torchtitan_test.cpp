@@ -225,7 +225,7 @@ TEST_CASE("torchtitan: detection and broken files") {
         "job.toml:6:1: error: selective_ac_option must be a positive integer or \"op\" (got 'every')\nhint: e.g. "
         "selective_ac_option = \"2\" (every second layer) or \"op\"");
   CHECK(error_of("[training]\nlocal_batch_size = \"eight\"\n") ==
-        "job.toml:2:1: error: training.local_batch_size must be a positive integer (got string 'eight')");
+        "job.toml:2:1: error: training.local_batch_size must be a positive integer (got string 'eight')\nhint: write a whole number, e.g. 4 (no quotes)");
   CHECK(error_of("[training]\ndtype = \"float16\"\n") == "job.toml:2:1: error: unknown training.dtype 'float16'\nhint: "
                                                          "expected one of: float32, bfloat16");
   CHECK(error_of("[optimizer]\nname = \"Lion\"\n").find("job.toml:2:1: error: unknown optimizer.name 'Lion'") == 0);

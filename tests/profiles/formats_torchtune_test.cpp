@@ -314,9 +314,9 @@ TEST_CASE("torchtune: broken files") {
   CHECK(error_of("model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\ndtype: fp16\n").find(
             "tt.yaml:3:1: error: dtype: fp16 is refused by torchtune's recipes") == 0);
   CHECK(error_of("model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\nbatch_size: two\n") ==
-        "tt.yaml:3:1: error: batch_size must be a positive integer (got 'two')");
+        "tt.yaml:3:1: error: batch_size must be a positive integer (got 'two')\nhint: write a whole number, e.g. 4 (no quotes)");
   CHECK(error_of("model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\ncompile: maybe\n") ==
-        "tt.yaml:3:1: error: compile must be true or false (got 'maybe')");
+        "tt.yaml:3:1: error: compile must be true or false (got 'maybe')\nhint: write true or false");
   CHECK(error_of("model:\n  _component_: torchtune.models.llama3_2.lora_llama3_2_1b\n") ==
         "tt.yaml:1:1: error: model.lora_attn_modules is missing: torchtune.models.llama3_2.lora_llama3_2_1b requires it\n"
         "hint: list the attention projections to adapt, e.g. lora_attn_modules: ['q_proj', 'v_proj']");

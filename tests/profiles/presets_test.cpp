@@ -222,7 +222,7 @@ TEST_CASE("a GPU catalog parses only the entries asked for, and a broken one fai
   } catch (const InputError& e) {
     msg = e.render();
   }
-  CHECK(msg == "cat.yaml:15:5: error: GPU 'card-b' names unknown family 'nosuch'");
+  CHECK(msg == "cat.yaml:15:5: error: GPU 'card-b' names unknown family 'nosuch'\nhint: families: lists the known families");
   try {
     parse_gpu_catalog(head + good + good, "cat.yaml");
     FAIL("a duplicate entry must be refused");

@@ -1,0 +1,46 @@
+// libFuzzer target: fit and plan over random setups and requests. Besides the estimator's
+// invariants: fit's largest micro-batch fits and one more does not; plan's winner fits its
+// budget, its peak is estimate()'s for its setup, and its global batch is what it says.
+#include "planner/fit.h"
+#include "planner/plan.h"
+#include "tests/fuzz/fuzz_common.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace memplan;
+  FuzzedDataProvider d(data, size);
+  TrainingSetup s = fuzz::random_setup(d);
+  s.model.num_layers = std::min<int64_t>(s.model.num_layers, 48);  // keep one input well under a second
+  if (!validate(s).empty() || s.device.capacity_bytes <= 0) return 0;
+  const int64_t limit = d.ConsumeIntegralInRange<int64_t>(1, 256);
+  const int64_t mb = planner::largest_micro_batch(s, nullptr, limit);
+  if (mb > 0) {
+    TrainingSetup at = s;
+    at.batch.micro_batch = mb;
+    if (estimate(at).peak_bytes() > target_bytes(at)) fuzz::fail("largest_micro_batch does not fit");
+    at.batch.micro_batch = mb + 1;
+    if (mb < limit && validate(at).empty() && estimate(at).peak_bytes() <= target_bytes(at))
+      fuzz::fail("largest_micro_batch + 1 fits too");
+  }
+  planner::PlanAsk ask;
+  ask.global_batch = fuzz::size_in(d, 1, 4096);
+  ask.tier = d.PickValueInArray({"safe", "balanced", "aggressive", "bogus"});
+  if (d.ConsumeBool()) ask.budget = fuzz::fraction_in(d, 0.5, 1.0);
+  ask.optimizer_fixed = ask.precision_fixed = ask.attention_fixed = true;
+  ask.checkpointing_fixed = d.ConsumeBool();
+  ask.no_offload = d.ConsumeBool();
+  ask.max_micro_batch = d.ConsumeIntegralInRange<int64_t>(1, 16);
+  try {
+    const planner::PlanRequest req = planner::make_request(s, ask, nullptr);
+    const planner::PlanResult r = planner::plan(req);
+    if (r.found) {
+      const planner::Candidate& c = r.best;
+      if (!c.fits || c.peak_bytes > r.budget_bytes) fuzz::fail("plan's winner is over its budget");
+      if (estimate(c.setup).peak_bytes() != c.peak_bytes) fuzz::fail("plan's winner's peak is not estimate()'s");
+      const __int128 gb = static_cast<__int128>(c.setup.batch.micro_batch) * c.setup.batch.grad_accum *
+                          c.setup.parallel.data_parallel();
+      if (gb != c.global_batch || c.global_batch <= 0) fuzz::fail("plan's global batch is not micro x accumulation x ranks");
+    }
+  } catch (const InputError&) {
+  }
+  return 0;
+}
