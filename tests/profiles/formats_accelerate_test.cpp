@@ -172,7 +172,8 @@ TEST_CASE("keys memplan cannot model are warnings") {
        ":4:3: warning: unknown key 'fsdp_config.activation_checkpointng'\nhint: did you mean 'activation_checkpointing'?"},
   };
   for (const auto& [text, expected] : cases) {
-    CAPTURE(text);
+    const auto& text_shown = text;  // clang 14 cannot capture a structured binding
+    CAPTURE(text_shown);
     const std::vector<std::string> w = warnings_of(text, kBad);
     REQUIRE(w.size() == 1);
     CHECK(w[0] == kBad + expected);
@@ -206,7 +207,8 @@ TEST_CASE("what accelerate refuses: file:line:col and a hint") {
        "(GPUs) over all machines"},
   };
   for (const auto& [text, expected] : cases) {
-    CAPTURE(text);
+    const auto& text_shown = text;  // clang 14 cannot capture a structured binding
+    CAPTURE(text_shown);
     CHECK(load_error(text, kBad) == kBad + expected);
   }
   CHECK(load_error("mixed_precision: bf16\nnum_processes: 2\n", kBad).empty());  // not an accelerate file: memplan's

@@ -255,7 +255,8 @@ TEST_CASE("keys memplan cannot model, and keys axolotl drops, are warnings") {
        "hint: check its spelling against Axolotl's documentation; the estimate is made without it"},
   };
   for (const auto& [body, expected] : cases) {
-    CAPTURE(body);
+    const auto& body_shown = body;  // clang 14 cannot capture a structured binding
+    CAPTURE(body_shown);
     std::string text = head + body;
     if (std::string(body) == "batch_size: 32\n") text = "base_model: gpt2\nmicro_batch_size: 2\nbatch_size: 32\n";
     const std::vector<std::string> w = warnings_of(text, kBad);
@@ -305,7 +306,8 @@ TEST_CASE("configs axolotl refuses: file:line:col, axolotl's rule and a hint") {
        "(check_deprecated_unsloth_fields, validation.py @ v0.18.0 L59-77)"},
   };
   for (const auto& [text, expected] : cases) {
-    CAPTURE(text);
+    const auto& text_shown = text;  // clang 14 cannot capture a structured binding
+    CAPTURE(text_shown);
     CHECK(load_error(text, kBad) == kBad + expected);
   }
 }

@@ -258,7 +258,8 @@ TEST_CASE("TRL keys and values in their other spellings") {
         {"lion_32bit", OptimizerKind::lion},         {"sgd", OptimizerKind::sgd},
         {"rmsprop", OptimizerKind::sgd_momentum},    {"adagrad", OptimizerKind::sgd_momentum}};
     for (const auto& [name, kind] : cases) {
-      CAPTURE(name);
+      const auto& name_shown = name;  // clang 14 cannot capture a structured binding
+      CAPTURE(name_shown);
       const LoadedConfig c = read(fmt::format("model_name_or_path: gpt2\noptim: {}\n", name));
       CHECK(c.setup.optimizer == kind);
       CHECK(c.warnings.empty());
@@ -340,7 +341,8 @@ TEST_CASE("keys memplan cannot model are warnings naming the key and why; --stri
        "'fsdp_activation_checkpointing'?"},
   };
   for (const auto& [body, expected] : cases) {
-    CAPTURE(body);
+    const auto& body_shown = body;  // clang 14 cannot capture a structured binding
+    CAPTURE(body_shown);
     const std::vector<std::string> w = warnings_of(std::string("model_name_or_path: gpt2\n") + body, kBad);
     REQUIRE(w.size() == 1);
     CHECK(w[0] == kDir + expected);
@@ -403,7 +405,8 @@ TEST_CASE("bad input: file:line:col, the tool's rule and a hint") {
        "the number of sequences per GPU per forward"},
   };
   for (const auto& [text, expected] : cases) {
-    CAPTURE(text);
+    const auto& text_shown = text;  // clang 14 cannot capture a structured binding
+    CAPTURE(text_shown);
     CHECK(load_error(text, kBad) == kBad + expected);
   }
   // JSON: HfArgumentParser.parse_json_file converts nothing, so a quoted "true" is not a flag.
