@@ -45,6 +45,17 @@ void prescan_toml(const std::string& text, const std::string& path, int max_dept
     if (quote) {
       line_begin = false;
       if (c == '\\' && quote == '"') {
+        // \uXXXX and \UXXXXXXXX need their hex digits (TOML 1.0); toml++ 3.3.0 reaches
+        // TOML_UNREACHABLE on some malformed ones followed by non-ASCII text (found by
+        // fuzz_load_config), so they are refused here first.
+        const char e = i + 1 < text.size() ? text[i + 1] : 0;
+        if (e == 'u' || e == 'U') {
+          const size_t n = e == 'u' ? 4 : 8;
+          for (size_t k = 0; k < n; ++k)
+            if (i + 2 + k >= text.size() || !std::isxdigit(static_cast<unsigned char>(text[i + 2 + k])))
+              throw InputError(Where::at_file(path, line, col), fmt::format("a \\{} escape needs {} hex digits", e, n),
+                               "write the character itself, or its code point as \\u0105 / \\U0001F600");
+        }
         ++i;
         ++col;
       } else if (c == quote) {

@@ -379,6 +379,11 @@ TEST_CASE("TOML table headers that toml++ 3.3.0 would assert on are refused firs
         "job.toml:1:1: error: a non-ASCII character outside a string or comment\nhint: TOML keys are ASCII; quote a key or "
         "value that needs other characters");
   CHECK(detail::parse_toml("# caf\xC3\xA9\nname = \"caf\xC3\xA9\"\n", "job.toml").find("name")->text == "caf\xC3\xA9");
+  // A \u escape without its hex digits before non-ASCII text: toml++ 3.3.0 reached TOML_UNREACHABLE.
+  CHECK(toml_error("i = \"m\\uMax_4\xC4\x85" "f\"\n") ==
+        "job.toml:1:7: error: a \\u escape needs 4 hex digits\nhint: write the character itself, or its code point as "
+        "\\u0105 / \\U0001F600");
+  CHECK(detail::parse_toml("name = \"caf\\u00e9 \\U0001F600\"\n", "job.toml").find("name")->text == "caf\xC3\xA9 \xF0\x9F\x98\x80");
   // Not headers: brackets inside a multi-line array or a string.
   CHECK(detail::parse_toml("x = [\n  [1, 2],\n  [3],\n]\ny = \"\"\"\n[!]\"\"\"\n", "job.toml").find("x")->items.size() == 2);
   CHECK(detail::parse_toml("[a-b]\n[_c]\n[\"d e\"]\n[ 'f' ]\n[[g]]\n", "job.toml").find("g"));
