@@ -11,33 +11,6 @@ namespace {
 
 std::string yes(bool b) { return b ? "true" : "false"; }
 
-std::string module_name(const std::string& t) {
-  for (const char* short_name : {"q", "k", "v", "o", "gate", "up", "down"})
-    if (t == short_name) return t + "_proj";
-  return t;
-}
-
-std::string optimizer_name(const TrainingSetup& s, std::vector<std::string>& flags, std::string* optim_args) {
-  switch (s.optimizer) {
-    case OptimizerKind::adamw:
-    case OptimizerKind::adam:
-      if (s.optimizer == OptimizerKind::adam) flags.push_back("--optimizer adam");
-      if (s.runtime.optimizer_impl == OptimizerImpl::fused) return "adamw_torch_fused";
-      if (s.runtime.optimizer_impl == OptimizerImpl::for_loop) return "adamw_hf";
-      if (s.runtime.optimizer_impl == OptimizerImpl::foreach) flags.push_back("--optimizer-impl foreach");
-      return "adamw_torch";
-    case OptimizerKind::sgd: return "sgd";
-    case OptimizerKind::sgd_momentum: *optim_args = "momentum=0.9"; return "sgd";
-    case OptimizerKind::adafactor: return "adafactor";
-    case OptimizerKind::adafactor_momentum: flags.push_back("--optimizer adafactor-momentum"); return "adafactor";
-    case OptimizerKind::adamw_8bit: return "adamw_bnb_8bit";
-    case OptimizerKind::lion: return "lion_32bit";
-    case OptimizerKind::paged_adamw: return "paged_adamw_32bit";
-    case OptimizerKind::paged_adamw_8bit: return "paged_adamw_8bit";
-  }
-  return "adamw_torch";
-}
-
 }  // namespace
 
 std::string emit_axolotl(const EmitContext& c) {
@@ -75,7 +48,7 @@ std::string emit_axolotl(const EmitContext& c) {
   if (fp16) y += "fp16: true\n";
   if (bfloat16) y += "bfloat16: true\n";
   std::string optim_args;
-  y += fmt::format("optimizer: {}\n", optimizer_name(s, flags, &optim_args));
+  y += fmt::format("optimizer: {}\n", hf_optim(s, flags, &optim_args));
   if (!optim_args.empty()) y += fmt::format("optim_args: \"{}\"\n", optim_args);
   if (s.checkpointing.mode != CheckpointMode::none && s.checkpointing.mode != CheckpointMode::full)
     flags.push_back(fmt::format("--checkpointing {}", to_string(s.checkpointing)));

@@ -20,6 +20,12 @@ std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch);
 // whose format cannot hold the target (and `flags`: whatever else it cannot hold).
 std::string recheck_command(const EmitContext& c, const std::string& file, const std::vector<std::string>& flags);
 
+// HF OptimizerNames (TrainingArguments.optim; Axolotl's optimizer: takes the same names) for the
+// optimizer and its kernel; `flags` gets what the name cannot say, `optim_args` its arguments.
+std::string hf_optim(const TrainingSetup& s, std::vector<std::string>& flags, std::string* optim_args);
+// PEFT module names for memplan's LoRA targets (q -> q_proj, ...).
+std::string module_name(const std::string& t);
+
 std::string emit_hf(const EmitContext& c);
 std::string emit_axolotl(const EmitContext& c);
 std::string emit_accelerate(const EmitContext& c);

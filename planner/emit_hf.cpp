@@ -12,6 +12,18 @@ namespace {
 
 std::string yes(bool b) { return b ? "true" : "false"; }
 
+
+const char* fsdp_word(FsdpMode m) {
+  switch (m) {
+    case FsdpMode::shard_grad_op: return "shard_grad_op";
+    case FsdpMode::hybrid_shard: return "hybrid_shard";
+    case FsdpMode::no_shard: return "no_shard";
+    default: return "full_shard";
+  }
+}
+
+}  // namespace
+
 // An HF OptimizerNames value for the optimizer and its kernel; `flags` gets what it cannot say.
 std::string hf_optim(const TrainingSetup& s, std::vector<std::string>& flags, std::string* optim_args) {
   const OptimizerImpl impl = s.runtime.optimizer_impl;
@@ -41,17 +53,6 @@ std::string module_name(const std::string& t) {
     if (t == short_name) return t + "_proj";
   return t;
 }
-
-const char* fsdp_word(FsdpMode m) {
-  switch (m) {
-    case FsdpMode::shard_grad_op: return "shard_grad_op";
-    case FsdpMode::hybrid_shard: return "hybrid_shard";
-    case FsdpMode::no_shard: return "no_shard";
-    default: return "full_shard";
-  }
-}
-
-}  // namespace
 
 std::string recheck_command(const EmitContext& c, const std::string& file, const std::vector<std::string>& flags) {
   const TrainingSetup& s = c.setup;
