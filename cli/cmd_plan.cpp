@@ -127,7 +127,7 @@ int run_table(Io io, const TrainingSetup& s, const planner::PlanAsk& ask, const 
     emit(io.out, doc, o.format());
     return kExitOk;
   }
-  io.out << fmt::format("memplan plan: {} on {} GPU{}, global batch {} x {} tokens ({}), tier {:.0f}%; modelled fastest plan per size\n\n",
+  io.out << fmt::format("memplan plan: {} on {} GPU{}, global batch {} x {} tokens ({}), tier {:.0f}%; per size the modelled fastest plan (or a simpler one within 2%)\n\n",
                         s.model.name, s.parallel.num_gpus, s.parallel.num_gpus == 1 ? "" : "s", req.global_batch, s.batch.seq_len,
                         planner::global_batch_source(ask), 100 * req.budget);
   io.out << planner::table_markdown(rows, s);
@@ -319,7 +319,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   if (b.calibration) report << fmt::format("  calibrated with {}\n", b.calibration->file);
   report << fmt::format("  searched {} candidates in {:.1f} ms ({} activation timelines, {} memory compositions); {} fit\n",
                         thousands(r.candidates), 1000 * r.seconds, r.timelines, thousands(r.compositions), thousands(r.fitting));
-  report << "\n  best (highest modelled throughput that fits):\n";
+  report << "\n  best (highest modelled throughput that fits, or a simpler plan within 2% of it):\n";
   report << fmt::format("    micro-batch {}, accumulation {}, global batch {}{}\n", w.batch.micro_batch, w.batch.grad_accum,
                         r.best.global_batch, r.batch_note.empty() ? " (exact)" : "");
   if (!r.batch_note.empty()) report << "    note: " << r.batch_note << "\n";

@@ -98,6 +98,13 @@ bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why) {
       if (s.attention != AttentionImpl::sdpa) return no(fmt::format("{} runs SDPA attention", tool));
       if (f == EmitFormat::torchtune && !none_or_full(s.checkpointing)) return no("torchtune checkpoints every layer or none");
       if (f == EmitFormat::litgpt && sh.offload != Offload::none) return no("LitGPT does not offload");
+      // On several GPUs both run FSDP (torchtune's *_distributed recipes fully_shard every layer;
+      // LitGPT's scripts pick FSDPStrategy, and checkpoint every Block there and nothing on one GPU:
+      // emit_torchtune.cpp, emit_litgpt.cpp).
+      if (s.parallel.num_gpus > 1 && sh.fsdp == FsdpMode::none)
+        return no(fmt::format("{} shards with FSDP on several GPUs, not {}", tool, sh.describe(s.parallel.data_parallel())));
+      if (f == EmitFormat::litgpt && s.checkpointing.mode != (s.parallel.num_gpus > 1 ? CheckpointMode::full : CheckpointMode::none))
+        return no("LitGPT's scripts checkpoint every Block on several GPUs and nothing on one");
       return true;
     }
     default:

@@ -33,6 +33,23 @@ const std::vector<std::string>& tier_names() {
 
 namespace {
 
+// Modelled throughputs closer than this are the same to the planner: the step-time model is a
+// roofline estimate (planner/throughput.cpp), not a measurement, so a smaller gain never buys a
+// configuration that asks more of the user (simplicity() below).
+constexpr double kThroughputResolution = 0.02;
+
+// How much a configuration asks of the user's setup, compared lexicographically (smaller is
+// simpler): host offload (PCIe traffic, host RAM, CPU Adam), then sharding (an engine or a
+// wrapper to run it), then packages beyond PyTorch (flash-attn, bitsandbytes optimizers).
+std::tuple<int, int, int> simplicity(const TrainingSetup& s) {
+  const Sharding sh = sharding_of(s);
+  const int offload = sh.offload == Offload::optimizer_and_params ? 2 : sh.offload == Offload::optimizer ? 1 : 0;
+  const int sharding = sh.fsdp != FsdpMode::none ? 3 : sh.zero > 0 ? sh.zero : sh.deepspeed ? 1 : 0;
+  const bool bnb_optimizer = s.optimizer == OptimizerKind::adamw_8bit || s.optimizer == OptimizerKind::paged_adamw ||
+                             s.optimizer == OptimizerKind::paged_adamw_8bit;
+  return {offload, sharding, (s.attention == AttentionImpl::flash) + bnb_optimizer};
+}
+
 // "a, b,,c" -> a b c
 std::vector<std::string> split_csv(const std::string& text) {
   std::vector<std::string> out;
@@ -241,6 +258,27 @@ class Search {
     return a.peak_bytes < b.peak_bytes;
   }
 
+  // The one to recommend among candidates from different groups: the best by `better`, unless a
+  // simpler one (less offload, less sharding, fewer extra packages: simplicity()) meets the
+  // global batch as well and is within the throughput model's resolution of it. The model is a
+  // roofline estimate: a 0.3% modelled gain does not pay for DeepSpeed with parameter offload.
+  // Nullptr when `cs` has nothing `keep` accepts.
+  template <class Keep>
+  const Candidate* pick(const std::vector<Candidate>& cs, Keep&& keep) const {
+    const Candidate* top = nullptr;
+    for (const Candidate& c : cs)
+      if (keep(c) && (!top || better(c, *top))) top = &c;
+    if (!top) return nullptr;
+    const Candidate* choice = top;
+    for (const Candidate& c : cs) {
+      if (!keep(c) || c.global_batch != top->global_batch) continue;
+      if (c.time.tokens_per_s < top->time.tokens_per_s * (1 - kThroughputResolution)) continue;
+      const auto sc = simplicity(c.setup), sb = simplicity(choice->setup);
+      if (sc < sb || (sc == sb && better(c, *choice))) choice = &c;
+    }
+    return choice;
+  }
+
   // The best fitting candidate of one group (everything fixed but the micro-batch) at each budget
   // level, classifying every micro-batch of the range. best[level] stays empty when none fits.
   // `smallest_peak` gets the peak at micro-batch 1; `host_short` counts micro-batches that fit
@@ -402,14 +440,14 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
   r.budget_bytes = search.budget();
   r.host_budget_bytes = search.host_budget();
   int64_t smallest = -1;
-  std::optional<Candidate> overall;
-  std::vector<std::optional<Candidate>> tier_best(tier_names().size());
+  std::vector<std::vector<Candidate>> tier_fitting(tier_names().size());  // each group's best at each tier's budget
+  std::vector<char> expressible;                                          // per entry of r.group_bests
   std::string first_unexpressed;
   search.for_each_group([&](const TrainingSetup& t, Precision asked) {
     int64_t p1 = 0;
     std::vector<std::optional<Candidate>> best = search.best_of_group(t, &p1);
     for (size_t i = 0; i + 1 < best.size(); ++i)
-      if (best[i + 1] && (!tier_best[i] || search.better(*best[i + 1], *tier_best[i]))) tier_best[i] = best[i + 1];
+      if (best[i + 1]) tier_fitting[i].push_back(*best[i + 1]);
     if (!best[0]) {
       if (smallest < 0 || p1 < smallest) smallest = p1;
       return;
@@ -421,29 +459,36 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
                                            to_string(asked), to_string(t.precision), to_string(t.precision));
       if (std::find(r.regime_notes.begin(), r.regime_notes.end(), note) == r.regime_notes.end()) r.regime_notes.push_back(note);
     }
-    r.group_bests.push_back(c);
-    if (!overall || search.better(c, *overall)) overall = c;
     std::string why;
-    if (req.format && !can_express(*req.format, c.setup, &why)) {
-      if (first_unexpressed.empty()) first_unexpressed = why;
-      return;
-    }
-    if (!r.found || search.better(c, r.best)) {
-      r.best = c;
-      r.found = true;
-    }
+    const bool can = !req.format || can_express(*req.format, c.setup, &why);
+    if (!can && first_unexpressed.empty()) first_unexpressed = why;
+    r.group_bests.push_back(c);
+    expressible.push_back(can);
   });
   r.candidates = search.candidates;
   r.fitting = search.fitting;
   r.host_short = search.host_short;
-  std::stable_sort(r.group_bests.begin(), r.group_bests.end(), [&](const Candidate& a, const Candidate& b) { return search.better(a, b); });
-  for (size_t i = 0; req.explain && i < tier_best.size(); ++i) {
+  const auto any = [](const Candidate&) { return true; };
+  std::optional<Candidate> overall;
+  if (const Candidate* o = search.pick(r.group_bests, any)) overall = *o;
+  if (const Candidate* b = search.pick(r.group_bests, [&](const Candidate& c) { return bool(expressible[&c - r.group_bests.data()]); })) {
+    r.best = *b;
+    r.found = true;
+  }
+  // Fastest first, the recommendation first of all (fit lists the options in this order).
+  std::stable_sort(r.group_bests.begin(), r.group_bests.end(), [&](const Candidate& a, const Candidate& b) {
+    const bool ra = r.found && same_choice(a.setup, r.best.setup), rb = r.found && same_choice(b.setup, r.best.setup);
+    if (ra != rb) return ra;
+    return search.better(a, b);
+  });
+  for (size_t i = 0; req.explain && i < tier_fitting.size(); ++i) {
     TierPlan tp;
     tp.tier = tier_names()[i];
     tp.fraction = tier_fraction(tp.tier);
     tp.budget_bytes = search.budget_at(i + 1);
-    tp.found = tier_best[i].has_value();
-    if (tp.found) tp.best = *tier_best[i];
+    const Candidate* b = search.pick(tier_fitting[i], any);
+    tp.found = b != nullptr;
+    if (tp.found) tp.best = *b;
     r.tiers.push_back(std::move(tp));
   }
   if (overall && r.found && !same_choice(overall->setup, r.best.setup)) {
@@ -473,8 +518,9 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       if (best[0]) {
         c = *best[0];
         const double loss = 1.0 - c.time.tokens_per_s / r.best.time.tokens_per_s;
-        if (std::fabs(loss) < 0.005)
-          ru.why = fmt::format("same modelled throughput; peak {} vs {}", gib(c.peak_bytes), gib(r.best.peak_bytes));
+        if (std::fabs(loss) < kThroughputResolution)
+          ru.why = fmt::format("same modelled throughput (within {:.0f}%); peak {} vs {}", 100 * kThroughputResolution, gib(c.peak_bytes),
+                               gib(r.best.peak_bytes));
         else
           ru.why = fmt::format("{:+.0f}% throughput (modelled): {}", -100 * loss, slower_because(dim, c.setup, w));
         if (c.setup.batch.micro_batch != w.batch.micro_batch && dim != "micro-batch")

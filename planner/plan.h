@@ -1,5 +1,6 @@
 // memplan plan: the configuration with the highest modelled throughput whose peak stays inside
-// the tier's budget (and whose host memory fits the node), searched exhaustively over micro-batch
+// the tier's budget (and whose host memory fits the node), or the simplest within the model's
+// resolution of it (less offload, less sharding, fewer extra packages: plan.cpp), searched exhaustively over micro-batch
 // x checkpointing x attention x precision x optimizer x sharding/offload (space.h), with the
 // runners-up and why each lost. One search serves every tier and every --emit format: a format
 // that cannot express the best changes which candidate is written (said in the result), never the

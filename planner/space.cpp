@@ -210,6 +210,13 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
     sp.left_out.push_back({"DeepSpeed ZeRO", why});
   }
   if (c.no_deepspeed) sp.left_out.push_back({"DeepSpeed ZeRO", "--no-deepspeed"});
+  // A config that runs FSDP has chosen its stack (an FSDP launcher or plugin): DeepSpeed would
+  // mean another launcher and config, so it is planned only when asked for (--zero N --fsdp none).
+  if (deepspeed && !c.no_deepspeed && !c.zero && !c.fsdp && base.parallel.fsdp != FsdpMode::none) {
+    deepspeed = false;
+    sp.left_out.push_back({"DeepSpeed ZeRO", fmt::format("the config runs FSDP {}; pass --zero N --fsdp none to plan DeepSpeed instead",
+                                                         to_string(base.parallel.fsdp))});
+  }
   bool ds_offload = deepspeed && c.allow_offload && device_support(d, Feature::deepspeed_offload, &why) == Support::yes;
   if (deepspeed && c.allow_offload && !ds_offload) sp.left_out.push_back({"DeepSpeed offload", why});
   bool fsdp = dp > 1 && !(c.zero && *c.zero > 0) && !ds_framework;

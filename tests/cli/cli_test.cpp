@@ -843,6 +843,39 @@ TEST_CASE("plan --table prints one plan per memory size as a markdown table") {
   CHECK(contains(r.out, want));
 }
 
+TEST_CASE("plan --table for a 7B QLoRA fine-tune: every row is plan's own for that size, none offloads for a rounding gain") {
+  const std::vector<std::string> base = {"plan", "--model", "mistral-7b", "--finetune", "qlora", "--seq-len", "2048", "--global-batch", "16"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--table", "8GiB,12GiB,16GiB,24GiB"});
+  const Run r = invoke(args);
+  REQUIRE(r.code == 0);
+  CHECK_FALSE(contains(r.out, "offload"));
+  CHECK_FALSE(contains(r.out, "ZeRO"));
+  for (const char* size : {"8GiB", "12GiB", "16GiB", "24GiB"}) {
+    CAPTURE(size);
+    std::vector<std::string> one = base;
+    one.insert(one.end(), {"--gpu-memory", size, "--json"});
+    const Run o = invoke(one);
+    REQUIRE(o.code == 0);
+    const json b = parse_json(o).at("best");
+    CHECK(b.at("peak_bytes").get<int64_t>() <= (int64_t(std::stoi(size)) << 30) * 9 / 10);
+    const std::string shown = std::string(size).substr(0, std::string(size).size() - 3) + " GiB";
+    CHECK(contains(r.out, fmt::format("| {} | {} | {} |", shown, b.at("micro_batch").get<int64_t>(), b.at("grad_accum").get<int64_t>())));
+  }
+}
+
+TEST_CASE("plan keeps a config's FSDP stack: DeepSpeed only when --zero N --fsdp none asks for it") {
+  const std::string cfg = std::string(MEMPLAN_TEST_DATA) + "/formats/hf-trl/03-run-clm-fsdp.json";
+  const Run r = invoke({"plan", "--config", cfg, "--gpu", "a100-40gb", "--gpus", "4", "--json"});
+  REQUIRE(r.code == 0);
+  const json j = parse_json(r);
+  CHECK(j.at("best").at("zero_stage").get<int>() == 0);
+  CHECK(contains(j.at("left_out").dump(), "the config runs FSDP full; pass --zero N --fsdp none to plan DeepSpeed instead"));
+  const Run z = invoke({"plan", "--config", cfg, "--gpu", "a100-40gb", "--gpus", "4", "--zero", "3", "--fsdp", "none", "--json"});
+  REQUIRE(z.code == 0);
+  CHECK(parse_json(z).at("best").at("zero_stage").get<int>() == 3);
+}
+
 TEST_CASE("plan --emit hf|deepspeed searches what plan without --emit searches; a tool's format says it plans for the tool") {
   const std::vector<std::string> base = {"plan", "--model", "llama-3.2-1b", "--gpu", "a100-40gb", "--gpus", "2", "--global-batch", "32",
                                          "--seq-len", "1024", "--json"};

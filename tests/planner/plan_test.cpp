@@ -166,3 +166,40 @@ TEST_CASE("--emit deepspeed writes only DeepSpeed precisions; HF only none/full 
   const auto mode = hf.best.setup.checkpointing.mode;
   CHECK((mode == CheckpointMode::none || mode == CheckpointMode::full));
 }
+
+TEST_CASE("within the throughput model's resolution the plan that asks less of the user wins (7B QLoRA on one card)") {
+  // On one 8 or 16 GiB card, DeepSpeed ZeRO-3 with parameter offload lets a 7B QLoRA run a larger
+  // micro-batch and models a fraction of a percent faster than bf16 without DeepSpeed: not a gain
+  // the roofline model can resolve, and one that costs host RAM, PCIe traffic and an engine.
+  for (int64_t gib : {8, 16}) {
+    CAPTURE(gib);
+    PlanRequest req;  // a card given by its memory only (--gpu-memory): the default compute profile
+    req.base.model = profiles::load_model("mistral-7b", Where());
+    req.base.batch.seq_len = 2048;
+    req.global_batch = 16;
+    req.base.device.capacity_bytes = gib << 30;
+    req.base.finetune.mode = FinetuneMode::qlora;
+    req.base.finetune.base_quant = BaseQuant::nf4;
+    req.base.finetune.lora_rank = 8;
+    const PlanResult r = plan(req);
+    REQUIRE(r.found);
+    CHECK(r.best.setup.parallel.offload == Offload::none);
+    CHECK(r.best.setup.parallel.zero_stage == 0);
+    // The rule was needed: a faster fitting candidate offloads, and it is within the resolution.
+    const Candidate* faster = nullptr;
+    for (const Candidate& c : r.group_bests)
+      if (c.fits && c.time.tokens_per_s > r.best.time.tokens_per_s && c.setup.parallel.offload != Offload::none) faster = &c;
+    REQUIRE(faster != nullptr);
+    CHECK(faster->time.tokens_per_s < r.best.time.tokens_per_s * 1.02);
+    // The recommendation comes first in the list fit reads.
+    CHECK(r.group_bests.front().time.tokens_per_s == r.best.time.tokens_per_s);
+    CHECK(r.group_bests.front().setup.parallel.offload == Offload::none);
+  }
+}
+
+TEST_CASE("the recommendation is never more than the model's resolution slower than the fastest that fits") {
+  const PlanResult r = plan(request("llama-3-8b", "a100-80gb", 8, 256, 4096));
+  REQUIRE(r.found);
+  for (const Candidate& c : r.group_bests)
+    if (c.fits && c.global_batch == r.best.global_batch) CHECK(c.time.tokens_per_s < r.best.time.tokens_per_s * 1.02);
+}
