@@ -96,6 +96,70 @@ void set_generator_state(c10::Device d, const Tensor& s) {
   gen.set_state(s);
 }
 
+// Liger-Kernel's fused linear cross-entropy (LigerFusedLinearCrossEntropyFunction,
+// src/liger_kernel/ops/fused_linear_cross_entropy.py @ v0.5.10 L37-122), with its memory
+// behaviour: the logits are never materialised whole. Forward walks the N rows in chunks of
+// next_power_of_2(ceil(N / ceil(V / h))); each chunk's logits (chunk x V, the input's dtype) are
+// upcast (`logits_chunk.float()`), turned into their gradient in place (Liger's Triton kernel
+// works row by row; here one row at a time) and cast back to the input's dtype; then
+// grad_input[chunk] = grad_logits @ W is written into a zeros_like(input) and grad_weight
+// (zeros_like(W), when W trains) accumulates grad_logits^T @ x.
+// Both are saved; backward hands them over (scaled only when the incoming gradient is not 1).
+// Not under autocast: Liger's grad_weight update then casts the chunk's gradient to fp32 too.
+struct FusedLinearCrossEntropy : public torch::autograd::Function<FusedLinearCrossEntropy> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, Tensor x, Tensor w, Tensor target) {
+    const int64_t N = x.size(0), h = x.size(1), V = w.size(0);
+    const int64_t inc = (V + h - 1) / h;
+    int64_t chunk = 1;
+    while (chunk < (N + inc - 1) / inc) chunk *= 2;
+    chunk = std::min(chunk, N);
+    const bool weight_grad = w.requires_grad();
+    Tensor grad_input = torch::zeros_like(x);
+    Tensor grad_weight = weight_grad ? torch::zeros_like(w) : Tensor();
+    Tensor loss_1d = torch::zeros({N}, x.options().dtype(torch::kFloat));
+    const int64_t counted = target.ne(-100).sum().item<int64_t>();
+    const double scale = counted > 0 ? 1.0 / static_cast<double>(counted) : 0.0;
+    for (int64_t start = 0; start < N; start += chunk) {
+      const int64_t rows = std::min(chunk, N - start);
+      const Tensor xc = x.narrow(0, start, rows);
+      Tensor logits = torch::mm(xc, w.t()).to(torch::kFloat);  // chunk x V, upcast for the kernel
+      const Tensor tc = target.narrow(0, start, rows);
+      for (int64_t r = 0; r < rows; ++r) {  // the cross-entropy kernel, one row at a time
+        Tensor row = logits[r];
+        const int64_t y = tc[r].item<int64_t>();
+        if (y == -100) {
+          row.zero_();
+          continue;
+        }
+        const Tensor rf = row.to(torch::kFloat);
+        const Tensor lse = rf.logsumexp(0);
+        loss_1d[start + r] = (lse - rf[y]) * scale;
+        Tensor g = (rf - lse).exp_();
+        g[y] -= 1.0;
+        row.copy_(g.mul_(scale));
+      }
+      logits = logits.to(x.scalar_type());
+      grad_input.narrow(0, start, rows).copy_(torch::mm(logits, w));
+      if (weight_grad) grad_weight.addmm_(logits.t(), xc);
+    }
+    const Tensor loss = loss_1d.sum();
+    ctx->save_for_backward({grad_input, grad_weight});
+    return loss;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    Tensor gi = saved[0], gw = saved[1];
+    saved.clear();
+    if (grad_out[0].item<double>() != 1.0) {  // Liger's element_mul_kernel: in place
+      gi.mul_(grad_out[0]);
+      if (gw.defined()) gw.mul_(grad_out[0]);
+    }
+    return {gi, gw, Tensor()};
+  }
+};
+
 // torch.utils.checkpoint(use_reentrant=True) in C++ (docs/libtorch-notes.md §5): forward without grad,
 // saving only the input and the parameters; backward restores the RNG and autocast state,
 // recomputes with grad and runs an inner backward that accumulates the parameters' .grad.
@@ -474,6 +538,12 @@ class Model : public Decoder {
     if (s_.runtime.loss == LossImpl::chunked) {
       std::vector<Tensor> chunks = chunked_output(body(ids));
       return chunked_loss(chunks, shifted(), kept);
+    }
+    if (s_.runtime.loss == LossImpl::fused_linear) {
+      // Liger's LigerForCausalLMLoss (src/liger_kernel/transformers/model/loss_utils.py @ v0.5.10):
+      // the hidden states viewed as N x h, the labels padded and shifted, no logits returned.
+      const Tensor x = body(ids);
+      return FusedLinearCrossEntropy::apply(x.view({-1, x.size(-1)}), m_.tie_word_embeddings ? wte_ : lm_head_, shifted().view({-1}));
     }
     const Tensor logits = head(body(ids));
     if (kept) kept->push_back(logits);

@@ -169,11 +169,15 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
   }
   if (s.checkpointing.mode == CheckpointMode::selective || s.checkpointing.mode == CheckpointMode::selective_op)
     return "selective checkpointing is not measured (the harness checkpoints whole layers: none, full, every:K and layers:I,J are)";
-  // Runtime knobs the harness runs for real: the held logits of a custom loop and the chunked
-  // loss. The others change kernels or the loop in ways a LibTorch step here does not reproduce.
+  // Runtime knobs the harness runs for real: the held logits of a custom loop, the chunked loss,
+  // Liger's fused linear cross-entropy (without autocast). The others change kernels or the loop
+  // in ways a LibTorch step here does not reproduce.
   {
     const Runtime& r = s.runtime;
-    if (r.loss == LossImpl::fused_linear) return "fused linear cross-entropy is a Triton/CUDA kernel (Liger, cut-cross-entropy): estimated, not measured";
+    if (r.loss == LossImpl::fused_linear && is_autocast(s.precision))
+      return "fused linear cross-entropy is measured without autocast (fp32 or pure bf16): under autocast it is estimated only";
+    if (r.loss == LossImpl::fused_linear && (s.model.lm_head_bias || s.model.final_softcap > 0 || s.model.logit_scale != 1.0))
+      return "fused linear cross-entropy is measured on a plain LM head (no bias, soft-capping or logit scale)";
     if (r.liger) return "Liger's kernels are Triton (CUDA): estimated, not measured";
     if (r.compile) return "torch.compile is not measured (the harness runs eager LibTorch)";
     if (r.fp8) return "float8 linears need a GPU with fp8: estimated, not measured";

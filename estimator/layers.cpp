@@ -1364,8 +1364,15 @@ void chunked_loss(Net& n, Segment& seg, T x, bool train_head) {
   const ModelSpec& m = s.model;
   const int64_t N = x.n / m.hidden_size, h = m.hidden_size, V = m.vocab_size;
   const Runtime& r = s.runtime;
-  const int64_t k = std::clamp<int64_t>(
-      r.loss_chunk_tokens > 0 ? (s.batch.seq_len + r.loss_chunk_tokens - 1) / r.loss_chunk_tokens : r.loss_chunks, 1, N);
+  // The pieces along the sequence, as the frameworks cut it: LitGPT's hidden.split(n, dim=1)
+  // gives n, n, ..., the remainder; torchtune's hidden.chunk(k, dim=1) gives ceil(s/k) each and a
+  // smaller last one (and fewer than k pieces when ceil(s/k) x (k-1) already covers s). Each
+  // piece holds micro-batch x its length rows.
+  const int64_t seq = s.batch.seq_len, b = N / std::max<int64_t>(1, seq);
+  const int64_t asked = std::clamp<int64_t>(r.loss_chunks, 1, seq);
+  const int64_t piece = r.loss_chunk_tokens > 0 ? std::min(r.loss_chunk_tokens, seq) : (seq + asked - 1) / asked;
+  const int64_t k = (seq + piece - 1) / piece;
+  auto rows_of = [&](int64_t i) { return b * (i + 1 < k ? piece : seq - (k - 1) * piece); };
   const bool trainable = head_trainable(s);
   const int64_t wn = h * V;
   T w{};  // autocast's cached half copy of the head's weight: one, shared by every chunk
@@ -1381,7 +1388,7 @@ void chunked_loss(Net& n, Segment& seg, T x, bool train_head) {
   std::vector<int> losses;
   std::vector<T> chunks;
   for (int64_t i = 0; i < k; ++i) {
-    const int64_t rows = i + 1 < k ? N / k : N - (k - 1) * (N / k);
+    const int64_t rows = rows_of(i);
     Op sp;
     sp.name = "hidden.chunk";
     sp.alias_of = x.id;
@@ -1479,7 +1486,9 @@ void fused_linear_loss(Net& n, Segment& seg, T x, bool train_head) {
   f.reads = {xin.id};
   // grad_input (N x h) and grad_weight (V x h in the weight's dtype) computed in forward and kept.
   f.saved_aux_bytes = N * h * dt + (trainable ? V * h * n.gb_ : 0) + N * kInt64;
-  f.fwd_scratch = chunk * V * dt + chunk * V * kFp32;  // one chunk's logits and their fp32 softmax
+  // One chunk's logits, upcast for the kernel (`logits_chunk = logits_chunk.float()`, a copy
+  // unless they are fp32 already), made into their gradient in place and cast back.
+  f.fwd_scratch = chunk * V * dt + (dt != kFp32 ? chunk * V * kFp32 : 0);
   f.grad_to = {xin.id};
   f.grad_bytes = {xin.bytes()};
   f.params_trainable = trainable;

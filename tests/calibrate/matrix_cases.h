@@ -2,7 +2,8 @@
 // dense and MoE, GELU and SwiGLU, MHA, GQA and MQA, tied and untied, fp32 and bf16, AdamW and
 // SGD, checkpointing none/full/every:2, sequences 64-1024, and on LibTorch 2.x SDPA (flash and
 // math kernels, with and without a mask) and the foreach optimizer step; runtime knobs the
-// harness runs for real: held logits (custom loops), chunked cross-entropy, layer lists.
+// harness runs for real: held logits (custom loops), chunked and fused linear cross-entropy,
+// the optimizer step in backward, layer lists.
 #pragma once
 
 #include <stdexcept>
@@ -208,7 +209,7 @@ inline std::vector<MatrixCase> cpu_matrix() {
   cases.back().setup.runtime.keep_logits = true;
   // torchtune's chunked output + CEWithChunkedOutputLoss (8 chunks, each upcast) and LitGPT's
   // 128-token head pieces without upcast, its loop holding the chunks (keep_logits).
-  auto chunked = [&](const char* spec) {
+  auto chunked = [&](const char* spec) {  // a --loss spec
     if (!parse_loss(spec, &cases.back().setup.runtime)) throw std::invalid_argument(spec);
   };
   add("llama gqa fp32 adamw chunked:8 b1", tiny_llama(256, 4, 8, 2, 8192), Precision::fp32, OptimizerKind::adamw, "none", 1, 512);
@@ -219,6 +220,21 @@ inline std::vector<MatrixCase> cpu_matrix() {
   chunked("chunked:128t");
   cases.back().setup.runtime.loss_upcast = false;
   cases.back().setup.runtime.keep_logits = true;
+  // Pieces that do not divide the sequence: torch.chunk(3) of 256 tokens is 86, 86, 84 (torchtune);
+  // split(100) is 100, 100, 56 (LitGPT), held by its loop.
+  add("llama gqa fp32 sgd chunked:3 b2 uneven", tiny_llama(256, 4, 8, 2, 8192), Precision::fp32, OptimizerKind::sgd, "none", 2, 256);
+  chunked("chunked:3");
+  add("llama gqa fp32 adamw chunked:100t keep uneven", tiny_llama(256, 4, 8, 2, 8192), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  chunked("chunked:100t");
+  cases.back().setup.runtime.loss_upcast = false;
+  cases.back().setup.runtime.keep_logits = true;
+  // Liger's fused linear cross-entropy: no logits; the gradients of the hidden states and of the
+  // head computed chunk by chunk in forward and saved. Untied head in fp32; GPT-2's tied head in
+  // pure bf16 with full checkpointing.
+  add("llama gqa fp32 adamw fused-linear b2", tiny_llama(256, 4, 8, 2, 8192), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);
+  chunked("fused-linear");
+  add("gpt2 bf16 adamw fused-linear full s512", tiny_gpt2(256, 4, 4, 8192), Precision::bf16, OptimizerKind::adamw, "full", 1, 512);
+  chunked("fused-linear");
   // The optimizer stepped in backward (torchtune's optimizer_in_bwd): one optimizer per
   // parameter, stepped from its AccumulateGrad hook, the gradient dropped at once.
   add("llama gqa fp32 adamw optim-in-bwd", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 256);

@@ -219,6 +219,36 @@ TEST_CASE("chunked and fused-linear cross-entropy shrink the loss's bytes; fused
   CHECK(head_segment(l).simulate({}).forward.total() < hc.forward.total());
 }
 
+TEST_CASE("chunked pieces are cut as split(n) and chunk(k) cut the sequence: a longer sequence never needs less") {
+  // LitGPT's split(517) of 518 tokens is 517 + 1, not two halves of 259 (the fuzzer found the
+  // peak falling from 517 to 518 tokens when the pieces were N/k each).
+  TrainingSetup s = base();
+  s.model.vocab_size = 50257;
+  s.batch.micro_batch = 1;
+  s.runtime.loss = LossImpl::chunked;
+  s.runtime.loss_chunk_tokens = 517;
+  s.runtime.keep_logits = true;
+  int64_t last = 0;
+  for (int64_t seq : {512, 517, 518, 600, 1034, 1035}) {
+    CAPTURE(seq);
+    s.batch.seq_len = seq;
+    const int64_t peak = estimate(s).peak_bytes();
+    CHECK(peak >= last);
+    last = peak;
+  }
+  // torch.chunk(8) of 100 tokens: pieces of 13 (seven of them) and 9; the largest piece sets
+  // the loss's fp32 copy, so 8 chunks of 100 tokens need what ceil(100/8) = 13-token pieces need.
+  TrainingSetup c = base();
+  c.model.vocab_size = 50257;
+  c.batch.seq_len = 100;
+  c.runtime.loss = LossImpl::chunked;
+  c.runtime.loss_chunks = 8;
+  TrainingSetup t = c;
+  t.runtime.loss_chunks = 0;
+  t.runtime.loss_chunk_tokens = 13;
+  CHECK(head_segment(c).simulate({}).forward.total() == head_segment(t).simulate({}).forward.total());
+}
+
 TEST_CASE("Liger and compile: fused RMSNorm and SwiGLU save less; fp8 adds 1 B per block-linear parameter") {
   const TrainingSetup s = base();
   TrainingSetup l = s, c = s, f = s;
