@@ -598,12 +598,19 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
                             ? "DDP gradient_as_bucket_view: buckets alias the gradients"
                             : fmt::format("DDP buckets hold a copy of all gradients: {} B (gradient_as_bucket_view=False)", grad_bytes);
   } else if (zero >= 1 && zero <= 2) {
+    // With contiguous_gradients (the default) backward allocates its reduce buffers at the full
+    // reduce_bucket_size whatever the model's size: buf_0, and buf_1 with overlap_comm
+    // (DeepSpeedZeroOptimizer.backward, deepspeed/runtime/zero/stage_1_and_2.py @ v0.9.5 L1881-1894).
+    const int64_t ipg = s.parallel.contiguous_gradients ? s.parallel.reduce_bucket_elems : 0;
     const int64_t gather = std::min(s.parallel.allgather_bucket_elems, trainable);
-    st.comm_fwd = reduce * gb * (s.parallel.overlap_comm ? 2 : 1);
+    st.comm_fwd = ipg * gb * (s.parallel.overlap_comm ? 2 : 1);
     st.comm_step = gather * wb;
     if (text)
-      st.comm_formula = fmt::format("reduce bucket {} elems x {} B{}; all-gather bucket {} elems x {} B in the step", reduce, gb,
-                                    s.parallel.overlap_comm ? " x 2 (overlap_comm)" : "", gather, wb);
+      st.comm_formula = s.parallel.contiguous_gradients
+                            ? fmt::format("reduce buffers of reduce_bucket_size {} elems x {} B{}; all-gather bucket {} elems x {} B in the step",
+                                          ipg, gb, s.parallel.overlap_comm ? " x 2 (overlap_comm)" : "", gather, wb)
+                            : fmt::format("no reduce buffers (contiguous_gradients false); all-gather bucket {} elems x {} B in the step",
+                                          gather, wb);
   } else if (zero == 3) {
     // Gathered parameters of the running layer and the next (prefetch) plus the reduce bucket.
     const int64_t live = std::min(s.parallel.stage3_max_live_parameters, 2 * ps.layer_params);

@@ -275,6 +275,7 @@ struct Parallelism {
   int64_t stage3_prefetch_bucket_elems = 50'000'000;
   int64_t stage3_max_live_parameters = 1'000'000'000;
   bool overlap_comm = false;        // DeepSpeed double-buffers the reduce bucket when true
+  bool contiguous_gradients = true; // ZeRO-1/2 copy gradients into reduce_bucket_size buffers (default true)
   bool offload_pin_memory = false;  // DeepSpeed offload_optimizer/offload_param pin_memory (default false)
   bool ddp_bucket_view = false;     // DDP gradient_as_bucket_view (saves one gradient copy)
   FsdpMode fsdp = FsdpMode::none;   // PyTorch FSDP instead of DDP/DeepSpeed (zero_stage stays 0)

@@ -495,11 +495,58 @@ Key<ConfigState> ds_offload(const char* name, Offload what) {
           }};
 }
 
+// Keys of DeepSpeed's zero_optimization and bf16/fp16 sections that change memory in ways memplan
+// does not model: a warning each, never dropped silently (deepspeed/runtime/zero/config.py @
+// v0.16.4; the low-precision master options of deepspeed/runtime/precision_config.py @ v0.18.3).
+// Keys whose effect is bounded and small (param_persistence_threshold at its default, the 16-bit
+// gather at checkpoint save, round_robin_gradients, reduce_scatter) are not warned.
+void warn_unmodelled_section_keys(const Node& section, const char* name, ConfigState& st) {
+  struct Unmodelled {
+    const char* key;
+    const char* what;
+  };
+  static const Unmodelled kZero[] = {
+      {"zero_quantized_weights", "ZeRO++ quantized weight all-gather: int8 copies of the gathered parameters"},
+      {"zero_quantized_nontrainable_weights", "ZeRO++ int8 storage of frozen weights"},
+      {"zero_quantized_gradients", "ZeRO++ quantized gradient reduce-scatter"},
+      {"zero_hpz_partition_size", "ZeRO++ hierarchical partitioning: a secondary copy of the parameters per node"},
+      {"mics_shard_size", "MiCS: states sharded over a smaller group than all ranks"},
+      {"sub_group_size", "the optimizer steps sub-groups of the partition; memplan steps the whole partition"},
+      {"offload_optimizer_ratio", "partial optimizer offload"},
+  };
+  static const Unmodelled kHalf[] = {
+      {"bf16_master_weights_and_grads", "16-bit master weights and gradients; memplan keeps them in fp32"},
+      {"bf16_optimizer_states", "16-bit optimizer states; memplan keeps them in fp32"},
+      {"fp16_master_weights_and_grads", "16-bit master weights and gradients; memplan keeps them in fp32"},
+  };
+  const bool zero = std::string(name) == "zero_optimization";
+  const Unmodelled* list = zero ? kZero : kHalf;
+  const size_t count = zero ? std::size(kZero) : std::size(kHalf);
+  for (const auto& [key, value] : section.entries)
+    for (size_t i = 0; i < count; ++i) {
+      const Unmodelled& u = list[i];
+      if (key != u.key) continue;
+      // Off or at DeepSpeed's default: nothing to say.
+      if (value.kind == Node::Kind::scalar) {
+        const std::string v = lower(value.text);
+        if (v == "false" || v == "0" || v == "none" || v == "null") break;
+        if (key == "sub_group_size" || key == "zero_hpz_partition_size" || key == "mics_shard_size") {
+          char* end = nullptr;
+          const double d = std::strtod(value.text.c_str(), &end);
+          if (end && *end == '\0' && ((key == "sub_group_size" && d >= 1e9) || (key != "sub_group_size" && d <= 1))) break;
+        }
+      }
+      st.out.warnings.push_back({value.where, fmt::format("DeepSpeed's {}.{} changes memory and memplan does not model it ({})", name, key, u.what),
+                                 "the estimate is made as if it were absent"});
+    }
+}
+
 // DeepSpeed's bf16/fp16 sections mean its mixed precision: 16-bit params, fp32 master weights.
 Key<ConfigState> ds_half(std::vector<std::string> names, const char* regime) {
   return {std::move(names), [=](const Node& section, ConfigState& st) {
             if (section.kind != Node::Kind::map) not_a_map(section);
             if (const Node* on = section.find("enabled"); on && as_bool(*on)) st.precision = Fact<std::string>{regime, on->where};
+            warn_unmodelled_section_keys(section, std::string(regime) == "mixed-bf16" ? "bf16" : "fp16", st);
           }};
 }
 
@@ -520,6 +567,8 @@ const Table& ds_zero_keys() {
       setup_key({"stage3_max_live_parameters", "max_live_parameters"}, "parallel.stage3_max_live_parameters", &TrainingSetup::parallel,
                 &Parallelism::stage3_max_live_parameters, as_int),
       setup_key({"overlap_comm"}, "parallel.overlap_comm", &TrainingSetup::parallel, &Parallelism::overlap_comm, as_bool),
+      setup_key({"contiguous_gradients"}, "parallel.contiguous_gradients", &TrainingSetup::parallel,
+                &Parallelism::contiguous_gradients, as_bool),
   };
   return t;
 }
@@ -530,7 +579,11 @@ const Table& ds_root_keys() {
                 as_count),
       setup_key({"gradient_accumulation_steps"}, "batch.grad_accum", &TrainingSetup::batch, &Batch::grad_accum, as_count),
       {{"train_batch_size"}, set_global_batch},
-      section({"zero_optimization"}, ds_zero_keys),
+      {{"zero_optimization"},
+       [](const Node& n, ConfigState& st) {
+         read_section(n, {&ds_zero_keys()}, st, &st.out.warnings);
+         warn_unmodelled_section_keys(n, "zero_optimization", st);
+       }},
       ds_half({"bf16", "bfloat16"}, "mixed-bf16"),
       ds_half({"fp16"}, "mixed-fp16"),
       {{"optimizer"}, set_optimizer},

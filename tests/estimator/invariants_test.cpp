@@ -267,13 +267,14 @@ TEST_CASE("invariant: a higher ZeRO stage never raises per-GPU memory (8 GPUs, s
     CAPTURE(l.desc);
     TrainingSetup s = l.setup;
     s.parallel.num_gpus = 8;
-    int64_t peaks[4], states[4], grads_at_step[4];
+    int64_t peaks[4], states[4], grads_at_step[4], ipg[4];
     for (int z = 0; z <= 3; ++z) {
       s.parallel.zero_stage = z;
       const MemoryBreakdown b = estimate(s);
       peaks[z] = b.peak_bytes();
       states[z] = model_state_bytes(s);
       grads_at_step[z] = at(b, Phase::optimizer_step, Term::gradients);
+      ipg[z] = at(b, Phase::backward, Term::comm_buffers);
     }
     // Model states: each stage partitions one more of optimizer states, gradients, weights.
     CHECK(states[1] <= states[0]);
@@ -288,7 +289,10 @@ TEST_CASE("invariant: a higher ZeRO stage never raises per-GPU memory (8 GPUs, s
     // ZeRO-1's full gradients grow layer by layer. When the backward peak sits early (autocast's
     // weight copies still alive, SGD: Llama-2-7B amp-bf16 SGD on 8 GPUs, 56.26 vs 55.93 GB),
     // stage 2 is above stage 1, by less than the partition.
-    CHECK(peaks[1] <= peaks[0]);
+    // ZeRO-1/2 allocate their reduce buffers at reduce_bucket_size whatever the model's size
+    // (DeepSpeed's default 5e8 elements: 1-2 GB), so on a model whose gradients are smaller than
+    // that, stage 1 is above stage 0 by at most those buffers.
+    CHECK(peaks[1] <= peaks[0] + ipg[1]);
     CHECK(grads_at_step[2] * 8 <= grads_at_step[1] + 8 * 8);  // the partition is an eighth
     CHECK(peaks[2] <= peaks[1] + grads_at_step[2]);
     CHECK(peaks[3] <= peaks[2]);

@@ -209,3 +209,31 @@ TEST_CASE("runtime: torch version, logits upcast, held logits; torch 1.x keeps z
                     "hint: the PyTorch release the job runs: python -c 'import torch; print(torch.__version__)'");
   }
 }
+
+TEST_CASE("DeepSpeed keys inside zero_optimization and bf16 that change memory: read, or warned when not modelled") {
+  const std::string path = "/nonexistent/ds_config.json";
+  const std::string text = R"({
+  "train_micro_batch_size_per_gpu": 2,
+  "bf16": {"enabled": true, "bf16_master_weights_and_grads": true, "bf16_optimizer_states": false},
+  "zero_optimization": {
+    "stage": 2,
+    "contiguous_gradients": false,
+    "sub_group_size": 1e9,
+    "mics_shard_size": -1,
+    "zero_hpz_partition_size": 1,
+    "zero_quantized_gradients": true,
+    "round_robin_gradients": true
+  }
+})";
+  const LoadedConfig c = load_config_text(text, path, path);
+  CHECK_FALSE(c.setup.parallel.contiguous_gradients);
+  CHECK(c.setup.parallel.zero_stage == 2);
+  // Warned: the two set to something memplan does not model; at DeepSpeed's defaults or off, not.
+  REQUIRE(c.warnings.size() == 2);
+  CHECK(c.warnings[0].render().rfind(path + ":3:29: warning: DeepSpeed's bf16.bf16_master_weights_and_grads changes memory and memplan does not model it "
+                                           "(16-bit master weights and gradients; memplan keeps them in fp32)", 0) == 0);
+  CHECK(c.warnings[1].render().rfind(path + ":10:5: warning: DeepSpeed's zero_optimization.zero_quantized_gradients", 0) == 0);
+  const LoadedConfig small = load_config_text(R"({"zero_optimization": {"stage": 3, "sub_group_size": 1e8}})", path, path);
+  REQUIRE(small.warnings.size() == 1);
+  CHECK(small.warnings[0].message.find("sub_group_size") != std::string::npos);
+}
