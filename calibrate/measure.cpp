@@ -174,6 +174,8 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
   // in ways a LibTorch step here does not reproduce.
   {
     const Runtime& r = s.runtime;
+    if (r.loss == LossImpl::vocab_parallel)
+      return "Megatron's vocab-parallel cross-entropy is estimated, not measured: measure --loss standard";
     if (r.loss == LossImpl::fused_linear && is_autocast(s.precision))
       return "fused linear cross-entropy is measured without autocast (fp32 or pure bf16): under autocast it is estimated only";
     if (r.loss == LossImpl::fused_linear && (s.model.lm_head_bias || s.model.final_softcap > 0 || s.model.logit_scale != 1.0))

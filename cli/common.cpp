@@ -51,7 +51,7 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--torch-version", in.torch_version, "PyTorch release the job runs (default 2.6)")->type_name("X.Y")->group("Runtime");
   flag("--keep-logits,!--no-keep-logits", in.keep_logits, "the loop keeps the logits until the next forward (custom loops, LitGPT)");
   flag("--keep-cache,!--no-keep-cache", in.keep_cache, "the loop keeps the returned KV cache too (use_cache=True)");
-  app.add_option("--loss", in.loss, "standard|chunked[:N]|chunked:Nt|fused-linear: how the loss is computed")
+  app.add_option("--loss", in.loss, "standard|chunked[:N]|chunked:Nt|fused-linear|vocab-parallel: how the loss is computed")
       ->type_name("IMPL")->group("Runtime");
   flag("--liger,!--no-liger", in.liger, "Liger kernels: fused RMSNorm, SwiGLU, RoPE (and fused-linear loss)");
   app.add_option("--optimizer-impl", in.optimizer_impl, "auto|for-loop|foreach|fused: the optimizer kernel")

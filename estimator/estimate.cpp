@@ -591,7 +591,12 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   // Communication buffers. DeepSpeed's buckets exist whenever a ZeRO stage runs (its engine
   // reduces through them at any world size, one GPU included); DDP's only with several ranks.
   const int64_t reduce = std::min(s.parallel.reduce_bucket_elems, trainable);
-  if (dp > 1 && zero == 0) {
+  if (megatron_grad_buffer(s)) {
+    // Megatron's DDP all-reduces (or, with the distributed optimizer, reduce-scatters) the bucket
+    // views of its contiguous fp32 gradient buffer in place: no copy beside the gradients
+    // (megatron/core/distributed/param_and_grad_buffer.py @ d98e8a64 L708-732).
+    if (text) st.comm_formula = "Megatron reduces in place inside its gradient buffer: no communication buffers";
+  } else if (dp > 1 && zero == 0) {
     st.comm_fwd = s.parallel.ddp_bucket_view ? 0 : grad_bytes;
     if (text)
       st.comm_formula = s.parallel.ddp_bucket_view

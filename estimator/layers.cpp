@@ -1548,6 +1548,27 @@ Segment head_segment(const TrainingSetup& s) {
     logits = n.unary_saving_output(logits, "softcap tanh");
     logits = n.scale(logits, "softcap *");
   }
+  if (loss_impl == LossImpl::vocab_parallel) {
+    // Megatron's _VocabParallelCrossEntropy (megatron/core/tensor_parallel/cross_entropy.py @
+    // d98e8a64 L20-28, L43-71, L117-193), an autograd Function: it upcasts the logits once
+    // (`.float()`, a copy unless fp32), subtracts the max, exponentiates and normalises in place and
+    // saves that fp32 softmax with the int64 masked target and the bool target mask; the model's
+    // logits die when the loss returns. Backward turns the saved softmax into the gradient in place
+    // and returns it; autograd casts it to the logits' dtype (a new tensor beside it). With fp32
+    // logits the softmax is the logits tensor itself and the returned gradient is that storage;
+    // memplan then counts a second N x V x 4 B during the head's backward (an over-estimate).
+    Op ce;
+    ce.name = "vocab_parallel_cross_entropy";
+    ce.reads = {logits.id};
+    const bool copy = logits.dt != kFp32;
+    ce.saved_aux_bytes = (copy ? N * V * kFp32 : 0) + N * kInt64 + N;
+    if (!copy) ce.saves = {logits.id};
+    ce.fwd_scratch = N * (3 * kFp32 + kInt64);  // logits_max, sum_exp_logits, predicted logits, arange
+    ce.grad_to = {logits.id};
+    ce.grad_bytes = {N * V * logits.dt};
+    seg.output(n.make(std::move(ce), N, kFp32).id);
+    return seg;
+  }
   // HF >= 4.46 ForCausalLMLoss: logits.float() (a copy unless already fp32), then
   // cross_entropy = log_softmax (saves its fp32 output) + nll_loss (saves the int64 target).
   // BertForMaskedLM calls CrossEntropyLoss on the logits as they are.

@@ -118,7 +118,8 @@ const std::vector<Row>& rows(Framework f) {
   static const std::vector<Row> megatron = {
       attention(AttentionImpl::flash, "megatron/core/transformer/dot_product_attention.py @ core_v0.13.0 (TE fused attention)"),
       keep_logits(false, "megatron/training/training.py @ core_v0.13.0 (forward_backward_func returns the losses only)"),
-      loss("standard", "megatron/core/tensor_parallel/cross_entropy.py @ core_v0.13.0 (logits in fp32)"),
+      loss("vocab-parallel", "megatron/core/tensor_parallel/cross_entropy.py @ d98e8a64 L20-28, L43-71, L117-193 "
+                             "(_VocabParallelCrossEntropy: one fp32 copy, softmax and gradient in place)"),
       loss_upcast(true, "megatron/core/tensor_parallel/cross_entropy.py @ core_v0.13.0 (logits in fp32)"),
       optimizer_impl(OptimizerImpl::fused, "megatron/core/optimizer/__init__.py @ core_v0.13.0 L11-22 (TE/Apex FusedAdam)"),
   };

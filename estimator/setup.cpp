@@ -185,6 +185,7 @@ std::string to_string(const Runtime& r, LossImpl l) {
   switch (l) {
     case LossImpl::standard: return "standard";
     case LossImpl::fused_linear: return "fused-linear";
+    case LossImpl::vocab_parallel: return "vocab-parallel";
     case LossImpl::chunked:
       return r.loss_chunk_tokens > 0 ? "chunked:" + std::to_string(r.loss_chunk_tokens) + "t"
                                      : "chunked:" + std::to_string(r.loss_chunks);
@@ -222,6 +223,10 @@ bool parse_loss(const std::string& s, Runtime* r) {
   }
   if (c == "fused-linear" || c == "fused-linear-cross-entropy" || c == "flce" || c == "cut-cross-entropy" || c == "cce") {
     r->loss = LossImpl::fused_linear;
+    return true;
+  }
+  if (c == "vocab-parallel" || c == "vocab-parallel-cross-entropy" || c == "megatron") {
+    r->loss = LossImpl::vocab_parallel;
     return true;
   }
   if (c == "chunked") {

@@ -382,6 +382,7 @@ enum class LossImpl {
   chunked,       // logits in chunks, each upcast and cross-entropied alone (torchtune
                  // CEWithChunkedOutputLoss, LitGPT chunked_cross_entropy)
   fused_linear,  // head and loss fused: logits never materialised (Liger FLCE, cut-cross-entropy)
+  vocab_parallel,  // Megatron's VocabParallelCrossEntropy: one fp32 copy, softmax and gradient in place
 };
 
 // How HF's sdpa path masks attention (integrations/sdpa_attention.py, torch >= 2.0).
@@ -497,7 +498,7 @@ std::optional<Framework> parse_framework(const std::string& s);
 std::optional<FsdpMode> parse_fsdp(const std::string& s);
 std::optional<Support> parse_support(const std::string& s);  // yes|true, partial, no|false
 // "standard", "chunked" (8 chunks), "chunked:N" (N chunks), "chunked:Nt" (chunks of N tokens),
-// "fused-linear": sets runtime.loss and its chunking; false for an unknown spelling.
+// "fused-linear", "vocab-parallel": sets runtime.loss and its chunking; false for an unknown spelling.
 bool parse_loss(const std::string& s, Runtime* r);
 // "2.6" / "1.13" / "4.52.4" -> (major, minor); nullopt unless MAJOR.MINOR[.PATCH] with small numbers.
 std::optional<std::pair<int, int>> parse_version(const std::string& s);

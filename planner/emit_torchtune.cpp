@@ -84,6 +84,8 @@ std::string loss_section(const Runtime& r) {
       return "loss:\n  _component_: torchtune.modules.loss.LinearCrossEntropyLoss\n";
     case LossImpl::standard:
       return "loss:\n  _component_: torch.nn.CrossEntropyLoss\n";
+    case LossImpl::vocab_parallel:
+      cannot("Megatron's vocab-parallel cross-entropy (torchtune has no such loss)", "plan with --loss standard or chunked");
   }
   return "";
 }

@@ -170,7 +170,7 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
     if (!parse_loss(*in.loss, &r))
       throw InputError(Where::at_flag("--loss"), fmt::format("unknown loss '{}'", *in.loss),
                        "expected one of: standard, chunked (8 chunks), chunked:N (N >= 1 chunks), chunked:Nt (chunks of N "
-                       "tokens), fused-linear");
+                       "tokens), fused-linear, vocab-parallel");
     o.set("runtime.loss", Where::at_flag("--loss"));
   }
   from_flag(o, in.liger, "--liger", "runtime.liger", r.liger);

@@ -416,7 +416,7 @@ const Table& runtime_keys() {
       {{"loss"}, [](const Node& n, ConfigState& st) {
          if (!parse_loss(as_text(n), &st.s().runtime))
            throw InputError(n.where, fmt::format("unknown loss '{}'", as_text(n)),
-                            "expected one of: standard, chunked, chunked:N, chunked:Nt, fused-linear");
+                            "expected one of: standard, chunked, chunked:N, chunked:Nt, fused-linear, vocab-parallel");
          st.note("runtime.loss", n);
        }},
       setup_key({"keep_cache"}, "runtime.keep_cache", &TrainingSetup::runtime, &Runtime::keep_cache, as_bool),

@@ -219,6 +219,24 @@ TEST_CASE("chunked and fused-linear cross-entropy shrink the loss's bytes; fused
   CHECK(head_segment(l).simulate({}).forward.total() < hc.forward.total());
 }
 
+TEST_CASE("Megatron's vocab-parallel cross-entropy: one fp32 copy that becomes the softmax and the gradient") {
+  TrainingSetup s = base();  // pure bf16: bf16 logits
+  s.model.vocab_size = 128256;
+  s.batch.micro_batch = 4;
+  s.batch.seq_len = 4096;
+  TrainingSetup v = s;
+  v.runtime.loss = LossImpl::vocab_parallel;
+  const sim::Profile hs = head_segment(s).simulate({}), hv = head_segment(v).simulate({});
+  const double NV = 16384.0 * 128256.0;
+  // Forward: HF keeps bf16 logits 2NV + fp32 copy 4NV + fp32 log-probs 4NV; Megatron the bf16
+  // logits and the one fp32 copy (6NV): 4NV less.
+  CHECK(static_cast<double>(hs.forward.total() - hv.forward.total()) == doctest::Approx(4 * NV).epsilon(0.001));
+  // Backward: the saved fp32 softmax turned into the gradient (4NV) and its bf16 cast (2NV).
+  CHECK(static_cast<double>(hv.backward.total()) >= 6 * NV);
+  CHECK(static_cast<double>(hv.backward.total()) < 6 * NV + 2.0 * 4096 * 128256 * 2);  // + the head's weight and its gradient
+  CHECK(hv.backward.total() < hs.backward.total());
+}
+
 TEST_CASE("chunked pieces are cut as split(n) and chunk(k) cut the sequence: a longer sequence never needs less") {
   // LitGPT's split(517) of 518 tokens is 517 + 1, not two halves of 259 (the fuzzer found the
   // peak falling from 517 to 518 tokens when the pieces were N/k each).
