@@ -54,8 +54,8 @@ build() {
 # never an exit code memplan uses). LibTorch stays out: Debian's libtorch is not built with ASan,
 # so calibrate/ and its suites run only in the normal build.
 # The suites CI runs under the sanitizers: the readers, the estimator and the planner (where
-# hostile input lands), the hostile corpus through the memplan binary, and the reader fuzzers for
-# a few seconds each. cli_tests, watch_tests and the benchmarks stay in the normal build: building
+# hostile input lands), the hostile corpus through the memplan binary, and every fuzzer for 30 s
+# (a fixed seed). cli_tests, watch_tests and the benchmarks stay in the normal build: building
 # them under ASan would double the step's time for code that only formats what these compute.
 SAN_TARGETS=(memplan estimator_tests profiles_tests planner_tests fuzz_yaml_config fuzz_deepspeed_json
              fuzz_hf_config fuzz_calibration fuzz_load_config fuzz_estimator fuzz_planner)
@@ -64,7 +64,7 @@ SAN_TESTS='^(estimator_tests|profiles_tests|planner_tests|hostile_corpus|fuzz_.*
 sanitize_build() {  # sanitize_build [all]: the CI targets, or every target
   cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DMEMPLAN_WITH_TORCH=OFF \
         -DMEMPLAN_PYTHON=OFF -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=OFF -DMEMPLAN_SANITIZE=ON -DMEMPLAN_FUZZ=ON \
-        -DMEMPLAN_FUZZ_SECONDS="${MEMPLAN_FUZZ_SECONDS:-5}" >/dev/null
+        -DMEMPLAN_FUZZ_SECONDS="${MEMPLAN_FUZZ_SECONDS:-30}" >/dev/null
   if [ "${1:-}" = all ]; then
     cmake --build build-san -j "$(nproc)"
   else
@@ -77,7 +77,7 @@ sanitize_test() {  # sanitize_test [all]
   if [ "${1:-}" = all ]; then
     ctest --test-dir build-san -V -j 2
   else
-    # The fuzzers run MEMPLAN_FUZZ_SECONDS (default 5) each here; ./dev.sh fuzz runs them 10 minutes.
+    # The fuzzers run MEMPLAN_FUZZ_SECONDS (default 30) each here; ./dev.sh fuzz runs them 10 minutes.
     ctest --test-dir build-san -V -j 2 -R "$SAN_TESTS"
   fi
 }

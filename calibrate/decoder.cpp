@@ -76,8 +76,44 @@ namespace {
 // A layer as a function of its input and the shared tensors (mask, cos, sin).
 using LayerFn = std::function<Tensor(const Tensor& x)>;
 
+// torchtitan's per-op selective checkpointing (torchtitan/models/llama3/infra/parallelize.py,
+// _apply_ac_to_transformer_block with ac_mode "selective" and selective_ac_option "op" @ v0.2.2,
+// the policy of its activation_checkpoint.py L100-131): inside a checkpointed block every other
+// matmul's output, the 1st, 3rd, ..., counted apart in the forward and in the recomputation, is
+// kept from the forward (CheckpointPolicy.MUST_SAVE) and handed back instead of recomputed;
+// everything else is recomputed. The harness applies it to its Linear layers (the block's
+// aten.mm calls); SDPA's outputs, also on torchtitan's save list, are not cached here, so the
+// per-op cases run eager attention (its bmm calls are recomputed, as torchtitan's are).
+struct PerOpPolicy {
+  bool recompute = false;
+  int64_t mm_count = 0;
+  std::vector<Tensor> kept;  // the saved matmul outputs, in forward order
+  size_t next = 0;           // the next one the recomputation takes
+};
+thread_local PerOpPolicy* tls_per_op = nullptr;
+
+// A kept matmul output put back into the recomputed graph: no kernel runs and no storage is
+// made (the output is a view of the kept tensor); backward is aten::mm's (x and W saved).
+struct KeptLinear : public torch::autograd::Function<KeptLinear> {
+  static Tensor forward(torch::autograd::AutogradContext* ctx, Tensor x, Tensor w, Tensor kept) {
+    ctx->save_for_backward({x, w});
+    return kept;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grad_out) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor& x = saved[0];
+    const Tensor& w = saved[1];
+    const Tensor g = grad_out[0].reshape({-1, w.size(0)});
+    Tensor gx = x.requires_grad() ? g.mm(w).view(x.sizes()) : Tensor();
+    Tensor gw = w.requires_grad() ? g.t().mm(x.reshape({-1, w.size(1)})) : Tensor();
+    return {gx, gw, Tensor()};
+  }
+};
+
 struct CheckpointState {
   LayerFn fn;
+  bool per_op = false;
+  PerOpPolicy policy;
   torch::Tensor cpu_rng;
   c10::optional<c10::Device> cuda_dev;
   torch::Tensor cuda_rng;
@@ -180,7 +216,11 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
     ctx->saved_data["state"] = state_ptr;
     ctx->saved_data["n_params"] = static_cast<int64_t>(params.size());
     torch::NoGradGuard no_grad;
-    return st->fn(x);
+    if (!st->per_op) return st->fn(x);
+    tls_per_op = &st->policy;
+    Tensor out = st->fn(x);
+    tls_per_op = nullptr;
+    return out;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -201,7 +241,13 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
       std::unique_ptr<AutocastGuard> g1, g2;
       if (st->ac_cpu) g1 = std::make_unique<AutocastGuard>(c10::DeviceType::CPU, st->ac_cpu_dt);
       if (st->ac_cuda) g2 = std::make_unique<AutocastGuard>(c10::DeviceType::CUDA, st->ac_cuda_dt);
+      if (st->per_op) {
+        st->policy.recompute = true;
+        st->policy.mm_count = 0;
+        tls_per_op = &st->policy;
+      }
       out = st->fn(x);
+      tls_per_op = nullptr;
     }
     set_generator_state(c10::Device(c10::kCPU), cpu_now);
     if (st->cuda_dev) set_generator_state(*st->cuda_dev, cuda_now);
@@ -216,9 +262,10 @@ struct CheckpointFunction : public torch::autograd::Function<CheckpointFunction>
   }
 };
 
-Tensor checkpoint(LayerFn fn, const Tensor& x, const std::vector<Tensor>& params) {
+Tensor checkpoint(LayerFn fn, const Tensor& x, const std::vector<Tensor>& params, bool per_op) {
   auto* st = new CheckpointState();
   st->fn = std::move(fn);
+  st->per_op = per_op;
   // Parameters are passed so the node exists even when x needs no grad (docs/libtorch-notes.md §5.1).
   return CheckpointFunction::apply(x, torch::TensorList(params), reinterpret_cast<int64_t>(st));
 }
@@ -317,6 +364,14 @@ struct Linear {
     if (bias) b = p.make({out}, false, true);
   }
   Tensor operator()(const Tensor& x) const {
+    if (PerOpPolicy* pol = tls_per_op; pol && ++pol->mm_count % 2 == 1) {  // kept by the per-op policy
+      if (!pol->recompute) {
+        pol->kept.push_back(torch::linear(x, w, b));
+        return pol->kept.back();
+      }
+      Tensor kept = std::move(pol->kept.at(pol->next++));  // the policy's cache lets go of it here
+      return KeptLinear::apply(x, w, kept);
+    }
     Tensor y = torch::linear(x, w, b);
     return lora.on() ? lora.apply(x, y) : y;
   }
@@ -668,7 +723,8 @@ class Model : public Decoder {
       LayerFn fn = [this, &l, sh](const Tensor& in) { return gpt2_ ? gpt2_block(l, in) : llama_block(l, in, sh); };
       // The mask and cos/sin are inputs of HF's checkpointed layer call, so the reentrant
       // checkpoint keeps them until its backward; the closure holding them does the same.
-      if (s_.checkpointing.layer_checkpointed(i)) x = checkpoint(fn, x, l.params());
+      if (s_.checkpointing.layer_checkpointed(i))
+        x = checkpoint(fn, x, l.params(), s_.checkpointing.mode == CheckpointMode::selective_op);
       else x = fn(x);
     }
     if (m_.final_norm) x = ln_f_(x);

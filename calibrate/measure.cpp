@@ -167,8 +167,17 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
     case Precision::mixed_fp16: case Precision::mixed_bf16:
       return "mixed-fp16/mixed-bf16 are DeepSpeed's regimes (fp32 master copies): measure amp-bf16 or bf16 instead";
   }
-  if (s.checkpointing.mode == CheckpointMode::selective || s.checkpointing.mode == CheckpointMode::selective_op)
-    return "selective checkpointing is not measured (the harness checkpoints whole layers: none, full, every:K and layers:I,J are)";
+  if (s.checkpointing.mode == CheckpointMode::selective)
+    return "selective checkpointing is not measured (the harness checkpoints whole layers, or per op: none, full, every:K, "
+           "layers:I,J and selective-op are)";
+  if (s.checkpointing.mode == CheckpointMode::selective_op) {
+    if (s.attention != AttentionImpl::eager)
+      return "the per-op policy is measured with eager attention (SDPA's kept outputs are estimated only)";
+    if (is_autocast(s.precision)) return "the per-op policy is measured without autocast (fp32 or pure bf16)";
+    const ModelSpec& m = s.model;
+    if (s.finetune.mode != FinetuneMode::full || m.qkv_bias || m.o_bias || m.mlp_bias || m.num_experts > 0 || m.fused_qkv)
+      return "the per-op policy is measured on a dense Llama-style block without biases or adapters";
+  }
   // Runtime knobs the harness runs for real: the held logits of a custom loop, the chunked loss,
   // Liger's fused linear cross-entropy (without autocast). The others change kernels or the loop
   // in ways a LibTorch step here does not reproduce.

@@ -223,6 +223,12 @@ class Runner {
         refs_[os] += 1;
         aux_live_[j] = o.saved_aux_bytes;  // every output of the op is cached (SDPA's logsumexp too)
         add(Cat::activation, o.saved_aux_bytes);
+      } else if (grad_mode && sac_kept_[os]) {
+        // The recomputation takes the kept output out of the policy's cache (torch/utils/
+        // checkpoint.py _CachedTorchDispatchMode: storage[func].pop(0) @ v2.6.0): from here on
+        // only the recomputed graph and the variables that use it hold it.
+        sac_kept_[os] = false;
+        refs_[os] -= 1;
       }
       const bool saving = grad_mode && rg_[out] && !(o.recompute && drop_recompute);
       add(Cat::scratch, o.fwd_scratch);

@@ -3,7 +3,7 @@
 // SGD, checkpointing none/full/every:2, sequences 64-1024, and on LibTorch 2.x SDPA (flash and
 // math kernels, with and without a mask) and the foreach optimizer step; runtime knobs the
 // harness runs for real: held logits (custom loops), chunked and fused linear cross-entropy,
-// the optimizer step in backward, layer lists.
+// the optimizer step in backward, layer lists, torchtitan's per-op checkpointing policy.
 #pragma once
 
 #include <stdexcept>
@@ -241,6 +241,12 @@ inline std::vector<MatrixCase> cpu_matrix() {
   cases.back().setup.runtime.optimizer_in_backward = true;
   add("gpt2 amp-bf16 sgd-mom optim-in-bwd full s512", tiny_gpt2(256, 4, 4, 2048), Precision::amp_bf16, OptimizerKind::sgd_momentum, "full", 1, 512);
   cases.back().setup.runtime.optimizer_in_backward = true;
+  // torchtitan's per-op policy (checkpointing selective-op): every other matmul's output kept
+  // from the forward, the rest recomputed; eager attention (the harness keeps no SDPA outputs).
+  add("llama gqa fp32 adamw selective-op", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "selective-op", 2, 256);
+  cases.back().setup.attention = AttentionImpl::eager;
+  add("llama mha bf16 sgd-mom selective-op s512", tiny_llama(256, 4, 8, 8, 2048), Precision::bf16, OptimizerKind::sgd_momentum, "selective-op", 1, 512);
+  cases.back().setup.attention = AttentionImpl::eager;
   // NeMo's explicit layer list (checkpointing layers:I,J): layers 1 and 2 of 4, and the last.
   add("llama gqa fp32 sgd-mom layers:1,2", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::sgd_momentum, "layers:1,2", 2, 256);
   add("gpt2 amp-bf16 adamw layers:3", tiny_gpt2(256, 4, 4, 2048), Precision::amp_bf16, OptimizerKind::adamw, "layers:3", 2, 256);

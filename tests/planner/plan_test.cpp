@@ -3,6 +3,7 @@
 // model that cannot fit says where it would.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -125,8 +126,10 @@ TEST_CASE("a bigger card never gets a worse plan") {
     const PlanResult r = plan(req);
     CAPTURE(gib);
     REQUIRE(r.found);
-    CHECK(r.best.time.tokens_per_s >= last);
-    last = r.best.time.tokens_per_s;
+    // The feasible set only grows; the recommendation may trade up to the throughput model's 2%
+    // resolution for a simpler plan (plan.cpp, kThroughputResolution), never more.
+    CHECK(r.best.time.tokens_per_s >= last * 0.98);
+    last = std::max(last, r.best.time.tokens_per_s);
   }
 }
 
