@@ -92,6 +92,17 @@ void prescan_toml(const std::string& text, const std::string& path, int max_dept
     }
     line_begin = false;
     if (c == '"' || c == '\'') {
+      // A quote right after a bare key or value character ("50k\"...") opens no string in TOML:
+      // toml++ 3.3.0 reads on as a bare value and reaches TOML_UNREACHABLE classifying the
+      // non-ASCII text this scan would take for a string's (found by fuzz_load_config).
+      auto bare = [](unsigned char b) { return (std::isalnum(b) && b < 0x80) || b == '_' || b == '-' || b == '+' || b == ':'; };
+      if (i > 0 && bare(static_cast<unsigned char>(text[i - 1]))) {
+        size_t start = i;
+        while (start > 0 && i - start < 40 && bare(static_cast<unsigned char>(text[start - 1]))) --start;
+        const std::string token = text.substr(start, i - start);
+        throw InputError(Where::at_file(path, line, col), fmt::format("a {} right after the bare text '{}'", c == '"' ? "quote" : "single quote", token),
+                         fmt::format("a string needs a quote on both sides: {}{}{}", c, token, c));
+      }
       quote = c;
       multiline = text.compare(i, 3, std::string(3, c)) == 0;
       if (multiline) {

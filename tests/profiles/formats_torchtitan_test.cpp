@@ -215,6 +215,8 @@ TEST_CASE("torchtitan: detection and broken files") {
   // Any .toml is torchtitan's; --format forces it for another extension.
   CHECK(load_config_text("[model]\nname = \"llama3\"\nflavor = \"8B\"\n", "job.conf", "job.conf", "torchtitan").kind == "torchtitan");
   CHECK(error_of("[model]\nname = \"llama3\"\nflavor = 8B\"\n") ==
+        "job.toml:3:12: error: a quote right after the bare text '8B'\nhint: a string needs a quote on both sides: \"8B\"");
+  CHECK(error_of("[model]\nname = \"llama3\"\nflavor = 8B\n") ==
         "job.toml:3:11: error: Error while parsing decimal integer: expected digit, saw 'B'\nhint: see https://toml.io for "
         "the syntax");
   CHECK(error_of("[model]\nname = \"llama3\"\nflavor = \"7B\"\n") ==

@@ -384,6 +384,11 @@ TEST_CASE("TOML table headers that toml++ 3.3.0 would assert on are refused firs
         "job.toml:1:7: error: a \\u escape needs 4 hex digits\nhint: write the character itself, or its code point as "
         "\\u0105 / \\U0001F600");
   CHECK(detail::parse_toml("name = \"caf\\u00e9 \\U0001F600\"\n", "job.toml").find("name")->text == "caf\xC3\xA9 \xF0\x9F\x98\x80");
+  // A quote right after a bare value opens no string: toml++ 3.3.0 read on and reached
+  // TOML_UNREACHABLE on the non-ASCII text this scan took for a string's.
+  CHECK(toml_error("interval = 50k\"mot4Mas\xC4\x85" "f1\n") ==
+        "job.toml:1:15: error: a quote right after the bare text '50k'\nhint: a string needs a quote on both sides: \"50k\"");
+  CHECK(detail::parse_toml("a.\"b c\".d = 1\ne = [\"x\",\"y\"]\nf = {g = 'h'}\n", "job.toml").find("e")->items.size() == 2);
   // Not headers: brackets inside a multi-line array or a string.
   CHECK(detail::parse_toml("x = [\n  [1, 2],\n  [3],\n]\ny = \"\"\"\n[!]\"\"\"\n", "job.toml").find("x")->items.size() == 2);
   CHECK(detail::parse_toml("[a-b]\n[_c]\n[\"d e\"]\n[ 'f' ]\n[[g]]\n", "job.toml").find("g"));
