@@ -8,7 +8,8 @@
 # BUILD_DIR/fuzz-work/TARGET/corpus), kept between runs. A crash, a sanitizer report, a broken
 # invariant, an input over 2 s (-timeout) or over 4 GiB (-rss_limit_mb) is a finding: its input
 # is saved under $FUZZ_WORK/TARGET/findings/ and the script exits 1. FUZZ_JOBS=2 runs two targets
-# at a time. A summary line per target gives the executions, coverage and corpus size.
+# at a time; FUZZ_SEED=N fixes libFuzzer's seed (ctest sets 1, so a CI run can be repeated). A
+# summary line per target gives the executions, coverage and corpus size.
 set -uo pipefail
 
 build=$(cd "${1:?usage: run.sh BUILD_DIR SECONDS [TARGET...]}" && pwd)
@@ -40,7 +41,9 @@ run_one() {
   mkdir -p "$dir/corpus" "$dir/findings"
   local extra=()
   for s in $(seeds_of "$t"); do [[ -d $s ]] && extra+=("$s"); done
-  "$bin" -max_total_time="$seconds" -timeout=2 -rss_limit_mb=4096 -max_len="$(max_len_of "$t")" \
+  local seed=()
+  [[ -n ${FUZZ_SEED:-} ]] && seed=(-seed="$FUZZ_SEED")
+  "$bin" "${seed[@]}" -max_total_time="$seconds" -timeout=2 -rss_limit_mb=4096 -max_len="$(max_len_of "$t")" \
          -dict="$here/config.dict" -print_final_stats=1 -artifact_prefix="$dir/findings/" \
          "$dir/corpus" "$here/corpus/$t" "${extra[@]}" >"$dir/log" 2>&1
   local rc=$?
