@@ -570,12 +570,17 @@ TEST_CASE("measure: unknown device and unmeasurable setups exit 2 before any ste
         "copies): measure amp-bf16 or bf16 instead");
 
   // Runtime knobs the harness cannot run are refused, not measured as something else (per-op
-  // selective checkpointing used to run as whole-layer checkpointing).
+  // selective checkpointing once ran as whole-layer checkpointing; the harness runs the per-op
+  // policy with eager attention only, and HF's selective policy not at all).
   const Run sac = invoke({"measure", "--device", "cpu", "--model", kData + "tiny-llama.json", "--seq-len", "32",
-                          "--checkpointing", "selective-op"});
+                          "--checkpointing", "selective-op", "--attention", "sdpa"});
   CHECK(sac.code == 2);
   CHECK_FALSE(contains(sac.err, "[measure"));
-  CHECK(contains(line(sac.err, 0), "cannot measure this setup: selective checkpointing is not measured"));
+  CHECK(contains(line(sac.err, 0), "cannot measure this setup: the per-op policy is measured with eager attention"));
+  const Run selective = invoke({"measure", "--device", "cpu", "--model", kData + "tiny-llama.json", "--seq-len", "32",
+                                "--checkpointing", "selective"});
+  CHECK(selective.code == 2);
+  CHECK(contains(line(selective.err, 0), "cannot measure this setup: selective checkpointing is not measured"));
   const Run compiled = invoke({"measure", "--device", "cpu", "--model", kData + "tiny-llama.json", "--seq-len", "32", "--compile"});
   CHECK(compiled.code == 2);
   CHECK(contains(line(compiled.err, 0), "cannot measure this setup: torch.compile is not measured"));
