@@ -419,3 +419,16 @@ TEST_CASE("bad input: file:line:col, the tool's rule and a hint") {
   CHECK(contains(build_error(offline, kBad), "'some-org/unknown-model' is not in the Hugging Face cache"));
   CHECK(build_error(offline, kBad, "gpt2").empty());
 }
+
+TEST_CASE("a DeepSpeed dict inside TrainingArguments carries contiguous_gradients and its unmodelled-key warnings") {
+  FormatsEnv env;
+  const LoadedConfig c = load_config_text(
+      "model_name_or_path: gpt2\nper_device_train_batch_size: 2\ndeepspeed:\n  zero_optimization:\n    stage: 2\n"
+      "    contiguous_gradients: false\n    zero_quantized_gradients: true\n",
+      kBad, kBad);
+  CHECK(c.setup.parallel.zero_stage == 2);
+  CHECK_FALSE(c.setup.parallel.contiguous_gradients);
+  bool warned = false;
+  for (const auto& w : c.warnings) warned = warned || w.message.find("zero_optimization.zero_quantized_gradients") != std::string::npos;
+  CHECK(warned);
+}
