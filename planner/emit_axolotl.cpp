@@ -103,21 +103,9 @@ std::string emit_axolotl(const EmitContext& c) {
   if (s.parallel.tensor_parallel > 1) y += fmt::format("tensor_parallel_size: {}\n", s.parallel.tensor_parallel);
   // Sharding.
   if (deepspeed) {
-    const std::string ds = deepspeed_text(s, c.global_batch);
-    y += "deepspeed:\n";
-    size_t start = 0;
-    while (start < ds.size()) {
-      const size_t nl = ds.find('\n', start);
-      y += "  " + ds.substr(start, nl == std::string::npos ? std::string::npos : nl - start) + "\n";
-      if (nl == std::string::npos) break;
-      start = nl + 1;
-    }
+    y += inline_deepspeed(s, c.global_batch);
   } else if (fsdp) {
-    const char* word = s.parallel.fsdp == FsdpMode::shard_grad_op ? "shard_grad_op"
-                       : s.parallel.fsdp == FsdpMode::hybrid_shard ? "hybrid_shard"
-                       : s.parallel.fsdp == FsdpMode::no_shard    ? "no_shard"
-                                                                  : "full_shard";
-    y += fmt::format("fsdp:\n  - {}\n  - auto_wrap\nfsdp_config:\n  fsdp_version: 1\n  offload_params: {}\n", word,
+    y += fmt::format("fsdp:\n  - {}\n  - auto_wrap\nfsdp_config:\n  fsdp_version: 1\n  offload_params: {}\n", fsdp_word(s.parallel.fsdp),
                      yes(s.parallel.offload == Offload::optimizer_and_params));
   }
   std::string out;

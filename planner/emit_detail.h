@@ -15,6 +15,11 @@ std::vector<std::string> header_lines(const EmitContext& c);
 // The DeepSpeed config memplan's deepspeed emitter writes (train batch, precision, ZeRO section),
 // as JSON indented by 2, without the "memplan" block.
 std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch);
+// "deepspeed:" and that config inline beneath it, indented (HF TrainingArguments and Axolotl take
+// a dict there; JSON is YAML flow style).
+std::string inline_deepspeed(const TrainingSetup& s, int64_t global_batch);
+// HF's FSDP strategy word (TrainingArguments.fsdp, Axolotl's fsdp list): "full_shard", ...
+const char* fsdp_word(FsdpMode m);
 
 // "memplan estimate --config FILE --gpu rtx-3090 --gpus 2 [flags]": how to re-check an emitted file
 // whose format cannot hold the target (and `flags`: whatever else it cannot hold).

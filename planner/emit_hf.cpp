@@ -12,6 +12,7 @@ namespace {
 
 std::string yes(bool b) { return b ? "true" : "false"; }
 
+}  // namespace
 
 const char* fsdp_word(FsdpMode m) {
   switch (m) {
@@ -22,7 +23,18 @@ const char* fsdp_word(FsdpMode m) {
   }
 }
 
-}  // namespace
+std::string inline_deepspeed(const TrainingSetup& s, int64_t global_batch) {
+  const std::string ds = deepspeed_text(s, global_batch);
+  std::string y = "deepspeed:\n";
+  size_t start = 0;
+  while (start < ds.size()) {
+    const size_t nl = ds.find('\n', start);
+    y += "  " + ds.substr(start, nl == std::string::npos ? std::string::npos : nl - start) + "\n";
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return y;
+}
 
 // An HF OptimizerNames value for the optimizer and its kernel; `flags` gets what it cannot say.
 std::string hf_optim(const TrainingSetup& s, std::vector<std::string>& flags, std::string* optim_args) {
@@ -132,16 +144,7 @@ std::string emit_hf(const EmitContext& c) {
   if (f.freeze_layers > 0) flags.push_back(fmt::format("--freeze-layers {}", f.freeze_layers));
   // Sharding.
   if (deepspeed) {
-    // The DeepSpeed config inline (TrainingArguments.deepspeed takes a dict); JSON is YAML flow style.
-    const std::string ds = deepspeed_text(s, c.global_batch);
-    y += "deepspeed:\n";
-    size_t start = 0;
-    while (start < ds.size()) {
-      const size_t nl = ds.find('\n', start);
-      y += "  " + ds.substr(start, nl == std::string::npos ? std::string::npos : nl - start) + "\n";
-      if (nl == std::string::npos) break;
-      start = nl + 1;
-    }
+    y += inline_deepspeed(s, c.global_batch);
   } else if (fsdp) {
     y += fmt::format("fsdp: \"{} auto_wrap{}\"\n", fsdp_word(s.parallel.fsdp),
                      s.parallel.offload == Offload::optimizer_and_params ? " offload" : "");

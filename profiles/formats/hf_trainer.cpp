@@ -5,6 +5,7 @@
 // the Trainer runs it, with TrainingArguments' defaults, and TRL's when the file carries TRL keys:
 // those of the newest TRL release that still reads every key the file uses (max_seq_length was
 // removed in 0.20, torch_dtype in 0.27). The GPU count is the launcher's, not the file's.
+#include <utility>
 #include <fmt/format.h>
 
 #include "profiles/formats/hf_family.h"
@@ -268,27 +269,20 @@ void read_peft(const Node& root, ReadState& st, HfRead& r) {
   f.mode = four ? FinetuneMode::qlora : FinetuneMode::lora;
   note(st, "finetune.mode", four ? *q4 : *use_peft, four ? "use_peft + load_in_4bit (QLoRA)" : "");
   f.base_quant = four ? BaseQuant::nf4 : eight ? BaseQuant::int8 : BaseQuant::none;
-  if (const Node* n = root.find("lora_r")) {
-    f.lora_rank = positive(*n, "lora_r is the LoRA rank");
-    note(st, "finetune.lora_rank", *n);
-  } else {
-    f.lora_rank = 16;
-    note_default(st, "finetune.lora_rank", fmt::format("{} lora_r=16 (trl/trainer/model_config.py @ v1.9.0 L107-108)", model_config));
-  }
-  if (const Node* n = root.find("lora_alpha")) {
-    f.lora_alpha = as_number(*n);
-    note(st, "finetune.lora_alpha", *n);
-  } else {
-    f.lora_alpha = 32;
-    note_default(st, "finetune.lora_alpha", fmt::format("{} lora_alpha=32 (trl/trainer/model_config.py @ v1.9.0 L111-112)", model_config));
-  }
-  if (const Node* n = root.find("lora_dropout")) {
-    f.lora_dropout = as_number(*n);
-    note(st, "finetune.lora_dropout", *n);
-  } else {
-    f.lora_dropout = 0.05;
-    note_default(st, "finetune.lora_dropout", fmt::format("{} lora_dropout=0.05 (trl/trainer/model_config.py @ v1.9.0 L115-116)", model_config));
-  }
+  // A ModelConfig field or its TRL default, noted either way (trl/trainer/model_config.py @ v1.9.0).
+  auto field = [&](const char* key, const char* to, auto read, auto fallback, const char* lines) {
+    if (const Node* n = root.find(key)) {
+      const auto v = read(*n);
+      note(st, to, *n);
+      return v;
+    }
+    note_default(st, to, fmt::format("{} {}={} (trl/trainer/model_config.py @ v1.9.0 {})", model_config, key, fallback, lines));
+    return decltype(read(std::declval<const Node&>()))(fallback);
+  };
+  const auto number = [](const Node& n) { return as_number(n); };
+  f.lora_rank = field("lora_r", "finetune.lora_rank", [](const Node& n) { return positive(n, "lora_r is the LoRA rank"); }, 16, "L107-108");
+  f.lora_alpha = field("lora_alpha", "finetune.lora_alpha", number, 32, "L111-112");
+  f.lora_dropout = field("lora_dropout", "finetune.lora_dropout", number, 0.05, "L115-116");
   if (const Node* n = root.find("lora_target_modules")) {
     f.lora_targets = lora_targets(*n);
     note(st, "finetune.lora_targets", *n);
