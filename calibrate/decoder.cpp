@@ -167,10 +167,9 @@ struct FusedLinearCrossEntropy : public torch::autograd::Function<FusedLinearCro
           row.zero_();
           continue;
         }
-        const Tensor rf = row.to(torch::kFloat);
-        const Tensor lse = rf.logsumexp(0);
-        loss_1d[start + r] = (lse - rf[y]) * scale;
-        Tensor g = (rf - lse).exp_();
+        const Tensor lse = row.logsumexp(0);  // the chunk is fp32 already
+        loss_1d[start + r] = (lse - row[y]) * scale;
+        Tensor g = (row - lse).exp_();
         g[y] -= 1.0;
         row.copy_(g.mul_(scale));
       }
