@@ -11,6 +11,10 @@
 #include <fstream>
 
 #include <fmt/format.h>
+// fmt 10+ (the one LibTorch 2.x bundles in its include folder) declares fmt::join in ranges.h.
+#if __has_include(<fmt/ranges.h>)
+#include <fmt/ranges.h>
+#endif
 
 #include "calibrate/cpu_counter.h"
 #include "calibrate/torch_internal.h"
@@ -72,6 +76,10 @@ class CpuProbe : public Probe {
 // Caching-allocator stats (index 0 = StatType::AGGREGATE; docs/libtorch-notes.md §3.2) and
 // cudaMemGetInfo for what lives outside the allocator.
 class CudaProbe : public Probe {
+  // Named, not `auto`: a deduced member cannot be called above its definition (GCC 13 refuses).
+  using Stats = decltype(c10::cuda::CUDACachingAllocator::getDeviceStats(0));
+  Stats stats() { return c10::cuda::CUDACachingAllocator::getDeviceStats(dev_); }
+
  public:
   explicit CudaProbe(int dev) : dev_(dev) {}
   void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(dev_); }
@@ -86,7 +94,6 @@ class CudaProbe : public Probe {
   }
 
  private:
-  auto stats() { return c10::cuda::CUDACachingAllocator::getDeviceStats(dev_); }
   int dev_;
 };
 #endif

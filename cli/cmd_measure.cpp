@@ -2,6 +2,9 @@
 // steps against the estimate, and the probe series that fits a calibration profile. Progress goes
 // to stderr, results to stdout. Only the companion links this file (and LibTorch).
 #include <fmt/format.h>
+#if __has_include(<fmt/ranges.h>)
+#include <fmt/ranges.h>  // fmt::join in fmt 10+
+#endif
 
 #include <algorithm>
 #include <chrono>
