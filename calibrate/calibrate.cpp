@@ -171,6 +171,9 @@ CalibrationRun run_calibration(const CalibrateOptions& opt) {
         context = std::max(context, r.context_bytes);
         // The bar (DESIGN.md): peak reserved plus what lives outside the allocator.
         o.measured = cuda ? r.peak_reserved + r.context_bytes : r.peak_bytes;
+        o.measured_allocated = r.peak_bytes;
+        o.measured_reserved = r.peak_reserved;
+        o.measured_context = r.context_bytes;
         const MemoryBreakdown e = estimate(harness_setup(probes[i].setup, mo));
         const PhaseState& pk = e.peak();
         o.dynamic = sum_of(pk.bytes, kDynamicTerms);

@@ -28,6 +28,12 @@ struct ProbeOutcome {
   bool ok = false;           // false: out of memory or refused (a data point, not a failure)
   std::string note;
   int64_t measured = 0;      // CPU: counted peak; CUDA: peak reserved + memory outside the allocator
+  // What the harness measured, apart (CUDA; on CPU allocated = measured, the others 0): the
+  // caching allocator's peak allocated and peak reserved bytes, and the device memory outside
+  // the allocator (cudaMemGetInfo's used minus reserved: context, cuBLAS handles, modules).
+  int64_t measured_allocated = 0;
+  int64_t measured_reserved = 0;
+  int64_t measured_context = 0;
   int64_t dynamic = 0;       // estimate: activations + logits_and_loss + transient
   int64_t states = 0;        // estimate: weights + gradients + master + optimizer states
   int64_t fixed = 0;         // estimate: workspace + context + allocator overhead + comm

@@ -188,6 +188,9 @@ int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f,
     nlohmann::json j = {{"name", p.probe.name}, {"ok", p.ok}};
     if (p.ok) {
       j["measured_bytes"] = p.measured;
+      j["measured_allocated_bytes"] = p.measured_allocated;
+      j["measured_reserved_bytes"] = p.measured_reserved;
+      j["measured_context_bytes"] = p.measured_context;
       j["estimated_bytes"] = p.estimated;
       j["calibrated_bytes"] = p.calibrated;
       j["error_before"] = rel(p.estimated, p.measured);
