@@ -60,6 +60,7 @@ class Probe {
   virtual int64_t current() = 0;
   virtual int64_t peak() = 0;
   virtual int64_t peak_reserved() { return 0; }
+  virtual int64_t reserved() { return 0; }
   virtual int64_t device_used() { return 0; }
 };
 
@@ -86,6 +87,7 @@ class CudaProbe : public Probe {
   int64_t current() override { return stats().allocated_bytes[0].current; }
   int64_t peak() override { return stats().allocated_bytes[0].peak; }
   int64_t peak_reserved() override { return stats().reserved_bytes[0].peak; }
+  int64_t reserved() override { return stats().reserved_bytes[0].current; }
   int64_t device_used() override {
     c10::cuda::CUDAGuard g(static_cast<c10::DeviceIndex>(dev_));
     size_t free_b = 0, total_b = 0;
@@ -96,6 +98,19 @@ class CudaProbe : public Probe {
  private:
   int dev_;
 };
+#endif
+
+#ifdef MEMPLAN_WITH_CUDA
+// cudaMemGetInfo's free bytes on the device, after creating its context (what a run can take).
+int64_t cuda_free_bytes(const std::string& device) {
+  const torch::Device dev(device);
+  (void)torch::empty({1}, torch::TensorOptions().device(dev));
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  c10::cuda::CUDAGuard g(static_cast<c10::DeviceIndex>(dev.has_index() ? dev.index() : 0));
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+  return static_cast<int64_t>(free_b);
+}
 #endif
 
 int64_t host_available_bytes() {
@@ -222,7 +237,14 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
       if (s.optimizer != OptimizerKind::adamw && s.optimizer != OptimizerKind::adam)
         return "the foreach step is measured for AdamW and Adam (SGD's foreach step allocates like its for-loop)";
       break;
-    case OptimizerImpl::fused: return "the fused optimizer step is not measured (for-loop and foreach are)";
+    case OptimizerImpl::fused:
+      if (s.optimizer != OptimizerKind::adamw && s.optimizer != OptimizerKind::adam)
+        return "the fused step is measured for AdamW and Adam (torch's _fused_adamw_/_fused_adam_)";
+      if (!MEMPLAN_TORCH_AT_LEAST(2, 1))
+        return fmt::format("the fused AdamW/Adam step is torch 2.1+'s (_fused_adamw_); LibTorch {} runs for-loop or foreach", torch_version());
+      if (!cuda && !MEMPLAN_TORCH_AT_LEAST(2, 4))
+        return fmt::format("the fused step runs on CPU from torch 2.4 (LibTorch {} has only the CUDA kernel): measure on CUDA", torch_version());
+      break;
   }
   if (cuda && !cuda_available()) return "this memplan was built without CUDA or no GPU is visible";
   return "";
@@ -234,8 +256,9 @@ TrainingSetup harness_setup(const TrainingSetup& s, const MeasureOptions& opt) {
   TrainingSetup h = s;
   h.runtime.torch_major = TORCH_VERSION_MAJOR;
   h.runtime.torch_minor = TORCH_VERSION_MINOR;
-  // LibTorch's optimizers loop over the parameters; foreach is the harness's own step.
-  if (h.runtime.optimizer_impl != OptimizerImpl::foreach) h.runtime.optimizer_impl = OptimizerImpl::for_loop;
+  // LibTorch's optimizers loop over the parameters; foreach and fused are the harness's own steps.
+  if (h.runtime.optimizer_impl != OptimizerImpl::foreach && h.runtime.optimizer_impl != OptimizerImpl::fused)
+    h.runtime.optimizer_impl = OptimizerImpl::for_loop;
   // HF's loss upcasts the logits; the chunked loss does as the setup says (torchtune yes, LitGPT no).
   if (h.runtime.loss == LossImpl::standard) h.runtime.loss_upcast = true;
   if (is_cuda(opt.device)) {
@@ -253,6 +276,7 @@ namespace {
 struct RunOutcome {
   std::vector<StepSample> steps;
   int64_t weights = 0, states = 0, forward_end = 0, context = 0, device_used_peak = 0, peak_reserved = 0;
+  int64_t context_init = 0;  // CUDA: outside the allocator right after init
   std::string oom;
 };
 
@@ -300,6 +324,47 @@ class ForeachAdam {
   std::vector<torch::Tensor> params_, exp_avg_, exp_avg_sq_;
   double lr_, wd_;
   int steps_ = 0;
+};
+
+// torch.optim.AdamW/Adam(fused=True) of torch 2.x: _fused_adamw (torch/optim/adamw.py, adam.py
+// @ v2.6.0) for one device and dtype group: the states are created at the first step with
+// zeros_like, plus one float32 scalar step tensor per parameter on the parameter's device
+// (_init_group: `torch.zeros((), dtype=_get_scalar_dtype(is_fused=True), device=p.device)`), and
+// the update is one kernel over the lists (aten::_fused_adamw_) with no temporaries.
+class FusedAdam {
+ public:
+  FusedAdam(std::vector<torch::Tensor> params, double lr, double weight_decay, bool decoupled)
+      : params_(std::move(params)), lr_(lr), wd_(weight_decay), decoupled_(decoupled) {}
+
+  void step() {
+#if MEMPLAN_TORCH_AT_LEAST(2, 1)
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> p, g;
+    for (auto& t : params_)
+      if (t.grad().defined()) {
+        p.push_back(t);
+        g.push_back(t.grad());
+      }
+    if (p.empty()) return;
+    if (exp_avg_.empty())
+      for (const auto& t : p) {
+        exp_avg_.push_back(torch::zeros_like(t, torch::MemoryFormat::Preserve));
+        exp_avg_sq_.push_back(torch::zeros_like(t, torch::MemoryFormat::Preserve));
+        steps_.push_back(torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(t.device())));
+      }
+    at::_foreach_add_(steps_, 1);  // torch._foreach_add_(device_state_steps, 1) before the kernel
+    const std::vector<torch::Tensor> max_sq;  // amsgrad off
+    if (decoupled_)
+      at::_fused_adamw_(p, g, exp_avg_, exp_avg_sq_, max_sq, steps_, lr_, 0.9, 0.999, wd_, 1e-8, false, false);
+    else
+      at::_fused_adam_(p, g, exp_avg_, exp_avg_sq_, max_sq, steps_, lr_, 0.9, 0.999, wd_, 1e-8, false, false);
+#endif
+  }
+
+ private:
+  std::vector<torch::Tensor> params_, exp_avg_, exp_avg_sq_, steps_;
+  double lr_, wd_;
+  bool decoupled_;
 };
 
 // Optimizer.zero_grad(set_to_none): LibTorch 2.x has the flag (default true, as Python 2.x);
@@ -370,7 +435,7 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
     (void)torch::empty({1}, torch::TensorOptions().device(dev));
     auto p = std::make_unique<CudaProbe>(dev.has_index() ? dev.index() : 0);
     c10::cuda::CUDACachingAllocator::emptyCache();
-    out.context = p->device_used() - p->current();
+    out.context_init = p->device_used() - p->reserved();
     probe = std::move(p);
   }
 #endif
@@ -386,8 +451,13 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
   const bool foreach = s.runtime.optimizer_impl == OptimizerImpl::foreach;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<ForeachAdam> foreach_optimizer;
+  const bool fused = s.runtime.optimizer_impl == OptimizerImpl::fused;
+  std::unique_ptr<FusedAdam> fused_optimizer;
+  const bool adamw = s.optimizer == OptimizerKind::adamw;
   if (foreach)
-    foreach_optimizer = std::make_unique<ForeachAdam>(model->parameters(), 1e-4, s.optimizer == OptimizerKind::adamw ? 0.01 : 0.0);
+    foreach_optimizer = std::make_unique<ForeachAdam>(model->parameters(), 1e-4, adamw ? 0.01 : 0.0);
+  else if (fused)
+    fused_optimizer = std::make_unique<FusedAdam>(model->parameters(), 1e-4, adamw ? 0.01 : 0.0, adamw);
   else if (!s.runtime.optimizer_in_backward)
     optimizer = make_optimizer(s, model->parameters());
   // Optimizer in backward: one optimizer per trainable parameter, stepped by its hook. The
@@ -423,33 +493,50 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
         p.device_used = probe->device_used();
         out.device_used_peak = std::max(out.device_used_peak, p.device_used);
         out.peak_reserved = std::max(out.peak_reserved, p.peak_reserved);
+        for (PhaseSample& q : ss.phases)
+          if (q.phase == phase) {  // a later micro-batch of the same step: keep the phase's peak
+            q.peak_bytes = std::max(q.peak_bytes, p.peak_bytes);
+            q.peak_reserved = std::max(q.peak_reserved, p.peak_reserved);
+            q.device_used = std::max(q.device_used, p.device_used);
+            q.end_bytes = p.end_bytes;
+            return;
+          }
         ss.phases.push_back(p);
       };
-      say(fmt::format("step {}/{}: forward", step, opt.steps));
-      if (cpu_counter::trace_threshold() >= 0) std::fprintf(stderr, "== step %d forward\n", step);
-      probe->reset_peak();
-      torch::Tensor loss;
-      {
-        std::unique_ptr<AutocastGuard> guard;
-        if (amp) guard = std::make_unique<AutocastGuard>(ac_dev, ac_dt);
-        std::vector<torch::Tensor> logits;
-        loss = model->loss(ids, labels, s.runtime.keep_logits ? &logits : nullptr);
-        // A loop that keeps the forward's outputs (nanoGPT's `logits, loss = model(X, Y)`): the
-        // previous step's logits go only when the new ones are bound, after the forward.
-        if (s.runtime.keep_logits) held_logits = std::move(logits);
+      // Every micro-batch of the accumulation step runs (HF Trainer's inner loop: forward, loss
+      // divided by the accumulation steps, backward into the gradients the earlier micro-batches
+      // left); a phase's sample is its peak over the micro-batches.
+      const int64_t micro = s.batch.grad_accum;
+      for (int64_t m = 1; m <= micro; ++m) {
+        const std::string tag = micro > 1 ? fmt::format(", micro-batch {}/{}", m, micro) : "";
+        say(fmt::format("step {}/{}: forward{}", step, opt.steps, tag));
+        if (cpu_counter::trace_threshold() >= 0) std::fprintf(stderr, "== step %d forward\n", step);
+        probe->reset_peak();
+        torch::Tensor loss;
+        {
+          std::unique_ptr<AutocastGuard> guard;
+          if (amp) guard = std::make_unique<AutocastGuard>(ac_dev, ac_dt);
+          std::vector<torch::Tensor> logits;
+          loss = model->loss(ids, labels, s.runtime.keep_logits ? &logits : nullptr);
+          // A loop that keeps the forward's outputs (nanoGPT's `logits, loss = model(X, Y)`): the
+          // previous step's logits go only when the new ones are bound, after the forward.
+          if (s.runtime.keep_logits) held_logits = std::move(logits);
+        }
+        if (micro > 1) loss = loss / static_cast<double>(micro);
+        sample(Phase::forward);
+        out.forward_end = now();
+        say(fmt::format("step {}/{}: backward{} (loss {:.3f})", step, opt.steps, tag, loss.item<double>()));
+        probe->reset_peak();
+        if (cpu_counter::trace_threshold() >= 0) std::fprintf(stderr, "== step %d backward\n", step);
+        loss.backward();
+        loss = torch::Tensor();
+        sample(Phase::backward);
       }
-      sample(Phase::forward);
-      out.forward_end = now();
-      say(fmt::format("step {}/{}: backward (loss {:.3f})", step, opt.steps, loss.item<double>()));
-      probe->reset_peak();
-      if (cpu_counter::trace_threshold() >= 0) std::fprintf(stderr, "== step %d backward\n", step);
-      loss.backward();
-      loss = torch::Tensor();
-      sample(Phase::backward);
       say(fmt::format("step {}/{}: optimizer step", step, opt.steps));
       const int64_t before_step = now();
       probe->reset_peak();
       if (foreach) foreach_optimizer->step();
+      else if (fused) fused_optimizer->step();
       else if (!in_backward) optimizer->step();  // else stepped, and the gradients dropped, in backward
       sample(Phase::optimizer_step);
       if (step == 1) out.states = now() - before_step;
@@ -462,6 +549,9 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
     if (what.find("out of memory") == std::string::npos && what.find("OutOfMemory") == std::string::npos) throw;
     out.oom = what.substr(0, what.find('\n'));
   }
+  // What lives outside the allocator once the steps ran (the context, cuBLAS/cuBLASLt handles,
+  // cuDNN, loaded modules): cudaMemGetInfo's used minus the allocator's reserved, both now.
+  if (cuda) out.context = std::max(out.context_init, probe->device_used() - probe->reserved());
   return out;
 }
 
@@ -494,20 +584,27 @@ MeasureResult measure(const TrainingSetup& s, const MeasureOptions& opt) {
   }
 #endif
 
-  // Depth: full if the estimate fits the budget, else the largest of 1-3 layers that fit.
+  // Depth: full if the estimate fits the budget, else the largest of 1-3 layers that fit. The
+  // budget is the device in hand's (cudaMemGetInfo's free memory once its context exists; the
+  // host's available memory on CPU), not the card the setup names: 90% of it on CUDA, leaving room
+  // for what the caching allocator holds beyond the tensors, 80% of the host's.
   const TrainingSetup full = harness_setup(s, opt);
-  const int64_t budget = is_cuda(opt.device)
-                             ? (s.device.capacity_bytes > 0 ? s.device.capacity_bytes : (80LL << 30)) * 9 / 10
-                             : host_available_bytes() * 8 / 10;
+  int64_t budget = host_available_bytes() * 8 / 10;
+#ifdef MEMPLAN_WITH_CUDA
+  if (is_cuda(opt.device)) budget = cuda_free_bytes(opt.device) * 9 / 10;
+#endif
+  // The context is already taken out of the free memory: compare what the step allocates.
+  auto need = [](const MemoryBreakdown& e) { return e.peak_bytes() - e.peak()[Term::cuda_context]; };
+  r.budget_bytes = budget;
   std::vector<int64_t> depths;
-  if (opt.layers > 0 || estimate(full).peak_bytes() <= budget) {
+  if (opt.layers > 0 || need(estimate(full)) <= budget) {
     depths = {full.model.num_layers};
   } else {
     std::vector<int64_t> estimated;  // peak at 1, 2, 3 layers
     for (int64_t d = 1; d <= std::min<int64_t>(3, s.model.num_layers); ++d) {
       TrainingSetup t = full;
       t.model.num_layers = d;
-      estimated.push_back(estimate(t).peak_bytes());
+      estimated.push_back(need(estimate(t)));
       if (estimated.back() <= budget) depths.push_back(d);
     }
     if (depths.size() < 2)
@@ -533,6 +630,7 @@ MeasureResult measure(const TrainingSetup& s, const MeasureOptions& opt) {
   r.forward_end_bytes = last.forward_end;
   r.steps = last.steps;
   r.context_bytes = last.context;
+  r.context_init_bytes = last.context_init;
   r.device_used_peak = last.device_used_peak;
   r.peak_reserved = last.peak_reserved;
   r.oom = last.oom;

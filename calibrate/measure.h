@@ -57,7 +57,10 @@ struct MeasureResult {
   int64_t peak_bytes = 0;
   Phase peak_phase = Phase::forward;
   int64_t peak_reserved = 0;      // CUDA
-  int64_t context_bytes = 0;      // CUDA: device used before any allocation by memplan
+  int64_t context_bytes = 0;      // CUDA: outside the allocator after the steps (cudaMemGetInfo's used
+                                  // minus reserved: context, cuBLAS/cuDNN handles, loaded modules)
+  int64_t context_init_bytes = 0; // CUDA: the same right after the context was created
+  int64_t budget_bytes = 0;       // the memory the depth was budgeted against (device free / host)
   int64_t device_used_peak = 0;   // CUDA: max total - free
   std::vector<int64_t> phase_peaks;  // per Phase, max over steps (index = Phase)
   std::string oom;                // the out-of-memory error that ended the run early, if one did

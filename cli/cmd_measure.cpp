@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/measure_report.h"
 #include "profiles/files.h"
 
 namespace memplan::cli {
@@ -58,15 +59,6 @@ double rel(int64_t est, int64_t meas) {
   return meas > 0 ? (static_cast<double>(est) - static_cast<double>(meas)) / static_cast<double>(meas) : 0;
 }
 
-// The estimate of step 1: the optimizer state does not exist yet during its forward and
-// backward, and its step() creates it parameter by parameter.
-int64_t step_estimate(const TrainingSetup& s, const MemoryBreakdown& e, Phase p, int step) {
-  const PhaseState& ph = e.at(p);
-  if (step != 1) return ph.total();
-  if (p == Phase::optimizer_step) return first_step_optimizer_peak(s, e);
-  return ph.total() - ph[Term::optimizer_states];
-}
-
 int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, const OutputFlags& o) {
   const profiles::BuiltSetup b = profiles::build_setup(in);
   print_warnings(io.err, b.warnings);
@@ -83,91 +75,13 @@ int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, c
   if (r.extrapolated) full.layers = 0;
   const TrainingSetup hs = calibrate::harness_setup(b.setup, full);
   const MemoryBreakdown e = estimate(hs, calibration_of(b));
-  const bool depth_matches = !r.extrapolated && r.layers_measured == hs.model.num_layers;
-
-  nlohmann::json doc = {{"schema", "memplan.measure/v1"}, {"memplan_version", MEMPLAN_VERSION}};
-  doc["setup"] = setup_json(hs);
-  doc["device"] = {{"name", r.device_name}, {"libtorch", r.libtorch}, {"driver", r.driver}};
-  doc["layers_measured"] = r.layers_measured;
-  doc["extrapolated"] = r.extrapolated;
-  doc["steps"] = nlohmann::json::array();
-  for (const auto& st : r.steps) {
-    nlohmann::json phases = nlohmann::json::array();
-    for (const auto& ph : st.phases) {
-      nlohmann::json j = {{"phase", phase_name(ph.phase)}, {"measured_peak_bytes", ph.peak_bytes}, {"measured_end_bytes", ph.end_bytes}};
-      if (depth_matches) {
-        const int64_t est = step_estimate(hs, e, ph.phase, st.step);
-        j["estimated_peak_bytes"] = est;
-        j["error"] = rel(est, ph.peak_bytes);
-      }
-      if (ph.peak_reserved) j["measured_peak_reserved_bytes"] = ph.peak_reserved;
-      if (ph.device_used) j["device_used_bytes"] = ph.device_used;
-      phases.push_back(j);
-    }
-    const auto peak_it = std::max_element(st.phases.begin(), st.phases.end(),
-                                          [](const auto& a, const auto& c) { return a.peak_bytes < c.peak_bytes; });
-    nlohmann::json sj = {{"step", st.step}, {"seconds", st.seconds}, {"phases", phases}};
-    if (peak_it != st.phases.end()) {
-      sj["measured_peak_bytes"] = peak_it->peak_bytes;
-      sj["measured_peak_phase"] = phase_name(peak_it->phase);
-      if (depth_matches) {
-        int64_t best = 0;
-        Phase bp = Phase::forward;
-        for (Phase p : {Phase::forward, Phase::backward, Phase::optimizer_step})
-          if (const int64_t v = step_estimate(hs, e, p, st.step); v > best) {
-            best = v;
-            bp = p;
-          }
-        sj["estimated_peak_bytes"] = best;
-        sj["estimated_peak_phase"] = phase_name(bp);
-      }
-    }
-    doc["steps"].push_back(sj);
-  }
-  doc["measured_peak_bytes"] = r.peak_bytes;
-  doc["measured_peak_phase"] = phase_name(r.peak_phase);
-  doc["estimated_peak_bytes"] = e.peak_bytes();
-  doc["estimated_peak_phase"] = phase_name(e.peak_phase());
-  doc["error"] = rel(e.peak_bytes(), r.peak_bytes);
-  doc["calibrated"] = e.calibrated;
-  if (r.context_bytes) doc["measured_context_bytes"] = r.context_bytes;
-  if (r.peak_reserved) doc["measured_peak_reserved_bytes"] = r.peak_reserved;
-  nlohmann::json terms = nlohmann::json::array();
-  const PhaseState& opt = e.at(Phase::optimizer_step);
-  if (depth_matches) {
-    terms.push_back({{"name", "weights"}, {"measured_bytes", r.weights_bytes}, {"estimated_bytes", opt[Term::weights]}});
-    terms.push_back({{"name", "optimizer_states"}, {"measured_bytes", r.states_bytes}, {"estimated_bytes", opt[Term::optimizer_states]}});
-  }
-  doc["terms"] = terms;
-  doc["notes"] = r.notes;
-
+  const bool cuda = calibrate::is_cuda(mo.device);
+  const nlohmann::json doc = measure_document(hs, r, e, cuda);
   if (o.format() != Format::table) {
     emit(io.out, doc, o.format());
     return kExitOk;
   }
-  io.out << fmt::format("memplan measure: {} on {} (LibTorch {}{}{})\n", hs.model.name, r.device_name, r.libtorch,
-                        r.driver.empty() ? "" : ", ", r.driver);
-  io.out << "  " << describe(hs) << "\n";
-  if (r.extrapolated)
-    io.out << fmt::format("  measured at {} layers and extrapolated per layer to {} (the full model does not fit here)\n",
-                          fmt::join(r.depths, ", "), hs.model.num_layers);
-  io.out << fmt::format("\n  {:<5} {:<15} {:>12} {:>12} {:>8}\n", "step", "phase", "measured", "estimated", "error");
-  for (const auto& st : doc["steps"])
-    for (const auto& ph : st["phases"])
-      io.out << fmt::format("  {:<5} {:<15} {:>12} {:>12} {:>8}\n", st["step"].get<int>(), ph["phase"].get<std::string>(),
-                            gib(ph["measured_peak_bytes"].get<int64_t>()),
-                            ph.contains("estimated_peak_bytes") ? gib(ph["estimated_peak_bytes"].get<int64_t>()) : "-",
-                            ph.contains("error") ? fmt::format("{:+.2f}%", 100 * ph["error"].get<double>()) : "-");
-  io.out << fmt::format("\n  run peak: measured {} ({}), estimated {} ({}): {:+.2f}%{}\n", gib(r.peak_bytes), phase_name(r.peak_phase),
-                        gib(e.peak_bytes()), phase_name(e.peak_phase()), 100 * rel(e.peak_bytes(), r.peak_bytes),
-                        e.calibrated ? " (calibrated)" : " (uncalibrated)");
-  if (depth_matches)
-    io.out << fmt::format("  weights: measured {}, estimated {}; optimizer states: measured {}, estimated {}\n", gib(r.weights_bytes),
-                          gib(opt[Term::weights]), gib(r.states_bytes), gib(opt[Term::optimizer_states]));
-  if (r.peak_reserved)
-    io.out << fmt::format("  CUDA: peak reserved {}, outside the allocator {}, device used peak {}\n", gib(r.peak_reserved),
-                          gib(r.context_bytes), gib(r.device_used_peak));
-  for (const auto& n : r.notes) io.out << "  note: " << n << "\n";
+  print_measure(io.out, hs, r, doc);
   return kExitOk;
 }
 
