@@ -1,7 +1,15 @@
-// The caching-allocator model (estimator/allocator.h): hand-derived cases for each rule.
+// The caching-allocator model (estimator/allocator.h): hand-derived cases for each rule, then a
+// replay of eight real allocator recordings from an H200 with PyTorch 2.11 (tests/data/gpu/traces,
+// decompressed into the build folder), which must produce the same segments in the same order,
+// the same reserved peak, and under the 11 GiB cap the same outcome and retry count.
 #include <doctest/doctest.h>
 
-#include <vector>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "estimator/allocator.h"
 
@@ -9,6 +17,7 @@ using namespace memplan;
 
 namespace {
 constexpr int64_t MiB = int64_t{1} << 20;
+constexpr int64_t GiB = int64_t{1} << 30;
 
 std::vector<int64_t> segment_sizes(const CachingAllocatorModel& m, SegmentAction::Kind kind) {
   std::vector<int64_t> out;
@@ -260,4 +269,248 @@ TEST_CASE("allocator: replay and the out-of-memory boundary") {
   const ReplayResult tight = replay(ev, c);
   CHECK_FALSE(tight.ran);
   CHECK(tight.oom_event == 2);  // the third 30 MiB tensor
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real traces.
+
+namespace {
+
+// cudaMemGetInfo's total on the recording H200 (shared/gpu/README.md, h200-loops.jsonl `info`):
+// set_per_process_memory_fraction keeps fraction * total, truncated (setMemoryFraction, v2.6.0).
+constexpr double kH200Total = 150'109'880'320.0;
+
+struct TraceOutcome {
+  std::string name;
+  std::vector<std::pair<std::string, int64_t>> trace_actions;  // segment_alloc/segment_free, size
+  std::vector<std::pair<std::string, int64_t>> model_actions;
+  int64_t trace_peak_reserved = 0;
+  int64_t model_peak_reserved = 0;
+  int64_t trace_peak_allocated = 0;
+  int64_t model_peak_allocated = 0;
+  int64_t trace_retries = 0;
+  int64_t model_retries = 0;
+  bool trace_oom = false;
+  bool model_oom = false;
+  bool model_oom_at_trace_oom = false;
+  std::vector<AllocatorEvent> events;  // the trace's requests, for find_oom_boundary
+  AllocatorConfig config;
+};
+
+std::string trace_path(const std::string& name) {
+  return std::string(MEMPLAN_BUILD_DIR) + "/tests/data/gpu/traces/trace-" + name + ".json";
+}
+
+// Replays one recording. Segments that existed before recording began are seeded (see the
+// traces' README): from the final snapshot where there is one (their blocks allocated at the end
+// and not by the trace were allocated all along), else one empty 2 MiB small segment per 2 MiB
+// range the trace allocates in without creating it. With `real_addresses`, new segments get the
+// trace's cudaMalloc addresses in order (the driver's choice, not the allocator's: it only
+// decides ties between equal-size free blocks).
+TraceOutcome replay_trace(const std::string& name, bool real_addresses) {
+  std::ifstream in(trace_path(name));
+  REQUIRE_MESSAGE(in.good(), "missing " << trace_path(name));
+  const nlohmann::json d = nlohmann::json::parse(in);
+  TraceOutcome o;
+  o.name = name;
+  const auto& stats = d.at("stats");
+  o.trace_peak_reserved = stats.at("reserved_bytes.all.peak").get<int64_t>();
+  o.trace_peak_allocated = stats.at("allocated_bytes.all.peak").get<int64_t>();
+  o.trace_retries = stats.at("num_alloc_retries").get<int64_t>();
+  if (d.contains("fraction") && !d.at("fraction").is_null()) {
+    o.config.capacity = static_cast<int64_t>(d.at("fraction").get<double>() * kH200Total);
+  }
+
+  struct Ev {
+    std::string action;
+    int64_t addr, size;
+  };
+  std::vector<Ev> evs;
+  for (const auto& e : d.at("events")) {
+    CHECK(e.at(3).get<int64_t>() == 0);  // one stream in these recordings
+    // An oom event's address is null (the recorder puts cudaMemGetInfo's free bytes there).
+    const int64_t addr = e.at(1).is_null() ? 0 : e.at(1).get<int64_t>();
+    evs.push_back({e.at(0).get<std::string>(), addr, e.at(2).get<int64_t>()});
+  }
+  std::deque<int64_t> addresses;
+  std::vector<std::pair<int64_t, int64_t>> created;  // segments the trace makes
+  std::map<int64_t, int64_t> live_at_end;            // addr -> size of trace allocs never freed
+  for (const auto& e : evs) {
+    if (e.action == "segment_alloc" || e.action == "segment_free") o.trace_actions.emplace_back(e.action, e.size);
+    if (e.action == "segment_alloc") {
+      addresses.push_back(e.addr);
+      created.emplace_back(e.addr, e.size);
+    }
+    if (e.action == "alloc") live_at_end[e.addr] = e.size;
+    if (e.action == "free_completed") live_at_end.erase(e.addr);
+    if (e.action == "oom") o.trace_oom = true;
+  }
+
+  CachingAllocatorModel m(o.config);
+  int64_t fallback = int64_t{1} << 50;
+  if (real_addresses) {
+    m.address_source = [&addresses, &fallback](int64_t bytes) {
+      if (addresses.empty()) {
+        fallback += bytes;
+        return fallback - bytes;
+      }
+      const int64_t a = addresses.front();
+      addresses.pop_front();
+      return a;
+    };
+  }
+  auto in_created = [&created](int64_t addr) {
+    for (const auto& [base, size] : created) {
+      if (addr >= base && addr < base + size) return true;
+    }
+    return false;
+  };
+  if (d.contains("segments")) {
+    for (const auto& s : d.at("segments")) {
+      const int64_t base = s.at(0).get<int64_t>();
+      if (in_created(base)) continue;
+      std::vector<std::pair<int64_t, int64_t>> live;
+      int64_t off = 0;
+      for (const auto& blk : s.at(5)) {
+        const int64_t size = blk.at(0).get<int64_t>();
+        if (blk.at(1).get<std::string>() == "active_allocated" && !live_at_end.count(base + off)) {
+          live.emplace_back(off, size);
+        }
+        off += size;
+      }
+      m.seed_segment(base, s.at(1).get<int64_t>(), s.at(4).get<std::string>() == "small", 0, live);
+    }
+  } else {
+    std::set<int64_t> bases;
+    for (const auto& e : evs) {
+      if (e.action == "alloc" && !in_created(e.addr)) bases.insert(e.addr / (2 * MiB) * (2 * MiB));
+    }
+    for (const int64_t base : bases) {
+      m.seed_segment(base, 2 * MiB, true, 0, {});
+    }
+  }
+
+  std::map<int64_t, int64_t> handles;  // trace address -> model handle
+  int64_t next_id = 0;
+  std::map<int64_t, int64_t> ids;      // trace address -> event id
+  for (const auto& e : evs) {
+    if (e.action == "alloc") {
+      const int64_t h = m.malloc(e.size);
+      o.events.push_back({AllocatorEvent::alloc, next_id, e.size});
+      ids[e.addr] = next_id++;
+      if (h == CachingAllocatorModel::kOutOfMemory) {
+        o.model_oom = true;
+        break;
+      }
+      handles[e.addr] = h;
+    } else if (e.action == "free_completed") {
+      o.events.push_back({AllocatorEvent::free, ids.at(e.addr)});
+      m.free(handles.at(e.addr));
+      handles.erase(e.addr);
+    } else if (e.action == "oom") {
+      o.events.push_back({AllocatorEvent::alloc, next_id++, e.size});
+      o.model_oom = m.malloc(e.size) == CachingAllocatorModel::kOutOfMemory;
+      o.model_oom_at_trace_oom = o.model_oom;
+      break;
+    }
+  }
+  for (const auto& a : m.segment_actions()) {
+    if (a.kind == SegmentAction::segment_alloc) o.model_actions.emplace_back("segment_alloc", a.bytes);
+    if (a.kind == SegmentAction::segment_free) o.model_actions.emplace_back("segment_free", a.bytes);
+  }
+  o.model_peak_reserved = m.stats().reserved_bytes.peak;
+  o.model_peak_allocated = m.stats().allocated_bytes.peak;
+  o.model_retries = m.stats().num_alloc_retries;
+  return o;
+}
+
+// "" when the two action lists agree, else where they first differ.
+std::string first_mismatch(const TraceOutcome& o) {
+  const size_t n = std::min(o.trace_actions.size(), o.model_actions.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (o.trace_actions[i] != o.model_actions[i]) {
+      return "action " + std::to_string(i) + ": trace " + o.trace_actions[i].first + " " +
+             std::to_string(o.trace_actions[i].second) + ", model " + o.model_actions[i].first + " " +
+             std::to_string(o.model_actions[i].second);
+    }
+  }
+  if (o.trace_actions.size() != o.model_actions.size()) {
+    return "trace has " + std::to_string(o.trace_actions.size()) + " segment actions, model " +
+           std::to_string(o.model_actions.size());
+  }
+  return "";
+}
+
+const std::vector<std::string> kTraces = {
+    "l-qwen05-amp-gc",           "l-gpt2-amp",
+    "l-llama1b-bf16-gc-16k",     "l-qwen3-1.7b-bf16-gc",
+    "l-qwen05-amp-gc-cap11GiB-b1", "l-qwen05-amp-gc-cap11GiB-b2",
+    "l-gpt2-amp-cap11GiB-b6",    "l-gpt2-amp-cap11GiB-b7"};
+
+}  // namespace
+
+TEST_CASE("allocator traces: the model makes the H200's segments, in order, and its reserved peak") {
+  for (const auto& name : kTraces) {
+    CAPTURE(name);
+    const TraceOutcome o = replay_trace(name, true);
+    const std::string mismatch = first_mismatch(o);
+    MESSAGE(name << ": " << o.trace_actions.size() << " segment actions, "
+                 << (mismatch.empty() ? "all equal" : "first mismatch at " + mismatch) << "; peak reserved trace "
+                 << o.trace_peak_reserved << " model " << o.model_peak_reserved << "; peak allocated trace "
+                 << o.trace_peak_allocated << " model " << o.model_peak_allocated << "; retries trace "
+                 << o.trace_retries << " model " << o.model_retries << "; oom trace " << o.trace_oom << " model "
+                 << o.model_oom);
+    CHECK(mismatch == "");
+    CHECK(o.model_peak_reserved == o.trace_peak_reserved);
+    CHECK(o.model_peak_allocated == o.trace_peak_allocated);
+    CHECK(o.model_oom == o.trace_oom);
+    CHECK(o.model_oom_at_trace_oom == o.trace_oom);
+    CHECK(o.model_retries == o.trace_retries);
+  }
+}
+
+TEST_CASE("allocator traces: with the model's own addresses the segments still match") {
+  // Addresses only break ties between equal-size cached blocks (BlockComparatorSize); the bump
+  // addresses keep the trace's order of creation but not its layout.
+  for (const auto& name : kTraces) {
+    CAPTURE(name);
+    const TraceOutcome o = replay_trace(name, false);
+    const std::string mismatch = first_mismatch(o);
+    MESSAGE(name << " (bump addresses): " << (mismatch.empty() ? "all equal" : "first mismatch at " + mismatch)
+                 << "; peak reserved trace " << o.trace_peak_reserved << " model " << o.model_peak_reserved);
+  }
+}
+
+TEST_CASE("allocator traces: the out-of-memory boundary separates the runs that fit 11 GiB from those that did not") {
+  // find_oom_boundary replays the trace's requests from an empty allocator (the pre-existing
+  // empty 2 MiB small segment is then made on the first small request instead) under a fraction
+  // cap, bisecting in 2 MiB steps.
+  const std::vector<std::pair<std::string, bool>> runs = {{"l-qwen05-amp-gc-cap11GiB-b1", true},
+                                                          {"l-qwen05-amp-gc-cap11GiB-b2", false},
+                                                          {"l-gpt2-amp-cap11GiB-b6", true},
+                                                          {"l-gpt2-amp-cap11GiB-b7", false}};
+  for (const auto& run : runs) {
+    const std::string& name = run.first;
+    const bool ran = run.second;  // what the H200 did under the cap
+    CAPTURE(name);
+    const TraceOutcome o = replay_trace(name, true);
+    AllocatorConfig unlimited = o.config;
+    unlimited.capacity = 0;
+    const int64_t boundary = find_oom_boundary(o.events, unlimited);
+    const ReplayResult free_run = replay(o.events, unlimited);
+    MESSAGE(name << ": boundary " << boundary << " B (" << static_cast<double>(boundary) / GiB << " GiB), cap "
+                 << o.config.capacity << ", uncapped peak reserved " << free_run.peak_reserved);
+    if (ran) {
+      CHECK(boundary <= o.config.capacity);
+    } else {
+      CHECK(boundary > o.config.capacity);
+    }
+    CHECK(boundary <= free_run.peak_reserved);
+    // The boundary runs and 2 MiB less does not.
+    AllocatorConfig at = o.config;
+    at.capacity = boundary;
+    CHECK(replay(o.events, at).ran);
+    at.capacity = boundary - 2 * MiB;
+    CHECK_FALSE(replay(o.events, at).ran);
+  }
 }
