@@ -1,8 +1,9 @@
 // The caching-allocator model (allocator.h). Each function follows the DeviceCachingAllocator
 // member of the same name in c10/cuda/CUDACachingAllocator.cpp; the comments cite the function
-// and the tag it was read at. Rules checked against v2.6.0 (line numbers in
-// shared/reference/libtorch-notes.md §1) and against the generic copy of the same class on later
-// main (c10/core/CachingDeviceAllocator.h), which adds the expandable-block skips cited below.
+// and the tag. Rules as at v2.6.0 (line numbers in shared/reference/libtorch-notes.md §1; the
+// function bodies were read in a main-branch copy of that file, pytorch/pytorch@001074d, which
+// predates only max_non_split_rounding), plus the expandable-block skips of pytorch/pytorch#134338.
+// PyTorch 2.11 behaves the same on the eight recorded traces (tests/estimator/allocator_test.cpp).
 // Blocks live in an arena addressed by index; the pools are ordered sets of indices.
 #include "estimator/allocator.h"
 
@@ -427,8 +428,8 @@ struct Ops {
     return true;
   }
 
-  // release_available_cached_blocks (v2.6.0; the expandable skip from later main's
-  // CachingDeviceAllocator.h, pytorch/pytorch#134338): with max_split_size set, free one cached
+  // release_available_cached_blocks (v2.6.0; expandable blocks skipped as in
+  // pytorch/pytorch#134338): with max_split_size set, free one cached
   // oversize block of at least max(request, max_split_size), else the largest oversize blocks
   // until that much is freed. Nothing to do without max_split_size.
   bool release_available_cached_blocks(const Request& r) {
