@@ -1,0 +1,772 @@
+// The caching-allocator model (allocator.h). Each function follows the DeviceCachingAllocator
+// member of the same name in c10/cuda/CUDACachingAllocator.cpp; the comments cite the function
+// and the tag. Rules as at v2.6.0 (line numbers in shared/reference/libtorch-notes.md §1; the
+// function bodies were read in a main-branch copy of that file, pytorch/pytorch@001074d, which
+// predates only max_non_split_rounding), plus the expandable-block skips of pytorch/pytorch#134338.
+// PyTorch 2.11 behaves the same on the eight recorded traces (tests/estimator/allocator_test.cpp).
+// Blocks live in an arena addressed by index; the pools are ordered sets of indices.
+#include "estimator/allocator.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "estimator/error.h"
+
+namespace memplan {
+
+void AllocatorStat::add(int64_t v) {
+  current += v;
+  peak = std::max(peak, current);
+}
+
+namespace {
+
+// One block: a piece of a segment, allocated or free (a cached block), or for expandable segments
+// possibly an unmapped stretch of reserved address space (Block in CUDACachingAllocator.cpp).
+struct Block {
+  int64_t ptr = 0;
+  int64_t size = 0;
+  int64_t requested = 0;
+  int stream = 0;
+  bool small = false;
+  bool allocated = false;
+  bool mapped = true;
+  bool in_use = true;  // arena slot holds a block
+  int prev = -1;
+  int next = -1;
+  int expandable = -1;      // index of the expandable segment, or -1
+  int64_t gc_count_base = 0;  // pool's get_free_block calls when the block was cached
+};
+
+// Expandable segment: a stretch of address space mapped in pages (2 MiB for the small pool,
+// 20 MiB for the large one: ExpandableSegment, Note [Expandable Segments], v2.6.0).
+struct ExpandableSegment {
+  int64_t base = 0;
+  int64_t page = 0;
+  std::vector<char> mapped;  // per page
+  int64_t pages() const { return static_cast<int64_t>(mapped.size()); }
+};
+
+// Address space reserved per expandable segment. Upstream reserves 1 1/8 of the device's memory;
+// the size only matters as "more than the capacity", so a fixed 1 TiB (rounded to pages) stands in.
+constexpr int64_t kExpandableAddressSpace = int64_t{1} << 40;
+
+int floor_log2(uint64_t v) { return 63 - __builtin_clzll(v); }
+
+}  // namespace
+
+struct CachingAllocatorModel::Impl {
+  std::vector<Block> blocks;
+  std::vector<int> free_slots;
+
+  // BlockComparatorSize / BlockComparatorAddress (v2.6.0): stream, then size, then address.
+  struct BySize {
+    const std::vector<Block>* b;
+    bool operator()(int x, int y) const {
+      const Block& l = (*b)[x];
+      const Block& r = (*b)[y];
+      if (l.stream != r.stream) return l.stream < r.stream;
+      if (l.size != r.size) return l.size < r.size;
+      return l.ptr < r.ptr;
+    }
+  };
+  struct ByAddress {
+    const std::vector<Block>* b;
+    bool operator()(int x, int y) const {
+      const Block& l = (*b)[x];
+      const Block& r = (*b)[y];
+      if (l.stream != r.stream) return l.stream < r.stream;
+      return l.ptr < r.ptr;
+    }
+  };
+  struct Pool {
+    std::set<int, BySize> cached;      // BlockPool::blocks
+    std::set<int, ByAddress> unmapped;  // BlockPool::unmapped
+    bool small;
+    int64_t get_free_block_calls = 0;
+    Pool(const std::vector<Block>* b, bool is_small) : cached(BySize{b}), unmapped(ByAddress{b}), small(is_small) {}
+  };
+  Pool small_pool{&blocks, true};
+  Pool large_pool{&blocks, false};
+  std::unordered_map<int64_t, int> active;  // handle (address) -> block
+  std::vector<ExpandableSegment> expandable;
+  int64_t reserved = 0;  // total_allocated_memory
+  int64_t next_address = int64_t{1} << 40;
+
+  Pool& pool_of(const Block& b) { return b.small ? small_pool : large_pool; }
+  int new_block(int64_t ptr, int64_t size, int stream, bool small) {
+    Block nb;
+    nb.ptr = ptr;
+    nb.size = size;
+    nb.stream = stream;
+    nb.small = small;
+    if (!free_slots.empty()) {
+      const int id = free_slots.back();
+      free_slots.pop_back();
+      blocks[id] = nb;
+      return id;
+    }
+    blocks.push_back(nb);
+    return static_cast<int>(blocks.size()) - 1;
+  }
+  void delete_block(int id) {
+    blocks[id].in_use = false;
+    free_slots.push_back(id);
+  }
+  bool is_split(int id) const { return blocks[id].prev >= 0 || blocks[id].next >= 0; }
+  int64_t bump(int64_t bytes) {
+    const int64_t at = next_address;
+    next_address += (bytes + kAllocRoundLarge - 1) / kAllocRoundLarge * kAllocRoundLarge;
+    return at;
+  }
+  // BlockPool::insert_into_blocks: caching a block stamps its GC age base.
+  void cache(int id) {
+    Pool& p = pool_of(blocks[id]);
+    blocks[id].gc_count_base = p.get_free_block_calls;
+    const bool inserted = p.cached.insert(id).second;
+    MEMPLAN_CHECK(inserted, "allocator model: block cached twice");
+  }
+};
+
+namespace {
+using Impl = CachingAllocatorModel::Impl;
+}
+
+CachingAllocatorModel::CachingAllocatorModel(AllocatorConfig config) : impl_(new Impl), config_(std::move(config)) {
+  MEMPLAN_CHECK(config_.capacity >= 0, "allocator model: negative capacity");
+  MEMPLAN_CHECK(config_.max_split_size > 0, "allocator model: max_split_size must be positive");
+}
+
+CachingAllocatorModel::~CachingAllocatorModel() { delete impl_; }
+
+// round_size and roundup_power2_next_division (CUDACachingAllocator.cpp, v2.6.0; inline
+// get_round_size in c10/core/CachingDeviceAllocator.h on later main): below 512 B -> 512 B; with
+// d > 1 divisions for the size's interval and size > 512 * d, the next of d equal steps between
+// the two surrounding powers of two; otherwise the next multiple of 512.
+int64_t CachingAllocatorModel::round_size(int64_t bytes) const {
+  if (bytes < kAllocMinBlockSize) return kAllocMinBlockSize;
+  const auto& table = config_.roundup_power2_divisions;
+  int64_t divisions = 0;
+  if (table.size() == 1) {
+    divisions = table[0];
+  } else if (!table.empty()) {
+    // CUDAAllocatorConfig::roundup_power2_divisions(size): intervals start at 1 MiB (2^20).
+    const int log_size = floor_log2(static_cast<uint64_t>(bytes));
+    size_t index = log_size > 20 ? static_cast<size_t>(log_size - 20) : 0;
+    index = std::min<size_t>(index, 15);
+    divisions = index < table.size() ? table[index] : 0;
+  }
+  if (divisions > 1 && bytes > kAllocMinBlockSize * divisions) {
+    const auto u = static_cast<uint64_t>(bytes);
+    if ((u & (u - 1)) == 0) return bytes;
+    const uint64_t floor = uint64_t{1} << floor_log2(u);
+    const uint64_t step = floor >> floor_log2(static_cast<uint64_t>(divisions));
+    if (step == 0) return static_cast<int64_t>(floor << 1);
+    const uint64_t down = u & ~(step - 1);
+    return static_cast<int64_t>(down == u ? u : down + step);
+  }
+  return (bytes + kAllocMinBlockSize - 1) / kAllocMinBlockSize * kAllocMinBlockSize;
+}
+
+// get_allocation_size (v2.6.0): small -> 2 MiB segment; < 10 MiB -> 20 MiB; else 2 MiB multiple.
+int64_t CachingAllocatorModel::allocation_size(int64_t rounded_bytes) {
+  if (rounded_bytes <= kAllocSmallSize) return kAllocSmallBuffer;
+  if (rounded_bytes < kAllocMinLargeAlloc) return kAllocLargeBuffer;
+  return (rounded_bytes + kAllocRoundLarge - 1) / kAllocRoundLarge * kAllocRoundLarge;
+}
+
+namespace {
+
+struct Request {
+  int64_t size = 0;        // rounded
+  int64_t alloc_size = 0;  // segment size on a miss
+  int stream = 0;
+  bool small = false;
+  int block = -1;  // the block found or made
+};
+
+// The allocator's private steps, as free functions over the model's state.
+struct Ops {
+  Impl& m;
+  const AllocatorConfig& cfg;
+  AllocatorStats& st;
+  std::vector<SegmentAction>& actions;
+  const std::function<int64_t(int64_t)>& address_source;
+
+  std::vector<Block>& b() { return m.blocks; }
+  bool set_fraction() const { return cfg.capacity_is_fraction && cfg.capacity > 0; }
+  bool gc_enabled() const { return set_fraction() && cfg.gc_threshold > 0.0; }
+  Impl::Pool& pool(bool small) { return small ? m.small_pool : m.large_pool; }
+
+  // get_free_block (v2.6.0 …:2560-2627): the smallest cached block of this stream that fits
+  // (lower_bound on stream, size, address); with expandable segments a block is judged by the size
+  // it can grow to; oversize blocks only for oversize requests, and then only up to
+  // request + max_non_split_rounding.
+  bool get_free_block(Request& r) {
+    Impl::Pool& p = pool(r.small);
+    if (gc_enabled()) ++p.get_free_block_calls;
+    const int key = m.new_block(0, r.size, r.stream, r.small);
+    auto it = p.cached.lower_bound(key);
+    m.delete_block(key);
+    if (it == p.cached.end() || b()[*it].stream != r.stream) return false;
+    if (b()[*it].expandable >= 0) {
+      if (cfg.expandable_segments) {
+        auto expandable_size = [this](int id) {
+          const Block& x = b()[id];
+          return x.size + (x.next >= 0 && !b()[x.next].mapped ? b()[x.next].size : 0);
+        };
+        auto next = std::next(it);
+        while (b()[*it].expandable >= 0 && next != p.cached.end() && b()[*next].stream == r.stream &&
+               expandable_size(*next) < expandable_size(*it)) {
+          it = next++;
+        }
+      } else {
+        do {
+          ++it;
+        } while (it != p.cached.end() && b()[*it].expandable >= 0 && b()[*it].stream == r.stream);
+        if (it == p.cached.end() || b()[*it].stream != r.stream) return false;
+      }
+    }
+    const int64_t found = b()[*it].size;
+    if (r.size < cfg.max_split_size && found >= cfg.max_split_size) return false;
+    if (r.size >= cfg.max_split_size && found >= r.size + cfg.max_non_split_rounding) return false;
+    r.block = *it;
+    p.cached.erase(it);
+    return true;
+  }
+
+  // should_split (v2.6.0 …:2540-2548).
+  bool should_split(int id, int64_t size) const {
+    const Block& x = m.blocks[id];
+    const int64_t remaining = x.size - size;
+    if (x.small || cfg.expandable_segments) return remaining >= kAllocMinBlockSize;
+    return size < cfg.max_split_size && remaining > kAllocSmallSize;
+  }
+
+  // try_merge_blocks (v2.6.0): absorbs a free neighbour with the same mapped state into dst.
+  // REQUIRES: dst is in no pool set.
+  int64_t try_merge(int dst, int src) {
+    if (src < 0) return 0;
+    Block& s = b()[src];
+    if (s.allocated || s.mapped != b()[dst].mapped) return 0;
+    Impl::Pool& p = m.pool_of(s);
+    if (s.mapped) {
+      p.cached.erase(src);
+    } else {
+      p.unmapped.erase(src);
+    }
+    Block& d = b()[dst];
+    if (d.prev == src) {
+      d.ptr = s.ptr;
+      d.prev = s.prev;
+      if (d.prev >= 0) b()[d.prev].next = dst;
+    } else {
+      d.next = s.next;
+      if (d.next >= 0) b()[d.next].prev = dst;
+    }
+    const int64_t subsumed = s.size;
+    d.size += subsumed;
+    m.delete_block(src);
+    return subsumed;
+  }
+
+  // free_block (v2.6.0): merge with free neighbours, then cache.
+  void free_block(int id) {
+    const int prev = b()[id].prev;
+    const int next = b()[id].next;
+    try_merge(id, prev);
+    try_merge(id, next);
+    m.cache(id);
+  }
+
+  void record(SegmentAction::Kind k, int64_t address, int64_t bytes, int stream) {
+    actions.push_back(SegmentAction{k, address, bytes, stream});
+  }
+
+  // release_block (v2.6.0 …:3045-3069 area): cudaFree of a whole cached segment.
+  void release_block(int id) {
+    const Block x = b()[id];
+    MEMPLAN_CHECK(x.expandable < 0 && x.prev < 0 && x.next < 0 && !x.allocated,
+                  "allocator model: releasing a block that is not a whole free segment");
+    pool(x.small).cached.erase(id);
+    record(SegmentAction::segment_free, x.ptr, x.size, x.stream);
+    m.reserved -= x.size;
+    st.reserved_bytes.sub(x.size);
+    st.segments.sub(1);
+    ++st.num_device_free;
+    m.delete_block(id);
+  }
+
+  // ExpandableSegment::map: maps the pages covering [ptr, ptr + size); all or nothing. Returns the
+  // mapped range (its size 0 on failure: the device has no room, when the capacity stands for the
+  // device's free memory).
+  std::pair<int64_t, int64_t> es_map(int seg, int64_t ptr, int64_t size) {
+    ExpandableSegment& e = m.expandable[seg];
+    const int64_t begin = (ptr - e.base) / e.page;
+    const int64_t end = std::min(e.pages(), (ptr + size - e.base + e.page - 1) / e.page);
+    MEMPLAN_CHECK(e.base + begin * e.page == ptr, "allocator model: unaligned expandable map");
+    const int64_t bytes = (end - begin) * e.page;
+    if (bytes == 0) return {ptr, 0};
+    if (!set_fraction() && cfg.capacity > 0 && m.reserved + bytes > cfg.capacity) return {ptr, 0};
+    for (int64_t i = begin; i < end; ++i) {
+      MEMPLAN_CHECK(!e.mapped[static_cast<size_t>(i)], "allocator model: page mapped twice");
+      e.mapped[static_cast<size_t>(i)] = 1;
+    }
+    return {ptr, bytes};
+  }
+
+  // ExpandableSegment::unmap: unmaps the whole pages inside [ptr, ptr + size).
+  std::pair<int64_t, int64_t> es_unmap(int seg, int64_t ptr, int64_t size) {
+    ExpandableSegment& e = m.expandable[seg];
+    const int64_t begin = (ptr - e.base + e.page - 1) / e.page;
+    const int64_t end = (ptr + size - e.base) / e.page;
+    if (begin >= end) return {ptr, 0};
+    for (int64_t i = begin; i < end; ++i) e.mapped[static_cast<size_t>(i)] = 0;
+    return {e.base + begin * e.page, (end - begin) * e.page};
+  }
+
+  // find_expandable_block (v2.6.0): the lowest-address unmapped stretch of this stream (with the
+  // free block just before it) that offers `size` bytes of free-or-unmapped space, else a new
+  // segment whose whole address space is one unmapped block.
+  int find_expandable_block(int stream, bool small, int64_t size) {
+    Impl::Pool& p = pool(small);
+    auto allocatable = [this](int id) { return id >= 0 && !b()[id].allocated; };
+    auto has_room = [&](int id) {
+      int64_t bytes = 0;
+      while (bytes < size && allocatable(id)) {
+        bytes += b()[id].size;
+        id = b()[id].next;
+      }
+      return bytes >= size;
+    };
+    const int key = m.new_block(INT64_MIN, 0, stream, small);
+    auto it = p.unmapped.lower_bound(key);
+    m.delete_block(key);
+    for (; it != p.unmapped.end() && b()[*it].stream == stream; ++it) {
+      int c = *it;
+      if (allocatable(b()[c].prev)) c = b()[c].prev;
+      if (has_room(c)) return c;
+    }
+    ExpandableSegment e;
+    e.page = small ? kAllocSmallBuffer : kAllocLargeBuffer;
+    const int64_t pages = (kExpandableAddressSpace + e.page - 1) / e.page;
+    e.mapped.assign(static_cast<size_t>(pages), 0);
+    e.base = m.bump(pages * e.page);
+    m.expandable.push_back(std::move(e));
+    const int c = m.new_block(m.expandable.back().base, pages * m.expandable.back().page, stream, small);
+    b()[c].mapped = false;
+    b()[c].expandable = static_cast<int>(m.expandable.size()) - 1;
+    p.unmapped.insert(c);
+    return c;
+  }
+
+  // map_block (v2.6.0): maps the start of an unmapped block, leaves the rest unmapped after it,
+  // merges the mapped part with a free neighbour and caches it.
+  bool map_block(int id, int64_t size) {
+    MEMPLAN_CHECK(!b()[id].mapped && size <= b()[id].size, "allocator model: map_block on a mapped block");
+    const auto range = es_map(b()[id].expandable, b()[id].ptr, size);
+    if (range.second == 0) return false;
+    Impl::Pool& p = m.pool_of(b()[id]);
+    p.unmapped.erase(id);
+    b()[id].mapped = true;
+    if (range.second < b()[id].size) {
+      const Block x = b()[id];
+      const int rest = m.new_block(x.ptr + range.second, x.size - range.second, x.stream, x.small);
+      b()[rest].mapped = false;
+      b()[rest].expandable = x.expandable;
+      b()[rest].prev = id;
+      b()[rest].next = x.next;
+      if (x.next >= 0) b()[x.next].prev = rest;
+      b()[id].next = rest;
+      p.unmapped.insert(rest);
+      b()[id].size = range.second;
+    }
+    try_merge(id, b()[id].prev);
+    try_merge(id, b()[id].next);
+    m.cache(id);
+    m.reserved += range.second;
+    st.reserved_bytes.add(range.second);
+    ++st.num_device_alloc;
+    record(SegmentAction::segment_map, range.first, range.second, b()[id].stream);
+    return true;
+  }
+
+  // try_allocate_expandable_block (v2.6.0): map pages until one free block of `size` exists.
+  int try_allocate_expandable(int stream, bool small, int64_t size) {
+    int c = find_expandable_block(stream, small, size);
+    if (!b()[c].mapped && !map_block(c, std::min(b()[c].size, size))) return -1;
+    while (b()[c].size < size) {
+      const int64_t remaining = size - b()[c].size;
+      const int nc = b()[c].next;
+      if (!map_block(nc, std::min(remaining, b()[nc].size))) return -1;
+      c = nc;
+    }
+    pool(small).cached.erase(c);
+    return c;
+  }
+
+  // alloc_block (v2.6.0 …:1221-1242 callers; the function itself): a retry is counted on entry;
+  // a fraction cap refuses a segment that would take reserved memory past it; otherwise
+  // cudaMalloc (or the expandable mapping) of alloc_size (of the rounded size for expandable).
+  bool alloc_block(Request& r, bool is_retry) {
+    if (is_retry) ++st.num_alloc_retries;
+    const int64_t size = r.alloc_size;
+    if (set_fraction() && m.reserved + size > cfg.capacity) return false;
+    if (cfg.expandable_segments) {
+      r.block = try_allocate_expandable(r.stream, r.small, r.size);
+      return r.block >= 0;
+    }
+    if (!set_fraction() && cfg.capacity > 0 && m.reserved + size > cfg.capacity) return false;
+    const int64_t address = address_source ? address_source(size) : m.bump(size);
+    r.block = m.new_block(address, size, r.stream, r.small);
+    m.reserved += size;
+    st.reserved_bytes.add(size);
+    st.segments.add(1);
+    ++st.num_device_alloc;
+    record(SegmentAction::segment_alloc, address, size, r.stream);
+    return true;
+  }
+
+  // release_available_cached_blocks (v2.6.0; expandable blocks skipped as in
+  // pytorch/pytorch#134338): with max_split_size set, free one cached
+  // oversize block of at least max(request, max_split_size), else the largest oversize blocks
+  // until that much is freed. Nothing to do without max_split_size.
+  bool release_available_cached_blocks(const Request& r) {
+    if (cfg.max_split_size == kAllocUnlimited) return false;
+    Impl::Pool& p = pool(r.small);
+    const int64_t target = std::max(r.size, cfg.max_split_size);
+    const int key = m.new_block(0, target, r.stream, r.small);
+    auto it = p.cached.lower_bound(key);
+    m.delete_block(key);
+    if (it == p.cached.end() || b()[*it].stream != r.stream || b()[*it].expandable >= 0) {
+      if (it == p.cached.begin()) return false;
+      int64_t released = 0;
+      --it;
+      while (released < target && b()[*it].size >= cfg.max_split_size && b()[*it].stream == r.stream) {
+        const int cur = *it;
+        const bool first = it == p.cached.begin();
+        if (!first) --it;
+        if (b()[cur].expandable < 0) {
+          released += b()[cur].size;
+          release_block(cur);
+        }
+        if (first) break;
+      }
+      return released >= target;
+    }
+    release_block(*it);
+    return true;
+  }
+
+  // unmap_block (v2.6.0): unmaps the whole pages of a free expandable block; the partial pages at
+  // either end stay mapped as free blocks.
+  void unmap_block(int id) {
+    const auto range = es_unmap(b()[id].expandable, b()[id].ptr, b()[id].size);
+    if (range.second == 0) return;
+    Impl::Pool& p = m.pool_of(b()[id]);
+    p.cached.erase(id);
+    const Block x = b()[id];
+    const int64_t before = range.first - x.ptr;
+    if (before > 0) {
+      const int bf = m.new_block(x.ptr, before, x.stream, x.small);
+      b()[bf].expandable = x.expandable;
+      b()[bf].prev = x.prev;
+      b()[bf].next = id;
+      if (x.prev >= 0) b()[x.prev].next = bf;
+      b()[id].prev = bf;
+      m.cache(bf);
+    }
+    const int64_t after = x.size - before - range.second;
+    if (after > 0) {
+      const int af = m.new_block(range.first + range.second, after, x.stream, x.small);
+      b()[af].expandable = x.expandable;
+      b()[af].prev = id;
+      b()[af].next = x.next;
+      if (x.next >= 0) b()[x.next].prev = af;
+      b()[id].next = af;
+      m.cache(af);
+    }
+    b()[id].ptr = range.first;
+    b()[id].size = range.second;
+    b()[id].mapped = false;
+    try_merge(id, b()[id].prev);
+    try_merge(id, b()[id].next);
+    p.unmapped.insert(id);
+    m.reserved -= range.second;
+    st.reserved_bytes.sub(range.second);
+    ++st.num_device_free;
+    record(SegmentAction::segment_unmap, range.first, range.second, x.stream);
+  }
+
+  // release_blocks (v2.6.0): every cached block that is a whole segment is cudaFree'd; free
+  // expandable blocks give back their whole pages, and a segment left entirely unmapped goes.
+  void release_blocks(bool small) {
+    Impl::Pool& p = pool(small);
+    std::vector<int> to_unmap;
+    for (auto it = p.cached.begin(); it != p.cached.end();) {
+      const int id = *it;
+      ++it;
+      if (b()[id].expandable >= 0) {
+        to_unmap.push_back(id);
+      } else if (b()[id].prev < 0 && b()[id].next < 0) {
+        release_block(id);
+      }
+    }
+    for (const int id : to_unmap) {
+      unmap_block(id);
+      if (b()[id].prev < 0 && b()[id].next < 0 && !b()[id].mapped) {
+        p.unmapped.erase(id);
+        m.delete_block(id);  // release_expandable_segment: the address space goes back
+      }
+    }
+  }
+
+  // release_cached_blocks (v2.6.0 …:2859-2876): large pool first, then small.
+  bool release_cached_blocks() {
+    release_blocks(false);
+    release_blocks(true);
+    return true;
+  }
+
+  // garbage_collect_cached_blocks (v2.6.0 …:2629-2691): above threshold * cap, free whole cached
+  // large-pool segments whose age (get_free_block calls since cached) is at least the average,
+  // recomputing the average each round, until reserved is back under the threshold.
+  void garbage_collect() {
+    const auto threshold = static_cast<int64_t>(cfg.gc_threshold * static_cast<double>(cfg.capacity));
+    if (m.reserved <= threshold) return;
+    const int64_t target = m.reserved - threshold;
+    Impl::Pool& p = m.large_pool;
+    auto age = [&](int id) { return p.get_free_block_calls - b()[id].gc_count_base; };
+    auto freeable = [&](int id) { return !m.is_split(id) && b()[id].expandable < 0; };
+    int64_t total_age = 0;
+    int64_t count = 0;
+    for (const int id : p.cached) {
+      if (freeable(id)) {
+        total_age += age(id);
+        ++count;
+      }
+    }
+    if (count == 0) return;
+    int64_t reclaimed = 0;
+    bool freed = true;
+    while (reclaimed < target && freed && count > 0) {
+      const double age_threshold = static_cast<double>(total_age) / static_cast<double>(count);
+      freed = false;
+      for (auto it = p.cached.begin(); it != p.cached.end();) {
+        const int id = *it;
+        ++it;
+        if (freeable(id) && static_cast<double>(age(id)) >= age_threshold) {
+          freed = true;
+          reclaimed += b()[id].size;
+          total_age -= age(id);
+          --count;
+          release_block(id);
+        }
+      }
+    }
+  }
+
+  // alloc_found_block (v2.6.0): split off the front of the block when should_split said so; the
+  // remainder stays cached.
+  int64_t alloc_found_block(const Request& r, int64_t orig_size, bool split) {
+    int id = r.block;
+    if (split) {
+      const int rest = id;
+      id = m.new_block(b()[rest].ptr, r.size, r.stream, r.small);
+      b()[id].expandable = b()[rest].expandable;
+      b()[id].prev = b()[rest].prev;
+      if (b()[id].prev >= 0) b()[b()[id].prev].next = id;
+      b()[id].next = rest;
+      b()[rest].prev = id;
+      b()[rest].ptr += r.size;
+      b()[rest].size -= r.size;
+      m.cache(rest);
+    }
+    Block& x = b()[id];
+    x.allocated = true;
+    x.requested = orig_size;
+    const bool inserted = m.active.emplace(x.ptr, id).second;
+    MEMPLAN_CHECK(inserted, "allocator model: two live blocks at one address");
+    st.allocated_bytes.add(x.size);
+    st.active_bytes.add(x.size);
+    st.requested_bytes.add(orig_size);
+    return x.ptr;
+  }
+};
+
+}  // namespace
+
+// malloc (v2.6.0 …:1185-1368): round, pick the pool, reuse a cached block; else GC (when set),
+// a new segment, then freeing oversize cached blocks, then freeing every whole cached segment and
+// one counted retry; then out of memory.
+int64_t CachingAllocatorModel::malloc(int64_t bytes, int stream) {
+  MEMPLAN_CHECK(bytes >= 0, "allocator model: negative allocation");
+  Ops ops{*impl_, config_, stats_, actions_, address_source};
+  Request r;
+  r.size = round_size(bytes);
+  r.small = r.size <= kAllocSmallSize;
+  r.alloc_size = allocation_size(r.size);
+  r.stream = stream;
+  bool found = ops.get_free_block(r);
+  if (!found) {
+    if (ops.gc_enabled()) ops.garbage_collect();
+    found = ops.alloc_block(r, false) || (ops.release_available_cached_blocks(r) && ops.alloc_block(r, false)) ||
+            (ops.release_cached_blocks() && ops.alloc_block(r, true));
+  }
+  if (!found) {
+    ++stats_.num_ooms;
+    return kOutOfMemory;
+  }
+  return ops.alloc_found_block(r, bytes, ops.should_split(r.block, r.size));
+}
+
+// free -> free_block (v2.6.0): no cross-stream uses, so the free completes at once.
+void CachingAllocatorModel::free(int64_t handle) {
+  auto it = impl_->active.find(handle);
+  MEMPLAN_CHECK(it != impl_->active.end(), "allocator model: free of an unknown handle");
+  const int id = it->second;
+  impl_->active.erase(it);
+  Block& x = impl_->blocks[id];
+  x.allocated = false;
+  stats_.allocated_bytes.sub(x.size);
+  stats_.active_bytes.sub(x.size);
+  stats_.requested_bytes.sub(x.requested);
+  Ops ops{*impl_, config_, stats_, actions_, address_source};
+  ops.free_block(id);
+}
+
+void CachingAllocatorModel::empty_cache() {
+  Ops ops{*impl_, config_, stats_, actions_, address_source};
+  ops.release_cached_blocks();
+}
+
+void CachingAllocatorModel::reset_peak_stats() {
+  for (AllocatorStat* s : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.requested_bytes,
+                           &stats_.active_bytes, &stats_.segments}) {
+    s->peak = s->current;
+  }
+}
+
+std::vector<int64_t> CachingAllocatorModel::seed_segment(int64_t address, int64_t bytes, bool small_pool, int stream,
+                                                         const std::vector<std::pair<int64_t, int64_t>>& live_blocks) {
+  MEMPLAN_CHECK(!config_.expandable_segments, "allocator model: seeding expandable segments is not modelled");
+  MEMPLAN_CHECK(bytes > 0, "allocator model: empty seeded segment");
+  Impl& m = *impl_;
+  std::vector<int64_t> handles;
+  std::vector<int> pieces;                 // in address order
+  std::vector<bool> piece_live;
+  int64_t cursor = 0;
+  auto add_piece = [&](int64_t offset, int64_t size, bool live) {
+    const int id = m.new_block(address + offset, size, stream, small_pool);
+    if (!pieces.empty()) {
+      m.blocks[id].prev = pieces.back();
+      m.blocks[pieces.back()].next = id;
+    }
+    pieces.push_back(id);
+    piece_live.push_back(live);
+  };
+  for (const auto& [offset, size] : live_blocks) {
+    MEMPLAN_CHECK(offset >= cursor && size > 0 && offset + size <= bytes, "allocator model: bad seeded block");
+    if (offset > cursor) add_piece(cursor, offset - cursor, false);
+    add_piece(offset, size, true);
+    cursor = offset + size;
+  }
+  if (cursor < bytes) add_piece(cursor, bytes - cursor, false);
+  m.reserved += bytes;
+  stats_.reserved_bytes.add(bytes);
+  stats_.segments.add(1);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    Block& x = m.blocks[pieces[i]];
+    if (piece_live[i]) {
+      x.allocated = true;
+      x.requested = x.size;
+      m.active.emplace(x.ptr, pieces[i]);
+      stats_.allocated_bytes.add(x.size);
+      stats_.active_bytes.add(x.size);
+      stats_.requested_bytes.add(x.size);
+      handles.push_back(x.ptr);
+    } else {
+      m.cache(pieces[i]);
+    }
+  }
+  return handles;
+}
+
+std::vector<SegmentInfo> CachingAllocatorModel::snapshot() const {
+  const Impl& m = *impl_;
+  std::vector<SegmentInfo> out;
+  for (size_t i = 0; i < m.blocks.size(); ++i) {
+    const Block& head = m.blocks[i];
+    if (!head.in_use || !head.mapped) continue;
+    // A segment starts at a block with no mapped predecessor (expandable: one per mapped run).
+    if (head.prev >= 0 && m.blocks[static_cast<size_t>(head.prev)].mapped) continue;
+    SegmentInfo s;
+    s.address = head.ptr;
+    s.small_pool = head.small;
+    s.expandable = head.expandable >= 0;
+    s.stream = head.stream;
+    for (int id = static_cast<int>(i); id >= 0 && m.blocks[static_cast<size_t>(id)].mapped;
+         id = m.blocks[static_cast<size_t>(id)].next) {
+      const Block& x = m.blocks[static_cast<size_t>(id)];
+      s.bytes += x.size;
+      if (x.allocated) s.allocated_bytes += x.size;
+      s.blocks.emplace_back(x.size, x.allocated);
+    }
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](const SegmentInfo& a, const SegmentInfo& b) { return a.address < b.address; });
+  return out;
+}
+
+ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config) {
+  CachingAllocatorModel model(config);
+  std::unordered_map<int64_t, int64_t> handles;  // event id -> model handle
+  ReplayResult out;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const AllocatorEvent& e = events[i];
+    if (e.kind == AllocatorEvent::alloc) {
+      const int64_t h = model.malloc(e.bytes, e.stream);
+      if (h == CachingAllocatorModel::kOutOfMemory) {
+        out.ran = false;
+        out.oom_event = static_cast<int64_t>(i);
+        break;
+      }
+      handles[e.id] = h;
+    } else {
+      auto it = handles.find(e.id);
+      MEMPLAN_CHECK(it != handles.end(), "allocator replay: free of an id that is not allocated");
+      model.free(it->second);
+      handles.erase(it);
+    }
+  }
+  out.peak_reserved = model.stats().reserved_bytes.peak;
+  out.peak_allocated = model.stats().allocated_bytes.peak;
+  out.num_alloc_retries = model.stats().num_alloc_retries;
+  out.segment_actions = model.segment_actions();
+  return out;
+}
+
+int64_t find_oom_boundary(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config,
+                          int64_t granularity) {
+  MEMPLAN_CHECK(granularity > 0, "allocator model: boundary granularity must be positive");
+  AllocatorConfig c = config;
+  c.capacity = 0;
+  const ReplayResult unlimited = replay(events, c);
+  // With the capacity at the unlimited run's peak no segment is ever refused, so that run repeats.
+  int64_t hi = (unlimited.peak_reserved + granularity - 1) / granularity;  // runs, in granules
+  int64_t lo = 0;                                                         // 0 = unlimited: treated as failing
+  if (hi == 0) return 0;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    c.capacity = mid * granularity;
+    if (replay(events, c).ran) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return hi * granularity;
+}
+
+}  // namespace memplan
