@@ -12,6 +12,7 @@
 #include <string>
 
 #include "estimator/allocator.h"
+#include "estimator/error.h"
 
 using namespace memplan;
 
@@ -269,6 +270,57 @@ TEST_CASE("allocator: replay and the out-of-memory boundary") {
   const ReplayResult tight = replay(ev, c);
   CHECK_FALSE(tight.ran);
   CHECK(tight.oom_event == 2);  // the third 30 MiB tensor
+}
+
+TEST_CASE("allocator: parse_alloc_conf reads PYTORCH_CUDA_ALLOC_CONF as PyTorch's parser does") {
+  // Defaults for an empty string.
+  const AllocatorConfig none = parse_alloc_conf("");
+  CHECK(none.max_split_size == kAllocUnlimited);
+  CHECK_FALSE(none.expandable_segments);
+  CHECK(none.roundup_power2_divisions.empty());
+
+  CHECK(parse_alloc_conf("expandable_segments:True").expandable_segments);
+  CHECK_FALSE(parse_alloc_conf("expandable_segments:False").expandable_segments);
+  CHECK(parse_alloc_conf("max_split_size_mb:128").max_split_size == 128 * MiB);
+  CHECK(parse_alloc_conf("max_non_split_rounding_mb:64").max_non_split_rounding == 64 * MiB);
+  // Two keys, spaces ignored (the tokenizer drops them).
+  const AllocatorConfig two = parse_alloc_conf("garbage_collection_threshold:0.6, max_split_size_mb:256");
+  CHECK(two.gc_threshold == doctest::Approx(0.6));
+  CHECK(two.max_split_size == 256 * MiB);
+  // One division count applies to all 16 intervals (1 MiB .. 64 GiB).
+  CHECK(parse_alloc_conf("roundup_power2_divisions:4").roundup_power2_divisions == std::vector<int>(16, 4));
+  // The PyTorch docs' list: 256:1 is entry log2(256) = 8 and, being first, fills entries 0-7 too;
+  // 512:2 -> entry 9; 1024:4 -> entry 10; '>:8' fills entries after the last named (11-15).
+  const std::vector<int> expected = {1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 4, 8, 8, 8, 8, 8};
+  CHECK(parse_alloc_conf("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]").roundup_power2_divisions == expected);
+  // Keys with no effect on device memory are accepted.
+  CHECK_NOTHROW(parse_alloc_conf("backend:native,pinned_use_cuda_host_register:True,pinned_num_register_threads:8"));
+
+  // Refused, each with a message naming the problem.
+  auto refuses = [](const std::string& conf, const std::string& fragment) {
+    CAPTURE(conf);
+    try {
+      parse_alloc_conf(conf);
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CAPTURE(e.message());
+      CHECK(e.message().find(fragment) != std::string::npos);
+    }
+  };
+  refuses("max_split_sise_mb:128", "unrecognized key 'max_split_sise_mb'");
+  refuses("max_split_size_mb:10", "too small, must be >= 20");  // kLargeBuffer / 1 MiB
+  refuses("max_split_size_mb:abc", "expected a non-negative integer");
+  refuses("max_split_size_mb", "expected ':'");
+  refuses("garbage_collection_threshold:1.0", "(0.0, 1.0)");
+  refuses("garbage_collection_threshold:0", "(0.0, 1.0)");
+  refuses("expandable_segments:true", "expected True or False");
+  refuses("roundup_power2_divisions:3", "power of 2");
+  refuses("roundup_power2_divisions:[300:2]", "intervals have to be powers of 2");
+  refuses("roundup_power2_divisions:[256:3]", "0 or a power of 2");
+  refuses("roundup_power2_divisions:[256:2", "']' closing");
+  refuses("backend:cudaMallocAsync", "only the native one");
+  refuses("max_split_size_mb:128;expandable_segments:True", "non-negative integer");
+  refuses("expandable_segments:True:False", "expected ','");
 }
 
 // ---------------------------------------------------------------------------------------------
