@@ -1,9 +1,12 @@
 // The caching-allocator model (estimator/allocator.h): hand-derived cases for each rule, then a
-// replay of eight real allocator recordings from an H200 with PyTorch 2.11 (tests/data/gpu/traces,
-// decompressed into the build folder), which must produce the same segments in the same order,
-// the same reserved peak, and under the 11 GiB cap the same outcome and retry count.
+// replay of thirteen real allocator recordings from an H200 with PyTorch 2.11 (tests/data/gpu/traces,
+// decompressed into the build folder; five under non-default PYTORCH_CUDA_ALLOC_CONF, read with
+// parse_alloc_conf), which must produce the same segment actions in the same order (for
+// expandable segments the same maps at the same offsets), the same reserved and allocated peaks,
+// and under the 11 GiB cap the same outcome and retry count.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <deque>
 #include <fstream>
 #include <map>
@@ -340,6 +343,9 @@ struct TraceOutcome {
   int64_t model_peak_reserved = 0;
   int64_t trace_peak_allocated = 0;
   int64_t model_peak_allocated = 0;
+  // Expandable segments: each segment_map/segment_unmap as (offset in its segment, size).
+  std::vector<std::pair<int64_t, int64_t>> trace_map_offsets;
+  std::vector<std::pair<int64_t, int64_t>> model_map_offsets;
   int64_t trace_retries = 0;
   int64_t model_retries = 0;
   bool trace_oom = false;
@@ -347,6 +353,24 @@ struct TraceOutcome {
   bool model_oom_at_trace_oom = false;
   std::vector<AllocatorEvent> events;  // the trace's requests, for find_oom_boundary
   AllocatorConfig config;
+};
+
+// Where each segment_map/segment_unmap falls inside its expandable segment (whose addresses are
+// the driver's, or the model's bump addresses): a map that starts neither inside a segment's mapped
+// extent nor at its end starts a new segment (a new segment is mapped from its base).
+class MapOffsets {
+ public:
+  void add(int64_t addr, int64_t size) {
+    auto it = std::find_if(extent_.begin(), extent_.end(),
+                           [addr](const std::pair<int64_t, int64_t>& e) { return addr >= e.first && addr <= e.second; });
+    if (it == extent_.end()) it = extent_.insert(extent_.end(), {addr, addr});
+    it->second = std::max(it->second, addr + size);
+    out.emplace_back(addr - it->first, size);
+  }
+  std::vector<std::pair<int64_t, int64_t>> out;
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> extent_;  // (base, end of the highest mapped page)
 };
 
 std::string trace_path(const std::string& name) {
@@ -369,6 +393,9 @@ TraceOutcome replay_trace(const std::string& name, bool real_addresses) {
   o.trace_peak_reserved = stats.at("reserved_bytes.all.peak").get<int64_t>();
   o.trace_peak_allocated = stats.at("allocated_bytes.all.peak").get<int64_t>();
   o.trace_retries = stats.at("num_alloc_retries").get<int64_t>();
+  if (d.contains("alloc_conf") && !d.at("alloc_conf").is_null()) {
+    o.config = parse_alloc_conf(d.at("alloc_conf").get<std::string>());
+  }
   if (d.contains("fraction") && !d.at("fraction").is_null()) {
     o.config.capacity = static_cast<int64_t>(d.at("fraction").get<double>() * kH200Total);
   }
@@ -387,8 +414,19 @@ TraceOutcome replay_trace(const std::string& name, bool real_addresses) {
   std::deque<int64_t> addresses;
   std::vector<std::pair<int64_t, int64_t>> created;  // segments the trace makes
   std::map<int64_t, int64_t> live_at_end;            // addr -> size of trace allocs never freed
+  auto in_created = [&created](int64_t addr) {
+    for (const auto& [base, size] : created) {
+      if (addr >= base && addr < base + size) return true;
+    }
+    return false;
+  };
+  MapOffsets trace_maps;
   for (const auto& e : evs) {
-    if (e.action == "segment_alloc" || e.action == "segment_free") o.trace_actions.emplace_back(e.action, e.size);
+    if (e.action.rfind("segment_", 0) == 0) o.trace_actions.emplace_back(e.action, e.size);
+    if (e.action == "segment_map" || e.action == "segment_unmap") trace_maps.add(e.addr, e.size);
+    // Expandable segments map pages into one reserved range: the first map of a range is where
+    // the segment was made (its address space starts there).
+    if (e.action == "segment_map" && !in_created(e.addr)) created.emplace_back(e.addr, int64_t{1} << 40);
     if (e.action == "segment_alloc") {
       addresses.push_back(e.addr);
       created.emplace_back(e.addr, e.size);
@@ -411,12 +449,6 @@ TraceOutcome replay_trace(const std::string& name, bool real_addresses) {
       return a;
     };
   }
-  auto in_created = [&created](int64_t addr) {
-    for (const auto& [base, size] : created) {
-      if (addr >= base && addr < base + size) return true;
-    }
-    return false;
-  };
   if (d.contains("segments")) {
     for (const auto& s : d.at("segments")) {
       const int64_t base = s.at(0).get<int64_t>();
@@ -466,10 +498,14 @@ TraceOutcome replay_trace(const std::string& name, bool real_addresses) {
       break;
     }
   }
+  static const char* const kActionNames[] = {"segment_alloc", "segment_free", "segment_map", "segment_unmap"};
+  MapOffsets model_maps;
   for (const auto& a : m.segment_actions()) {
-    if (a.kind == SegmentAction::segment_alloc) o.model_actions.emplace_back("segment_alloc", a.bytes);
-    if (a.kind == SegmentAction::segment_free) o.model_actions.emplace_back("segment_free", a.bytes);
+    o.model_actions.emplace_back(kActionNames[a.kind], a.bytes);
+    if (a.kind == SegmentAction::segment_map || a.kind == SegmentAction::segment_unmap) model_maps.add(a.address, a.bytes);
   }
+  o.trace_map_offsets = std::move(trace_maps.out);
+  o.model_map_offsets = std::move(model_maps.out);
   o.model_peak_reserved = m.stats().reserved_bytes.peak;
   o.model_peak_allocated = m.stats().allocated_bytes.peak;
   o.model_retries = m.stats().num_alloc_retries;
@@ -497,7 +533,11 @@ const std::vector<std::string> kTraces = {
     "l-qwen05-amp-gc",           "l-gpt2-amp",
     "l-llama1b-bf16-gc-16k",     "l-qwen3-1.7b-bf16-gc",
     "l-qwen05-amp-gc-cap11GiB-b1", "l-qwen05-amp-gc-cap11GiB-b2",
-    "l-gpt2-amp-cap11GiB-b6",    "l-gpt2-amp-cap11GiB-b7"};
+    "l-gpt2-amp-cap11GiB-b6",    "l-gpt2-amp-cap11GiB-b7",
+    // Non-default PYTORCH_CUDA_ALLOC_CONF (the file's alloc_conf), fresh processes.
+    "l-gpt2-amp-expandable_segments_True", "l-qwen05-amp-gc-expandable_segments_True",
+    "l-gpt2-amp-max_split_size_mb_128", "l-gpt2-amp-roundup_power2_divisions_4",
+    "l-gpt2-amp-garbage_collection_threshold_0_6_max_split_size_mb_256"};
 
 }  // namespace
 
@@ -513,6 +553,7 @@ TEST_CASE("allocator traces: the model makes the H200's segments, in order, and 
                  << o.trace_retries << " model " << o.model_retries << "; oom trace " << o.trace_oom << " model "
                  << o.model_oom);
     CHECK(mismatch == "");
+    CHECK(o.model_map_offsets == o.trace_map_offsets);
     CHECK(o.model_peak_reserved == o.trace_peak_reserved);
     CHECK(o.model_peak_allocated == o.trace_peak_allocated);
     CHECK(o.model_oom == o.trace_oom);
