@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "estimator/error.h"
 
@@ -717,6 +719,162 @@ std::vector<SegmentInfo> CachingAllocatorModel::snapshot() const {
   }
   std::sort(out.begin(), out.end(), [](const SegmentInfo& a, const SegmentInfo& b) { return a.address < b.address; });
   return out;
+}
+
+namespace {
+
+// ConfigTokenizer (c10/core/AllocatorConfig.h; lexArgs before 2.8): ',', ':', '[' and ']' are
+// tokens of their own, spaces are dropped, everything else runs together into words.
+std::vector<std::string> lex_alloc_conf(const std::string& conf) {
+  std::vector<std::string> out;
+  std::string word;
+  for (const char c : conf) {
+    if (c == ',' || c == ':' || c == '[' || c == ']') {
+      if (!word.empty()) out.push_back(std::move(word));
+      word.clear();
+      out.emplace_back(1, c);
+    } else if (c != ' ') {
+      word += c;
+    }
+  }
+  if (!word.empty()) out.push_back(std::move(word));
+  return out;
+}
+
+struct AllocConfParser {
+  const std::string& conf;
+  std::vector<std::string> tok;
+  size_t i = 0;
+
+  [[noreturn]] void fail(const std::string& message) const {
+    throw InputError(Where::at_flag("PYTORCH_CUDA_ALLOC_CONF"), message + " (in '" + conf + "')",
+                     "the format is key:value,key:value (c10/core/AllocatorConfig.cpp)");
+  }
+  const std::string& next(const std::string& what) {
+    if (++i >= tok.size()) fail("expected " + what + " at the end");
+    return tok[i];
+  }
+  void expect(const std::string& t, const std::string& key) {
+    if (next("'" + t + "' after " + key) != t) fail("expected '" + t + "' after " + key + ", got '" + tok[i] + "'");
+  }
+  uint64_t integer(const std::string& key) {
+    const std::string& v = next("a value for " + key);
+    if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
+      fail(key + ": expected a non-negative integer, got '" + v + "'");
+    }
+    return std::stoull(v);
+  }
+  bool boolean(const std::string& key) {
+    const std::string& v = next("a value for " + key);
+    if (v != "True" && v != "False") fail(key + ": expected True or False, got '" + v + "'");
+    return v == "True";
+  }
+  static bool pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+  // parseMaxSplitSize / parseMaxNonSplitRoundingSize: MiB, at least kLargeBuffer (20 MiB).
+  int64_t mib_at_least_20(const std::string& key) {
+    const uint64_t v = integer(key);
+    if (v < static_cast<uint64_t>(kAllocLargeBuffer >> 20)) {
+      fail(key + " too small, must be >= " + std::to_string(kAllocLargeBuffer >> 20) + " (got " + std::to_string(v) + ")");
+    }
+    return static_cast<int64_t>(v) << 20;
+  }
+
+  // parseRoundUpPower2Divisions: one power of two for all 16 intervals, or a bracketed list of
+  // size_mb:divisions (entry log2(size_mb); the first also fills the entries below it) with
+  // `>:d` filling every entry after the last one named.
+  std::vector<int> divisions(const std::string& key) {
+    constexpr size_t kIntervals = 16;  // kRoundUpPowerOfTwoIntervals: 1 MiB .. 64 GiB
+    std::vector<int> table(kIntervals, 0);
+    if (next("a value for " + key) != "[") {
+      --i;
+      const uint64_t v = integer(key);
+      if (!pow2(v)) fail(key + ": the divisions have to be a power of 2, got " + std::to_string(v));
+      table.assign(kIntervals, static_cast<int>(v));
+      return table;
+    }
+    bool first = true;
+    size_t last_index = 0;
+    while (next("']' closing " + key) != "]") {
+      const std::string bound = tok[i];
+      expect(":", key + " interval '" + bound + "'");
+      const uint64_t v = integer(key);
+      if (v != 0 && !pow2(v)) fail(key + ": divisions have to be 0 or a power of 2, got " + std::to_string(v));
+      if (bound == ">") {
+        for (size_t k = last_index + 1; k < kIntervals; ++k) table[k] = static_cast<int>(v);
+      } else {
+        if (bound.find_first_not_of("0123456789") != std::string::npos || bound.empty() || bound.size() > 18) {
+          fail(key + ": interval '" + bound + "' is not a size in MiB or '>'");
+        }
+        const uint64_t b = std::stoull(bound);
+        if (!pow2(b)) fail(key + ": the intervals have to be powers of 2, got " + bound);
+        const size_t index = std::min<size_t>(static_cast<size_t>(floor_log2(b)), kIntervals - 1);
+        if (first) {
+          for (size_t k = 0; k < index; ++k) table[k] = static_cast<int>(v);
+          first = false;
+        }
+        table[index] = static_cast<int>(v);
+        last_index = index;
+      }
+      if (i + 1 < tok.size() && tok[i + 1] != "]") expect(",", key + " entry");
+    }
+    return table;
+  }
+
+  AllocatorConfig parse() {
+    AllocatorConfig c;
+    tok = lex_alloc_conf(conf);
+    for (i = 0; i < tok.size(); ++i) {
+      const std::string key = tok[i];
+      static const std::set<std::string> kKeys = {
+          "max_split_size_mb", "max_non_split_rounding_mb", "garbage_collection_threshold",
+          "roundup_power2_divisions", "expandable_segments", "backend", "release_lock_on_cudamalloc",
+          "pinned_use_cuda_host_register", "pinned_use_background_threads", "graph_capture_record_stream_reuse",
+          "pinned_num_register_threads", "pinned_reserve_segment_size_mb"};
+      if (kKeys.count(key) == 0) fail("unrecognized key '" + key + "'");
+      expect(":", key);
+      if (key == "max_split_size_mb") {
+        c.max_split_size = mib_at_least_20(key);
+      } else if (key == "max_non_split_rounding_mb") {
+        c.max_non_split_rounding = mib_at_least_20(key);
+      } else if (key == "garbage_collection_threshold") {
+        const std::string& v = next("a value for " + key);
+        size_t used = 0;
+        double t = 0.0;
+        try {
+          t = std::stod(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != v.size() || !(t > 0.0 && t < 1.0)) fail(key + " must be a number in (0.0, 1.0), got '" + v + "'");
+        c.gc_threshold = t;
+      } else if (key == "roundup_power2_divisions") {
+        c.roundup_power2_divisions = divisions(key);
+      } else if (key == "expandable_segments") {
+        c.expandable_segments = boolean(key);
+      } else if (key == "backend") {
+        const std::string& v = next("a value for backend");
+        if (v == "cudaMallocAsync") fail("backend:cudaMallocAsync is a different allocator; memplan models only the native one");
+        if (v != "native") fail("unknown allocator backend '" + v + "' (options are native and cudaMallocAsync)");
+      } else if (key == "release_lock_on_cudamalloc" || key == "pinned_use_cuda_host_register" ||
+                 key == "pinned_use_background_threads" || key == "graph_capture_record_stream_reuse") {
+        boolean(key);
+      } else if (key == "pinned_num_register_threads") {
+        if (!pow2(integer(key))) fail(key + " has to be a power of 2");
+      } else if (key == "pinned_reserve_segment_size_mb") {
+        if (integer(key) == 0) fail(key + " has to be greater than 0");
+      }
+      if (i + 1 < tok.size()) expect(",", key + "'s value");
+    }
+    return c;
+  }
+};
+
+}  // namespace
+
+AllocatorConfig parse_alloc_conf(const std::string& conf) {
+  AllocConfParser p{conf, {}};
+  return p.parse();
 }
 
 ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config) {

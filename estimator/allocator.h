@@ -57,6 +57,21 @@ struct AllocatorConfig {
   std::vector<int> roundup_power2_divisions;
 };
 
+// Parses PYTORCH_CUDA_ALLOC_CONF (`key:value,key:value`, spaces ignored) into an AllocatorConfig,
+// following PyTorch's parser: the tokenizer and the shared keys in c10/core/AllocatorConfig.cpp
+// (AcceleratorAllocatorConfig::parseArgs, 2.8+; CUDAAllocatorConfig::parseArgs in
+// c10/cuda/CUDAAllocatorConfig.cpp before), the CUDA-only keys in c10/cuda/CUDAAllocatorConfig.cpp.
+// Keys that change the model: max_split_size_mb (MiB, >= 20), max_non_split_rounding_mb (MiB,
+// >= 20), garbage_collection_threshold (in (0, 1)), roundup_power2_divisions (a power of two for
+// every size, or `[256:1,512:2,>:8]`: per power-of-two size in MiB, 0 or a power of two, `>` for
+// every interval after the last one named), expandable_segments (True/False). Accepted and
+// ignored (no effect on device memory): backend:native, release_lock_on_cudamalloc,
+// pinned_use_cuda_host_register, pinned_num_register_threads, pinned_use_background_threads,
+// pinned_reserve_segment_size_mb, graph_capture_record_stream_reuse. Anything else, a bad value,
+// or backend:cudaMallocAsync (a different allocator, not modelled) is an InputError naming the
+// key. An empty string gives the defaults.
+AllocatorConfig parse_alloc_conf(const std::string& conf);
+
 // One step of a program, for replay(). `id` names the tensor: an alloc creates it, a free of the
 // same id releases it. Ids need not be dense; reusing an id after its free is allowed.
 struct AllocatorEvent {

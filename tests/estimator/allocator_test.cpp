@@ -1,9 +1,12 @@
 // The caching-allocator model (estimator/allocator.h): hand-derived cases for each rule, then a
-// replay of eight real allocator recordings from an H200 with PyTorch 2.11 (tests/data/gpu/traces,
-// decompressed into the build folder), which must produce the same segments in the same order,
-// the same reserved peak, and under the 11 GiB cap the same outcome and retry count.
+// replay of thirteen real allocator recordings from an H200 with PyTorch 2.11 (tests/data/gpu/traces,
+// decompressed into the build folder; five under non-default PYTORCH_CUDA_ALLOC_CONF, read with
+// parse_alloc_conf), which must produce the same segment actions in the same order (for
+// expandable segments the same maps at the same offsets), the same reserved and allocated peaks,
+// and under the 11 GiB cap the same outcome and retry count.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <deque>
 #include <fstream>
 #include <map>
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "estimator/allocator.h"
+#include "estimator/error.h"
 
 using namespace memplan;
 
@@ -271,6 +275,57 @@ TEST_CASE("allocator: replay and the out-of-memory boundary") {
   CHECK(tight.oom_event == 2);  // the third 30 MiB tensor
 }
 
+TEST_CASE("allocator: parse_alloc_conf reads PYTORCH_CUDA_ALLOC_CONF as PyTorch's parser does") {
+  // Defaults for an empty string.
+  const AllocatorConfig none = parse_alloc_conf("");
+  CHECK(none.max_split_size == kAllocUnlimited);
+  CHECK_FALSE(none.expandable_segments);
+  CHECK(none.roundup_power2_divisions.empty());
+
+  CHECK(parse_alloc_conf("expandable_segments:True").expandable_segments);
+  CHECK_FALSE(parse_alloc_conf("expandable_segments:False").expandable_segments);
+  CHECK(parse_alloc_conf("max_split_size_mb:128").max_split_size == 128 * MiB);
+  CHECK(parse_alloc_conf("max_non_split_rounding_mb:64").max_non_split_rounding == 64 * MiB);
+  // Two keys, spaces ignored (the tokenizer drops them).
+  const AllocatorConfig two = parse_alloc_conf("garbage_collection_threshold:0.6, max_split_size_mb:256");
+  CHECK(two.gc_threshold == doctest::Approx(0.6));
+  CHECK(two.max_split_size == 256 * MiB);
+  // One division count applies to all 16 intervals (1 MiB .. 64 GiB).
+  CHECK(parse_alloc_conf("roundup_power2_divisions:4").roundup_power2_divisions == std::vector<int>(16, 4));
+  // The PyTorch docs' list: 256:1 is entry log2(256) = 8 and, being first, fills entries 0-7 too;
+  // 512:2 -> entry 9; 1024:4 -> entry 10; '>:8' fills entries after the last named (11-15).
+  const std::vector<int> expected = {1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 4, 8, 8, 8, 8, 8};
+  CHECK(parse_alloc_conf("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]").roundup_power2_divisions == expected);
+  // Keys with no effect on device memory are accepted.
+  CHECK_NOTHROW(parse_alloc_conf("backend:native,pinned_use_cuda_host_register:True,pinned_num_register_threads:8"));
+
+  // Refused, each with a message naming the problem.
+  auto refuses = [](const std::string& conf, const std::string& fragment) {
+    CAPTURE(conf);
+    try {
+      parse_alloc_conf(conf);
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CAPTURE(e.message());
+      CHECK(e.message().find(fragment) != std::string::npos);
+    }
+  };
+  refuses("max_split_sise_mb:128", "unrecognized key 'max_split_sise_mb'");
+  refuses("max_split_size_mb:10", "too small, must be >= 20");  // kLargeBuffer / 1 MiB
+  refuses("max_split_size_mb:abc", "expected a non-negative integer");
+  refuses("max_split_size_mb", "expected ':'");
+  refuses("garbage_collection_threshold:1.0", "(0.0, 1.0)");
+  refuses("garbage_collection_threshold:0", "(0.0, 1.0)");
+  refuses("expandable_segments:true", "expected True or False");
+  refuses("roundup_power2_divisions:3", "power of 2");
+  refuses("roundup_power2_divisions:[300:2]", "intervals have to be powers of 2");
+  refuses("roundup_power2_divisions:[256:3]", "0 or a power of 2");
+  refuses("roundup_power2_divisions:[256:2", "']' closing");
+  refuses("backend:cudaMallocAsync", "only the native one");
+  refuses("max_split_size_mb:128;expandable_segments:True", "non-negative integer");
+  refuses("expandable_segments:True:False", "expected ','");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Real traces.
 
@@ -288,6 +343,9 @@ struct TraceOutcome {
   int64_t model_peak_reserved = 0;
   int64_t trace_peak_allocated = 0;
   int64_t model_peak_allocated = 0;
+  // Expandable segments: each segment_map/segment_unmap as (offset in its segment, size).
+  std::vector<std::pair<int64_t, int64_t>> trace_map_offsets;
+  std::vector<std::pair<int64_t, int64_t>> model_map_offsets;
   int64_t trace_retries = 0;
   int64_t model_retries = 0;
   bool trace_oom = false;
@@ -295,6 +353,24 @@ struct TraceOutcome {
   bool model_oom_at_trace_oom = false;
   std::vector<AllocatorEvent> events;  // the trace's requests, for find_oom_boundary
   AllocatorConfig config;
+};
+
+// Where each segment_map/segment_unmap falls inside its expandable segment (whose addresses are
+// the driver's, or the model's bump addresses): a map that starts neither inside a segment's mapped
+// extent nor at its end starts a new segment (a new segment is mapped from its base).
+class MapOffsets {
+ public:
+  void add(int64_t addr, int64_t size) {
+    auto it = std::find_if(extent_.begin(), extent_.end(),
+                           [addr](const std::pair<int64_t, int64_t>& e) { return addr >= e.first && addr <= e.second; });
+    if (it == extent_.end()) it = extent_.insert(extent_.end(), {addr, addr});
+    it->second = std::max(it->second, addr + size);
+    out.emplace_back(addr - it->first, size);
+  }
+  std::vector<std::pair<int64_t, int64_t>> out;
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> extent_;  // (base, end of the highest mapped page)
 };
 
 std::string trace_path(const std::string& name) {
@@ -317,6 +393,9 @@ TraceOutcome replay_trace(const std::string& name, bool real_addresses) {
   o.trace_peak_reserved = stats.at("reserved_bytes.all.peak").get<int64_t>();
   o.trace_peak_allocated = stats.at("allocated_bytes.all.peak").get<int64_t>();
   o.trace_retries = stats.at("num_alloc_retries").get<int64_t>();
+  if (d.contains("alloc_conf") && !d.at("alloc_conf").is_null()) {
+    o.config = parse_alloc_conf(d.at("alloc_conf").get<std::string>());
+  }
   if (d.contains("fraction") && !d.at("fraction").is_null()) {
     o.config.capacity = static_cast<int64_t>(d.at("fraction").get<double>() * kH200Total);
   }
@@ -335,8 +414,19 @@ TraceOutcome replay_trace(const std::string& name, bool real_addresses) {
   std::deque<int64_t> addresses;
   std::vector<std::pair<int64_t, int64_t>> created;  // segments the trace makes
   std::map<int64_t, int64_t> live_at_end;            // addr -> size of trace allocs never freed
+  auto in_created = [&created](int64_t addr) {
+    for (const auto& [base, size] : created) {
+      if (addr >= base && addr < base + size) return true;
+    }
+    return false;
+  };
+  MapOffsets trace_maps;
   for (const auto& e : evs) {
-    if (e.action == "segment_alloc" || e.action == "segment_free") o.trace_actions.emplace_back(e.action, e.size);
+    if (e.action.rfind("segment_", 0) == 0) o.trace_actions.emplace_back(e.action, e.size);
+    if (e.action == "segment_map" || e.action == "segment_unmap") trace_maps.add(e.addr, e.size);
+    // Expandable segments map pages into one reserved range: the first map of a range is where
+    // the segment was made (its address space starts there).
+    if (e.action == "segment_map" && !in_created(e.addr)) created.emplace_back(e.addr, int64_t{1} << 40);
     if (e.action == "segment_alloc") {
       addresses.push_back(e.addr);
       created.emplace_back(e.addr, e.size);
@@ -359,12 +449,6 @@ TraceOutcome replay_trace(const std::string& name, bool real_addresses) {
       return a;
     };
   }
-  auto in_created = [&created](int64_t addr) {
-    for (const auto& [base, size] : created) {
-      if (addr >= base && addr < base + size) return true;
-    }
-    return false;
-  };
   if (d.contains("segments")) {
     for (const auto& s : d.at("segments")) {
       const int64_t base = s.at(0).get<int64_t>();
@@ -414,10 +498,14 @@ TraceOutcome replay_trace(const std::string& name, bool real_addresses) {
       break;
     }
   }
+  static const char* const kActionNames[] = {"segment_alloc", "segment_free", "segment_map", "segment_unmap"};
+  MapOffsets model_maps;
   for (const auto& a : m.segment_actions()) {
-    if (a.kind == SegmentAction::segment_alloc) o.model_actions.emplace_back("segment_alloc", a.bytes);
-    if (a.kind == SegmentAction::segment_free) o.model_actions.emplace_back("segment_free", a.bytes);
+    o.model_actions.emplace_back(kActionNames[a.kind], a.bytes);
+    if (a.kind == SegmentAction::segment_map || a.kind == SegmentAction::segment_unmap) model_maps.add(a.address, a.bytes);
   }
+  o.trace_map_offsets = std::move(trace_maps.out);
+  o.model_map_offsets = std::move(model_maps.out);
   o.model_peak_reserved = m.stats().reserved_bytes.peak;
   o.model_peak_allocated = m.stats().allocated_bytes.peak;
   o.model_retries = m.stats().num_alloc_retries;
@@ -445,7 +533,11 @@ const std::vector<std::string> kTraces = {
     "l-qwen05-amp-gc",           "l-gpt2-amp",
     "l-llama1b-bf16-gc-16k",     "l-qwen3-1.7b-bf16-gc",
     "l-qwen05-amp-gc-cap11GiB-b1", "l-qwen05-amp-gc-cap11GiB-b2",
-    "l-gpt2-amp-cap11GiB-b6",    "l-gpt2-amp-cap11GiB-b7"};
+    "l-gpt2-amp-cap11GiB-b6",    "l-gpt2-amp-cap11GiB-b7",
+    // Non-default PYTORCH_CUDA_ALLOC_CONF (the file's alloc_conf), fresh processes.
+    "l-gpt2-amp-expandable_segments_True", "l-qwen05-amp-gc-expandable_segments_True",
+    "l-gpt2-amp-max_split_size_mb_128", "l-gpt2-amp-roundup_power2_divisions_4",
+    "l-gpt2-amp-garbage_collection_threshold_0_6_max_split_size_mb_256"};
 
 }  // namespace
 
@@ -461,6 +553,7 @@ TEST_CASE("allocator traces: the model makes the H200's segments, in order, and 
                  << o.trace_retries << " model " << o.model_retries << "; oom trace " << o.trace_oom << " model "
                  << o.model_oom);
     CHECK(mismatch == "");
+    CHECK(o.model_map_offsets == o.trace_map_offsets);
     CHECK(o.model_peak_reserved == o.trace_peak_reserved);
     CHECK(o.model_peak_allocated == o.trace_peak_allocated);
     CHECK(o.model_oom == o.trace_oom);
