@@ -549,6 +549,15 @@ class Model : public Decoder {
         adapt(l.k.lora, Role::k, h, k * d);
         adapt(l.v.lora, Role::v, h, k * d);
         adapt(l.o.lora, Role::o, a * d, h);
+        // Qwen3Attention/Gemma3Attention.__init__: q_norm, k_norm over head_dim, after o_proj;
+        // Olmo2Attention.__init__: over the projections' full width (heads x head_dim).
+        if (m_.qk_norm == QkNorm::per_head) {
+          l.q_norm = Norm(p_, d, true, false, fp32w);
+          l.k_norm = Norm(p_, d, true, false, fp32w);
+        } else if (m_.qk_norm == QkNorm::full_width) {
+          l.q_norm = Norm(p_, a * d, true, false, fp32w);
+          l.k_norm = Norm(p_, k * d, true, false, fp32w);
+        }
       }
       if (!gpt2_) {
         l.moe = m_.is_moe_layer(i);
@@ -650,6 +659,7 @@ class Model : public Decoder {
     Linear q, k, v, o;
     Linear q_a, q_b, kv_a, kv_b;  // multi-head latent attention
     Norm q_a_norm, kv_a_norm;
+    Norm q_norm, k_norm;          // q/k normalisation (Qwen3, Gemma-3: per head; OLMo-2: full width)
     bool sliding = false;         // uses the sliding-window mask
     Mlp mlp;
     bool moe = false;
@@ -662,7 +672,10 @@ class Model : public Decoder {
       std::vector<Tensor> out;
       auto add = [&](const Tensor& t) { if (t.defined() && t.requires_grad()) out.push_back(t); };
       auto add_lora = [&](const Lora& lo) { add(lo.a); add(lo.b); };
-      for (const Norm* n : {&ln1, &ln2, &ln_post_attn, &ln_post_ff, &q_a_norm, &kv_a_norm}) { add(n->w); add(n->b); }
+      for (const Norm* n : {&ln1, &ln2, &ln_post_attn, &ln_post_ff, &q_a_norm, &kv_a_norm, &q_norm, &k_norm}) {
+        add(n->w);
+        add(n->b);
+      }
       for (const auto* c : {c_attn.get(), c_proj.get(), c_fc.get(), c_mlp_proj.get()})
         if (c) { add(c->w); add(c->b); add_lora(c->lora); }
       for (const Linear* l : {&q, &k, &v, &o, &q_a, &q_b, &kv_a, &kv_b, &router, &mlp.gate, &mlp.up, &mlp.down, &shared.gate,
@@ -880,8 +893,19 @@ class Model : public Decoder {
   Tensor attention(const Layer& l, const Tensor& x, const Shared& sh, Tensor* weights) const {
     if (m_.mla()) return mla_attention(l, x, sh, weights);
     const int64_t b = x.size(0), sq = x.size(1), a = m_.num_attention_heads, kv = m_.num_key_value_heads, d = m_.head_dim;
-    Tensor q = l.q(x).view({b, sq, -1, d}).transpose(1, 2);
-    Tensor k = l.k(x).view({b, sq, -1, d}).transpose(1, 2);
+    Tensor q, k;
+    if (m_.qk_norm == QkNorm::per_head) {
+      // Qwen3Attention.forward: self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+      q = l.q_norm(l.q(x).view({b, sq, -1, d})).transpose(1, 2);
+      k = l.k_norm(l.k(x).view({b, sq, -1, d})).transpose(1, 2);
+    } else if (m_.qk_norm == QkNorm::full_width) {
+      // Olmo2Attention.forward: self.q_norm(self.q_proj(hidden_states)), then view and transpose
+      q = l.q_norm(l.q(x)).view({b, sq, -1, d}).transpose(1, 2);
+      k = l.k_norm(l.k(x)).view({b, sq, -1, d}).transpose(1, 2);
+    } else {
+      q = l.q(x).view({b, sq, -1, d}).transpose(1, 2);
+      k = l.k(x).view({b, sq, -1, d}).transpose(1, 2);
+    }
     Tensor v = l.v(x).view({b, sq, -1, d}).transpose(1, 2);
     Tensor q_rot, q_pass, k_rot, k_pass;  // PhiAttention's locals (partial RoPE)
     if (sh.cos.defined() && sh.cos.size(-1) < d) {

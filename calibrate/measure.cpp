@@ -143,7 +143,7 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
   auto missing = [&](const char* feature) {
     return fmt::format("the harness does not build {} ({} needs it); it builds GPT-2 and Llama-lineage layers with "
                        "parallel residuals off one norm, partial RoPE, sandwich norms, soft-capping, multi-head latent "
-                       "attention, and Mixtral or DeepSeek-V3 MoE blocks", feature, m.model_type);
+                       "attention, q/k RMS norms (per head or full width), and Mixtral or DeepSeek-V3 MoE blocks", feature, m.model_type);
   };
   if (m.head != HeadKind::causal_lm || m.bert_style) return "only causal-LM heads are measured";
   if (gpt2_block && m.gated_mlp) return "a gated MLP in a gpt2-style model is not built";
@@ -152,7 +152,9 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
     if (m.fused_gate_up) return missing("a fused gate|up projection");
     if (m.parallel_residual && !m.parallel_shared_norm) return missing("a parallel residual with two norms");
     if (!m.pre_norms) return missing("layers without input norms");
-    if (m.qk_norm != QkNorm::none) return missing("q/k normalisation");
+    if (m.qk_norm != QkNorm::none && m.qk_norm != QkNorm::per_head && m.qk_norm != QkNorm::full_width)
+      return missing("this q/k normalisation (per-head LayerNorm or L2)");
+    if (m.qk_norm != QkNorm::none && m.mla()) return missing("q/k normalisation with latent attention");
     if (m.positions == PositionKind::alibi || m.positions == PositionKind::learned) return missing("ALiBi or learned positions");
     if (m.causal_mask != MaskKind::additive) return missing("a bool causal mask");
     if (!m.softmax_fp32) return missing("softmax in the hidden dtype");
