@@ -55,6 +55,13 @@ void print_table(std::ostream& out, const MemoryBreakdown& e, const TrainingSetu
     phases += fmt::format("{}{} {}{}", phases.empty() ? "" : ", ", phase_name(ph.phase), gib(ph.total()),
                           &ph == &pk ? " (peak)" : "");
   out << "  phases: " << phases << "\n";
+  if (s.device.kind == DeviceKind::cuda) {
+    int64_t allocated = 0;
+    for (const PhaseState& ph : e.phases) allocated = std::max(allocated, ph.allocated());
+    out << fmt::format("  on the GPU: allocated {} (tensors: torch.cuda.max_memory_allocated), reserved {} (+ the caching "
+                       "allocator's overhead: max_memory_reserved), device {} (+ {} outside the allocator: cudaMemGetInfo's used)\n",
+                       gib(allocated), gib(pk.reserved()), gib(total), gib(pk[Term::cuda_context]));
+  }
   if (!e.host.empty() || s.parallel.host_memory_bytes > 0) {
     out << "  " << host_line(e, s) << "\n";
     for (const HostTerm& h : e.host) out << fmt::format("    {:<26} {:>11}{}\n", h.name, gib(h.bytes), h.pinned ? "  pinned" : "");

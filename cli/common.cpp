@@ -301,13 +301,21 @@ nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdow
   for (const PhaseState& ph : e.phases) {
     nlohmann::json t;
     for (int i = 0; i < kNumTerms; ++i) t[term_name(term_at(i))] = ph.bytes[i];
-    phases.push_back({{"name", phase_name(ph.phase)}, {"bytes", ph.total()}, {"at", ph.at}, {"terms", t}});
+    phases.push_back({{"name", phase_name(ph.phase)}, {"bytes", ph.total()}, {"allocated_bytes", ph.allocated()},
+                      {"reserved_bytes", ph.reserved()}, {"at", ph.at}, {"terms", t}});
   }
   nlohmann::json saved = nlohmann::json::array();
   for (const SavedTensor& r : e.saved_per_layer)
     saved.push_back({{"segment", r.layer}, {"op", r.op}, {"bytes", r.bytes}, {"category", r.category}});
+  // The figures a user compares with what the GPU shows: torch.cuda.max_memory_allocated() (the
+  // tensors; its peak may fall in another phase), max_memory_reserved(), and the device figure.
+  int64_t allocated = 0;
+  for (const PhaseState& ph : e.phases) allocated = std::max(allocated, ph.allocated());
   j["per_gpu"] = {{"terms", terms},
                   {"peak_bytes", e.peak_bytes()},
+                  {"allocated_peak_bytes", allocated},
+                  {"reserved_peak_bytes", peak.reserved()},
+                  {"device_peak_bytes", peak.total()},
                   {"peak_phase", phase_name(peak.phase)},
                   {"peak_at", peak.at},
                   {"phases", phases},

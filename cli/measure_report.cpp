@@ -17,20 +17,18 @@ double rel(int64_t est, int64_t meas) {
   return meas > 0 ? (static_cast<double>(est) - static_cast<double>(meas)) / static_cast<double>(meas) : 0;
 }
 
-int64_t outside_allocator(const PhaseState& ph) { return ph[Term::cuda_context] + ph[Term::allocator_overhead]; }
-
 // The estimate's allocated bytes at one phase of one step: step 1 has no optimizer states before
 // its optimizer step, and its step creates them (first_step_optimizer_peak).
 int64_t step_estimate(const TrainingSetup& s, const MemoryBreakdown& e, Phase p, int step) {
   const PhaseState& ph = e.at(p);
   if (step != 1) return estimated_allocated(ph);
-  if (p == Phase::optimizer_step) return first_step_optimizer_peak(s, e) - outside_allocator(ph);
+  if (p == Phase::optimizer_step) return first_step_optimizer_peak(s, e) - (ph.total() - ph.allocated());
   return estimated_allocated(ph) - ph[Term::optimizer_states];
 }
 
 }  // namespace
 
-int64_t estimated_allocated(const PhaseState& ph) { return ph.total() - outside_allocator(ph); }
+int64_t estimated_allocated(const PhaseState& ph) { return ph.allocated(); }
 
 std::vector<MeasureFigure> measure_figures(const calibrate::MeasureResult& r, const MemoryBreakdown& e, bool cuda) {
   const PhaseState& pk = e.peak();
@@ -46,7 +44,7 @@ std::vector<MeasureFigure> measure_figures(const calibrate::MeasureResult& r, co
       cuda ? "the caching allocator's peak allocated bytes" : "the counting allocator's peak bytes");
   if (!cuda) return out;
   const bool whole = !r.extrapolated;
-  add("reserved", r.peak_reserved, estimated_allocated(pk) + pk[Term::allocator_overhead], whole,
+  add("reserved", r.peak_reserved, pk.reserved(), whole,
       "the caching allocator's peak reserved bytes (its segments)");
   add("device", r.peak_reserved + r.context_bytes, pk.total(), whole,
       fmt::format("peak reserved + {:.1f} MiB outside the allocator (cudaMemGetInfo's used minus reserved)",

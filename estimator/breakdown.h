@@ -60,6 +60,11 @@ struct PhaseState {
   std::string at;  // the op or moment of the peak ("layer 31 backward: softmax")
   int64_t total() const;
   int64_t operator[](Term t) const { return bytes[static_cast<int>(t)]; }
+  // The three figures a GPU reports: the tensors (the caching allocator's allocated bytes),
+  // plus the allocator's overhead (its reserved bytes), plus what lives outside the allocator
+  // (the device figure: total(), to hold against cudaMemGetInfo's free memory).
+  int64_t allocated() const { return total() - (*this)[Term::cuda_context] - (*this)[Term::allocator_overhead]; }
+  int64_t reserved() const { return total() - (*this)[Term::cuda_context]; }
 };
 
 // A host-memory term of one GPU rank (its process and its data-loader workers). A node holds one

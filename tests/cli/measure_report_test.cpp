@@ -9,6 +9,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "cli/common.h"
 #include "cli/measure_report.h"
 #include "estimator/estimate.h"
 #include "profiles/profiles.h"
@@ -129,4 +130,24 @@ TEST_CASE("on CPU only the allocated figure exists") {
   REQUIRE(fs.size() == 1);
   CHECK(fs[0].name == "allocated");
   CHECK(fs[0].estimated == e.peak_bytes());  // no context or allocator terms on CPU
+}
+
+TEST_CASE("estimate's JSON gives the three GPU figures: allocated <= reserved <= device = the peak") {
+  profiles::SetupInputs in;
+  in.model = "qwen2.5-0.5b";
+  in.gpu = "h200";
+  in.micro_batch = 4;
+  in.seq_len = 1024;
+  in.precision = "amp-bf16";
+  in.checkpointing = "full";
+  const profiles::BuiltSetup b = profiles::build_setup(in);
+  const MemoryBreakdown e = estimate(b.setup);
+  const nlohmann::json j = cli::estimate_json(b, e)["per_gpu"];
+  const int64_t a = j["allocated_peak_bytes"], r = j["reserved_peak_bytes"], d = j["device_peak_bytes"];
+  CHECK(a > 0);
+  CHECK(a < r);  // the allocator's overhead
+  CHECK(r < d);  // the context outside the allocator
+  CHECK(d == j["peak_bytes"].get<int64_t>());
+  CHECK(r == d - e.peak()[Term::cuda_context]);
+  for (const auto& ph : j["phases"]) CHECK(ph["allocated_bytes"].get<int64_t>() <= ph["reserved_bytes"].get<int64_t>());
 }
