@@ -41,11 +41,6 @@ struct CheckFlags {
   std::optional<std::string> max_growth;
 };
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // "10%", "10" or "2.5%": a percentage; nullopt when it is not one.
 std::optional<double> parse_percent(std::string text) {
   if (!text.empty() && text.back() == '%') text.pop_back();
@@ -72,12 +67,6 @@ profiles::BuiltSetup build(const std::string& path, const profiles::LoadedConfig
 }
 
 // A calibration applies to the device it was measured on.
-bool calibration_applies(const Calibration& c, const DeviceSpec& d) {
-  if (c.device.empty() || lower(c.device) == lower(d.name)) return true;
-  const profiles::GpuProfile* g = profiles::gpu_catalog().find(c.device);
-  return g && g->name == d.name;
-}
-
 // A baseline version of a config, built the way the config now is.
 struct Baseline {
   std::string source;  // "HEAD~1:configs/train.yaml" or the --baseline file
@@ -177,7 +166,7 @@ void check_config(const profiles::ConfigFile& c, const Context& ctx, Result& r) 
   r.warnings = b.warnings;
   const Calibration* cal = nullptr;
   if (ctx.calibration) {
-    if (calibration_applies(*ctx.calibration, b.setup.device)) cal = &*ctx.calibration;
+    if (profiles::calibration_applies(*ctx.calibration, b.setup.device)) cal = &*ctx.calibration;
     else
       r.notes.push_back(fmt::format("calibration for {} not applied: this config targets {}", ctx.calibration->device,
                                     b.setup.device.name));
@@ -192,7 +181,7 @@ void check_config(const profiles::ConfigFile& c, const Context& ctx, Result& r) 
     if (!base->note.empty()) r.notes.push_back(base->note);
     if (base->built) {
       base_setup = &base->built->setup;
-      if (ctx.calibration && calibration_applies(*ctx.calibration, base_setup->device)) base_cal = &*ctx.calibration;
+      if (ctx.calibration && profiles::calibration_applies(*ctx.calibration, base_setup->device)) base_cal = &*ctx.calibration;
     }
   }
   const std::vector<std::string> in_file = fields_in_file(b.origin);

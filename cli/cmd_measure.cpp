@@ -30,6 +30,7 @@ struct MeasureFlags {
   std::string out;
   bool force = false;
   bool quick = false;
+  std::string from;  // calibrate --from: saved measurements to re-fit
 };
 
 // Where calibrate writes without --out: <cache>/calibrations/<device>-<UTC time>.yaml.
@@ -85,63 +86,154 @@ int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, c
   return kExitOk;
 }
 
+// The probes a saved `calibrate --json` document holds, matched by name to this memplan's
+// series (the setups come from the series; the file has only the measurements).
+std::vector<calibrate::ProbeOutcome> saved_outcomes(const profiles::SavedCalibration& saved) {
+  const std::vector<calibrate::Probe> series = calibrate::probe_series(saved.cuda, /*quick=*/false);
+  std::vector<calibrate::ProbeOutcome> out;
+  for (const auto& p : saved.probes) {
+    const auto it = std::find_if(series.begin(), series.end(), [&](const auto& s) { return s.name == p.name; });
+    if (it == series.end())
+      throw InputError(p.where, fmt::format("unknown probe '{}'", profiles::clip(p.name)),
+                       fmt::format("--from re-fits the probes of this memplan's {} series (memplan calibrate --json "
+                                   "names them); measure again with this version",
+                                   saved.cuda ? "CUDA" : "CPU"));
+    if (std::any_of(out.begin(), out.end(), [&](const auto& o) { return o.probe.name == p.name; }))
+      throw InputError(p.where, fmt::format("probe '{}' appears twice", profiles::clip(p.name)), "keep one measurement per probe");
+    calibrate::ProbeOutcome o;
+    o.probe = *it;
+    o.ok = p.ok;
+    o.measured = p.measured_bytes;
+    o.measured_allocated = p.measured_allocated_bytes;
+    o.measured_reserved = p.measured_reserved_bytes;
+    o.measured_context = p.measured_context_bytes;
+    out.push_back(o);
+  }
+  return out;
+}
+
+std::string percent(double e) { return fmt::format("{:+.2f}%", 100 * e); }
+
+// Fits the measured probes, prints them against the estimate, and writes the profile only when
+// the fit holds on held-out probes (else exit 1 and nothing written).
+int fit_and_write(Io io, const std::vector<calibrate::ProbeOutcome>& outcomes, std::map<std::string, std::string> stamp,
+                  bool cuda, bool interrupted, const std::string& out, const MeasureFlags& f, const OutputFlags& o) {
+  const std::string device_name = stamp["device_name"];
+  const auto [major, minor] = calibrate::parse_torch_version(stamp["libtorch"]);
+  const DeviceSpec device = profiles::device_for_name(device_name);
+  const calibrate::FitReport rep =
+      calibrate::fit_calibration(calibrate::fit_probes(outcomes, cuda, device, major, minor), cuda);
+  Calibration fitted = rep.fitted;
+  fitted.device = device_name;
+  stamp["fit"] = rep.model;
+  stamp["held_out_error"] = fmt::format("{:.4f} mean, {:.4f} largest", rep.mean_held_out, rep.max_held_out);
+  stamp["uncalibrated_error"] = fmt::format("{:.4f} mean, {:.4f} largest", rep.mean_uncalibrated, rep.max_uncalibrated);
+
+  auto figures = [](const calibrate::Figures& x) {
+    return nlohmann::json{{"allocated_bytes", x.allocated}, {"reserved_bytes", x.reserved}, {"device_bytes", x.device}};
+  };
+  nlohmann::json doc = {{"schema", "memplan.calibrate/v1"}, {"stamp", stamp}, {"cuda", cuda}, {"probes", nlohmann::json::array()}};
+  size_t next = 0;  // rep.probes follows the probes that ran, in order
+  for (const auto& p : outcomes) {
+    nlohmann::json j = {{"name", p.probe.name}, {"ok", p.ok}};
+    if (p.ok) {
+      const calibrate::ProbeReport& r = rep.probes.at(next++);
+      j["measured_bytes"] = p.measured;
+      j["measured_allocated_bytes"] = p.measured_allocated;
+      j["measured_reserved_bytes"] = p.measured_reserved;
+      j["measured_context_bytes"] = p.measured_context;
+      j["estimated"] = figures(r.uncalibrated);
+      j["calibrated"] = figures(r.calibrated);
+      j["held_out_bytes"] = r.held_out;
+      j["error_before"] = r.error_uncalibrated;
+      j["error_after"] = r.error_calibrated;
+      j["error_held_out"] = r.error_held_out;
+    } else {
+      j["note"] = p.note;
+    }
+    doc["probes"].push_back(j);
+  }
+  doc["fit"] = {{"model", rep.model},
+                {"accepted", rep.accepted},
+                {"verdict", rep.verdict},
+                {"warnings", rep.warnings},
+                {"candidates", rep.candidates},
+                {"mean_error_before", rep.mean_uncalibrated},
+                {"max_error_before", rep.max_uncalibrated},
+                {"mean_error_held_out", rep.mean_held_out},
+                {"max_error_held_out", rep.max_held_out}};
+  doc["corrections"] = {{"cuda_context_bytes", fitted.cuda_context_bytes},
+                        {"workspace_bytes", fitted.workspace_bytes},
+                        {"activation_scale", fitted.activation_scale},
+                        {"model_state_scale", fitted.model_state_scale},
+                        {"overhead_fraction", fitted.overhead_fraction},
+                        {"overhead_bytes", fitted.overhead_bytes}};
+  doc["profile"] = rep.accepted ? nlohmann::json(out) : nlohmann::json(nullptr);
+  if (rep.accepted) profiles::save_calibration(fitted, stamp, out, f.force);
+
+  for (const auto& w : rep.warnings) io.err << "warning: " << w << "\n";
+  if (o.format() != Format::table) {
+    emit(io.out, doc, o.format());
+  } else {
+    io.out << fmt::format("memplan calibrate: {} ({}), LibTorch {}\n", device_name, stamp["device"], stamp["libtorch"]);
+    io.out << fmt::format("\n  {:<44} {:>11} {:>11} {:>11} {:>8}\n", "probe", "allocated", "reserved", "device", "error");
+    next = 0;
+    for (const auto& p : outcomes) {
+      io.out << "  " << p.probe.name << "\n";
+      if (!p.ok) {
+        io.out << "    " << p.note << "\n";
+        continue;
+      }
+      const calibrate::ProbeReport& r = rep.probes.at(next++);
+      auto row = [&](const char* what, const calibrate::Figures& x, const std::string& err) {
+        io.out << fmt::format("    {:<42} {:>11} {:>11} {:>11} {:>8}\n", what, x.allocated ? gib(x.allocated) : "-",
+                              x.reserved ? gib(x.reserved) : "-", gib(x.device), err);
+      };
+      row("measured", r.measured, "");
+      row("estimated", r.uncalibrated, percent(r.error_uncalibrated));
+      if (rep.accepted) row("calibrated", r.calibrated, percent(r.error_calibrated));
+      io.out << fmt::format("    {:<42} {:>11} {:>11} {:>11} {:>8}\n", "held out (fitted without it)", "", "", gib(r.held_out),
+                            percent(r.error_held_out));
+    }
+    const Calibration& c = fitted;
+    io.out << fmt::format("\n  fit: {}", rep.model);
+    if (c.cuda_context_bytes >= 0) io.out << fmt::format("; context {} (measured)", gib(c.cuda_context_bytes));
+    if (c.workspace_bytes >= 0) io.out << fmt::format("; workspace {}", gib(c.workspace_bytes));
+    if (c.overhead_fraction >= 0)
+      io.out << fmt::format("; allocator overhead {:.2f}% of activations, loss and transients + {}", 100 * c.overhead_fraction,
+                            gib(c.overhead_bytes));
+    io.out << "\n  " << rep.verdict << "\n";
+    for (const auto& c : rep.candidates) io.out << "    " << c << "\n";
+    if (interrupted) io.out << fmt::format("  interrupted after {} probe(s): the fit holds what they measured\n", outcomes.size());
+    if (rep.accepted) io.out << fmt::format("  wrote {} (use it with --calibration {})\n", out, out);
+  }
+  if (rep.accepted) return kExitOk;
+  io.err << "error: calibration not written: " << (rep.probes.empty() ? "no probe ran" : rep.verdict)
+         << (rep.probes.size() >= 2 ? " (held out, the fit is worse than no calibration)" : "") << "\n"
+         << "hint: estimate without --calibration on this device; re-run calibrate on an idle GPU, and keep the "
+            "measurements (--json > FILE) to re-fit them later with --from FILE\n";
+  return kExitDoesNotFit;
+}
+
 int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, const OutputFlags& o) {
-  calibrate::CalibrateOptions co;
-  co.device = device_of(in);
-  const std::string out = f.out.empty() ? default_profile_path(co.device) : f.out;
+  const std::string device = f.from.empty() ? device_of(in) : "";
+  const std::string out = !f.out.empty() ? f.out : default_profile_path(f.from.empty() ? device : "refit");
   profiles::check_can_write(out, {f.force, Where::at_file(out), "the calibration profile"});  // before the probes run
+  if (!f.from.empty()) {
+    const profiles::SavedCalibration saved = profiles::load_saved_calibration(f.from);
+    std::map<std::string, std::string> stamp = saved.stamp;
+    stamp["refit_from"] = f.from;
+    return fit_and_write(io, saved_outcomes(saved), stamp, saved.cuda, false, out, f, o);
+  }
+  calibrate::CalibrateOptions co;
+  co.device = device;
   co.quick = f.quick;
   co.threads = f.threads;
   co.progress = progress(io.err, "calibrate");
   const calibrate::CalibrationRun run = calibrate::run_calibration(co);
   const bool any = std::any_of(run.probes.begin(), run.probes.end(), [](const auto& p) { return p.ok; });
   if (!any) throw InputError(Where::at_flag("--device"), "no probe ran on this device", "see the notes above (each probe says why)");
-  profiles::save_calibration(run.fitted, run.stamp, out, f.force);
-  nlohmann::json doc = {{"schema", "memplan.calibrate/v1"}, {"stamp", run.stamp}, {"probes", nlohmann::json::array()}};
-  for (const auto& p : run.probes) {
-    nlohmann::json j = {{"name", p.probe.name}, {"ok", p.ok}};
-    if (p.ok) {
-      j["measured_bytes"] = p.measured;
-      j["measured_allocated_bytes"] = p.measured_allocated;
-      j["measured_reserved_bytes"] = p.measured_reserved;
-      j["measured_context_bytes"] = p.measured_context;
-      j["estimated_bytes"] = p.estimated;
-      j["calibrated_bytes"] = p.calibrated;
-      j["error_before"] = rel(p.estimated, p.measured);
-      j["error_after"] = rel(p.calibrated, p.measured);
-    } else {
-      j["note"] = p.note;
-    }
-    doc["probes"].push_back(j);
-  }
-  doc["corrections"] = {{"cuda_context_bytes", run.fitted.cuda_context_bytes},
-                        {"workspace_bytes", run.fitted.workspace_bytes},
-                        {"activation_scale", run.fitted.activation_scale},
-                        {"model_state_scale", run.fitted.model_state_scale},
-                        {"overhead_fraction", run.fitted.overhead_fraction},
-                        {"overhead_bytes", run.fitted.overhead_bytes}};
-  doc["profile"] = out;
-  if (o.format() != Format::table) {
-    emit(io.out, doc, o.format());
-    return kExitOk;
-  }
-  io.out << fmt::format("memplan calibrate: {} ({}), LibTorch {}\n", run.stamp.at("device_name"), co.device, run.stamp.at("libtorch"));
-  io.out << fmt::format("\n  {:<40} {:>12} {:>12} {:>8} {:>12} {:>8}\n", "probe", "measured", "estimated", "error", "calibrated", "error");
-  for (const auto& p : run.probes) {
-    if (!p.ok) {
-      io.out << fmt::format("  {:<40} {}\n", p.probe.name, p.note);
-      continue;
-    }
-    io.out << fmt::format("  {:<40} {:>12} {:>12} {:>+7.2f}% {:>12} {:>+7.2f}%\n", p.probe.name, gib(p.measured), gib(p.estimated),
-                          100 * rel(p.estimated, p.measured), gib(p.calibrated), 100 * rel(p.calibrated, p.measured));
-  }
-  const Calibration& c = run.fitted;
-  io.out << fmt::format("\n  fitted: activation x{:.4f}, model states x{:.4f}, constant {}, context {}\n", c.activation_scale,
-                        c.model_state_scale, gib(c.overhead_bytes), gib(std::max<int64_t>(0, c.cuda_context_bytes)));
-  io.out << fmt::format("  largest error: {:.2f}% uncalibrated, {:.2f}% calibrated\n", 100 * run.max_error_before, 100 * run.max_error_after);
-  if (run.interrupted) io.out << fmt::format("  interrupted after {} probe(s): the profile holds what they measured\n", run.probes.size());
-  io.out << fmt::format("  wrote {} (use it with --calibration {})\n", out, out);
-  return kExitOk;
+  return fit_and_write(io, run.probes, run.stamp, calibrate::is_cuda(co.device), run.interrupted, out, f, o);
 }
 
 }  // namespace
@@ -160,12 +252,19 @@ Command register_measure(CLI::App& root, Io io) {
 }
 
 Command register_calibrate(CLI::App& root, Io io) {
-  auto* app = root.add_subcommand("calibrate", "fit corrections on a device from a probe series of real steps");
+  auto* app = root.add_subcommand("calibrate",
+                                  "measure a probe series of real steps on a device and fit what the estimate cannot know "
+                                  "there (context, workspace, allocator overhead), checked on held-out probes");
   auto in = std::make_shared<profiles::SetupInputs>();
   auto f = std::make_shared<MeasureFlags>();
   auto o = std::make_shared<OutputFlags>();
   app->add_option("--device", in->device, "cpu or cuda:N")->type_name("DEVICE");
-  app->add_option("--out", f->out, "write the calibration profile (YAML) here (default: <cache>/memplan/calibrations/DEVICE-TIME.yaml)")->type_name("FILE");
+  app->add_option("--from", f->from,
+                  "re-fit from saved measurements (what calibrate --json printed, maybe on another machine) "
+                  "instead of running the probes")
+      ->type_name("FILE");
+  app->add_option("--out", f->out, "write the calibration profile (YAML) here (default: <cache>/memplan/calibrations/DEVICE-TIME.yaml); "
+                                   "nothing is written when the fit is worse than none on held-out probes (exit 1)")->type_name("FILE");
   app->add_flag("--force", f->force, "replace --out if it exists");
   app->add_flag("--quick", f->quick, "fewer probes");
   app->add_option("--threads", f->threads, "CPU threads for LibTorch")->type_name("N");

@@ -142,7 +142,7 @@ Command register_measure_forward(CLI::App& root, Io io) {
 }
 
 Command register_calibrate_forward(CLI::App& root, Io io) {
-  return forwarded(root, io, "calibrate", "fit corrections on a device from a probe series of real steps (memplan-measure)");
+  return forwarded(root, io, "calibrate", "measure a probe series on a device (or re-fit saved measurements, --from) and fit what the estimate cannot know there (memplan-measure)");
 }
 
 }  // namespace memplan::cli

@@ -974,11 +974,11 @@ void check_calibration(const Calibration& c) {
   };
   if (c.cuda_context_bytes < -1 || c.cuda_context_bytes > kTiB) bad("cuda_context_bytes", "must be -1 or 0 to 1 TiB");
   if (c.workspace_bytes < -1 || c.workspace_bytes > kTiB) bad("workspace_bytes", "must be -1 or 0 to 1 TiB");
-  if (!(c.activation_scale > 0 && c.activation_scale <= 100)) bad("activation_scale", "must be in (0, 100]");
-  if (!(c.model_state_scale > 0 && c.model_state_scale <= 100)) bad("model_state_scale", "must be in (0, 100]");
+  if (!(c.activation_scale >= 0.25 && c.activation_scale <= 4)) bad("activation_scale", "must be in [0.25, 4]");
+  if (!(c.model_state_scale >= 0.25 && c.model_state_scale <= 4)) bad("model_state_scale", "must be in [0.25, 4]");
   if (!(c.overhead_fraction == -1 || (c.overhead_fraction >= 0 && c.overhead_fraction < 1)))
     bad("overhead_fraction", "must be in [0, 1) (or -1)");
-  if (c.overhead_bytes < -kTiB || c.overhead_bytes > kTiB) bad("overhead_bytes", "must be within 1 TiB either way");
+  if (c.overhead_bytes < 0 || c.overhead_bytes > kTiB) bad("overhead_bytes", "must be 0 to 1 TiB");
 }
 
 }  // namespace
@@ -1089,7 +1089,7 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
     }
     if (cuda && s.runtime.allocator_rounding) {
       const int64_t dynamic = sum_of(b, kDynamicTerms);
-      // A calibrated constant may be negative (the model over-counts a little), never the term.
+      // The constant is >= 0 (check_calibration); the max guards calibrations built in code.
       b[T(Term::allocator_overhead)] = std::max<int64_t>(
           0, rounding + static_cast<int64_t>(frac * static_cast<double>(dynamic)) + (cal ? cal->overhead_bytes : 0));
     }

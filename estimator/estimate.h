@@ -27,10 +27,11 @@ struct Calibration {
   std::string file;               // profile path (for the "calibrated with" note)
   int64_t cuda_context_bytes = -1;     // replaces the family default when >= 0
   int64_t workspace_bytes = -1;        // replaces the cuBLAS default when >= 0
+  // Multipliers in [0.25, 4]: memplan calibrate fits none (it writes 1); older profiles had them.
   double activation_scale = 1.0;       // multiplier on activations + logits_and_loss + transient
   double model_state_scale = 1.0;     // multiplier on weights + gradients + states
-  double overhead_fraction = -1;      // allocator overhead as a fraction of dynamic bytes (>= 0)
-  int64_t overhead_bytes = 0;         // constant allocator overhead
+  double overhead_fraction = -1;      // allocator overhead as a fraction of dynamic bytes, [0, 1)
+  int64_t overhead_bytes = 0;         // constant allocator overhead, 0 to 1 TiB
 };
 
 // Estimates the steady-state step (optimizer states resident; see estimate.cpp for the

@@ -380,7 +380,18 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   }
   apply_runtime_defaults(b);
   apply_deepspeed_precision(b);
-  if (in.calibration) b.calibration = load_calibration(*in.calibration);
+  if (in.calibration) {
+    b.calibration = load_calibration(*in.calibration);
+    // Context and allocator figures belong to the card they were measured on; applied elsewhere
+    // they still apply (check skips them), with a warning.
+    const bool preset = s.device.kind == DeviceKind::cuda && s.device.name != "unspecified" && s.device.name != "custom";
+    if (preset && !calibration_applies(*b.calibration, s.device))
+      b.warnings.push_back({Where::at_file(*in.calibration),
+                            fmt::format("calibration profile made on {} applied to {}", clip(b.calibration->device), s.device.name),
+                            fmt::format("its context and allocator figures are that device's: run memplan calibrate on a {}, "
+                                        "or leave out --calibration",
+                                        s.device.name)});
+  }
   // A sequence longer than a learned position table cannot run; 512 is the default otherwise.
   const int64_t positions = s.model.max_position_embeddings;
   if (!b.origin.given("batch.seq_len") && positions > 0 && positions < s.batch.seq_len) s.batch.seq_len = positions;

@@ -291,6 +291,34 @@ Calibration load_calibration_text(const std::string& text, const std::string& pa
 // is replaced only with `force`.
 void save_calibration(const Calibration& c, const std::map<std::string, std::string>& stamp,
                       const std::string& path, bool force = false);
+// True when a profile measured on `c.device` (a preset name or the device's own name, such as
+// "NVIDIA H200") belongs to `d`: the same preset, or a profile without a device.
+bool calibration_applies(const Calibration& c, const DeviceSpec& d);
+
+// The device a calibration's measurements came from, by the name the driver gives ("NVIDIA
+// H200"): its GPU preset when the catalog knows the name, else a generic CUDA device.
+DeviceSpec device_for_name(const std::string& device_name);
+
+// A saved `memplan calibrate --json` document (memplan.calibrate/v1): what each probe of
+// the series measured, so `calibrate --from FILE` can fit a profile without running anything.
+struct SavedProbe {
+  std::string name;
+  Where where;        // the probe's "name" in the file
+  bool ok = false;    // false: it did not run (out of memory, refused)
+  int64_t measured_bytes = 0;            // device figure (CUDA) or counted peak (CPU)
+  int64_t measured_allocated_bytes = 0;  // 0: not recorded (documents before the split)
+  int64_t measured_reserved_bytes = 0;
+  int64_t measured_context_bytes = 0;
+};
+struct SavedCalibration {
+  std::string path;
+  bool cuda = false;
+  std::map<std::string, std::string> stamp;  // device_name, driver, libtorch, ... as measured
+  std::vector<SavedProbe> probes;
+};
+// Strict, like a profile: the schema, a stamp with device_name and libtorch, a `cuda` flag, and
+// per probe a name with byte counts in [0, 1 TiB]; InputError at file:line:col otherwise.
+SavedCalibration load_saved_calibration(const std::string& path);
 
 // ---- helpers shared by readers ---------------------------------------------------------------
 

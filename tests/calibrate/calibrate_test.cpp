@@ -1,12 +1,15 @@
 // memplan calibrate on this CPU: a profile is written atomically, estimate/fit use it and say
-// so, and an interrupted run keeps what it gathered.
+// so, and an interrupted run keeps what it gathered; calibrate --from FILE re-fits saved
+// measurements (here a synthetic H200's) without running anything.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <csignal>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "calibrate/calibrate.h"
@@ -47,10 +50,13 @@ TEST_CASE("calibrate --device cpu writes a profile that estimate applies and rep
   REQUIRE(fs::exists(out));
   CHECK_FALSE(fs::exists(out + ".tmp"));
   const Calibration cal = profiles::load_calibration(out);
-  // On CPU the uncalibrated model is already within a fraction of a percent: the fit stays near 1.
-  CHECK(cal.activation_scale == doctest::Approx(1.0).epsilon(0.05));
-  CHECK(cal.model_state_scale == doctest::Approx(1.0).epsilon(0.05));
-  CHECK(c.out.find("largest error") != std::string::npos);
+  // On CPU there is no context and no caching allocator: nothing is corrected.
+  CHECK(cal.activation_scale == 1.0);
+  CHECK(cal.model_state_scale == 1.0);
+  CHECK(cal.cuda_context_bytes == -1);
+  CHECK(cal.overhead_fraction == -1);
+  CHECK(c.out.find("held out (fitted without it)") != std::string::npos);
+  CHECK(c.out.find("CPU: no context, workspace or caching allocator to fit") != std::string::npos);
 
   const Run e = invoke({"estimate", "--model", "smollm2-135m", "--device", "cpu", "--gpu-memory", "8GiB", "--calibration", out, "--json"});
   REQUIRE(e.code == 0);
@@ -89,7 +95,130 @@ TEST_CASE("an interrupted calibrate fits and stamps what it gathered") {
   CHECK(run.probes.size() == 2);  // probe 2 finished, probe 3 never started
   CHECK(run.stamp.at("interrupted") == "true");
   CHECK(run.stamp.at("probes") == "2 of 4");
-  const std::string out = temp_path("interrupted.yaml");
-  profiles::save_calibration(run.fitted, run.stamp, out, /*force=*/true);
-  CHECK(profiles::load_calibration(out).activation_scale > 0);
+  const auto [major, minor] = calibrate::parse_torch_version(run.stamp.at("libtorch"));
+  const calibrate::FitReport rep = calibrate::fit_calibration(calibrate::fit_probes(run.probes, false, DeviceSpec{}, major, minor), false);
+  CHECK(rep.accepted);
+  CHECK(rep.probes.size() == 2);
+}
+
+TEST_CASE("harness_view (torch-free) is the harness's own harness_setup") {
+  const auto [major, minor] = calibrate::parse_torch_version(calibrate::torch_version());
+  for (bool cuda : {false, true})
+    for (const auto& p : calibrate::probe_series(cuda, false)) {
+      calibrate::MeasureOptions mo;
+      mo.device = cuda ? "cuda:0" : "cpu";
+      const TrainingSetup a = calibrate::harness_setup(p.setup, mo);
+      const TrainingSetup b = calibrate::harness_view(p.setup, cuda, major, minor);
+      CAPTURE(p.name);
+      CHECK(estimate(a).peak_bytes() == estimate(b).peak_bytes());
+      CHECK(a.runtime.torch_major == b.runtime.torch_major);
+      CHECK(a.runtime.torch_minor == b.runtime.torch_minor);
+      CHECK(a.runtime.optimizer_impl == b.runtime.optimizer_impl);
+      CHECK(a.runtime.loss_upcast == b.runtime.loss_upcast);
+      CHECK(a.runtime.allocator_rounding == b.runtime.allocator_rounding);
+    }
+}
+
+namespace {
+
+// A calibrate --json document of the CUDA series as a synthetic H200 measured it: what the
+// estimate says under `truth`, the context read as truth's (or `context_offset` off it).
+std::string saved_document(const Calibration& truth, int64_t context_offset = 0) {
+  std::vector<calibrate::ProbeOutcome> outs;
+  for (const auto& p : calibrate::probe_series(true, false)) {
+    calibrate::ProbeOutcome o;
+    o.probe = p;
+    o.ok = true;
+    outs.push_back(o);
+  }
+  const auto fit = calibrate::fit_probes(outs, true, profiles::device_for_name("NVIDIA H200"), 2, 11);
+  nlohmann::json doc = {{"schema", "memplan.calibrate/v1"},
+                        {"stamp", {{"device_name", "NVIDIA H200"}, {"device", "cuda:0"}, {"driver", "driver 13.0, runtime 13.0"}, {"libtorch", "2.11"}}},
+                        {"cuda", true},
+                        {"probes", nlohmann::json::array()}};
+  for (const auto& p : fit) {
+    const calibrate::Figures m = calibrate::predict(p.estimate, &truth);
+    const int64_t context = truth.cuda_context_bytes + context_offset;
+    doc["probes"].push_back({{"name", p.name}, {"ok", true}, {"measured_bytes", m.device}, {"measured_allocated_bytes", m.allocated},
+                             {"measured_reserved_bytes", m.device - context}, {"measured_context_bytes", context}});
+  }
+  doc["probes"].push_back({{"name", "llama h2048 L8 b4 s4096 amp-bf16 full"}, {"ok", false}, {"note", "out of memory"}});
+  doc["probes"].erase(3);  // that probe ran out of memory this time
+  return doc.dump(2);
+}
+
+std::string write_file(const char* name, const std::string& text) {
+  const std::string p = temp_path(name);
+  std::ofstream(p) << text;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("calibrate --from FILE re-fits saved measurements, and its own JSON round-trips") {
+  Calibration truth;
+  truth.cuda_context_bytes = 731 << 20;
+  truth.overhead_fraction = 0.08;
+  truth.overhead_bytes = 300 << 20;
+  const std::string saved = write_file("saved.json", saved_document(truth));
+  const std::string p1 = temp_path("from1.yaml"), p2 = temp_path("from2.yaml");
+  fs::remove(p1);
+  fs::remove(p2);
+  const Run a = invoke({"calibrate", "--from", saved, "--out", p1, "--json"});
+  CAPTURE(a.err);
+  REQUIRE(a.code == 0);
+  const auto doc = nlohmann::json::parse(a.out);
+  CHECK(doc["cuda"] == true);
+  CHECK(doc["stamp"]["device_name"] == "NVIDIA H200");
+  CHECK(doc["stamp"]["libtorch"] == "2.11");
+  CHECK(doc["fit"]["accepted"] == true);
+  CHECK(doc["probes"].size() == 7);
+  CHECK(doc["probes"][6]["ok"] == false);
+  const Calibration c1 = profiles::load_calibration(p1);
+  CHECK(c1.device == "NVIDIA H200");
+  CHECK(c1.cuda_context_bytes == truth.cuda_context_bytes);
+  CHECK(c1.overhead_fraction == doctest::Approx(0.08).epsilon(1e-6));
+  CHECK(c1.activation_scale == 1.0);
+
+  // What --from printed is itself a document --from reads, with the same result.
+  const Run b = invoke({"calibrate", "--from", write_file("again.json", a.out), "--out", p2});
+  CAPTURE(b.err);
+  REQUIRE(b.code == 0);
+  CHECK(b.out.find("held out (fitted without it)") != std::string::npos);
+  CHECK(b.out.find("wrote " + p2) != std::string::npos);
+  const Calibration c2 = profiles::load_calibration(p2);
+  CHECK(c2.cuda_context_bytes == c1.cuda_context_bytes);
+  CHECK(c2.overhead_fraction == c1.overhead_fraction);
+  CHECK(c2.overhead_bytes == c1.overhead_bytes);
+  CHECK(c2.workspace_bytes == c1.workspace_bytes);
+}
+
+TEST_CASE("calibrate --from refuses unknown probes, and a fit worse than none writes nothing") {
+  Calibration truth;
+  truth.cuda_context_bytes = 731 << 20;
+  std::string text = saved_document(truth);
+  const std::string name = "\"llama h1024 L4 b4 s1024 amp-bf16 none\"";
+  text.replace(text.find(name), name.size(), "\"llama h1024 L4 b4 s1024 amp-bf16 nothing\"");
+  const std::string renamed = write_file("renamed.json", text);
+  const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(text.find("nothing")), '\n'));
+  const Run r = invoke({"calibrate", "--from", renamed, "--out", temp_path("never.yaml")});
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind(renamed + ":" + std::to_string(line) + ":", 0) == 0);
+  CHECK(r.err.find("error: unknown probe 'llama h1024 L4 b4 s1024 amp-bf16 nothing'\nhint: --from re-fits the probes of "
+                   "this memplan's CUDA series") != std::string::npos);
+  CHECK_FALSE(fs::exists(temp_path("never.yaml")));
+
+  // Context read 4 GiB higher than the device figures show: every fit is worse held out.
+  Calibration plain;
+  plain.cuda_context_bytes = 600 << 20;
+  const std::string off = write_file("off.json", saved_document(plain, int64_t{4} << 30));
+  const std::string out = temp_path("refused.yaml");
+  fs::remove(out);
+  const Run w = invoke({"calibrate", "--from", off, "--out", out});
+  CAPTURE(w.out);
+  CHECK(w.code == 1);
+  CHECK(w.err.find("error: calibration not written: held-out device-figure error") != std::string::npos);
+  CHECK(w.err.find("hint: estimate without --calibration on this device") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  CHECK_FALSE(fs::exists(out + ".tmp"));
 }

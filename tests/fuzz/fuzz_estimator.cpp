@@ -7,8 +7,8 @@
 namespace {
 // What load_calibration accepts (profiles/calibration.cpp).
 bool calibration_ok(const memplan::Calibration& c) {
-  return c.cuda_context_bytes >= -1 && c.workspace_bytes >= -1 && c.activation_scale > 0 && c.activation_scale <= 100 &&
-         c.model_state_scale > 0 && c.model_state_scale <= 100 &&
+  return c.cuda_context_bytes >= -1 && c.workspace_bytes >= -1 && c.activation_scale >= 0.25 && c.activation_scale <= 4 &&
+         c.model_state_scale >= 0.25 && c.model_state_scale <= 4 && c.overhead_bytes >= 0 &&
          (c.overhead_fraction == -1 || (c.overhead_fraction >= 0 && c.overhead_fraction < 1));
 }
 }  // namespace

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <unistd.h>
 
 #include "profiles/profiles.h"
@@ -89,9 +90,93 @@ TEST_CASE("calibration files are read strictly") {
   CHECK(load_error("calibration_schema.yaml") ==
         bad + "calibration_schema.yaml:1:1: error: expected 'schema: memplan.calibration/v1'\n"
               "hint: memplan calibrate --out FILE writes calibration profiles");
+  const std::string refit = "hint: run memplan calibrate again (it writes these within bounds), or correct the hand edit";
   CHECK(load_error("calibration_scale.yaml") ==
-        bad + "calibration_scale.yaml:4:3: error: corrections.activation_scale must be a multiplier in (0, 100] (got '-1')\n"
-              "hint: a multiplier is a positive number such as 1.05");
+        bad + "calibration_scale.yaml:4:3: error: corrections.activation_scale must be a multiplier in [0.25, 4] (got '-1')\n" + refit);
   CHECK(load_error("calibration_key.yaml") ==
         bad + "calibration_key.yaml:4:3: error: unknown key 'activation_scal'\nhint: did you mean 'activation_scale'?");
+}
+
+TEST_CASE("impossible corrections are refused at their line") {
+  // Each file is a valid profile but for its line 5.
+  const std::string bad = std::string(MEMPLAN_TEST_DATA) + "/profiles/bad/";
+  const std::string refit = "\nhint: run memplan calibrate again (it writes these within bounds), or correct the hand edit";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"calibration_overhead_negative.yaml", "corrections.overhead_bytes must be a byte count from 0 to 1 TiB (got '-2097152')"},
+      {"calibration_context_negative.yaml", "corrections.cuda_context_bytes must be a byte count up to 1 TiB (or -1 for none) (got '-5')"},
+      {"calibration_scale_zero.yaml", "corrections.model_state_scale must be a multiplier in [0.25, 4] (got '0')"},
+      {"calibration_scale_absurd.yaml", "corrections.activation_scale must be a multiplier in [0.25, 4] (got '50')"},
+      {"calibration_fraction.yaml", "corrections.overhead_fraction must be a fraction in [0, 1) (or -1 for none) (got '1')"},
+      {"calibration_huge.yaml", "corrections.workspace_bytes must be a byte count up to 1 TiB (or -1 for none) (got '2199023255552')"},
+  };
+  for (const auto& [file, message] : cases) {
+    CAPTURE(file);
+    CHECK(load_error(file) == bad + file + ":5:3: error: " + message + refit);
+  }
+}
+
+TEST_CASE("a profile used on another GPU than it was made on is warned about") {
+  TempDir tmp;
+  Calibration c;
+  c.device = "NVIDIA H200";  // the name the driver gives; gpus.yaml lists it as h200's alias
+  c.cuda_context_bytes = 700 << 20;
+  const std::string path = (tmp.path / "h200.yaml").string();
+  save_calibration(c, {}, path);
+  SetupInputs in;
+  in.model = "gpt2";
+  in.calibration = path;
+  in.gpu = "rtx-4090";
+  const BuiltSetup other = build_setup(in);
+  REQUIRE(other.warnings.size() == 1);
+  CHECK(other.warnings[0].render() ==
+        path + ": warning: calibration profile made on NVIDIA H200 applied to rtx-4090\n"
+               "hint: its context and allocator figures are that device's: run memplan calibrate on a rtx-4090, or leave out "
+               "--calibration");
+  in.gpu = "h200";
+  CHECK(build_setup(in).warnings.empty());
+  in.gpu = "h200-sxm";  // an alias of the same preset
+  CHECK(build_setup(in).warnings.empty());
+  in.gpu.reset();  // no card named: nothing to compare with
+  CHECK(build_setup(in).warnings.empty());
+  CHECK(calibration_applies(c, profiles::device_for_name("NVIDIA H200")));
+  CHECK_FALSE(calibration_applies(c, profiles::device_for_name("NVIDIA GeForce RTX 4090")));
+}
+
+TEST_CASE("saved calibrate measurements are read strictly") {
+  TempDir tmp;
+  auto write = [&](const std::string& name, const std::string& text) {
+    const std::string p = (tmp.path / name).string();
+    std::ofstream(p) << text;
+    return p;
+  };
+  auto error_of = [](const std::string& p) {
+    try {
+      load_saved_calibration(p);
+    } catch (const InputError& e) {
+      return e.render();
+    }
+    return std::string();
+  };
+  const std::string head = "{\"schema\": \"memplan.calibrate/v1\",\n \"stamp\": {\"device_name\": \"NVIDIA H200\", \"libtorch\": \"2.11\"},\n";
+  const std::string good = write("good.json", head + " \"cuda\": true,\n \"probes\": [\n  {\"name\": \"a\", \"ok\": true, \"measured_bytes\": 5,"
+                                                     " \"measured_context_bytes\": 2},\n  {\"name\": \"b\", \"ok\": false, \"note\": \"oom\"}]}\n");
+  const SavedCalibration s = load_saved_calibration(good);
+  CHECK(s.cuda);
+  CHECK(s.stamp.at("device_name") == "NVIDIA H200");
+  REQUIRE(s.probes.size() == 2);
+  CHECK(s.probes[0].measured_bytes == 5);
+  CHECK(s.probes[0].measured_context_bytes == 2);
+  CHECK(s.probes[0].where.line == 5);
+  CHECK_FALSE(s.probes[1].ok);
+
+  const std::string neg = write("neg.json", head + " \"cuda\": true,\n \"probes\": [\n  {\"name\": \"a\", \"ok\": true, \"measured_bytes\": -5}]}\n");
+  CHECK(error_of(neg).rfind(neg + ":5:", 0) == 0);
+  CHECK(error_of(neg).find("measured_bytes must be a byte count from 0 to 1 TiB (got '-5')") != std::string::npos);
+  const std::string typo = write("typo.json", head + " \"cuda\": true,\n \"probes\": [\n  {\"name\": \"a\", \"ok\": true, \"measured_byte\": 5}]}\n");
+  CHECK(error_of(typo).find("unknown key 'measured_byte'\nhint: did you mean 'measured_bytes'?") != std::string::npos);
+  const std::string nocuda = write("nocuda.json", head + " \"probes\": []}\n");
+  CHECK(error_of(nocuda).find("no \"cuda\"") != std::string::npos);
+  const std::string profile = write("profile.json", "{\"schema\": \"memplan.calibration/v1\"}\n");
+  CHECK(error_of(profile) == profile + ":1:2: error: expected \"schema\": \"memplan.calibrate/v1\"\n"
+                                       "hint: memplan calibrate --json > FILE saves the measurements --from reads");
 }
