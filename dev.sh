@@ -2,10 +2,12 @@
 # The README's quick start, on a fresh Debian 12 machine:
 #   ./dev.sh demo   install what the core needs, build it, run `memplan fit` on a bundled example
 #   ./dev.sh test   install everything (LibTorch included), build, run every test suite through ctest,
-#                   the LibTorch 2.6 suites included (a Debian 13 root, scripts/trixie-root), then the
-#                   sanitizer build's suites, the hostile corpus and a short run of each fuzzer
-# Also: ./dev.sh build (install everything + build only). MEMPLAN_SKIP_TORCH26=1 leaves out the
-# 2.6 root (its ctest entry then reports "skipped"). ./dev.sh sanitize [all] (only the sanitizer
+#                   the LibTorch 2.6 suites included (a Debian 13 root, scripts/trixie-root) and the
+#                   companion compiled against the CUDA LibTorch 2.6 (a second root, --cuda; no GPU
+#                   needed), then the sanitizer build's suites, the hostile corpus and a short run of
+#                   each fuzzer
+# Also: ./dev.sh build (install everything + build only). MEMPLAN_SKIP_TORCH26=1 leaves out both
+# Debian 13 roots (their ctest entries then report "skipped"). ./dev.sh sanitize [all] (only the sanitizer
 # build and its suites: the CI set, or all of them); ./dev.sh fuzz [SECONDS] [TARGET...] (the fuzz
 # targets, 600 s each by default: the long runs, outside CI).
 set -euo pipefail
@@ -82,9 +84,10 @@ sanitize_test() {  # sanitize_test [all]
   fi
 }
 
-# The Debian 13 root with LibTorch 2.6 and the calibrate suites built in it (build-trixie/): made
-# once and cached, reused after (scripts/trixie-root). The main build's ctest runs them as
-# torch26_calibrate_suites, which must then not be skipped.
+# The Debian 13 root with LibTorch 2.6 and the calibrate suites built in it (build-trixie/), and
+# the --cuda root with the CUDA LibTorch 2.6 and the companion built in it (build-trixie-cuda/):
+# made once and cached, reused after (scripts/trixie-root). The main build's ctest runs them as
+# torch26_calibrate_suites and cuda_companion_build, which must then not be skipped.
 trixie_root() {  # chroot and mounts need root; sudo resets the environment, so pass the root's place on
   if [ "$(id -u)" -eq 0 ]; then
     scripts/trixie-root "$@"
@@ -93,30 +96,40 @@ trixie_root() {  # chroot and mounts need root; sudo resets the environment, so 
   fi
 }
 
-# Making the root is mostly download and unpacking: it runs beside the main build.
-ROOT_LOG=""
-ROOT_PID=""
+# Making the roots is mostly download and unpacking: both run beside the main build, each in
+# its own job (their locks are separate), so the 2.6 suites' build need not wait for the CUDA
+# root's larger download.
+ROOT_LOGS=()
+ROOT_PIDS=()
 torch26_root_start() {
   [ "${MEMPLAN_SKIP_TORCH26:-0}" = 1 ] && return 0
   [ "$(id -u)" -eq 0 ] || sudo -v  # ask for the password now, not in the background
-  ROOT_LOG="$(mktemp)"
-  trixie_root root > "$ROOT_LOG" 2>&1 &
-  ROOT_PID=$!
+  local flag
+  for flag in "" --cuda; do
+    ROOT_LOGS+=("$(mktemp)")
+    trixie_root $flag root > "${ROOT_LOGS[-1]}" 2>&1 &
+    ROOT_PIDS+=($!)
+  done
+}
+
+root_wait() {  # root_wait N: wait for the Nth root job, show its log, stop on its failure
+  [ ${#ROOT_PIDS[@]} -gt "$1" ] || return 0
+  local status=0
+  wait "${ROOT_PIDS[$1]}" || status=$?
+  cat "${ROOT_LOGS[$1]}" >&2
+  rm -f "${ROOT_LOGS[$1]}"
+  [ "$status" -eq 0 ] || exit "$status"
 }
 
 torch26() {
   if [ "${MEMPLAN_SKIP_TORCH26:-0}" = 1 ]; then
-    echo "dev.sh: MEMPLAN_SKIP_TORCH26=1: the LibTorch 2.6 suites will be skipped" >&2
+    echo "dev.sh: MEMPLAN_SKIP_TORCH26=1: the LibTorch 2.6 suites and the CUDA companion build will be skipped" >&2
     return 0
   fi
-  local status=0
-  if [ -n "$ROOT_PID" ]; then
-    wait "$ROOT_PID" || status=$?
-    cat "$ROOT_LOG" >&2
-    rm -f "$ROOT_LOG"
-    [ "$status" -eq 0 ] || exit "$status"
-  fi
+  root_wait 0
   trixie_root build
+  root_wait 1
+  trixie_root --cuda build
   export MEMPLAN_REQUIRE_TORCH26=1
 }
 

@@ -248,7 +248,11 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
         return fmt::format("the fused step runs on CPU from torch 2.4 (LibTorch {} has only the CUDA kernel): measure on CUDA", torch_version());
       break;
   }
-  if (cuda && !cuda_available()) return "this memplan was built without CUDA or no GPU is visible";
+#ifdef MEMPLAN_WITH_CUDA
+  if (cuda && !cuda_available()) return "no GPU is visible (LibTorch found no CUDA device: check CUDA_VISIBLE_DEVICES and the driver)";
+#else
+  if (cuda) return "this memplan-measure was built without CUDA (its LibTorch has no CUDA): rebuild it against a CUDA LibTorch";
+#endif
   return "";
 }
 

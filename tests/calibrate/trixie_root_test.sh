@@ -33,6 +33,18 @@ expect "half-made root" 1 "has no completion stamp (an interrupted run left it h
 printf 'memplan trixie-root format 1\nsuite trixie\narch amd64\npackages 0000 other\ncreated x\n' > "$tmp/root/.memplan-root-stamp"
 expect "other package list" 1 "was made for another package list or format" -- "$script" shell
 expect "usage" 2 "usage: scripts/trixie-root" -- "$script" frobnicate
+expect "skip asked" 77 "skipped: MEMPLAN_SKIP_TORCH26=1" -- env MEMPLAN_SKIP_TORCH26=1 "$script" test
+
+# The --cuda root: its own place and build folder, the same refusals, and a root stamped for the
+# LibTorch 2.6 (CPU) package list is not taken for it.
+expect "cuda: path" 0 "$tmp/root-cuda" -- "$script" --cuda path
+expect "cuda: no root: test skips" 77 "skipped: no root at $tmp/root-cuda" -- "$script" --cuda test
+expect "cuda: no root: test required" 1 "error: no root at $tmp/root-cuda" -- env MEMPLAN_REQUIRE_TORCH26=1 "$script" --cuda test
+expect "cuda: skip asked" 77 "skipped: MEMPLAN_SKIP_TORCH26=1" -- env MEMPLAN_SKIP_TORCH26=1 "$script" --cuda test
+mkdir -p "$tmp/root-cuda/usr/bin"
+expect "cuda: half-made root" 1 "has no completion stamp (an interrupted run left it half-made)" -- "$script" --cuda shell
+printf 'memplan trixie-root format 1\nsuite trixie\narch amd64\npackages 0000 libtorch-dev\ncreated x\n' > "$tmp/root-cuda/.memplan-root-stamp"
+expect "cuda: a CPU root's stamp" 1 "was made for another package list or format" -- "$script" --cuda shell
 
 [ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
 echo "all passed"
