@@ -215,11 +215,12 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
   io.err << fmt::format("memplan watch: pid {}, sampling {} every {:.2f} s{}\n", child.pid(),
                         source == "process" ? "the process tree's RSS" : source, std::min(kPeakSampleSeconds, f.interval),
                         estimate_peak ? fmt::format(", estimate {}", gib(*estimate_peak)) : "");
+  io.err << "  measuring " << sampler->measures() << "\n";
   if (source == "process" && !notes.empty()) {
     std::istringstream lines(notes);
     for (std::string line; std::getline(lines, line);) io.err << "  no GPU sampler: " << line << "\n";
   }
-  log.write({{"kind", "start"}, {"source", "watch"}, {"sampler", source}, {"time", std::time(nullptr)}, {"command", f.command},
+  log.write({{"kind", "start"}, {"source", "watch"}, {"sampler", source}, {"measures", sampler->measures()}, {"time", std::time(nullptr)}, {"command", f.command},
              {"pid", child.pid()}, {"interval", f.interval},
              {"thresholds", {{"target", th.target}, {"warning", th.warning}, {"critical", th.critical}, {"emergency", th.emergency}}},
              {"estimate", estimate_peak ? nlohmann::json{{"peak_bytes", *estimate_peak}} : nlohmann::json(nullptr)}});

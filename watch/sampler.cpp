@@ -59,6 +59,15 @@ std::vector<std::string> library_names(const char* env, std::vector<std::string>
 struct NvmlMemory {  // nvmlMemory_t
   unsigned long long total, free, used;
 };
+// nvmlMemory_v2_t (nvml.h, drivers R510+): `used` without the memory the driver reserves, which
+// nvmlMemory_t's `used` includes; `total - reserved` and `used` are then the figures
+// cudaMemGetInfo gives (on an H200, driver 580: NVML v1's used is about 0.6 GiB above them).
+struct NvmlMemoryV2 {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+};
+// NVML_STRUCT_VERSION(Memory, 2): sizeof(nvmlMemory_v2_t) | (2 << 24).
+constexpr unsigned int kNvmlMemoryV2 = static_cast<unsigned int>(sizeof(NvmlMemoryV2)) | (2u << 24);
 using NvmlDevice = void*;  // nvmlDevice_t is an opaque pointer
 
 class NvmlSampler final : public Sampler {
@@ -69,6 +78,7 @@ class NvmlSampler final : public Sampler {
   using ByIndexFn = int (*)(unsigned int, NvmlDevice*);
   using ByUuidFn = int (*)(const char*, NvmlDevice*);
   using MemoryFn = int (*)(NvmlDevice, NvmlMemory*);
+  using MemoryV2Fn = int (*)(NvmlDevice, NvmlMemoryV2*);
   using NameFn = int (*)(NvmlDevice, char*, unsigned int);
   using ErrorFn = const char* (*)(int);
 
@@ -80,6 +90,7 @@ class NvmlSampler final : public Sampler {
     auto by_index = lib_.symbol<ByIndexFn>("nvmlDeviceGetHandleByIndex_v2");
     auto by_uuid = lib_.symbol<ByUuidFn>("nvmlDeviceGetHandleByUUID");
     memory_ = lib_.symbol<MemoryFn>("nvmlDeviceGetMemoryInfo");
+    memory_v2_ = lib_.symbol<MemoryV2Fn>("nvmlDeviceGetMemoryInfo_v2");
     auto name = lib_.symbol<NameFn>("nvmlDeviceGetName");
     error_ = lib_.symbol<ErrorFn>("nvmlErrorString");
     if (!init || !shutdown_ || !count || !by_index || !memory_) {
@@ -124,9 +135,24 @@ class NvmlSampler final : public Sampler {
     if (initialised_) shutdown_();
   }
   std::string source() const override { return "nvml"; }
+  std::string measures() const override {
+    return memory_v2_ ? "NVML's used memory without the driver's reserved part (nvmlDeviceGetMemoryInfo_v2): what "
+                        "cudaMemGetInfo counts, the estimate's device figure"
+                      : "NVML's used memory (nvmlDeviceGetMemoryInfo v1): it includes memory the driver reserves, about "
+                        "0.5 GiB above cudaMemGetInfo's used and the estimate's device figure";
+  }
   std::vector<DeviceReading> read() override {
     std::vector<DeviceReading> out;
     for (const Device& d : devices_) {
+      if (memory_v2_) {
+        NvmlMemoryV2 m{};
+        m.version = kNvmlMemoryV2;
+        if (int rc = memory_v2_(d.handle, &m); rc == 0) {
+          out.push_back({d.index, d.name, static_cast<int64_t>(m.used), static_cast<int64_t>(m.total - m.reserved)});
+          continue;
+        }
+        memory_v2_ = nullptr;  // a driver without the v2 struct: v1 from now on (measures() says so)
+      }
       NvmlMemory m{};
       if (int rc = memory_(d.handle, &m); rc != 0)
         throw std::runtime_error(fmt::format("nvmlDeviceGetMemoryInfo({}) failed: {}", d.index, text(rc)));
@@ -149,6 +175,7 @@ class NvmlSampler final : public Sampler {
   bool initialised_ = false;
   ShutdownFn shutdown_ = nullptr;
   MemoryFn memory_ = nullptr;
+  MemoryV2Fn memory_v2_ = nullptr;
   ErrorFn error_ = nullptr;
   std::vector<Device> devices_;
 };
@@ -201,6 +228,7 @@ class RocmSmiSampler final : public Sampler {
     if (initialised_) shutdown_();
   }
   std::string source() const override { return "rocm-smi"; }
+  std::string measures() const override { return "ROCm SMI's VRAM usage (every process on the device)"; }
   std::vector<DeviceReading> read() override {
     std::vector<DeviceReading> out;
     for (uint32_t i = 0; i < names_.size(); ++i) {
@@ -228,6 +256,7 @@ class ProcessSampler final : public Sampler {
  public:
   explicit ProcessSampler(int root) : root_(root), capacity_(host_capacity_bytes()), page_(::sysconf(_SC_PAGESIZE)) {}
   std::string source() const override { return "process"; }
+  std::string measures() const override { return "the process tree's resident host memory (RSS), not GPU memory"; }
   std::vector<DeviceReading> read() override {
     int64_t rss = 0;
     for (int pid : process_tree(root_)) {

@@ -24,6 +24,8 @@ class Sampler {
  public:
   virtual ~Sampler() = default;
   virtual std::string source() const = 0;  // "nvml" | "rocm-smi" | "process"
+  // What `used_bytes` counts, in words (which figure a user compares with the estimate's).
+  virtual std::string measures() const = 0;
   // Reads every device. Throws std::runtime_error when the library fails mid-run.
   virtual std::vector<DeviceReading> read() = 0;
 };

@@ -3,6 +3,7 @@
 // watch/sampler.cpp looks up, reporting two devices whose used memory grows with each read.
 // Loaded through MEMPLAN_NVML_LIBRARY / MEMPLAN_ROCM_SMI_LIBRARY by tests/watch/watch_test.cpp.
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern "C" {
@@ -26,6 +27,20 @@ int nvmlDeviceGetMemoryInfo(void* d, nvmlMemory_t* m) {
   m->total = kTotal[i];
   m->used = used(i);
   m->free = m->total - m->used;
+  return 0;
+}
+// nvmlDeviceGetMemoryInfo_v2: the same devices with 512 MiB the driver reserves, which v1's used
+// includes and v2's does not (device 1 answers with a version mismatch when FAKE_NVML_V2_MISMATCH
+// is set, as an old driver would).
+typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
+int nvmlDeviceGetMemoryInfo_v2(void* d, nvmlMemory_v2_t* m) {
+  unsigned int i = (unsigned int)(uintptr_t)d - 1;
+  if (m->version != (unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24))) return 25;  // NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+  if (getenv("FAKE_NVML_V2_MISMATCH")) return 25;
+  m->total = kTotal[i];
+  m->reserved = 512ULL << 20;
+  m->used = used(i) - m->reserved;
+  m->free = m->total - m->reserved - m->used;
   return 0;
 }
 int nvmlDeviceGetName(void* d, char* name, unsigned int n) {

@@ -191,11 +191,22 @@ TEST_CASE("watch: NVML missing, and the GPU samplers through dlopen") {
     const Run r = watch({"--source", "nvml", "--interval", "0.3", "--", MEMPLAN_TEST_PYTHON, "-c", "import time; time.sleep(0.8)"});
     CHECK(r.code == 0);
     CHECK(r.err.find("sampling nvml") != std::string::npos);
+    // nvmlDeviceGetMemoryInfo_v2: used and total without the driver's reserved 512 MiB, as
+    // cudaMemGetInfo counts them; the start line says which figure this is.
+    CHECK(r.err.find("measuring NVML's used memory without the driver's reserved part") != std::string::npos);
     // Two devices: one figure each on the live line, the fuller one decides the status.
     CHECK(r.err.find("Memory: GPU0 18.") != std::string::npos);
+    CHECK(r.err.find("/23.5 GiB (7") != std::string::npos);
+    CHECK(r.err.find("GPU1 512.0 MiB/15.5 GiB (3%)") != std::string::npos);
+    CHECK(r.err.find("on GPU0 Fake GPU 24GB") != std::string::npos);
+  }
+  SUBCASE("NVML without the v2 memory struct (an old driver): v1's figures, and it says so") {
+    EnvVar lib("MEMPLAN_NVML_LIBRARY", MEMPLAN_FAKE_GPU_SMI);
+    EnvVar old("FAKE_NVML_V2_MISMATCH", "1");
+    const Run r = watch({"--source", "nvml", "--interval", "0.3", "--", MEMPLAN_TEST_PYTHON, "-c", "import time; time.sleep(0.8)"});
+    CHECK(r.code == 0);
     CHECK(r.err.find("/24.0 GiB (7") != std::string::npos);
     CHECK(r.err.find("GPU1 1.0/16.0 GiB (6%)") != std::string::npos);
-    CHECK(r.err.find("on GPU0 Fake GPU 24GB") != std::string::npos);
   }
   SUBCASE("CUDA_VISIBLE_DEVICES picks the GPUs") {
     EnvVar lib("MEMPLAN_NVML_LIBRARY", MEMPLAN_FAKE_GPU_SMI);
