@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # Debian packages. The core (build/memplan) needs only CORE; everything else builds the measurement
-# companion (LibTorch, Eigen), the tests and the benchmarks. libopenblas0-pthread matters: without
+# companion (LibTorch), the tests and the benchmarks. libopenblas0-pthread matters: without
 # it Debian's LibTorch runs matrix products on the reference BLAS (about 10x slower CPU steps).
 # The Python module (python/) needs python3-dev and pybind11-dev; its monitor suites train real
 # models with python3-torch (whose C++ headers come with libtorch-dev); pip install . uses
@@ -24,7 +24,7 @@ CORE=(g++ cmake ninja-build libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-jso
 # The hardening build (ASan + UBSan, libFuzzer): clang, its sanitizer and fuzzer runtimes, and
 # llvm-symbolizer for readable reports.
 HARDEN=(clang libclang-rt-14-dev llvm)
-FULL=("${CORE[@]}" build-essential git pkg-config doctest-dev libeigen3-dev
+FULL=("${CORE[@]}" build-essential git pkg-config doctest-dev
       libtorch-dev libopenblas0-pthread libbenchmark-dev hyperfine time
       python3-dev pybind11-dev python3-torch python3-setuptools python3-wheel "${HARDEN[@]}")
 

@@ -94,7 +94,7 @@ int forward(const char* command, int argc, const char* const* argv, std::ostream
     err << fmt::format("error: memplan {} runs real LibTorch steps in the companion program {}, which this memplan does not have\n",
                        command, kCompanion);
     err << "hint: build memplan with LibTorch: ./dev.sh test installs libtorch-dev and builds it, or apt-get install "
-           "libtorch-dev libopenblas0-pthread libeigen3-dev and cmake -S . -B build -DMEMPLAN_WITH_TORCH=ON; "
+           "libtorch-dev libopenblas0-pthread and cmake -S . -B build -DMEMPLAN_WITH_TORCH=ON; "
            "MEMPLAN_EXEC_PATH names a folder holding memplan-measure\n";
     return kExitInvalid;
   }

@@ -2,7 +2,7 @@
 # One GPU session's measurements for memplan (issues 22 and 28), run from the repository root on
 # a machine with an NVIDIA GPU, PyTorch (its LibTorch), transformers, g++, cmake and ninja, and
 # no package registry. What it needs from Debian 12 (fmt, yaml-cpp, CLI11, nlohmann-json, toml++,
-# Eigen, curl's header) comes as .deb files in .deps/gpu-debs (`apt-get download` them on a Debian
+# curl's header) comes as .deb files in .deps/gpu-debs (`apt-get download` them on a Debian
 # 12 machine). Results go to $OUT (default ./gpu-out): results.tgz (every JSON and log) and log.txt.
 #
 #   OUT=/tmp/out [SET=loops|qknorm] tools/gpu/session.sh [CASES.jsonl]
