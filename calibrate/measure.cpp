@@ -151,7 +151,8 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
     if (m.fused_qkv) return missing("a fused q|k|v projection");
     if (m.fused_gate_up) return missing("a fused gate|up projection");
     if (m.parallel_residual && !m.parallel_shared_norm) return missing("a parallel residual with two norms");
-    if (!m.pre_norms) return missing("layers without input norms");
+    // OLMo-2 (Olmo2DecoderLayer): no input norms, a norm after the attention and after the MLP.
+    if (!m.pre_norms && !m.post_norms) return missing("layers without norms");
     if (m.qk_norm != QkNorm::none && m.qk_norm != QkNorm::per_head && m.qk_norm != QkNorm::full_width)
       return missing("this q/k normalisation (per-head LayerNorm or L2)");
     if (m.qk_norm != QkNorm::none && m.mla()) return missing("q/k normalisation with latent attention");
