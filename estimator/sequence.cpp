@@ -16,6 +16,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "estimator/error.h"
 #include "estimator/graph.h"
 #include "estimator/layers.h"
@@ -31,7 +33,6 @@ std::string sequence_not_modelled(const TrainingSetup& s) {
   if (s.parallel.zero_stage != 0 || s.parallel.fsdp != FsdpMode::none || s.parallel.offload != Offload::none)
     return "ZeRO, FSDP or offload";
   if (s.finetune.mode != FinetuneMode::full) return "LoRA/QLoRA fine-tuning";
-  if (s.batch.grad_accum != 1) return "gradient accumulation";
   switch (s.precision) {
     case Precision::fp32: case Precision::amp_bf16: case Precision::amp_fp16: case Precision::bf16: case Precision::fp16: break;
     default: return "DeepSpeed/Megatron mixed precision";
@@ -61,15 +62,18 @@ namespace {
 // Which tensors are alive, process-wide, and the events so far.
 class Ledger {
  public:
+  explicit Ledger(size_t expected_events) {
+    events.reserve(expected_events);
+    live_.reserve(expected_events / 4 + 64);
+  }
   std::vector<AllocatorEvent> events;
   void alloc(int64_t id, int64_t bytes) {
-    if (bytes <= 0 || !live_.insert(id).second) return;
+    if (bytes <= 0 || !live_.emplace(id, bytes).second) return;
     AllocatorEvent e;
     e.kind = AllocatorEvent::alloc;
     e.id = id;
     e.bytes = bytes;
     events.push_back(e);
-    bytes_[id] = bytes;
   }
   void free(int64_t id) {
     if (live_.erase(id) == 0) return;
@@ -77,18 +81,16 @@ class Ledger {
     e.kind = AllocatorEvent::free;
     e.id = id;
     events.push_back(e);
-    bytes_.erase(id);
   }
   bool live(int64_t id) const { return live_.count(id) > 0; }
   int64_t bytes(int64_t id) const {
-    auto it = bytes_.find(id);
-    return it == bytes_.end() ? 0 : it->second;
+    auto it = live_.find(id);
+    return it == live_.end() ? 0 : it->second;
   }
   int64_t fresh() { return next_++; }
 
  private:
-  std::unordered_set<int64_t> live_;
-  std::unordered_map<int64_t, int64_t> bytes_;
+  std::unordered_map<int64_t, int64_t> live_;  // id -> bytes of the tensors alive
   int64_t next_ = 1;
 };
 
@@ -117,6 +119,13 @@ struct LayerKey {
   bool operator<(const LayerKey& o) const {
     return std::tie(moe, ckpt, frozen, input_rg) < std::tie(o.moe, o.ckpt, o.frozen, o.input_rg);
   }
+};
+
+// The records of one micro-step: the embedding, each layer (one record per layer kind), the head.
+struct Records {
+  sim::SimRecord emb, head;
+  std::map<LayerKey, sim::SimRecord> cache;
+  std::vector<const sim::SimRecord*> layer;
 };
 
 // The parameter tensors in the order the model registers them (HF modules: embeddings, each
@@ -194,47 +203,62 @@ OptimizerImpl optimizer_impl(const TrainingSetup& s) {
 
 }  // namespace
 
-AllocationSequence allocation_sequence(const TrainingSetup& s, int steps) {
+AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t max_events) {
   MEMPLAN_CHECK(sequence_not_modelled(s).empty(), "allocation_sequence: setup not modelled");
   MEMPLAN_CHECK(steps >= 1, "allocation_sequence: steps >= 1");
   const ModelSpec& m = s.model;
   const int64_t L = m.num_layers;
-  Ledger led;
   AllocationSequence out;
 
-  // Segment records, as activation_timeline simulates them.
-  sim::SimOptions so;
-  so.grads_persist = true;  // micro-step 1 of a step without accumulation (set_to_none)
-  sim::SimRecord emb_rec, head_rec;
-  so.record = &emb_rec;
-  embedding_segment(s).simulate(so);
-  so.record = &head_rec;
-  head_segment(s).simulate(so);
-  std::map<LayerKey, sim::SimRecord> layer_recs;
-  std::vector<const sim::SimRecord*> layer(L);
-  bool input_rg = embeddings_trainable(s);
+  // Segment records, as activation_timeline simulates them: micro-step 1 keeps each parameter
+  // gradient as it appears; with accumulation, later micro-steps add theirs into the resident
+  // .grad (each contribution a temporary). Micro-steps 3..N repeat micro-step 2, so one of them
+  // stands for all (the estimator's steady state is that micro-step too).
+  const int micro_steps = s.batch.grad_accum > 1 ? 2 : 1;
+  std::vector<Records> recs(micro_steps);
   bool any_ckpt = false;
-  for (int64_t i = 0; i < L; ++i) {
-    const LayerKey key{m.is_moe_layer(i), s.checkpointing.layer_checkpointed(i), layer_frozen(s, i), input_rg};
-    input_rg = input_rg || !key.frozen;
-    any_ckpt = any_ckpt || key.ckpt;
-    auto it = layer_recs.find(key);
-    if (it == layer_recs.end()) {
-      sim::SimOptions lo;
-      lo.grads_persist = true;
-      lo.checkpointed = key.ckpt;
-      lo.per_op_policy = key.ckpt && s.checkpointing.mode == CheckpointMode::selective_op;
-      lo.input_requires_grad = key.input_rg;
-      it = layer_recs.emplace(key, sim::SimRecord{}).first;
-      lo.record = &it->second;
-      layer_segment(s, key.moe, i).simulate(lo);
+  for (int ms = 0; ms < micro_steps; ++ms) {
+    Records& R = recs[ms];
+    sim::SimOptions so;
+    so.grads_persist = ms == 0;
+    so.record = &R.emb;
+    embedding_segment(s).simulate(so);
+    so.record = &R.head;
+    head_segment(s).simulate(so);
+    R.layer.resize(L);
+    bool input_rg = embeddings_trainable(s);
+    for (int64_t i = 0; i < L; ++i) {
+      const LayerKey key{m.is_moe_layer(i), s.checkpointing.layer_checkpointed(i), layer_frozen(s, i), input_rg};
+      input_rg = input_rg || !key.frozen;
+      any_ckpt = any_ckpt || key.ckpt;
+      auto it = R.cache.find(key);
+      if (it == R.cache.end()) {
+        sim::SimOptions lo = so;
+        lo.checkpointed = key.ckpt;
+        lo.per_op_policy = key.ckpt && s.checkpointing.mode == CheckpointMode::selective_op;
+        lo.input_requires_grad = key.input_rg;
+        it = R.cache.emplace(key, sim::SimRecord{}).first;
+        lo.record = &it->second;
+        layer_segment(s, key.moe, i).simulate(lo);
+      }
+      R.layer[i] = &it->second;
     }
-    layer[i] = &it->second;
   }
+  // The length of what follows: each micro-step replays every record; the build and the
+  // optimizer add a few events per parameter tensor.
+  size_t per_step = 0;
+  for (const Records& R : recs) {
+    per_step += R.emb.forward.size() + R.emb.backward.size() + R.head.forward.size() + R.head.backward.size();
+    for (const sim::SimRecord* r : R.layer) per_step += r->forward.size() + r->backward.size();
+  }
+  const std::vector<int64_t> params = parameter_elements(s);
+  const size_t expected = static_cast<size_t>(steps) * (per_step + 6 * params.size()) + params.size();
+  out.expected_events = expected;
+  if (max_events > 0 && expected > max_events) return out;
+  Ledger led(expected);
 
   // The model build: each parameter moved to the GPU in order, then the model's buffers.
   const int64_t wb = weight_bytes_per_param(s.precision);
-  const std::vector<int64_t> params = parameter_elements(s);
   for (int64_t e : params) led.alloc(led.fresh(), e * wb);
   const int64_t buffers = model_buffer_bytes(s);
   if (buffers > 0) {
@@ -258,16 +282,19 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps) {
 
   for (int step = 0; step < steps; ++step) {
     if (step == steps - 1) out.last_step_begin = led.events.size();
+    std::vector<int64_t> param_grads;  // .grad of every parameter, made by micro-step 1
+    for (int ms = 0; ms < micro_steps; ++ms) {
+    const Records& R = recs[ms];
     std::vector<Instance> inst(L + 2);    // 0: embedding, 1..L: layers, L+1: head
     for (int64_t k = 0; k < L + 2; ++k) {
-      inst[k].rec = k == 0 ? &emb_rec : k == L + 1 ? &head_rec : layer[k - 1];
+      inst[k].rec = k == 0 ? &R.emb : k == L + 1 ? &R.head : R.layer[k - 1];
       inst[k].base = (instance_counter++) << kInstanceShift;
       if (k > 0) {
         inst[k].in_id = inst[k - 1].out_id();
         inst[k].in_grad_id = inst[k - 1].out_grad_id();
       }
     }
-    std::vector<int64_t> autocast_frees, param_grads;
+    std::vector<int64_t> autocast_frees;
     auto run_events = [&](const Instance& in, const std::vector<sim::SimEvent>& evs, const std::unordered_set<int64_t>* deferred,
                           std::vector<int64_t>* deferred_out) {
       for (const sim::SimEvent& e : evs) {
@@ -316,7 +343,7 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps) {
       embeds_id = led.fresh();
       led.alloc(embeds_id, shared.embeds_bytes);
     }
-    if (step == 0 && workspace > 0) led.alloc(led.fresh(), workspace);  // the forward thread's cuBLAS handle
+    if (step == 0 && ms == 0 && workspace > 0) led.alloc(led.fresh(), workspace);  // the forward thread's cuBLAS handle
     for (int64_t k = 1; k <= L; ++k) forward(k, &pinned, &pinned_frees);
     for (int64_t id : pinned_frees) led.free(id);
     if (embeds_id >= 0) led.free(embeds_id);
@@ -326,7 +353,7 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps) {
     for (int64_t id : autocast_frees) led.free(id);  // autocast exits with the model's forward
 
     // Backward.
-    if (step == 0 && workspace > 0) led.alloc(led.fresh(), workspace);  // the autograd thread's cuBLAS handle
+    if (step == 0 && ms == 0 && workspace > 0) led.alloc(led.fresh(), workspace);  // the autograd thread's cuBLAS handle
     backward(L + 1);
     for (int64_t k = L; k >= 1; --k) {
       backward(k);
@@ -352,6 +379,7 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps) {
           }
         }
     }
+    }  // micro-steps
 
     // optimizer.step(). Gradients exist for every trainable parameter; their sizes are the
     // parameters' in the gradient dtype. States are created in _init_group before the update.
@@ -406,12 +434,16 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps) {
   return out;
 }
 
-ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary) {
+ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_t max_events, int64_t capacity) {
   ReservedPrediction p;
   p.why_not = sequence_not_modelled(s);
   if (!p.why_not.empty()) return p;
+  const AllocationSequence seq = allocation_sequence(s, 3, max_events);
+  if (seq.events.empty()) {
+    p.why_not = fmt::format("about {} allocations to replay, more than the budget of {}", seq.expected_events, max_events);
+    return p;
+  }
   p.modelled = true;
-  const AllocationSequence seq = allocation_sequence(s);
   const AllocatorConfig cfg = allocator_config(s);
   const ReplayResult r = replay(seq.events, cfg, static_cast<int64_t>(seq.last_step_begin));
   p.peak_reserved = r.peak_reserved;
@@ -430,6 +462,12 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary) {
     if (i >= seq.last_step_begin) p.peak_requested = std::max(p.peak_requested, live);
   }
   if (boundary) p.oom_boundary = find_oom_boundary(seq.events, cfg);
+  if (capacity > 0 && p.peak_reserved > capacity) {
+    AllocatorConfig capped = cfg;
+    capped.capacity = capacity;
+    capped.capacity_is_fraction = false;  // the card's free memory: cudaMalloc fails beyond it
+    p.runs_in_capacity = replay(seq.events, capped).ran ? 1 : 0;
+  }
   return p;
 }
 
