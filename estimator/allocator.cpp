@@ -877,11 +877,12 @@ AllocatorConfig parse_alloc_conf(const std::string& conf) {
   return p.parse();
 }
 
-ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config) {
+ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config, int64_t reset_peaks_at) {
   CachingAllocatorModel model(config);
   std::unordered_map<int64_t, int64_t> handles;  // event id -> model handle
   ReplayResult out;
   for (size_t i = 0; i < events.size(); ++i) {
+    if (static_cast<int64_t>(i) == reset_peaks_at) model.reset_peak_stats();
     const AllocatorEvent& e = events[i];
     if (e.kind == AllocatorEvent::alloc) {
       const int64_t h = model.malloc(e.bytes, e.stream);

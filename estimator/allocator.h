@@ -187,8 +187,10 @@ struct ReplayResult {
 };
 
 // Feeds `events` through a fresh model with `config`. An alloc whose size is negative or a free of
-// an unknown id is an internal error (MEMPLAN_CHECK).
-ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config);
+// an unknown id is an internal error (MEMPLAN_CHECK). `reset_peaks_at` >= 0: the peaks are reset
+// (torch.cuda.reset_peak_memory_stats) just before that event, so they cover what follows.
+ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config,
+                    int64_t reset_peaks_at = -1);
 
 // The smallest capacity (a multiple of `granularity` bytes, default 2 MiB) at which `events` run
 // to the end without an out-of-memory error, found by bisection over replays with

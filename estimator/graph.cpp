@@ -62,11 +62,20 @@ void Segment::mark_recompute(int t) {
 
 namespace {
 constexpr int kForever = 1 << 30;
+// SimRecord keys: storages are their ids; the other kinds are offset into their own ranges.
+constexpr int64_t kGradKey = int64_t{1} << 40;
+constexpr int64_t kAuxKey = int64_t{2} << 40;
+constexpr int64_t kScratchKey = int64_t{3} << 40;
+constexpr int64_t kParamGradKey = int64_t{4} << 40;
 }
 
 class Runner {
  public:
-  Runner(const Segment& s, const SimOptions& opt) : s_(s), opt_(opt) {
+  Runner(const Segment& s, const SimOptions& opt) : s_(s), opt_(opt), rec_(opt.record) {
+    if (rec_) {
+      *rec_ = SimRecord{};
+      cur_ = &rec_->forward;
+    }
     const size_t n = s.tensors_.size();
     const size_t m = s.ops_.size();
     alive_.assign(n, false);
@@ -107,6 +116,8 @@ class Runner {
   Profile run() {
     Profile p;
     const bool ckpt = opt_.checkpointed;
+    if (rec_ && s_.input_ >= 0) rec_->input_key = 0;
+    if (rec_ && s_.output_ >= 0) rec_->output_key = st(s_.output_);
     if (s_.input_ >= 0) alloc(0);
     if (ckpt && s_.input_ >= 0) refs_[0] += 1;  // the checkpoint saves its input
     forward(/*grad_mode=*/!ckpt, /*only_recompute=*/false, p.forward);
@@ -115,7 +126,10 @@ class Runner {
     for (size_t t = 0; t < alive_.size(); ++t)
       if (alive_[t] && s_.tensors_[t].cat == Cat::weight_copy && refs_[t] == 0) {
         p.forward_cache += s_.tensors_[t].bytes;
+        if (rec_) rec_->autocast_frees.push_back(static_cast<int64_t>(t));
+        divert_ = true;
         free_storage(static_cast<int>(t));
+        divert_ = false;
       }
     for (size_t t = 0; t < alive_.size(); ++t)
       if (alive_[t] && !(s_.output_ >= 0 && st(s_.output_) == static_cast<int>(t)))
@@ -124,9 +138,11 @@ class Runner {
     p.output_bytes = s_.output_ >= 0 ? s_.tensors_[s_.output_].bytes : 0;
 
     // Backward. The output belongs to the next segment now; its gradient arrives.
+    if (rec_) cur_ = &rec_->backward;
     if (s_.output_ >= 0) {
       free_storage(st(s_.output_));
       if (rg_[s_.output_]) grad_of_[s_.output_] = new_grad(s_.tensors_[s_.output_].bytes);
+      if (rec_ && rg_[s_.output_]) rec_->output_grad_key = kGradKey + grad_of_[s_.output_];
     }
     track(p.backward, "backward start");
     if (ckpt) forward(/*grad_mode=*/true, false, p.backward);  // recompute; the output is kept
@@ -138,6 +154,7 @@ class Runner {
         if (sac_kept_[t]) release(static_cast<int>(t));
     }
     if (s_.input_ >= 0 && grad_of_[0] >= 0) p.input_grad_bytes = gbytes_[grad_of_[0]];
+    if (rec_ && s_.input_ >= 0 && grad_of_[0] >= 0) rec_->input_grad_key = kGradKey + grad_of_[0];
     return p;
   }
 
@@ -151,11 +168,32 @@ class Runner {
     if (alive_[s]) return;
     alive_[s] = true;
     live_[ci(s_.tensors_[s].cat)] += s_.tensors_[s].bytes;
+    if (rec_) cur_->push_back({true, s, s_.tensors_[s].bytes});
   }
   void free_storage(int s) {
     if (!alive_[s]) return;
     alive_[s] = false;
     live_[ci(s_.tensors_[s].cat)] -= s_.tensors_[s].bytes;
+    if (rec_ && !divert_) cur_->push_back({false, s, 0});
+  }
+  // Recording of the allocations that are not storages of the graph.
+  void rec_alloc(int64_t key, int64_t bytes) {
+    if (rec_ && bytes > 0) cur_->push_back({true, key, bytes});
+  }
+  void rec_free(int64_t key) {
+    if (rec_) cur_->push_back({false, key, 0});
+  }
+  // A kernel temporary of `bytes`: its key (for scratch_off), or -1 when none.
+  int64_t scratch_on(int64_t bytes) {
+    add(Cat::scratch, bytes);
+    if (!rec_ || bytes <= 0) return -1;
+    const int64_t k = kScratchKey + next_scratch_++;
+    rec_alloc(k, bytes);
+    return k;
+  }
+  void scratch_off(int64_t key, int64_t bytes) {
+    add(Cat::scratch, -bytes);
+    if (key >= 0) rec_free(key);
   }
   void release(int s) {
     if (refs_[s] > 0 && --refs_[s] == 0 && last_use_[s] != kForever) free_storage(s);
@@ -180,10 +218,15 @@ class Runner {
     gbytes_.push_back(bytes);
     grefs_.push_back(1);
     add(gcat(), bytes);
-    return static_cast<int>(gbytes_.size()) - 1;
+    const int g = static_cast<int>(gbytes_.size()) - 1;
+    rec_alloc(kGradKey + g, bytes);
+    return g;
   }
   void drop_grad(int g) {
-    if (g >= 0 && --grefs_[g] == 0) add(gcat(), -gbytes_[g]);
+    if (g >= 0 && --grefs_[g] == 0) {
+      add(gcat(), -gbytes_[g]);
+      if (gbytes_[g] > 0) rec_free(kGradKey + g);
+    }
   }
 
   bool wants(const Op& o, const Op::CondSave& cs) const {
@@ -200,6 +243,7 @@ class Runner {
     if (aux_live_[j] == 0) {  // (a per-op policy may have kept it from the first forward)
       aux_live_[j] = o.saved_aux_bytes;
       add(Cat::activation, o.saved_aux_bytes);
+      rec_alloc(kAuxKey + static_cast<int64_t>(j), o.saved_aux_bytes);
     }
     saved_by_op_[j] = true;
   }
@@ -223,6 +267,7 @@ class Runner {
         refs_[os] += 1;
         aux_live_[j] = o.saved_aux_bytes;  // every output of the op is cached (SDPA's logsumexp too)
         add(Cat::activation, o.saved_aux_bytes);
+        rec_alloc(kAuxKey + static_cast<int64_t>(j), o.saved_aux_bytes);
       } else if (grad_mode && sac_kept_[os]) {
         // The recomputation takes the kept output out of the policy's cache (torch/utils/
         // checkpoint.py _CachedTorchDispatchMode: storage[func].pop(0) @ v2.6.0): from here on
@@ -231,10 +276,10 @@ class Runner {
         refs_[os] -= 1;
       }
       const bool saving = grad_mode && rg_[out] && !(o.recompute && drop_recompute);
-      add(Cat::scratch, o.fwd_scratch);
+      const int64_t fs = scratch_on(o.fwd_scratch);
       if (saving) save_for(j);
       track(pk, o.name);
-      add(Cat::scratch, -o.fwd_scratch);
+      scratch_off(fs, o.fwd_scratch);
       auto try_free = [&](int rs) {
         // autocast's cache holds half copies of weights that require grad (cached_cast).
         const bool cached = s_.tensors_[rs].cat == Cat::weight_copy && !grad_mode && s_.producer_[rs] >= 0 &&
@@ -279,6 +324,10 @@ class Runner {
           const int64_t moved = std::min(pgrad, aux_live_[jj]);
           add(Cat::activation, -moved);
           aux_live_[jj] -= moved;
+          if (rec_ && moved > 0) {  // (recorded as the buffer freed and the rest kept anew)
+            rec_free(kAuxKey + static_cast<int64_t>(jj));
+            rec_alloc(kAuxKey + static_cast<int64_t>(jj), aux_live_[jj]);
+          }
         }
         add(Cat::scratch, o.bwd_scratch);
         add(Cat::param_grad, pgrad);
@@ -318,24 +367,42 @@ class Runner {
             grad_of_[in] = sum;
           }
         }
+        // Recorded in the order the node runs: the inputs' gradients first (above), then the
+        // weight's temporary and gradient.
+        int64_t bs = -1;
+        if (rec_ && o.bwd_scratch > 0) rec_alloc(bs = kScratchKey + next_scratch_++, o.bwd_scratch);
+        std::vector<int64_t> pkeys;
+        if (rec_ && pgrad > 0) {
+          std::vector<int64_t> parts = o.param_grad_parts;
+          if (parts.empty()) parts.push_back(pgrad);
+          for (int64_t b : parts) {
+            pkeys.push_back(kParamGradKey + next_param_grad_++);
+            rec_alloc(pkeys.back(), b);
+          }
+        }
         track(p.backward, o.name);
-        add(Cat::scratch, -o.bwd_scratch);
+        scratch_off(bs, o.bwd_scratch);
         for (int g : transient) drop_grad(static_cast<int>(g));
         drop_grad(g_out);
         grad_of_[out] = -1;
         if (o.bwd_post_scratch > 0) {
-          add(Cat::scratch, o.bwd_post_scratch);
+          const int64_t ps = scratch_on(o.bwd_post_scratch);
           track(p.backward, (std::string(o.name) + " + gradient accumulation").c_str());
-          add(Cat::scratch, -o.bwd_post_scratch);
+          scratch_off(ps, o.bwd_post_scratch);
         }
         if (opt_.step_temps_per_grad_byte > 0 && pgrad > 0) {
           // The op's node has returned; AccumulateGrad wrote .grad and its hook steps it.
           const int64_t t = static_cast<int64_t>(std::llround(opt_.step_temps_per_grad_byte * static_cast<double>(pgrad)));
-          add(Cat::scratch, t);
+          const int64_t ts = scratch_on(t);
           track(p.backward, (std::string(o.name) + " + optimizer step").c_str());
-          add(Cat::scratch, -t);
+          scratch_off(ts, t);
         }
-        if (!opt_.grads_persist) add(Cat::param_grad, -pgrad);
+        if (!opt_.grads_persist) {
+          add(Cat::param_grad, -pgrad);
+          for (int64_t k : pkeys) rec_free(k);
+        } else if (rec_) {
+          rec_->param_grads.insert(rec_->param_grads.end(), pkeys.begin(), pkeys.end());
+        }
         p.param_grad_bytes += pgrad;
       }
       if (saved_by_op_[jj]) {
@@ -344,6 +411,7 @@ class Runner {
           if (wants(o, cs)) release(st(cs.tensor));
         if (o.save_output) release(st(out));
         add(Cat::activation, -aux_live_[jj]);
+        if (aux_live_[jj] > 0) rec_free(kAuxKey + static_cast<int64_t>(jj));
         aux_live_[jj] = 0;
         saved_by_op_[jj] = false;
       }
@@ -355,6 +423,10 @@ class Runner {
 
   const Segment& s_;
   const SimOptions& opt_;
+  SimRecord* rec_ = nullptr;
+  std::vector<SimEvent>* cur_ = nullptr;  // the pass being recorded
+  bool divert_ = false;                   // a free that goes to autocast_frees
+  int64_t next_scratch_ = 0, next_param_grad_ = 0;
   CatBytes live_{};
   std::vector<bool> alive_;
   std::vector<int> refs_;       // saved references per storage

@@ -69,6 +69,9 @@ struct Op {
                                 // a shared weight's gradient contribution and, on 1.13, the
                                 // out-of-place sum made in its input buffer
   int64_t param_grad_bytes = 0; // parameter gradient produced by this op's backward
+  // The parameter gradients as separate tensors (a weight's and a bias's), summing to
+  // param_grad_bytes; empty: one tensor. Only the allocation sequence (SimRecord) uses it.
+  std::vector<int64_t> param_grad_parts;
   bool params_trainable = true; // false: frozen weights (LoRA base), no gradient for them
   bool uncached = false;        // a weight copy autocast does not cache (the weight is frozen)
   bool recompute = false;       // selective checkpointing: saves dropped, recomputed in backward
@@ -96,6 +99,26 @@ struct Profile {
   Peak backward;  // own live bytes at the backward peak (retained not yet freed, grads, temps)
 };
 
+// The tensor allocations and frees of a simulate() run, in order, for the caching-allocator
+// model (estimator/sequence.h unrolls a step from them). Keys name the segment's storages
+// (saved tensors, gradients, kernel temporaries, parameter gradients); sequence.cpp maps the
+// input, output and their gradients onto the neighbouring segments' tensors.
+struct SimEvent {
+  bool alloc = true;
+  int64_t key = 0;
+  int64_t bytes = 0;  // alloc only
+};
+struct SimRecord {
+  std::vector<SimEvent> forward;   // the forward pass (the first, no-grad one when checkpointed)
+  std::vector<SimEvent> backward;  // from the output's gradient arriving to the segment's end
+  std::vector<int64_t> autocast_frees;  // weight copies freed when the autocast region exits
+  std::vector<int64_t> param_grads;     // parameter gradients alive at the end (.grad)
+  int64_t input_key = -1;        // the segment's input storage (the previous segment's output)
+  int64_t output_key = -1;       // the output storage (the next segment's input)
+  int64_t output_grad_key = -1;  // the output's gradient (made by the next segment's backward)
+  int64_t input_grad_key = -1;   // the gradient left for the previous segment
+};
+
 struct SimOptions {
   bool checkpointed = false;   // segment wrapped in activation checkpointing
   bool grads_persist = true;   // parameter grads stay (.grad stolen); false: accumulated into
@@ -108,6 +131,7 @@ struct SimOptions {
   bool per_op_policy = false;  // checkpointed with a per-op policy: ops marked sac_save keep
                                // their outputs from the first forward (torch.utils.checkpoint
                                // with a context_fn / selective_checkpoint_context_fn)
+  SimRecord* record = nullptr;  // when set, every allocation and free is appended to it
 };
 
 class Segment {

@@ -275,6 +275,7 @@ class Net {
     o.saved_aux_bytes = 2 * rows * stat;
     o.grad_to = {x.id};
     o.param_grad_bytes = (bias && s_.model.norm_bias ? 2 : 1) * (params >= 0 ? params : width) * gb_;
+    if (bias && s_.model.norm_bias) o.param_grad_parts = {o.param_grad_bytes / 2, o.param_grad_bytes / 2};  // weight, bias
     o.params_trainable = trainable;
     return make(std::move(o), x.n, x.dt);
   }
@@ -422,6 +423,7 @@ class Net {
     o.grad_to = {xin.id};
     o.grad_bytes = {xin.bytes()};
     o.param_grad_bytes = (wn + (lin.bias ? lin.out * lin.count : 0)) * gb_;
+    if (lin.bias) o.param_grad_parts = {wn * gb_, lin.out * lin.count * gb_};  // weight, bias
     o.params_trainable = trainable;
     // torchao Float8Linear (float8_linear.py @ v0.10.0 L61-79, L326-352): the high-precision input
     // is saved as before, plus the weight cast to float8 and transposed (1 B/param, its scale is

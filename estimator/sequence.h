@@ -1,0 +1,71 @@
+// The allocation sequence of a training process, unrolled from the estimator's own segment
+// simulation (graph.h Segment::simulate with a SimRecord), and what PyTorch's caching allocator
+// makes of it (allocator.h). Where estimate.cpp composes segment profiles into phase peaks, this
+// walks what really happens in a process, tensor by tensor, in order: the model build (each
+// parameter tensor moved to the GPU in parameter order), then N steps of the HF-style loop
+//   loss = model(input_ids=ids, labels=ids).loss; loss.backward(); opt.step(); opt.zero_grad()
+// (forward through the embedding, every layer and the head and loss under autocast, whose cache
+// of weight copies empties when the forward returns; backward head -> layers -> embedding, each
+// op's parameter gradients made as its backward runs; the optimizer step: step 1 creates the
+// states parameter by parameter, foreach AdamW allocates one temporary per parameter and frees
+// them together, the for-loop two per parameter at a time, fused none; zero_grad(set_to_none)
+// frees the gradients). Sizes are the tensors' own (a (b, s, h) bf16 tensor is b*s*h*2 bytes),
+// because the allocator's segment packing depends on them.
+//
+// Covered: one GPU, no ZeRO/FSDP/offload/pipeline/tensor parallelism, full fine-tuning,
+// AdamW/Adam/SGD(-momentum), fp32/AMP/pure 16-bit precisions, the HF loop (outputs dropped
+// before backward, zero_grad(set_to_none=True)); with gradient accumulation each step is
+// micro-step 1 (gradients made) and one later micro-step (contributions added into them) that
+// stands for micro-steps 2..N. Anything else reports why it is not modelled, and the estimate
+// keeps its percentage for the allocator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "estimator/allocator.h"
+#include "estimator/setup.h"
+
+namespace memplan {
+
+// Why the setup's sequence is not modelled ("" when it is).
+std::string sequence_not_modelled(const TrainingSetup& s);
+
+struct AllocationSequence {
+  std::vector<AllocatorEvent> events;
+  size_t last_step_begin = 0;  // index of the first event of the last step (peaks are reset there)
+  int64_t swept_bytes = 0;     // tensors the segment walk left alive at a step's end, freed there
+  size_t expected_events = 0;  // the sequence's length, known before it is unrolled
+};
+
+// The process's events: the model build and `steps` training steps. With `max_events` > 0 and a
+// longer sequence (a model with many experts), no events are made (expected_events says how
+// many there would be). REQUIRES: sequence_not_modelled(s) is empty, steps >= 1.
+AllocationSequence allocation_sequence(const TrainingSetup& s, int steps = 3, size_t max_events = 0);
+
+// The allocator settings of the setup (runtime.expandable_segments; PyTorch's defaults otherwise).
+AllocatorConfig allocator_config(const TrainingSetup& s);
+
+struct ReservedPrediction {
+  bool modelled = false;
+  std::string why_not;          // when not modelled
+  int64_t peak_reserved = 0;    // over the last step (reserved never shrinks without OOM retries)
+  int64_t peak_allocated = 0;   // over the last step, as torch.cuda.max_memory_allocated counts it
+  int64_t peak_requested = 0;   // over the last step, the tensors' own bytes (no rounding): the
+                                // estimator's allocated peak, if the sequence is consistent with it
+  int64_t oom_boundary = -1;    // the smallest allocator capacity that runs the whole process (-1: not asked)
+  // With a capacity and a peak reserved above it: whether the process still runs in it (the
+  // allocator frees its cache and retries before failing); -1: not tried.
+  int runs_in_capacity = -1;
+};
+
+// Replays allocation_sequence(s) through CachingAllocatorModel with the setup's allocator settings;
+// `boundary` also bisects for the out-of-memory boundary (about 20 more replays). With
+// `capacity` > 0 (the memory the allocator can get) and a peak reserved above it, one more replay
+// with that capacity says whether the process runs there. Not modelled either when the sequence
+// would be longer than `max_events` (0: no limit).
+ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary = true, size_t max_events = 0,
+                                    int64_t capacity = 0);
+
+}  // namespace memplan
