@@ -37,6 +37,7 @@ struct AllocationSequence {
   size_t last_step_begin = 0;  // index of the first event of the last step (peaks are reset there)
   int64_t swept_bytes = 0;     // tensors the segment walk left alive at a step's end, freed there
   size_t expected_events = 0;  // the sequence's length, known before it is unrolled
+  int64_t peak_bytes = 0;      // the most tensor bytes alive during the last step (un-rounded)
 };
 
 // The process's events: the model build and `steps` training steps. With `max_events` > 0 and a
@@ -64,8 +65,9 @@ struct ReservedPrediction {
 // `boundary` also bisects for the out-of-memory boundary (about 20 more replays). With
 // `capacity` > 0 (the memory the allocator can get) and a peak reserved above it, one more replay
 // with that capacity says whether the process runs there. Not modelled either when the sequence
-// would be longer than `max_events` (0: no limit).
+// would be longer than `max_events` (0: no limit). `steps`: the training steps unrolled (the data
+// set's loop measures the third; on its 15 H200 cases the second gives the same peaks).
 ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary = true, size_t max_events = 0,
-                                    int64_t capacity = 0);
+                                    int64_t capacity = 0, int steps = 3);
 
 }  // namespace memplan
