@@ -154,6 +154,8 @@ TEST_CASE("sequence: H200 loops, reserved and allocated from the replayed sequen
                 pct(p.peak_allocated, c.allocated), static_cast<long long>(p.peak_requested), static_cast<long long>(c.reserved), static_cast<long long>(old_reserved),
                 pct(old_reserved, c.reserved), static_cast<long long>(p.peak_reserved), pct(p.peak_reserved, c.reserved),
                 static_cast<long long>(seq.swept_bytes));
+    // Every tensor the walk makes is freed where the program frees it (nothing left to sweep).
+    CHECK(seq.swept_bytes == 0);
     // The sequence's tensor peak is the estimator's (the same tensors, walked in order):
     // a consistency check of the sequence, whatever the estimator's error against the card.
     CHECK(std::abs(pct(p.peak_requested, est_alloc)) <= 1.0);
