@@ -18,6 +18,14 @@
 // micro-step 1 (gradients made) and one later micro-step (contributions added into them) that
 // stands for micro-steps 2..N. Anything else reports why it is not modelled, and the estimate
 // keeps its percentage for the allocator.
+//
+// Against the real history (tests/data/gpu/traces/trace-l-qwen05-amp-gc, Qwen2.5-0.5B amp-bf16 full
+// checkpointing 4x1024, step 3): the real step makes 5,234 allocations (57.6 GB of traffic), the
+// sequence 4,236 (52.3 GB). Per layer the real one has about 7 more fp32 (b, s, h) tensors
+// (14,680,064 B), 3 of 29,360,128 B and 2 of 4 MiB (cuDNN attention's backward, by their sizes), one
+// more bf16 (b, s, h) and two more of each k/v size, and the small-pool scalars (philox seeds and
+// offsets, 256 B, 8 B) that the segment tables do not list. None of them is alive at the peak
+// (allocated agrees to 0.01%) and the reserved peak agrees to 0.08%.
 #pragma once
 
 #include <cstdint>
