@@ -21,6 +21,7 @@
 #include "estimator/layers.h"
 #include "estimator/model.h"
 #include "estimator/runtime.h"
+#include "estimator/sequence.h"
 
 namespace memplan {
 
@@ -983,6 +984,63 @@ void check_calibration(const Calibration& c) {
 
 }  // namespace
 
+namespace {
+
+// The longest allocation sequence compose() replays (a dense 48-layer model makes ~27,000 events
+// in a few milliseconds; a model with a hundred experts per layer makes millions).
+constexpr size_t kMaxReplayEvents = 250'000;
+
+// On CUDA, the allocator's overhead from replaying the process's allocation sequence through the
+// caching-allocator model (estimator/sequence.h): reserved at the peak minus the tensors there.
+// Reserved only grows in a steady step, so the same bytes stand in every phase; the phase with
+// the most tensors is then the peak and its total is reserved + context. Setups the sequence does
+// not cover, and calibrations that fitted the overhead or scale the terms, keep the formula.
+// Returns false (and changes nothing) where it does not apply; `why_not` says why when the
+// sequence does not cover the setup.
+bool replay_allocator(const TrainingSetup& s, const Calibration* cal, MemoryBreakdown& b, bool with_text, std::string& why_not) {
+  if (s.device.kind != DeviceKind::cuda || !s.runtime.allocator_rounding) return false;
+  if (cal && (cal->overhead_fraction >= 0 || cal->overhead_bytes != 0 || cal->activation_scale != 1.0 ||
+              cal->model_state_scale != 1.0))
+    return false;
+  // The memory the allocator can get: the card's, less what lives outside it (the context).
+  const int64_t context = b.phases.empty() ? 0 : b.phases.front()[Term::cuda_context];
+  const int64_t room = s.device.capacity_bytes > 0 ? s.device.capacity_bytes - context : 0;
+  // Two steps: the second is the steady one (on the 15 H200 cases the third adds nothing).
+  const ReservedPrediction p = predict_reserved(s, /*boundary=*/false, kMaxReplayEvents, /*capacity=*/room, /*steps=*/2);
+  if (!p.modelled) {
+    why_not = p.why_not;
+    return false;
+  }
+  // Where the uncapped reserved memory is more than the card has, the allocator frees its cache and
+  // retries before it fails (CUDACachingAllocator.cpp malloc: release_cached_blocks): a process
+  // that still runs there (one more replay, capped) runs with the card full (the H200's
+  // 11 GiB-capped Qwen2.5-0.5B run reserved 11.68 of 11.81 GB); one that does not keeps the
+  // uncapped figure, over the card.
+  const bool squeezed = p.runs_in_capacity == 1;
+  const int64_t reserved = squeezed ? room : p.peak_reserved;
+  auto T = [](Term t) { return static_cast<int>(t); };
+  auto tensors = [&](const PhaseState& ph) { return ph.total() - ph[Term::cuda_context] - ph[Term::allocator_overhead]; };
+  int64_t allocated = 0;
+  for (const PhaseState& ph : b.phases) allocated = std::max(allocated, tensors(ph));
+  const int64_t overhead = std::max<int64_t>(0, reserved - allocated);
+  for (PhaseState& ph : b.phases) ph.bytes[T(Term::allocator_overhead)] = overhead;
+  if (!with_text) return true;
+  b.text[T(Term::allocator_overhead)] = {
+      squeezed ? fmt::format("caching-allocator replay of the process's allocations (model build, 3 steps): reserved {} would "
+                             "exceed the {} the card leaves the allocator; replayed within it, the allocator frees its cache "
+                             "and retries and the step runs with the card full: {} - tensors {} at the peak{}",
+                             human(p.peak_reserved), human(room), human(room), human(allocated),
+                             s.runtime.expandable_segments ? ", expandable segments" : "")
+               : fmt::format("caching-allocator replay of the process's allocations (model build, 3 steps): reserved {} - tensors {} at "
+                             "the peak{}",
+                             human(p.peak_reserved), human(allocated), s.runtime.expandable_segments ? ", expandable segments" : ""),
+      "estimator/sequence.cpp (the segment walk's tensors in order) through estimator/allocator.cpp "
+      "(CUDACachingAllocator.cpp: rounding, pools, splitting, best fit)"};
+  return true;
+}
+
+}  // namespace
+
 MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibration* cal, bool with_text,
                         const ParamSummary* summary) {
   if (cal) check_calibration(*cal);
@@ -1095,6 +1153,8 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
     }
   }
   out.phases = {fwd, bwd, opt};
+  std::string replay_why_not;
+  const bool replayed = replay_allocator(s, cal, out, with_text, replay_why_not);
 
   // Host terms of this rank (a node holds one set per rank on it). Computed without the formula
   // text too: the planner checks offload plans against the node's RAM.
@@ -1161,10 +1221,11 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
                             "CublasHandlePool.cpp: CUBLAS_WORKSPACE_CONFIG default :4096:2:16:8, 32 MiB on sm90"};
   tx[T(Term::cuda_context)] = {cuda ? fmt::format("{} family default", s.device.family.empty() ? "generic" : s.device.family) : "none on CPU",
                                "docs/libtorch-notes.md §2.1 (lazy module loading); replaced by calibration"};
-  tx[T(Term::allocator_overhead)] = {cuda ? fmt::format("1 MiB x {} large tensors x {} copies + {:.0f}% of activations, loss and transients",
-                                                        st.large_tensors, copies, frac * 100)
-                                          : "none on CPU (no caching allocator)",
-                                     "CUDACachingAllocator.cpp: 2 MiB rounding above 10 MiB; fragmentation default until calibrated"};
+  if (!replayed)  // (else replay_allocator wrote it)
+    tx[T(Term::allocator_overhead)] = {cuda ? fmt::format("1 MiB x {} large tensors x {} copies + {:.0f}% of activations, loss and transients",
+                                                          st.large_tensors, copies, frac * 100)
+                                            : "none on CPU (no caching allocator)",
+                                       "CUDACachingAllocator.cpp: 2 MiB rounding above 10 MiB; fragmentation default until calibrated"};
   tx[T(Term::comm_buffers)] = {st.comm_formula, "DDP Reducer buckets; DeepSpeed reduce/allgather_bucket_size defaults 5e8"};
   if (cal) {
     out.calibrated = true;
@@ -1179,6 +1240,9 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   if (in_flight > 1)
     out.notes.push_back(fmt::format("pipeline 1F1B: the first stage holds {} micro-batches of activations", in_flight));
   if (!cuda) out.notes.push_back("CPU: no CUDA context, workspace or caching-allocator overhead");
+  if (!replay_why_not.empty())
+    out.notes.push_back("allocator overhead from the percentage formula: the allocation replay does not cover this setup (" +
+                        replay_why_not + ")");
   if (s.runtime.compile)
     out.notes.push_back("torch.compile: modelled as the default partitioner's saves for norms and SwiGLU (input and rstd; gate "
                         "and up); Inductor's buffer reuse, graph breaks and CUDA-graph pools are not modelled");

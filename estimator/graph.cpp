@@ -90,7 +90,7 @@ class Runner {
     for (size_t t = 0; t < n; ++t) {
       if (s.producer_[t] < 0) continue;
       const Op& o = s.ops_[s.producer_[t]];
-      bool rg = o.param_grad_bytes > 0 && o.params_trainable;
+      bool rg = (o.param_grad_bytes > 0 || o.tied_params) && o.params_trainable;
       for (int r : o.reads) rg = rg || rg_[r];
       rg_[t] = rg;
     }

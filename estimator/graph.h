@@ -73,6 +73,9 @@ struct Op {
   // param_grad_bytes; empty: one tensor. Only the allocation sequence (SimRecord) uses it.
   std::vector<int64_t> param_grad_parts;
   bool params_trainable = true; // false: frozen weights (LoRA base), no gradient for them
+  bool tied_params = false;     // its parameter's .grad is another op's (a tied embedding): no
+                                // param_grad_bytes here, but the output needs a gradient and the
+                                // backward runs (its contribution is a temporary added into .grad)
   bool uncached = false;        // a weight copy autocast does not cache (the weight is frozen)
   bool recompute = false;       // selective checkpointing: saves dropped, recomputed in backward
   bool sac_save = false;        // per-op selective checkpointing: the output is kept by the

@@ -1258,6 +1258,7 @@ Segment embedding_segment(const TrainingSetup& s) {
   tok.param_grad_bytes = head_shares_embedding(s) ? 0 : m.vocab_size * h * n.gb_;
   tok.bwd_scratch = head_shares_embedding(s) && train ? m.vocab_size * h * n.gb_ : 0;
   tok.params_trainable = train;
+  tok.tied_params = head_shares_embedding(s);
   T x = n.make(std::move(tok), N * h, ew);
   if (m.positions == PositionKind::learned) {
     Op pos;  // wpe(position_ids) is (1, s, h), broadcast in the add

@@ -69,6 +69,8 @@ class Ledger {
   std::vector<AllocatorEvent> events;
   void alloc(int64_t id, int64_t bytes) {
     if (bytes <= 0 || !live_.emplace(id, bytes).second) return;
+    live_bytes_ += bytes;
+    peak_ = std::max(peak_, live_bytes_);
     AllocatorEvent e;
     e.kind = AllocatorEvent::alloc;
     e.id = id;
@@ -76,7 +78,10 @@ class Ledger {
     events.push_back(e);
   }
   void free(int64_t id) {
-    if (live_.erase(id) == 0) return;
+    auto it = live_.find(id);
+    if (it == live_.end()) return;
+    live_bytes_ -= it->second;
+    live_.erase(it);
     AllocatorEvent e;
     e.kind = AllocatorEvent::free;
     e.id = id;
@@ -88,9 +93,13 @@ class Ledger {
     return it == live_.end() ? 0 : it->second;
   }
   int64_t fresh() { return next_++; }
+  // The most bytes alive since the last reset_peak().
+  int64_t peak() const { return peak_; }
+  void reset_peak() { peak_ = live_bytes_; }
 
  private:
   std::unordered_map<int64_t, int64_t> live_;  // id -> bytes of the tensors alive
+  int64_t live_bytes_ = 0, peak_ = 0;
   int64_t next_ = 1;
 };
 
@@ -281,7 +290,10 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t
   std::vector<int64_t> states;  // optimizer state ids (kept)
 
   for (int step = 0; step < steps; ++step) {
-    if (step == steps - 1) out.last_step_begin = led.events.size();
+    if (step == steps - 1) {
+      out.last_step_begin = led.events.size();
+      led.reset_peak();
+    }
     std::vector<int64_t> param_grads;  // .grad of every parameter, made by micro-step 1
     for (int ms = 0; ms < micro_steps; ++ms) {
     const Records& R = recs[ms];
@@ -430,15 +442,16 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t
     // zero_grad(set_to_none=True).
     for (int64_t id : param_grads) led.free(id);
   }
+  out.peak_bytes = led.peak();
   out.events = std::move(led.events);
   return out;
 }
 
-ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_t max_events, int64_t capacity) {
+ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_t max_events, int64_t capacity, int steps) {
   ReservedPrediction p;
   p.why_not = sequence_not_modelled(s);
   if (!p.why_not.empty()) return p;
-  const AllocationSequence seq = allocation_sequence(s, 3, max_events);
+  const AllocationSequence seq = allocation_sequence(s, steps, max_events);
   if (seq.events.empty()) {
     p.why_not = fmt::format("about {} allocations to replay, more than the budget of {}", seq.expected_events, max_events);
     return p;
@@ -448,19 +461,7 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
   const ReplayResult r = replay(seq.events, cfg, static_cast<int64_t>(seq.last_step_begin));
   p.peak_reserved = r.peak_reserved;
   p.peak_allocated = r.peak_allocated;
-  std::unordered_map<int64_t, int64_t> bytes;
-  int64_t live = 0;
-  for (size_t i = 0; i < seq.events.size(); ++i) {
-    const AllocatorEvent& e = seq.events[i];
-    if (e.kind == AllocatorEvent::alloc) {
-      bytes[e.id] = e.bytes;
-      live += e.bytes;
-    } else {
-      live -= bytes[e.id];
-      bytes.erase(e.id);
-    }
-    if (i >= seq.last_step_begin) p.peak_requested = std::max(p.peak_requested, live);
-  }
+  p.peak_requested = seq.peak_bytes;
   if (boundary) p.oom_boundary = find_oom_boundary(seq.events, cfg);
   if (capacity > 0 && p.peak_reserved > capacity) {
     AllocatorConfig capped = cfg;

@@ -18,6 +18,14 @@
 // micro-step 1 (gradients made) and one later micro-step (contributions added into them) that
 // stands for micro-steps 2..N. Anything else reports why it is not modelled, and the estimate
 // keeps its percentage for the allocator.
+//
+// Against the real history (tests/data/gpu/traces/trace-l-qwen05-amp-gc, Qwen2.5-0.5B amp-bf16 full
+// checkpointing 4x1024, step 3): the real step makes 5,234 allocations (57.6 GB of traffic), the
+// sequence 4,236 (52.3 GB). Per layer the real one has about 7 more fp32 (b, s, h) tensors
+// (14,680,064 B), 3 of 29,360,128 B and 2 of 4 MiB (cuDNN attention's backward, by their sizes), one
+// more bf16 (b, s, h) and two more of each k/v size, and the small-pool scalars (philox seeds and
+// offsets, 256 B, 8 B) that the segment tables do not list. None of them is alive at the peak
+// (allocated agrees to 0.01%) and the reserved peak agrees to 0.08%.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +45,7 @@ struct AllocationSequence {
   size_t last_step_begin = 0;  // index of the first event of the last step (peaks are reset there)
   int64_t swept_bytes = 0;     // tensors the segment walk left alive at a step's end, freed there
   size_t expected_events = 0;  // the sequence's length, known before it is unrolled
+  int64_t peak_bytes = 0;      // the most tensor bytes alive during the last step (un-rounded)
 };
 
 // The process's events: the model build and `steps` training steps. With `max_events` > 0 and a
@@ -64,8 +73,9 @@ struct ReservedPrediction {
 // `boundary` also bisects for the out-of-memory boundary (about 20 more replays). With
 // `capacity` > 0 (the memory the allocator can get) and a peak reserved above it, one more replay
 // with that capacity says whether the process runs there. Not modelled either when the sequence
-// would be longer than `max_events` (0: no limit).
+// would be longer than `max_events` (0: no limit). `steps`: the training steps unrolled (the data
+// set's loop measures the third; on its 15 H200 cases the second gives the same peaks).
 ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary = true, size_t max_events = 0,
-                                    int64_t capacity = 0);
+                                    int64_t capacity = 0, int steps = 3);
 
 }  // namespace memplan

@@ -81,10 +81,12 @@ TEST_CASE("measure compares allocated with allocated, reserved with reserved, th
   const MeasureFigure& dev = figure(fs, "device");
   CHECK(dev.measured == r.peak_reserved + r.context_bytes);
   CHECK(dev.estimated == e.peak_bytes());
-  // The shape of the H200 result: allocated close, the device figure well under (the caching
-  // allocator's reserved memory is what the estimate does not yet model).
+  // The shape of the H200 result: allocated close, and since the estimate replays its allocations
+  // through the caching-allocator model (estimator/sequence.h) the reserved and device figures too
+  // (before the replay: -15.8% and -16.6%).
   CHECK(std::fabs(a.error) < 0.02);
-  CHECK(dev.error < -0.10);
+  CHECK(std::fabs(res.error) < 0.03);
+  CHECK(std::fabs(dev.error) < 0.03);
 
   // The document's headline error is the allocated one, not allocated against the whole peak.
   const nlohmann::json doc = cli::measure_document(s, r, e, true);

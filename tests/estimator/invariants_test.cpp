@@ -22,6 +22,18 @@ constexpr int64_t kGiB = 1LL << 30;
 
 int64_t at(const MemoryBreakdown& b, Phase p, Term t) { return b.at(p)[t]; }
 
+// The tensors of a phase: its total without the caching allocator's overhead. On CUDA that term is
+// the allocation replay's reserved minus the tensors (estimator/sequence.h), which need not grow
+// with the batch or the sequence, nor follow the checkpointing policies' order: the real
+// allocator's packing does not either (full checkpointing fragments the most: -13% to -17% of
+// reserved on the H200 before the replay). The orders below are about the tensors.
+int64_t tensors(const PhaseState& ph) { return ph.total() - ph[Term::allocator_overhead]; }
+int64_t tensor_peak(const MemoryBreakdown& b) {
+  int64_t m = 0;
+  for (const PhaseState& ph : b.phases) m = std::max(m, tensors(ph));
+  return m;
+}
+
 // ---- models -----------------------------------------------------------------------------------
 
 // A Llama-3-style GQA decoder, small enough to keep the matrix fast: 16 query heads share 4
@@ -224,11 +236,11 @@ TEST_CASE("invariant: memory never falls as the micro-batch grows (b = 1..8)") {
       CAPTURE(b);
       s.batch.micro_batch = b;
       const MemoryBreakdown cur = estimate(s);
-      CHECK(cur.peak_bytes() >= prev.peak_bytes());
+      CHECK(tensor_peak(cur) >= tensor_peak(prev));
       for (Phase p : {Phase::forward, Phase::backward, Phase::optimizer_step}) {
         const std::string ph = phase_name(p);
             CAPTURE(ph);
-        CHECK(cur.at(p).total() >= prev.at(p).total());
+        CHECK(tensors(cur.at(p)) >= tensors(prev.at(p)));
       }
       // The saved activations themselves grow strictly with every extra sequence.
       CHECK(at(cur, Phase::forward, Term::activations) > at(prev, Phase::forward, Term::activations));
@@ -249,11 +261,11 @@ TEST_CASE("invariant: memory never falls as the sequence grows (s = 64..4096)") 
       CAPTURE(lengths[i]);
       s.batch.seq_len = lengths[i];
       const MemoryBreakdown cur = estimate(s);
-      CHECK(cur.peak_bytes() >= prev.peak_bytes());
+      CHECK(tensor_peak(cur) >= tensor_peak(prev));
       for (Phase p : {Phase::forward, Phase::backward}) {
         const std::string ph = phase_name(p);
             CAPTURE(ph);
-        CHECK(cur.at(p).total() > prev.at(p).total());
+        CHECK(tensors(cur.at(p)) > tensors(prev.at(p)));
       }
       prev = cur;
     }
@@ -350,7 +362,7 @@ TEST_CASE("invariant: a higher checkpointing level never raises memory") {
     const MemoryBreakdown full = with(CheckpointMode::full, 1);
     // The forward end holds the saved activations: the orders hold strictly for the forward
     // phase (every model here has >= 4 layers).
-    auto fwd = [](const MemoryBreakdown& b) { return b.at(Phase::forward).total(); };
+    auto fwd = [](const MemoryBreakdown& b) { return tensors(b.at(Phase::forward)); };
     CHECK(fwd(selective) <= fwd(none));
     CHECK(fwd(full) <= fwd(selective));
     CHECK(fwd(every4) < fwd(none));
@@ -365,11 +377,11 @@ TEST_CASE("invariant: a higher checkpointing level never raises memory") {
     // The peak. SGD with eager attention peaks at the embedding's backward, where the
     // checkpointed runs still count the causal mask: the documented bug in the next test case.
     if (s.optimizer == OptimizerKind::sgd && s.attention == AttentionImpl::eager) return;
-    CHECK(selective.peak_bytes() <= none.peak_bytes());
-    CHECK(full.peak_bytes() <= selective.peak_bytes());
-    CHECK(every4.peak_bytes() <= none.peak_bytes());
-    CHECK(every2.peak_bytes() <= every4.peak_bytes());
-    CHECK(full.peak_bytes() <= every2.peak_bytes());
+    CHECK(tensor_peak(selective) <= tensor_peak(none));
+    CHECK(tensor_peak(full) <= tensor_peak(selective));
+    CHECK(tensor_peak(every4) <= tensor_peak(none));
+    CHECK(tensor_peak(every2) <= tensor_peak(every4));
+    CHECK(tensor_peak(full) <= tensor_peak(every2));
   });
 }
 
@@ -406,7 +418,7 @@ TEST_CASE("invariant: gradient accumulation leaves the per-GPU peak unchanged fo
     const MemoryBreakdown one = estimate(s);
     s.batch.grad_accum = 2;
     const MemoryBreakdown two = estimate(s);
-    CHECK(one.peak_bytes() <= two.peak_bytes());
+    CHECK(tensor_peak(one) <= tensor_peak(two));
     // Resident gradients at the forward of micro-step >= 2 are the full set of the step.
     CHECK(at(one, Phase::forward, Term::gradients) == 0);
     CHECK(at(two, Phase::forward, Term::gradients) == at(two, Phase::optimizer_step, Term::gradients));
@@ -439,11 +451,11 @@ TEST_CASE("invariant: flash attention never uses more memory than eager") {
       TrainingSetup flash = eager;
       flash.attention = AttentionImpl::flash;
       const MemoryBreakdown e = estimate(eager), f = estimate(flash);
-      CHECK(f.peak_bytes() <= e.peak_bytes());
+      CHECK(tensor_peak(f) <= tensor_peak(e));
       for (Phase p : {Phase::forward, Phase::backward}) {
         const std::string ph = phase_name(p);
             CAPTURE(ph);
-        CHECK(f.at(p).total() <= e.at(p).total());
+        CHECK(tensors(f.at(p)) <= tensors(e.at(p)));
       }
       // Eager saves the s x s probabilities of every layer; flash only the logsumexp.
       CHECK(at(f, Phase::forward, Term::activations) < at(e, Phase::forward, Term::activations));
@@ -746,7 +758,8 @@ TEST_CASE("zero_grad(set_to_none=False) keeps every gradient resident; held logi
   TrainingSetup acc = s;
   acc.runtime.zero_grad_set_to_none = true;
   acc.batch.grad_accum = 2;
-  CHECK(estimate(acc).peak_bytes() == kept.peak_bytes());
+  // (The tensors: the allocation replay covers accumulation but not zero_grad(set_to_none=False).)
+  CHECK(tensor_peak(estimate(acc)) == tensor_peak(kept));
 
   TrainingSetup h = s;
   h.runtime.zero_grad_set_to_none = true;

@@ -27,7 +27,9 @@ TrainingSetup base() {
   return s;
 }
 
-int64_t phase(const MemoryBreakdown& e, Phase p) { return e.at(p).total(); }
+// A phase's tensors (its total without the allocator's overhead: the setups compared here differ in
+// whether the allocation replay covers them, estimator/sequence.h).
+int64_t phase(const MemoryBreakdown& e, Phase p) { return e.at(p).total() - e.at(p)[Term::allocator_overhead]; }
 int64_t term(const MemoryBreakdown& e, Phase p, Term t) { return e.at(p)[t]; }
 
 }  // namespace

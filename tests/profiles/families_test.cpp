@@ -357,7 +357,14 @@ TEST_CASE("every family's fixture estimates: positive phases, activations that g
           CHECK(one.peak_bytes() > 0);
           CHECK(one.at(Phase::forward)[Term::activations] > 0);
           CHECK(two.at(Phase::forward)[Term::activations] > one.at(Phase::forward)[Term::activations]);
-          CHECK(two.peak_bytes() >= one.peak_bytes());
+          // The tensors' peak (the allocator's overhead, replayed on CUDA, need not grow with the batch:
+          // estimator/sequence.h).
+          auto tensors = [](const MemoryBreakdown& b) {
+            int64_t m = 0;
+            for (const PhaseState& ph : b.phases) m = std::max(m, ph.total() - ph[Term::allocator_overhead]);
+            return m;
+          };
+          CHECK(tensors(two) >= tensors(one));
         }
   }
 }
