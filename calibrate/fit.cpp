@@ -224,6 +224,10 @@ EstimateSplit split_estimate(const TrainingSetup& s) {
   Calibration bare;  // no fraction, no constant: the overhead term is its rounding alone
   bare.overhead_fraction = 0;
   const MemoryBreakdown r = estimate(s, &bare);
+  Calibration formula;  // a constant of one byte: the formula with its default fraction, plus 1
+  formula.overhead_bytes = 1;
+  const MemoryBreakdown f = estimate(s, &formula);
+  out.replayed = e.allocator_replayed;
   out.cuda = s.device.kind == DeviceKind::cuda;
   out.overhead_term = out.cuda && s.runtime.allocator_rounding;
   for (int p = 0; p < kNumPhases; ++p) {
@@ -234,6 +238,7 @@ EstimateSplit split_estimate(const TrainingSetup& s) {
     o.workspace = ph[Term::workspace];
     o.dynamic = sum_of(ph.bytes, kDynamicTerms);
     o.rounding = r.at(static_cast<Phase>(p))[Term::allocator_overhead];
+    o.formula = f.at(static_cast<Phase>(p))[Term::allocator_overhead] - 1;
     out.context = ph[Term::cuda_context];
   }
   return out;
@@ -246,11 +251,13 @@ Figures predict(const EstimateSplit& e, const Calibration* cal) {
   for (const auto& ph : e.phases) {
     const int64_t allocated = ph.allocated - ph.workspace + (on && cal->workspace_bytes >= 0 ? cal->workspace_bytes : ph.workspace);
     int64_t overhead = ph.overhead;
-    if (on && e.overhead_term) {
-      // As estimate.cpp: rounding + fraction x dynamic (truncated) + constant, never below 0.
+    // As estimate.cpp: a calibration that sets an allocator parameter takes the percentage formula
+    // (rounding + fraction x dynamic, truncated, + constant, never below 0); one that does not keeps
+    // the estimate's own overhead (the allocation replay's, where it ran).
+    if (on && e.overhead_term && (cal->overhead_fraction >= 0 || cal->overhead_bytes != 0)) {
       const int64_t share = cal->overhead_fraction >= 0
                                 ? ph.rounding + static_cast<int64_t>(cal->overhead_fraction * static_cast<double>(ph.dynamic))
-                                : ph.overhead;
+                                : ph.formula;
       overhead = std::max<int64_t>(0, share + cal->overhead_bytes);
     }
     f.allocated = std::max(f.allocated, allocated);
@@ -329,8 +336,12 @@ FitReport fit_calibration(const std::vector<FitProbe>& probes, bool cuda) {
     double mean = 0, max = 0;
   };
   std::vector<Scored> scored;
+  // Where the allocation replay gave the estimate's overhead, the allocator model leaves no
+  // parameter open (DESIGN.md: fit only what the model cannot know): no overhead candidate.
+  const bool replayed = std::all_of(ok.begin(), ok.end(), [](const FitProbe* p) { return p->estimate.replayed; });
   for (const Candidate& c : kCandidates) {
     if (n < c.min_probes) continue;
+    if (c.overhead && replayed) continue;
     Scored s{&c, {}, 0, 0};
     for (size_t i = 0; i < n; ++i) {
       std::vector<const FitProbe*> rest;

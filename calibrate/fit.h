@@ -60,11 +60,15 @@ struct Figures {
 struct EstimateSplit {
   struct PhaseSplit {
     int64_t allocated = 0, workspace = 0, dynamic = 0, rounding = 0, overhead = 0;
+    int64_t formula = 0;  // the percentage formula's overhead with its default fraction
   };
   std::array<PhaseSplit, kNumPhases> phases{};
   int64_t context = 0;  // the estimate's cuda_context term
   bool cuda = false;
   bool overhead_term = false;  // the allocator_overhead term exists (CUDA with allocator rounding)
+  // The overhead came from the allocation replay (the allocator model): then the model leaves no
+  // allocator parameter open, and a calibration that sets one puts the formula back.
+  bool replayed = false;
 };
 EstimateSplit split_estimate(const TrainingSetup& s);
 

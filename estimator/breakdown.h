@@ -94,6 +94,9 @@ struct MemoryBreakdown {
   std::vector<std::string> notes;  // approximations and assumptions that apply to this setup
   bool calibrated = false;
   std::string calibration;  // profile file and device when calibrated
+  // The allocator_overhead term came from replaying the step's allocation sequence through the
+  // caching-allocator model (estimate.cpp replay_allocator), not from the percentage formula.
+  bool allocator_replayed = false;
 
   // The phase with the largest total (the first such phase on ties).
   const PhaseState& peak() const;

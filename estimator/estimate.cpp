@@ -1155,6 +1155,7 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   out.phases = {fwd, bwd, opt};
   std::string replay_why_not;
   const bool replayed = replay_allocator(s, cal, out, with_text, replay_why_not);
+  out.allocator_replayed = replayed;
 
   // Host terms of this rank (a node holds one set per rank on it). Computed without the formula
   // text too: the planner checks offload plans against the node's RAM.

@@ -177,7 +177,10 @@ TEST_CASE("calibrate --from FILE re-fits saved measurements, and its own JSON ro
   const Calibration c1 = profiles::load_calibration(p1);
   CHECK(c1.device == "NVIDIA H200");
   CHECK(c1.cuda_context_bytes == truth.cuda_context_bytes);
-  CHECK(c1.overhead_fraction == doctest::Approx(0.08).epsilon(1e-6));
+  // These probes are covered by the allocation replay: the allocator model leaves no parameter
+  // open, so only the context is fitted (fit_test.cpp covers the formula's parameters).
+  CHECK(c1.overhead_fraction == -1);
+  CHECK(c1.overhead_bytes == 0);
   CHECK(c1.activation_scale == 1.0);
 
   // What --from printed is itself a document --from reads, with the same result.
