@@ -58,9 +58,19 @@ inline void check_estimate(const TrainingSetup& s, const Calibration* cal) {
     if (!validate(g).empty()) continue;
     const MemoryBreakdown gb = estimate(g, cal);
     check_breakdown(gb);
-    if (gb.peak_bytes() < b.peak_bytes())
-      fail(fmt::format("the peak falls from {} to {} when the {} grows from {} to {}", b.peak_bytes(), gb.peak_bytes(),
-                       grow == 0 ? "micro-batch" : "sequence", grow == 0 ? s.batch.micro_batch : s.batch.seq_len,
+    // The tensors never fall. Reserved memory may: where the allocator overhead comes from the
+    // allocation replay, a larger batch can pack into the caching allocator's segments better (as
+    // the real allocator does), so the whole peak is held to this only under the formula.
+    auto tensors = [](const MemoryBreakdown& m) {
+      int64_t a = 0;
+      for (const PhaseState& ph : m.phases) a = std::max(a, ph.allocated());
+      return a;
+    };
+    const bool replayed = b.allocator_replayed || gb.allocator_replayed;
+    const int64_t before = replayed ? tensors(b) : b.peak_bytes(), after = replayed ? tensors(gb) : gb.peak_bytes();
+    if (after < before)
+      fail(fmt::format("the {} falls from {} to {} when the {} grows from {} to {}", replayed ? "tensors' peak" : "peak", before,
+                       after, grow == 0 ? "micro-batch" : "sequence", grow == 0 ? s.batch.micro_batch : s.batch.seq_len,
                        grow == 0 ? g.batch.micro_batch : g.batch.seq_len));
   }
 }
