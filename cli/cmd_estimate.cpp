@@ -20,7 +20,12 @@ void print_header(std::ostream& out, const char* verb, const profiles::BuiltSetu
   if (!b.config_path.empty()) out << fmt::format("  config: {} (read as {})\n", b.config_path, b.config_format);
   out << "  " << describe(s) << "\n";
   out << "  " << describe_runtime(b) << "\n";
-  if (s.device.capacity_bytes > 0)
+  if (s.device.capacity_bytes > 0 && s.device.allocator_cap_bytes > 0)
+    out << fmt::format("  device: {}, the caching allocator capped at {} (set_per_process_memory_fraction): {} with the "
+                       "context outside it{}\n",
+                       s.device.name, gib(s.device.allocator_cap_bytes), gib(s.device.capacity_bytes),
+                       e.calibrated ? fmt::format("; calibrated with {}", e.calibration) : "");
+  else if (s.device.capacity_bytes > 0)
     out << fmt::format("  device: {}, {}{}\n", s.device.name, gib(s.device.capacity_bytes),
                        e.calibrated ? fmt::format("; calibrated with {}", e.calibration)
                                     : (s.device.kind == DeviceKind::cuda ? "; uncalibrated (family defaults for context, workspace, allocator)" : ""));
@@ -28,13 +33,23 @@ void print_header(std::ostream& out, const char* verb, const profiles::BuiltSetu
     out << "  device: capacity unknown (pass --gpu or --gpu-memory for a verdict)\n";
 }
 
-std::string verdict_line(const Verdict& v, const TrainingSetup& s, int64_t peak) {
+std::string verdict_line(const Verdict& v, const TrainingSetup& s, const MemoryBreakdown& e) {
   if (!v.known) return "verdict: unknown (no device capacity)";
   const int64_t target = target_bytes(s);
+  const int64_t peak = e.verdict_bytes();
+  if (peak < e.peak_bytes())  // the replay ran it in the target's share, the cache squeezed
+    return fmt::format("verdict: fits: the allocator would cache up to {} with room, but the step runs within the {} "
+                       "target ({}: a failed cudaMalloc frees its cached blocks and retries)",
+                       gib(e.peak_bytes()), percent(s.thresholds.target), gib(target));
   if (v.fits)
     return fmt::format("verdict: fits: {} of {} ({}, status {}), {} headroom below the {} target", gib(peak),
                        gib(s.device.capacity_bytes), percent(v.utilization), v.status, gib(target - peak),
                        percent(s.thresholds.target));
+  if (v.runs && peak > target)
+    return fmt::format("verdict: does not fit: {} is {} of {} (status {}), {} over the {} target ({}); it runs, with the "
+                       "allocator's cache squeezed",
+                       gib(peak), percent(v.utilization), gib(s.device.capacity_bytes), v.status, gib(peak - target),
+                       percent(s.thresholds.target), gib(target));
   return fmt::format("verdict: does not fit: {} is {} of {} (status {}), {} over the {} target ({})", gib(peak),
                      percent(v.utilization), gib(s.device.capacity_bytes), v.status, gib(peak - target),
                      percent(s.thresholds.target), gib(target));
@@ -79,7 +94,7 @@ int run_estimate(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
   } else {
     print_header(io.out, "estimate", b, e);
     print_table(io.out, e, b.setup);
-    io.out << "  " << verdict_line(v, b.setup, e.peak_bytes()) << "\n";
+    io.out << "  " << verdict_line(v, b.setup, e) << "\n";
     io.out << "  (memplan explain with the same flags shows each term's formula and source)\n";
   }
   return v.known && !v.fits ? kExitDoesNotFit : kExitOk;
@@ -125,6 +140,7 @@ int run_fit(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
     doc["schema"] = "memplan.fit/v1";
     doc["largest_micro_batch"] = r.largest_micro_batch;
     doc["largest_micro_batch_peak_bytes"] = r.largest_micro_batch_peak;
+    doc["largest_micro_batch_that_runs"] = r.largest_micro_batch_runs;
     doc["searched"] = r.searched;
     for (const char* k : {"single", "options", "training_changes", "left_out"}) doc[k] = nlohmann::json::array();
     for (const auto& c : r.single) doc["single"].push_back(change_json(c));
@@ -136,13 +152,17 @@ int run_fit(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
     return ok ? kExitOk : kExitDoesNotFit;
   }
   print_header(io.out, "fit", b, e);
-  io.out << "  " << verdict_line(r.verdict, s, r.peak_bytes) << "\n";
+  io.out << "  " << verdict_line(r.verdict, s, e) << "\n";
   io.out << fmt::format("  peak at {} ({})\n", phase_name(e.peak_phase()), e.peak().at);
   if (!e.host.empty() || s.parallel.host_memory_bytes > 0) io.out << "  " << host_line(e, s) << "\n";
   if (r.largest_micro_batch > 0)
     io.out << fmt::format("  largest micro-batch that fits: {} ({})\n", r.largest_micro_batch, gib(r.largest_micro_batch_peak));
   else
     io.out << "  largest micro-batch that fits: none, even micro-batch 1 is over the target\n";
+  if (r.verdict.known && r.largest_micro_batch_runs != r.largest_micro_batch)
+    io.out << fmt::format("  largest micro-batch that runs at all (no headroom: {}): {}\n",
+                          e.allocator_replayed ? "the allocator replay's out-of-memory boundary" : "the peak within the card",
+                          r.largest_micro_batch_runs > 0 ? std::to_string(r.largest_micro_batch_runs) : "none");
   if (ok) return kExitOk;
   if (!r.single.empty()) {
     io.out << "\n  each change alone (the rest as given):\n";

@@ -18,6 +18,10 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--model", in.model, "preset (memplan models), HF repo id, config.json or model directory")->type_name("NAME|FILE|DIR");
   app.add_option("--gpu", in.gpu, "GPU preset (memplan gpus)")->type_name("PRESET");
   app.add_option("--gpu-memory", in.gpu_memory, "device memory, e.g. 12GiB (overrides the preset's)")->type_name("SIZE");
+  app.add_option("--allocator-cap", in.allocator_cap,
+                 "torch.cuda.set_per_process_memory_fraction: the most the caching allocator may hold, a size (11GiB) "
+                 "or a fraction of the card (0.5); verdicts hold the step to it")
+      ->type_name("SIZE|FRACTION");
   app.add_option("--gpus", in.gpus, "number of GPUs (data-parallel world size)")->type_name("N");
   app.add_option("--micro-batch", in.micro_batch, "sequences per GPU per forward")->type_name("N");
   app.add_option("--seq-len", in.seq_len, "tokens per sequence")->type_name("N");
@@ -171,7 +175,7 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
       "model.hidden_size", "precision", "optimizer", "batch.micro_batch", "batch.seq_len", "batch.grad_accum",
-      "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory", "parallel.num_gpus", "parallel.zero_stage",
+      "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory", "hardware.allocator_cap", "parallel.num_gpus", "parallel.zero_stage",
       "parallel.offload", "parallel.fsdp", "parallel.tensor_parallel", "parallel.pipeline_parallel", "finetune.mode",
       "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets", "finetune.base_quant", "finetune.double_quant",
       "runtime.framework", "runtime.torch_version",
@@ -245,6 +249,7 @@ nlohmann::json verdict_json(const Verdict& v, const TrainingSetup& s) {
     return {{"fits", nullptr}, {"utilization", nullptr}, {"headroom_bytes", nullptr}, {"status", "unknown"},
             {"target_utilization", s.thresholds.target}, {"reason", "no device capacity (pass --gpu or --gpu-memory)"}};
   return {{"fits", v.fits},
+          {"runs", v.runs},
           {"utilization", v.utilization},
           {"headroom_bytes", v.headroom_bytes},
           {"status", v.status},
@@ -324,8 +329,12 @@ nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdow
   j["device"] = {{"name", s.device.name},
                  {"kind", to_string(s.device.kind)},
                  {"capacity_bytes", s.device.capacity_bytes},
+                 {"allocator_cap_bytes", s.device.allocator_cap_bytes > 0 ? nlohmann::json(s.device.allocator_cap_bytes) : nlohmann::json(nullptr)},
                  {"family", s.device.family}};
   j["verdict"] = verdict_json(judge(e, s), s);
+  // What the verdict held against the target: the peak, or (the replay ran the step in the
+  // target's share with the allocator's cache squeezed) that share plus the context.
+  j["verdict"]["needed_bytes"] = e.verdict_bytes();
   j["calibrated"] = e.calibrated;
   if (e.calibrated) j["calibration"] = e.calibration;
   j["notes"] = e.notes;

@@ -97,6 +97,16 @@ struct MemoryBreakdown {
   // The allocator_overhead term came from replaying the step's allocation sequence through the
   // caching-allocator model (estimate.cpp replay_allocator), not from the percentage formula.
   bool allocator_replayed = false;
+  // What the verdict holds against the card, where the replay found it below the peak: the step
+  // runs in less memory than the allocator caches when it has room (a failed cudaMalloc frees the
+  // cached blocks and retries), so with the replay the least device memory known to run it is
+  // the context plus the smallest allocator limit tried that the step ran in (the target's share,
+  // then the card's; estimate.cpp replay_allocator). -1: the peak itself.
+  int64_t needed_bytes = -1;
+  // Whether the step runs on the card at all (the replay capped at the memory the allocator can
+  // get): 1 runs, 0 runs out, -1 not replayed (the verdict then holds the peak to the card).
+  int runs = -1;
+  int64_t verdict_bytes() const { return needed_bytes >= 0 ? needed_bytes : peak_bytes(); }
 
   // The phase with the largest total (the first such phase on ties).
   const PhaseState& peak() const;
@@ -110,9 +120,10 @@ struct MemoryBreakdown {
 // Where a peak sits against the device's memory bands.
 struct Verdict {
   bool known = false;        // false when the device capacity is unknown
-  bool fits = false;         // peak <= target * capacity
-  double utilization = 0;    // peak / capacity
-  int64_t headroom_bytes = 0;  // target * capacity - peak (negative when over)
+  bool fits = false;         // needed <= target * capacity (needed: MemoryBreakdown::verdict_bytes)
+  bool runs = false;         // the step runs on the card at all (needed <= capacity, or the replay ran there)
+  double utilization = 0;    // needed / capacity
+  int64_t headroom_bytes = 0;  // target * capacity - needed (negative when over)
   // The band (Thresholds, setup.h): normal (<= target), above_target (< warning),
   // warning (< critical), critical (< emergency), emergency (<= 100%), out_of_memory.
   std::string status;

@@ -107,10 +107,11 @@ Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s) {
   const int64_t cap = s.device.capacity_bytes;
   if (cap <= 0) return v;
   v.known = true;
-  const int64_t peak = b.peak_bytes();
+  const int64_t peak = b.verdict_bytes();
   v.utilization = static_cast<double>(peak) / static_cast<double>(cap);
   v.headroom_bytes = target_bytes(s) - peak;
-  v.fits = v.utilization <= s.thresholds.target;
+  v.fits = peak <= target_bytes(s);
+  v.runs = b.runs >= 0 ? b.runs == 1 : peak <= cap;
   const Thresholds& t = s.thresholds;
   if (v.utilization > 1.0) v.status = "out_of_memory";
   else if (v.utilization >= t.emergency) v.status = "emergency";
@@ -959,6 +960,10 @@ int64_t estimate_peak(const TrainingSetup& s, const Timeline& t, const Calibrati
   return compose(s, t, cal, /*with_text=*/false, summary).peak_bytes();
 }
 
+int64_t estimate_verdict_bytes(const TrainingSetup& s, const Timeline& t, const Calibration* cal, const ParamSummary* summary) {
+  return compose(s, t, cal, /*with_text=*/false, summary).verdict_bytes();
+}
+
 MemoryBreakdown estimate(const TrainingSetup& s, const Timeline& t, const Calibration* cal) {
   return compose(s, t, cal, /*with_text=*/true, nullptr);
 }
@@ -1002,22 +1007,41 @@ bool replay_allocator(const TrainingSetup& s, const Calibration* cal, MemoryBrea
   if (cal && (cal->overhead_fraction >= 0 || cal->overhead_bytes != 0 || cal->activation_scale != 1.0 ||
               cal->model_state_scale != 1.0))
     return false;
-  // The memory the allocator can get: the card's, less what lives outside it (the context).
+  // The memory the allocator can get: the card's, less what lives outside it (the context); an
+  // allocator cap (set_per_process_memory_fraction) is already in the card's capacity
+  // (profiles/build.cpp: the cap plus the context), and bounds the allocator here too. `target`:
+  // the allocator's share of the target (thresholds.target of the card, less the context).
   const int64_t context = b.phases.empty() ? 0 : b.phases.front()[Term::cuda_context];
-  const int64_t room = s.device.capacity_bytes > 0 ? s.device.capacity_bytes - context : 0;
-  // Two steps: the second is the steady one (on the 15 H200 cases the third adds nothing).
-  const ReservedPrediction p = predict_reserved(s, /*boundary=*/false, kMaxReplayEvents, /*capacity=*/room, /*steps=*/2);
+  int64_t room = s.device.capacity_bytes > 0 ? std::max<int64_t>(0, s.device.capacity_bytes - context) : 0;
+  if (room > 0 && s.device.allocator_cap_bytes > 0) room = std::min(room, s.device.allocator_cap_bytes);
+  const int64_t target = room > 0 ? std::clamp<int64_t>(target_bytes(s) - context, 0, room) : 0;
+  // Two steps: the second is the steady one (on the 15 H200 cases the third adds nothing). Where the
+  // uncapped reserved memory is more than the allocator may hold, the allocator frees its cache and
+  // retries before it fails (CUDACachingAllocator.cpp malloc: release_cached_blocks), so the step may
+  // still run there: one more replay, capped, says whether it runs within the target, and where it
+  // does not, one more whether it runs on the card at all.
+  const ReservedPrediction p = predict_reserved(s, /*boundary=*/false, kMaxReplayEvents, /*capacity=*/target > 0 ? target : room,
+                                                /*steps=*/2);
   if (!p.modelled) {
     why_not = p.why_not;
     return false;
   }
-  // Where the uncapped reserved memory is more than the card has, the allocator frees its cache and
-  // retries before it fails (CUDACachingAllocator.cpp malloc: release_cached_blocks): a process
-  // that still runs there (one more replay, capped) runs with the card full (the H200's
-  // 11 GiB-capped Qwen2.5-0.5B run reserved 11.68 of 11.81 GB); one that does not keeps the
-  // uncapped figure, over the card.
-  const bool squeezed = p.runs_in_capacity == 1;
+  const bool runs_in_target = target > 0 && (p.peak_reserved <= target || p.runs_in_capacity == 1);
+  bool runs_on_card = room > 0 && (runs_in_target || p.peak_reserved <= room);
+  if (room > 0 && !runs_on_card && target < room) {
+    const ReservedPrediction q = predict_reserved(s, false, kMaxReplayEvents, room, 2);
+    runs_on_card = q.modelled && q.runs_in_capacity == 1;
+  }
+  // What the card shows: the uncapped reserved memory, or the whole room where the step runs only
+  // by squeezing the cache into it (the H200's 11 GiB-capped Qwen2.5-0.5B run reserved 11.68 of
+  // 11.81 GB); a step that runs out keeps the uncapped figure, over the card.
+  const bool squeezed = room > 0 && p.peak_reserved > room && runs_on_card;
   const int64_t reserved = squeezed ? room : p.peak_reserved;
+  if (room > 0) {
+    b.runs = runs_on_card ? 1 : 0;
+    // Running within the target's share with the cache squeezed: the verdict holds that share.
+    if (runs_in_target && p.peak_reserved > target) b.needed_bytes = context + target;
+  }
   auto T = [](Term t) { return static_cast<int>(t); };
   auto tensors = [&](const PhaseState& ph) { return ph.total() - ph[Term::cuda_context] - ph[Term::allocator_overhead]; };
   int64_t allocated = 0;
@@ -1025,15 +1049,21 @@ bool replay_allocator(const TrainingSetup& s, const Calibration* cal, MemoryBrea
   const int64_t overhead = std::max<int64_t>(0, reserved - allocated);
   for (PhaseState& ph : b.phases) ph.bytes[T(Term::allocator_overhead)] = overhead;
   if (!with_text) return true;
+  const std::string within_target =
+      b.needed_bytes >= 0 ? fmt::format("; capped at the target's {} (the allocator's share of {:.0f}% of the card) it still runs: "
+                                        "the verdict holds that",
+                                        human(target), 100 * s.thresholds.target)
+                          : "";
   b.text[T(Term::allocator_overhead)] = {
-      squeezed ? fmt::format("caching-allocator replay of the process's allocations (model build, 3 steps): reserved {} would "
+      (squeezed ? fmt::format("caching-allocator replay of the process's allocations (model build, 3 steps): reserved {} would "
                              "exceed the {} the card leaves the allocator; replayed within it, the allocator frees its cache "
                              "and retries and the step runs with the card full: {} - tensors {} at the peak{}",
                              human(p.peak_reserved), human(room), human(room), human(allocated),
                              s.runtime.expandable_segments ? ", expandable segments" : "")
                : fmt::format("caching-allocator replay of the process's allocations (model build, 3 steps): reserved {} - tensors {} at "
                              "the peak{}",
-                             human(p.peak_reserved), human(allocated), s.runtime.expandable_segments ? ", expandable segments" : ""),
+                             human(p.peak_reserved), human(allocated), s.runtime.expandable_segments ? ", expandable segments" : "")) +
+          within_target,
       "estimator/sequence.cpp (the segment walk's tensors in order) through estimator/allocator.cpp "
       "(CUDACachingAllocator.cpp: rounding, pools, splitting, best fit)"};
   return true;

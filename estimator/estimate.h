@@ -77,6 +77,11 @@ MemoryBreakdown estimate(const TrainingSetup& s, const Timeline& t, const Calibr
 // rebuilding the parameter list for every candidate.
 int64_t estimate_peak(const TrainingSetup& s, const Timeline& t, const Calibration* cal,
                       const ParamSummary* summary = nullptr);
+// What the verdict holds against the card (MemoryBreakdown::verdict_bytes: the peak, or less where
+// the allocation replay runs the step in the target's share with its cache squeezed), for the
+// planner's searches.
+int64_t estimate_verdict_bytes(const TrainingSetup& s, const Timeline& t, const Calibration* cal,
+                               const ParamSummary* summary = nullptr);
 MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibration* cal, bool with_text,
                         const ParamSummary* summary);
 

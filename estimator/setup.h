@@ -351,7 +351,11 @@ struct DeviceSpec {
   std::string name = "unspecified";  // preset name ("rtx-3090") or "cpu"
   DeviceKind kind = DeviceKind::cuda;
   std::string family;                // GPU family ("ampere"); decides default overheads
-  int64_t capacity_bytes = 0;        // usable device memory (0: unknown, no verdict)
+  int64_t capacity_bytes = 0;        // usable device memory (0: unknown, no verdict); with an
+                                     // allocator cap, the cap plus the context (profiles/build.cpp)
+  // torch.cuda.set_per_process_memory_fraction: the most the caching allocator may reserve
+  // (fraction x cudaMemGetInfo's total; CUDACachingAllocator.cpp allowed_memory_maximum). 0: none.
+  int64_t allocator_cap_bytes = 0;
   int64_t cuda_context_bytes = 0;    // CUDA context + lazily loaded kernels (outside the allocator)
   int64_t cublas_workspace_bytes = 0;  // persistent cuBLAS workspace per handle and stream
   bool bf16 = true;

@@ -154,7 +154,7 @@ std::vector<FieldChange> changed_fields(const TrainingSetup& base, const Calibra
   for (const FieldSpec& f : setup_fields()) specs.push_back(&f);
 
   const PhaseState& now_peak = now_breakdown.peak();
-  const int64_t over_now = now_peak.total() - target_bytes(now);
+  const int64_t over_now = now_breakdown.verdict_bytes() - target_bytes(now);
   std::vector<FieldChange> out;
   for (const FieldSpec* f : specs) {
     if (f->relevant && !f->relevant(base, now)) continue;
@@ -172,7 +172,7 @@ std::vector<FieldChange> changed_fields(const TrainingSetup& base, const Calibra
       const PhaseState& rp = r.peak();
       c.effect_known = true;
       c.peak_effect_bytes = now_peak.total() - rp.total();
-      c.over_effect_bytes = over_now - (rp.total() - target_bytes(reverted));
+      c.over_effect_bytes = over_now - (r.verdict_bytes() - target_bytes(reverted));
       for (int i = 0; i < kNumTerms; ++i) c.term_effect_bytes[i] = now_peak.bytes[i] - rp.bytes[i];
     }
     out.push_back(std::move(c));

@@ -12,7 +12,10 @@
 namespace memplan::planner {
 namespace {
 
-int64_t peak(const TrainingSetup& s, const Calibration* cal) { return estimate_peak(s, activation_timeline(s), cal); }
+// What a verdict holds against the card (estimate.h estimate_verdict_bytes).
+int64_t peak(const TrainingSetup& s, const Calibration* cal) {
+  return estimate_verdict_bytes(s, activation_timeline(s), cal);
+}
 
 std::string gib(int64_t b) {
   const double v = static_cast<double>(b);
@@ -178,13 +181,18 @@ FitOption option_of(const TrainingSetup& base, const Candidate& c) {
 
 bool fits(const TrainingSetup& s, const Calibration* cal) { return peak(s, cal) <= target_bytes(s); }
 
-int64_t largest_micro_batch(const TrainingSetup& s, const Calibration* cal, int64_t limit) {
+namespace {
+
+// Largest micro-batch in [1, limit] for which `holds` (memory never falls as the micro-batch grows,
+// so a doubling search, then bisection).
+template <class Pred>
+int64_t largest_where(const TrainingSetup& s, int64_t limit, Pred holds) {
   TrainingSetup t = s;
   auto ok = [&](int64_t b) {
     t.batch.micro_batch = b;
     // A micro-batch past what validate() accepts (its bounds keep the byte counts inside int64)
     // does not fit: the doubling search must not estimate it (fuzz_planner: 1.4e18 x 13724).
-    return validate(t).empty() && fits(t, cal);
+    return validate(t).empty() && holds(t);
   };
   if (!ok(1)) return 0;
   int64_t lo = 1, hi = 2;
@@ -198,6 +206,16 @@ int64_t largest_micro_batch(const TrainingSetup& s, const Calibration* cal, int6
     (ok(mid) ? lo : hi) = mid;
   }
   return lo;
+}
+
+}  // namespace
+
+int64_t largest_micro_batch(const TrainingSetup& s, const Calibration* cal, int64_t limit) {
+  return largest_where(s, limit, [&](const TrainingSetup& t) { return fits(t, cal); });
+}
+
+int64_t largest_micro_batch_that_runs(const TrainingSetup& s, const Calibration* cal, int64_t limit) {
+  return largest_where(s, limit, [&](const TrainingSetup& t) { return judge(estimate(t, cal), t).runs; });
 }
 
 SearchSpace fit_space(const TrainingSetup& s) {
@@ -296,6 +314,7 @@ FitReport fit(const TrainingSetup& s, const Calibration* cal) {
   r.verdict = judge(e, s);
   r.host = judge_host(e, s);
   r.largest_micro_batch = largest_micro_batch(s, cal);
+  r.largest_micro_batch_runs = largest_micro_batch_that_runs(s, cal);
   if (r.largest_micro_batch > 0) {
     TrainingSetup t = s;
     t.batch.micro_batch = r.largest_micro_batch;
@@ -332,7 +351,7 @@ FitReport fit(const TrainingSetup& s, const Calibration* cal) {
     for (const Change& x : cs) cost += (cost.empty() ? "" : "; ") + x.cost;
     Change c{step, joined_flags(cs), cost, t};
     c.peak_bytes = et.peak_bytes();
-    c.fits = c.peak_bytes <= target_bytes(t) && hv.fits;
+    c.fits = et.verdict_bytes() <= target_bytes(t) && hv.fits;
     if (c.peak_bytes < r.peak_bytes) r.single.push_back(std::move(c));
   };
   for (AttentionImpl a : space.attentions)

@@ -49,6 +49,11 @@ struct FitReport {
   HostVerdict host;                // host memory of the setup as given, per node
   int64_t largest_micro_batch = 0;   // largest micro-batch that fits with nothing else changed (0: none)
   int64_t largest_micro_batch_peak = 0;
+  // Largest micro-batch whose step runs on the card at all (nothing else changed; 0: none): where
+  // the allocation replay covers the setup, the one the caching allocator model runs within the
+  // memory it can get (its cache freed and the request retried before an out-of-memory error);
+  // else the largest whose peak is within the card.
+  int64_t largest_micro_batch_runs = 0;
   std::vector<Change> single;      // each change alone, the setup otherwise as given
   std::vector<FitOption> options;  // the few fastest combinations that fit, training the model as asked
   std::optional<FitOption> fewest; // the fitting combination with the fewest changes (fastest among
@@ -64,6 +69,9 @@ FitReport fit(const TrainingSetup& s, const Calibration* cal = nullptr);
 // Largest micro-batch in [1, limit] whose peak stays within the target (0 if even 1 does not).
 // Memory never falls as the micro-batch grows, so this is a binary search.
 int64_t largest_micro_batch(const TrainingSetup& s, const Calibration* cal = nullptr, int64_t limit = 65536);
+
+// Largest micro-batch in [1, limit] whose step runs on the card at all (Verdict::runs; 0: none).
+int64_t largest_micro_batch_that_runs(const TrainingSetup& s, const Calibration* cal = nullptr, int64_t limit = 65536);
 
 // True when the setup's peak is within the target utilisation of its device.
 bool fits(const TrainingSetup& s, const Calibration* cal = nullptr);

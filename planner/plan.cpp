@@ -220,7 +220,7 @@ class Search {
     }
     ++compositions;
     const MemoryBreakdown b = compose(s, it->second, req_.calibration, /*with_text=*/false, &summary(s));
-    return {b.peak_bytes(), b.host_bytes() * s.parallel.ranks_per_node()};
+    return {b.verdict_bytes(), b.host_bytes() * s.parallel.ranks_per_node()};
   }
 
   bool host_ok(int64_t host_per_node, size_t level = 0) const {

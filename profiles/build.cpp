@@ -90,6 +90,45 @@ std::optional<int64_t> host_memory_flag(const SetupInputs& in) {
   return bytes;
 }
 
+// --allocator-cap / hardware.allocator_cap: torch.cuda.set_per_process_memory_fraction. PyTorch
+// takes a fraction of the device's total (c10/cuda/CUDACachingAllocator.cpp setMemoryFraction:
+// allowed_memory_maximum = fraction x cudaMemGetInfo's total; a segment that would take reserved
+// memory past it fails like a cudaMalloc, after the cache is freed and the request retried), so a
+// number up to 1 is that fraction of the card; anything else is a size. The allocator holds at most
+// the cap and the context lives outside it, so the memory the process can use is the cap plus the
+// context (the card's, if less): that is the capacity every verdict holds against.
+void apply_allocator_cap(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
+  const std::optional<std::string>& text = in.allocator_cap ? in.allocator_cap : cfg.allocator_cap;
+  if (!text) return;
+  const Where where = in.allocator_cap ? Where::at_flag("--allocator-cap") : cfg.origin.of("hardware.allocator_cap");
+  const char* hint = "a size (11GiB, 12GB) or a fraction of the card's memory as set_per_process_memory_fraction takes it (0.5)";
+  TrainingSetup& s = b.setup;
+  if (s.device.kind != DeviceKind::cuda)
+    throw InputError(where, "an allocator cap applies to a CUDA device (the caching allocator's set_per_process_memory_fraction)",
+                     "leave it out with --device cpu");
+  int64_t cap = 0;
+  char* end = nullptr;
+  const double fraction = std::strtod(text->c_str(), &end);
+  const bool is_fraction = end && *end == '\0' && end != text->c_str() && text->find_first_not_of("0123456789.") == std::string::npos &&
+                           fraction <= 1.0;
+  if (is_fraction) {
+    if (!(fraction > 0))
+      throw InputError(where, fmt::format("the allocator cap must be above 0 (got '{}')", *text), hint);
+    if (s.device.capacity_bytes <= 0)
+      throw InputError(where, fmt::format("a fraction ('{}') needs the card's memory", *text),
+                       "pass --gpu PRESET or --gpu-memory SIZE, or give the cap as a size (11GiB)");
+    cap = static_cast<int64_t>(fraction * static_cast<double>(s.device.capacity_bytes));
+  } else {
+    const auto bytes = parse_size(*text);
+    if (!bytes || *bytes <= 0) throw InputError(where, fmt::format("cannot read '{}' as an allocator cap", *text), hint);
+    cap = *bytes;
+  }
+  s.device.allocator_cap_bytes = cap;
+  if (s.device.capacity_bytes > 0) s.device.capacity_bytes = std::min(s.device.capacity_bytes, cap + s.device.cuda_context_bytes);
+  else s.device.capacity_bytes = cap + s.device.cuda_context_bytes;
+  b.origin.set("hardware.allocator_cap", where);
+}
+
 // A --gpu flag replaces the file's whole target (its gpu and gpu_memory); --gpu-memory replaces
 // only the capacity; --device cpu measures against host RAM.
 void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
@@ -360,6 +399,7 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
                      "pass --model PRESET|config.json or set model: in the config (memplan models lists the presets)");
   }
   apply_device(in, cfg, b);
+  apply_allocator_cap(in, cfg, b);
   apply_training_flags(in, b);
   resolve_device_precision(in, cfg, b);
   resolve_auto_buckets(cfg, b);

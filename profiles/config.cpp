@@ -302,6 +302,9 @@ const Table& hardware_keys() {
          if (bytes <= 0) type_error(n, "a size above 0");
          st.set("hardware.gpu_memory", st.out.gpu_memory, bytes, n);
        }},
+      {{"allocator_cap"}, [](const Node& n, ConfigState& st) {
+         st.set("hardware.allocator_cap", st.out.allocator_cap, as_text(n), n);
+       }},
       setup_key({"num_gpus", "gpus"}, "parallel.num_gpus", &TrainingSetup::parallel, &Parallelism::num_gpus, as_count),
       setup_key({"gpus_per_node"}, "parallel.gpus_per_node", &TrainingSetup::parallel, &Parallelism::gpus_per_node, as_count),
       {{"host_memory"}, [](const Node& n, ConfigState& st) {

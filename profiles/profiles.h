@@ -137,6 +137,7 @@ struct LoadedConfig {
   std::optional<int64_t> global_batch;       // training.global_batch_size / train_batch_size
   std::optional<std::string> gpu;            // hardware.gpu
   std::optional<int64_t> gpu_memory;         // hardware.gpu_memory
+  std::optional<std::string> allocator_cap;  // hardware.allocator_cap: a size, or a fraction of the card
   bool has_model = false;                    // the file named a model (preset, hf_config, inline)
   // Without a model: why the file names none, at the place it would (a format reader's words,
   // e.g. a LightningCLI model: that is the user's module); build_setup reports it unless --model.
@@ -224,6 +225,7 @@ struct SetupInputs {
   std::optional<std::string> model;          // --model PRESET|FILE|DIR
   std::optional<std::string> gpu;            // --gpu PRESET
   std::optional<std::string> gpu_memory;     // --gpu-memory 12GiB
+  std::optional<std::string> allocator_cap;  // --allocator-cap 11GiB | 0.5 (set_per_process_memory_fraction)
   std::optional<int64_t> gpus;               // --gpus N
   std::optional<int64_t> micro_batch;        // --micro-batch
   std::optional<int64_t> seq_len;            // --seq-len

@@ -429,6 +429,22 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
        {"estimate", "--model", "gpt2", "--gpu-memory", "12 gigs"},
        "error: --gpu-memory: cannot read '12 gigs' as a size",
        "hint: write it like 12GiB, 24GB or 25769803776"},
+      {"unreadable allocator cap",
+       {"estimate", "--model", "gpt2", "--gpu", "h200", "--allocator-cap", "lots"},
+       "error: --allocator-cap: cannot read 'lots' as an allocator cap",
+       "hint: a size (11GiB, 12GB) or a fraction of the card's memory as set_per_process_memory_fraction takes it (0.5)"},
+      {"zero allocator cap",
+       {"estimate", "--model", "gpt2", "--gpu", "h200", "--allocator-cap", "0"},
+       "error: --allocator-cap: the allocator cap must be above 0 (got '0')",
+       "hint: a size (11GiB, 12GB) or a fraction of the card's memory as set_per_process_memory_fraction takes it (0.5)"},
+      {"allocator cap fraction without a card",
+       {"estimate", "--model", "gpt2", "--allocator-cap", "0.5"},
+       "error: --allocator-cap: a fraction ('0.5') needs the card's memory",
+       "hint: pass --gpu PRESET or --gpu-memory SIZE, or give the cap as a size (11GiB)"},
+      {"allocator cap on the cpu",
+       {"estimate", "--model", "gpt2", "--device", "cpu", "--allocator-cap", "1GiB"},
+       "error: --allocator-cap: an allocator cap applies to a CUDA device (the caching allocator's set_per_process_memory_fraction)",
+       "hint: leave it out with --device cpu"},
       {"zero stage 4",
        {"estimate", "--model", "gpt2", "--zero", "4"},
        "error: --zero: ZeRO stage must be 0, 1, 2 or 3 (got 4)",
@@ -1037,4 +1053,31 @@ TEST_CASE("running out of memory is an input problem (exit 2), not an internal e
   CHECK(out.str().empty());
   CHECK(line(err.str(), 0) == "error: out of memory: the input is too large for memplan to handle");
   CHECK(line(err.str(), 1).rfind("hint: ", 0) == 0);
+}
+
+// Issue 28's acceptance case: Qwen2.5-0.5B amp-bf16, micro-batch 4 x 1024, full checkpointing, under
+// an 11 GiB allocator cap on the H200 (torch 2.11): the GPU ran micro-batch 1 and ran out at 2
+// (tests/data/gpu/traces/trace-l-qwen05-amp-gc-cap11GiB-b*.json.gz).
+TEST_CASE("fit under an allocator cap says the micro-batch the capped H200 ran") {
+  const std::vector<std::string> args = {"fit", "--model", "qwen2.5-0.5b", "--precision", "amp-bf16", "--checkpointing", "full",
+                                         "--seq-len", "1024", "--micro-batch", "4", "--gpu", "h200", "--torch-version", "2.11",
+                                         "--attention", "sdpa", "--allocator-cap", "11GiB"};
+  const Run r = invoke(args);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("the caching allocator capped at 11.00 GiB (set_per_process_memory_fraction)") != std::string::npos);
+  CHECK(r.out.find("largest micro-batch that fits: 1 (") != std::string::npos);
+  std::vector<std::string> json = args;
+  json.push_back("--json");
+  const Run j = invoke(json);
+  const auto doc = nlohmann::json::parse(j.out);
+  CHECK(doc["largest_micro_batch"] == 1);
+  CHECK(doc["largest_micro_batch_that_runs"] == 1);
+  CHECK(doc["verdict"]["runs"] == false);
+  CHECK(doc["device"]["allocator_cap_bytes"] == int64_t{11} << 30);
+  // Micro-batch 1 fits: its replay runs within the target's share with the cache squeezed.
+  std::vector<std::string> one = args;
+  one[10] = "1";
+  const Run f = invoke(one);
+  CHECK(f.code == 0);
+  CHECK(f.out.find("but the step runs within the 90.0% target") != std::string::npos);
 }

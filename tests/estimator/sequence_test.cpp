@@ -15,26 +15,14 @@
 #include "estimator/estimate.h"
 #include "estimator/sequence.h"
 #include "profiles/profiles.h"
+#include "tests/profiles/h200_runs.h"
 
 using namespace memplan;
 
 namespace {
 
-// The inputs of a run on the H200 (`--gpu h200 --device cuda --framework hf-trainer`, torch 2.11).
-profiles::SetupInputs h200_inputs(const std::string& model, int64_t batch, int64_t seq, const std::string& precision,
-                                  const std::string& checkpointing) {
-  profiles::SetupInputs si;
-  si.model = model;
-  si.gpu = "h200";
-  si.device = "cuda";
-  si.framework = "hf-trainer";
-  si.torch_version = "2.11";
-  si.micro_batch = batch;
-  si.seq_len = seq;
-  si.precision = precision;
-  si.checkpointing = checkpointing;
-  return si;
-}
+using testing::h200_inputs;
+
 TrainingSetup cuda_setup(const profiles::SetupInputs& si) {
   TrainingSetup s = profiles::build_setup(si).setup;
   s.device.kind = DeviceKind::cuda;

@@ -233,3 +233,32 @@ TEST_CASE("a model loaded in bfloat16 under DeepSpeed is DeepSpeed's mixed preci
   CHECK(f.warnings.back().where.flag == "--precision");
   fs::remove_all(dir);
 }
+
+TEST_CASE("allocator cap: hardware.allocator_cap and --allocator-cap, a size or a fraction of the card") {
+  const std::string path = "/tmp/memplan-allocator-cap.yaml";
+  const LoadedConfig cfg =
+      load_config_text("model: gpt2\nhardware:\n  gpu: h200\n  allocator_cap: 11GiB\n", path, path);
+  CHECK(cfg.allocator_cap == std::optional<std::string>("11GiB"));
+  SetupInputs in;
+  BuiltSetup b = build_setup(in, cfg);
+  CHECK(b.setup.device.allocator_cap_bytes == 11LL << 30);
+  // The process can use the cap plus the context outside the allocator (the card's, if less).
+  CHECK(b.setup.device.capacity_bytes == (11LL << 30) + b.setup.device.cuda_context_bytes);
+  CHECK(b.origin.of("hardware.allocator_cap").str().rfind(path + ":4:", 0) == 0);
+  // The flag wins; a fraction is of the card's memory, as set_per_process_memory_fraction takes it.
+  in.allocator_cap = "0.5";
+  b = build_setup(in, cfg);
+  CHECK(b.setup.device.allocator_cap_bytes == 150'109'945'856 / 2);
+  // A cap over the card leaves the card's memory.
+  in.allocator_cap = "1TiB";
+  b = build_setup(in, cfg);
+  CHECK(b.setup.device.capacity_bytes == 150'109'945'856);
+  const LoadedConfig bad = load_config_text("model: gpt2\nhardware:\n  gpu: h200\n  allocator_cap: lots\n", path, path);
+  try {
+    build_setup(SetupInputs{}, bad);
+    FAIL("a bad allocator cap was accepted");
+  } catch (const InputError& e) {
+    CHECK(e.render().rfind(path + ":4:", 0) == 0);
+    CHECK(e.render().find("cannot read 'lots' as an allocator cap") != std::string::npos);
+  }
+}

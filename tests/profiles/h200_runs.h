@@ -1,0 +1,27 @@
+// The inputs of a run on the H200 of tests/data/gpu (`--gpu h200 --device cuda --framework
+// hf-trainer --torch-version 2.11`): shared by the suites that re-estimate those runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "profiles/profiles.h"
+
+namespace memplan::testing {
+
+inline profiles::SetupInputs h200_inputs(const std::string& model, int64_t batch, int64_t seq, const std::string& precision,
+                                         const std::string& checkpointing) {
+  profiles::SetupInputs si;
+  si.model = model;
+  si.gpu = "h200";
+  si.device = "cuda";
+  si.framework = "hf-trainer";
+  si.torch_version = "2.11";
+  si.micro_batch = batch;
+  si.seq_len = seq;
+  si.precision = precision;
+  si.checkpointing = checkpointing;
+  return si;
+}
+
+}  // namespace memplan::testing
