@@ -351,6 +351,7 @@ struct DeviceSpec {
   std::string name = "unspecified";  // preset name ("rtx-3090") or "cpu"
   DeviceKind kind = DeviceKind::cuda;
   std::string family;                // GPU family ("ampere"); decides default overheads
+  int compute_capability = 0;        // CUDA major * 10 + minor (90: sm90, "9.0" in profiles/gpus.yaml); 0 unknown
   int64_t capacity_bytes = 0;        // usable device memory (0: unknown, no verdict)
   int64_t cuda_context_bytes = 0;    // CUDA context + lazily loaded kernels (outside the allocator)
   int64_t cublas_workspace_bytes = 0;  // persistent cuBLAS workspace per handle and stream
