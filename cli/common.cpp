@@ -6,6 +6,8 @@
 
 #include <ostream>
 
+#include "estimator/attention_kernel.h"
+
 namespace memplan::cli {
 
 void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
@@ -326,6 +328,8 @@ nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdow
                  {"capacity_bytes", s.device.capacity_bytes},
                  {"family", s.device.family}};
   j["verdict"] = verdict_json(judge(e, s), s);
+  const AttentionKernel ak = attention_kernel(s);
+  j["attention_kernel"] = {{"name", backend_name(ak.backend)}, {"enable_gqa", ak.enable_gqa}, {"why", ak.why}};
   j["calibrated"] = e.calibrated;
   if (e.calibrated) j["calibration"] = e.calibration;
   j["notes"] = e.notes;
