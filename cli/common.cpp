@@ -6,6 +6,8 @@
 
 #include <ostream>
 
+#include "estimator/attention_kernel.h"
+
 namespace memplan::cli {
 
 void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
@@ -335,6 +337,8 @@ nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdow
   // What the verdict held against the target: the peak, or (the replay ran the step in the
   // target's share with the allocator's cache squeezed) that share plus the context.
   j["verdict"]["needed_bytes"] = e.verdict_bytes();
+  const AttentionKernel ak = attention_kernel(s);
+  j["attention_kernel"] = {{"name", backend_name(ak.backend)}, {"enable_gqa", ak.enable_gqa}, {"why", ak.why}};
   j["calibrated"] = e.calibrated;
   if (e.calibrated) j["calibration"] = e.calibration;
   j["notes"] = e.notes;

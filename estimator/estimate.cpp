@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "estimator/attention_kernel.h"
 #include "estimator/graph.h"
 #include "estimator/layers.h"
 #include "estimator/model.h"
@@ -1271,6 +1272,10 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   if (in_flight > 1)
     out.notes.push_back(fmt::format("pipeline 1F1B: the first stage holds {} micro-batches of activations", in_flight));
   if (!cuda) out.notes.push_back("CPU: no CUDA context, workspace or caching-allocator overhead");
+  if (s.attention == AttentionImpl::sdpa) {  // the SDPA backend assumed (estimator/attention_kernel.cpp)
+    const AttentionKernel ak = attention_kernel(s);
+    out.notes.push_back(fmt::format("attention kernel: SDPA {} ({})", backend_name(ak.backend), ak.why));
+  }
   if (!replay_why_not.empty())
     out.notes.push_back("allocator overhead from the percentage formula: the allocation replay does not cover this setup (" +
                         replay_why_not + ")");

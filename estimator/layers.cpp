@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "estimator/attention_kernel.h"
 #include "estimator/model.h"
 
 namespace memplan {
@@ -545,33 +546,18 @@ class Net {
   }
 };
 
-// Which attention computation runs. HF's sdpa path needs torch >= 2.0 (before, the estimate is
-// the eager one). On CUDA a fused kernel (flash, mem-efficient or cuDNN) is assumed. On CPU,
-// torch 2.x picks the flash kernel unless dropout is on or the K/V head count differs from Q's
-// (check_for_dropout and check_batch_size_and_num_heads_dense<false /*no GQA*/> in
-// use_flash_attention_cpp, aten/src/ATen/native/transformers/sdp_utils_cpp.cpp @ v2.6.0), and
-// otherwise the composite math path.
-enum class AttnKernel { eager, fused, cpu_math };
+// Which attention computation runs (estimator/attention_kernel.h decides it, as torch's SDPA
+// dispatch would): HF's eager path, a fused kernel that saves q, k, v, the output and an fp32
+// logsumexp (SDPA's flash, mem-efficient and cuDNN kernels, torch's CPU flash, flash-attn), or
+// SDPA's composite math path, which saves the s x s probabilities.
+enum class AttnKernel { eager, fused, math };
 
-// HF use_gqa_in_sdpa (integrations/sdpa_attention.py): K/V keep their own head count
-// (enable_gqa) on torch >= 2.5 when no mask tensor is passed; otherwise repeat_kv copies them.
-// HF passes K/V at their own head count (enable_gqa) from transformers 4.54 (PR #39412) with
-// torch >= 2.5 and no mask tensor; before, sdpa_attention_forward calls repeat_kv first.
-bool gqa_native(const TrainingSetup& s) {
-  return s.attention == AttentionImpl::flash ||
-         (s.runtime.torch_at_least(2, 5) && s.runtime.sdpa_mask != SdpaMask::tensor && s.runtime.transformers_at_least(4, 54));
-}
-
-AttnKernel attention_kernel(const TrainingSetup& s) {
-  const ModelSpec& m = s.model;
-  if (s.attention == AttentionImpl::flash) return AttnKernel::fused;
-  if (s.attention == AttentionImpl::eager || !s.runtime.torch_at_least(2, 0)) return AttnKernel::eager;
-  // A GPU without SDPA's fused kernels (Apple MPS, RDNA2; RDNA3 unless AOTriton's experimental
-  // kernels are switched on: profiles/gpus.yaml sdpa_fused) runs its math path, as the CPU does.
-  if (s.device.kind == DeviceKind::cuda && s.device.caps && s.device.caps->sdpa_fused != Support::yes) return AttnKernel::cpu_math;
-  if (s.device.kind == DeviceKind::cuda) return AttnKernel::fused;
-  const bool same_heads = m.num_key_value_heads == m.num_attention_heads || !gqa_native(s);
-  return m.attention_dropout == 0.0 && same_heads ? AttnKernel::fused : AttnKernel::cpu_math;
+AttnKernel kernel_of(const AttentionKernel& k) {
+  switch (k.backend) {
+    case AttnBackend::eager: return AttnKernel::eager;
+    case AttnBackend::math: return AttnKernel::math;
+    default: return AttnKernel::fused;
+  }
 }
 
 // Tensors of the attention block that HF's Python variables keep alive after their last use:
@@ -663,7 +649,8 @@ void mla_qkv(Net& n, T x, int64_t layer, const std::vector<Linear>& lins, AttnHe
 }
 
 // SDPA's composite math path on torch 2.x (_scaled_dot_product_attention_math,
-// aten/src/ATen/native/transformers/attention.cpp @ v2.6.0), what CPU runs for GQA and dropout.
+// aten/src/ATen/native/transformers/attention.cpp @ v2.6.0), what CPU runs for GQA and dropout
+// and CUDA for fp32 with enable_gqa (estimator/attention_kernel.cpp).
 // q, k, v come as HF passes them (after autocast's cast); k_contiguous when they are repeat_kv
 // copies. Its locals (query_acc, key_acc, value_acc, query, the causal mask, key_expanded) live
 // until it returns. Inside, autocast is off, so the matmuls run in the compute dtype.
@@ -782,9 +769,10 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
   }
   for (T t : {q, k, v}) held->until_attention_end.push_back(t);
 
-  const AttnKernel kernel = attention_kernel(s);
+  const AttentionKernel choice = attention_kernel(s);
+  const AttnKernel kernel = kernel_of(choice);
   // HF passes K/V at their own head count (enable_gqa) or repeat_kv copies (contiguous) of them.
-  const bool repeat = kernel != AttnKernel::eager && !gqa_native(s) && kv < a;
+  const bool repeat = kernel != AttnKernel::eager && !choice.enable_gqa && kv < a;
   const bool old_sdpa_copies = kernel == AttnKernel::fused && s.attention == AttentionImpl::sdpa && !s.runtime.transformers_at_least(4, 56);
   T o;
   if (kernel != AttnKernel::eager) {
@@ -809,12 +797,13 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
   // flash_attention_2 needs one head width: MLA pads v to the q/k width (F.pad, a copy).
   const bool pad_v = kernel == AttnKernel::fused && s.attention == AttentionImpl::flash && vd != qd;
   if (pad_v) v = n.plain(v, "F.pad(value)", N * a * qd);
-  if (kernel == AttnKernel::cpu_math) {
+  if (kernel == AttnKernel::math) {
     o = sdpa_math(n, q, k, v, repeat && kv > 1);
     o = n.copy(o, "transpose(1,2).contiguous()");
   } else if (kernel == AttnKernel::fused) {
     // SDPA flash / mem-efficient / cuDNN, flash-attn, or torch's CPU flash kernel: saves q, k, v,
-    // out and the fp32 logsumexp [DY 2872-2882]; with GQA K/V stay at k heads (enable_gqa).
+    // out and the fp32 logsumexp [DY 2872-2882] (and, on CUDA, the philox seed and offset: two
+    // int64 scalars, not counted); with GQA K/V stay at k heads (enable_gqa).
     Op op;
     op.name = "flash attention";
     op.sac_save = n.sac_;  // SDPA's outputs are on the per-op policy's save list
@@ -824,8 +813,11 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
     op.grad_to = {q.id, k.id, v.id};
     op.grad_bytes = {q.bytes(), k.bytes(), v.bytes()};
     if (n.cuda_) {
-      // mem-efficient pads the logsumexp to 32 rows (kAlignLSE, attention.cu:1262-1274).
-      op.saved_aux_bytes = b * a * ((sq + 31) / 32 * 32) * kFp32;
+      // logsumexp (b, a, s) fp32: mem-efficient pads it to 32 rows (kAlignLSE,
+      // attention.cu:1262-1274); flash (flash_api.cpp mha_fwd softmax_lse) and cuDNN
+      // (MHA.cpp run_cudnn_SDP_fprop: (b, a, s, 1)) do not.
+      const bool padded = choice.backend == AttnBackend::mem_efficient;
+      op.saved_aux_bytes = b * a * (padded ? (sq + 31) / 32 * 32 : sq) * kFp32;
       // Backward: dq accumulator in fp32, softmax_d, and K/V gradients at a heads before the GQA
       // reduction (flash_api.cpp:904-954).
       op.bwd_scratch = N * a * qd * kFp32 + b * a * sq * kFp32 + (kv < a && !repeat ? N * a * (qd + vd) * q.dt : 0);
@@ -1202,7 +1194,7 @@ SharedTensors shared_tensors(const TrainingSetup& s) {
   // HF's sdpa path builds the mask only for a padded batch; the fused kernels save it as their
   // attn_mask/attn_bias, so it lives until the first layer's backward [DY 2872-2882]; the math
   // path adds it in place and saves nothing of it.
-  const AttnKernel kernel = attention_kernel(s);
+  const AttnKernel kernel = kernel_of(attention_kernel(s));
   if (kernel != AttnKernel::eager && s.attention == AttentionImpl::sdpa && s.runtime.sdpa_mask == SdpaMask::tensor &&
       m.causal_mask == MaskKind::additive) {
     // Under autocast the kernel saves its own half copy of the mask instead (attention_block).

@@ -351,6 +351,7 @@ struct DeviceSpec {
   std::string name = "unspecified";  // preset name ("rtx-3090") or "cpu"
   DeviceKind kind = DeviceKind::cuda;
   std::string family;                // GPU family ("ampere"); decides default overheads
+  int compute_capability = 0;        // CUDA major * 10 + minor (90: sm90, "9.0" in profiles/gpus.yaml); 0 unknown
   int64_t capacity_bytes = 0;        // usable device memory (0: unknown, no verdict); with an
                                      // allocator cap, the cap plus the context (profiles/build.cpp)
   // torch.cuda.set_per_process_memory_fraction: the most the caching allocator may reserve

@@ -340,11 +340,21 @@ int64_t GpuProfile::usable_bytes() const {
   return static_cast<int64_t>(std::llround(static_cast<double>(memory_bytes) * usable_fraction));
 }
 
+// "9.0" -> 90, "12.1" -> 121; 0 when absent or not "major.minor".
+static int compute_capability_number(const std::string& cc) {
+  const size_t dot = cc.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 2 != cc.size()) return 0;
+  for (size_t i = 0; i < cc.size(); ++i)
+    if (i != dot && (cc[i] < '0' || cc[i] > '9')) return 0;
+  return std::stoi(cc.substr(0, dot)) * 10 + (cc[dot + 1] - '0');
+}
+
 void apply_gpu(TrainingSetup& s, const GpuProfile& g, const GpuCatalog& catalog) {
   DeviceSpec& d = s.device;
   d.name = g.name;
   d.kind = DeviceKind::cuda;  // Apple unified memory is accounted like a GPU with a usable share
   d.family = g.family;
+  d.compute_capability = compute_capability_number(g.compute_capability);
   d.capacity_bytes = g.usable_bytes();
   const GpuFamily* f = catalog.family(g.family);
   d.cuda_context_bytes = f ? f->cuda_context_bytes : detail::kGenericContextBytes;

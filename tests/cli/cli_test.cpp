@@ -164,6 +164,25 @@ TEST_CASE("estimate --json holds every key of memplan.estimate/v1") {
   CHECK(v.at("status") == "normal");
 }
 
+// The SDPA backend the estimate assumed, with the reason (estimator/attention_kernel.cpp): fp32
+// with grouped-query attention on torch 2.11 runs the math kernel; bf16 on the same H200, cuDNN.
+TEST_CASE("estimate names the attention kernel it assumed and why") {
+  const std::vector<std::string> args = {"estimate", "--model", "smollm2-360m", "--gpu", "h200", "--micro-batch", "4",
+                                         "--seq-len", "1024", "--torch-version", "2.11"};
+  std::vector<std::string> as_json = args;
+  as_json.push_back("--json");
+  const json j = parse_json(invoke(as_json));
+  CHECK(j.at("attention_kernel").at("name") == "math");
+  CHECK(j.at("attention_kernel").at("enable_gqa") == true);
+  CHECK(j.at("attention_kernel").at("why").get<std::string>().find("mem-efficient refuses") != std::string::npos);
+  std::vector<std::string> bf16 = as_json;
+  bf16.insert(bf16.end() - 1, {"--precision", "bf16"});
+  CHECK(parse_json(invoke(bf16)).at("attention_kernel").at("name") == "cudnn");
+  const Run text = invoke(args);
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("note: attention kernel: SDPA math (fp32, head dim 64, enable_gqa (5 K/V heads for 15)") != std::string::npos);
+}
+
 TEST_CASE("estimate --yaml is the same document as --json") {
   const std::vector<std::string> args = {"estimate", "--model", "gpt2", "--gpu", "rtx-3090", "--micro-batch", "2", "--seq-len", "512"};
   std::vector<std::string> as_yaml = args, as_json = args;

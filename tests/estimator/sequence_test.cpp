@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "estimator/attention_kernel.h"
 #include "estimator/estimate.h"
 #include "estimator/sequence.h"
 #include "profiles/profiles.h"
@@ -147,6 +148,10 @@ TEST_CASE("sequence: H200 loops, reserved and allocated from the replayed sequen
     // The sequence's tensor peak is the estimator's (the same tensors, walked in order):
     // a consistency check of the sequence, whatever the estimator's error against the card.
     CHECK(std::abs(pct(p.peak_requested, est_alloc)) <= 1.0);
+    // Allocated within 1% on every case but two whose tensors are still wrong: transformers 5's
+    // grouped_mm experts saving fp32 inputs under autocast (l-moe-nano-amp, -13%) and GPT-NeoX in
+    // fp16 autocast (l-pythia1b-fp16amp, -1.8%). fp32 SDPA with GQA is held now (the math kernel).
+    if (c.id != "l-moe-nano-amp" && c.id != "l-pythia1b-fp16amp") CHECK(std::abs(pct(p.peak_allocated, c.allocated)) <= 1.0);
     // The issue's bar (reserved within 3%) wherever the tensors themselves are right (allocated
     // within 1%): what is left there is the allocator's, which the replay is meant to get.
     if (std::abs(pct(p.peak_allocated, c.allocated)) <= 1.0) CHECK(std::abs(pct(p.peak_reserved, c.reserved)) <= 3.0);
@@ -155,6 +160,33 @@ TEST_CASE("sequence: H200 loops, reserved and allocated from the replayed sequen
     if (std::abs(pct(old_reserved, c.reserved)) > 1.0)
       CHECK(std::abs(pct(p.peak_reserved, c.reserved)) < std::abs(pct(old_reserved, c.reserved)));
   }
+}
+
+// SmolLM2-360M in fp32 (15 query heads, 5 K/V heads), micro-batch 4 x 1024: with torch 2.11 and
+// transformers 5 HF passes enable_gqa=True, which flash (fp32) and mem-efficient (GQA) refuse, so
+// SDPA runs its math kernel and saves the s x s probabilities (shared/gpu/h200-saved-tensors.txt:
+// aten::_scaled_dot_product_attention_math, BmmBackward0 saving (15, s, s)). memplan assumed a
+// fused kernel before: -37.7% on allocated.
+TEST_CASE("sequence: H200 fp32 SDPA with grouped-query attention runs the math kernel, allocated within 1%") {
+  int found = 0;
+  for (const LoopCase& c : loop_cases()) {
+    if (c.id != "l-smollm360-fp32") continue;
+    ++found;
+    CHECK(c.setup.device.compute_capability == 90);
+    const AttentionKernel k = attention_kernel(c.setup);
+    CHECK(k.backend == AttnBackend::math);
+    CHECK(k.enable_gqa);
+    const MemoryBreakdown b = estimate(c.setup);
+    int64_t est_alloc = 0;
+    for (const PhaseState& ph : b.phases) est_alloc = std::max(est_alloc, ph.allocated());
+    const ReservedPrediction p = predict_reserved(c.setup, false);
+    std::printf("l-smollm360-fp32: allocated measured %lld, estimated %lld (%+.2f%%), replayed %lld (%+.2f%%)\n",
+                static_cast<long long>(c.allocated), static_cast<long long>(est_alloc), pct(est_alloc, c.allocated),
+                static_cast<long long>(p.peak_allocated), pct(p.peak_allocated, c.allocated));
+    CHECK(std::abs(pct(est_alloc, c.allocated)) <= 1.0);
+    CHECK(std::abs(pct(p.peak_allocated, c.allocated)) <= 1.0);
+  }
+  CHECK(found == 1);
 }
 
 // What the replay costs (printed, not asserted: timings depend on the machine): a 48-layer model.
