@@ -287,31 +287,53 @@ struct RunOutcome {
   std::string oom;
 };
 
-// torch.optim.AdamW/Adam(foreach=True) of torch 2.x: _multi_tensor_adamw / _multi_tensor_adam
-// (torch/optim/adamw.py, adam.py @ v2.6.0) for one device and dtype group, with the same list
-// temporaries: states are created with zeros_like at the first step (_init_group), the update
-// holds one sqrt(exp_avg_sq) list (+1 x the trainable parameters) and nothing else. Adam's
-// weight_decay is 0 here, so its grads-plus-decay copy never exists.
-class ForeachAdam {
- public:
-  ForeachAdam(std::vector<torch::Tensor> params, double lr, double weight_decay)
-      : params_(std::move(params)), lr_(lr), wd_(weight_decay) {}
+// The lists both Adam kernels below work on: the parameters that have a gradient this step and
+// their gradients, and the two moment states per parameter, created with zeros_like at the first
+// step as _init_group does (torch/optim/adamw.py @ v2.6.0).
+class AdamLists {
+ protected:
+  explicit AdamLists(std::vector<torch::Tensor> params) : params_(std::move(params)) {}
 
-  void step() {
-#if MEMPLAN_TORCH_AT_LEAST(2, 0)
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> p, g;
+  // Fills p and g; false when no parameter has a gradient. `first` runs once per parameter on the
+  // first step, after its states are made (the fused kernel's step tensors).
+  template <class First>
+  bool gather(std::vector<torch::Tensor>& p, std::vector<torch::Tensor>& g, First first) {
     for (auto& t : params_)
       if (t.grad().defined()) {
         p.push_back(t);
         g.push_back(t.grad());
       }
-    if (p.empty()) return;
+    if (p.empty()) return false;
     if (exp_avg_.empty())
       for (const auto& t : p) {
         exp_avg_.push_back(torch::zeros_like(t, torch::MemoryFormat::Preserve));
         exp_avg_sq_.push_back(torch::zeros_like(t, torch::MemoryFormat::Preserve));
+        first(t);
       }
+    return true;
+  }
+  bool gather(std::vector<torch::Tensor>& p, std::vector<torch::Tensor>& g) {
+    return gather(p, g, [](const torch::Tensor&) {});
+  }
+
+  std::vector<torch::Tensor> params_, exp_avg_, exp_avg_sq_;
+};
+
+// torch.optim.AdamW/Adam(foreach=True) of torch 2.x: _multi_tensor_adamw / _multi_tensor_adam
+// (torch/optim/adamw.py, adam.py @ v2.6.0) for one device and dtype group, with the same list
+// temporaries: states are created with zeros_like at the first step (_init_group), the update
+// holds one sqrt(exp_avg_sq) list (+1 x the trainable parameters) and nothing else. Adam's
+// weight_decay is 0 here, so its grads-plus-decay copy never exists.
+class ForeachAdam : AdamLists {
+ public:
+  ForeachAdam(std::vector<torch::Tensor> params, double lr, double weight_decay)
+      : AdamLists(std::move(params)), lr_(lr), wd_(weight_decay) {}
+
+  void step() {
+#if MEMPLAN_TORCH_AT_LEAST(2, 0)
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> p, g;
+    if (!gather(p, g)) return;
     ++steps_;
     if (wd_ != 0) at::_foreach_mul_(p, 1 - lr_ * wd_);
     at::_foreach_lerp_(exp_avg_, g, 1 - kBeta1);
@@ -328,7 +350,6 @@ class ForeachAdam {
 
  private:
   static constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
-  std::vector<torch::Tensor> params_, exp_avg_, exp_avg_sq_;
   double lr_, wd_;
   int steps_ = 0;
 };
@@ -338,27 +359,19 @@ class ForeachAdam {
 // zeros_like, plus one float32 scalar step tensor per parameter on the parameter's device
 // (_init_group: `torch.zeros((), dtype=_get_scalar_dtype(is_fused=True), device=p.device)`), and
 // the update is one kernel over the lists (aten::_fused_adamw_) with no temporaries.
-class FusedAdam {
+class FusedAdam : AdamLists {
  public:
   FusedAdam(std::vector<torch::Tensor> params, double lr, double weight_decay, bool decoupled)
-      : params_(std::move(params)), lr_(lr), wd_(weight_decay), decoupled_(decoupled) {}
+      : AdamLists(std::move(params)), lr_(lr), wd_(weight_decay), decoupled_(decoupled) {}
 
   void step() {
 #if MEMPLAN_TORCH_AT_LEAST(2, 1)
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> p, g;
-    for (auto& t : params_)
-      if (t.grad().defined()) {
-        p.push_back(t);
-        g.push_back(t.grad());
-      }
-    if (p.empty()) return;
-    if (exp_avg_.empty())
-      for (const auto& t : p) {
-        exp_avg_.push_back(torch::zeros_like(t, torch::MemoryFormat::Preserve));
-        exp_avg_sq_.push_back(torch::zeros_like(t, torch::MemoryFormat::Preserve));
-        steps_.push_back(torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(t.device())));
-      }
+    if (!gather(p, g, [&](const torch::Tensor& t) {
+          steps_.push_back(torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(t.device())));
+        }))
+      return;
     at::_foreach_add_(steps_, 1);  // torch._foreach_add_(device_state_steps, 1) before the kernel
     const std::vector<torch::Tensor> max_sq;  // amsgrad off
     if (decoupled_)
@@ -369,7 +382,7 @@ class FusedAdam {
   }
 
  private:
-  std::vector<torch::Tensor> params_, exp_avg_, exp_avg_sq_, steps_;
+  std::vector<torch::Tensor> steps_;
   double lr_, wd_;
   bool decoupled_;
 };

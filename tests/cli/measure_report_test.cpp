@@ -19,7 +19,8 @@ using memplan::cli::MeasureFigure;
 
 namespace {
 
-TrainingSetup qwen05_amp_gc() {
+// Qwen2.5-0.5B amp-bf16, micro-batch 4 x 1024, full checkpointing, on the H200.
+profiles::SetupInputs qwen05_amp_gc_inputs() {
   profiles::SetupInputs in;
   in.model = "qwen2.5-0.5b";
   in.gpu = "h200";
@@ -27,6 +28,11 @@ TrainingSetup qwen05_amp_gc() {
   in.seq_len = 1024;
   in.precision = "amp-bf16";
   in.checkpointing = "full";
+  return in;
+}
+
+TrainingSetup qwen05_amp_gc() {
+  profiles::SetupInputs in = qwen05_amp_gc_inputs();
   in.device = "cuda";
   TrainingSetup s = profiles::build_setup(in).setup;
   s.device.kind = DeviceKind::cuda;
@@ -135,14 +141,7 @@ TEST_CASE("on CPU only the allocated figure exists") {
 }
 
 TEST_CASE("estimate's JSON gives the three GPU figures: allocated <= reserved <= device = the peak") {
-  profiles::SetupInputs in;
-  in.model = "qwen2.5-0.5b";
-  in.gpu = "h200";
-  in.micro_batch = 4;
-  in.seq_len = 1024;
-  in.precision = "amp-bf16";
-  in.checkpointing = "full";
-  const profiles::BuiltSetup b = profiles::build_setup(in);
+  const profiles::BuiltSetup b = profiles::build_setup(qwen05_amp_gc_inputs());
   const MemoryBreakdown e = estimate(b.setup);
   const nlohmann::json j = cli::estimate_json(b, e)["per_gpu"];
   const int64_t a = j["allocated_peak_bytes"], r = j["reserved_peak_bytes"], d = j["device_peak_bytes"];
