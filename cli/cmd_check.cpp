@@ -232,8 +232,12 @@ std::string signed_percent(double f) { return (f >= 0 ? "+" : "") + percent(f); 
 // "9.41 GiB / 11.72 GiB (80.3%, normal) on rtx-3060-12gb"
 std::string usage_text(const Result& r) {
   const planner::GateResult& g = r.gate;
-  return fmt::format("{} / {} ({}, {}) on {}", gib(g.peak_bytes), gib(g.capacity_bytes), percent(g.verdict.utilization),
-                     g.verdict.status, r.setup.device.name);
+  // Where the replay runs the step in the target's share with the allocator's cache squeezed, the
+  // verdict holds that share: say so beside the figure the card would show with room.
+  const std::string squeezed =
+      g.needed_bytes < g.peak_bytes ? fmt::format(", runs in {}: the allocator frees its cache and retries", gib(g.needed_bytes)) : "";
+  return fmt::format("{} / {} ({}, {}{}) on {}", gib(g.peak_bytes), gib(g.capacity_bytes), percent(g.verdict.utilization),
+                     g.verdict.status, squeezed, r.setup.device.name);
 }
 
 std::string change_text(const planner::FieldChange& c) {
@@ -442,6 +446,8 @@ nlohmann::json result_json(const Result& r, const Context& ctx) {
   j["peak_phase"] = phase_name(g.peak_phase);
   j["capacity_bytes"] = g.capacity_bytes;
   j["target_bytes"] = g.target_bytes;
+  j["needed_bytes"] = g.needed_bytes;
+  j["runs"] = g.verdict.runs;
   j["utilization"] = g.verdict.utilization;
   j["target_utilization"] = r.setup.thresholds.target;
   j["band"] = g.verdict.status;

@@ -255,6 +255,7 @@ GateResult gate(const TrainingSetup& now, const Calibration* cal, const Training
   const PhaseState& peak = e.peak();
   r.verdict = judge(e, now);
   r.peak_bytes = peak.total();
+  r.needed_bytes = e.verdict_bytes();
   r.capacity_bytes = now.device.capacity_bytes;
   r.target_bytes = target_bytes(now);
   r.peak_phase = peak.phase;

@@ -68,6 +68,7 @@ struct GateOptions {
 struct GateResult {
   Verdict verdict;  // judge(): fits, utilization, band
   int64_t peak_bytes = 0;
+  int64_t needed_bytes = 0;  // what the verdict held (MemoryBreakdown::verdict_bytes: <= the peak)
   int64_t capacity_bytes = 0;
   int64_t target_bytes = 0;  // thresholds.target x capacity
   Phase peak_phase = Phase::forward;

@@ -324,6 +324,22 @@ TEST_CASE("memplan check --format junit: one suite, a testcase per file, well-fo
   CHECK(r.out.find("(got &apos;many&apos;)") != std::string::npos);  // escaped, not raw quotes
 }
 
+TEST_CASE("memplan check: hardware.allocator_cap, the verdict from the capped replay (the H200's 11 GiB runs)") {
+  // Micro-batch 1 ran on the H200 under the cap and 2 ran out of memory. The first would cache more
+  // than the target's share with room; replayed within that share it still runs, so it passes.
+  const CheckRun one = check({data("capped/qwen05-b1-cap11gib.yaml")});
+  CHECK(one.code == 0);
+  CHECK(one.out.find("PASS") != std::string::npos);
+  CHECK(one.out.find(": the allocator frees its cache and retries) on h200") != std::string::npos);
+  const CheckRun two = check({data("capped/qwen05-b2-cap11gib.yaml"), "--format", "json"});
+  CHECK(two.code == 1);
+  const nlohmann::json j = nlohmann::json::parse(two.out);
+  const nlohmann::json& r = j["results"][0];
+  CHECK(r["runs"] == false);
+  CHECK(r["status"] == "over");
+  CHECK(r["needed_bytes"] == r["peak_bytes"]);
+}
+
 TEST_CASE("memplan check: usage errors exit 2 before checking anything") {
   CHECK(check({data("fits.yaml"), "--format", "yaml"}).code == 2);
   CheckRun r = check({data("fits.yaml"), "--baseline", data("fits.yaml"), "--max-growth", "lots"});
