@@ -11,7 +11,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -59,47 +62,121 @@ AllocatorConfig allocator_config(const TrainingSetup& s) {
 
 namespace {
 
-// Which tensors are alive, process-wide, and the events so far.
+// The tensors alive, by process id (positive), with their bytes and event slot: open addressing,
+// linear probing, and backward-shift deletion (every tensor is freed again, so tombstones would
+// pile up). The unroll looks ids up a few times per event; a node-based map cost a malloc each.
+class LiveTable {
+ public:
+  struct Entry {
+    int64_t id = 0;  // 0: empty
+    int64_t bytes = 0;
+    int64_t slot = 0;
+  };
+  explicit LiveTable(size_t expected) {
+    size_t n = 64;
+    while (n < 2 * expected) n *= 2;
+    resize(n);
+  }
+  Entry* find(int64_t id) {
+    for (size_t i = home(id);; i = (i + 1) & mask_) {
+      if (t_[i].id == id) return &t_[i];
+      if (t_[i].id == 0) return nullptr;
+    }
+  }
+  const Entry* find(int64_t id) const { return const_cast<LiveTable*>(this)->find(id); }
+  // REQUIRES: id > 0 and not in the table. The entry stays valid until the next insert or erase.
+  Entry* insert(int64_t id) {
+    if (2 * (size_ + 1) > t_.size()) resize(2 * t_.size());
+    size_t i = home(id);
+    while (t_[i].id != 0) i = (i + 1) & mask_;
+    t_[i].id = id;
+    ++size_;
+    return &t_[i];
+  }
+  void erase(Entry* e) {
+    size_t hole = static_cast<size_t>(e - t_.data());
+    for (size_t j = (hole + 1) & mask_; t_[j].id != 0; j = (j + 1) & mask_) {
+      // An entry may move back into the hole when the hole lies on its probe path (home .. j).
+      if (((j - home(t_[j].id)) & mask_) >= ((j - hole) & mask_)) {
+        t_[hole] = t_[j];
+        hole = j;
+      }
+    }
+    t_[hole].id = 0;
+    --size_;
+  }
+
+ private:
+  size_t home(int64_t id) const { return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9e3779b97f4a7c15ull) >> shift_); }
+  void resize(size_t n) {  // n: a power of two
+    std::vector<Entry> old = std::move(t_);
+    t_.assign(n, Entry{});
+    mask_ = n - 1;
+    shift_ = 64 - __builtin_ctzll(n);
+    size_ = 0;
+    for (const Entry& e : old)
+      if (e.id != 0) *insert(e.id) = e;
+  }
+  std::vector<Entry> t_;
+  size_t mask_ = 0, size_ = 0;
+  int shift_ = 0;
+};
+
+// Which tensors are alive, process-wide, and the events so far. The events name each tensor by
+// a slot (0, 1, ...; a freed tensor's slot goes to the next new one), so that the replay can keep
+// its live blocks in a vector.
 class Ledger {
  public:
-  explicit Ledger(size_t expected_events) {
-    events.reserve(expected_events);
-    live_.reserve(expected_events / 4 + 64);
-  }
+  explicit Ledger(size_t expected_events) : live_(1024) { events.reserve(expected_events); }
   std::vector<AllocatorEvent> events;
   void alloc(int64_t id, int64_t bytes) {
-    if (bytes <= 0 || !live_.emplace(id, bytes).second) return;
+    if (bytes <= 0 || live_.find(id)) return;
+    MEMPLAN_CHECK(id > 0, "allocation sequence: tensor ids are positive");
+    LiveTable::Entry* t = live_.insert(id);
+    t->bytes = bytes;
+    if (free_slots_.empty()) {
+      t->slot = next_slot_++;
+    } else {
+      t->slot = free_slots_.back();
+      free_slots_.pop_back();
+    }
     live_bytes_ += bytes;
     peak_ = std::max(peak_, live_bytes_);
-    AllocatorEvent e;
-    e.kind = AllocatorEvent::alloc;
-    e.id = id;
-    e.bytes = bytes;
-    events.push_back(e);
+    process_peak_ = std::max(process_peak_, live_bytes_);
+    push(AllocatorEvent::alloc, t->slot, bytes);
   }
   void free(int64_t id) {
-    auto it = live_.find(id);
-    if (it == live_.end()) return;
-    live_bytes_ -= it->second;
-    live_.erase(it);
-    AllocatorEvent e;
-    e.kind = AllocatorEvent::free;
-    e.id = id;
-    events.push_back(e);
+    LiveTable::Entry* t = live_.find(id);
+    if (!t) return;
+    live_bytes_ -= t->bytes;
+    push(AllocatorEvent::free, t->slot, 0);
+    free_slots_.push_back(t->slot);
+    live_.erase(t);
   }
-  bool live(int64_t id) const { return live_.count(id) > 0; }
+  bool live(int64_t id) const { return live_.find(id) != nullptr; }
   int64_t bytes(int64_t id) const {
-    auto it = live_.find(id);
-    return it == live_.end() ? 0 : it->second;
+    const LiveTable::Entry* t = live_.find(id);
+    return t ? t->bytes : 0;
   }
   int64_t fresh() { return next_++; }
-  // The most bytes alive since the last reset_peak().
+  // The most bytes alive since the last reset_peak(), and over the whole process.
   int64_t peak() const { return peak_; }
+  int64_t process_peak() const { return process_peak_; }
   void reset_peak() { peak_ = live_bytes_; }
 
  private:
-  std::unordered_map<int64_t, int64_t> live_;  // id -> bytes of the tensors alive
-  int64_t live_bytes_ = 0, peak_ = 0;
+  // Fills the new event field by field: an event made on the stack and copied in stalled the
+  // copy's wide loads on the narrow stores (store forwarding), the unroll's hottest spot.
+  void push(AllocatorEvent::Kind kind, int64_t slot, int64_t bytes) {
+    AllocatorEvent& e = events.emplace_back();
+    e.kind = kind;
+    e.id = slot;
+    e.bytes = bytes;
+  }
+  LiveTable live_;  // id -> bytes and the events' id (slot) of each tensor alive
+  std::vector<int64_t> free_slots_;
+  int64_t next_slot_ = 0;
+  int64_t live_bytes_ = 0, peak_ = 0, process_peak_ = 0;
   int64_t next_ = 1;
 };
 
@@ -443,9 +520,114 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t
     for (int64_t id : param_grads) led.free(id);
   }
   out.peak_bytes = led.peak();
+  out.process_peak_bytes = led.process_peak();
   out.events = std::move(led.events);
   return out;
 }
+
+namespace {
+
+// predict_reserved's replays, remembered by everything a replay's answer depends on: the events
+// (each one's kind, id, bytes and stream, in order), the allocator settings and the question (the
+// uncapped peaks with their reset point, the boundary, or whether a capacity runs). The planner and
+// fit replay the same sequence many times (one model and batch on each card of the catalog, each
+// group's micro-batch search: the catalog test makes 17,800 predictions of 2,382 sequences). The
+// key is a 128-bit fingerprint of those inputs, two independent 64-bit hashes (a false match has
+// odds of about n^2 / 2^129 for n sequences seen). Bounded: past kMaxEntries the oldest entry
+// goes. Locked: the Python module and the live monitor may estimate on several threads.
+class ReplayMemo {
+ public:
+  struct Key {
+    uint64_t a = 0, b = 0;
+    bool operator==(const Key& o) const { return a == o.a && b == o.b; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return static_cast<size_t>(k.a); }
+  };
+  // Two lanes over the same words: FNV-1a-style multiply-xor, and an xxHash64-style round.
+  struct Fingerprint {
+    uint64_t a = 0xcbf29ce484222325ull, b = 0x27d4eb2f165667c5ull;
+    void add(uint64_t w) {
+      a = (a ^ w) * 0x100000001b3ull;
+      a ^= a >> 29;
+      b += w * 0xc2b2ae3d27d4eb4full;
+      b = (b << 31 | b >> 33) * 0x9e3779b185ebca87ull;
+    }
+    // One fingerprint per field (kind and stream, id, bytes), so that the three chains of
+    // multiplies run side by side; the events are equal when each field's sequence is.
+    void add(const std::vector<AllocatorEvent>& events) {
+      Fingerprint kinds, ids, bytes;
+      for (const AllocatorEvent& e : events) {
+        kinds.add(static_cast<uint64_t>(e.kind) | static_cast<uint64_t>(static_cast<uint32_t>(e.stream)) << 8);
+        ids.add(static_cast<uint64_t>(e.id));
+        bytes.add(static_cast<uint64_t>(e.bytes));
+      }
+      add(events.size());
+      for (const Fingerprint* f : {&kinds, &ids, &bytes}) {
+        add(f->a);
+        add(f->b);
+      }
+    }
+    // Every field of AllocatorConfig (a field added there belongs here too).
+    void add(const AllocatorConfig& c) {
+      add(static_cast<uint64_t>(c.capacity));
+      add(c.capacity_is_fraction);
+      add(static_cast<uint64_t>(c.max_split_size));
+      add(static_cast<uint64_t>(c.max_non_split_rounding));
+      uint64_t gc = 0;
+      static_assert(sizeof gc == sizeof c.gc_threshold);
+      std::memcpy(&gc, &c.gc_threshold, sizeof gc);
+      add(gc);
+      add(c.expandable_segments);
+      add(c.roundup_power2_divisions.size());
+      for (int d : c.roundup_power2_divisions) add(static_cast<uint64_t>(static_cast<int64_t>(d)));
+    }
+    static uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+      x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+      x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+      return x ^ (x >> 31);
+    }
+    Key key() const { return Key{mix(a), mix(b ^ 0x5851f42d4c957f2dull)}; }
+  };
+  enum Question : uint64_t { kPeaks = 1, kBoundary = 2, kRunsIn = 3 };
+
+  // The key of `question` (with its argument) about `events` (their fingerprint) under `config`.
+  static Key key(Fingerprint events, const AllocatorConfig& config, Question question, int64_t arg) {
+    events.add(config);
+    events.add(question);
+    events.add(static_cast<uint64_t>(arg));
+    return events.key();
+  }
+  bool find(const Key& k, std::pair<int64_t, int64_t>* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(k);
+    if (it == map_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  void put(const Key& k, std::pair<int64_t, int64_t> v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!map_.emplace(k, v).second) return;
+    order_.push_back(k);
+    if (order_.size() > kMaxEntries) {
+      map_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 16384;  // about 1 MiB
+  std::mutex mu_;
+  std::unordered_map<Key, std::pair<int64_t, int64_t>, KeyHash> map_;
+  std::deque<Key> order_;
+};
+
+ReplayMemo& replay_memo() {
+  static ReplayMemo memo;
+  return memo;
+}
+
+}  // namespace
 
 ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_t max_events, int64_t capacity, int steps) {
   ReservedPrediction p;
@@ -457,17 +639,46 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
     return p;
   }
   p.modelled = true;
-  const AllocatorConfig cfg = allocator_config(s);
-  const ReplayResult r = replay(seq.events, cfg, static_cast<int64_t>(seq.last_step_begin));
-  p.peak_reserved = r.peak_reserved;
-  p.peak_allocated = r.peak_allocated;
   p.peak_requested = seq.peak_bytes;
-  if (boundary) p.oom_boundary = find_oom_boundary(seq.events, cfg);
+  const AllocatorConfig cfg = allocator_config(s);
+  ReplayMemo& memo = replay_memo();
+  ReplayMemo::Fingerprint events;
+  events.add(seq.events);
+  std::pair<int64_t, int64_t> v;
+  const auto reset_at = static_cast<int64_t>(seq.last_step_begin);
+  const ReplayMemo::Key peaks = ReplayMemo::key(events, cfg, ReplayMemo::kPeaks, reset_at);
+  if (!memo.find(peaks, &v)) {
+    const ReplayResult r = replay(seq.events, cfg, reset_at);
+    v = {r.peak_reserved, r.peak_allocated};
+    memo.put(peaks, v);
+  }
+  p.peak_reserved = v.first;
+  p.peak_allocated = v.second;
+  if (boundary) {
+    const ReplayMemo::Key k = ReplayMemo::key(events, cfg, ReplayMemo::kBoundary, 0);
+    if (!memo.find(k, &v)) {
+      v = {find_oom_boundary(seq.events, cfg), 0};
+      memo.put(k, v);
+    }
+    p.oom_boundary = v.first;
+  }
   if (capacity > 0 && p.peak_reserved > capacity) {
     AllocatorConfig capped = cfg;
     capped.capacity = capacity;
     capped.capacity_is_fraction = false;  // the card's free memory: cudaMalloc fails beyond it
-    p.runs_in_capacity = replay(seq.events, capped).ran ? 1 : 0;
+    // Where the live tensors alone (their own bytes, then rounded as the allocator rounds them)
+    // outgrow the capacity, the capped replay runs out of memory (peak_rounded_requests): not run.
+    if (seq.process_peak_bytes > capacity) {
+      p.runs_in_capacity = 0;
+    } else {
+      const ReplayMemo::Key k = ReplayMemo::key(events, capped, ReplayMemo::kRunsIn, 0);
+      if (!memo.find(k, &v)) {
+        const bool runs = peak_rounded_requests(seq.events, capped) <= capacity && replay(seq.events, capped).ran;
+        v = {runs ? 1 : 0, 0};
+        memo.put(k, v);
+      }
+      p.runs_in_capacity = static_cast<int>(v.first);
+    }
   }
   return p;
 }
