@@ -9,7 +9,9 @@
 #include "estimator/allocator.h"
 
 #include <algorithm>
-#include <memory_resource>
+#include <cstddef>
+#include <memory>
+#include <new>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -58,10 +60,71 @@ constexpr int64_t kExpandableAddressSpace = int64_t{1} << 40;
 
 int floor_log2(uint64_t v) { return 63 - __builtin_clzll(v); }
 
+// Memory for the pools' set nodes: one free list per size (std::set asks for one node at a time,
+// all of a size), carved from 16 KiB chunks that go back when the model does. A replay inserts and
+// erases a node on most mallocs and frees; operator new for each cost more than the lookups.
+class NodeArena {
+ public:
+  NodeArena() = default;
+  NodeArena(const NodeArena&) = delete;
+  NodeArena& operator=(const NodeArena&) = delete;
+  void* allocate(size_t bytes) {
+    const size_t c = size_class(bytes);
+    if (c >= kClasses) return ::operator new(bytes);
+    if (FreeNode* n = free_[c]) {
+      free_[c] = n->next;
+      return n;
+    }
+    const size_t size = (c + 1) * kAlign;
+    if (chunks_.empty() || used_ + size > kChunk) {
+      chunks_.emplace_back(new Chunk);  // not value-initialised: no need to zero it
+      used_ = 0;
+    }
+    void* p = chunks_.back()->bytes + used_;
+    used_ += size;
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) {
+    const size_t c = size_class(bytes);
+    if (c >= kClasses) return ::operator delete(p);
+    free_[c] = new (p) FreeNode{free_[c]};
+  }
+
+ private:
+  static constexpr size_t kAlign = alignof(std::max_align_t);
+  static constexpr size_t kClasses = 16;  // nodes up to 16 * kAlign bytes; larger ones from operator new
+  static constexpr size_t kChunk = 16 << 10;
+  struct FreeNode {
+    FreeNode* next;
+  };
+  struct Chunk {
+    alignas(std::max_align_t) unsigned char bytes[kChunk];
+  };
+  static size_t size_class(size_t bytes) { return (std::max(bytes, sizeof(FreeNode)) + kAlign - 1) / kAlign - 1; }
+  FreeNode* free_[kClasses] = {};
+  std::vector<std::unique_ptr<Chunk>> chunks_;
+  size_t used_ = 0;
+};
+
+template <class T>
+struct ArenaAllocator {
+  using value_type = T;
+  NodeArena* arena;
+  explicit ArenaAllocator(NodeArena* a) : arena(a) {}
+  template <class U>
+  ArenaAllocator(const ArenaAllocator<U>& o) : arena(o.arena) {}  // NOLINT: rebinding converts implicitly
+  T* allocate(size_t n) { return static_cast<T*>(arena->allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { arena->deallocate(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const ArenaAllocator<U>& o) const { return arena == o.arena; }
+  template <class U>
+  bool operator!=(const ArenaAllocator<U>& o) const { return arena != o.arena; }
+};
+
 // The blocks of one pool set in the order of c10's comparator: BlockComparatorSize (stream, size,
 // address) when kBySize, else BlockComparatorAddress (stream, address). The set holds copies of
 // the blocks' keys, so a lookup compares values instead of fetching each block from the arena, and
-// its nodes come from the model's pool resource, not one operator new each. As with c10's
+// its nodes come from the model's NodeArena. As with c10's
 // std::set, a block's size, address or stream change only while it is out of the set.
 template <bool kBySize>
 class BlockSet {
@@ -79,10 +142,10 @@ class BlockSet {
       return l.ptr < r.ptr;
     }
   };
-  using Set = std::pmr::set<Key, Less>;
+  using Set = std::set<Key, Less, ArenaAllocator<Key>>;
   using const_iterator = typename Set::const_iterator;
 
-  explicit BlockSet(std::pmr::memory_resource* nodes) : keys_(nodes) {}
+  explicit BlockSet(NodeArena* nodes) : keys_(Less{}, ArenaAllocator<Key>(nodes)) {}
   static Key key(const Block& b, int id) { return Key{b.stream, id, b.size, b.ptr}; }
 
   const_iterator begin() const { return keys_.begin(); }
@@ -102,7 +165,7 @@ class BlockSet {
 }  // namespace
 
 struct CachingAllocatorModel::Impl {
-  std::pmr::unsynchronized_pool_resource set_nodes;  // the pools' set nodes (declared before the pools)
+  NodeArena set_nodes;  // the pools' set nodes (declared before the pools, which give them back)
   std::vector<Block> blocks;
   std::vector<int> free_slots;
 
@@ -112,7 +175,7 @@ struct CachingAllocatorModel::Impl {
     BlockSet<false> unmapped;  // BlockPool::unmapped
     bool small;
     int64_t get_free_block_calls = 0;
-    Pool(std::pmr::memory_resource* nodes, bool is_small) : cached(nodes), unmapped(nodes), small(is_small) {}
+    Pool(NodeArena* nodes, bool is_small) : cached(nodes), unmapped(nodes), small(is_small) {}
   };
   Pool small_pool{&set_nodes, true};
   Pool large_pool{&set_nodes, false};
