@@ -15,6 +15,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -287,22 +288,46 @@ OptimizerImpl optimizer_impl(const TrainingSetup& s) {
   return OptimizerImpl::foreach;  // torch >= 2.0 on CUDA
 }
 
-}  // namespace
+// Everything the unroll reads: the segment records of each micro-step and the few numbers of the
+// model build, the model-level tensors and the optimizer step. unroll() is given this and not the
+// setup, so what it makes depends on nothing else (predict_reserved's memo is keyed by it).
+struct SequencePlan {
+  int steps = 1;
+  int64_t L = 0;                  // layers
+  std::vector<Records> recs;      // per micro-step (1, or 2 with accumulation)
+  bool any_ckpt = false;          // some layer is checkpointed
+  std::vector<int64_t> params;    // elements of each parameter tensor, in registration order
+  int64_t weight_bytes = 0, state_bytes = 0, grad_bytes = 0;  // per element
+  int64_t buffers = 0;            // model buffers (bytes)
+  bool buffer_per_layer = false;  // one bool causal-mask buffer per layer
+  bool inv_freq = false;          // RoPE's inv_freq buffer, of inv_freq_bytes
+  int64_t inv_freq_bytes = 0;
+  int64_t input_bytes = 0;        // input_ids
+  SharedTensors shared;
+  bool rotary = false;
+  int64_t workspace = 0;          // cuBLAS workspace per handle
+  OptimizerImpl impl = OptimizerImpl::foreach;
+  OptimizerKind optimizer = OptimizerKind::adamw;
+  size_t expected_events = 0;
+};
 
-AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t max_events) {
+SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
   MEMPLAN_CHECK(sequence_not_modelled(s).empty(), "allocation_sequence: setup not modelled");
   MEMPLAN_CHECK(steps >= 1, "allocation_sequence: steps >= 1");
   const ModelSpec& m = s.model;
   const int64_t L = m.num_layers;
-  AllocationSequence out;
+  SequencePlan plan;
+  plan.steps = steps;
+  plan.L = L;
 
   // Segment records, as activation_timeline simulates them: micro-step 1 keeps each parameter
   // gradient as it appears; with accumulation, later micro-steps add theirs into the resident
   // .grad (each contribution a temporary). Micro-steps 3..N repeat micro-step 2, so one of them
   // stands for all (the estimator's steady state is that micro-step too).
   const int micro_steps = s.batch.grad_accum > 1 ? 2 : 1;
-  std::vector<Records> recs(micro_steps);
-  bool any_ckpt = false;
+  std::vector<Records>& recs = plan.recs;
+  recs.resize(static_cast<size_t>(micro_steps));
+  bool& any_ckpt = plan.any_ckpt;
   for (int ms = 0; ms < micro_steps; ++ms) {
     Records& R = recs[ms];
     sim::SimOptions so;
@@ -337,32 +362,58 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t
     per_step += R.emb.forward.size() + R.emb.backward.size() + R.head.forward.size() + R.head.backward.size();
     for (const sim::SimRecord* r : R.layer) per_step += r->forward.size() + r->backward.size();
   }
-  const std::vector<int64_t> params = parameter_elements(s);
-  const size_t expected = static_cast<size_t>(steps) * (per_step + 6 * params.size()) + params.size();
+  plan.params = parameter_elements(s);
+  plan.expected_events = static_cast<size_t>(steps) * (per_step + 6 * plan.params.size()) + plan.params.size();
+  plan.weight_bytes = weight_bytes_per_param(s.precision);
+  plan.buffers = model_buffer_bytes(s);
+  plan.buffer_per_layer = m.causal_mask == MaskKind::bool_buffer && L > 0;
+  plan.inv_freq = m.positions == PositionKind::rotary && m.head_dim > 0;
+  plan.inv_freq_bytes = plan.inv_freq ? m.head_dim / 2 * 4 : 0;
+  plan.input_bytes = batch_input_bytes(s) / 2;
+  plan.shared = shared_tensors(s);
+  plan.rotary = m.positions == PositionKind::rotary || m.mla();
+  plan.workspace = s.device.cublas_workspace_bytes;
+  plan.impl = optimizer_impl(s);
+  plan.optimizer = s.optimizer;
+  plan.state_bytes = state_bytes_per_element(s.precision);
+  plan.grad_bytes = grad_bytes_per_param(s.precision);
+  return plan;
+}
+
+// The events of a plan (see allocation_sequence).
+AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
+  AllocationSequence out;
+  const size_t expected = plan.expected_events;
   out.expected_events = expected;
   if (max_events > 0 && expected > max_events) return out;
+  const int steps = plan.steps;
+  const int64_t L = plan.L;
+  const int micro_steps = static_cast<int>(plan.recs.size());
+  const std::vector<Records>& recs = plan.recs;
+  const bool any_ckpt = plan.any_ckpt;
+  const std::vector<int64_t>& params = plan.params;
   Ledger led(expected);
 
   // The model build: each parameter moved to the GPU in order, then the model's buffers.
-  const int64_t wb = weight_bytes_per_param(s.precision);
+  const int64_t wb = plan.weight_bytes;
   for (int64_t e : params) led.alloc(led.fresh(), e * wb);
-  const int64_t buffers = model_buffer_bytes(s);
+  const int64_t buffers = plan.buffers;
   if (buffers > 0) {
-    if (m.causal_mask == MaskKind::bool_buffer && L > 0)
+    if (plan.buffer_per_layer)
       for (int64_t i = 0; i < L; ++i) led.alloc(led.fresh(), buffers / L);
     else
       led.alloc(led.fresh(), buffers);
   }
-  if (m.positions == PositionKind::rotary && m.head_dim > 0) led.alloc(led.fresh(), m.head_dim / 2 * 4);  // inv_freq
+  if (plan.inv_freq) led.alloc(led.fresh(), plan.inv_freq_bytes);  // inv_freq
   // The batch: input_ids (labels is the same tensor in the loop), made once.
-  led.alloc(led.fresh(), batch_input_bytes(s) / 2);
+  led.alloc(led.fresh(), plan.input_bytes);
 
-  const SharedTensors shared = shared_tensors(s);
-  const bool rotary = m.positions == PositionKind::rotary || m.mla();
-  const int64_t workspace = s.device.cublas_workspace_bytes;
-  const OptimizerImpl impl = optimizer_impl(s);
-  const int64_t sb = state_bytes_per_element(s.precision);
-  const int64_t gb = grad_bytes_per_param(s.precision);
+  const SharedTensors& shared = plan.shared;
+  const bool rotary = plan.rotary;
+  const int64_t workspace = plan.workspace;
+  const OptimizerImpl impl = plan.impl;
+  const int64_t sb = plan.state_bytes;
+  const int64_t gb = plan.grad_bytes;
   int64_t instance_counter = 1;
   std::vector<int64_t> states;  // optimizer state ids (kept)
 
@@ -412,15 +463,16 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t
     std::vector<int64_t> whole_ids, fwd_ids;
     if (shared.whole_step_bytes > 0) {
       if (rotary && shared.whole_step_bytes % 2 == 0) {
-        whole_ids = {led.fresh(), led.fresh()};
+        whole_ids.push_back(led.fresh());  // push_back, not = {...}: GCC 12 warns (-Wnonnull) on that here
+        whole_ids.push_back(led.fresh());
         for (int64_t id : whole_ids) led.alloc(id, shared.whole_step_bytes / 2);
       } else {
-        whole_ids = {led.fresh()};
+        whole_ids.push_back(led.fresh());
         led.alloc(whole_ids[0], shared.whole_step_bytes);
       }
     }
     if (shared.forward_bytes > 0) {
-      fwd_ids = {led.fresh()};
+      fwd_ids.push_back(led.fresh());
       led.alloc(fwd_ids[0], shared.forward_bytes);
     }
     std::unordered_set<int64_t> pinned;  // frees deferred to the end of the layers' forward
@@ -473,7 +525,7 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t
     // optimizer.step(). Gradients exist for every trainable parameter; their sizes are the
     // parameters' in the gradient dtype. States are created in _init_group before the update.
     std::vector<int64_t> trainable = params;  // full fine-tuning: every parameter trains
-    switch (s.optimizer) {
+    switch (plan.optimizer) {
       case OptimizerKind::adamw: case OptimizerKind::adam: {
         if (step == 0)
           for (int64_t e : trainable) {
@@ -525,16 +577,22 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t
   return out;
 }
 
+}  // namespace
+
+AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t max_events) {
+  return unroll(plan_sequence(s, steps), max_events);
+}
+
 namespace {
 
-// predict_reserved's replays, remembered by everything a replay's answer depends on: the events
-// (each one's kind, id, bytes and stream, in order), the allocator settings and the question (the
-// uncapped peaks with their reset point, the boundary, or whether a capacity runs). The planner and
-// fit replay the same sequence many times (one model and batch on each card of the catalog, each
-// group's micro-batch search: the catalog test makes 17,800 predictions of 2,382 sequences). The
-// key is a 128-bit fingerprint of those inputs, two independent 64-bit hashes (a false match has
-// odds of about n^2 / 2^129 for n sequences seen). Bounded: past kMaxEntries the oldest entry
-// goes. Locked: the Python module and the live monitor may estimate on several threads.
+// predict_reserved's answers, remembered by everything they depend on: the sequence's plan (all
+// that unroll() reads: the events follow from it), the allocator settings and the question (the
+// uncapped peaks, the boundary, or whether a capacity runs). The planner and fit predict the same
+// sequence many times (one model and batch on each card of the catalog, each group's micro-batch
+// search: the catalog test makes 17,800 predictions of 2,382 sequences); a hit skips the unroll
+// and the replay. The key is a 128-bit fingerprint of those inputs, two independent 64-bit hashes
+// (a false match has odds of about n^2 / 2^129 for n keys seen). Bounded: past kMaxEntries the
+// oldest entry goes. Locked: the Python module and the live monitor may estimate on threads.
 class ReplayMemo {
  public:
   struct Key {
@@ -553,20 +611,50 @@ class ReplayMemo {
       b += w * 0xc2b2ae3d27d4eb4full;
       b = (b << 31 | b >> 33) * 0x9e3779b185ebca87ull;
     }
-    // One fingerprint per field (kind and stream, id, bytes), so that the three chains of
-    // multiplies run side by side; the events are equal when each field's sequence is.
-    void add(const std::vector<AllocatorEvent>& events) {
-      Fingerprint kinds, ids, bytes;
-      for (const AllocatorEvent& e : events) {
-        kinds.add(static_cast<uint64_t>(e.kind) | static_cast<uint64_t>(static_cast<uint32_t>(e.stream)) << 8);
-        ids.add(static_cast<uint64_t>(e.id));
-        bytes.add(static_cast<uint64_t>(e.bytes));
+    void add(const std::vector<int64_t>& v) {
+      add(v.size());
+      for (int64_t x : v) add(static_cast<uint64_t>(x));
+    }
+    // Every field of sim::SimRecord.
+    void add(const sim::SimRecord& r) {
+      for (const auto* evs : {&r.forward, &r.backward}) {
+        add(evs->size());
+        for (const sim::SimEvent& e : *evs) {
+          add(e.alloc);
+          add(static_cast<uint64_t>(e.key));
+          add(static_cast<uint64_t>(e.bytes));
+        }
       }
-      add(events.size());
-      for (const Fingerprint* f : {&kinds, &ids, &bytes}) {
-        add(f->a);
-        add(f->b);
+      add(r.autocast_frees);
+      add(r.param_grads);
+      for (int64_t k : {r.input_key, r.output_key, r.output_grad_key, r.input_grad_key}) add(static_cast<uint64_t>(k));
+    }
+    // Every field of SequencePlan (a field added there belongs here too): each distinct layer
+    // record once, then which one each layer runs.
+    void add(const SequencePlan& p) {
+      add(static_cast<uint64_t>(p.steps));
+      add(static_cast<uint64_t>(p.L));
+      add(p.recs.size());
+      for (const Records& R : p.recs) {
+        add(R.emb);
+        add(R.head);
+        std::vector<const sim::SimRecord*> kinds;
+        for (const auto& kv : R.cache) {
+          add(kv.second);
+          kinds.push_back(&kv.second);
+        }
+        add(R.layer.size());
+        for (const sim::SimRecord* r : R.layer) add(static_cast<uint64_t>(std::find(kinds.begin(), kinds.end(), r) - kinds.begin()));
       }
+      add(p.any_ckpt);
+      add(p.params);
+      for (int64_t x : {p.weight_bytes, p.state_bytes, p.grad_bytes, p.buffers, p.inv_freq_bytes, p.input_bytes,
+                        p.shared.whole_step_bytes, p.shared.forward_bytes, p.shared.embeds_bytes, p.workspace})
+        add(static_cast<uint64_t>(x));
+      for (bool b : {p.buffer_per_layer, p.inv_freq, p.shared.embeds_is_layer_input, p.rotary}) add(b);
+      add(static_cast<uint64_t>(p.impl));
+      add(static_cast<uint64_t>(p.optimizer));
+      add(p.expected_events);
     }
     // Every field of AllocatorConfig (a field added there belongs here too).
     void add(const AllocatorConfig& c) {
@@ -591,21 +679,24 @@ class ReplayMemo {
   };
   enum Question : uint64_t { kPeaks = 1, kBoundary = 2, kRunsIn = 3 };
 
-  // The key of `question` (with its argument) about `events` (their fingerprint) under `config`.
-  static Key key(Fingerprint events, const AllocatorConfig& config, Question question, int64_t arg) {
-    events.add(config);
-    events.add(question);
-    events.add(static_cast<uint64_t>(arg));
-    return events.key();
+  struct Answer {
+    int64_t a = 0, b = 0, c = 0, d = 0;
+  };
+
+  // The key of `question` about the sequence (its plan's fingerprint) under `config`.
+  static Key key(Fingerprint plan, const AllocatorConfig& config, Question question) {
+    plan.add(config);
+    plan.add(question);
+    return plan.key();
   }
-  bool find(const Key& k, std::pair<int64_t, int64_t>* out) {
+  bool find(const Key& k, Answer* out) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(k);
     if (it == map_.end()) return false;
     *out = it->second;
     return true;
   }
-  void put(const Key& k, std::pair<int64_t, int64_t> v) {
+  void put(const Key& k, const Answer& v) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!map_.emplace(k, v).second) return;
     order_.push_back(k);
@@ -616,9 +707,9 @@ class ReplayMemo {
   }
 
  private:
-  static constexpr size_t kMaxEntries = 16384;  // about 1 MiB
+  static constexpr size_t kMaxEntries = 16384;  // about 1.5 MiB
   std::mutex mu_;
-  std::unordered_map<Key, std::pair<int64_t, int64_t>, KeyHash> map_;
+  std::unordered_map<Key, Answer, KeyHash> map_;
   std::deque<Key> order_;
 };
 
@@ -633,34 +724,39 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
   ReservedPrediction p;
   p.why_not = sequence_not_modelled(s);
   if (!p.why_not.empty()) return p;
-  const AllocationSequence seq = allocation_sequence(s, steps, max_events);
-  if (seq.events.empty()) {
-    p.why_not = fmt::format("about {} allocations to replay, more than the budget of {}", seq.expected_events, max_events);
+  const SequencePlan plan = plan_sequence(s, steps);
+  if (max_events > 0 && plan.expected_events > max_events) {  // unroll() would make no events
+    p.why_not = fmt::format("about {} allocations to replay, more than the budget of {}", plan.expected_events, max_events);
     return p;
   }
   p.modelled = true;
-  p.peak_requested = seq.peak_bytes;
   const AllocatorConfig cfg = allocator_config(s);
   ReplayMemo& memo = replay_memo();
-  ReplayMemo::Fingerprint events;
-  events.add(seq.events);
-  std::pair<int64_t, int64_t> v;
-  const auto reset_at = static_cast<int64_t>(seq.last_step_begin);
-  const ReplayMemo::Key peaks = ReplayMemo::key(events, cfg, ReplayMemo::kPeaks, reset_at);
+  ReplayMemo::Fingerprint fp;
+  fp.add(plan);
+  std::optional<AllocationSequence> unrolled;  // made on the first question the memo cannot answer
+  auto seq = [&]() -> const AllocationSequence& {
+    if (!unrolled) unrolled = unroll(plan, 0);
+    return *unrolled;
+  };
+  ReplayMemo::Answer v;
+  const ReplayMemo::Key peaks = ReplayMemo::key(fp, cfg, ReplayMemo::kPeaks);
   if (!memo.find(peaks, &v)) {
-    const ReplayResult r = replay(seq.events, cfg, reset_at);
-    v = {r.peak_reserved, r.peak_allocated};
+    const ReplayResult r = replay(seq().events, cfg, static_cast<int64_t>(seq().last_step_begin));
+    v = {r.peak_reserved, r.peak_allocated, seq().peak_bytes, seq().process_peak_bytes};
     memo.put(peaks, v);
   }
-  p.peak_reserved = v.first;
-  p.peak_allocated = v.second;
+  p.peak_reserved = v.a;
+  p.peak_allocated = v.b;
+  p.peak_requested = v.c;
+  const int64_t process_peak = v.d;
   if (boundary) {
-    const ReplayMemo::Key k = ReplayMemo::key(events, cfg, ReplayMemo::kBoundary, 0);
+    const ReplayMemo::Key k = ReplayMemo::key(fp, cfg, ReplayMemo::kBoundary);
     if (!memo.find(k, &v)) {
-      v = {find_oom_boundary(seq.events, cfg), 0};
+      v = {find_oom_boundary(seq().events, cfg)};
       memo.put(k, v);
     }
-    p.oom_boundary = v.first;
+    p.oom_boundary = v.a;
   }
   if (capacity > 0 && p.peak_reserved > capacity) {
     AllocatorConfig capped = cfg;
@@ -668,16 +764,16 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
     capped.capacity_is_fraction = false;  // the card's free memory: cudaMalloc fails beyond it
     // Where the live tensors alone (their own bytes, then rounded as the allocator rounds them)
     // outgrow the capacity, the capped replay runs out of memory (peak_rounded_requests): not run.
-    if (seq.process_peak_bytes > capacity) {
+    if (process_peak > capacity) {
       p.runs_in_capacity = 0;
     } else {
-      const ReplayMemo::Key k = ReplayMemo::key(events, capped, ReplayMemo::kRunsIn, 0);
+      const ReplayMemo::Key k = ReplayMemo::key(fp, capped, ReplayMemo::kRunsIn);
       if (!memo.find(k, &v)) {
-        const bool runs = peak_rounded_requests(seq.events, capped) <= capacity && replay(seq.events, capped).ran;
-        v = {runs ? 1 : 0, 0};
+        const bool runs = peak_rounded_requests(seq().events, capped) <= capacity && replay(seq().events, capped).ran;
+        v = {runs ? 1 : 0};
         memo.put(k, v);
       }
-      p.runs_in_capacity = static_cast<int>(v.first);
+      p.runs_in_capacity = static_cast<int>(v.a);
     }
   }
   return p;
