@@ -292,6 +292,9 @@ OptimizerImpl optimizer_impl(const TrainingSetup& s) {
 // model build, the model-level tensors and the optimizer step. unroll() is given this and not the
 // setup, so what it makes depends on nothing else (predict_reserved's memo is keyed by it).
 struct SequencePlan {
+  SequencePlan() = default;
+  SequencePlan(SequencePlan&&) = default;  // a move keeps recs' elements where they are
+  SequencePlan(const SequencePlan&) = delete;  // recs[].layer points into recs[].cache
   int steps = 1;
   int64_t L = 0;                  // layers
   std::vector<Records> recs;      // per micro-step (1, or 2 with accumulation)

@@ -78,6 +78,10 @@ struct ReservedPrediction {
 // with that capacity says whether the process runs there. Not modelled either when the sequence
 // would be longer than `max_events` (0: no limit). `steps`: the training steps unrolled (the data
 // set's loop measures the third; on its 15 H200 cases the second gives the same peaks).
+// The answers are remembered (a bounded memo, safe across threads, keyed by everything the
+// sequence and the replays depend on), so asking again about the same sequence, with the same or
+// another capacity, costs the segment simulation and the replays not yet made; the capped replay
+// is skipped where the live tensors alone outgrow the capacity (it could only run out of memory).
 ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary = true, size_t max_events = 0,
                                     int64_t capacity = 0, int steps = 3);
 
