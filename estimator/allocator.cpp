@@ -4,10 +4,14 @@
 // function bodies were read in a main-branch copy of that file, pytorch/pytorch@001074d, which
 // predates only max_non_split_rounding), plus the expandable-block skips of pytorch/pytorch#134338.
 // PyTorch 2.11 behaves the same on the eight recorded traces (tests/estimator/allocator_test.cpp).
-// Blocks live in an arena addressed by index; the pools are ordered sets of indices.
+// Blocks live in an arena addressed by index; the pools are ordered sets of (stream, size, address)
+// keys naming them, as c10's BlockPool std::sets are.
 #include "estimator/allocator.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <new>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -56,41 +60,125 @@ constexpr int64_t kExpandableAddressSpace = int64_t{1} << 40;
 
 int floor_log2(uint64_t v) { return 63 - __builtin_clzll(v); }
 
+// Memory for the pools' set nodes: one free list per size (std::set asks for one node at a time,
+// all of a size), carved from 16 KiB chunks that go back when the model does. A replay inserts and
+// erases a node on most mallocs and frees; operator new for each cost more than the lookups.
+class NodeArena {
+ public:
+  NodeArena() = default;
+  NodeArena(const NodeArena&) = delete;
+  NodeArena& operator=(const NodeArena&) = delete;
+  void* allocate(size_t bytes) {
+    const size_t c = size_class(bytes);
+    if (c >= kClasses) return ::operator new(bytes);
+    if (FreeNode* n = free_[c]) {
+      free_[c] = n->next;
+      return n;
+    }
+    const size_t size = (c + 1) * kAlign;
+    if (chunks_.empty() || used_ + size > kChunk) {
+      chunks_.emplace_back(new Chunk);  // not value-initialised: no need to zero it
+      used_ = 0;
+    }
+    void* p = chunks_.back()->bytes + used_;
+    used_ += size;
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) {
+    const size_t c = size_class(bytes);
+    if (c >= kClasses) return ::operator delete(p);
+    free_[c] = new (p) FreeNode{free_[c]};
+  }
+
+ private:
+  static constexpr size_t kAlign = alignof(std::max_align_t);
+  static constexpr size_t kClasses = 16;  // nodes up to 16 * kAlign bytes; larger ones from operator new
+  static constexpr size_t kChunk = 16 << 10;
+  struct FreeNode {
+    FreeNode* next;
+  };
+  struct Chunk {
+    alignas(std::max_align_t) unsigned char bytes[kChunk];
+  };
+  static size_t size_class(size_t bytes) { return (std::max(bytes, sizeof(FreeNode)) + kAlign - 1) / kAlign - 1; }
+  FreeNode* free_[kClasses] = {};
+  std::vector<std::unique_ptr<Chunk>> chunks_;
+  size_t used_ = 0;
+};
+
+template <class T>
+struct ArenaAllocator {
+  using value_type = T;
+  NodeArena* arena;
+  explicit ArenaAllocator(NodeArena* a) : arena(a) {}
+  template <class U>
+  ArenaAllocator(const ArenaAllocator<U>& o) : arena(o.arena) {}  // NOLINT: rebinding converts implicitly
+  T* allocate(size_t n) { return static_cast<T*>(arena->allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { arena->deallocate(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const ArenaAllocator<U>& o) const { return arena == o.arena; }
+  template <class U>
+  bool operator!=(const ArenaAllocator<U>& o) const { return arena != o.arena; }
+};
+
+// The blocks of one pool set in the order of c10's comparator: BlockComparatorSize (stream, size,
+// address) when kBySize, else BlockComparatorAddress (stream, address). The set holds copies of
+// the blocks' keys, so a lookup compares values instead of fetching each block from the arena, and
+// its nodes come from the model's NodeArena. As with c10's
+// std::set, a block's size, address or stream change only while it is out of the set.
+template <bool kBySize>
+class BlockSet {
+ public:
+  struct Key {
+    int stream;
+    int id;
+    int64_t size;
+    int64_t ptr;
+  };
+  struct Less {
+    bool operator()(const Key& l, const Key& r) const {
+      if (l.stream != r.stream) return l.stream < r.stream;
+      if (kBySize && l.size != r.size) return l.size < r.size;
+      return l.ptr < r.ptr;
+    }
+  };
+  using Set = std::set<Key, Less, ArenaAllocator<Key>>;
+  using const_iterator = typename Set::const_iterator;
+
+  explicit BlockSet(NodeArena* nodes) : keys_(Less{}, ArenaAllocator<Key>(nodes)) {}
+  static Key key(const Block& b, int id) { return Key{b.stream, id, b.size, b.ptr}; }
+
+  const_iterator begin() const { return keys_.begin(); }
+  const_iterator end() const { return keys_.end(); }
+  // The first block not ordered before (stream, size, ptr) (size ignored when ordered by address).
+  const_iterator lower_bound(int stream, int64_t size, int64_t ptr) const { return keys_.lower_bound(Key{stream, -1, size, ptr}); }
+  // False (and nothing inserted) when a block with the same key is in the set.
+  bool insert(const Block& b, int id) { return keys_.insert(key(b, id)).second; }
+  // Erases the block with the key of `b` (std::set::erase(key)); nothing when there is none.
+  void erase(const Block& b, int id) { keys_.erase(key(b, id)); }
+  const_iterator erase(const_iterator it) { return keys_.erase(it); }
+
+ private:
+  Set keys_;
+};
+
 }  // namespace
 
 struct CachingAllocatorModel::Impl {
+  NodeArena set_nodes;  // the pools' set nodes (declared before the pools, which give them back)
   std::vector<Block> blocks;
   std::vector<int> free_slots;
 
   // BlockComparatorSize / BlockComparatorAddress (v2.6.0): stream, then size, then address.
-  struct BySize {
-    const std::vector<Block>* b;
-    bool operator()(int x, int y) const {
-      const Block& l = (*b)[x];
-      const Block& r = (*b)[y];
-      if (l.stream != r.stream) return l.stream < r.stream;
-      if (l.size != r.size) return l.size < r.size;
-      return l.ptr < r.ptr;
-    }
-  };
-  struct ByAddress {
-    const std::vector<Block>* b;
-    bool operator()(int x, int y) const {
-      const Block& l = (*b)[x];
-      const Block& r = (*b)[y];
-      if (l.stream != r.stream) return l.stream < r.stream;
-      return l.ptr < r.ptr;
-    }
-  };
   struct Pool {
-    std::set<int, BySize> cached;      // BlockPool::blocks
-    std::set<int, ByAddress> unmapped;  // BlockPool::unmapped
+    BlockSet<true> cached;     // BlockPool::blocks
+    BlockSet<false> unmapped;  // BlockPool::unmapped
     bool small;
     int64_t get_free_block_calls = 0;
-    Pool(const std::vector<Block>* b, bool is_small) : cached(BySize{b}), unmapped(ByAddress{b}), small(is_small) {}
+    Pool(NodeArena* nodes, bool is_small) : cached(nodes), unmapped(nodes), small(is_small) {}
   };
-  Pool small_pool{&blocks, true};
-  Pool large_pool{&blocks, false};
+  Pool small_pool{&set_nodes, true};
+  Pool large_pool{&set_nodes, false};
   std::unordered_map<int64_t, int> active;  // handle (address) -> block
   std::vector<ExpandableSegment> expandable;
   int64_t reserved = 0;  // total_allocated_memory
@@ -126,7 +214,7 @@ struct CachingAllocatorModel::Impl {
   void cache(int id) {
     Pool& p = pool_of(blocks[id]);
     blocks[id].gc_count_base = p.get_free_block_calls;
-    const bool inserted = p.cached.insert(id).second;
+    const bool inserted = p.cached.insert(blocks[id], id);
     MEMPLAN_CHECK(inserted, "allocator model: block cached twice");
   }
 };
@@ -208,32 +296,30 @@ struct Ops {
   bool get_free_block(Request& r) {
     Impl::Pool& p = pool(r.small);
     if (gc_enabled()) ++p.get_free_block_calls;
-    const int key = m.new_block(0, r.size, r.stream, r.small);
-    auto it = p.cached.lower_bound(key);
-    m.delete_block(key);
-    if (it == p.cached.end() || b()[*it].stream != r.stream) return false;
-    if (b()[*it].expandable >= 0) {
+    auto it = p.cached.lower_bound(r.stream, r.size, 0);
+    if (it == p.cached.end() || it->stream != r.stream) return false;
+    if (b()[it->id].expandable >= 0) {
       if (cfg.expandable_segments) {
         auto expandable_size = [this](int id) {
           const Block& x = b()[id];
           return x.size + (x.next >= 0 && !b()[x.next].mapped ? b()[x.next].size : 0);
         };
         auto next = std::next(it);
-        while (b()[*it].expandable >= 0 && next != p.cached.end() && b()[*next].stream == r.stream &&
-               expandable_size(*next) < expandable_size(*it)) {
+        while (b()[it->id].expandable >= 0 && next != p.cached.end() && next->stream == r.stream &&
+               expandable_size(next->id) < expandable_size(it->id)) {
           it = next++;
         }
       } else {
         do {
           ++it;
-        } while (it != p.cached.end() && b()[*it].expandable >= 0 && b()[*it].stream == r.stream);
-        if (it == p.cached.end() || b()[*it].stream != r.stream) return false;
+        } while (it != p.cached.end() && b()[it->id].expandable >= 0 && it->stream == r.stream);
+        if (it == p.cached.end() || it->stream != r.stream) return false;
       }
     }
-    const int64_t found = b()[*it].size;
+    const int64_t found = it->size;
     if (r.size < cfg.max_split_size && found >= cfg.max_split_size) return false;
     if (r.size >= cfg.max_split_size && found >= r.size + cfg.max_non_split_rounding) return false;
-    r.block = *it;
+    r.block = it->id;
     p.cached.erase(it);
     return true;
   }
@@ -254,9 +340,9 @@ struct Ops {
     if (s.allocated || s.mapped != b()[dst].mapped) return 0;
     Impl::Pool& p = m.pool_of(s);
     if (s.mapped) {
-      p.cached.erase(src);
+      p.cached.erase(s, src);
     } else {
-      p.unmapped.erase(src);
+      p.unmapped.erase(s, src);
     }
     Block& d = b()[dst];
     if (d.prev == src) {
@@ -291,7 +377,7 @@ struct Ops {
     const Block x = b()[id];
     MEMPLAN_CHECK(x.expandable < 0 && x.prev < 0 && x.next < 0 && !x.allocated,
                   "allocator model: releasing a block that is not a whole free segment");
-    pool(x.small).cached.erase(id);
+    pool(x.small).cached.erase(x, id);
     record(SegmentAction::segment_free, x.ptr, x.size, x.stream);
     m.reserved -= x.size;
     st.reserved_bytes.sub(x.size);
@@ -342,11 +428,8 @@ struct Ops {
       }
       return bytes >= size;
     };
-    const int key = m.new_block(INT64_MIN, 0, stream, small);
-    auto it = p.unmapped.lower_bound(key);
-    m.delete_block(key);
-    for (; it != p.unmapped.end() && b()[*it].stream == stream; ++it) {
-      int c = *it;
+    for (auto it = p.unmapped.lower_bound(stream, 0, INT64_MIN); it != p.unmapped.end() && it->stream == stream; ++it) {
+      int c = it->id;
       if (allocatable(b()[c].prev)) c = b()[c].prev;
       if (has_room(c)) return c;
     }
@@ -359,7 +442,7 @@ struct Ops {
     const int c = m.new_block(m.expandable.back().base, pages * m.expandable.back().page, stream, small);
     b()[c].mapped = false;
     b()[c].expandable = static_cast<int>(m.expandable.size()) - 1;
-    p.unmapped.insert(c);
+    p.unmapped.insert(b()[c], c);
     return c;
   }
 
@@ -370,7 +453,7 @@ struct Ops {
     const auto range = es_map(b()[id].expandable, b()[id].ptr, size);
     if (range.second == 0) return false;
     Impl::Pool& p = m.pool_of(b()[id]);
-    p.unmapped.erase(id);
+    p.unmapped.erase(b()[id], id);
     b()[id].mapped = true;
     if (range.second < b()[id].size) {
       const Block x = b()[id];
@@ -381,7 +464,7 @@ struct Ops {
       b()[rest].next = x.next;
       if (x.next >= 0) b()[x.next].prev = rest;
       b()[id].next = rest;
-      p.unmapped.insert(rest);
+      p.unmapped.insert(b()[rest], rest);
       b()[id].size = range.second;
     }
     try_merge(id, b()[id].prev);
@@ -404,7 +487,7 @@ struct Ops {
       if (!map_block(nc, std::min(remaining, b()[nc].size))) return -1;
       c = nc;
     }
-    pool(small).cached.erase(c);
+    pool(small).cached.erase(b()[c], c);
     return c;
   }
 
@@ -438,15 +521,13 @@ struct Ops {
     if (cfg.max_split_size == kAllocUnlimited) return false;
     Impl::Pool& p = pool(r.small);
     const int64_t target = std::max(r.size, cfg.max_split_size);
-    const int key = m.new_block(0, target, r.stream, r.small);
-    auto it = p.cached.lower_bound(key);
-    m.delete_block(key);
-    if (it == p.cached.end() || b()[*it].stream != r.stream || b()[*it].expandable >= 0) {
+    auto it = p.cached.lower_bound(r.stream, target, 0);
+    if (it == p.cached.end() || it->stream != r.stream || b()[it->id].expandable >= 0) {
       if (it == p.cached.begin()) return false;
       int64_t released = 0;
       --it;
-      while (released < target && b()[*it].size >= cfg.max_split_size && b()[*it].stream == r.stream) {
-        const int cur = *it;
+      while (released < target && it->size >= cfg.max_split_size && it->stream == r.stream) {
+        const int cur = it->id;
         const bool first = it == p.cached.begin();
         if (!first) --it;
         if (b()[cur].expandable < 0) {
@@ -457,7 +538,7 @@ struct Ops {
       }
       return released >= target;
     }
-    release_block(*it);
+    release_block(it->id);
     return true;
   }
 
@@ -467,7 +548,7 @@ struct Ops {
     const auto range = es_unmap(b()[id].expandable, b()[id].ptr, b()[id].size);
     if (range.second == 0) return;
     Impl::Pool& p = m.pool_of(b()[id]);
-    p.cached.erase(id);
+    p.cached.erase(b()[id], id);
     const Block x = b()[id];
     const int64_t before = range.first - x.ptr;
     if (before > 0) {
@@ -494,7 +575,7 @@ struct Ops {
     b()[id].mapped = false;
     try_merge(id, b()[id].prev);
     try_merge(id, b()[id].next);
-    p.unmapped.insert(id);
+    p.unmapped.insert(b()[id], id);
     m.reserved -= range.second;
     st.reserved_bytes.sub(range.second);
     ++st.num_device_free;
@@ -507,7 +588,7 @@ struct Ops {
     Impl::Pool& p = pool(small);
     std::vector<int> to_unmap;
     for (auto it = p.cached.begin(); it != p.cached.end();) {
-      const int id = *it;
+      const int id = it->id;
       ++it;
       if (b()[id].expandable >= 0) {
         to_unmap.push_back(id);
@@ -518,7 +599,7 @@ struct Ops {
     for (const int id : to_unmap) {
       unmap_block(id);
       if (b()[id].prev < 0 && b()[id].next < 0 && !b()[id].mapped) {
-        p.unmapped.erase(id);
+        p.unmapped.erase(b()[id], id);
         m.delete_block(id);  // release_expandable_segment: the address space goes back
       }
     }
@@ -543,7 +624,8 @@ struct Ops {
     auto freeable = [&](int id) { return !m.is_split(id) && b()[id].expandable < 0; };
     int64_t total_age = 0;
     int64_t count = 0;
-    for (const int id : p.cached) {
+    for (const auto& k : p.cached) {
+      const int id = k.id;
       if (freeable(id)) {
         total_age += age(id);
         ++count;
@@ -556,7 +638,7 @@ struct Ops {
       const double age_threshold = static_cast<double>(total_age) / static_cast<double>(count);
       freed = false;
       for (auto it = p.cached.begin(); it != p.cached.end();) {
-        const int id = *it;
+        const int id = it->id;
         ++it;
         if (freeable(id) && static_cast<double>(age(id)) >= age_threshold) {
           freed = true;
@@ -571,7 +653,7 @@ struct Ops {
 
   // alloc_found_block (v2.6.0): split off the front of the block when should_split said so; the
   // remainder stays cached.
-  int64_t alloc_found_block(const Request& r, int64_t orig_size, bool split) {
+  int alloc_found_block(const Request& r, int64_t orig_size, bool split) {
     int id = r.block;
     if (split) {
       const int rest = id;
@@ -588,12 +670,10 @@ struct Ops {
     Block& x = b()[id];
     x.allocated = true;
     x.requested = orig_size;
-    const bool inserted = m.active.emplace(x.ptr, id).second;
-    MEMPLAN_CHECK(inserted, "allocator model: two live blocks at one address");
     st.allocated_bytes.add(x.size);
     st.active_bytes.add(x.size);
     st.requested_bytes.add(orig_size);
-    return x.ptr;
+    return id;
   }
 };
 
@@ -603,6 +683,15 @@ struct Ops {
 // a new segment, then freeing oversize cached blocks, then freeing every whole cached segment and
 // one counted retry; then out of memory.
 int64_t CachingAllocatorModel::malloc(int64_t bytes, int stream) {
+  const int id = malloc_block(bytes, stream);
+  if (id < 0) return kOutOfMemory;
+  const int64_t handle = impl_->blocks[id].ptr;
+  const bool inserted = impl_->active.emplace(handle, id).second;
+  MEMPLAN_CHECK(inserted, "allocator model: two live blocks at one address");
+  return handle;
+}
+
+int CachingAllocatorModel::malloc_block(int64_t bytes, int stream) {
   MEMPLAN_CHECK(bytes >= 0, "allocator model: negative allocation");
   Ops ops{*impl_, config_, stats_, actions_, address_source};
   Request r;
@@ -618,7 +707,7 @@ int64_t CachingAllocatorModel::malloc(int64_t bytes, int stream) {
   }
   if (!found) {
     ++stats_.num_ooms;
-    return kOutOfMemory;
+    return -1;
   }
   return ops.alloc_found_block(r, bytes, ops.should_split(r.block, r.size));
 }
@@ -629,6 +718,10 @@ void CachingAllocatorModel::free(int64_t handle) {
   MEMPLAN_CHECK(it != impl_->active.end(), "allocator model: free of an unknown handle");
   const int id = it->second;
   impl_->active.erase(it);
+  free_block(id);
+}
+
+void CachingAllocatorModel::free_block(int id) {
   Block& x = impl_->blocks[id];
   x.allocated = false;
   stats_.allocated_bytes.sub(x.size);
@@ -877,41 +970,99 @@ AllocatorConfig parse_alloc_conf(const std::string& conf) {
   return p.parse();
 }
 
-ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config, int64_t reset_peaks_at) {
-  CachingAllocatorModel model(config);
-  std::unordered_map<int64_t, int64_t> handles;  // event id -> model handle
-  ReplayResult out;
-  for (size_t i = 0; i < events.size(); ++i) {
-    if (static_cast<int64_t>(i) == reset_peaks_at) model.reset_peak_stats();
-    const AllocatorEvent& e = events[i];
-    if (e.kind == AllocatorEvent::alloc) {
-      const int64_t h = model.malloc(e.bytes, e.stream);
-      if (h == CachingAllocatorModel::kOutOfMemory) {
-        out.ran = false;
-        out.oom_event = static_cast<int64_t>(i);
-        break;
-      }
-      handles[e.id] = h;
-    } else {
-      auto it = handles.find(e.id);
-      MEMPLAN_CHECK(it != handles.end(), "allocator replay: free of an id that is not allocated");
-      model.free(it->second);
-      handles.erase(it);
-    }
+namespace {
+
+// The events' ids as dense slots (0 .. slots - 1), so that a replay keeps the live blocks in a
+// vector rather than a hash map; made once for all of find_oom_boundary's replays.
+struct SlottedEvents {
+  std::vector<int32_t> slot;  // per event
+  size_t slots = 0;
+};
+
+SlottedEvents slot_events(const std::vector<AllocatorEvent>& events) {
+  SlottedEvents out;
+  out.slot.resize(events.size());
+  int64_t lo = 0, hi = -1;
+  for (const AllocatorEvent& e : events) {
+    lo = std::min(lo, e.id);
+    hi = std::max(hi, e.id);
   }
-  out.peak_reserved = model.stats().reserved_bytes.peak;
-  out.peak_allocated = model.stats().allocated_bytes.peak;
-  out.num_alloc_retries = model.stats().num_alloc_retries;
-  out.segment_actions = model.segment_actions();
+  // Ids that are already small non-negative integers (allocation_sequence's) are their own slots.
+  if (lo >= 0 && hi < static_cast<int64_t>(2 * events.size() + 1024)) {
+    for (size_t i = 0; i < events.size(); ++i) out.slot[i] = static_cast<int32_t>(events[i].id);
+    out.slots = static_cast<size_t>(hi + 1);
+    return out;
+  }
+  std::unordered_map<int64_t, int32_t> slots;  // id -> slot, in order of first appearance
+  slots.reserve(events.size() / 2 + 16);
+  for (size_t i = 0; i < events.size(); ++i)
+    out.slot[i] = slots.emplace(events[i].id, static_cast<int32_t>(slots.size())).first->second;
+  out.slots = slots.size();
   return out;
+}
+
+}  // namespace
+
+// replay() over slotted events, through the model's block-index malloc and free.
+struct ReplayDriver {
+  static ReplayResult run(const std::vector<AllocatorEvent>& events, const SlottedEvents& slotted,
+                          const AllocatorConfig& config, int64_t reset_peaks_at, bool with_actions) {
+    CachingAllocatorModel model(config);
+    std::vector<int> live(slotted.slots, -1);  // slot -> the model's block
+    ReplayResult out;
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (static_cast<int64_t>(i) == reset_peaks_at) model.reset_peak_stats();
+      const AllocatorEvent& e = events[i];
+      int& block = live[static_cast<size_t>(slotted.slot[i])];
+      if (e.kind == AllocatorEvent::alloc) {
+        const int b = model.malloc_block(e.bytes, e.stream);
+        if (b < 0) {
+          out.ran = false;
+          out.oom_event = static_cast<int64_t>(i);
+          break;
+        }
+        block = b;
+      } else {
+        MEMPLAN_CHECK(block >= 0, "allocator replay: free of an id that is not allocated");
+        model.free_block(block);
+        block = -1;
+      }
+    }
+    out.peak_reserved = model.stats().reserved_bytes.peak;
+    out.peak_allocated = model.stats().allocated_bytes.peak;
+    out.num_alloc_retries = model.stats().num_alloc_retries;
+    if (with_actions) out.segment_actions = std::move(model.actions_);
+    return out;
+  }
+};
+
+ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config, int64_t reset_peaks_at) {
+  return ReplayDriver::run(events, slot_events(events), config, reset_peaks_at, /*with_actions=*/true);
+}
+
+int64_t peak_rounded_requests(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config) {
+  const CachingAllocatorModel rounding(config);
+  const SlottedEvents slotted = slot_events(events);
+  std::vector<int64_t> live(slotted.slots, 0);  // slot -> rounded bytes
+  int64_t now = 0, peak = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    int64_t& held = live[static_cast<size_t>(slotted.slot[i])];
+    now -= held;
+    held = events[i].kind == AllocatorEvent::alloc ? rounding.round_size(events[i].bytes) : 0;
+    now += held;
+    peak = std::max(peak, now);
+  }
+  return peak;
 }
 
 int64_t find_oom_boundary(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config,
                           int64_t granularity) {
   MEMPLAN_CHECK(granularity > 0, "allocator model: boundary granularity must be positive");
+  const SlottedEvents slotted = slot_events(events);
+  auto runs = [&](const AllocatorConfig& c) { return ReplayDriver::run(events, slotted, c, -1, /*with_actions=*/false); };
   AllocatorConfig c = config;
   c.capacity = 0;
-  const ReplayResult unlimited = replay(events, c);
+  const ReplayResult unlimited = runs(c);
   // With the capacity at the unlimited run's peak no segment is ever refused, so that run repeats.
   int64_t hi = (unlimited.peak_reserved + granularity - 1) / granularity;  // runs, in granules
   int64_t lo = 0;                                                         // 0 = unlimited: treated as failing
@@ -919,7 +1070,7 @@ int64_t find_oom_boundary(const std::vector<AllocatorEvent>& events, const Alloc
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;
     c.capacity = mid * granularity;
-    if (replay(events, c).ran) {
+    if (runs(c).ran) {
       hi = mid;
     } else {
       lo = mid;

@@ -170,6 +170,12 @@ class CachingAllocatorModel {
   struct Impl;
 
  private:
+  friend struct ReplayDriver;  // replay(): malloc_block/free_block, no handle table
+  // malloc and free by the block's index in the arena (valid until its free_block), without
+  // malloc's handle table; -1 for out of memory.
+  int malloc_block(int64_t bytes, int stream);
+  void free_block(int block);
+
   Impl* impl_;
   AllocatorConfig config_;
   AllocatorStats stats_;
@@ -191,6 +197,12 @@ struct ReplayResult {
 // (torch.cuda.reset_peak_memory_stats) just before that event, so they cover what follows.
 ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config,
                     int64_t reset_peaks_at = -1);
+
+// The most bytes the live allocations of `events` hold at once, each request rounded as `config`
+// rounds it (round_size). Every allocated block is at least its rounded request and reserved memory
+// holds every allocated block, so a capacity below this runs out of memory (replay(events, c).ran is
+// false) whatever the packing; what that replay would say, known without one.
+int64_t peak_rounded_requests(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config);
 
 // The smallest capacity (a multiple of `granularity` bytes, default 2 MiB) at which `events` run
 // to the end without an out-of-memory error, found by bisection over replays with

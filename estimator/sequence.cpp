@@ -11,7 +11,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -59,47 +63,121 @@ AllocatorConfig allocator_config(const TrainingSetup& s) {
 
 namespace {
 
-// Which tensors are alive, process-wide, and the events so far.
+// The tensors alive, by process id (positive), with their bytes and event slot: open addressing,
+// linear probing, and backward-shift deletion (every tensor is freed again, so tombstones would
+// pile up). The unroll looks ids up a few times per event; a node-based map cost a malloc each.
+class LiveTable {
+ public:
+  struct Entry {
+    int64_t id = 0;  // 0: empty
+    int64_t bytes = 0;
+    int64_t slot = 0;
+  };
+  explicit LiveTable(size_t expected) {
+    size_t n = 64;
+    while (n < 2 * expected) n *= 2;
+    resize(n);
+  }
+  Entry* find(int64_t id) {
+    for (size_t i = home(id);; i = (i + 1) & mask_) {
+      if (t_[i].id == id) return &t_[i];
+      if (t_[i].id == 0) return nullptr;
+    }
+  }
+  const Entry* find(int64_t id) const { return const_cast<LiveTable*>(this)->find(id); }
+  // REQUIRES: id > 0 and not in the table. The entry stays valid until the next insert or erase.
+  Entry* insert(int64_t id) {
+    if (2 * (size_ + 1) > t_.size()) resize(2 * t_.size());
+    size_t i = home(id);
+    while (t_[i].id != 0) i = (i + 1) & mask_;
+    t_[i].id = id;
+    ++size_;
+    return &t_[i];
+  }
+  void erase(Entry* e) {
+    size_t hole = static_cast<size_t>(e - t_.data());
+    for (size_t j = (hole + 1) & mask_; t_[j].id != 0; j = (j + 1) & mask_) {
+      // An entry may move back into the hole when the hole lies on its probe path (home .. j).
+      if (((j - home(t_[j].id)) & mask_) >= ((j - hole) & mask_)) {
+        t_[hole] = t_[j];
+        hole = j;
+      }
+    }
+    t_[hole].id = 0;
+    --size_;
+  }
+
+ private:
+  size_t home(int64_t id) const { return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9e3779b97f4a7c15ull) >> shift_); }
+  void resize(size_t n) {  // n: a power of two
+    std::vector<Entry> old = std::move(t_);
+    t_.assign(n, Entry{});
+    mask_ = n - 1;
+    shift_ = 64 - __builtin_ctzll(n);
+    size_ = 0;
+    for (const Entry& e : old)
+      if (e.id != 0) *insert(e.id) = e;
+  }
+  std::vector<Entry> t_;
+  size_t mask_ = 0, size_ = 0;
+  int shift_ = 0;
+};
+
+// Which tensors are alive, process-wide, and the events so far. The events name each tensor by
+// a slot (0, 1, ...; a freed tensor's slot goes to the next new one), so that the replay can keep
+// its live blocks in a vector.
 class Ledger {
  public:
-  explicit Ledger(size_t expected_events) {
-    events.reserve(expected_events);
-    live_.reserve(expected_events / 4 + 64);
-  }
+  explicit Ledger(size_t expected_events) : live_(1024) { events.reserve(expected_events); }
   std::vector<AllocatorEvent> events;
   void alloc(int64_t id, int64_t bytes) {
-    if (bytes <= 0 || !live_.emplace(id, bytes).second) return;
+    if (bytes <= 0 || live_.find(id)) return;
+    MEMPLAN_CHECK(id > 0, "allocation sequence: tensor ids are positive");
+    LiveTable::Entry* t = live_.insert(id);
+    t->bytes = bytes;
+    if (free_slots_.empty()) {
+      t->slot = next_slot_++;
+    } else {
+      t->slot = free_slots_.back();
+      free_slots_.pop_back();
+    }
     live_bytes_ += bytes;
     peak_ = std::max(peak_, live_bytes_);
-    AllocatorEvent e;
-    e.kind = AllocatorEvent::alloc;
-    e.id = id;
-    e.bytes = bytes;
-    events.push_back(e);
+    process_peak_ = std::max(process_peak_, live_bytes_);
+    push(AllocatorEvent::alloc, t->slot, bytes);
   }
   void free(int64_t id) {
-    auto it = live_.find(id);
-    if (it == live_.end()) return;
-    live_bytes_ -= it->second;
-    live_.erase(it);
-    AllocatorEvent e;
-    e.kind = AllocatorEvent::free;
-    e.id = id;
-    events.push_back(e);
+    LiveTable::Entry* t = live_.find(id);
+    if (!t) return;
+    live_bytes_ -= t->bytes;
+    push(AllocatorEvent::free, t->slot, 0);
+    free_slots_.push_back(t->slot);
+    live_.erase(t);
   }
-  bool live(int64_t id) const { return live_.count(id) > 0; }
+  bool live(int64_t id) const { return live_.find(id) != nullptr; }
   int64_t bytes(int64_t id) const {
-    auto it = live_.find(id);
-    return it == live_.end() ? 0 : it->second;
+    const LiveTable::Entry* t = live_.find(id);
+    return t ? t->bytes : 0;
   }
   int64_t fresh() { return next_++; }
-  // The most bytes alive since the last reset_peak().
+  // The most bytes alive since the last reset_peak(), and over the whole process.
   int64_t peak() const { return peak_; }
+  int64_t process_peak() const { return process_peak_; }
   void reset_peak() { peak_ = live_bytes_; }
 
  private:
-  std::unordered_map<int64_t, int64_t> live_;  // id -> bytes of the tensors alive
-  int64_t live_bytes_ = 0, peak_ = 0;
+  // Fills the new event field by field: an event made on the stack and copied in stalled the
+  // copy's wide loads on the narrow stores (store forwarding), the unroll's hottest spot.
+  void push(AllocatorEvent::Kind kind, int64_t slot, int64_t bytes) {
+    AllocatorEvent& e = events.emplace_back();
+    e.kind = kind;
+    e.id = slot;
+    e.bytes = bytes;
+  }
+  LiveTable live_;  // id -> bytes and the events' id (slot) of each tensor alive
+  std::vector<int64_t> free_slots_;
+  int64_t next_slot_ = 0;
+  int64_t live_bytes_ = 0, peak_ = 0, process_peak_ = 0;
   int64_t next_ = 1;
 };
 
@@ -210,22 +288,49 @@ OptimizerImpl optimizer_impl(const TrainingSetup& s) {
   return OptimizerImpl::foreach;  // torch >= 2.0 on CUDA
 }
 
-}  // namespace
+// Everything the unroll reads: the segment records of each micro-step and the few numbers of the
+// model build, the model-level tensors and the optimizer step. unroll() is given this and not the
+// setup, so what it makes depends on nothing else (predict_reserved's memo is keyed by it).
+struct SequencePlan {
+  SequencePlan() = default;
+  SequencePlan(SequencePlan&&) = default;  // a move keeps recs' elements where they are
+  SequencePlan(const SequencePlan&) = delete;  // recs[].layer points into recs[].cache
+  int steps = 1;
+  int64_t L = 0;                  // layers
+  std::vector<Records> recs;      // per micro-step (1, or 2 with accumulation)
+  bool any_ckpt = false;          // some layer is checkpointed
+  std::vector<int64_t> params;    // elements of each parameter tensor, in registration order
+  int64_t weight_bytes = 0, state_bytes = 0, grad_bytes = 0;  // per element
+  int64_t buffers = 0;            // model buffers (bytes)
+  bool buffer_per_layer = false;  // one bool causal-mask buffer per layer
+  bool inv_freq = false;          // RoPE's inv_freq buffer, of inv_freq_bytes
+  int64_t inv_freq_bytes = 0;
+  int64_t input_bytes = 0;        // input_ids
+  SharedTensors shared;
+  bool rotary = false;
+  int64_t workspace = 0;          // cuBLAS workspace per handle
+  OptimizerImpl impl = OptimizerImpl::foreach;
+  OptimizerKind optimizer = OptimizerKind::adamw;
+  size_t expected_events = 0;
+};
 
-AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t max_events) {
+SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
   MEMPLAN_CHECK(sequence_not_modelled(s).empty(), "allocation_sequence: setup not modelled");
   MEMPLAN_CHECK(steps >= 1, "allocation_sequence: steps >= 1");
   const ModelSpec& m = s.model;
   const int64_t L = m.num_layers;
-  AllocationSequence out;
+  SequencePlan plan;
+  plan.steps = steps;
+  plan.L = L;
 
   // Segment records, as activation_timeline simulates them: micro-step 1 keeps each parameter
   // gradient as it appears; with accumulation, later micro-steps add theirs into the resident
   // .grad (each contribution a temporary). Micro-steps 3..N repeat micro-step 2, so one of them
   // stands for all (the estimator's steady state is that micro-step too).
   const int micro_steps = s.batch.grad_accum > 1 ? 2 : 1;
-  std::vector<Records> recs(micro_steps);
-  bool any_ckpt = false;
+  std::vector<Records>& recs = plan.recs;
+  recs.resize(static_cast<size_t>(micro_steps));
+  bool& any_ckpt = plan.any_ckpt;
   for (int ms = 0; ms < micro_steps; ++ms) {
     Records& R = recs[ms];
     sim::SimOptions so;
@@ -260,32 +365,58 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t
     per_step += R.emb.forward.size() + R.emb.backward.size() + R.head.forward.size() + R.head.backward.size();
     for (const sim::SimRecord* r : R.layer) per_step += r->forward.size() + r->backward.size();
   }
-  const std::vector<int64_t> params = parameter_elements(s);
-  const size_t expected = static_cast<size_t>(steps) * (per_step + 6 * params.size()) + params.size();
+  plan.params = parameter_elements(s);
+  plan.expected_events = static_cast<size_t>(steps) * (per_step + 6 * plan.params.size()) + plan.params.size();
+  plan.weight_bytes = weight_bytes_per_param(s.precision);
+  plan.buffers = model_buffer_bytes(s);
+  plan.buffer_per_layer = m.causal_mask == MaskKind::bool_buffer && L > 0;
+  plan.inv_freq = m.positions == PositionKind::rotary && m.head_dim > 0;
+  plan.inv_freq_bytes = plan.inv_freq ? m.head_dim / 2 * 4 : 0;
+  plan.input_bytes = batch_input_bytes(s) / 2;
+  plan.shared = shared_tensors(s);
+  plan.rotary = m.positions == PositionKind::rotary || m.mla();
+  plan.workspace = s.device.cublas_workspace_bytes;
+  plan.impl = optimizer_impl(s);
+  plan.optimizer = s.optimizer;
+  plan.state_bytes = state_bytes_per_element(s.precision);
+  plan.grad_bytes = grad_bytes_per_param(s.precision);
+  return plan;
+}
+
+// The events of a plan (see allocation_sequence).
+AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
+  AllocationSequence out;
+  const size_t expected = plan.expected_events;
   out.expected_events = expected;
   if (max_events > 0 && expected > max_events) return out;
+  const int steps = plan.steps;
+  const int64_t L = plan.L;
+  const int micro_steps = static_cast<int>(plan.recs.size());
+  const std::vector<Records>& recs = plan.recs;
+  const bool any_ckpt = plan.any_ckpt;
+  const std::vector<int64_t>& params = plan.params;
   Ledger led(expected);
 
   // The model build: each parameter moved to the GPU in order, then the model's buffers.
-  const int64_t wb = weight_bytes_per_param(s.precision);
+  const int64_t wb = plan.weight_bytes;
   for (int64_t e : params) led.alloc(led.fresh(), e * wb);
-  const int64_t buffers = model_buffer_bytes(s);
+  const int64_t buffers = plan.buffers;
   if (buffers > 0) {
-    if (m.causal_mask == MaskKind::bool_buffer && L > 0)
+    if (plan.buffer_per_layer)
       for (int64_t i = 0; i < L; ++i) led.alloc(led.fresh(), buffers / L);
     else
       led.alloc(led.fresh(), buffers);
   }
-  if (m.positions == PositionKind::rotary && m.head_dim > 0) led.alloc(led.fresh(), m.head_dim / 2 * 4);  // inv_freq
+  if (plan.inv_freq) led.alloc(led.fresh(), plan.inv_freq_bytes);  // inv_freq
   // The batch: input_ids (labels is the same tensor in the loop), made once.
-  led.alloc(led.fresh(), batch_input_bytes(s) / 2);
+  led.alloc(led.fresh(), plan.input_bytes);
 
-  const SharedTensors shared = shared_tensors(s);
-  const bool rotary = m.positions == PositionKind::rotary || m.mla();
-  const int64_t workspace = s.device.cublas_workspace_bytes;
-  const OptimizerImpl impl = optimizer_impl(s);
-  const int64_t sb = state_bytes_per_element(s.precision);
-  const int64_t gb = grad_bytes_per_param(s.precision);
+  const SharedTensors& shared = plan.shared;
+  const bool rotary = plan.rotary;
+  const int64_t workspace = plan.workspace;
+  const OptimizerImpl impl = plan.impl;
+  const int64_t sb = plan.state_bytes;
+  const int64_t gb = plan.grad_bytes;
   int64_t instance_counter = 1;
   std::vector<int64_t> states;  // optimizer state ids (kept)
 
@@ -335,15 +466,16 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t
     std::vector<int64_t> whole_ids, fwd_ids;
     if (shared.whole_step_bytes > 0) {
       if (rotary && shared.whole_step_bytes % 2 == 0) {
-        whole_ids = {led.fresh(), led.fresh()};
+        whole_ids.push_back(led.fresh());  // push_back, not = {...}: GCC 12 warns (-Wnonnull) on that here
+        whole_ids.push_back(led.fresh());
         for (int64_t id : whole_ids) led.alloc(id, shared.whole_step_bytes / 2);
       } else {
-        whole_ids = {led.fresh()};
+        whole_ids.push_back(led.fresh());
         led.alloc(whole_ids[0], shared.whole_step_bytes);
       }
     }
     if (shared.forward_bytes > 0) {
-      fwd_ids = {led.fresh()};
+      fwd_ids.push_back(led.fresh());
       led.alloc(fwd_ids[0], shared.forward_bytes);
     }
     std::unordered_set<int64_t> pinned;  // frees deferred to the end of the layers' forward
@@ -396,7 +528,7 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t
     // optimizer.step(). Gradients exist for every trainable parameter; their sizes are the
     // parameters' in the gradient dtype. States are created in _init_group before the update.
     std::vector<int64_t> trainable = params;  // full fine-tuning: every parameter trains
-    switch (s.optimizer) {
+    switch (plan.optimizer) {
       case OptimizerKind::adamw: case OptimizerKind::adam: {
         if (step == 0)
           for (int64_t e : trainable) {
@@ -443,31 +575,209 @@ AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t
     for (int64_t id : param_grads) led.free(id);
   }
   out.peak_bytes = led.peak();
+  out.process_peak_bytes = led.process_peak();
   out.events = std::move(led.events);
   return out;
 }
+
+}  // namespace
+
+AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t max_events) {
+  return unroll(plan_sequence(s, steps), max_events);
+}
+
+namespace {
+
+// predict_reserved's answers, remembered by everything they depend on: the sequence's plan (all
+// that unroll() reads: the events follow from it), the allocator settings and the question (the
+// uncapped peaks, the boundary, or whether a capacity runs). The planner and fit predict the same
+// sequence many times (one model and batch on each card of the catalog, each group's micro-batch
+// search: the catalog test makes 17,800 predictions of 2,382 sequences); a hit skips the unroll
+// and the replay. The key is a 128-bit fingerprint of those inputs, two independent 64-bit hashes
+// (a false match has odds of about n^2 / 2^129 for n keys seen). Bounded: past kMaxEntries the
+// oldest entry goes. Locked: the Python module and the live monitor may estimate on threads.
+class ReplayMemo {
+ public:
+  struct Key {
+    uint64_t a = 0, b = 0;
+    bool operator==(const Key& o) const { return a == o.a && b == o.b; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return static_cast<size_t>(k.a); }
+  };
+  // Two lanes over the same words: FNV-1a-style multiply-xor, and an xxHash64-style round.
+  struct Fingerprint {
+    uint64_t a = 0xcbf29ce484222325ull, b = 0x27d4eb2f165667c5ull;
+    void add(uint64_t w) {
+      a = (a ^ w) * 0x100000001b3ull;
+      a ^= a >> 29;
+      b += w * 0xc2b2ae3d27d4eb4full;
+      b = (b << 31 | b >> 33) * 0x9e3779b185ebca87ull;
+    }
+    void add(const std::vector<int64_t>& v) {
+      add(v.size());
+      for (int64_t x : v) add(static_cast<uint64_t>(x));
+    }
+    // Every field of sim::SimRecord.
+    void add(const sim::SimRecord& r) {
+      for (const auto* evs : {&r.forward, &r.backward}) {
+        add(evs->size());
+        for (const sim::SimEvent& e : *evs) {
+          add(e.alloc);
+          add(static_cast<uint64_t>(e.key));
+          add(static_cast<uint64_t>(e.bytes));
+        }
+      }
+      add(r.autocast_frees);
+      add(r.param_grads);
+      for (int64_t k : {r.input_key, r.output_key, r.output_grad_key, r.input_grad_key}) add(static_cast<uint64_t>(k));
+    }
+    // Every field of SequencePlan (a field added there belongs here too): each distinct layer
+    // record once, then which one each layer runs.
+    void add(const SequencePlan& p) {
+      add(static_cast<uint64_t>(p.steps));
+      add(static_cast<uint64_t>(p.L));
+      add(p.recs.size());
+      for (const Records& R : p.recs) {
+        add(R.emb);
+        add(R.head);
+        std::vector<const sim::SimRecord*> kinds;
+        for (const auto& kv : R.cache) {
+          add(kv.second);
+          kinds.push_back(&kv.second);
+        }
+        add(R.layer.size());
+        for (const sim::SimRecord* r : R.layer) add(static_cast<uint64_t>(std::find(kinds.begin(), kinds.end(), r) - kinds.begin()));
+      }
+      add(p.any_ckpt);
+      add(p.params);
+      for (int64_t x : {p.weight_bytes, p.state_bytes, p.grad_bytes, p.buffers, p.inv_freq_bytes, p.input_bytes,
+                        p.shared.whole_step_bytes, p.shared.forward_bytes, p.shared.embeds_bytes, p.workspace})
+        add(static_cast<uint64_t>(x));
+      for (bool b : {p.buffer_per_layer, p.inv_freq, p.shared.embeds_is_layer_input, p.rotary}) add(b);
+      add(static_cast<uint64_t>(p.impl));
+      add(static_cast<uint64_t>(p.optimizer));
+      add(p.expected_events);
+    }
+    // Every field of AllocatorConfig (a field added there belongs here too).
+    void add(const AllocatorConfig& c) {
+      add(static_cast<uint64_t>(c.capacity));
+      add(c.capacity_is_fraction);
+      add(static_cast<uint64_t>(c.max_split_size));
+      add(static_cast<uint64_t>(c.max_non_split_rounding));
+      uint64_t gc = 0;
+      static_assert(sizeof gc == sizeof c.gc_threshold);
+      std::memcpy(&gc, &c.gc_threshold, sizeof gc);
+      add(gc);
+      add(c.expandable_segments);
+      add(c.roundup_power2_divisions.size());
+      for (int d : c.roundup_power2_divisions) add(static_cast<uint64_t>(static_cast<int64_t>(d)));
+    }
+    static uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+      x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+      x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+      return x ^ (x >> 31);
+    }
+    Key key() const { return Key{mix(a), mix(b ^ 0x5851f42d4c957f2dull)}; }
+  };
+  enum Question : uint64_t { kPeaks = 1, kBoundary = 2, kRunsIn = 3 };
+
+  struct Answer {
+    int64_t a = 0, b = 0, c = 0, d = 0;
+  };
+
+  // The key of `question` about the sequence (its plan's fingerprint) under `config`.
+  static Key key(Fingerprint plan, const AllocatorConfig& config, Question question) {
+    plan.add(config);
+    plan.add(question);
+    return plan.key();
+  }
+  bool find(const Key& k, Answer* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(k);
+    if (it == map_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  void put(const Key& k, const Answer& v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!map_.emplace(k, v).second) return;
+    order_.push_back(k);
+    if (order_.size() > kMaxEntries) {
+      map_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 16384;  // about 1.5 MiB
+  std::mutex mu_;
+  std::unordered_map<Key, Answer, KeyHash> map_;
+  std::deque<Key> order_;
+};
+
+ReplayMemo& replay_memo() {
+  static ReplayMemo memo;
+  return memo;
+}
+
+}  // namespace
 
 ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_t max_events, int64_t capacity, int steps) {
   ReservedPrediction p;
   p.why_not = sequence_not_modelled(s);
   if (!p.why_not.empty()) return p;
-  const AllocationSequence seq = allocation_sequence(s, steps, max_events);
-  if (seq.events.empty()) {
-    p.why_not = fmt::format("about {} allocations to replay, more than the budget of {}", seq.expected_events, max_events);
+  const SequencePlan plan = plan_sequence(s, steps);
+  if (max_events > 0 && plan.expected_events > max_events) {  // unroll() would make no events
+    p.why_not = fmt::format("about {} allocations to replay, more than the budget of {}", plan.expected_events, max_events);
     return p;
   }
   p.modelled = true;
   const AllocatorConfig cfg = allocator_config(s);
-  const ReplayResult r = replay(seq.events, cfg, static_cast<int64_t>(seq.last_step_begin));
-  p.peak_reserved = r.peak_reserved;
-  p.peak_allocated = r.peak_allocated;
-  p.peak_requested = seq.peak_bytes;
-  if (boundary) p.oom_boundary = find_oom_boundary(seq.events, cfg);
+  ReplayMemo& memo = replay_memo();
+  ReplayMemo::Fingerprint fp;
+  fp.add(plan);
+  std::optional<AllocationSequence> unrolled;  // made on the first question the memo cannot answer
+  auto seq = [&]() -> const AllocationSequence& {
+    if (!unrolled) unrolled = unroll(plan, 0);
+    return *unrolled;
+  };
+  ReplayMemo::Answer v;
+  const ReplayMemo::Key peaks = ReplayMemo::key(fp, cfg, ReplayMemo::kPeaks);
+  if (!memo.find(peaks, &v)) {
+    const ReplayResult r = replay(seq().events, cfg, static_cast<int64_t>(seq().last_step_begin));
+    v = {r.peak_reserved, r.peak_allocated, seq().peak_bytes, seq().process_peak_bytes};
+    memo.put(peaks, v);
+  }
+  p.peak_reserved = v.a;
+  p.peak_allocated = v.b;
+  p.peak_requested = v.c;
+  const int64_t process_peak = v.d;
+  if (boundary) {
+    const ReplayMemo::Key k = ReplayMemo::key(fp, cfg, ReplayMemo::kBoundary);
+    if (!memo.find(k, &v)) {
+      v = {find_oom_boundary(seq().events, cfg)};
+      memo.put(k, v);
+    }
+    p.oom_boundary = v.a;
+  }
   if (capacity > 0 && p.peak_reserved > capacity) {
     AllocatorConfig capped = cfg;
     capped.capacity = capacity;
     capped.capacity_is_fraction = false;  // the card's free memory: cudaMalloc fails beyond it
-    p.runs_in_capacity = replay(seq.events, capped).ran ? 1 : 0;
+    // Where the live tensors alone (their own bytes, then rounded as the allocator rounds them)
+    // outgrow the capacity, the capped replay runs out of memory (peak_rounded_requests): not run.
+    if (process_peak > capacity) {
+      p.runs_in_capacity = 0;
+    } else {
+      const ReplayMemo::Key k = ReplayMemo::key(fp, capped, ReplayMemo::kRunsIn);
+      if (!memo.find(k, &v)) {
+        const bool runs = peak_rounded_requests(seq().events, capped) <= capacity && replay(seq().events, capped).ran;
+        v = {runs ? 1 : 0};
+        memo.put(k, v);
+      }
+      p.runs_in_capacity = static_cast<int>(v.a);
+    }
   }
   return p;
 }

@@ -46,11 +46,14 @@ struct AllocationSequence {
   int64_t swept_bytes = 0;     // tensors the segment walk left alive at a step's end, freed there
   size_t expected_events = 0;  // the sequence's length, known before it is unrolled
   int64_t peak_bytes = 0;      // the most tensor bytes alive during the last step (un-rounded)
+  int64_t process_peak_bytes = 0;  // the most tensor bytes alive at once in the whole process (un-rounded)
 };
 
-// The process's events: the model build and `steps` training steps. With `max_events` > 0 and a
-// longer sequence (a model with many experts), no events are made (expected_events says how
-// many there would be). REQUIRES: sequence_not_modelled(s) is empty, steps >= 1.
+// The process's events: the model build and `steps` training steps. Event ids are small: 0, 1, ...,
+// a freed tensor's id taken by the next new one (replay() keeps such ids in a vector). With
+// `max_events` > 0 and a longer sequence (a model with many experts), no events are made
+// (expected_events says how many there would be). REQUIRES: sequence_not_modelled(s) is empty,
+// steps >= 1.
 AllocationSequence allocation_sequence(const TrainingSetup& s, int steps = 3, size_t max_events = 0);
 
 // The allocator settings of the setup (runtime.expandable_segments; PyTorch's defaults otherwise).
@@ -75,6 +78,10 @@ struct ReservedPrediction {
 // with that capacity says whether the process runs there. Not modelled either when the sequence
 // would be longer than `max_events` (0: no limit). `steps`: the training steps unrolled (the data
 // set's loop measures the third; on its 15 H200 cases the second gives the same peaks).
+// The answers are remembered (a bounded memo, safe across threads, keyed by everything the
+// sequence and the replays depend on), so asking again about the same sequence, with the same or
+// another capacity, costs the segment simulation and the replays not yet made; the capped replay
+// is skipped where the live tensors alone outgrow the capacity (it could only run out of memory).
 ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary = true, size_t max_events = 0,
                                     int64_t capacity = 0, int steps = 3);
 
