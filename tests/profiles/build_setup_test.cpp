@@ -248,11 +248,11 @@ TEST_CASE("allocator cap: hardware.allocator_cap and --allocator-cap, a size or 
   // The flag wins; a fraction is of the card's memory, as set_per_process_memory_fraction takes it.
   in.allocator_cap = "0.5";
   b = build_setup(in, cfg);
-  CHECK(b.setup.device.allocator_cap_bytes == 150'109'945'856 / 2);
+  CHECK(b.setup.device.allocator_cap_bytes == 150'109'880'320 / 2);
   // A cap over the card leaves the card's memory.
   in.allocator_cap = "1TiB";
   b = build_setup(in, cfg);
-  CHECK(b.setup.device.capacity_bytes == 150'109'945'856);
+  CHECK(b.setup.device.capacity_bytes == 150'109'880'320);
   const LoadedConfig bad = load_config_text("model: gpt2\nhardware:\n  gpu: h200\n  allocator_cap: lots\n", path, path);
   try {
     build_setup(SetupInputs{}, bad);
