@@ -203,6 +203,11 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
     // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
     if (!o.given("runtime.zero_grad_set_to_none")) r.zero_grad_set_to_none = r.torch_major >= 2;
   }
+  if (in.transformers_version) {
+    std::tie(r.transformers_major, r.transformers_minor) =
+        detail::transformers_version(*in.transformers_version, Where::at_flag("--transformers-version"));
+    o.set("runtime.transformers_version", Where::at_flag("--transformers-version"));
+  }
   from_flag(o, in.keep_logits, "--keep-logits", "runtime.keep_logits", r.keep_logits);
   from_flag(o, in.keep_cache, "--keep-cache", "runtime.keep_cache", r.keep_cache);
   if (in.loss) {

@@ -409,11 +409,7 @@ const Table& runtime_keys() {
          st.set("runtime.framework", st.s().runtime.framework, as_choice<Framework>(n, "framework", parse_framework, framework_names()), n);
        }},
       {{"transformers_version", "transformers"}, [](const Node& n, ConfigState& st) {
-         const auto v = parse_version(as_text(n));
-         if (!v) throw InputError(n.where, fmt::format("runtime.transformers_version must look like 4.52 (got '{}')", clip(as_text(n))),
-                                  "the transformers release the job runs: python -c 'import transformers; print(transformers.__version__)'");
-         st.s().runtime.transformers_major = v->first;
-         st.s().runtime.transformers_minor = v->second;
+         std::tie(st.s().runtime.transformers_major, st.s().runtime.transformers_minor) = transformers_version(as_text(n), n.where);
          st.note("runtime.transformers_version", n);
        }},
       {{"loss"}, [](const Node& n, ConfigState& st) {

@@ -48,6 +48,10 @@ void set_model_origin(Provenance& origin, const Where& where);
 void throw_first_problem(const TrainingSetup& s, const Provenance& origin, const std::string& prefix,
                          const Where& fallback);
 
+// runtime.transformers_version (a config key) and --transformers-version: "4.52" or "5.17.0" as
+// (major, minor); an InputError at `where` otherwise.
+std::pair<int, int> transformers_version(const std::string& text, const Where& where);
+
 // The device for a GPU preset and/or an explicit capacity (either may be absent). An unknown GPU
 // is an InputError at `gpu_where` with the nearest presets as a hint.
 DeviceSpec gpu_device(const std::optional<std::string>& gpu, const Where& gpu_where, std::optional<int64_t> capacity);

@@ -156,6 +156,14 @@ void set_model_origin(Provenance& origin, const Where& where) {
     origin.set(f, where);
 }
 
+std::pair<int, int> transformers_version(const std::string& text, const Where& where) {
+  const auto v = parse_version(text);
+  if (!v)
+    throw InputError(where, fmt::format("the transformers version must look like 4.52 or 5.17 (got '{}')", clip(text)),
+                     "the transformers release the job runs: python -c 'import transformers; print(transformers.__version__)'");
+  return *v;
+}
+
 DeviceSpec gpu_device(const std::optional<std::string>& gpu, const Where& gpu_where, std::optional<int64_t> capacity) {
   TrainingSetup s;
   if (gpu) {

@@ -144,8 +144,36 @@ def _value_text(command, key, flag, value, temps):
     return str(value)
 
 
+# The releases a script's own interpreter runs, for the runtime keys memplan models them by: only
+# modules the script has already imported (the torch that will train, not whatever is installed).
+_INTERPRETER_RUNTIME = (("torch_version", "torch"), ("transformers_version", "transformers"))
+
+
+def _interpreter_versions(command, kwargs, table):
+    """{keyword: (major.minor, full version, module)} for the runtime versions a call leaves to
+    memplan's defaults while the interpreter has that module imported. A config file may state
+    them itself, so nothing is filled when config= is given."""
+    if "config" in kwargs:
+        return {}
+    import sys
+    out = {}
+    for key, module in _INTERPRETER_RUNTIME:
+        mod = sys.modules.get(module)
+        if key in kwargs or key not in table or mod is None:
+            continue
+        full = str(getattr(mod, "__version__", "") or "")
+        m = re.match(r"(\d+)\.(\d+)", full)
+        if m:
+            out[key] = (f"{m.group(1)}.{m.group(2)}", full, module)
+    return out
+
+
 def _run(command, kwargs):
+    kwargs = dict(kwargs)
+    from_interpreter = kwargs.pop("from_interpreter", True)
     table = flags(command)
+    filled = _interpreter_versions(command, kwargs, table) if from_interpreter else {}
+    kwargs.update({key: v[0] for key, v in filled.items()})
     temps = _Temporaries()
     try:
         args = []
@@ -169,7 +197,15 @@ def _run(command, kwargs):
         if kind == "ok":
             _, code, out, err = result
             _warn(temps.rename(err))
-            return json.loads(out)
+            doc = json.loads(out)
+            if filled:
+                # Say where the versions came from, in the document's notes and as its own field.
+                doc["from_interpreter"] = {key: {"version": v[0], "found": v[1], "module": v[2]} for key, v in filled.items()}
+                doc.setdefault("notes", []).extend(
+                    f"runtime.{key} {v[0]} from this interpreter's {v[2]} {v[1]} (memplan.{command}() filled it; "
+                    f"pass {key}= to say otherwise, or from_interpreter=False for memplan's default)"
+                    for key, v in filled.items())
+            return doc
         if kind == "input_error":
             _, message, file, line, col, flag, hint, err = result
             _warn(temps.rename(err))
@@ -211,6 +247,11 @@ def estimate(**kwargs):
     ``checkpointing=``, ``attention=``, ``zero=``, ``offload=``, ``finetune=``, ``lora_rank=``, ...;
     ``memplan.flags("estimate")`` lists them). ``model=`` may be a dict holding an HF config.json,
     ``config=`` a dict holding a training config. Returns the ``memplan.estimate/v1`` document.
+
+    Called from a script that has imported torch (or transformers), and given neither
+    ``torch_version=`` (``transformers_version=``) nor ``config=``, the estimate is for the release
+    that interpreter runs; the document says so in ``notes`` and ``from_interpreter``.
+    ``from_interpreter=False`` keeps memplan's defaults.
 
     >>> memplan.estimate(model="gpt2", micro_batch=1, seq_len=512)["per_gpu"]["peak_bytes"]
     """

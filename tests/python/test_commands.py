@@ -94,6 +94,53 @@ class SameAsCli(unittest.TestCase):
                          memplan.estimate(model="gpt2", micro_batch=2, seq_len=256)["per_gpu"]["peak_bytes"])
 
 
+class FromInterpreter(unittest.TestCase):
+    """A script that has imported torch and transformers gets the estimate for the releases it runs
+    (issue 23.3). The modules are stand-ins placed in sys.modules for the test only: memplan reads
+    what the script imported, never what is merely installed."""
+
+    def setUp(self):
+        import sys
+        import types
+        self.saved = {name: sys.modules.get(name) for name in ("torch", "transformers")}
+        for name, version in (("torch", "2.11.0+cu130"), ("transformers", "5.17.0")):
+            mod = types.ModuleType(name)
+            mod.__version__ = version
+            sys.modules[name] = mod
+
+    def tearDown(self):
+        import sys
+        for name, mod in self.saved.items():
+            if mod is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = mod
+
+    def test_filled_and_said(self):
+        doc = memplan.estimate(model="gpt2", micro_batch=1, seq_len=128)
+        runtime = doc["setup"]["runtime"]
+        self.assertEqual((runtime["torch_version"], runtime["transformers_version"]), ("2.11", "5.17"))
+        self.assertEqual(doc["from_interpreter"]["torch_version"], {"version": "2.11", "found": "2.11.0+cu130", "module": "torch"})
+        self.assertTrue(any(n.startswith("runtime.torch_version 2.11 from this interpreter's torch 2.11.0+cu130") for n in doc["notes"]))
+        code, out, _ = cli("estimate", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128",
+                           "--torch-version", "2.11", "--transformers-version", "5.17", "--json")
+        self.assertEqual(code, 0)
+        self.assertEqual(doc["per_gpu"]["peak_bytes"], json.loads(out)["per_gpu"]["peak_bytes"])
+
+    def test_what_the_call_says_wins(self):
+        doc = memplan.estimate(model="gpt2", micro_batch=1, seq_len=128, torch_version="2.4")
+        self.assertEqual(doc["setup"]["runtime"]["torch_version"], "2.4")
+        self.assertNotIn("torch_version", doc["from_interpreter"])
+        self.assertEqual(doc["setup"]["runtime"]["transformers_version"], "5.17")
+        plain = memplan.estimate(model="gpt2", micro_batch=1, seq_len=128, from_interpreter=False)
+        self.assertNotIn("from_interpreter", plain)
+        code, out, _ = cli("estimate", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128", "--json")
+        self.assertEqual(plain, json.loads(out))
+        # A config file may state the versions itself: nothing is filled then.
+        config = {"model": {"preset": "gpt2"}, "training": {"micro_batch_size": 1, "seq_len": 128}}
+        self.assertNotIn("from_interpreter", memplan.estimate(config=config))
+
+
 class Errors(unittest.TestCase):
     def assert_same_error(self, kwargs, args, command="estimate"):
         code, _, err = cli(command, *args)
