@@ -55,6 +55,8 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
                  "the step; sets the runtime defaults below")
       ->type_name("NAME")->group("Runtime");
   app.add_option("--torch-version", in.torch_version, "PyTorch release the job runs (default 2.6)")->type_name("X.Y")->group("Runtime");
+  app.add_option("--transformers-version", in.transformers_version, "transformers release the job runs (default 4.57)")
+      ->type_name("X.Y")->group("Runtime");
   flag("--keep-logits,!--no-keep-logits", in.keep_logits, "the loop keeps the logits until the next forward (custom loops, LitGPT)");
   flag("--keep-cache,!--no-keep-cache", in.keep_cache, "the loop keeps the returned KV cache too (use_cache=True)");
   app.add_option("--loss", in.loss, "standard|chunked[:N]|chunked:Nt|fused-linear|vocab-parallel: how the loss is computed")

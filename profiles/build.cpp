@@ -203,6 +203,15 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
     // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
     if (!o.given("runtime.zero_grad_set_to_none")) r.zero_grad_set_to_none = r.torch_major >= 2;
   }
+  if (in.transformers_version) {
+    const auto v = parse_version(*in.transformers_version);
+    if (!v)
+      throw InputError(Where::at_flag("--transformers-version"),
+                       fmt::format("the transformers version must look like 4.57 or 5.17 (got '{}')", *in.transformers_version),
+                       "the transformers release the job runs: python -c 'import transformers; print(transformers.__version__)'");
+    std::tie(r.transformers_major, r.transformers_minor) = *v;
+    o.set("runtime.transformers_version", Where::at_flag("--transformers-version"));
+  }
   from_flag(o, in.keep_logits, "--keep-logits", "runtime.keep_logits", r.keep_logits);
   from_flag(o, in.keep_cache, "--keep-cache", "runtime.keep_cache", r.keep_cache);
   if (in.loss) {

@@ -260,6 +260,7 @@ struct SetupInputs {
   std::optional<bool> fp8;                   // --fp8
   std::optional<std::string> fsdp;           // --fsdp full|shard-grad-op|hybrid|no-shard
   std::optional<std::string> torch_version;  // --torch-version 2.6
+  std::optional<std::string> transformers_version;  // --transformers-version 4.57
   std::optional<bool> expandable_segments;   // --expandable-segments
   std::optional<int64_t> gpus_per_node;      // --gpus-per-node
   std::optional<std::string> host_memory;    // --host-memory 512GiB (per node)

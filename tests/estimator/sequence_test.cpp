@@ -148,10 +148,10 @@ TEST_CASE("sequence: H200 loops, reserved and allocated from the replayed sequen
     // The sequence's tensor peak is the estimator's (the same tensors, walked in order):
     // a consistency check of the sequence, whatever the estimator's error against the card.
     CHECK(std::abs(pct(p.peak_requested, est_alloc)) <= 1.0);
-    // Allocated within 1% on every case but two whose tensors are still wrong: transformers 5's
-    // grouped_mm experts saving fp32 inputs under autocast (l-moe-nano-amp, -13%) and GPT-NeoX in
-    // fp16 autocast (l-pythia1b-fp16amp, -1.8%). fp32 SDPA with GQA is held now (the math kernel).
-    if (c.id != "l-moe-nano-amp" && c.id != "l-pythia1b-fp16amp") CHECK(std::abs(pct(p.peak_allocated, c.allocated)) <= 1.0);
+    // Allocated within 1% on every case but GPT-NeoX in fp16 autocast (l-pythia1b-fp16amp,
+    // -1.8%). fp32 SDPA with GQA is held now (the math kernel), and transformers 5's grouped_mm
+    // experts saving fp32 under autocast (l-moe-nano-amp: -13.5% before, transformers 4's loop).
+    if (c.id != "l-pythia1b-fp16amp") CHECK(std::abs(pct(p.peak_allocated, c.allocated)) <= 1.0);
     // The issue's bar (reserved within 3%) wherever the tensors themselves are right (allocated
     // within 1%): what is left there is the allocator's, which the replay is meant to get.
     if (std::abs(pct(p.peak_allocated, c.allocated)) <= 1.0) CHECK(std::abs(pct(p.peak_reserved, c.reserved)) <= 3.0);
