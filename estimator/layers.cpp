@@ -840,8 +840,16 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
     o = n.make(std::move(op), N * a * (pad_v ? qd : vd), q.dt);
     if (pad_v) o = n.slice(o, N * a * vd, "attn_output[..., :v_head_dim]");
     // CUDA's flash kernel lays its output out like q: with the (b, a, s, d) copy of q (before
-    // 4.56), transpose(1, 2).contiguous() copies it, and o_proj saves that second copy.
-    if (old_sdpa_copies && n.cuda_ && s.runtime.sdpa_mask != SdpaMask::tensor)
+    // 4.56), transpose(1, 2).contiguous() copies it, and o_proj saves that second copy. A partial
+    // rotary's torch.cat((q_rot, q_pass), -1) (apply_rotary_pos_emb, GPT-NeoX/Phi/StableLM) makes
+    // q contiguous in (b, a, s, d) as well, so the flash and cuDNN outputs (laid out like q) are
+    // copied the same way on every release: shared/gpu/h200-saved-tensors.txt, pythia-1b in fp16
+    // autocast on torch 2.11, saves three (s, h) fp16 inputs per layer (query_key_value, dense,
+    // dense_h_to_4h) beside the cuDNN output. The mem-efficient kernel allocates its output as
+    // (b, s, a, d) whatever q's layout (attention.cu), so it is not copied.
+    const bool heads_first_q = m.positions == PositionKind::rotary && m.rotary_fraction < 1.0 && !m.mla() &&
+                               (choice.backend == AttnBackend::flash || choice.backend == AttnBackend::cudnn);
+    if ((old_sdpa_copies || heads_first_q) && n.cuda_ && s.runtime.sdpa_mask != SdpaMask::tensor)
       o = n.copy(o, "attn_output.transpose(1,2).contiguous()");
     else
       o = n.view(o, "transpose(1,2)");  // (b, s, a, d) already: contiguous() is a no-op
