@@ -840,8 +840,16 @@ T attention_block(Net& n, T x, int64_t layer, AttnHeld* held) {
     o = n.make(std::move(op), N * a * (pad_v ? qd : vd), q.dt);
     if (pad_v) o = n.slice(o, N * a * vd, "attn_output[..., :v_head_dim]");
     // CUDA's flash kernel lays its output out like q: with the (b, a, s, d) copy of q (before
-    // 4.56), transpose(1, 2).contiguous() copies it, and o_proj saves that second copy.
-    if (old_sdpa_copies && n.cuda_ && s.runtime.sdpa_mask != SdpaMask::tensor)
+    // 4.56), transpose(1, 2).contiguous() copies it, and o_proj saves that second copy. A partial
+    // rotary's torch.cat((q_rot, q_pass), -1) (apply_rotary_pos_emb, GPT-NeoX/Phi/StableLM) makes
+    // q contiguous in (b, a, s, d) as well, so the flash and cuDNN outputs (laid out like q) are
+    // copied the same way on every release: shared/gpu/h200-saved-tensors.txt, pythia-1b in fp16
+    // autocast on torch 2.11, saves three (s, h) fp16 inputs per layer (query_key_value, dense,
+    // dense_h_to_4h) beside the cuDNN output. The mem-efficient kernel allocates its output as
+    // (b, s, a, d) whatever q's layout (attention.cu), so it is not copied.
+    const bool heads_first_q = m.positions == PositionKind::rotary && m.rotary_fraction < 1.0 && !m.mla() &&
+                               (choice.backend == AttnBackend::flash || choice.backend == AttnBackend::cudnn);
+    if ((old_sdpa_copies || heads_first_q) && n.cuda_ && s.runtime.sdpa_mask != SdpaMask::tensor)
       o = n.copy(o, "attn_output.transpose(1,2).contiguous()");
     else
       o = n.view(o, "transpose(1,2)");  // (b, s, a, d) already: contiguous() is a no-op
@@ -1069,6 +1077,130 @@ T all_experts_block(Net& n, T x, T scores, int64_t layer) {
   return n.plain(out, "sum over experts", N * h);
 }
 
+// transformers 5's grouped_mm experts (grouped_mm_experts_forward in
+// src/transformers/integrations/moe.py, the form of the 5.16/5.17 releases: torch.sort of the
+// expert ids, the expert-parallel sentinel mask, reshape+sum instead of index_add_), over the
+// stacked parameters (MixtralExperts: gate_up_proj (E, 2 f_e, h), down_proj (E, h, f_e)).
+// _grouped_mm is on neither of autocast's lists (moe.py `_grouped_mm` casts the input to the
+// weight's dtype for that reason, pytorch/pytorch#174763), so under AMP the experts run and save
+// in fp32: what shared/gpu/h200-saved-tensors.txt lists for l-moe-nano-amp (GroupedMmBackward0
+// saving (S, h) and (S, f_e) float32). S = N*K routed rows. Per layer, with x in dtype x and
+// weights in w (4 under AMP), the saved tensors are:
+//   perm // K, perm, inv_perm     3 x S int64 (IndexBackward0 indices)
+//   sentinel mask                 S bool (both masked_fill_)
+//   selected rows                 S*h*w (grouped_mm gate_up self)
+//   gate_up output                S*2f*w (silu saves gate, mul saves up: one storage)
+//   act(gate)*up                  S*f*w (mul self, grouped_mm down self)
+//   down output, sample weights   S*h*w, S*4 (the routing multiply)
+//   offsets                       E int32
+// Its backward: _grouped_mm saves self, mat2 and offs [derivatives.yaml _grouped_mm @ v2.11.0].
+T grouped_linear(Net& n, T x, const Linear& lin, int64_t layer, T offs, const char* name) {
+  const TrainingSetup& s = n.s_;
+  const T xin = n.cast(x, n.e_, "input.to(weight.dtype)");
+  const int64_t rows = xin.n / lin.in;
+  Op o;
+  o.name = name;
+  o.reads = {xin.id, offs.id};
+  o.saves_if = {{xin.id, Op::kParams}};  // self, for mat2's gradient
+  o.saves = {offs.id};
+  o.grad_to = {xin.id};
+  o.grad_bytes = {xin.bytes()};
+  o.param_grad_bytes = lin.in * lin.out * lin.count * n.gb_;  // (E, out, in) in the gradient dtype
+  o.params_trainable = base_trainable(s, lin.role, layer);
+  T y = n.make(std::move(o), rows * lin.out, n.e_);
+  if (lin.bias) {
+    // out + bias[expert_ids_g]: the gathered (S, out) bias rows (index saves the ids, a local
+    // here); backward index_puts the bias gradient (E, out).
+    Op b;
+    b.name = "bias[expert_ids_g]";
+    b.param_grad_bytes = lin.out * lin.count * n.gb_;
+    b.params_trainable = base_trainable(s, lin.role, layer);
+    const T bias = n.make(std::move(b), rows * lin.out, n.e_);
+    y = n.add(y, bias, "+ bias");
+  }
+  return y;
+}
+
+// tensor.masked_fill_(mask, 0): in place; saves the mask; backward grad.masked_fill(mask, 0).
+T masked_fill_(Net& n, T x, T mask, const char* name) {
+  Op o;
+  o.name = name;
+  o.reads = {x.id, mask.id};
+  o.alias_of = x.id;
+  o.saves = {mask.id};
+  o.grad_to = {x.id};
+  o.grad_bytes = {x.bytes()};
+  return T{n.g_.op(std::move(o)), x.n, x.dt};
+}
+
+// src[index] along rows (advanced indexing): a copy of `rows` rows; saves the int64 index;
+// backward index_puts into zeros shaped like src.
+T index_rows(Net& n, T src, T index, int64_t elems, const char* name) {
+  Op o;
+  o.name = name;
+  o.reads = {src.id, index.id};
+  o.saves = {index.id};
+  o.grad_to = {src.id};
+  o.grad_bytes = {src.bytes()};
+  return n.make(std::move(o), elems, src.dt);
+}
+
+T grouped_experts(Net& n, T x, T w, int64_t layer) {
+  const TrainingSetup& s = n.s_;
+  const ModelSpec& m = s.model;
+  const int64_t N = s.batch.micro_batch * s.batch.seq_len, h = m.hidden_size;
+  const int64_t E = m.num_experts, K = m.experts_per_token, S = N * K;
+  const auto lins = layer_linears(s, true);
+  auto find = [&](Role r) { return *std::find_if(lins.begin(), lins.end(), [&](const Linear& l) { return l.role == r; }); };
+  auto plain_int = [&](const char* name, std::vector<int> reads, int64_t elems, int64_t dt, int64_t scratch = 0) {
+    Op o;
+    o.name = name;
+    o.reads = std::move(reads);
+    o.fwd_scratch = scratch;
+    return n.make(std::move(o), elems, dt);
+  };
+  // expert_ids_g, perm = torch.sort(top_k_index.reshape(-1)): (S) int64 each, no gradient.
+  const T ids_g = plain_int("sort: expert_ids_g", {w.id}, S, kInt64);
+  const T perm = plain_int("sort: perm", {w.id}, S, kInt64);
+  // hidden_states[perm // num_top_k]: the (S, h) gather saves its (S) int64 index; backward
+  // index_puts into zeros (N, h).
+  const T tok = plain_int("perm // num_top_k", {perm.id}, S, kInt64);
+  T xs = index_rows(n, x, tok, S * h, "hidden_states[perm // num_top_k]");
+  // sample_weights[perm]: (S) routing weights; saves perm.
+  const T sw = index_rows(n, w, perm, S, "sample_weights[perm]");
+  // histc(expert_ids_g.int()) and cumsum(dtype=int32): the (E) offsets both grouped_mm save.
+  const T offs = plain_int("histc/cumsum offsets", {ids_g.id}, E, 4, S * 4 + E * 4);
+  // sentinel_mask = (expert_ids_g >= E).unsqueeze(-1): (S) bool, saved by both masked_fill_.
+  const T mask = plain_int("sentinel_mask", {ids_g.id}, S, 1);
+  xs = masked_fill_(n, xs, mask, "selected_hidden_states_g.masked_fill_");
+
+  const T gu = grouped_linear(n, xs, find(Role::expert_gate_up), layer, offs, "grouped_mm gate_up");
+  // _apply_gate: gate, up = chunk(2); act(gate) * up (GPT-OSS: its clamped gate on even/odd columns).
+  const T g = n.slice(gu, gu.n / 2, "chunk gate");
+  const T u = n.slice(gu, gu.n / 2, "chunk up");
+  const bool fused = n.fused_ && !m.clamped_swiglu && m.activation == Activation::silu;
+  const T act = m.clamped_swiglu ? clamped_swiglu(n, g, u) : fused ? fused_swiglu(n, g, u) : n.mul(n.activation(g), u, "act*up");
+  const T y = grouped_linear(n, act, find(Role::expert_down), layer, offs, "grouped_mm down");
+  // weighted_out = proj_out * sample_weights_g.unsqueeze(-1): saves both; then the post-mask.
+  T wo = n.mul(y, sw, "proj_out * sample_weights_g");
+  wo = masked_fill_(n, wo, mask, "weighted_out.masked_fill_");
+  // inv_perm = empty_like(perm); inv_perm[perm] = arange(S) (a temporary).
+  const T inv = plain_int("inv_perm", {perm.id}, S, kInt64, S * kInt64);
+  // weighted_out[inv_perm]: saves inv_perm; backward index_puts into zeros (S, h).
+  const T back = index_rows(n, wo, inv, S * h, "weighted_out[inv_perm]");
+  // .view(N, K, h).sum(dim=1): saves nothing; its backward expands the gradient (a view).
+  Op sum;
+  sum.name = "view(N, K, h).sum(1)";
+  sum.reads = {back.id};
+  sum.grad_to = {back.id};
+  sum.grad_passthrough = true;
+  const T out = n.make(std::move(sum), N * h, back.dt);
+  // The function's locals (expert_ids_g, perm, offsets, the mask, inv_perm, sample_weights_g)
+  // live until it returns.
+  for (const T& t : {ids_g, perm, offs, mask, inv, sw}) n.hold(t);
+  return n.cast(out, x.dt, "final_hidden_states.to(dtype)");
+}
+
 // HF MixtralSparseMoeBlock (loop over experts) with optional shared experts (Qwen2-MoE,
 // DeepSeek), DeepSeek-V3's fp32 combine and Llama-4's all-experts block. Tokens are assumed
 // routed uniformly: expert i gets K*N/E tokens, capped at the capacity ceil(cf * K * N / E) when
@@ -1086,6 +1218,9 @@ T moe_block(Net& n, T x, int64_t layer) {
   T acc;
   if (m.moe_impl == MoeImpl::all_experts) {
     acc = all_experts_block(n, x, w, layer);
+  } else if (grouped_mm_experts(s)) {
+    if (!m.moe_fp32_combine) w = n.cast(w, e, "routing .to(dtype)");
+    acc = grouped_experts(n, x, w, layer);
   } else {
     if (!m.moe_fp32_combine) w = n.cast(w, e, "routing .to(dtype)");
     // expert_mask = one_hot(selected, E).permute(2, 1, 0): N*K*E int64, held through the loop.

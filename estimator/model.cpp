@@ -184,6 +184,11 @@ std::optional<ModelSpec> family_defaults(const std::string& type) {
       m.logit_scale = 0.0625;
     }
     if (type == "internlm2") m.fused_qkv = true;  // attention.wqkv
+    // The families whose experts class carries @use_experts_implementation in transformers 5
+    // (MixtralExperts, Qwen2MoeExperts, Qwen3MoeExperts, DeepseekV2Experts, DeepseekV3Experts,
+    // GptOssExperts; Kimi-K2 runs DeepSeek-V3's code). GraniteMoe's ParallelExperts and Llama-4's
+    // bmm experts are not decorated.
+    m.stacked_experts_v5 = is_any(type, {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2", "gpt_oss"});
     if (type == "granitemoe") {
       // GraniteMoe: input_linear (fused gate|up) per expert, top-k then softmax gating, multipliers,
       // tied embeddings.
@@ -304,6 +309,26 @@ std::vector<Linear> layer_linears(const ModelSpec& m, bool moe) {
     out.push_back({Role::shared_down, fs, h, false});              // (f_s, h)
     if (m.shared_expert_gate) out.push_back({Role::shared_expert_gate, h, 1, false});  // (h, 1)
   }
+  return out;
+}
+
+bool grouped_mm_experts(const TrainingSetup& s) {
+  // torch._grouped_mm exists from torch 2.9 ("Please make sure you are using a PyTorch version
+  // that includes it (2.9+)", integrations/moe.py); transformers 5 picks it as the experts
+  // implementation there (the H200 run, torch 2.11 + transformers 5.17, ran aten::_grouped_mm).
+  const ModelSpec& m = s.model;
+  return m.num_experts > 0 && m.stacked_experts_v5 && m.moe_impl == MoeImpl::loop && s.runtime.transformers_at_least(5, 0) &&
+         s.runtime.torch_at_least(2, 9);
+}
+
+std::vector<Linear> layer_linears(const TrainingSetup& s, bool moe) {
+  std::vector<Linear> out = layer_linears(s.model, moe);
+  if (!moe || !grouped_mm_experts(s) || s.model.fused_expert_gate_up) return out;
+  auto gate = std::find_if(out.begin(), out.end(), [](const Linear& l) { return l.role == Role::expert_gate; });
+  auto up = std::find_if(out.begin(), out.end(), [](const Linear& l) { return l.role == Role::expert_up; });
+  if (gate == out.end() || up == out.end()) return out;
+  *gate = Linear{Role::expert_gate_up, gate->in, 2 * gate->out, false, gate->count};  // (E, 2 f_e, h)
+  out.erase(up);
   return out;
 }
 
@@ -434,7 +459,7 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
   for (const Group& g : groups) {
     const std::string pre = g.moe ? "layers.*(moe)." : "layers.*.";
     const bool base_train = !lora && !g.frozen;
-    for (const Linear& lin : layer_linears(m, g.moe)) {
+    for (const Linear& lin : layer_linears(s, g.moe)) {
       const ParamGroup pg = lin.role == Role::router ? ParamGroup::router
                             : (lin.role == Role::expert_gate || lin.role == Role::expert_up || lin.role == Role::expert_down ||
                                lin.role == Role::expert_gate_up)
@@ -445,9 +470,18 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
                                 ? ParamGroup::attention
                                 : ParamGroup::mlp;
       const bool qz = role_quantized(s, lin.role);
-      add(pre + role_name(lin.role) + ".weight", lin.in * lin.out, lin.count * g.layers, pg, true, base_train, qz,
-          lin.out, lin.in);
-      if (lin.bias) add(pre + role_name(lin.role) + ".bias", lin.out, lin.count * g.layers, pg, false, base_train);
+      if (pg == ParamGroup::experts && grouped_mm_experts(s)) {
+        // One stacked (E, out, in) parameter (and (E, out) bias) per layer; _grouped_mm is not on
+        // autocast's lists, so no cached half copy (not a `matmul` weight in that sense).
+        // Adafactor factors the last two dims: E x (out + in) second-moment entries.
+        add(pre + role_name(lin.role) + ".weight", lin.in * lin.out * lin.count, g.layers, pg, false, base_train, qz,
+            lin.out * lin.count, lin.in * lin.count);
+        if (lin.bias) add(pre + role_name(lin.role) + ".bias", lin.out * lin.count, g.layers, pg, false, base_train);
+      } else {
+        add(pre + role_name(lin.role) + ".weight", lin.in * lin.out, lin.count * g.layers, pg, true, base_train, qz,
+            lin.out, lin.in);
+        if (lin.bias) add(pre + role_name(lin.role) + ".bias", lin.out, lin.count * g.layers, pg, false, base_train);
+      }
       if (lora_on(s, lin.role)) {
         const int64_t r = s.finetune.lora_rank;
         add(pre + role_name(lin.role) + ".lora_A", r * lin.in, lin.count * g.layers, ParamGroup::adapter, true, true,

@@ -42,6 +42,14 @@ struct Linear {
 
 // The linears of one transformer layer (dense when moe == false).
 std::vector<Linear> layer_linears(const ModelSpec& m, bool moe);
+// transformers >= 5 with torch >= 2.9 runs a stacked-experts family (ModelSpec::stacked_experts_v5)
+// through grouped_mm_experts_forward (integrations/moe.py): one _grouped_mm per projection over the
+// (E, ...) parameters, in the weights' dtype (autocast does not touch _grouped_mm).
+bool grouped_mm_experts(const TrainingSetup& s);
+// The linears as the setup's transformers release registers them: with grouped_mm_experts(s) a
+// gated family's experts are one stacked gate_up_proj (E, 2 f_e, h) and one down_proj (E, h, f_e)
+// instead of E gate/up/down linears (MixtralExperts.__init__ in transformers 5).
+std::vector<Linear> layer_linears(const TrainingSetup& s, bool moe);
 // Norm parameters of one layer (weights and biases of every norm in it).
 int64_t layer_norm_params(const ModelSpec& m);
 // Number of hidden-width norms applied per layer (2 for most, 1 for a shared-norm parallel layer,

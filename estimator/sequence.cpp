@@ -242,7 +242,7 @@ std::vector<int64_t> parameter_elements(const TrainingSetup& s) {
   }
   const int64_t h = m.hidden_size;
   for (int64_t i = 0; i < m.num_layers; ++i) {
-    for (const Linear& lin : layer_linears(m, m.is_moe_layer(i))) {
+    for (const Linear& lin : layer_linears(s, m.is_moe_layer(i))) {
       out.push_back(lin.in * lin.out * lin.count);
       if (lin.bias) out.push_back(lin.out * lin.count);
     }

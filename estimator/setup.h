@@ -183,6 +183,10 @@ struct ModelSpec {
   bool fused_expert_gate_up = false;            // one (h, 2 f_e) gate|up matrix per expert (GPT-OSS, Llama-4, Granite)
   bool expert_bias = false;                     // biases on the expert matrices (GPT-OSS)
   bool clamped_swiglu = false;                  // GPT-OSS experts: clamp, gate*sigmoid(1.702 gate), (up + 1)
+  // transformers >= 5 keeps this family's routed experts as stacked (E, ...) parameters behind
+  // @use_experts_implementation (integrations/moe.py) and, with torch >= 2.9, runs them through
+  // torch._grouped_mm (Mixtral, Qwen2/3-MoE, DeepSeek-V2/V3, GPT-OSS); see grouped_mm_experts().
+  bool stacked_experts_v5 = false;
 
   // True when layer i (0-based) uses the MoE block.
   bool is_moe_layer(int64_t i) const {

@@ -66,6 +66,23 @@ inline ModelSpec mixtral() {
   return m;
 }
 
+// moe-nano (profiles/models/moe-nano.json, memplan's own Mixtral-style stand-in): h 512, 8 layers,
+// 8 heads / 4 KV heads of 64, 4 experts of width 1408, top-2, vocab 32000; transformers 5 stacks
+// its experts (MixtralExperts).
+inline ModelSpec moe_nano() {
+  ModelSpec m = mixtral();
+  m.name = "moe-nano";
+  m.hidden_size = 512;
+  m.num_layers = 8;
+  m.num_attention_heads = 8;
+  m.num_key_value_heads = 4;
+  m.head_dim = 64;
+  m.intermediate_size = 1408;
+  m.num_experts = 4;
+  m.stacked_experts_v5 = true;
+  return m;
+}
+
 // BERT-base as HF BertConfig defaults with a masked-LM head (google-bert/bert-base-uncased).
 inline ModelSpec bert_base() {
   ModelSpec m;

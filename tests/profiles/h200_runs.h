@@ -1,5 +1,6 @@
 // The inputs of a run on the H200 of tests/data/gpu (`--gpu h200 --device cuda --framework
-// hf-trainer --torch-version 2.11`): shared by the suites that re-estimate those runs.
+// hf-trainer --torch-version 2.11 --transformers-version 5.17`): shared by the suites that
+// re-estimate those runs.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@ inline profiles::SetupInputs h200_inputs(const std::string& model, int64_t batch
   si.device = "cuda";
   si.framework = "hf-trainer";
   si.torch_version = "2.11";
+  si.transformers_version = "5.17";  // shared/gpu/h200-env.txt
   si.micro_batch = batch;
   si.seq_len = seq;
   si.precision = precision;
