@@ -152,10 +152,11 @@ TEST_CASE("sequence: H200 loops, reserved and allocated from the replayed sequen
     // Allocated within 1% on every case: fp32 SDPA with GQA (the math kernel, -37.7% before),
     // transformers 5's grouped_mm experts saving fp32 under autocast (l-moe-nano-amp, -13.5%
     // before) and GPT-NeoX's copied attention output (l-pythia1b-fp16amp, -1.8% before).
+    // Both the estimate's own allocated figure and the replayed one.
+    CHECK(std::abs(pct(est_alloc, c.allocated)) <= 1.0);
     CHECK(std::abs(pct(p.peak_allocated, c.allocated)) <= 1.0);
-    // The issue's bar (reserved within 3%) wherever the tensors themselves are right (allocated
-    // within 1%): what is left there is the allocator's, which the replay is meant to get.
-    if (std::abs(pct(p.peak_allocated, c.allocated)) <= 1.0) CHECK(std::abs(pct(p.peak_reserved, c.reserved)) <= 3.0);
+    // Issue 28's bar on every case, both allocator settings: reserved within 3%.
+    CHECK(std::abs(pct(p.peak_reserved, c.reserved)) <= 3.0);
     // Better than today's "allocated + 1 MiB per large tensor + 5% of the dynamic bytes" wherever
     // that was off by more than 1%.
     if (std::abs(pct(old_reserved, c.reserved)) > 1.0)
