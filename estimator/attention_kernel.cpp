@@ -27,7 +27,8 @@
 //              `enable_gqa && supports_gqa` branch for it; #191085 (2026-07, after 2.11; main
 //              @ 001f694a has supports_gqa = true) added GQA: read here as torch >= 2.13.
 //   cuDNN      fp16/bf16 (check_dtypes_low_precision); sm80-sm121; head dims <= 128 and multiples
-//              of 8 (192/128 on sm90/sm10x; 256 needs cudnn-frontend 1.24, #185554, after 2.11)
+//              of 8 (192/128 on sm90/sm10x; 256 with torch 2.11's wheels on sm90, as the H200 ran
+//              pythia-1b; #185554 widens it further)
 //              (check_cudnn_tensor_shapes); dropout a multiple of 1/16 (check_cudnn_dropout);
 //              attn_mask accepted (check_attn_mask_shape); GQA accepted
 //              (check_batch_size_and_num_heads_dense<true, false, true>).
@@ -104,7 +105,11 @@ std::string cudnn_refuses(const SdpParams& p) {
   if (p.dt == Dt::fp32) return "cuDNN needs fp16/bf16";
   const bool sm9_10 = p.sm == 90 || (p.sm >= 100 && p.sm < 110);
   const bool mla_dims = sm9_10 && p.d_qk == 192 && p.d_v == 128;
-  if (!mla_dims && (p.d_qk > 128 || p.d_v > 128)) return "cuDNN needs head dims <= 128";
+  // Head dim 256 on Hopper with torch 2.11's wheels (their cuDNN is past 9.15): measured, the H200
+  // ran pythia-1b (head dim 256, fp16 autocast, training) through _scaled_dot_product_cudnn_attention
+  // (shared/gpu/h200-saved-tensors.txt, torch 2.11.0+cu130). Earlier releases are left at 128.
+  const bool wide = sm9_10 && p.torch_at_least(2, 11) && p.d_qk == p.d_v && p.d_qk <= 256;
+  if (!mla_dims && !wide && (p.d_qk > 128 || p.d_v > 128)) return "cuDNN needs head dims <= 128";
   if (p.d_qk % 8 != 0 || p.d_v % 8 != 0) return "cuDNN needs head dims divisible by 8";
   if (p.dropout * 16.0 != std::floor(p.dropout * 16.0)) return "cuDNN needs dropout in steps of 1/16";
   return "";
