@@ -45,11 +45,13 @@ std::string verdict_line(const Verdict& v, const TrainingSetup& s, const MemoryB
     return fmt::format("verdict: fits: {} of {} ({}, status {}), {} headroom below the {} target", gib(peak),
                        gib(s.device.capacity_bytes), percent(v.utilization), v.status, gib(target - peak),
                        percent(s.thresholds.target));
-  if (v.runs && peak > target)
-    return fmt::format("verdict: does not fit: {} is {} of {} (status {}), {} over the {} target ({}); it runs, with the "
-                       "allocator's cache squeezed",
-                       gib(peak), percent(v.utilization), gib(s.device.capacity_bytes), v.status, gib(peak - target),
-                       percent(s.thresholds.target), gib(target));
+  if (v.runs)  // within the card, not within the target's headroom
+    return fmt::format("verdict: runs, above the {} target: {} is {} of {} (status {}), {} over the target ({}){}",
+                       percent(s.thresholds.target), gib(peak), percent(v.utilization), gib(s.device.capacity_bytes), v.status,
+                       gib(peak - target), gib(target),
+                       e.allocator_replayed && peak >= s.device.capacity_bytes
+                           ? "; only with the allocator's cache squeezed into the whole card (it frees its cache and retries)"
+                           : "");
   return fmt::format("verdict: does not fit: {} is {} of {} (status {}), {} over the {} target ({})", gib(peak),
                      percent(v.utilization), gib(s.device.capacity_bytes), v.status, gib(peak - target),
                      percent(s.thresholds.target), gib(target));

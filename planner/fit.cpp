@@ -350,9 +350,11 @@ FitReport fit(const TrainingSetup& s, const Calibration* cal) {
     std::string cost;
     for (const Change& x : cs) cost += (cost.empty() ? "" : "; ") + x.cost;
     Change c{step, joined_flags(cs), cost, t};
-    c.peak_bytes = et.peak_bytes();
-    c.fits = et.verdict_bytes() <= target_bytes(t) && hv.fits;
-    if (c.peak_bytes < r.peak_bytes) r.single.push_back(std::move(c));
+    // What the verdict holds (the peak, or the target's share the step runs in with the
+    // allocator's cache squeezed), against the setup's own.
+    c.peak_bytes = et.verdict_bytes();
+    c.fits = c.peak_bytes <= target_bytes(t) && hv.fits;
+    if (c.peak_bytes < e.verdict_bytes()) r.single.push_back(std::move(c));
   };
   for (AttentionImpl a : space.attentions)
     if (a != s.attention && !(a == AttentionImpl::flash && s.precision == Precision::fp32)) {

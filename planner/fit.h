@@ -25,7 +25,7 @@ struct Change {
   std::string flags;     // how to ask for it on the command line ("--attention flash")
   std::string cost;      // what it changes or costs ("recomputes the forward: ~+33% compute")
   TrainingSetup setup;   // the setup with the change applied (alone, for FitReport::single)
-  int64_t peak_bytes = 0;
+  int64_t peak_bytes = 0;  // what the verdict holds (MemoryBreakdown::verdict_bytes)
   bool fits = false;
 };
 
