@@ -1,6 +1,6 @@
 // libFuzzer target: fit and plan over random setups and requests. Besides the estimator's
 // invariants: fit's largest micro-batch fits and one more does not; plan's winner fits its
-// budget, its peak is estimate()'s for its setup, and its global batch is what it says.
+// budget, its peak is what estimate() holds against the card (verdict_bytes) for its setup, and its global batch is what it says.
 #include "planner/fit.h"
 #include "planner/plan.h"
 #include "tests/fuzz/fuzz_common.h"
@@ -16,9 +16,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (mb > 0) {
     TrainingSetup at = s;
     at.batch.micro_batch = mb;
-    if (estimate(at).peak_bytes() > target_bytes(at)) fuzz::fail("largest_micro_batch does not fit");
+    // What the verdict holds: the peak, or the target's share the replay runs the step in.
+    if (estimate(at).verdict_bytes() > target_bytes(at)) fuzz::fail("largest_micro_batch does not fit");
     at.batch.micro_batch = mb + 1;
-    if (mb < limit && validate(at).empty() && estimate(at).peak_bytes() <= target_bytes(at))
+    if (mb < limit && validate(at).empty() && estimate(at).verdict_bytes() <= target_bytes(at))
       fuzz::fail("largest_micro_batch + 1 fits too");
   }
   planner::PlanAsk ask;
@@ -35,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (r.found) {
       const planner::Candidate& c = r.best;
       if (!c.fits || c.peak_bytes > r.budget_bytes) fuzz::fail("plan's winner is over its budget");
-      if (estimate(c.setup).peak_bytes() != c.peak_bytes) fuzz::fail("plan's winner's peak is not estimate()'s");
+      if (estimate(c.setup).verdict_bytes() != c.peak_bytes) fuzz::fail("plan's winner's peak is not estimate()'s");
       const __int128 gb = static_cast<__int128>(c.setup.batch.micro_batch) * c.setup.batch.grad_accum *
                           c.setup.parallel.data_parallel();
       if (gb != c.global_batch || c.global_batch <= 0) fuzz::fail("plan's global batch is not micro x accumulation x ranks");
