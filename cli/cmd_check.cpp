@@ -447,7 +447,7 @@ nlohmann::json result_json(const Result& r, const Context& ctx) {
   j["capacity_bytes"] = g.capacity_bytes;
   j["target_bytes"] = g.target_bytes;
   j["needed_bytes"] = g.needed_bytes;
-  j["runs"] = g.verdict.runs;
+  j["runs"] = g.verdict.known ? nlohmann::json(g.verdict.runs) : nlohmann::json(nullptr);
   j["utilization"] = g.verdict.utilization;
   j["target_utilization"] = r.setup.thresholds.target;
   j["band"] = g.verdict.status;

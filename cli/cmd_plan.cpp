@@ -51,6 +51,7 @@ std::vector<std::pair<std::string, DeviceSpec>> table_devices(const std::string&
     if (const profiles::GpuProfile* g = catalog.find(item)) {
       TrainingSetup t = base;
       profiles::apply_gpu(t, *g, catalog);
+      profiles::carry_allocator_cap(t.device, base.device);
       out.emplace_back(fmt::format("{} ({})", g->name, size_label(t.device.capacity_bytes)), t.device);
       continue;
     }
@@ -64,6 +65,7 @@ std::vector<std::pair<std::string, DeviceSpec>> table_devices(const std::string&
     DeviceSpec d = base.device;
     if (d.name == "unspecified") d.name = "custom";
     d.capacity_bytes = *bytes;
+    profiles::carry_allocator_cap(d, base.device);
     out.emplace_back(size_label(*bytes), d);
   }
   return out;
@@ -205,6 +207,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   for (const profiles::GpuProfile* g : catalog.all()) {
     TrainingSetup t = s;
     profiles::apply_gpu(t, *g, catalog);
+    profiles::carry_allocator_cap(t.device, s.device);
     cards.emplace_back(g->name, t.device);
   }
   const planner::PlanResult r = planner::plan(req, cards);

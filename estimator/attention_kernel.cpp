@@ -108,7 +108,7 @@ std::string cudnn_refuses(const SdpParams& p) {
   // Head dim 256 on Hopper with torch 2.11's wheels (their cuDNN is past 9.15): measured, the H200
   // ran pythia-1b (head dim 256, fp16 autocast, training) through _scaled_dot_product_cudnn_attention
   // (shared/gpu/h200-saved-tensors.txt, torch 2.11.0+cu130). Earlier releases are left at 128.
-  const bool wide = sm9_10 && p.torch_at_least(2, 11) && p.d_qk == p.d_v && p.d_qk <= 256;
+  const bool wide = p.sm == 90 && p.torch_at_least(2, 11) && p.d_qk == p.d_v && p.d_qk <= 256;
   if (!mla_dims && !wide && (p.d_qk > 128 || p.d_v > 128)) return "cuDNN needs head dims <= 128";
   if (p.d_qk % 8 != 0 || p.d_v % 8 != 0) return "cuDNN needs head dims divisible by 8";
   if (p.dropout * 16.0 != std::floor(p.dropout * 16.0)) return "cuDNN needs dropout in steps of 1/16";

@@ -113,6 +113,7 @@ Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s) {
   v.headroom_bytes = target_bytes(s) - peak;
   v.fits = peak <= target_bytes(s);
   v.runs = b.runs >= 0 ? b.runs == 1 : peak <= cap;
+  if (!v.runs) v.fits = false;  // what does not run on the card cannot fit its target
   const Thresholds& t = s.thresholds;
   if (v.utilization > 1.0) v.status = "out_of_memory";
   else if (v.utilization >= t.emergency) v.status = "emergency";

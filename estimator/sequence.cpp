@@ -79,6 +79,7 @@ class LiveTable {
     resize(n);
   }
   Entry* find(int64_t id) {
+    if (id <= 0) return nullptr;  // 0 marks an empty slot
     for (size_t i = home(id);; i = (i + 1) & mask_) {
       if (t_[i].id == id) return &t_[i];
       if (t_[i].id == 0) return nullptr;

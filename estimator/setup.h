@@ -361,6 +361,7 @@ struct DeviceSpec {
   // torch.cuda.set_per_process_memory_fraction: the most the caching allocator may reserve
   // (fraction x cudaMemGetInfo's total; CUDACachingAllocator.cpp allowed_memory_maximum). 0: none.
   int64_t allocator_cap_bytes = 0;
+  double allocator_cap_fraction = 0;  // the cap as a fraction of the card, when given so (0: bytes)
   int64_t cuda_context_bytes = 0;    // CUDA context + lazily loaded kernels (outside the allocator)
   int64_t cublas_workspace_bytes = 0;  // persistent cuBLAS workspace per handle and stream
   bool bf16 = true;

@@ -113,7 +113,11 @@ const std::vector<FieldSpec>& setup_fields() {
        [](const TrainingSetup& s) {
          return fmt::format("{:.2f} GiB", static_cast<double>(s.device.capacity_bytes) / (1024.0 * 1024 * 1024));
        },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.device.capacity_bytes = b.device.capacity_bytes; },
+       [](TrainingSetup& s, const TrainingSetup& b) {
+         s.device.capacity_bytes = b.device.capacity_bytes;  // with the allocator cap it holds
+         s.device.allocator_cap_bytes = b.device.allocator_cap_bytes;
+         s.device.allocator_cap_fraction = b.device.allocator_cap_fraction;
+       },
        [](const TrainingSetup& a, const TrainingSetup& b) { return a.device.name == b.device.name; }},
       {"thresholds.target", "target utilization",
        [](const TrainingSetup& s) { return fmt::format("{:g}%", 100.0 * s.thresholds.target); },

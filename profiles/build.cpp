@@ -106,26 +106,32 @@ void apply_allocator_cap(const SetupInputs& in, const LoadedConfig& cfg, BuiltSe
   if (s.device.kind != DeviceKind::cuda)
     throw InputError(where, "an allocator cap applies to a CUDA device (the caching allocator's set_per_process_memory_fraction)",
                      "leave it out with --device cpu");
-  int64_t cap = 0;
-  char* end = nullptr;
-  const double fraction = std::strtod(text->c_str(), &end);
-  const bool is_fraction = end && *end == '\0' && end != text->c_str() && text->find_first_not_of("0123456789.") == std::string::npos &&
-                           fraction <= 1.0;
-  if (is_fraction) {
-    if (!(fraction > 0))
-      throw InputError(where, fmt::format("the allocator cap must be above 0 (got '{}')", *text), hint);
+  // A bare number is a fraction, as set_per_process_memory_fraction takes it (which refuses one
+  // above 1); a size needs its unit.
+  const bool bare = !text->empty() && text->find_first_not_of("0123456789.") == std::string::npos;
+  DeviceSpec from = s.device;
+  if (bare) {
+    char* end = nullptr;
+    const double fraction = std::strtod(text->c_str(), &end);
+    if (!end || *end != '\0' || end == text->c_str())
+      throw InputError(where, fmt::format("cannot read '{}' as an allocator cap", *text), hint);
+    if (fraction > 1.0)
+      throw InputError(where, fmt::format("a bare number is a fraction of the card, at most 1 (got '{}')", *text),
+                       fmt::format("a size needs its unit: {}GiB; a fraction is 0 to 1, as set_per_process_memory_fraction takes it",
+                                   *text));
     if (s.device.capacity_bytes <= 0)
       throw InputError(where, fmt::format("a fraction ('{}') needs the card's memory", *text),
                        "pass --gpu PRESET or --gpu-memory SIZE, or give the cap as a size (11GiB)");
-    cap = static_cast<int64_t>(fraction * static_cast<double>(s.device.capacity_bytes));
+    const double bytes = fraction * static_cast<double>(s.device.capacity_bytes);
+    if (!(bytes >= 1)) throw InputError(where, fmt::format("the allocator cap must be above 0 (got '{}')", *text), hint);
+    from.allocator_cap_fraction = fraction;
+    from.allocator_cap_bytes = static_cast<int64_t>(bytes);
   } else {
     const auto bytes = parse_size(*text);
     if (!bytes || *bytes <= 0) throw InputError(where, fmt::format("cannot read '{}' as an allocator cap", *text), hint);
-    cap = *bytes;
+    from.allocator_cap_bytes = *bytes;
   }
-  s.device.allocator_cap_bytes = cap;
-  if (s.device.capacity_bytes > 0) s.device.capacity_bytes = std::min(s.device.capacity_bytes, cap + s.device.cuda_context_bytes);
-  else s.device.capacity_bytes = cap + s.device.cuda_context_bytes;
+  carry_allocator_cap(s.device, from);
   b.origin.set("hardware.allocator_cap", where);
 }
 

@@ -349,6 +349,17 @@ static int compute_capability_number(const std::string& cc) {
   return std::stoi(cc.substr(0, dot)) * 10 + (cc[dot + 1] - '0');
 }
 
+void carry_allocator_cap(DeviceSpec& to, const DeviceSpec& from) {
+  if (from.allocator_cap_bytes <= 0) return;
+  const int64_t cap = from.allocator_cap_fraction > 0 && to.capacity_bytes > 0
+                          ? std::max<int64_t>(1, static_cast<int64_t>(from.allocator_cap_fraction * static_cast<double>(to.capacity_bytes)))
+                          : from.allocator_cap_bytes;
+  to.allocator_cap_bytes = cap;
+  to.allocator_cap_fraction = from.allocator_cap_fraction;
+  const int64_t with_context = cap + to.cuda_context_bytes;
+  to.capacity_bytes = to.capacity_bytes > 0 ? std::min(to.capacity_bytes, with_context) : with_context;
+}
+
 void apply_gpu(TrainingSetup& s, const GpuProfile& g, const GpuCatalog& catalog) {
   DeviceSpec& d = s.device;
   d.name = g.name;

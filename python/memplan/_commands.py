@@ -162,8 +162,9 @@ def _interpreter_versions(command, kwargs, table):
         if key in kwargs or key not in table or mod is None:
             continue
         full = str(getattr(mod, "__version__", "") or "")
-        m = re.match(r"(\d+)\.(\d+)", full)
-        if m:
+        m = re.match(r"(\d{1,3})\.(\d{1,3})", full)
+        # Only what memplan reads as a release (a torch major 1-9; else the call's own defaults).
+        if m and 1 <= int(m.group(1)) and (module != "torch" or int(m.group(1)) <= 9):
             out[key] = (f"{m.group(1)}.{m.group(2)}", full, module)
     return out
 

@@ -456,6 +456,14 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
        {"estimate", "--model", "gpt2", "--gpu", "h200", "--allocator-cap", "0"},
        "error: --allocator-cap: the allocator cap must be above 0 (got '0')",
        "hint: a size (11GiB, 12GB) or a fraction of the card's memory as set_per_process_memory_fraction takes it (0.5)"},
+      {"a bare allocator cap above 1",
+       {"estimate", "--model", "gpt2", "--gpu", "h200", "--allocator-cap", "12"},
+       "error: --allocator-cap: a bare number is a fraction of the card, at most 1 (got '12')",
+       "hint: a size needs its unit: 12GiB; a fraction is 0 to 1, as set_per_process_memory_fraction takes it"},
+      {"an allocator cap fraction that rounds to nothing",
+       {"estimate", "--model", "gpt2", "--gpu-memory", "1GiB", "--allocator-cap", "0.0000000001"},
+       "error: --allocator-cap: the allocator cap must be above 0 (got '0.0000000001')",
+       "hint: a size (11GiB, 12GB) or a fraction of the card's memory as set_per_process_memory_fraction takes it (0.5)"},
       {"allocator cap fraction without a card",
        {"estimate", "--model", "gpt2", "--allocator-cap", "0.5"},
        "error: --allocator-cap: a fraction ('0.5') needs the card's memory",
@@ -1114,4 +1122,20 @@ TEST_CASE("fit: a step that runs above the target says it runs, and the largest 
   CHECK(contains(r.out, "verdict: runs, above the 90.0% target: "));
   CHECK(contains(r.out, "only with the allocator's cache squeezed into the whole card"));
   CHECK(contains(r.out, "largest micro-batch that runs at all (no headroom: the allocator replay's out-of-memory boundary): 4"));
+}
+
+// plan's cards carry the allocator cap: each --table card (and each catalog card plan tries) holds
+// the cap plus its own context, a fraction taken of that card's memory.
+TEST_CASE("plan --table under an allocator cap: every row is capped") {
+  const Run r = invoke({"plan", "--model", "qwen2.5-0.5b", "--seq-len", "1024", "--global-batch", "8", "--gpu", "h200",
+                        "--allocator-cap", "11GiB", "--table", "h100-80gb,h200,40GiB", "--json"});
+  REQUIRE(r.code <= 1);
+  const auto doc = nlohmann::json::parse(r.out);
+  REQUIRE(doc["rows"].size() == 3);
+  for (const auto& row : doc["rows"]) CHECK(row["capacity_bytes"] == (int64_t{11} << 30) + 785'252'352);
+  const Run f = invoke({"plan", "--model", "qwen2.5-0.5b", "--seq-len", "1024", "--global-batch", "8", "--gpu", "h200",
+                        "--allocator-cap", "0.25", "--table", "h100-80gb,h200", "--json"});
+  const auto half = nlohmann::json::parse(f.out);
+  CHECK(half["rows"][0]["capacity_bytes"] == static_cast<int64_t>(0.25 * 85'017'493'504.0) + 785'252'352);
+  CHECK(half["rows"][1]["capacity_bytes"] == static_cast<int64_t>(0.25 * 150'109'880'320.0) + 785'252'352);
 }
