@@ -215,7 +215,10 @@ int64_t largest_micro_batch(const TrainingSetup& s, const Calibration* cal, int6
 }
 
 int64_t largest_micro_batch_that_runs(const TrainingSetup& s, const Calibration* cal, int64_t limit) {
-  return largest_where(s, limit, [&](const TrainingSetup& t) { return judge(estimate(t, cal), t).runs; });
+  // The breakdown without its text (the search needs only the verdict).
+  return largest_where(s, limit, [&](const TrainingSetup& t) {
+    return judge(compose(t, activation_timeline(t), cal, /*with_text=*/false, nullptr), t).runs;
+  });
 }
 
 SearchSpace fit_space(const TrainingSetup& s) {
