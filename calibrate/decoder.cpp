@@ -314,7 +314,8 @@ struct Params {
 
 // A PEFT LoRA adapter on a linear: result + lora_B(lora_A(dropout(x.to(A.dtype)))) * scaling,
 // then .to(result's dtype) (peft/tuners/lora/layer.py Linear.forward). Adapters are fp32
-// (PEFT autocast_adapter_dtype) and trainable; B starts at zero as in PEFT.
+// (PEFT autocast_adapter_dtype), or in the model's dtype with finetune.adapter_fp32 false
+// (torchtune, LitGPT), and trainable; B starts at zero as in PEFT.
 struct Lora {
   Tensor a, b;
   double scaling = 1.0, dropout = 0.0;
@@ -322,8 +323,9 @@ struct Lora {
   void make(Params& p, int64_t in, int64_t out, const Finetune& f) {
     const bool was = p.trainable;
     p.trainable = true;
-    a = p.make({f.lora_rank, in}, false, false, torch::kFloat);
-    b = p.make({out, f.lora_rank}, false, true, torch::kFloat);
+    const c10::ScalarType dt = f.adapter_fp32 ? torch::kFloat : p.dtype;
+    a = p.make({f.lora_rank, in}, false, false, dt);
+    b = p.make({out, f.lora_rank}, false, true, dt);
     p.trainable = was;
     scaling = f.lora_alpha / static_cast<double>(f.lora_rank);
     dropout = f.lora_dropout;

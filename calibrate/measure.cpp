@@ -215,7 +215,7 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
     if (r.loss == LossImpl::fused_linear && (s.model.lm_head_bias || s.model.final_softcap > 0 || s.model.logit_scale != 1.0))
       return "fused linear cross-entropy is measured on a plain LM head (no bias, soft-capping or logit scale)";
     if (r.liger) return "Liger's kernels are Triton (CUDA): estimated, not measured";
-    if (r.compile) return "torch.compile is not measured (the harness runs eager LibTorch)";
+    if (r.compile || r.compile_loss) return "torch.compile is not measured (the harness runs eager LibTorch): --compile and --compile-loss are estimated only";
     if (r.fp8) return "float8 linears need a GPU with fp8: estimated, not measured";
     if (r.activation_offload) return "activation offloading is not measured (saved tensors stay on the device in the harness)";
     if (r.optimizer_in_backward && r.optimizer_impl == OptimizerImpl::foreach)

@@ -39,6 +39,9 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--lora-alpha", in.lora_alpha, "LoRA alpha")->type_name("A");
   app.add_option("--lora-targets", in.lora_targets, "q,k,v,o,gate,up,down or all-linear")->type_name("LIST");
   app.add_option("--lora-dropout", in.lora_dropout, "LoRA dropout on the adapters' input (default 0)")->type_name("P");
+  app.add_option("--adapter-dtype", in.adapter_dtype,
+                 "fp32|model: LoRA adapters in fp32 (PEFT) or the model's dtype (torchtune, LitGPT: their default)")
+      ->type_name("DTYPE");
   app.add_option("--freeze-layers", in.freeze_layers, "full fine-tuning with the first N layers frozen")->type_name("N");
   app.add_flag_function("--double-quant,!--no-double-quant", [&in](int64_t n) { in.double_quant = n > 0; },
                         "QLoRA: quantize the NF4 block scales too (default on)");
@@ -70,7 +73,14 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
        "step each parameter in backward and free its gradient (torchtune optimizer_in_bwd)");
   flag("--activation-offload,!--no-activation-offload", in.activation_offload, "saved activations go to pinned host memory");
   flag("--compile,!--no-compile", in.compile, "torch.compile per block (default partitioner; approximated)");
+  flag("--compile-loss,!--no-compile-loss", in.compile_loss,
+       "the loss compiled too: 16-bit logits and a logsumexp saved, not fp32 log-probabilities (default: with --compile "
+       "under torchtune, torchtitan and the HF Trainer)");
+  flag("--fsdp-no-sync,!--no-fsdp-no-sync", in.fsdp_no_sync,
+       "FSDP1 no_sync() on accumulating micro-steps: whole unsharded gradients kept (default: LitGPT)");
   flag("--fp8,!--no-fp8", in.fp8, "float8 linears (torchao Float8Linear / Transformer Engine)");
+  flag("--fp8-recompute-weight,!--no-fp8-recompute-weight", in.fp8_recompute_weight,
+       "float8: the weight cast again in backward, not saved (force_recompute_fp8_weight_in_bwd)");
   app.add_option("--fsdp", in.fsdp, "none|full|shard-grad-op|hybrid|no-shard: PyTorch FSDP sharding")->type_name("MODE")->group("Runtime");
   app.add_option("--gpus-per-node", in.gpus_per_node, "GPUs per node (hybrid sharding, host memory per node; default 8)")
       ->type_name("N")->group("Runtime");
@@ -112,7 +122,9 @@ std::string describe(const TrainingSetup& s) {
   if (s.parallel.num_gpus > 1) d += fmt::format(", {} GPUs", s.parallel.num_gpus);
   if (s.parallel.zero_stage > 0) d += fmt::format(", ZeRO-{}", s.parallel.zero_stage);
   if (s.parallel.offload != Offload::none) d += fmt::format(", offload {}", to_string(s.parallel.offload));
-  if (s.finetune.mode != FinetuneMode::full) d += fmt::format(", {} r={}", to_string(s.finetune.mode), s.finetune.lora_rank);
+  if (s.finetune.mode != FinetuneMode::full)
+    d += fmt::format(", {} r={}{}", to_string(s.finetune.mode), s.finetune.lora_rank,
+                     s.finetune.adapter_fp32 ? "" : " (adapters in the model's dtype)");
   if (s.parallel.fsdp != FsdpMode::none) d += fmt::format(", FSDP {}", to_string(s.parallel.fsdp));
   if (s.device.kind == DeviceKind::cpu) d += ", CPU";
   return d;
@@ -147,7 +159,10 @@ std::string describe_runtime(const profiles::BuiltSetup& b) {
   on(r.optimizer_in_backward, "optimizer in backward");
   on(r.activation_offload, "activation offload");
   on(r.compile, "torch.compile");
+  on(r.compile_loss, "compiled loss");
+  on(r.fsdp_no_sync && s.parallel.fsdp != FsdpMode::none && s.batch.grad_accum > 1, "FSDP no_sync under accumulation");
   on(r.fp8, "fp8 linears");
+  on(r.fp8 && r.fp8_recompute_weight, "fp8 weight recomputed in backward");
   on(r.expandable_segments, "expandable segments");
   std::vector<std::string> by_framework;
   for (const auto& [field, source] : b.origin.defaults)
@@ -174,7 +189,10 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
           {"liger", r.liger},
           {"activation_offload", r.activation_offload},
           {"compile", r.compile},
+          {"compile_loss", r.compile_loss},
+          {"fsdp_no_sync", r.fsdp_no_sync},
           {"fp8", r.fp8},
+          {"fp8_recompute_weight", r.fp8_recompute_weight},
           {"expandable_segments", r.expandable_segments}};
 }
 
@@ -183,12 +201,12 @@ nlohmann::json sources_json(const profiles::BuiltSetup& b) {
       "model.hidden_size", "precision", "optimizer", "batch.micro_batch", "batch.seq_len", "batch.grad_accum",
       "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory", "hardware.allocator_cap", "parallel.num_gpus", "parallel.zero_stage",
       "parallel.offload", "parallel.fsdp", "parallel.tensor_parallel", "parallel.pipeline_parallel", "finetune.mode",
-      "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets", "finetune.base_quant", "finetune.double_quant",
+      "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "finetune.double_quant",
       "runtime.framework", "runtime.torch_version",
       "runtime.transformers_version", "runtime.loss", "runtime.loss_upcast", "runtime.keep_logits", "runtime.keep_cache",
       "runtime.optimizer_impl", "runtime.optimizer_in_backward", "runtime.zero_grad_set_to_none",
-      "runtime.zero_grad_after_forward", "runtime.liger", "runtime.activation_offload", "runtime.compile", "runtime.fp8",
-      "runtime.expandable_segments"};
+      "runtime.zero_grad_after_forward", "runtime.liger", "runtime.activation_offload", "runtime.compile", "runtime.compile_loss",
+      "runtime.fsdp_no_sync", "runtime.fp8", "runtime.fp8_recompute_weight", "runtime.expandable_segments"};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
   return j;
@@ -238,6 +256,7 @@ nlohmann::json setup_json(const TrainingSetup& s) {
     j["finetune"]["lora_rank"] = s.finetune.lora_rank;
     j["finetune"]["lora_alpha"] = s.finetune.lora_alpha;
     j["finetune"]["lora_targets"] = s.finetune.lora_targets;
+    j["finetune"]["adapter_dtype"] = s.finetune.adapter_fp32 ? "fp32" : "model";
     j["finetune"]["base_quant"] = to_string(s.finetune.base_quant);
     if (s.finetune.base_quant == BaseQuant::nf4) j["finetune"]["double_quant"] = s.finetune.double_quant;
   }

@@ -384,6 +384,13 @@ struct OptimizerCost {
   bool paged = false;     // states live in host memory (paged optimizers)
 };
 
+// DeepSpeed's low-precision master state (Parallelism::half_master, half_optimizer_states): ZeRO
+// 1-3 under its mixed precision only (deepspeed/runtime/config.py @ v0.18.3 asserts the stage).
+bool half_master(const TrainingSetup& s) {
+  return s.parallel.half_master && s.parallel.zero_stage >= 1 && master_bytes_per_param(s.precision) > 0;
+}
+bool half_states(const TrainingSetup& s) { return half_master(s) && s.parallel.half_optimizer_states; }
+
 OptimizerImpl resolve_impl(const TrainingSetup& s) {
   if (s.runtime.optimizer_impl != OptimizerImpl::automatic) return s.runtime.optimizer_impl;
   if (master_bytes_per_param(s.precision) > 0) return OptimizerImpl::fused;  // DeepSpeed FusedAdam
@@ -395,7 +402,7 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
   OptimizerCost c;
   // LoRA adapters train in fp32 (PEFT autocast_adapter_dtype), so their states are fp32 too.
   const int64_t trainable = ps.counts.trainable, largest = ps.counts.largest_trainable;
-  const int64_t sb = ps.counts.adapter == trainable && trainable > 0 ? 4 : state_bytes_per_element(s.precision);
+  const int64_t sb = ps.counts.adapter == trainable && trainable > 0 ? adapter_bytes(s) : half_states(s) ? 2 : state_bytes_per_element(s.precision);
   const OptimizerImpl impl = resolve_impl(s);
   const bool v2 = s.runtime.torch_at_least(2, 0);
   auto per_param_loop = [&](int64_t temps, const char* what) {
@@ -469,6 +476,7 @@ struct States {
   int64_t weights = 0, buffers = 0, grads_full = 0, grads_static = 0, master = 0, opt = 0, opt_transient = 0;
   int64_t comm_fwd = 0, comm_step = 0, step_extra = 0;
   int64_t comm_bwd_extra = 0;  // FSDP: a block's unsharded gradient before its reduce-scatter
+  int64_t grads_no_sync = 0;   // FSDP1 no_sync: the unsharded gradients kept between accumulating micro-steps
   int64_t trainable = 0, large_tensors = 0;
   bool grads_partitioned = false;
   OptimizerCost oc;
@@ -510,10 +518,11 @@ States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamS
   st.trainable = trainable;
   st.buffers = model_buffer_bytes(rs);
   st.oc = optimizer_cost(s, ps, text);
-  const int64_t stored = ps.plain * shard_b + adapters * 4 + quantized;
-  const int64_t grad_bytes = (trainable - adapters) * grad_b + adapters * 4;
+  const int64_t ab = adapter_bytes(s);
+  const int64_t stored = ps.plain * shard_b + adapters * ab + quantized;
+  const int64_t grad_bytes = (trainable - adapters) * grad_b + adapters * ab;
   // Sharded fp32 parameters are the master copy under a mixed-precision policy.
-  st.weights = offload ? 0 : mixed ? part(adapters * 4 + quantized) : part(stored);
+  st.weights = offload ? 0 : mixed ? part(adapters * ab + quantized) : part(stored);
   st.master = offload || !mixed ? 0 : part(trainable * 4);
   st.opt = offload || st.oc.paged ? 0 : part(st.oc.states);
   st.opt_transient = offload ? 0 : (st.oc.transient + group - 1) / std::max<int64_t>(1, group);
@@ -532,7 +541,25 @@ States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamS
     // blocks' linear weights travel and stay gathered at 1 B/param.
     const int64_t block_b = s.runtime.fp8 ? 1 : compute_b;
     st.comm_fwd = blocks * block * block_b + root * compute_b;
-    st.comm_bwd_extra = block * (compute_b + (grad_b != compute_b ? grad_b : 0));
+    // FSDP2's per-parameter sharding (torchtune, torchtitan: fully_shard) makes gradients for the
+    // parameters that train only: under LoRA a block's adapters. FSDP1's FlatParameter gradient
+    // covers the whole block, frozen weights included.
+    const bool per_parameter = s.runtime.framework == Framework::torchtune || s.runtime.framework == Framework::torchtitan;
+    if (adapters > 0 && per_parameter)
+      st.comm_bwd_extra = (adapters + rs.model.num_layers - 1) / std::max<int64_t>(1, rs.model.num_layers) * ab;
+    else
+      st.comm_bwd_extra = block * (compute_b + (grad_b != compute_b ? grad_b : 0));
+  }
+  // FSDP1 no_sync() on the accumulating micro-steps (runtime.fsdp_no_sync): no reduce-scatter, so
+  // each unit accumulates its whole unsharded FlatParameter gradient until the micro-step that
+  // syncs (torch/distributed/fsdp/fully_sharded_data_parallel.py no_sync: "FSDP will accumulate
+  // the full model gradients (instead of gradient shards)"). A FlatParameter's gradient covers all
+  // of it, so under LoRA every block with an adapter keeps a gradient the size of the block, frozen
+  // weights included (use_orig_params=True lets them share the FlatParameter); the root unit
+  // (embeddings, final norm, head) only when one of its parameters trains.
+  if (sharded && group > 1 && s.runtime.fsdp_no_sync && s.batch.grad_accum > 1 && !offload) {
+    st.grads_no_sync = adapters > 0 ? rs.model.num_layers * block * grad_b + adapters * ab + (trainable > adapters ? root * grad_b : 0)
+                                    : grad_bytes;
   }
   for (const auto& [elements, count] : ps.sizes)
     if (elements * compute_b >= 10 * kMiB) st.large_tensors += count;
@@ -546,15 +573,26 @@ States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamS
   if (!text) return st;
   const std::string over = sharded && group > 1 ? fmt::format(" / {} ranks (FSDP {})", group, to_string(mode)) : "";
   st.weights_formula = mixed ? fmt::format("none resident: the fp32 shards are the master copy; gathered blocks are in comm_buffers{}",
-                                           adapters ? fmt::format(" (+ {} LoRA params x 4 B)", adapters) : "")
+                                           adapters ? fmt::format(" (+ {} LoRA params x {} B)", adapters, ab) : "")
                              : fmt::format("{} params x {} B{}", ps.counts.total, shard_b, over);
   st.master_formula = mixed ? fmt::format("{} trainable x 4 B fp32 shards{}", trainable, over) : "none: the shards are the master copy";
   st.grads_formula = fmt::format("{} trainable x {} B{}", trainable, grad_b, st.grads_partitioned ? over : "");
-  st.comm_formula = sharded ? fmt::format("gathered parameters in flight: {} blocks of {} + root unit {} params x {} B; backward adds one "
-                                          "block's gradient ({} B{})",
-                                          mode == FsdpMode::shard_grad_op ? "all" : "2", block, root, compute_b, compute_b,
-                                          grad_b != compute_b ? fmt::format(" + its {} B cast", grad_b) : "")
-                            : "FSDP NO_SHARD: gradients all-reduced in place";
+  if (st.grads_no_sync > 0)
+    st.grads_formula += fmt::format("; between accumulating micro-steps FSDP no_sync keeps the unsharded gradients: {}",
+                                    adapters > 0 ? fmt::format("{} layers x {} params x {} B (frozen weights share the FlatParameter) + "
+                                                               "{} LoRA params x {} B",
+                                                               rs.model.num_layers, block, grad_b, adapters, ab)
+                                                 : fmt::format("{} trainable x {} B", trainable, grad_b));
+  const bool adapter_grads_only = adapters > 0 && st.comm_bwd_extra < block;
+  st.comm_formula = !sharded ? "FSDP NO_SHARD: gradients all-reduced in place"
+                    : adapter_grads_only
+                        ? fmt::format("gathered parameters in flight: {} blocks of {} + root unit {} params x {} B; backward adds one "
+                                      "block's adapter gradients ({} B: FSDP2 makes none for frozen weights)",
+                                      mode == FsdpMode::shard_grad_op ? "all" : "2", block, root, compute_b, st.comm_bwd_extra)
+                        : fmt::format("gathered parameters in flight: {} blocks of {} + root unit {} params x {} B; backward adds one "
+                                      "block's gradient ({} B{})",
+                                      mode == FsdpMode::shard_grad_op ? "all" : "2", block, root, compute_b, compute_b,
+                                      grad_b != compute_b ? fmt::format(" + its {} B cast", grad_b) : "");
   return st;
 }
 
@@ -563,16 +601,17 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   States st;
   const int64_t dp = s.parallel.data_parallel();
   const int zero = s.parallel.zero_stage;
-  const int64_t gb = grad_bytes_per_param(s.precision), mb = master_bytes_per_param(s.precision);
+  const int64_t gb = grad_bytes_per_param(s.precision), mb = half_master(s) ? 2 : master_bytes_per_param(s.precision);
   const int64_t wb = weight_bytes_per_param(s.precision);
   const int64_t trainable = ps.counts.trainable, adapters = ps.counts.adapter;
   st.trainable = trainable;
   // Adapters train in fp32 whatever the base precision; their grads are fp32. Quantized base
   // weights are stored at their bit width (QLoRA), adapters in fp32 (PEFT autocast_adapter_dtype).
   // Megatron accumulates into fp32 main gradients whatever the parameters' dtype.
-  const int64_t grad_bytes = (trainable - adapters) * (megatron_grad_buffer(s) ? 4 : gb) + adapters * 4;
+  const int64_t ab = adapter_bytes(s);
+  const int64_t grad_bytes = (trainable - adapters) * (megatron_grad_buffer(s) ? 4 : gb) + adapters * ab;
   const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * base_weight_bits(s) / 8.0));
-  const int64_t all_weights = ps.plain * wb + adapters * 4 + quantized;
+  const int64_t all_weights = ps.plain * wb + adapters * ab + quantized;
   st.buffers = model_buffer_bytes(rs);
   st.oc = optimizer_cost(s, ps, text);
   const auto part = [&](int64_t bytes, bool on) { return on && dp > 1 ? (bytes + dp - 1) / dp : bytes; };
@@ -589,8 +628,9 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   st.grads_full = grad_bytes;
   st.grads_partitioned = gradients_partitioned(s);
   st.grads_static = st.grads_partitioned ? (off_opt ? 0 : part(grad_bytes, true)) : 0;
-  // Mixed precision: the fp32 gradient of the rank's partition exists during the step.
-  if (mb > 0 && !off_opt) st.step_extra = part(trainable * 4, zero >= 1);
+  // Mixed precision: the fp32 gradient of the rank's partition exists during the step (16-bit
+  // with DeepSpeed's bf16_master_weights_and_grads).
+  if (mb > 0 && !off_opt) st.step_extra = part(trainable * mb, zero >= 1);
 
   // Communication buffers. DeepSpeed's buckets exist whenever a ZeRO stage runs (its engine
   // reduces through them at any world size, one GPU included); DDP's only with several ranks.
@@ -664,13 +704,13 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
                                          s.model.quantized.any() ? fmt::format(" (the checkpoint's {})", s.model.quantized.method) : "")
                            : fmt::format("{} params x {} B ({}){}", ps.counts.total, wb, to_string(s.precision),
                                          zero >= 3 && dp > 1 ? fmt::format(" / {} ranks (ZeRO-3)", dp) : "");
-  if (adapters > 0) st.weights_formula += fmt::format(" + {} LoRA adapter params x 4 B", adapters);
-  st.master_formula = mb ? fmt::format("{} trainable x {} B fp32 master{}", trainable, mb,
+  if (adapters > 0) st.weights_formula += fmt::format(" + {} LoRA adapter params x {} B", adapters, ab);
+  st.master_formula = mb ? fmt::format("{} trainable x {} B {} master{}", trainable, mb, mb == 2 ? "16-bit (bf16_master_weights_and_grads)" : "fp32",
                                        zero >= 1 && dp > 1 ? fmt::format(" / {} ranks", dp) : "")
                          : "none: the parameters are the master copy in this regime";
   st.grads_formula = st.grads_partitioned
                          ? fmt::format("{} trainable x {} B / {} ranks (ZeRO-{} partition)", trainable, gb, dp, zero)
-                         : fmt::format("{} trainable x {} B", trainable, adapters ? 4 : gb);
+                         : fmt::format("{} trainable x {} B", trainable, adapters ? ab : gb);
   return st;
 }
 
@@ -791,7 +831,7 @@ Timeline activation_timeline(const TrainingSetup& s) {
     // step's temporaries, scaled from the largest parameter's to each op's gradient.
     const ParamSummary ps = summarize_parameters(s);
     const int64_t largest = ps.counts.largest_trainable;
-    const int64_t gb = ps.counts.adapter == ps.counts.trainable && ps.counts.trainable > 0 ? 4 : grad_bytes_per_param(s.precision);
+    const int64_t gb = ps.counts.adapter == ps.counts.trainable && ps.counts.trainable > 0 ? adapter_bytes(s) : grad_bytes_per_param(s.precision);
     if (largest > 0 && gb > 0)
       so.step_temps_per_grad_byte = static_cast<double>(optimizer_cost(s, ps, false).per_param_transient) / static_cast<double>(largest * gb);
     so.grads_persist = false;
@@ -1109,7 +1149,7 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   // accumulation, or the ZeRO-2/3 partition; without accumulation none (set_to_none), and the
   // ZeRO partition appears with the first reduced bucket, after the head's backward.
   const int64_t grads_at_rest = st.grads_partitioned ? st.grads_static : st.grads_full;
-  const int64_t grads_kept = accumulating ? grads_at_rest : 0;
+  const int64_t grads_kept = accumulating ? (st.grads_no_sync > 0 ? st.grads_no_sync : grads_at_rest) : 0;
   base[T(Term::gradients)] = grads_kept;
   // Buffers the DeepSpeed engine allocates at start-up: BF16_Optimizer's fp32 gradient buffer of
   // every parameter (bf16 without ZeRO; deepspeed/runtime/bf16_optimizer.py @ v0.16.4 L156-163) and

@@ -429,7 +429,12 @@ class Net {
     // torchao Float8Linear (float8_linear.py @ v0.10.0 L61-79, L326-352): the high-precision input
     // is saved as before, plus the weight cast to float8 and transposed (1 B/param, its scale is
     // a scalar) for the input's gradient. torchtitan leaves the output head out (filter_fqns).
-    if (s_.runtime.fp8 && fp8_role(lin.role)) o.saved_aux_bytes += wn;
+    // With force_recompute_fp8_weight_in_bwd (float8_linear.py @ v0.10.0: the weight is cast again
+    // in backward) nothing of the weight is saved; the cast is a backward temporary.
+    if (s_.runtime.fp8 && fp8_role(lin.role)) {
+      if (s_.runtime.fp8_recompute_weight) o.bwd_scratch += wn;
+      else o.saved_aux_bytes += wn;
+    }
     // The per-op policy keeps every other matmul's output (torchtitan activation_checkpoint.py
     // @ v0.2.2 L100-131: "except every second mm").
     if (sac_) o.sac_save = mm_count_++ % 2 == 0;
@@ -469,10 +474,11 @@ class Net {
   }
 
   // PEFT LoRA: result + lora_B(lora_A(dropout(x.to(A.dtype)))) * scaling. Adapters are fp32
-  // (PEFT autocast_adapter_dtype), so a 16-bit input is cast up first.
+  // (PEFT autocast_adapter_dtype), so a 16-bit input is cast up first; in the model's dtype
+  // (finetune.adapter_fp32 false: torchtune, LitGPT) it is not.
   T lora(T x, T y, const Linear& lin, int64_t rows) {
     const int64_t r = s_.finetune.lora_rank;
-    const int64_t adt = kFp32;
+    const int64_t adt = adapter_bytes(s_);
     T xa = ac_ ? cast(x, c_, "autocast cast input") : cast(x, adt, "lora x.to(fp32)");
     xa = dropout(xa, s_.finetune.lora_dropout, "lora dropout");
     Linear a{lin.role, lin.in, r, false, lin.count};
@@ -489,7 +495,7 @@ class Net {
     o.reads = {x.id};
     o.saves = {x.id};
     o.grad_to = {x.id};
-    o.param_grad_bytes = lin.in * lin.out * lin.count * kFp32;
+    o.param_grad_bytes = lin.in * lin.out * lin.count * adapter_bytes(s_);
     o.params_trainable = true;
     return make(std::move(o), rows * lin.out * lin.count, ac_ ? c_ : x.dt);
   }
@@ -1475,6 +1481,28 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
 
 // ---- losses other than HF's standard one ----------------------------------------------------
 
+// A compiled cross-entropy over logits as the model returned them (runtime.compile_loss):
+// torchtune's compile_loss (torchtune/training/_compile.py @ 1814feb17 L60-87, the per-chunk
+// compute_cross_entropy = F.cross_entropy(logits.float(), ...)), torchtitan's compiled loss
+// (torchtitan/components/loss.py BaseLoss._maybe_compile: F.cross_entropy(pred.float(), ...)) and
+// HF Trainer's torch_compile (the model's forward computes its loss). AOTAutograd's min-cut
+// partitioner saves the graph's input rather than the upcast copy or the log-probabilities (the
+// cast, the subtraction and the exponential are cheap to recompute, torch/_functorch/partitioners.py
+// min_cut_rematerialization_partition), plus the per-row logsumexp and the target; forward fuses the
+// fp32 upcast into its two row reductions (no N x V buffer), and backward writes the logits'
+// gradient in their own dtype from one pointwise kernel.
+static T compiled_cross_entropy(Net& n, T logits, int64_t rows, const char* name) {
+  const int64_t V = n.s_.model.vocab_size;
+  Op ce;
+  ce.name = name;
+  ce.reads = {logits.id};
+  ce.saves = {logits.id};
+  ce.saved_aux_bytes = rows * (kFp32 + kInt64);  // logsumexp and the int64 target
+  ce.grad_to = {logits.id};
+  ce.grad_bytes = {rows * V * logits.dt};
+  return n.make(std::move(ce), 1, kFp32);
+}
+
 // torchtune's CEWithChunkedOutputLoss (ce_chunked_output_loss.py @ v0.6.1) and LitGPT's chunked
 // head + chunked_cross_entropy (litgpt/model.py, utils.py @ v0.5.7): the final hidden states are
 // split into k chunks along the sequence (hidden.chunk(k, dim=1); LitGPT: 128-token pieces), the
@@ -1564,6 +1592,10 @@ void chunked_loss(Net& n, Segment& seg, T x, bool train_head) {
   for (int64_t i = 0; i < k; ++i) {
     const T lg = chunks[static_cast<size_t>(i)];
     const int64_t rows = lg.n / V;
+    if (r.compile_loss) {
+      losses.push_back(compiled_cross_entropy(n, lg, rows, "compiled cross_entropy (chunk)").id);
+      continue;
+    }
     T lf = r.loss_upcast ? n.cast(lg, kFp32, "chunk.float()") : lg;
     if (n.ac_ && lf.dt != kFp32) lf = n.cast(lf, kFp32, "autocast fp32 cast");
     Op ls;
@@ -1704,6 +1736,16 @@ Segment head_segment(const TrainingSetup& s) {
   // BertForMaskedLM calls CrossEntropyLoss on the logits as they are.
   const bool upcast = s.runtime.loss_upcast && m.head == HeadKind::causal_lm;
   const T model_logits = logits;  // outputs.logits: alive until the model's forward returns
+  if (s.runtime.compile_loss) {
+    // torchtune's model upcasts its logits itself when the loss is not chunked
+    // (torchtune/modules/transformer.py @ v0.4.0 TransformerDecoder.forward: output(h).float()),
+    // outside the compiled loss, which then saves the fp32 copy; HF's ForCausalLMLoss and
+    // torchtitan's cross_entropy_loss upcast inside it.
+    T in = logits;
+    if (upcast && s.runtime.framework == Framework::torchtune) in = n.cast(logits, kFp32, "output(h).float()");
+    seg.output(compiled_cross_entropy(n, in, N, "compiled cross_entropy").id);
+    return seg;
+  }
   if (upcast) logits = n.cast(logits, kFp32, "logits.float()");
   // Autocast runs log_softmax in fp32 (CUDA policy; CPU's fp32 list has cross_entropy).
   if (n.ac_ && logits.dt != kFp32) logits = n.cast(logits, kFp32, "autocast fp32 cast");

@@ -48,6 +48,22 @@ Row optimizer_impl(OptimizerImpl impl, const char* source) {
   return {"runtime.optimizer_impl", nullptr,
           [impl](TrainingSetup& s) { s.runtime.optimizer_impl = impl; return std::string(to_string(impl)); }, source};
 }
+// The loss compiled whenever the framework compiles (runtime.compile as the config or flag set it).
+Row compile_loss(const char* source) {
+  return {"runtime.compile_loss", nullptr,
+          [](TrainingSetup& s) {
+            s.runtime.compile_loss = s.runtime.compile;
+            return yes(s.runtime.compile_loss);
+          },
+          source};
+}
+Row adapters_in_model_dtype(const char* source) {
+  return {"finetune.adapter_dtype", nullptr, [](TrainingSetup& s) { s.finetune.adapter_fp32 = false; return std::string("model"); },
+          source};
+}
+Row fsdp_no_sync(bool v, const char* source) {
+  return {"runtime.fsdp_no_sync", nullptr, [v](TrainingSetup& s) { s.runtime.fsdp_no_sync = v; return yes(v); }, source};
+}
 // Sharded data parallelism over several ranks, unless DeepSpeed or tensor/pipeline parallelism
 // was asked for.
 Row fsdp_when_ranks(const char* source) {
@@ -65,6 +81,12 @@ const std::vector<Row>& rows(Framework f) {
       optimizer_impl(OptimizerImpl::automatic,
                      "transformers src/transformers/training_args.py optim adamw_torch -> torch.optim.AdamW(foreach=None): "
                      "foreach on CUDA @ v4.52.4"),
+      fsdp_no_sync(true, "transformers src/transformers/trainer.py training loop (PR #34645): every micro-batch but the last "
+                         "inside self.accelerator.no_sync(model); accelerate src/accelerate/accelerator.py @ v1.10.1 "
+                         "L1134-1173 no_sync: the FSDP1 wrapper's no_sync()"),
+      compile_loss("transformers src/transformers/trainer.py _wrap_model: torch.compile(model) with torch_compile, and the "
+                   "model's forward computes its loss (models/llama/modeling_llama.py LlamaForCausalLM.forward "
+                   "self.loss_function) @ v4.52.4"),
   };
   static const std::vector<Row> custom = {
       hf_attention("the model's own attention: HF models pick SDPA on torch >= 2.1.1 (import_utils.py @ v4.52.4)"),
@@ -81,6 +103,9 @@ const std::vector<Row>& rows(Framework f) {
        [](TrainingSetup& s) { s.runtime.zero_grad_after_forward = true; return std::string("true"); },
        "src/lightning/pytorch/loops/optimization/automatic.py @ 2.5.1 L130-140 (closure: training_step, then "
        "zero_grad, then backward)"},
+      fsdp_no_sync(true, "src/lightning/pytorch/loops/optimization/automatic.py @ 2.6.5 L174-185 (accumulating steps in "
+                         "_block_parallel_sync_behavior) -> strategies/parallel.py L116-127 block_backward_sync: the FSDP1 "
+                         "wrapper's no_sync(); Fabric: strategies/fsdp.py L745-761 _FSDPBackwardSyncControl"),
   };
   static const std::vector<Row> torchtune = {
       attention(AttentionImpl::sdpa, "torchtune/modules/attention.py @ v0.6.1 (F.scaled_dot_product_attention)"),
@@ -91,6 +116,18 @@ const std::vector<Row>& rows(Framework f) {
                               "(num_output_chunks=8, logits.float() per chunk), the loss of its recipe configs"),
       fsdp_when_ranks("torchtune/training/_distributed.py @ v0.6.1 L519-568 (fully_shard per layer, "
                       "reshard_after_forward=True, no MixedPrecisionPolicy)"),
+      adapters_in_model_dtype("recipes/lora_finetune_single_device.py @ v0.6.1 (the model, LoRA adapters included, built "
+                              "under training.set_default_dtype(self._dtype))"),
+      {"runtime.compile_loss", nullptr,
+       [](TrainingSetup& s) {
+         s.runtime.compile_loss =
+             s.runtime.compile && (s.runtime.loss == LossImpl::chunked || s.finetune.mode != FinetuneMode::full);
+         return yes(s.runtime.compile_loss);
+       },
+       "recipes/full_finetune_single_device.py @ 1814feb17 (compile: training.compile_loss(self._loss_fn), its return value "
+       "dropped: torchtune/training/_compile.py compiles CEWithChunkedOutputLoss.compute_cross_entropy in place, any other "
+       "loss stays eager); recipes/lora_finetune_single_device.py @ 1814feb17 L295-296 keeps it (self._loss_fn = "
+       "training.compile_loss(self._loss_fn)): every loss compiled"},
   };
   static const std::vector<Row> torchtitan = {
       attention(AttentionImpl::sdpa, "torchtitan/models/llama3/model.py @ v0.2.2 (F.scaled_dot_product_attention)"),
@@ -100,6 +137,8 @@ const std::vector<Row>& rows(Framework f) {
       optimizer_impl(OptimizerImpl::fused, "torchtitan/config/job_config.py @ v0.2.2 L151-155 (implementation: fused)"),
       fsdp_when_ranks("torchtitan/models/llama3/infra/parallelize.py @ v0.2.2 L319-356 (fully_shard per block, "
                       "MixedPrecisionPolicy(bf16 params, fp32 reduce))"),
+      compile_loss("torchtitan/config/job_config.py Compile.components default [\"model\", \"loss\"]; "
+                   "torchtitan/components/loss.py BaseLoss._maybe_compile (torch.compile of the loss) @ 00a388d9"),
   };
   static const std::vector<Row> litgpt = {
       attention(AttentionImpl::sdpa, "litgpt/model.py @ v0.5.7 CausalSelfAttention (F.scaled_dot_product_attention)"),
@@ -107,6 +146,10 @@ const std::vector<Row>& rows(Framework f) {
       loss("chunked:128t", "litgpt/utils.py @ v0.5.7 L294-340 chunked_cross_entropy(chunk_size=128), no fp32 upcast"),
       loss_upcast(false, "litgpt/utils.py @ v0.5.7 L294-340 chunked_cross_entropy(chunk_size=128), no fp32 upcast"),
       fsdp_when_ranks("litgpt/finetune/lora.py @ v0.5.7 L143-157 (FSDPStrategy when devices > 1)"),
+      adapters_in_model_dtype("litgpt/finetune/lora.py @ v0.5.7 (fabric.init_module builds the model, adapters included, "
+                              "in the precision's dtype: bf16-true -> bf16)"),
+      fsdp_no_sync(true, "litgpt/finetune/lora.py @ v0.5.7 (fabric.no_backward_sync(model, enabled=is_accumulating)); "
+                         "lightning src/lightning/fabric/strategies/fsdp.py _FSDPBackwardSyncControl: FSDP1 no_sync()"),
   };
   static const std::vector<Row> deepspeed = {
       hf_attention("the engine's model: HF models pick SDPA on torch >= 2.1.1 (import_utils.py @ v4.52.4)"),
@@ -141,7 +184,8 @@ const std::vector<Row>& rows(Framework f) {
 const std::vector<std::string>& framework_fields() {
   static const std::vector<std::string> f = {"attention",        "runtime.keep_logits",    "runtime.loss",
                                              "runtime.loss_upcast", "runtime.optimizer_impl", "runtime.zero_grad_after_forward",
-                                             "parallel.fsdp"};
+                                             "parallel.fsdp", "runtime.compile_loss", "runtime.fsdp_no_sync",
+                                             "finetune.adapter_dtype"};
   return f;
 }
 

@@ -312,6 +312,14 @@ std::vector<std::string> fsdp_names() { return canonical_names(kFsdp); }
 std::vector<std::string> optimizer_impl_names() { return canonical_names(kOptimizerImpl); }
 std::vector<std::string> checkpointing_names() { return {"none", "full", "selective", "selective-op", "every:K", "layers:I,J,..."}; }
 
+std::optional<bool> parse_adapter_fp32(const std::string& s) {
+  if (s == "fp32" || s == "float32") return true;
+  if (s == "model" || s == "bf16" || s == "bfloat16" || s == "fp16" || s == "float16") return false;
+  return std::nullopt;
+}
+
+int64_t adapter_bytes(const TrainingSetup& s) { return s.finetune.adapter_fp32 ? 4 : weight_bytes_per_param(s.precision); }
+
 int64_t weight_bytes_per_param(Precision p) {
   switch (p) {
     case Precision::fp32: case Precision::amp_fp16: case Precision::amp_bf16: return 4;

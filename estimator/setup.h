@@ -282,6 +282,12 @@ struct Parallelism {
   bool contiguous_gradients = true; // ZeRO-1/2 copy gradients into reduce_bucket_size buffers (default true)
   bool offload_pin_memory = false;  // DeepSpeed offload_optimizer/offload_param pin_memory (default false)
   bool ddp_bucket_view = false;     // DDP gradient_as_bucket_view (saves one gradient copy)
+  // DeepSpeed's low-precision master state (deepspeed/runtime/precision_config.py @ v0.18.3,
+  // DeepSpeed PR #7700; ZeRO 1-3 only): bf16.bf16_master_weights_and_grads (fp16.
+  // fp16_master_weights_and_grads) keeps the master partition and its gradient in 16 bits;
+  // bf16.bf16_optimizer_states the optimizer states too.
+  bool half_master = false;
+  bool half_optimizer_states = false;
   FsdpMode fsdp = FsdpMode::none;   // PyTorch FSDP instead of DDP/DeepSpeed (zero_stage stays 0)
   int64_t gpus_per_node = 8;        // ranks per node (hybrid sharding; host memory per node)
   int64_t host_memory_bytes = 0;    // host RAM of one node (0: unknown); offload and data loading use it
@@ -308,6 +314,9 @@ struct Finetune {
   int64_t freeze_layers = 0;        // full fine-tuning with the first N layers frozen
   BaseQuant base_quant = BaseQuant::none;  // qlora: nf4; lora on 8-bit base: int8
   bool double_quant = true;         // QLoRA double quantization of the block scales
+  // LoRA adapters in fp32 (PEFT's autocast_adapter_dtype=True upcasts 16-bit adapters), or in the
+  // model's dtype (torchtune builds them under set_default_dtype; LitGPT's bf16-true module).
+  bool adapter_fp32 = true;
 };
 
 struct Batch {
@@ -430,7 +439,20 @@ struct Runtime {
   bool optimizer_in_backward = false;  // each parameter stepped (and its gradient freed) in backward
   bool activation_offload = false;  // saved activations go to pinned host memory (torchtune, NeMo)
   bool compile = false;             // torch.compile per block (default partitioner)
+  // The loss compiled as well (torchtune's training.compile compiles the loss's per-chunk
+  // cross-entropy; torchtitan's compile the loss function; HF Trainer's torch_compile the model's
+  // forward, its loss included): the partitioner saves the logits as they are (16-bit) and one
+  // logsumexp per row, not the fp32 log-probabilities, and backward makes the logits' gradient in
+  // their dtype in one kernel.
+  bool compile_loss = false;
+  // FSDP1's no_sync() around the accumulating micro-steps (Lightning Fabric's no_backward_sync,
+  // LitGPT): each unit keeps its whole unsharded FlatParameter gradient -- frozen weights sharing a
+  // unit with trainable ones included -- until the micro-step that syncs.
+  bool fsdp_no_sync = false;
   bool fp8 = false;                 // float8 linears (torchao Float8Linear / Transformer Engine)
+  // torchao Float8LinearConfig.force_recompute_fp8_weight_in_bwd: the float8 weight is cast again
+  // in backward instead of being saved (1 B/param less per block linear between forward and backward).
+  bool fp8_recompute_weight = false;
   bool expandable_segments = false; // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   bool allocator_rounding = true;   // CUDA caching-allocator rounding (false on CPU)
   SdpaMask sdpa_mask = SdpaMask::is_causal;  // with attention sdpa
@@ -510,6 +532,9 @@ std::optional<Support> parse_support(const std::string& s);  // yes|true, partia
 // "standard", "chunked" (8 chunks), "chunked:N" (N chunks), "chunked:Nt" (chunks of N tokens),
 // "fused-linear", "vocab-parallel": sets runtime.loss and its chunking; false for an unknown spelling.
 bool parse_loss(const std::string& s, Runtime* r);
+// LoRA adapter dtype: "fp32" (float32) -> true; "model" (bf16, bfloat16, fp16, float16: the
+// model's own) -> false; nullopt otherwise.
+std::optional<bool> parse_adapter_fp32(const std::string& s);
 // "2.6" / "1.13" / "4.52.4" -> (major, minor); nullopt unless MAJOR.MINOR[.PATCH] with small numbers.
 std::optional<std::pair<int, int>> parse_version(const std::string& s);
 
@@ -523,6 +548,9 @@ std::vector<std::string> framework_names();
 std::vector<std::string> fsdp_names();
 std::vector<std::string> optimizer_impl_names();
 std::vector<std::string> checkpointing_names();  // none, full, selective, selective-op, every:K, layers:I,J,...
+
+// Bytes per element of a LoRA adapter (its weight, gradient and optimizer states).
+int64_t adapter_bytes(const TrainingSetup& s);
 
 // Bytes per element of the weights, gradients and optimizer states under a precision regime.
 int64_t weight_bytes_per_param(Precision p);

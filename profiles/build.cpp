@@ -186,6 +186,14 @@ void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
   from_flag(o, in.lora_rank, "--lora-rank", "finetune.lora_rank", f.lora_rank);
   from_flag(o, in.lora_alpha, "--lora-alpha", "finetune.lora_alpha", f.lora_alpha);
   from_flag(o, in.lora_dropout, "--lora-dropout", "finetune.lora_dropout", f.lora_dropout);
+  if (in.adapter_dtype) {
+    const auto v = parse_adapter_fp32(*in.adapter_dtype);
+    if (!v)
+      throw InputError(Where::at_flag("--adapter-dtype"), fmt::format("unknown adapter dtype '{}'", *in.adapter_dtype),
+                       "expected fp32 (PEFT's upcast adapters) or model (the model's dtype: torchtune, LitGPT)");
+    f.adapter_fp32 = *v;
+    o.set("finetune.adapter_dtype", Where::at_flag("--adapter-dtype"));
+  }
   from_flag(o, in.double_quant, "--double-quant", "finetune.double_quant", f.double_quant);
   from_flag(o, in.freeze_layers, "--freeze-layers", "finetune.freeze_layers", f.freeze_layers);
   if (in.lora_targets) {
@@ -229,7 +237,10 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
   from_flag(o, in.optimizer_in_backward, "--optimizer-in-backward", "runtime.optimizer_in_backward", r.optimizer_in_backward);
   from_flag(o, in.activation_offload, "--activation-offload", "runtime.activation_offload", r.activation_offload);
   from_flag(o, in.compile, "--compile", "runtime.compile", r.compile);
+  from_flag(o, in.compile_loss, "--compile-loss", "runtime.compile_loss", r.compile_loss);
+  from_flag(o, in.fsdp_no_sync, "--fsdp-no-sync", "runtime.fsdp_no_sync", r.fsdp_no_sync);
   from_flag(o, in.fp8, "--fp8", "runtime.fp8", r.fp8);
+  from_flag(o, in.fp8_recompute_weight, "--fp8-recompute-weight", "runtime.fp8_recompute_weight", r.fp8_recompute_weight);
   from_flag(o, in.expandable_segments, "--expandable-segments", "runtime.expandable_segments", r.expandable_segments);
   choice_flag(o, in.fsdp, "--fsdp", "parallel.fsdp", "FSDP sharding", parse_fsdp, fsdp_names(), s.parallel.fsdp);
   from_flag(o, in.gpus_per_node, "--gpus-per-node", "parallel.gpus_per_node", s.parallel.gpus_per_node);

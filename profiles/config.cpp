@@ -357,6 +357,13 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
       setup_key({"lora_alpha", "alpha"}, "finetune.lora_alpha", &TrainingSetup::finetune, &Finetune::lora_alpha, as_number),
       setup_key({"lora_dropout", "dropout"}, "finetune.lora_dropout", &TrainingSetup::finetune, &Finetune::lora_dropout,
                 as_number),
+      {{"adapter_dtype"}, [](const Node& n, ConfigState& st) {
+         const auto v = parse_adapter_fp32(lower(as_text(n)));
+         if (!v)
+           throw InputError(n.where, fmt::format("unknown adapter_dtype '{}'", as_text(n)),
+                            "expected fp32 (PEFT's upcast adapters) or model (the model's dtype: torchtune, LitGPT)");
+         st.set("finetune.adapter_dtype", st.s().finetune.adapter_fp32, *v, n);
+       }},
       {{"target_modules", "lora_target_modules"}, [](const Node& n, ConfigState& st) {
          st.set("finetune.lora_targets", st.s().finetune.lora_targets, as_text_list(n), n);
          st.adapters = n.where;
@@ -425,7 +432,11 @@ const Table& runtime_keys() {
       setup_key({"activation_offload", "offload_activations"}, "runtime.activation_offload", &TrainingSetup::runtime,
                 &Runtime::activation_offload, as_bool),
       setup_key({"compile"}, "runtime.compile", &TrainingSetup::runtime, &Runtime::compile, as_bool),
+      setup_key({"compile_loss"}, "runtime.compile_loss", &TrainingSetup::runtime, &Runtime::compile_loss, as_bool),
+      setup_key({"fsdp_no_sync", "no_sync"}, "runtime.fsdp_no_sync", &TrainingSetup::runtime, &Runtime::fsdp_no_sync, as_bool),
       setup_key({"fp8"}, "runtime.fp8", &TrainingSetup::runtime, &Runtime::fp8, as_bool),
+      setup_key({"fp8_recompute_weight", "force_recompute_fp8_weight_in_bwd"}, "runtime.fp8_recompute_weight",
+                &TrainingSetup::runtime, &Runtime::fp8_recompute_weight, as_bool),
       setup_key({"expandable_segments"}, "runtime.expandable_segments", &TrainingSetup::runtime, &Runtime::expandable_segments,
                 as_bool),
       setup_key({"zero_grad_after_forward"}, "runtime.zero_grad_after_forward", &TrainingSetup::runtime,
@@ -494,9 +505,8 @@ Key<ConfigState> ds_offload(const char* name, Offload what) {
           }};
 }
 
-// Keys of DeepSpeed's zero_optimization and bf16/fp16 sections that change memory in ways memplan
-// does not model: a warning each, never dropped silently (deepspeed/runtime/zero/config.py @
-// v0.16.4; the low-precision master options of deepspeed/runtime/precision_config.py @ v0.18.3).
+// Keys of DeepSpeed's zero_optimization section that change memory in ways memplan does not
+// model: a warning each, never dropped silently (deepspeed/runtime/zero/config.py @ v0.16.4).
 // Keys whose effect is bounded and small (param_persistence_threshold at its default, the 16-bit
 // gather at checkpoint save, round_robin_gradients, reduce_scatter) are not warned.
 void warn_unmodelled_section_keys(const Node& section, const char* name, ConfigState& st) {
@@ -513,14 +523,10 @@ void warn_unmodelled_section_keys(const Node& section, const char* name, ConfigS
       {"sub_group_size", "the optimizer steps sub-groups of the partition; memplan steps the whole partition"},
       {"offload_optimizer_ratio", "partial optimizer offload"},
   };
-  static const Unmodelled kHalf[] = {
-      {"bf16_master_weights_and_grads", "16-bit master weights and gradients; memplan keeps them in fp32"},
-      {"bf16_optimizer_states", "16-bit optimizer states; memplan keeps them in fp32"},
-      {"fp16_master_weights_and_grads", "16-bit master weights and gradients; memplan keeps them in fp32"},
-  };
   const bool zero = std::string(name) == "zero_optimization";
-  const Unmodelled* list = zero ? kZero : kHalf;
-  const size_t count = zero ? std::size(kZero) : std::size(kHalf);
+  if (!zero) return;
+  const Unmodelled* list = kZero;
+  const size_t count = std::size(kZero);
   for (const auto& [key, value] : section.entries)
     for (size_t i = 0; i < count; ++i) {
       const Unmodelled& u = list[i];
@@ -545,7 +551,19 @@ Key<ConfigState> ds_half(std::vector<std::string> names, const char* regime) {
   return {std::move(names), [=](const Node& section, ConfigState& st) {
             if (section.kind != Node::Kind::map) not_a_map(section);
             if (const Node* on = section.find("enabled"); on && as_bool(*on)) st.precision = Fact<std::string>{regime, on->where};
-            warn_unmodelled_section_keys(section, std::string(regime) == "mixed-bf16" ? "bf16" : "fp16", st);
+            // The low-precision master state (deepspeed/runtime/precision_config.py @ v0.18.3:
+            // bf16_master_weights_and_grads, bf16_optimizer_states "only valid when
+            // bf16_master_weights_and_grads is enabled"; fp16_master_weights_and_grads).
+            const bool bf16 = std::string(regime) == "mixed-bf16";
+            const Node* master = section.find(bf16 ? "bf16_master_weights_and_grads" : "fp16_master_weights_and_grads");
+            if (master) st.set("parallel.half_master", st.s().parallel.half_master, as_bool(*master), *master);
+            if (const Node* states = bf16 ? section.find("bf16_optimizer_states") : nullptr) {
+              if (as_bool(*states) && !(master && as_bool(*master)))
+                throw InputError(states->where, "bf16.bf16_optimizer_states needs bf16.bf16_master_weights_and_grads",
+                                 "DeepSpeed keeps optimizer states in bf16 only with bf16 master weights: set "
+                                 "bf16_master_weights_and_grads: true, or drop bf16_optimizer_states");
+              st.set("parallel.half_optimizer_states", st.s().parallel.half_optimizer_states, as_bool(*states), *states);
+            }
           }};
 }
 

@@ -245,6 +245,7 @@ struct SetupInputs {
   std::optional<double> lora_alpha;          // --lora-alpha
   std::optional<std::string> lora_targets;   // --lora-targets q,k,v,o | all-linear
   std::optional<double> lora_dropout;        // --lora-dropout
+  std::optional<std::string> adapter_dtype;  // --adapter-dtype fp32|model
   std::optional<bool> double_quant;          // --double-quant / --no-double-quant (QLoRA's nested quantization)
   std::optional<int64_t> freeze_layers;      // --freeze-layers
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
@@ -261,7 +262,10 @@ struct SetupInputs {
   std::optional<bool> optimizer_in_backward; // --optimizer-in-backward
   std::optional<bool> activation_offload;    // --activation-offload
   std::optional<bool> compile;               // --compile
+  std::optional<bool> compile_loss;          // --compile-loss
+  std::optional<bool> fsdp_no_sync;          // --fsdp-no-sync
   std::optional<bool> fp8;                   // --fp8
+  std::optional<bool> fp8_recompute_weight;  // --fp8-recompute-weight
   std::optional<std::string> fsdp;           // --fsdp full|shard-grad-op|hybrid|no-shard
   std::optional<std::string> torch_version;  // --torch-version 2.6
   std::optional<std::string> transformers_version;  // --transformers-version 4.57

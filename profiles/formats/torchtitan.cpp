@@ -96,6 +96,9 @@ struct Tt {
   std::vector<std::string> converters;
   const Node* converters_node = nullptr;
   const Node* cpu_offload = nullptr;
+  const Node* components_node = nullptr;  // [compile] components
+  bool components_loss = true;
+  const Node* old_compile = nullptr;      // [training] compile (before 08b8b244f: the loss was not compiled)
 
   TrainingSetup& s() { return st.s(); }
 };
@@ -189,6 +192,7 @@ const Table& training_keys() {
        }},
       {{"compile"}, [](const Node& n, Tt& t) {  // before 08b8b244f: [training] compile = true
          t.st.set("runtime.compile", t.s().runtime.compile, as_bool(n), n);
+         t.old_compile = &n;
        }},
       {{"data_parallel_replicate_degree"}, [](const Node& n, Tt& t) { degree(n, t, &Tt::replicate, &Tt::replicate_node); }},
       {{"data_parallel_shard_degree"}, [](const Node& n, Tt& t) { degree(n, t, &Tt::shard, &Tt::shard_node); }},
@@ -224,7 +228,21 @@ const Table& checkpoint_keys() {  // [activation_checkpoint]
 const Table& compile_keys() {
   static const Table k = {
       {{"enable"}, [](const Node& n, Tt& t) { t.st.set("runtime.compile", t.s().runtime.compile, as_bool(n), n); }},
-      {{"components", "backend"}, [](const Node&, Tt&) {}},
+      // Which parts compile.enable compiles (torchtitan/config/job_config.py Compile.components,
+      // default ["model", "loss"]): the loss only when "loss" is listed. The framework default
+      // (runtime.compile_loss = runtime.compile) covers a section without it.
+      {{"components"}, [](const Node& n, Tt& t) {
+         t.components_loss = false;
+         for (const Node& item : n.kind == Node::Kind::list ? n.items : std::vector<Node>{n}) {
+           const std::string c = as_text(item);
+           if (c != "model" && c != "loss")
+             throw InputError(item.where, fmt::format("unknown compile component '{}'", c),
+                              "expected some of: model, loss (torchtitan/config/job_config.py Compile.components)");
+           t.components_loss = t.components_loss || c == "loss";
+         }
+         t.components_node = &n;
+       }},
+      {{"backend"}, [](const Node&, Tt&) {}},
   };
   return k;
 }
@@ -257,8 +275,10 @@ const Table& float8_keys() {  // [float8] before 5b5d46856 (2025-09-26)
       {{"enable_float8_linear"}, [](const Node& n, Tt& t) {
          if (as_bool(n)) t.st.set("runtime.fp8", t.s().runtime.fp8, true, n);
        }},
-      {{"enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp", "filter_fqns", "recipe_name",
-        "force_recompute_fp8_weight_in_bwd", "emulate"},
+      {{"force_recompute_fp8_weight_in_bwd"}, [](const Node& n, Tt& t) {
+         t.st.set("runtime.fp8_recompute_weight", t.s().runtime.fp8_recompute_weight, as_bool(n), n);
+       }},
+      {{"enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp", "filter_fqns", "recipe_name", "emulate"},
        [](const Node&, Tt&) {}},
   };
   return k;
@@ -294,8 +314,16 @@ const Table& root_keys() {
       section("optimizer", optimizer_keys),
       section("float8", float8_keys),
       section("experimental", experimental_keys),
+      // [quantize.linear.float8] (after 5b5d46856): the one key that changes memory; the
+      // converters in [model] decide whether float8 runs at all (resolve_converters).
+      {{"quantize"}, [](const Node& n, Tt& t) {
+         const Node* lin = n.kind == Node::Kind::map ? n.find("linear") : nullptr;
+         const Node* f8 = lin && lin->kind == Node::Kind::map ? lin->find("float8") : nullptr;
+         if (const Node* r = f8 && f8->kind == Node::Kind::map ? f8->find("force_recompute_fp8_weight_in_bwd") : nullptr)
+           t.st.set("runtime.fp8_recompute_weight", t.s().runtime.fp8_recompute_weight, as_bool(*r), *r);
+       }},
       {{"job", "profiling", "metrics", "lr_scheduler", "checkpoint", "validation", "comm", "fault_tolerance",
-        "memory_estimation", "debug", "quantize", "mx", "dataloader"},
+        "memory_estimation", "debug", "mx", "dataloader"},
        [](const Node&, Tt&) {}},
   };
   return k;
@@ -328,6 +356,12 @@ void resolve_model(Tt& t) {
 void resolve_parallel(Tt& t) {
   TrainingSetup& s = t.s();
   Parallelism& p = s.parallel;
+  // The loss compiles with the model when [compile] lists it; the older [training] compile left
+  // torch.compile(loss_fn) commented out (torchtitan train.py @ 9dec370a L136-138).
+  if (t.components_node)
+    t.st.set("runtime.compile_loss", s.runtime.compile_loss, s.runtime.compile && t.components_loss, *t.components_node);
+  else if (t.old_compile)
+    t.st.set("runtime.compile_loss", s.runtime.compile_loss, false, *t.old_compile);
   if (t.tp_node) t.st.set("parallel.tensor_parallel", p.tensor_parallel, t.tp, *t.tp_node);
   if (t.pp_node) t.st.set("parallel.pipeline_parallel", p.pipeline_parallel, t.pp, *t.pp_node);
   if (t.ep_node) t.st.set("parallel.expert_parallel", p.expert_parallel, t.ep, *t.ep_node);

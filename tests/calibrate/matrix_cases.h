@@ -174,6 +174,10 @@ inline std::vector<MatrixCase> cpu_matrix() {
   lora("", 8);
   add("llama gqa bf16 lora all-linear every:2", tiny_llama(256, 4, 8, 2, 2048), Precision::bf16, OptimizerKind::adamw, "every:2", 2, 256);
   lora("all-linear", 16);
+  // torchtune's and LitGPT's adapters: in the model's bf16, no fp32 upcast of their input.
+  add("llama gqa bf16 lora bf16-adapters all-linear", tiny_llama(256, 4, 8, 2, 2048), Precision::bf16, OptimizerKind::adamw, "none", 2, 256);
+  lora("all-linear", 16);
+  cases.back().setup.finetune.adapter_fp32 = false;
   add("gpt2 amp-bf16 lora c_attn sgd-mom full", tiny_gpt2(256, 4, 4, 2048), Precision::amp_bf16, OptimizerKind::sgd_momentum, "full", 4, 128);
   lora("", 8);
   add("llama fp32 adamw freeze 2 of 4", tiny_llama(256, 4, 8, 2, 2048), Precision::fp32, OptimizerKind::adamw, "none", 2, 512);

@@ -284,3 +284,99 @@ TEST_CASE("Liger and compile: fused RMSNorm and SwiGLU save less; fp8 adds 1 B p
   const int64_t linears = 4 * (4 * 4096 * 4096 + 3 * 4096 * 11008);  // 4 layers of q,k,v,o + gate,up,down
   CHECK(term(estimate(f), Phase::forward, Term::activations) - a == linears);
 }
+
+TEST_CASE("fp8 with the weight recomputed in backward saves no float8 weight: the cast is a backward temporary") {
+  TrainingSetup f = base();
+  f.runtime.fp8 = true;
+  f.device.fp8 = true;
+  TrainingSetup r = f;
+  r.runtime.fp8_recompute_weight = true;
+  const int64_t linears = 4 * (4 * 4096 * 4096 + 3 * 4096 * 11008);
+  CHECK(term(estimate(f), Phase::forward, Term::activations) - term(estimate(r), Phase::forward, Term::activations) == linears);
+  TrainingSetup plain = base();
+  CHECK(term(estimate(r), Phase::forward, Term::activations) == term(estimate(plain), Phase::forward, Term::activations));
+}
+
+TEST_CASE("a compiled loss saves the 16-bit logits and a logsumexp, not fp32 log-probabilities") {
+  for (const char* loss : {"standard", "chunked:8"}) {
+    CAPTURE(loss);
+    TrainingSetup s = base();
+    REQUIRE(parse_loss(loss, &s.runtime));
+    TrainingSetup c = s;
+    c.runtime.compile_loss = true;
+    const MemoryBreakdown e = estimate(s), k = estimate(c);
+    const int64_t N = 2 * 512, V = 32000;
+    // Eager: the fp32 log-probabilities (N x V x 4 B) are saved for backward; compiled: the bf16
+    // logits (N x V x 2 B, already alive as the model's output) and N x (4 + 8) B.
+    const int64_t fwd_e = term(e, Phase::forward, Term::logits_and_loss), fwd_k = term(k, Phase::forward, Term::logits_and_loss);
+    CHECK(fwd_k < fwd_e);
+    CHECK(fwd_e - fwd_k >= N * V * 2);
+    CHECK(k.peak_bytes() < e.peak_bytes());
+  }
+}
+
+TEST_CASE("FSDP1 no_sync under accumulation keeps whole unsharded gradients; under LoRA the frozen block weights too") {
+  TrainingSetup s = base();
+  s.parallel.num_gpus = 4;
+  s.parallel.fsdp = FsdpMode::full_shard;
+  s.batch.grad_accum = 4;
+  TrainingSetup n = s;
+  n.runtime.fsdp_no_sync = true;
+  const int64_t trainable = count_parameters(s).trainable;
+  // Full fine-tuning: the gradients at rest are every parameter's (bf16), not a quarter of them.
+  CHECK(term(estimate(s), Phase::forward, Term::gradients) == (2 * trainable + 3) / 4);
+  CHECK(term(estimate(n), Phase::forward, Term::gradients) == 2 * trainable);
+  // No accumulation: nothing changes.
+  TrainingSetup one = n;
+  one.batch.grad_accum = 1;
+  TrainingSetup one_s = s;
+  one_s.batch.grad_accum = 1;
+  CHECK(estimate(one).peak_bytes() == estimate(one_s).peak_bytes());
+  // LoRA: each block's FlatParameter gradient covers its frozen weights (use_orig_params=True).
+  TrainingSetup l = n;
+  l.finetune.mode = FinetuneMode::lora;
+  const ParameterCounts pc = count_parameters(l);
+  const int64_t block = 4 * 4096 * 4096 + 3 * 4096 * 11008 + 2 * 4096;  // linears + two RMSNorms
+  CHECK(term(estimate(l), Phase::forward, Term::gradients) == 4 * block * 2 + pc.adapter * 4);
+  l.finetune.adapter_fp32 = false;
+  CHECK(term(estimate(l), Phase::forward, Term::gradients) == 4 * block * 2 + pc.adapter * 2);
+}
+
+TEST_CASE("LoRA adapters in the model's dtype: weights, gradients and AdamW states at 2 B, not 4 B") {
+  TrainingSetup s = base();
+  s.finetune.mode = FinetuneMode::lora;
+  TrainingSetup m = s;
+  m.finetune.adapter_fp32 = false;
+  const int64_t adapters = count_parameters(s).adapter;
+  REQUIRE(adapters > 0);
+  const MemoryBreakdown a = estimate(s), b = estimate(m);
+  CHECK(term(a, Phase::optimizer_step, Term::optimizer_states) == 8 * adapters);
+  CHECK(term(b, Phase::optimizer_step, Term::optimizer_states) == 4 * adapters);
+  CHECK(term(a, Phase::optimizer_step, Term::weights) - term(b, Phase::optimizer_step, Term::weights) == 2 * adapters);
+  CHECK(term(a, Phase::optimizer_step, Term::gradients) - term(b, Phase::optimizer_step, Term::gradients) == 2 * adapters);
+}
+
+TEST_CASE("DeepSpeed's bf16 master weights and optimizer states halve the master copy, the states and the step's gradient") {
+  TrainingSetup s = base();
+  s.precision = Precision::mixed_bf16;
+  s.runtime.framework = Framework::deepspeed;
+  s.parallel.num_gpus = 4;
+  s.parallel.zero_stage = 3;
+  TrainingSetup h = s;
+  h.parallel.half_master = true;
+  TrainingSetup hs = h;
+  hs.parallel.half_optimizer_states = true;
+  const int64_t trainable = count_parameters(s).trainable;
+  const MemoryBreakdown a = estimate(s), b = estimate(h), c = estimate(hs);
+  CHECK(term(a, Phase::optimizer_step, Term::master_weights) == (4 * trainable + 3) / 4);
+  CHECK(term(b, Phase::optimizer_step, Term::master_weights) == (2 * trainable + 3) / 4);
+  CHECK(term(b, Phase::optimizer_step, Term::optimizer_states) == term(a, Phase::optimizer_step, Term::optimizer_states));
+  CHECK(term(c, Phase::optimizer_step, Term::optimizer_states) == (4 * trainable + 3) / 4);
+  CHECK(term(b, Phase::optimizer_step, Term::transient) < term(a, Phase::optimizer_step, Term::transient));
+  // ZeRO stage 0 has no such option (DeepSpeed asserts a stage 1-3): the knob changes nothing.
+  TrainingSetup z0 = h;
+  z0.parallel.zero_stage = 0;
+  TrainingSetup z0s = s;
+  z0s.parallel.zero_stage = 0;
+  CHECK(estimate(z0).peak_bytes() == estimate(z0s).peak_bytes());
+}

@@ -24,6 +24,7 @@ TrainingSetup base(const char* model, const char* gpu, int64_t gpus, int64_t seq
   profiles::apply_gpu(s, *cat.find(gpu), cat);
   s.parallel.num_gpus = gpus;
   s.batch.seq_len = seq;
+  s.runtime.fsdp_no_sync = true;  // the HF Trainer's framework default, which the emitted files read back with
   return s;
 }
 

@@ -262,3 +262,60 @@ TEST_CASE("allocator cap: hardware.allocator_cap and --allocator-cap, a size or 
     CHECK(e.render().find("cannot read 'lots' as an allocator cap") != std::string::npos);
   }
 }
+
+TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the adapters' dtype; flags override each") {
+  auto with = [](const char* framework, bool compile, const char* loss) {
+    SetupInputs in = with_model("llama-2-7b");
+    in.framework = framework;
+    in.compile = compile;
+    in.loss = loss;
+    in.finetune = "lora";
+    return build_setup(in).setup;
+  };
+  // torchtune compiles its chunked loss in place and nothing else (its recipes drop compile_loss's
+  // return value); torchtitan and the HF Trainer compile the loss with the model.
+  CHECK(with("torchtune", true, "chunked:8").runtime.compile_loss);
+  CHECK(with("torchtune", true, "standard").runtime.compile_loss);  // the LoRA recipes keep the compiled loss
+  {
+    SetupInputs full = with_model("llama-2-7b");
+    full.framework = "torchtune";
+    full.compile = true;
+    full.loss = "standard";
+    CHECK_FALSE(build_setup(full).setup.runtime.compile_loss);  // the full recipes drop it
+  }
+  CHECK_FALSE(with("torchtune", false, "chunked:8").runtime.compile_loss);
+  CHECK(with("torchtitan", true, "standard").runtime.compile_loss);
+  CHECK(with("hf-trainer", true, "standard").runtime.compile_loss);
+  CHECK_FALSE(with("litgpt", true, "chunked:128t").runtime.compile_loss);
+  // Adapters in the model's dtype under torchtune and LitGPT; PEFT's fp32 elsewhere.
+  CHECK_FALSE(with("torchtune", false, "chunked:8").finetune.adapter_fp32);
+  CHECK_FALSE(with("litgpt", false, "chunked:128t").finetune.adapter_fp32);
+  CHECK(with("hf-trainer", false, "standard").finetune.adapter_fp32);
+  // no_sync: LitGPT, Lightning and the HF Trainer; not the FSDP2 frameworks.
+  CHECK(with("litgpt", false, "chunked:128t").runtime.fsdp_no_sync);
+  CHECK(with("hf-trainer", false, "standard").runtime.fsdp_no_sync);
+  CHECK(with("lightning", false, "standard").runtime.fsdp_no_sync);
+  CHECK_FALSE(with("torchtune", false, "chunked:8").runtime.fsdp_no_sync);
+  CHECK_FALSE(with("torchtitan", false, "standard").runtime.fsdp_no_sync);
+  // Each can be set on its own.
+  SetupInputs in = with_model("llama-2-7b");
+  in.framework = "torchtune";
+  in.finetune = "lora";
+  in.compile = true;
+  in.compile_loss = false;
+  in.adapter_dtype = "fp32";
+  in.fsdp_no_sync = true;
+  const BuiltSetup b = build_setup(in);
+  CHECK_FALSE(b.setup.runtime.compile_loss);
+  CHECK(b.setup.finetune.adapter_fp32);
+  CHECK(b.setup.runtime.fsdp_no_sync);
+  CHECK(b.origin.of("finetune.adapter_dtype").flag == "--adapter-dtype");
+  in.adapter_dtype = "fp8";
+  try {
+    build_setup(in);
+    FAIL("expected an error");
+  } catch (const InputError& e) {
+    CHECK(e.render() == "error: --adapter-dtype: unknown adapter dtype 'fp8'\n"
+                       "hint: expected fp32 (PEFT's upcast adapters) or model (the model's dtype: torchtune, LitGPT)");
+  }
+}

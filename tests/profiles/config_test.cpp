@@ -228,11 +228,19 @@ TEST_CASE("DeepSpeed keys inside zero_optimization and bf16 that change memory: 
   const LoadedConfig c = load_config_text(text, path, path);
   CHECK_FALSE(c.setup.parallel.contiguous_gradients);
   CHECK(c.setup.parallel.zero_stage == 2);
-  // Warned: the two set to something memplan does not model; at DeepSpeed's defaults or off, not.
-  REQUIRE(c.warnings.size() == 2);
-  CHECK(c.warnings[0].render().rfind(path + ":3:29: warning: DeepSpeed's bf16.bf16_master_weights_and_grads changes memory and memplan does not model it "
-                                           "(16-bit master weights and gradients; memplan keeps them in fp32)", 0) == 0);
-  CHECK(c.warnings[1].render().rfind(path + ":10:5: warning: DeepSpeed's zero_optimization.zero_quantized_gradients", 0) == 0);
+  // The low-precision master state is read (DeepSpeed PR #7700); the one key set to something
+  // memplan does not model is warned; at DeepSpeed's defaults or off, nothing.
+  CHECK(c.setup.parallel.half_master);
+  CHECK_FALSE(c.setup.parallel.half_optimizer_states);
+  REQUIRE(c.warnings.size() == 1);
+  CHECK(c.warnings[0].render().rfind(path + ":10:5: warning: DeepSpeed's zero_optimization.zero_quantized_gradients", 0) == 0);
+  // bf16 optimizer states without bf16 master weights: DeepSpeed refuses it, so does memplan.
+  try {
+    load_config_text(R"({"bf16": {"enabled": true, "bf16_optimizer_states": true}, "zero_optimization": {"stage": 1}})", path, path);
+    FAIL("expected an error");
+  } catch (const InputError& e) {
+    CHECK(e.render().rfind(path + ":1:28: error: bf16.bf16_optimizer_states needs bf16.bf16_master_weights_and_grads", 0) == 0);
+  }
   const LoadedConfig small = load_config_text(R"({"zero_optimization": {"stage": 3, "sub_group_size": 1e8}})", path, path);
   REQUIRE(small.warnings.size() == 1);
   CHECK(small.warnings[0].message.find("sub_group_size") != std::string::npos);

@@ -246,3 +246,31 @@ TEST_CASE("torchtitan: 16-bit gradient reduction is warned") {
   CHECK(c.warnings[0].message == "training.mixed_precision_reduce: bfloat16 is not modelled yet: gradients reduce-scattered in 16 "
                                  "bits are estimated as fp32 gradient shards (an over-estimate)");
 }
+
+TEST_CASE("torchtitan: the compiled loss follows [compile] components; float8 weights recomputed in backward") {
+  const std::string model = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n";
+  // components without "loss": only the model compiles.
+  const LoadedConfig m = load_config_text(model + "[compile]\nenable = true\ncomponents = [\"model\"]\n", "job.toml", "job.toml");
+  CHECK(m.setup.runtime.compile);
+  CHECK_FALSE(m.setup.runtime.compile_loss);
+  CHECK(where(m, "runtime.compile_loss") == "6:1 compile.components");
+  // Both listed, but compile off: nothing compiles.
+  const LoadedConfig off = load_config_text(model + "[compile]\nenable = false\ncomponents = [\"model\", \"loss\"]\n", "job.toml", "job.toml");
+  CHECK_FALSE(off.setup.runtime.compile_loss);
+  const LoadedConfig both = load_config_text(model + "[compile]\ncomponents = [\"model\", \"loss\"]\nenable = true\n", "job.toml", "job.toml");
+  CHECK(both.setup.runtime.compile_loss);
+  // The older [training] compile left the loss eager (train.py @ 9dec370a).
+  const LoadedConfig old = load_config_text(model + "[training]\ncompile = true\n", "job.toml", "job.toml");
+  CHECK(old.setup.runtime.compile);
+  CHECK_FALSE(old.setup.runtime.compile_loss);
+  CHECK(where(old, "runtime.compile_loss") == "5:1 training.compile");
+  // [quantize.linear.float8] force_recompute_fp8_weight_in_bwd.
+  const LoadedConfig f8 = load_config_text("[model]\nname = \"llama3\"\nflavor = \"8B\"\nconverters = [\"quantize.linear.float8\"]\n"
+                                           "[quantize.linear.float8]\nforce_recompute_fp8_weight_in_bwd = true\n",
+                                           "job.toml", "job.toml");
+  CHECK(f8.setup.runtime.fp8);
+  CHECK(f8.setup.runtime.fp8_recompute_weight);
+  CHECK(error_of(model + "[compile]\nenable = true\ncomponents = [\"model\", \"optimizer\"]\n") ==
+        "job.toml:6:24: error: unknown compile component 'optimizer'\n"
+        "hint: expected some of: model, loss (torchtitan/config/job_config.py Compile.components)");
+}
