@@ -89,6 +89,9 @@ struct ModelSpec {
   std::string name;        // preset name or file the model came from
   std::string model_type;  // HF model_type ("gpt2", "llama", "mixtral", "bert", ...)
   std::string hf_repo;     // HF repository id when known ("meta-llama/Llama-2-7b-hf")
+  // The dtype the checkpoint is stored in (config.json torch_dtype, transformers 5's dtype):
+  // "bfloat16", "float16", "float32"; "" unknown. transformers >= 5 loads it as is by default.
+  std::string checkpoint_dtype;
   HeadKind head = HeadKind::causal_lm;
 
   int64_t hidden_size = 0;          // h

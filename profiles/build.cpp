@@ -346,6 +346,35 @@ void resolve_device_precision(const SetupInputs& in, const LoadedConfig& cfg, Bu
   say(fmt::format("bf16: auto -> {} ({} has no bf16)", to_string(s.precision), s.device.name));
 }
 
+// transformers 5's from_pretrained loads the checkpoint's dtype by default (dtype="auto";
+// src/transformers/modeling_utils.py PreTrainedModel.from_pretrained @ v5.0.0, where 4.x loaded
+// fp32): a TrainingArguments file without a dtype then trains 16-bit weights, gradients and
+// optimizer states (the Trainer's bf16/fp16 autocast runs over them). Said where the precision
+// comes from, with how to change it.
+void resolve_load_dtype(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
+  TrainingSetup& s = b.setup;
+  if (!cfg.load_dtype_default || in.precision) return;
+  const std::string& dt = s.model.checkpoint_dtype;
+  const bool v5 = s.runtime.transformers_at_least(5, 0);
+  const std::string version = fmt::format("transformers {}.{}", s.runtime.transformers_major, s.runtime.transformers_minor);
+  std::string text;
+  if (!v5) {
+    return;  // the reader's text says it: transformers 4.x from_pretrained loads fp32 without dtype
+  } else if (dt == "bfloat16" || dt == "float16") {
+    s.precision = dt == "bfloat16" ? Precision::bf16 : Precision::fp16;
+    text = fmt::format("{}: from_pretrained's dtype=\"auto\" loads the checkpoint's {} (the model's config.json): 16-bit "
+                       "weights, gradients and optimizer states; torch_dtype: float32 in the file (or --precision amp-bf16) "
+                       "trains fp32 weights under autocast",
+                       version, dt);
+  } else {
+    text = fmt::format("{}: from_pretrained's dtype=\"auto\" loads the checkpoint's {} ({})", version,
+                       dt.empty() ? std::string("dtype, not stated in the model's config.json: fp32 assumed") : dt,
+                       to_string(s.precision));
+  }
+  if (const auto it = b.origin.fields.find("precision"); it != b.origin.fields.end()) it->second.key = text;
+  else b.origin.defaults["precision"] = text;
+}
+
 // DeepSpeed "auto" bucket sizes from the hidden size, as transformers' HfTrainerDeepSpeedConfig
 // (integrations/deepspeed.py trainer_config_finalize) and accelerate fill them
 // (src/accelerate/accelerator.py @ v1.14.0 L2314-2320).
@@ -427,6 +456,7 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   resolve_auto_buckets(cfg, b);
   apply_finetune(in, b);
   apply_runtime_flags(in, b);
+  resolve_load_dtype(in, cfg, b);
   // Fine-tuning without a stated precision gets its usual recipe: QLoRA trains under bf16
   // autocast over fp32 non-quantized weights (PEFT prepare_model_for_kbit_training + bf16=True),
   // LoRA on a base loaded in bfloat16 (fp32 adapters).

@@ -583,6 +583,11 @@ ReadModel read_hf_config(const Node& root, const std::string& path, const std::s
   out.spec = defaults_for(t, type->where);
   out.spec.name = name;
   if (const Node* repo = root.find("_name_or_path")) out.spec.hf_repo = as_text(*repo);
+  // The stored dtype (transformers 4.x writes torch_dtype, 5.x dtype; a multimodal wrapper may
+  // state it on the text model only).
+  for (const Node* n : {root.find("dtype"), root.find("torch_dtype"), text && text->kind == Node::Kind::map ? text->find("dtype") : nullptr,
+                        text && text->kind == Node::Kind::map ? text->find("torch_dtype") : nullptr})
+    if (n && n->kind == Node::Kind::scalar && out.spec.checkpoint_dtype.empty()) out.spec.checkpoint_dtype = n->text;
   HfReader r{*body, out, {}};
   if (t == "gpt2") read_gpt2(r);
   else if (t == "gpt_bigcode") read_gpt_bigcode(r);

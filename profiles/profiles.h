@@ -159,6 +159,10 @@ struct LoadedConfig {
   // The 16-bit type follows the target GPU (Axolotl's bf16: auto): the bf16 regimes the reader set
   // become their fp16 counterparts when the setup is built for a GPU without bf16.
   bool precision_follows_device = false;
+  // An HF TrainingArguments/TRL file that leaves the load dtype to from_pretrained's default: fp32
+  // weights under autocast up to transformers 4.x, the checkpoint's own dtype from 5.0
+  // (dtype="auto"); decided once the transformers version and the model are known.
+  std::optional<Where> load_dtype_default;
   // DeepSpeed bucket sizes written "auto", filled from the model's hidden size h once the model is
   // known (reduce_bucket_size h^2, stage3_prefetch_bucket_size 0.9 h^2), as the HF Trainer and
   // accelerate fill them; the position of the "auto".

@@ -609,6 +609,14 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
     else if (r.fp16_node || r.bf16_node) note(st, "precision", r.bf16_node ? *r.bf16_node : *r.fp16_node);
     else note_default(st, "precision", fmt::format("TrainingArguments default bf16=False, fp16=False ({})", kTrainingArgs));
   }
+  // No load dtype in the file (and none from TRL's ModelConfig): from_pretrained's default decides,
+  // fp32 up to transformers 4.x, the checkpoint's dtype from 5.0 (build_setup, once the version
+  // and the model are known). Not for FSDP's mixed policy (its shards are fp32 either way) or
+  // 4/8-bit bases (their other weights follow bnb's compute dtype).
+  const bool fsdp_mixed = s.precision == Precision::mixed_bf16 || s.precision == Precision::mixed_fp16;
+  if (!dsr && !r.dtype_node && !(r.trl && r.release->dtype_float32) && !fsdp_mixed &&
+      st.s().finetune.base_quant == BaseQuant::none && (s.precision == Precision::fp32 || is_autocast(s.precision)))
+    st.out.load_dtype_default = flag_node ? flag_node->where : Where::at_file(st.path);
 }
 
 void read_hf_trainer(const Node& root, ReadState& st) {

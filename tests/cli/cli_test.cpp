@@ -1139,3 +1139,18 @@ TEST_CASE("plan --table under an allocator cap: every row is capped") {
   CHECK(half["rows"][0]["capacity_bytes"] == static_cast<int64_t>(0.25 * 85'017'493'504.0) + 785'252'352);
   CHECK(half["rows"][1]["capacity_bytes"] == static_cast<int64_t>(0.25 * 150'109'880'320.0) + 785'252'352);
 }
+
+TEST_CASE("estimate shows the dtype the weights load in when from_pretrained's default decides it") {
+  const std::string file = std::string(MEMPLAN_TEST_DATA) + "/formats/hf-trl/09-run-clm-bf16-qwen.json";
+  const Run v4 = invoke({"estimate", "--config", file, "--gpu", "h100-80gb"});
+  REQUIRE(v4.code == 0);
+  CHECK(v4.out.find("  weights: amp-bf16 (bf16 (autocast over fp32 weights: transformers 4.x from_pretrained loads fp32 without "
+                    "dtype))\n") != std::string::npos);
+  const Run v5 = invoke({"estimate", "--config", file, "--gpu", "h100-80gb", "--transformers-version", "5.0"});
+  REQUIRE(v5.code == 0);
+  CHECK(v5.out.find("  weights: bf16 (transformers 5.0: from_pretrained's dtype=\"auto\" loads the checkpoint's bfloat16") !=
+        std::string::npos);
+  const json j = parse_json(invoke({"estimate", "--config", file, "--gpu", "h100-80gb", "--transformers-version", "5.0", "--json"}));
+  CHECK(j.at("setup").at("precision") == "bf16");
+  CHECK(j.at("setup").at("sources").at("precision").get<std::string>().find("dtype=\"auto\"") != std::string::npos);
+}
