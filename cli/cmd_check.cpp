@@ -14,6 +14,7 @@
 #include <fstream>
 #include <optional>
 #include <ostream>
+#include <random>
 #include <sstream>
 
 #include "cli/cli.h"
@@ -353,10 +354,22 @@ std::string gh_command(const char* kind, const Where& w, const std::string& fall
                      w.col > 0 ? w.col : 1, gh_data(message));
 }
 
+// The runner reads every log line that starts with "::" as a workflow command, so the text report
+// (file names and key names a pull request chooses) runs with commands switched off:
+// ::stop-commands::TOKEN ... ::TOKEN:: (docs.github.com, "Workflow commands for GitHub Actions",
+// "Stopping and starting workflow commands"), the token unguessable so the text cannot end it early.
+std::string stop_token() {
+  std::random_device rd;
+  std::uniform_int_distribution<uint64_t> any;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  return fmt::format("memplan-{:016x}{:016x}", any(gen) ^ rd(), any(gen));
+}
+
 // The text report as log lines, each result followed by its annotations; a notice at the end.
 void render_github(std::ostream& out, const std::vector<Result>& results, const Context& ctx) {
+  const std::string token = stop_token();
   for (const Result& r : results) {
-    out << text_block(r, ctx);
+    out << "::stop-commands::" << token << "\n" << text_block(r, ctx) << "::" << token << "::\n";
     if (r.state == State::error) {
       const InputError& e = *r.error;
       const std::string msg = e.where().flag.empty() ? e.message() : fmt::format("{}: {}", e.where().flag, e.message());

@@ -597,3 +597,45 @@ TEST_CASE("check warns, at the config's line, when a setup asks for what its car
 }
 
 }  // namespace memplan
+
+namespace memplan {
+
+TEST_CASE("memplan check --format github: file names cannot forge workflow commands") {
+  // A pull request can add a config whose name carries a newline and a workflow command.
+  const fs::path dir = fs::temp_directory_path() / "memplan-check-github-names";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string forged = "a\n::error file=forged.yaml,line=1::forged\n::warning title=x::y\n.yaml";
+  fs::copy_file(data("fits.yaml"), dir / forged);
+  fs::copy_file(data("typo.yaml"), dir / "b%0A::error::z.yaml");
+  const CheckRun r = check({dir.string(), "--format", "github"});
+  CAPTURE(r.out);
+  // Outside the ::stop-commands:: spans every command line is memplan's own.
+  std::string stopped;  // the token while commands are off
+  int spans = 0, commands = 0;
+  for (const std::string& l : lines_of(r.out)) {
+    if (!stopped.empty()) {
+      if (l == "::" + stopped + "::") stopped.clear();
+      continue;
+    }
+    if (l.rfind("::stop-commands::", 0) == 0) {
+      stopped = l.substr(17);
+      CHECK(stopped.size() >= 32);  // unguessable
+      ++spans;
+      continue;
+    }
+    if (l.rfind("::", 0) == 0) {
+      ++commands;
+      CHECK(l.find("title=memplan::") != std::string::npos);
+      CHECK(l.find("forged") == std::string::npos);  // the name is in file=, escaped
+    }
+  }
+  CHECK(stopped.empty());
+  CHECK(spans == 2);
+  CHECK(commands >= 2);  // typo.yaml's warning and the summary notice
+  // The names inside annotations are escaped properties: no raw newline, ':' or ','.
+  for (const std::string& l : lines_starting(r.out, "::warning file=")) CHECK(l.find("b%250A%3A%3Aerror%3A%3Az.yaml") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+}  // namespace memplan
