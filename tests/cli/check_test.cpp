@@ -639,3 +639,42 @@ TEST_CASE("memplan check --format github: file names cannot forge workflow comma
 }
 
 }  // namespace memplan
+
+namespace memplan {
+
+// True when `s` is well-formed UTF-8 holding only XML 1.0 characters.
+bool xml_chars_only(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return false;
+      ++i;
+      continue;
+    }
+    const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+    if (len == 0 || c > 0xF4 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    i += len;
+  }
+  return true;
+}
+
+TEST_CASE("memplan check --format junit: names with control characters and bytes that are not UTF-8 stay well-formed XML") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-check-junit-names";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(data("fits.yaml"), dir / "ctl\x01\x1b[31m.yaml");
+  fs::copy_file(data("typo.yaml"), dir / "latin1-\xe9\xff.yaml");
+  fs::copy_file(data("fits.yaml"), dir / "utf8-\xc3\xa9.yaml");
+  const CheckRun r = check({dir.string(), "--format", "junit"});
+  CAPTURE(r.out);
+  CHECK(r.code == 0);
+  CHECK(xml_chars_only(r.out));
+  CHECK(r.out.find("ctl\\x01\\x1B[31m.yaml") != std::string::npos);
+  CHECK(r.out.find("latin1-\\xE9\\xFF.yaml") != std::string::npos);
+  CHECK(r.out.find("utf8-\xc3\xa9.yaml") != std::string::npos);  // valid UTF-8 stays as it is
+  fs::remove_all(dir);
+}
+
+}  // namespace memplan
