@@ -218,7 +218,9 @@ int fit_and_write(Io io, const std::vector<calibrate::ProbeOutcome>& outcomes, s
 int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, const OutputFlags& o) {
   const std::string device = f.from.empty() ? device_of(in) : "";
   const std::string out = !f.out.empty() ? f.out : default_profile_path(f.from.empty() ? device : "refit");
-  profiles::check_can_write(out, {f.force, Where::at_file(out), "the calibration profile"});  // before the probes run
+  auto inputs = profiles::input_files(in);
+  if (!f.from.empty()) inputs.emplace_back(f.from, "--from");
+  profiles::check_can_write(out, {f.force, Where::at_file(out), "the calibration profile", inputs});  // before the probes run
   if (!f.from.empty()) {
     const profiles::SavedCalibration saved = profiles::load_saved_calibration(f.from);
     std::map<std::string, std::string> stamp = saved.stamp;

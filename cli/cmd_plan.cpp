@@ -147,7 +147,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   if (config_to_stdout && o.format() != Format::table)
     throw InputError(Where::at_flag("--emit"), "--emit without --out prints the config on stdout, where --json/--yaml would print too",
                      "add --out FILE for the config, or drop --json/--yaml");
-  if (!f.out.empty()) profiles::check_can_write(f.out, {f.force, Where::at_flag("--out"), "the config"});
+  if (!f.out.empty()) profiles::check_can_write(f.out, {f.force, Where::at_flag("--out"), "the config", profiles::input_files(in)});
   std::ostream& report = config_to_stdout ? io.err : io.out;
   if (!f.table.empty() && !f.ask.emit.empty())
     throw InputError(Where::at_flag("--table"), "--table prints one plan per memory size; --emit writes one config",
@@ -288,7 +288,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
     if (config_to_stdout) {
       io.out << text;
     } else {
-      profiles::write_file_atomically(f.out, text, {f.force, Where::at_flag("--out"), "the config"});
+      profiles::write_file_atomically(f.out, text, {f.force, Where::at_flag("--out"), "the config", profiles::input_files(in)});
       written = f.out;
     }
   }

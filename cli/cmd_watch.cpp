@@ -80,9 +80,9 @@ nlohmann::json devices_json(const std::vector<watch::DeviceReading>& r) {
 
 class Log {
  public:
-  Log(const std::string& path, bool force) {
+  Log(const std::string& path, bool force, std::vector<std::pair<std::string, std::string>> inputs) {
     if (path.empty()) return;
-    profiles::check_can_write(path, {force, Where::at_flag("--log"), "the log"});
+    profiles::check_can_write(path, {force, Where::at_flag("--log"), "the log", std::move(inputs)});
     out_.open(path, std::ios::trunc);
     if (!out_) throw InputError(Where::at_flag("--log"), fmt::format("cannot write '{}'", path), "check the folder exists and is writable");
   }
@@ -194,7 +194,7 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
     estimate_peak = estimate(b.setup, calibration_of(b)).peak_bytes();
     th = b.setup.thresholds;
   }
-  Log log(f.log, f.force);
+  Log log(f.log, f.force, profiles::input_files(in));
   std::string notes;
   std::unique_ptr<watch::Sampler> sampler = f.source == "process" ? nullptr : open_gpu_sampler(f.source, &notes);
 

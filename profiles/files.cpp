@@ -1,5 +1,6 @@
 // write_file_atomically and cache_dir (files.h).
 #include "profiles/files.h"
+#include "profiles/profiles.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,8 +26,22 @@ namespace {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> input_files(const SetupInputs& in) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (in.config) out.emplace_back(*in.config, "--config");
+  if (in.calibration) out.emplace_back(*in.calibration, "--calibration");
+  if (in.model) out.emplace_back(*in.model, "--model");
+  return out;
+}
+
 void check_can_write(const std::string& path, const WriteOptions& opt) {
   if (path.empty()) refuse(opt, path, "the path is empty", "name a file");
+  for (const auto& [input, flag] : opt.inputs) {
+    std::error_code ec;
+    if (!input.empty() && fs::equivalent(path, input, ec) && !ec)
+      refuse(opt, path, fmt::format("it is the file given as {}", flag),
+             "memplan never replaces a file it reads, --force or not: choose another path");
+  }
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) refuse(opt, path, "it is a folder", "name a file inside it");

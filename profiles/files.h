@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "estimator/error.h"
 
@@ -13,7 +15,15 @@ struct WriteOptions {
   bool force = false;  // replace an existing file (a link is replaced itself, never followed)
   Where where;         // what named the path (--out), for messages
   std::string what = "file";  // "the calibration profile", for messages
+  // The files the command reads, with what named each ("--config"): never replaced, --force or
+  // not (the same file through another name, a hard or a symbolic link, included).
+  std::vector<std::pair<std::string, std::string>> inputs = {};
 };
+
+// The files a command reads from its setup inputs (--config, --calibration, a --model folder or
+// config.json), for WriteOptions::inputs.
+struct SetupInputs;
+std::vector<std::pair<std::string, std::string>> input_files(const SetupInputs& in);
 
 // Writes `text` to `path`: a temporary `.<name>.XXXXXX` in the same folder (mkstemp), flushed and
 // fsync'ed, renamed over `path`; readers see the old file or the new one. InputError at

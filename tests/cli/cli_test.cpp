@@ -711,6 +711,15 @@ TEST_CASE("plan --emit prints the config on stdout and the report on stderr; --o
   CHECK(line(again.err, 0) == "error: --out: will not write the config '" + out + "': it exists");
   CHECK(with({"--emit", "deepspeed", "--out", out, "--force"}).code == 0);
   CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}) == 1);  // no temporaries
+  // --force never replaces a file the command reads: the --config given is refused as --out.
+  const std::string cfg_in = (dir / "in.yaml").string();
+  { std::ofstream(cfg_in) << "model: llama-3.2-1b\n"; }
+  const Run onto = invoke({"plan", "--config", cfg_in, "--gpu", "a100-40gb", "--global-batch", "32", "--seq-len", "1024",
+                           "--emit", "memplan", "--out", cfg_in, "--force"});
+  CHECK(onto.code == 2);
+  CHECK(line(onto.err, 0) == "error: --out: will not write the config '" + cfg_in + "': it is the file given as --config");
+  CHECK(slurp_file(cfg_in) == "model: llama-3.2-1b\n");
+  fs::remove(cfg_in);
 
   const Run no_emit = with({"--out", out});
   CHECK(no_emit.code == 2);

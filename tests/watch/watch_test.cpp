@@ -223,3 +223,18 @@ TEST_CASE("watch: NVML missing, and the GPU samplers through dlopen") {
     CHECK(r.err.find("on GPU0 Fake Instinct") != std::string::npos);
   }
 }
+
+TEST_CASE("--force never replaces an input: watch --log naming the --config file is refused") {
+  const std::string config = temp_path("setup.yaml");
+  std::ofstream(config) << "model: gpt2\ntraining:\n  micro_batch_size: 1\n  seq_len: 128\nhardware:\n  device: cpu\n";
+  const std::string before = [&] { std::ifstream f(config); return std::string(std::istreambuf_iterator<char>(f), {}); }();
+  const Run r = watch({"--source", "process", "--config", config, "--log", config, "--force", "--", "true"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("error: --log: will not write the log '" + config + "': it is the file given as --config") == 0);
+  // Through a hard link too.
+  const std::string link = temp_path("setup-link.yaml");
+  fs::create_hard_link(config, link);
+  CHECK(watch({"--source", "process", "--config", config, "--log", link, "--force", "--", "true"}).code == 2);
+  const std::string after = [&] { std::ifstream f(config); return std::string(std::istreambuf_iterator<char>(f), {}); }();
+  CHECK(after == before);
+}
