@@ -46,6 +46,9 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_flag_function("--double-quant,!--no-double-quant", [&in](int64_t n) { in.double_quant = n > 0; },
                         "QLoRA: quantize the NF4 block scales too (default on)");
   app.add_option("--tensor-parallel", in.tensor_parallel, "tensor-parallel degree")->type_name("N");
+  app.add_flag_function("--sequence-parallel,!--no-sequence-parallel", [&in](int64_t n) { in.sequence_parallel = n > 0; },
+                        "with tensor parallelism: the norms' and residuals' activations sharded over the sequence "
+                        "(Megatron --sequence-parallel; torchtitan's default)");
   app.add_option("--pipeline-parallel", in.pipeline_parallel, "pipeline stages")->type_name("N");
   app.add_option("--device", in.device, "cuda (default) or cpu: whose memory behaviour to model")->type_name("cpu|cuda");
   app.add_option("--calibration", in.calibration, "calibration profile from memplan calibrate")->type_name("FILE");
@@ -120,6 +123,8 @@ std::string describe(const TrainingSetup& s) {
                               to_string(s.precision), to_string(s.optimizer), s.batch.micro_batch, s.batch.seq_len,
                               s.batch.grad_accum, to_string(s.checkpointing), to_string(s.attention));
   if (s.parallel.num_gpus > 1) d += fmt::format(", {} GPUs", s.parallel.num_gpus);
+  if (s.parallel.tensor_parallel > 1)
+    d += fmt::format(", TP {}{}", s.parallel.tensor_parallel, s.parallel.sequence_parallel ? " with sequence parallelism" : "");
   if (s.parallel.zero_stage > 0) d += fmt::format(", ZeRO-{}", s.parallel.zero_stage);
   if (s.parallel.offload != Offload::none) d += fmt::format(", offload {}", to_string(s.parallel.offload));
   if (s.finetune.mode != FinetuneMode::full)
@@ -200,7 +205,7 @@ nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
       "model.hidden_size", "precision", "optimizer", "batch.micro_batch", "batch.seq_len", "batch.grad_accum",
       "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory", "hardware.allocator_cap", "parallel.num_gpus", "parallel.zero_stage",
-      "parallel.offload", "parallel.fsdp", "parallel.tensor_parallel", "parallel.pipeline_parallel", "finetune.mode",
+      "parallel.offload", "parallel.fsdp", "parallel.tensor_parallel", "parallel.sequence_parallel", "parallel.pipeline_parallel", "finetune.mode",
       "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "finetune.double_quant",
       "runtime.framework", "runtime.torch_version",
       "runtime.transformers_version", "runtime.loss", "runtime.loss_upcast", "runtime.keep_logits", "runtime.keep_cache",
@@ -245,6 +250,7 @@ nlohmann::json setup_json(const TrainingSetup& s) {
   j["parallel"] = {{"num_gpus", s.parallel.num_gpus},
                    {"data_parallel", s.parallel.data_parallel()},
                    {"tensor_parallel", s.parallel.tensor_parallel},
+                   {"sequence_parallel", s.parallel.sequence_parallel},
                    {"pipeline_parallel", s.parallel.pipeline_parallel},
                    {"zero_stage", s.parallel.zero_stage},
                    {"offload", to_string(s.parallel.offload)},

@@ -1309,7 +1309,11 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   if (m.num_experts > 0)
     out.notes.push_back("MoE: tokens are assumed routed uniformly across experts (router at initialisation)");
   if (s.parallel.tensor_parallel > 1)
-    out.notes.push_back("tensor parallel modelled Megatron-style without sequence parallelism");
+    out.notes.push_back(s.parallel.sequence_parallel
+                            ? "tensor parallel modelled Megatron-style with sequence parallelism: the residual stream holds 1/TP "
+                              "of the sequence, all-gathered into attention and the MLP (whose inputs are saved whole)"
+                            : "tensor parallel modelled Megatron-style without sequence parallelism (--sequence-parallel shards "
+                              "the residual stream)");
   if (in_flight > 1)
     out.notes.push_back(fmt::format("pipeline 1F1B: the first stage holds {} micro-batches of activations", in_flight));
   if (!cuda) out.notes.push_back("CPU: no CUDA context, workspace or caching-allocator overhead");

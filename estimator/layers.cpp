@@ -1310,6 +1310,21 @@ int64_t batch_input_bytes(const TrainingSetup& s) {
 
 int64_t residual_bytes(const TrainingSetup& s) { return weight_bytes_per_param(s.precision) == 4 ? 4 : 2; }
 
+// Sequence parallelism: the rows of the residual stream one rank holds (N / tp, rounded up).
+static int64_t sp_degree(const TrainingSetup& s) {
+  return s.parallel.sequence_parallel && s.parallel.tensor_parallel > 1 && !s.model.bert_style ? s.parallel.tensor_parallel : 1;
+}
+static int64_t sp_rows(const TrainingSetup& s, int64_t N) { return (N + sp_degree(s) - 1) / sp_degree(s); }
+// Into a tensor-parallel region: the sequence shards all-gathered into the whole sequence (nothing
+// saved; backward reduce-scatters the gradient back to the shard). Out of it: the partial sums of
+// a row-parallel linear reduce-scattered to this rank's shard (backward all-gathers).
+static T sp_gather(Net& n, T x, int64_t N, int64_t h) {
+  return sp_degree(n.s_) > 1 ? n.plain(x, "sequence-parallel all-gather", N * h) : x;
+}
+static T sp_scatter(Net& n, T x, int64_t N, int64_t h) {
+  return sp_degree(n.s_) > 1 ? n.plain(x, "sequence-parallel reduce-scatter", sp_rows(n.s_, N) * h) : x;
+}
+
 SharedTensors shared_tensors(const TrainingSetup& s) {
   SharedTensors t;
   const ModelSpec& m = s.model;
@@ -1412,6 +1427,9 @@ Segment embedding_segment(const TrainingSetup& s) {
   if (m.scale_embeddings) x = n.scale(x, "embeddings * scale");  // Gemma sqrt(h), Granite embedding_multiplier
   if (m.bert_style) x = n.layer_norm(x, h, train, "embeddings.LayerNorm");
   x = n.dropout(x, m.embedding_dropout, "embedding dropout");
+  // Sequence parallelism: the row-parallel embedding's output is reduce-scattered to the rank's
+  // shard of the sequence (torchtitan RowwiseParallel(output_layouts=Shard(1))).
+  x = sp_scatter(n, x, N, h);
   seg.output(x.id);
   return seg;
 }
@@ -1422,7 +1440,7 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   const ModelSpec& m = s.model;
   const int64_t N = s.batch.micro_batch * s.batch.seq_len, h = m.hidden_size;
   const bool train_norm = s.finetune.mode == FinetuneMode::full && !layer_frozen(s, layer);
-  T x = n.input(N * h, residual_bytes(s));
+  T x = n.input(sp_rows(s, N) * h, residual_bytes(s));
 
   if (m.bert_style) {
     // BertLayer (post-LN): attention -> dense -> dropout -> LN(x + .) -> intermediate -> gelu ->
@@ -1442,7 +1460,7 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   const bool scaled = m.residual_multiplier != 1.0;  // Granite: residual + sublayer * multiplier
   T h1 = m.pre_norms ? n.norm(x, h, train_norm, "input_layernorm") : x;
   AttnHeld held;
-  T att = attention_block(n, h1, layer, &held);
+  T att = sp_scatter(n, attention_block(n, sp_gather(n, h1, N, h), layer, &held), N, h);
   if (sandwich) att = n.norm(att, h, train_norm, "post_attention_layernorm");
   if (scaled) att = n.scale(att, "* residual_multiplier");
   att = n.dropout(att, m.hidden_dropout, "resid dropout");
@@ -1455,7 +1473,9 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
     // Parallel residual: x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX), or one norm for both (Phi,
     // Falcon, Cohere: x + attn(ln(x)) + mlp(ln(x))).
     const T h2 = m.parallel_shared_norm ? h1 : n.norm(x, h, train_norm, "post_attention_layernorm");
-    T y = moe ? moe_block(n, h2, layer) : mlp_block(n, h2, layer, m.intermediate_size, Role::gate, Role::up, Role::down);
+    const T h2g = sp_gather(n, h2, N, h);
+    T y = sp_scatter(n, moe ? moe_block(n, h2g, layer) : mlp_block(n, h2g, layer, m.intermediate_size, Role::gate, Role::up, Role::down),
+                     N, h);
     n.hold(h2);
     y = n.dropout(y, m.hidden_dropout, "resid dropout");
     out = n.add(n.add(y, att, "mlp + attn"), x, "+ residual");
@@ -1464,7 +1484,9 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   } else {
     const T x2 = n.add(x, att, "+ residual");
     const T h2 = m.pre_norms ? n.norm(x2, h, train_norm, sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm") : x2;
-    T y = moe ? moe_block(n, h2, layer) : mlp_block(n, h2, layer, m.intermediate_size, Role::gate, Role::up, Role::down);
+    const T h2g = sp_gather(n, h2, N, h);
+    T y = sp_scatter(n, moe ? moe_block(n, h2g, layer) : mlp_block(n, h2g, layer, m.intermediate_size, Role::gate, Role::up, Role::down),
+                     N, h);
     n.hold(h2);  // the MLP's argument
     if (sandwich) y = n.norm(y, h, train_norm, "post_feedforward_layernorm");
     if (scaled) y = n.scale(y, "* residual_multiplier");
@@ -1668,8 +1690,9 @@ Segment head_segment(const TrainingSetup& s) {
   const ModelSpec& m = s.model;
   const int64_t b = s.batch.micro_batch, N = b * s.batch.seq_len, h = m.hidden_size, V = m.vocab_size;
   const bool train_head = head_trainable(s);
-  T x = n.input(N * h, residual_bytes(s));
+  T x = n.input(sp_rows(s, N) * h, residual_bytes(s));
   if (m.final_norm && !m.bert_style) x = n.norm(x, h, s.finetune.mode == FinetuneMode::full, "final norm");
+  x = sp_gather(n, x, N, h);  // sequence parallelism: the whole sequence into the column-parallel head
 
   if (m.head == HeadKind::sequence_classification) {
     // Score on the pooled token (HF pools the last token; BERT the [CLS] through the pooler).

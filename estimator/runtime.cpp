@@ -137,6 +137,10 @@ const std::vector<Row>& rows(Framework f) {
       optimizer_impl(OptimizerImpl::fused, "torchtitan/config/job_config.py @ v0.2.2 L151-155 (implementation: fused)"),
       fsdp_when_ranks("torchtitan/models/llama3/infra/parallelize.py @ v0.2.2 L319-356 (fully_shard per block, "
                       "MixedPrecisionPolicy(bf16 params, fp32 reduce))"),
+      {"parallel.sequence_parallel", [](const TrainingSetup& s) { return s.parallel.tensor_parallel > 1; },
+       [](TrainingSetup& s) { s.parallel.sequence_parallel = true; return std::string("true"); },
+       "torchtitan/models/llama3/infra/parallelize.py @ v0.2.2 apply_tp (SequenceParallel on the norms, the embedding's "
+       "output Shard(1), the linears' inputs all-gathered from Shard(1))"},
       compile_loss("torchtitan/config/job_config.py Compile.components default [\"model\", \"loss\"]; "
                    "torchtitan/components/loss.py BaseLoss._maybe_compile (torch.compile of the loss) @ 00a388d9"),
   };
@@ -185,7 +189,7 @@ const std::vector<std::string>& framework_fields() {
   static const std::vector<std::string> f = {"attention",        "runtime.keep_logits",    "runtime.loss",
                                              "runtime.loss_upcast", "runtime.optimizer_impl", "runtime.zero_grad_after_forward",
                                              "parallel.fsdp", "runtime.compile_loss", "runtime.fsdp_no_sync",
-                                             "finetune.adapter_dtype"};
+                                             "finetune.adapter_dtype", "parallel.sequence_parallel"};
   return f;
 }
 

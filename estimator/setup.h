@@ -274,6 +274,11 @@ struct Parallelism {
   int64_t tensor_parallel = 1;    // Megatron-style tensor parallel degree
   int64_t pipeline_parallel = 1;  // pipeline stages
   int64_t expert_parallel = 1;    // experts sharded over this many ranks
+  // Sequence parallelism with tensor parallelism (Megatron --sequence-parallel, torchtitan's
+  // SequenceParallel on the norms): the residual stream between the column- and row-parallel
+  // linears -- norms, residual adds, dropouts, each layer's input -- holds 1/tensor_parallel of
+  // the sequence; it is all-gathered into attention and the MLP and reduce-scattered out.
+  bool sequence_parallel = false;
   int zero_stage = 0;             // DeepSpeed ZeRO stage 0-3
   Offload offload = Offload::none;
   // DeepSpeed bucket sizes in elements (DeepSpeed defaults; HF "auto" picks h^2 for reduce).

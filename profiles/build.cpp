@@ -307,6 +307,7 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   from_flag(o, in.grad_accum, "--grad-accum", "batch.grad_accum", s.batch.grad_accum);
   from_flag(o, in.gpus, "--gpus", "parallel.num_gpus", s.parallel.num_gpus);
   from_flag(o, in.tensor_parallel, "--tensor-parallel", "parallel.tensor_parallel", s.parallel.tensor_parallel);
+  from_flag(o, in.sequence_parallel, "--sequence-parallel", "parallel.sequence_parallel", s.parallel.sequence_parallel);
   from_flag(o, in.pipeline_parallel, "--pipeline-parallel", "parallel.pipeline_parallel", s.parallel.pipeline_parallel);
   if (in.zero && (*in.zero < INT_MIN || *in.zero > INT_MAX))
     throw InputError(Where::at_flag("--zero"), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *in.zero),

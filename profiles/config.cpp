@@ -268,6 +268,8 @@ const Table& training_keys() {
                 &Runtime::activation_offload, as_bool),
       setup_key({"tensor_parallel_size", "tensor_parallel"}, "parallel.tensor_parallel", &TrainingSetup::parallel,
                 &Parallelism::tensor_parallel, as_count),
+      setup_key({"sequence_parallel"}, "parallel.sequence_parallel", &TrainingSetup::parallel, &Parallelism::sequence_parallel,
+                as_bool),
       setup_key({"pipeline_parallel_size", "pipeline_parallel"}, "parallel.pipeline_parallel", &TrainingSetup::parallel,
                 &Parallelism::pipeline_parallel, as_count),
       setup_key({"expert_parallel_size", "expert_parallel"}, "parallel.expert_parallel", &TrainingSetup::parallel,

@@ -254,6 +254,7 @@ struct SetupInputs {
   std::optional<int64_t> freeze_layers;      // --freeze-layers
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
   std::optional<int64_t> tensor_parallel;    // --tensor-parallel
+  std::optional<bool> sequence_parallel;     // --sequence-parallel
   std::optional<int64_t> pipeline_parallel;  // --pipeline-parallel
   std::optional<std::string> calibration;    // --calibration FILE
   // The runtime: the framework and its knobs (estimator/runtime.h).

@@ -492,9 +492,7 @@ void resolve_parallel(Nemo& t) {
     t.st.defer("parallel.num_gpus", t.devices_node->where,
                "trainer.devices: -1 uses every visible GPU, a count the file does not hold; estimating 1 per node",
                "pass --gpus N (devices x num_nodes)");
-  if (t.sequence_parallel && t.tp > 1)
-    t.st.unmodelled(*t.sequence_parallel, "sequence parallelism shards the norm and dropout activations over the tensor-"
-                                          "parallel ranks; the estimate keeps them whole on each rank (an over-estimate)");
+  if (t.sequence_parallel) t.st.set("parallel.sequence_parallel", p.sequence_parallel, true, *t.sequence_parallel);
   // Attention: Transformer Engine's fused attention, else the legacy path's flash-attn switch,
   // else Megatron's own DotProductAttention with the scores materialised.
   if (t.te) t.st.set("attention", s.attention, AttentionImpl::flash, *t.te_node);

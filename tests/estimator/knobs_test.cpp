@@ -380,3 +380,22 @@ TEST_CASE("DeepSpeed's bf16 master weights and optimizer states halve the master
   z0s.parallel.zero_stage = 0;
   CHECK(estimate(z0).peak_bytes() == estimate(z0s).peak_bytes());
 }
+
+TEST_CASE("sequence parallelism shards the residual stream over the tensor-parallel ranks; full checkpointing keeps 1/tp of each input") {
+  TrainingSetup s = base();
+  s.model.num_layers = 8;
+  s.parallel.num_gpus = 8;
+  s.parallel.tensor_parallel = 8;
+  s.checkpointing.mode = CheckpointMode::full;
+  TrainingSetup sp = s;
+  sp.parallel.sequence_parallel = true;
+  const MemoryBreakdown a = estimate(s), b = estimate(sp);
+  // Between layers each checkpointed layer keeps its input: N x h x 2 B whole, N / 8 x h x 2 B sharded.
+  const int64_t input = 2 * 512 * 4096 * 2;
+  CHECK(term(a, Phase::forward, Term::activations) - term(b, Phase::forward, Term::activations) >= 8 * (input - input / 8) - input);
+  CHECK(phase(b, Phase::backward) < phase(a, Phase::backward));
+  // Without tensor parallelism the flag changes nothing.
+  TrainingSetup one = base(), one_sp = base();
+  one_sp.parallel.sequence_parallel = true;
+  CHECK(estimate(one).peak_bytes() == estimate(one_sp).peak_bytes());
+}
