@@ -179,9 +179,13 @@ Node Converter::convert(const toml::node& t, const std::string& path, const Wher
 
 }  // namespace
 
-Node parse_toml(const std::string& text, const std::string& path) {
+Node parse_toml(const std::string& raw, const std::string& path) {
   const ReadLimits& lim = read_limits();
-  check_text(text, path, lim.max_yaml_bytes, "TOML");
+  check_text(raw, path, lim.max_yaml_bytes, "TOML");
+  // A UTF-8 byte order mark (what some Windows editors put first) is not part of the text, as the
+  // YAML reader treats it; without this the scan below would refuse it as a non-ASCII character.
+  const bool bom = raw.compare(0, 3, "\xEF\xBB\xBF") == 0;
+  const std::string text = bom ? raw.substr(3) : raw;
   prescan_toml(text, path, lim.max_depth);
   toml::table tbl;
   try {

@@ -7,7 +7,9 @@
 // and this reader reads first: what trainer: says then wins, as it is what Lightning runs.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <sstream>
+#include <vector>
 
 #include "profiles/formats.h"
 
@@ -73,9 +75,23 @@ using Table = KeyTable<Pl>;
 void read_devices(const Node& n, Pl& t) {
   t.devices = &n;
   t.devices_auto = false;
+  // Each GPU once: Lightning refuses a repeated index (_check_unique, "Device ID's (GPU) must be
+  // unique.", src/lightning/fabric/utilities/device_parser.py @ 2.6.5), so [0, 0, 0, 0] is no job
+  // on four GPUs.
+  auto refuse_repeat = [&](const std::vector<int64_t>& ids, const Where& w) {
+    for (size_t a = 0; a < ids.size(); ++a)
+      for (size_t b = 0; b < a; ++b)
+        if (ids[a] == ids[b])
+          throw InputError(w, fmt::format("trainer.devices lists GPU {} twice", ids[a]),
+                           "Lightning refuses repeated device ids (\"Device ID's (GPU) must be unique.\"): list each GPU once");
+  };
   if (n.kind == Node::Kind::list) {
     t.per_node = static_cast<int64_t>(n.items.size());
-    for (const Node& i : n.items) as_int(i);
+    std::vector<int64_t> ids;
+    for (const Node& i : n.items) {
+      ids.push_back(as_int(i));
+      refuse_repeat(ids, i.where);
+    }
   } else {
     const std::string v = lower(as_text(n));
     if (v == "auto" || v == "-1") {
@@ -84,7 +100,15 @@ void read_devices(const Node& n, Pl& t) {
       return;
     }
     if (v.find(',') != std::string::npos) {
-      t.per_node = static_cast<int64_t>(split_list(v).size());
+      const std::vector<std::string> parts = split_list(v);
+      t.per_node = static_cast<int64_t>(parts.size());
+      std::vector<int64_t> ids;
+      for (const std::string& part : parts) {
+        char* end = nullptr;
+        const long long id = std::strtoll(part.c_str(), &end, 10);
+        if (end && *end == '\0' && !part.empty()) ids.push_back(id);
+      }
+      refuse_repeat(ids, n.where);
     } else {
       t.per_node = as_int(n.quoted ? Node{Node::Kind::scalar, v, false, n.path, n.where, {}, {}} : n);
     }

@@ -220,3 +220,13 @@ TEST_CASE("lightning: broken files") {
   REQUIRE(typo.warnings.size() == 1);
   CHECK(typo.warnings[0].render() == "t.yaml:2:3: warning: unknown key 'devics'\nhint: did you mean 'devices'?");
 }
+
+TEST_CASE("lightning: a GPU listed twice in devices is refused, as Lightning refuses it") {
+  CHECK(error_of("trainer:\n  devices: [0, 0, 0, 0]\n") ==
+        "cli.yaml:2:16: error: trainer.devices lists GPU 0 twice\n"
+        "hint: Lightning refuses repeated device ids (\"Device ID's (GPU) must be unique.\"): list each GPU once");
+  CHECK(error_of("trainer:\n  devices: \"1,2,1\"\n") ==
+        "cli.yaml:2:3: error: trainer.devices lists GPU 1 twice\n"
+        "hint: Lightning refuses repeated device ids (\"Device ID's (GPU) must be unique.\"): list each GPU once");
+  CHECK(load_config_text("trainer:\n  devices: [0, 1, 2, 3]\n", "cli.yaml", "cli.yaml").setup.parallel.num_gpus == 4);
+}

@@ -364,6 +364,11 @@ TEST_CASE("TOML is bounded like YAML: size, NUL bytes, nesting before toml++ rec
   e = toml_error(many);
   CHECK(starts_with(e, "job.toml:1:"));
   CHECK(e.find(": error: more than 20000 values in one TOML file\nhint: ") != std::string::npos);
+  // A UTF-8 byte order mark first is not text (as in YAML); positions stay those of the text.
+  const Node bom = detail::parse_toml("\xEF\xBB\xBF[model]\nname = \"llama3\"\n", "job.toml");
+  CHECK(bom.find("model")->find("name")->text == "llama3");
+  CHECK(bom.find("model")->find("name")->where.line == 2);
+  CHECK(starts_with(toml_error("\xEF\xBB\xBF[model]\nname = \"llama3\"\nx = \xC3\xA9\n"), "job.toml:3:5: error: a non-ASCII character"));
 }
 
 TEST_CASE("TOML table headers that toml++ 3.3.0 would assert on are refused first (fuzz_load_config)") {
