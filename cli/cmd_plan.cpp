@@ -47,6 +47,12 @@ std::vector<std::pair<std::string, DeviceSpec>> table_devices(const std::string&
   }
   if (items.empty())
     throw InputError(Where::at_flag("--table"), "names no memory size or GPU", "e.g. --table 8GiB,12GiB,16GiB,24GiB or --table t4,l4,a100-40gb");
+  // Each row is a whole plan search (tens of milliseconds to a second): a table people read has a
+  // few rows, and a bound keeps a generated list from running for minutes.
+  constexpr size_t kMaxTableRows = 64;
+  if (items.size() > kMaxTableRows)
+    throw InputError(Where::at_flag("--table"), fmt::format("{} memory sizes or GPUs, over the {} a table holds", items.size(), kMaxTableRows),
+                     "split the list over several runs, or choose the sizes that decide the purchase");
   for (const std::string& item : items) {
     if (const profiles::GpuProfile* g = catalog.find(item)) {
       TrainingSetup t = base;
@@ -401,9 +407,9 @@ Command register_plan(CLI::App& root, Io io) {
   app->add_flag("--no-offload", f->ask.no_offload, "never offload to the host");
   app->add_flag("--no-deepspeed", f->ask.no_deepspeed, "never plan DeepSpeed (ZeRO); DDP and FSDP stay (--zero 0 says the same)");
   app->add_option("--table", f->table,
-                  "one plan per memory size or GPU preset (8GiB,12GiB,16GiB,24GiB or t4,l4,...), printed as a markdown table")
+                  "one plan per memory size or GPU preset (8GiB,12GiB,16GiB,24GiB or t4,l4,...; at most 64), printed as a markdown table")
       ->type_name("LIST");
-  app->add_option("--max-micro-batch", f->ask.max_micro_batch, "largest micro-batch to consider (default 1024)")->type_name("N");
+  app->add_option("--max-micro-batch", f->ask.max_micro_batch, "largest micro-batch to consider (default 1024, at most 65536)")->type_name("N");
   app->add_option("--emit", f->ask.emit, "print the plan as a " + fmt::format("{}", fmt::join(planner::emit_format_names(), "|")) +
                                               " config (on stdout; the report goes to stderr)")->type_name("FORMAT");
   app->add_option("--out", f->out, "write the --emit config to this file instead (atomically)")->type_name("FILE");

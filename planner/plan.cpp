@@ -147,6 +147,12 @@ PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calib
     c.optimizers = {OptimizerKind::paged_adamw};
   if (ask.max_micro_batch < 1)
     throw InputError(Where::at_flag("--max-micro-batch"), fmt::format("must be at least 1 (got {})", ask.max_micro_batch));
+  // The search tries micro-batches up to this bound; 65,536 sequences per GPU per forward is far
+  // beyond what any card holds at a useful sequence length.
+  constexpr int64_t kMaxMicroBatch = 65536;
+  if (ask.max_micro_batch > kMaxMicroBatch)
+    throw InputError(Where::at_flag("--max-micro-batch"), fmt::format("must be at most {} (got {})", kMaxMicroBatch, ask.max_micro_batch),
+                     "a micro-batch is the sequences one GPU runs per forward: a few to a few thousand");
   req.max_micro_batch = ask.max_micro_batch;
   req.calibration = calibration;
   req.space = plan_space(s, c);  // throws on contradictions, before any search

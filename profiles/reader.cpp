@@ -287,7 +287,9 @@ class YamlBuilder : public YAML::EventHandler {
     count(n.where);
     n.kind = Node::Kind::scalar;
     n.text = value;
-    n.quoted = tag == "!";  // yaml-cpp tags quoted scalars "!", plain ones "?"
+    // yaml-cpp tags quoted scalars "!", plain ones "?"; an explicit !!str makes a string of a plain
+    // scalar as quotes do (YAML 1.2 core schema), so "!!str 4" is no count.
+    n.quoted = tag == "!" || tag == "tag:yaml.org,2002:str";
     if (expecting_key()) return take_key(std::move(n), anchor);
     finish(std::move(n), anchor, 1);
   }

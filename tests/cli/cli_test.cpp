@@ -1163,3 +1163,15 @@ TEST_CASE("estimate shows the dtype the weights load in when from_pretrained's d
   CHECK(j.at("setup").at("precision") == "bf16");
   CHECK(j.at("setup").at("sources").at("precision").get<std::string>().find("dtype=\"auto\"") != std::string::npos);
 }
+
+TEST_CASE("plan bounds its searches: --table at most 64 rows, --max-micro-batch at most 65536") {
+  std::string sizes;
+  for (int i = 1; i <= 65; ++i) sizes += (i > 1 ? "," : "") + std::to_string(i) + "GiB";
+  const Run t = invoke({"plan", "--model", "gpt2", "--global-batch", "64", "--table", sizes});
+  CHECK(t.code == 2);
+  CHECK(line(t.err, 0) == "error: --table: 65 memory sizes or GPUs, over the 64 a table holds");
+  const Run m = invoke({"plan", "--model", "gpt2", "--gpu", "a100-80gb", "--global-batch", "64", "--max-micro-batch", "100000000"});
+  CHECK(m.code == 2);
+  CHECK(line(m.err, 0) == "error: --max-micro-batch: must be at most 65536 (got 100000000)");
+  CHECK(invoke({"plan", "--model", "gpt2", "--gpu", "a100-80gb", "--global-batch", "64", "--max-micro-batch", "65536"}).code == 0);
+}

@@ -398,3 +398,13 @@ TEST_CASE("TOML table headers that toml++ 3.3.0 would assert on are refused firs
   CHECK(detail::parse_toml("x = [\n  [1, 2],\n  [3],\n]\ny = \"\"\"\n[!]\"\"\"\n", "job.toml").find("x")->items.size() == 2);
   CHECK(detail::parse_toml("[a-b]\n[_c]\n[\"d e\"]\n[ 'f' ]\n[[g]]\n", "job.toml").find("g"));
 }
+
+TEST_CASE("YAML's explicit !!str makes a string of a plain scalar, as quotes do: no count from '!!str 4'") {
+  const Node n = detail::parse_yaml("a: !!str 4\nb: 4\nc: \"4\"\n", "f.yaml");
+  CHECK(n.find("a")->quoted);
+  CHECK_FALSE(n.find("b")->quoted);
+  CHECK(n.find("c")->quoted);
+  CHECK(error_of([] { load_config_text("model: gpt2\ntraining:\n  micro_batch_size: !!str 4\n", "c.yaml", "c.yaml"); }) ==
+        "c.yaml:3:3: error: training.micro_batch_size must be a positive integer (got string '4')\n"
+        "hint: write a whole number, e.g. 4 (no quotes)");
+}
