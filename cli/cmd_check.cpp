@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "planner/check.h"
+#include "profiles/reader.h"
 
 namespace memplan::cli {
 namespace {
@@ -360,9 +361,7 @@ std::string gh_command(const char* kind, const Where& w, const std::string& fall
 // "Stopping and starting workflow commands"), the token unguessable so the text cannot end it early.
 std::string stop_token() {
   std::random_device rd;
-  std::uniform_int_distribution<uint64_t> any;
-  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
-  return fmt::format("memplan-{:016x}{:016x}", any(gen) ^ rd(), any(gen));
+  return fmt::format("memplan-{:08x}{:08x}{:08x}{:08x}", rd(), rd(), rd(), rd());
 }
 
 // The text report as log lines, each result followed by its annotations; a notice at the end.
@@ -505,16 +504,16 @@ void render_json(std::ostream& out, const std::vector<Result>& results, const Co
 
 // Text for XML 1.0 (https://www.w3.org/TR/xml/#charsets): markup characters as entities; what no
 // XML document may hold, even as a character reference -- C0 controls but tab, LF and CR, bytes
-// that are not UTF-8 (the file names of a checkout need not be), surrogates, U+FFFE/U+FFFF -- as
-// the visible text \xNN per byte, so the report stays well-formed whatever the names.
+// that are not UTF-8 (the file names of a checkout need not be), U+FFFE/U+FFFF -- as the visible
+// text \xNN per byte, so the report stays well-formed whatever the names.
 std::string xml(const std::string& s) {
   std::string out;
-  const size_t n = s.size();
-  auto at = [&](size_t i) { return i < n ? static_cast<unsigned char>(s[i]) : 0u; };
-  auto cont = [&](size_t i) { return at(i) >= 0x80 && at(i) <= 0xBF; };
-  for (size_t i = 0; i < n;) {
-    const unsigned c = at(i);
-    if (c < 0x80) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = profiles::detail::utf8_length(s, i);
+    if (len == 3 && c == 0xEF && static_cast<unsigned char>(s[i + 1]) == 0xBF && static_cast<unsigned char>(s[i + 2]) >= 0xBE)
+      len = 0;  // U+FFFE, U+FFFF: UTF-8, but no XML character
+    if (len == 1) {
       switch (c) {
         case '&': out += "&amp;"; break;
         case '<': out += "&lt;"; break;
@@ -525,25 +524,13 @@ std::string xml(const std::string& s) {
           if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') out += fmt::format("\\x{:02X}", c);
           else out += static_cast<char>(c);
       }
-      ++i;
-      continue;
-    }
-    // The length of a well-formed UTF-8 sequence starting here (Unicode 15, Table 3-7), or 0.
-    size_t len = 0;
-    if (c >= 0xC2 && c <= 0xDF && cont(i + 1)) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF && cont(i + 1) && cont(i + 2) && !(c == 0xE0 && at(i + 1) < 0xA0) &&
-             !(c == 0xED && at(i + 1) > 0x9F) && !(c == 0xEF && at(i + 1) == 0xBF && at(i + 2) >= 0xBE))
-      len = 3;
-    else if (c >= 0xF0 && c <= 0xF4 && cont(i + 1) && cont(i + 2) && cont(i + 3) && !(c == 0xF0 && at(i + 1) < 0x90) &&
-             !(c == 0xF4 && at(i + 1) > 0x8F))
-      len = 4;
-    if (len == 0) {
+    } else if (len == 0) {
       out += fmt::format("\\x{:02X}", c);
-      ++i;
+      len = 1;
     } else {
       out.append(s, i, len);
-      i += len;
     }
+    i += len;
   }
   return out;
 }

@@ -391,6 +391,12 @@ bool half_master(const TrainingSetup& s) {
 }
 bool half_states(const TrainingSetup& s) { return half_master(s) && s.parallel.half_optimizer_states; }
 
+// Bytes per element of the gradients and optimizer states when the adapters are all that trains
+// (their own dtype), else those of the precision regime.
+int64_t trained_bytes(const TrainingSetup& s, const ParamSummary& ps, int64_t regime_bytes) {
+  return ps.counts.adapter == ps.counts.trainable && ps.counts.trainable > 0 ? adapter_bytes(s) : regime_bytes;
+}
+
 OptimizerImpl resolve_impl(const TrainingSetup& s) {
   if (s.runtime.optimizer_impl != OptimizerImpl::automatic) return s.runtime.optimizer_impl;
   if (master_bytes_per_param(s.precision) > 0) return OptimizerImpl::fused;  // DeepSpeed FusedAdam
@@ -400,9 +406,9 @@ OptimizerImpl resolve_impl(const TrainingSetup& s) {
 
 OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, bool text) {
   OptimizerCost c;
-  // LoRA adapters train in fp32 (PEFT autocast_adapter_dtype), so their states are fp32 too.
+  // When only LoRA adapters train, the states take the adapters' dtype (fp32 under PEFT).
   const int64_t trainable = ps.counts.trainable, largest = ps.counts.largest_trainable;
-  const int64_t sb = ps.counts.adapter == trainable && trainable > 0 ? adapter_bytes(s) : half_states(s) ? 2 : state_bytes_per_element(s.precision);
+  const int64_t sb = trained_bytes(s, ps, half_states(s) ? 2 : state_bytes_per_element(s.precision));
   const OptimizerImpl impl = resolve_impl(s);
   const bool v2 = s.runtime.torch_at_least(2, 0);
   auto per_param_loop = [&](int64_t temps, const char* what) {
@@ -535,17 +541,18 @@ States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamS
   // gradient before its reduce-scatter (and its fp32 cast under a mixed policy).
   const int64_t block = ps.layer_params + layer_norm_params(rs.model);
   const int64_t root = std::max<int64_t>(0, ps.counts.total - ps.counts.adapter - rs.model.num_layers * block);
+  // FSDP2's per-parameter sharding (torchtune, torchtitan: fully_shard) makes gradients for the
+  // parameters that train only: under LoRA a block's adapters. FSDP1's FlatParameter gradient
+  // covers the whole block, frozen weights included.
+  const bool adapter_grads_only =
+      adapters > 0 && (s.runtime.framework == Framework::torchtune || s.runtime.framework == Framework::torchtitan);
   if (sharded) {
     const int64_t blocks = mode == FsdpMode::shard_grad_op ? rs.model.num_layers : 2;
     // float8 all-gather (torchao enable_fsdp_float8_all_gather, torchtitan's fp8 recipes): the
     // blocks' linear weights travel and stay gathered at 1 B/param.
     const int64_t block_b = s.runtime.fp8 ? 1 : compute_b;
     st.comm_fwd = blocks * block * block_b + root * compute_b;
-    // FSDP2's per-parameter sharding (torchtune, torchtitan: fully_shard) makes gradients for the
-    // parameters that train only: under LoRA a block's adapters. FSDP1's FlatParameter gradient
-    // covers the whole block, frozen weights included.
-    const bool per_parameter = s.runtime.framework == Framework::torchtune || s.runtime.framework == Framework::torchtitan;
-    if (adapters > 0 && per_parameter)
+    if (adapter_grads_only)
       st.comm_bwd_extra = (adapters + rs.model.num_layers - 1) / std::max<int64_t>(1, rs.model.num_layers) * ab;
     else
       st.comm_bwd_extra = block * (compute_b + (grad_b != compute_b ? grad_b : 0));
@@ -583,16 +590,13 @@ States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamS
                                                                "{} LoRA params x {} B",
                                                                rs.model.num_layers, block, grad_b, adapters, ab)
                                                  : fmt::format("{} trainable x {} B", trainable, grad_b));
-  const bool adapter_grads_only = adapters > 0 && st.comm_bwd_extra < block;
-  st.comm_formula = !sharded ? "FSDP NO_SHARD: gradients all-reduced in place"
-                    : adapter_grads_only
-                        ? fmt::format("gathered parameters in flight: {} blocks of {} + root unit {} params x {} B; backward adds one "
-                                      "block's adapter gradients ({} B: FSDP2 makes none for frozen weights)",
-                                      mode == FsdpMode::shard_grad_op ? "all" : "2", block, root, compute_b, st.comm_bwd_extra)
-                        : fmt::format("gathered parameters in flight: {} blocks of {} + root unit {} params x {} B; backward adds one "
-                                      "block's gradient ({} B{})",
-                                      mode == FsdpMode::shard_grad_op ? "all" : "2", block, root, compute_b, compute_b,
-                                      grad_b != compute_b ? fmt::format(" + its {} B cast", grad_b) : "");
+  const std::string backward = adapter_grads_only
+                                   ? fmt::format("block's adapter gradients ({} B: FSDP2 makes none for frozen weights)", st.comm_bwd_extra)
+                                   : fmt::format("block's gradient ({} B{})", compute_b,
+                                                 grad_b != compute_b ? fmt::format(" + its {} B cast", grad_b) : "");
+  st.comm_formula = sharded ? fmt::format("gathered parameters in flight: {} blocks of {} + root unit {} params x {} B; backward adds one {}",
+                                          mode == FsdpMode::shard_grad_op ? "all" : "2", block, root, compute_b, backward)
+                            : "FSDP NO_SHARD: gradients all-reduced in place";
   return st;
 }
 
@@ -831,7 +835,7 @@ Timeline activation_timeline(const TrainingSetup& s) {
     // step's temporaries, scaled from the largest parameter's to each op's gradient.
     const ParamSummary ps = summarize_parameters(s);
     const int64_t largest = ps.counts.largest_trainable;
-    const int64_t gb = ps.counts.adapter == ps.counts.trainable && ps.counts.trainable > 0 ? adapter_bytes(s) : grad_bytes_per_param(s.precision);
+    const int64_t gb = trained_bytes(s, ps, grad_bytes_per_param(s.precision));
     if (largest > 0 && gb > 0)
       so.step_temps_per_grad_byte = static_cast<double>(optimizer_cost(s, ps, false).per_param_transient) / static_cast<double>(largest * gb);
     so.grads_persist = false;

@@ -1458,6 +1458,13 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
 
   const bool sandwich = m.post_norms;
   const bool scaled = m.residual_multiplier != 1.0;  // Granite: residual + sublayer * multiplier
+  // The MLP (or MoE block) on a normed shard: gathered in, reduce-scattered out under sequence
+  // parallelism.
+  auto mlp = [&](T in) {
+    const T g = sp_gather(n, in, N, h);
+    return sp_scatter(n, moe ? moe_block(n, g, layer) : mlp_block(n, g, layer, m.intermediate_size, Role::gate, Role::up, Role::down),
+                      N, h);
+  };
   T h1 = m.pre_norms ? n.norm(x, h, train_norm, "input_layernorm") : x;
   AttnHeld held;
   T att = sp_scatter(n, attention_block(n, sp_gather(n, h1, N, h), layer, &held), N, h);
@@ -1473,9 +1480,7 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
     // Parallel residual: x + attn(ln1(x)) + mlp(ln2(x)) (GPT-NeoX), or one norm for both (Phi,
     // Falcon, Cohere: x + attn(ln(x)) + mlp(ln(x))).
     const T h2 = m.parallel_shared_norm ? h1 : n.norm(x, h, train_norm, "post_attention_layernorm");
-    const T h2g = sp_gather(n, h2, N, h);
-    T y = sp_scatter(n, moe ? moe_block(n, h2g, layer) : mlp_block(n, h2g, layer, m.intermediate_size, Role::gate, Role::up, Role::down),
-                     N, h);
+    T y = mlp(h2);
     n.hold(h2);
     y = n.dropout(y, m.hidden_dropout, "resid dropout");
     out = n.add(n.add(y, att, "mlp + attn"), x, "+ residual");
@@ -1484,9 +1489,7 @@ Segment layer_segment(const TrainingSetup& s, bool moe, int64_t layer) {
   } else {
     const T x2 = n.add(x, att, "+ residual");
     const T h2 = m.pre_norms ? n.norm(x2, h, train_norm, sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm") : x2;
-    const T h2g = sp_gather(n, h2, N, h);
-    T y = sp_scatter(n, moe ? moe_block(n, h2g, layer) : mlp_block(n, h2g, layer, m.intermediate_size, Role::gate, Role::up, Role::down),
-                     N, h);
+    T y = mlp(h2);
     n.hold(h2);  // the MLP's argument
     if (sandwich) y = n.norm(y, h, train_norm, "post_feedforward_layernorm");
     if (scaled) y = n.scale(y, "* residual_multiplier");

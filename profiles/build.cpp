@@ -354,14 +354,12 @@ void resolve_device_precision(const SetupInputs& in, const LoadedConfig& cfg, Bu
 // comes from, with how to change it.
 void resolve_load_dtype(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
-  if (!cfg.load_dtype_default || in.precision) return;
+  // Before 5.0 the reader's text says it: transformers 4.x from_pretrained loads fp32 without dtype.
+  if (!cfg.load_dtype_default || in.precision || !s.runtime.transformers_at_least(5, 0)) return;
   const std::string& dt = s.model.checkpoint_dtype;
-  const bool v5 = s.runtime.transformers_at_least(5, 0);
   const std::string version = fmt::format("transformers {}.{}", s.runtime.transformers_major, s.runtime.transformers_minor);
   std::string text;
-  if (!v5) {
-    return;  // the reader's text says it: transformers 4.x from_pretrained loads fp32 without dtype
-  } else if (dt == "bfloat16" || dt == "float16") {
+  if (dt == "bfloat16" || dt == "float16") {
     s.precision = dt == "bfloat16" ? Precision::bf16 : Precision::fp16;
     text = fmt::format("{}: from_pretrained's dtype=\"auto\" loads the checkpoint's {} (the model's config.json): 16-bit "
                        "weights, gradients and optimizer states; torch_dtype: float32 in the file (or --precision amp-bf16) "
@@ -372,8 +370,7 @@ void resolve_load_dtype(const SetupInputs& in, const LoadedConfig& cfg, BuiltSet
                        dt.empty() ? std::string("dtype, not stated in the model's config.json: fp32 assumed") : dt,
                        to_string(s.precision));
   }
-  if (const auto it = b.origin.fields.find("precision"); it != b.origin.fields.end()) it->second.key = text;
-  else b.origin.defaults["precision"] = text;
+  b.origin.set_text("precision", text);
 }
 
 // DeepSpeed "auto" bucket sizes from the hidden size, as transformers' HfTrainerDeepSpeedConfig

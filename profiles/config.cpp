@@ -19,6 +19,17 @@ Where Provenance::of(const std::string& field) const {
   return it == fields.end() ? Where{} : it->second;
 }
 
+std::string Provenance::text_of(const std::string& field) const {
+  if (const auto it = fields.find(field); it != fields.end()) return it->second.key;
+  const auto d = defaults.find(field);
+  return d == defaults.end() ? "" : d->second;
+}
+
+void Provenance::set_text(const std::string& field, const std::string& text) {
+  if (const auto it = fields.find(field); it != fields.end()) it->second.key = text;
+  else defaults[field] = text;
+}
+
 namespace detail {
 namespace {
 

@@ -131,6 +131,10 @@ struct Provenance {
   Where of(const std::string& field) const;  // empty Where when unknown
   void set(const std::string& field, const Where& w) { fields[field] = w; }
   bool given(const std::string& field) const { return fields.count(field) > 0 || defaults.count(field) > 0; }
+  // The words that say where a field's value came from: the file key's text, else the default's
+  // ("" when neither); set_text replaces them where they stand.
+  std::string text_of(const std::string& field) const;
+  void set_text(const std::string& field, const std::string& text);
 };
 
 // What a config file says. `origin` holds the setup paths the file set explicitly.

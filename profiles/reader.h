@@ -85,6 +85,10 @@ Node parse_json(const std::string& text, const std::string& path);
 // at the file, or at the offending byte, naming `syntax` ("TOML").
 void check_text(const std::string& text, const std::string& path, int64_t max_bytes, const char* syntax);
 
+// Length of the valid UTF-8 sequence at `i` of `t`, or 0 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF).
+size_t utf8_length(const std::string& t, size_t i);
+
 // ---- typed values: each throws InputError at the node, "<path> must be <what> (got <value>)" ----
 
 [[noreturn]] void type_error(const Node& n, const std::string& what);
