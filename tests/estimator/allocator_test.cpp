@@ -1,5 +1,5 @@
 // The caching-allocator model (estimator/allocator.h): hand-derived cases for each rule, then a
-// replay of thirteen real allocator recordings from an H200 with PyTorch 2.11 (tests/data/gpu/traces,
+// replay of nineteen real allocator recordings from an H200 with PyTorch 2.11 (tests/data/gpu/traces,
 // decompressed into the build folder; five under non-default PYTORCH_CUDA_ALLOC_CONF, read with
 // parse_alloc_conf), which must produce the same segment actions in the same order (for
 // expandable segments the same maps at the same offsets), the same reserved and allocated peaks,
@@ -393,7 +393,8 @@ TraceOutcome replay_trace(const std::string& name, bool real_addresses) {
   o.trace_peak_reserved = stats.at("reserved_bytes.all.peak").get<int64_t>();
   o.trace_peak_allocated = stats.at("allocated_bytes.all.peak").get<int64_t>();
   o.trace_retries = stats.at("num_alloc_retries").get<int64_t>();
-  if (d.contains("alloc_conf") && !d.at("alloc_conf").is_null()) {
+  // record_trace.py writes "default" where PYTORCH_CUDA_ALLOC_CONF was not set.
+  if (d.contains("alloc_conf") && !d.at("alloc_conf").is_null() && d.at("alloc_conf") != "default") {
     o.config = parse_alloc_conf(d.at("alloc_conf").get<std::string>());
   }
   if (d.contains("fraction") && !d.at("fraction").is_null()) {
@@ -537,7 +538,10 @@ const std::vector<std::string> kTraces = {
     // Non-default PYTORCH_CUDA_ALLOC_CONF (the file's alloc_conf), fresh processes.
     "l-gpt2-amp-expandable_segments_True", "l-qwen05-amp-gc-expandable_segments_True",
     "l-gpt2-amp-max_split_size_mb_128", "l-gpt2-amp-roundup_power2_divisions_4",
-    "l-gpt2-amp-garbage_collection_threshold_0_6_max_split_size_mb_256"};
+    "l-gpt2-amp-garbage_collection_threshold_0_6_max_split_size_mb_256",
+    // PEFT LoRA and torch.compile'd loss (tools/gpu/session-knobs.sh, a later session).
+    "k-llama1b-bf16-lora-gc", "k-llama1b-bf16-lora-gc-bf16ad", "k-llama1b-bf16-lora", "k-qwen05-amp-lora-gc",
+    "k-llama1b-bf16-ce-own", "k-llama1b-bf16-ce-compiled"};
 
 }  // namespace
 

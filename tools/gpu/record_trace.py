@@ -6,7 +6,12 @@ shared/gpu/h200-loops.jsonl (or tests/data/gpu), in the format of its traces/: `
 The loop is the data set's: an HF model built from the case's config with random weights, three
 steps of `loss = model(input_ids=ids, labels=ids).loss; loss.backward(); opt.step();
 opt.zero_grad(set_to_none=True)` with torch.optim.AdamW (foreach on CUDA), autocast or bf16
-weights and full checkpointing as the case says. Set PYTORCH_CUDA_ALLOC_CONF in the environment;
+weights and full checkpointing as the case says. Two optional case fields (tools/gpu/knob-cases.jsonl):
+`lora` {r, alpha, targets, adapter_dtype: fp32|model} wraps the model with PEFT's get_peft_model
+after checkpointing is enabled (as TRL and the HF Trainer order it; autocast_adapter_dtype=True,
+PEFT's default, keeps fp32 adapters on a 16-bit base) and steps only the adapters; `loss`
+eager|compiled drops the model's own loss for torchtitan's: `cross_entropy(logits.flatten(0, 1).float(),
+labels.flatten(0, 1))` on unshifted labels, run as is or through torch.compile. Set PYTORCH_CUDA_ALLOC_CONF in the environment;
 --cap GiB applies torch.cuda.set_per_process_memory_fraction from the start.
 
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 tools/gpu/record_trace.py \
@@ -36,6 +41,7 @@ def main():
     ap.add_argument("--batch", type=int)
     ap.add_argument("--cap", type=float, help="allocator cap in GiB")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--summary", help="append the case and its peaks as one JSON line to this file")
     a = ap.parse_args()
     case = load_case(a.cases, a.case)
     batch = a.batch or case["batch"]
@@ -54,15 +60,36 @@ def main():
     model = model.cuda()
     if case.get("checkpointing") == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if case.get("lora"):
+        import peft
+        lo = case["lora"]
+        model = peft.get_peft_model(model, peft.LoraConfig(
+            r=lo["r"], lora_alpha=lo["alpha"], target_modules=lo["targets"], lora_dropout=0.0,
+            task_type="CAUSAL_LM"), autocast_adapter_dtype=lo["adapter_dtype"] == "fp32")
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    ce = lambda logits, labels: torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+    if case.get("loss") == "compiled":
+        ce = torch.compile(ce)
+
+    def forward():
+        if case.get("loss"):
+            return ce(model(input_ids=ids).logits, ids)
+        return model(input_ids=ids, labels=ids).loss
     ids = torch.randint(config.vocab_size, (batch, case["seq"]), device="cuda")
+    params = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     ac = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(case.get("autocast"))
     outcome = "ran"
+    pre, allocated_before = {}, None
     try:
-        for _ in range(3):
+        for step in range(3):
+            if step == 2:  # the measured step, as the data set measures it
+                pre = torch.cuda.memory_stats()
+                torch.cuda.reset_peak_memory_stats()
+                allocated_before = torch.cuda.memory_allocated()
             with torch.autocast("cuda", dtype=ac, enabled=ac is not None):
-                loss = model(input_ids=ids, labels=ids).loss
+                loss = forward()
             loss.backward()
             del loss
             opt.step()
@@ -75,11 +102,14 @@ def main():
     events = [[e["action"], e["addr"], e["size"], e["stream"]] for e in snap["device_traces"][0]]
     segs = [[s["address"], s["total_size"], s["allocated_size"], s["stream"], s["segment_type"],
              [[b["size"], b["state"]] for b in s["blocks"]]] for s in snap["segments"]]
-    st = torch.cuda.memory_stats()
+    third = torch.cuda.memory_stats()  # the third step's peaks when it ran
+    st = {k: max(v, pre.get(k, 0)) if k.endswith(".peak") else v for k, v in third.items()}
     keys = ["allocated_bytes.all.peak", "reserved_bytes.all.peak", "active_bytes.all.peak",
             "requested_bytes.all.peak", "num_alloc_retries", "num_ooms"]
-    doc = {"case": dict(case, batch=batch), "versions": {"torch": torch.__version__, "cuda": torch.version.cuda,
-                                                          "transformers": transformers.__version__},
+    versions = {"torch": torch.__version__, "cuda": torch.version.cuda, "transformers": transformers.__version__}
+    if case.get("lora"):
+        versions["peft"] = peft.__version__
+    doc = {"case": dict(case, batch=batch), "versions": versions,
            "device": torch.cuda.get_device_name(0),
            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "default"),
            "cap_bytes": int(a.cap * 2**30) if a.cap else None, "outcome": outcome,
@@ -87,6 +117,16 @@ def main():
     with gzip.open(a.out, "wt") as f:
         json.dump(doc, f, separators=(",", ":"))
     print(a.case, batch, doc["alloc_conf"], outcome, doc["stats"], file=sys.stderr)
+    if a.summary:  # one line of the data set's shape: the case and what the allocator said
+        with open(a.summary, "a") as f:
+            f.write(json.dumps({"case": dict(case, batch=batch), "versions": versions,
+                                "alloc_conf": doc["alloc_conf"], "outcome": outcome,
+                                "measured": {"peak_allocated": third.get("allocated_bytes.all.peak", 0),
+                                             "peak_reserved": third.get("reserved_bytes.all.peak", 0),
+                                             "allocated_before": allocated_before,
+                                             "all_steps_peak_allocated": st.get("allocated_bytes.all.peak", 0),
+                                             "all_steps_peak_reserved": st.get("reserved_bytes.all.peak", 0),
+                                             "params": params, "trainable": trainable}}) + "\n")
 
 
 if __name__ == "__main__":
