@@ -36,7 +36,15 @@ std::string sequence_not_modelled(const TrainingSetup& s) {
     return "several GPUs (communication buffers and sharding are not in the sequence)";
   if (s.parallel.zero_stage != 0 || s.parallel.fsdp != FsdpMode::none || s.parallel.offload != Offload::none)
     return "ZeRO, FSDP or offload";
-  if (s.finetune.mode != FinetuneMode::full) return "LoRA/QLoRA fine-tuning";
+  // LoRA as PEFT builds it (adapters on the base layers' linears, nothing else trained); QLoRA's
+  // quantized base, modules_to_save copies, a classification head and adapters on MoE layers are
+  // not in the sequence.
+  if (s.finetune.mode == FinetuneMode::qlora || base_quantized(s)) return "QLoRA or a quantized base (bitsandbytes, a pre-quantized checkpoint)";
+  if (s.finetune.mode == FinetuneMode::lora) {
+    if (s.finetune.train_embeddings || s.finetune.train_head) return "LoRA with modules_to_save (embeddings or head trained)";
+    if (s.model.head == HeadKind::sequence_classification) return "LoRA on a classification head";
+    if (s.model.num_experts > 0) return "LoRA on a mixture-of-experts model";
+  }
   switch (s.precision) {
     case Precision::fp32: case Precision::amp_bf16: case Precision::amp_fp16: case Precision::bf16: case Precision::fp16: break;
     default: return "DeepSpeed/Megatron mixed precision";
@@ -307,6 +315,12 @@ struct SequencePlan {
   bool inv_freq = false;          // RoPE's inv_freq buffer, of inv_freq_bytes
   int64_t inv_freq_bytes = 0;
   int64_t input_bytes = 0;        // input_ids
+  // LoRA: each adapter's elements in the order PEFT's inject_adapter makes them (named_modules:
+  // each layer's targeted linears in registration order, lora_A then lora_B), made in the base
+  // layer's dtype (made_bytes) and, when PEFT's autocast_adapter_dtype upcasts 16-bit adapters,
+  // cast to fp32 one by one afterwards (trained_bytes); the optimizer steps only these.
+  std::vector<int64_t> adapters;
+  int64_t adapter_made_bytes = 0, adapter_trained_bytes = 0;
   SharedTensors shared;
   bool rotary = false;
   int64_t workspace = 0;          // cuBLAS workspace per handle
@@ -367,8 +381,24 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
     for (const sim::SimRecord* r : R.layer) per_step += r->forward.size() + r->backward.size();
   }
   plan.params = parameter_elements(s);
-  plan.expected_events = static_cast<size_t>(steps) * (per_step + 6 * plan.params.size()) + plan.params.size();
   plan.weight_bytes = weight_bytes_per_param(s.precision);
+  if (s.finetune.mode == FinetuneMode::lora) {
+    const int64_t r = s.finetune.lora_rank;
+    for (int64_t i = 0; i < L; ++i)
+      for (const Linear& lin : layer_linears(s, m.is_moe_layer(i)))
+        if (lora_on(s, lin.role)) {
+          plan.adapters.push_back(r * lin.in * lin.count);   // lora_A (r, in)
+          plan.adapters.push_back(lin.out * r * lin.count);  // lora_B (out, r)
+        }
+    // peft tuners/tuners_utils.py _move_adapter_to_device_of_base_layer: a floating adapter
+    // takes the base weight's device and dtype; then _cast_adapter_dtype (autocast_adapter_dtype
+    // True) upcasts fp16/bf16 adapters to fp32 (PEFT 0.21; what the H200's LoRA traces show:
+    // tests/data/gpu/h200-knobs/).
+    plan.adapter_made_bytes = plan.weight_bytes;
+    plan.adapter_trained_bytes = adapter_bytes(s);
+  }
+  const size_t trained = plan.adapters.empty() ? plan.params.size() : plan.adapters.size();
+  plan.expected_events = static_cast<size_t>(steps) * (per_step + 6 * trained) + plan.params.size() + 3 * plan.adapters.size();
   plan.buffers = model_buffer_bytes(s);
   plan.buffer_per_layer = m.causal_mask == MaskKind::bool_buffer && L > 0;
   plan.inv_freq = m.positions == PositionKind::rotary && m.head_dim > 0;
@@ -409,6 +439,19 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
       led.alloc(led.fresh(), buffers);
   }
   if (plan.inv_freq) led.alloc(led.fresh(), plan.inv_freq_bytes);  // inv_freq
+  // get_peft_model on the model in place: the adapters, then their upcast.
+  std::vector<int64_t> adapter_ids;
+  for (int64_t e : plan.adapters) {
+    adapter_ids.push_back(led.fresh());
+    led.alloc(adapter_ids.back(), e * plan.adapter_made_bytes);
+  }
+  if (plan.adapter_trained_bytes != plan.adapter_made_bytes)
+    for (size_t k = 0; k < plan.adapters.size(); ++k) {  // param.data = param.data.to(torch.float32)
+      const int64_t id = led.fresh();
+      led.alloc(id, plan.adapters[k] * plan.adapter_trained_bytes);
+      led.free(adapter_ids[k]);
+      adapter_ids[k] = id;
+    }
   // The batch: input_ids (labels is the same tensor in the loop), made once.
   led.alloc(led.fresh(), plan.input_bytes);
 
@@ -416,8 +459,10 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
   const bool rotary = plan.rotary;
   const int64_t workspace = plan.workspace;
   const OptimizerImpl impl = plan.impl;
-  const int64_t sb = plan.state_bytes;
-  const int64_t gb = plan.grad_bytes;
+  // Under LoRA the optimizer holds the adapters, its states and the momentum in their dtype.
+  const bool lora = !plan.adapters.empty();
+  const int64_t sb = lora ? plan.adapter_trained_bytes : plan.state_bytes;
+  const int64_t gb = lora ? plan.adapter_trained_bytes : plan.grad_bytes;
   int64_t instance_counter = 1;
   std::vector<int64_t> states;  // optimizer state ids (kept)
 
@@ -528,7 +573,7 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
 
     // optimizer.step(). Gradients exist for every trainable parameter; their sizes are the
     // parameters' in the gradient dtype. States are created in _init_group before the update.
-    std::vector<int64_t> trainable = params;  // full fine-tuning: every parameter trains
+    const std::vector<int64_t>& trainable = lora ? plan.adapters : params;  // full fine-tuning: every parameter
     switch (plan.optimizer) {
       case OptimizerKind::adamw: case OptimizerKind::adam: {
         if (step == 0)
@@ -652,7 +697,8 @@ class ReplayMemo {
       }
       add(p.any_ckpt);
       add(p.params);
-      for (int64_t x : {p.weight_bytes, p.state_bytes, p.grad_bytes, p.buffers, p.inv_freq_bytes, p.input_bytes,
+      add(p.adapters);
+      for (int64_t x : {p.adapter_made_bytes, p.adapter_trained_bytes, p.weight_bytes, p.state_bytes, p.grad_bytes, p.buffers, p.inv_freq_bytes, p.input_bytes,
                         p.shared.whole_step_bytes, p.shared.forward_bytes, p.shared.embeds_bytes, p.workspace})
         add(static_cast<uint64_t>(x));
       for (bool b : {p.buffer_per_layer, p.inv_freq, p.shared.embeds_is_layer_input, p.rotary}) add(b);

@@ -89,9 +89,17 @@ TEST_CASE("sequence: the setups it covers and the ones it declines") {
   TrainingSetup cpu = s;
   cpu.device.kind = DeviceKind::cpu;
   CHECK_FALSE(sequence_not_modelled(cpu).empty());
+  // LoRA as PEFT builds it is in the sequence; QLoRA, modules_to_save and LoRA on MoE are not.
   TrainingSetup lora = s;
   lora.finetune.mode = FinetuneMode::lora;
-  CHECK_FALSE(sequence_not_modelled(lora).empty());
+  CHECK(sequence_not_modelled(lora).empty());
+  TrainingSetup qlora = lora;
+  qlora.finetune.mode = FinetuneMode::qlora;
+  qlora.finetune.base_quant = BaseQuant::nf4;
+  CHECK_FALSE(sequence_not_modelled(qlora).empty());
+  TrainingSetup saved = lora;
+  saved.finetune.train_embeddings = true;
+  CHECK_FALSE(sequence_not_modelled(saved).empty());
   TrainingSetup acc = s;
   acc.batch.grad_accum = 4;
   CHECK(sequence_not_modelled(acc).empty());
@@ -162,6 +170,63 @@ TEST_CASE("sequence: H200 loops, reserved and allocated from the replayed sequen
     if (std::abs(pct(old_reserved, c.reserved)) > 1.0)
       CHECK(std::abs(pct(p.peak_reserved, c.reserved)) < std::abs(pct(old_reserved, c.reserved)));
   }
+}
+
+// The knob loops (tests/data/gpu/h200-knobs/knob-loops.jsonl, tools/gpu/session-knobs.sh): PEFT
+// LoRA r=16 on all linears with fp32 adapters (PEFT's default) and bf16 adapters, with and without
+// full checkpointing, and torchtitan's loss eager and through torch.compile. The allocation
+// sequence now covers LoRA: reserved was -12.2% (fp32 adapters, checkpointed), -10.7% (bf16
+// adapters) and -1.6% (no checkpointing) by the percentage formula.
+TEST_CASE("sequence: H200 LoRA and compiled-loss loops, reserved and allocated") {
+  std::ifstream in(std::string(MEMPLAN_TEST_DATA) + "/gpu/h200-knobs/knob-loops.jsonl");
+  REQUIRE(in.good());
+  std::string line;
+  int n = 0;
+  std::printf("\n%-30s | %14s %14s %7s | %14s %14s %7s\n", "case", "meas alloc", "est alloc", "err%", "meas reserved",
+              "est reserved", "err%");
+  while (std::getline(in, line)) {
+    const nlohmann::json d = nlohmann::json::parse(line);
+    const auto& c = d.at("case");
+    const std::string id = c.at("id").get<std::string>();
+    CAPTURE(id);
+    // The case's model was built in the checkpoint's dtype when the loop did not name one:
+    // transformers 5.17's from_config took the config's torch_dtype (bfloat16) for Qwen2.5-0.5B,
+    // as its allocated_before shows (2-byte weights). bf16 weights under bf16 autocast are
+    // written as bf16.
+    const bool bf16_weights = c.value("weights", "") == "bf16" || id == "k-qwen05-amp-lora-gc";
+    profiles::SetupInputs si = h200_inputs(c.at("preset").get<std::string>(), c.at("batch").get<int64_t>(),
+                                           c.at("seq").get<int64_t>(), bf16_weights ? "bf16" : "amp-bf16",
+                                           c.value("checkpointing", "none"));
+    if (c.contains("lora")) {
+      const auto& lo = c.at("lora");
+      si.finetune = "lora";
+      si.lora_rank = lo.at("r").get<int64_t>();
+      si.lora_alpha = lo.at("alpha").get<double>();
+      si.lora_targets = lo.at("targets").get<std::string>();
+      si.adapter_dtype = lo.at("adapter_dtype").get<std::string>();
+    }
+    if (c.value("loss", "") == "compiled") si.compile_loss = true;
+    TrainingSetup st = profiles::build_setup(si).setup;
+    st.device.kind = DeviceKind::cuda;
+    const ReservedPrediction p = predict_reserved(st, false);
+    REQUIRE_MESSAGE(p.modelled, p.why_not);
+    const MemoryBreakdown b = estimate(st);
+    const PhaseState& pk = b.peak();
+    const int64_t est_alloc = pk.total() - pk[Term::cuda_context] - pk[Term::allocator_overhead];
+    const int64_t alloc = d.at("measured").at("peak_allocated").get<int64_t>();
+    const int64_t reserved = d.at("measured").at("peak_reserved").get<int64_t>();
+    std::printf("%-30s | %14lld %14lld %+7.2f | %14lld %14lld %+7.2f\n", id.c_str(), static_cast<long long>(alloc),
+                static_cast<long long>(est_alloc), pct(est_alloc, alloc), static_cast<long long>(reserved),
+                static_cast<long long>(p.peak_reserved), pct(p.peak_reserved, reserved));
+    // Issue 28's bars: allocated within 1%, reserved within 3%.
+    CHECK(std::abs(pct(est_alloc, alloc)) <= 1.0);
+    CHECK(std::abs(pct(p.peak_allocated, alloc)) <= 1.0);
+    CHECK(std::abs(pct(p.peak_reserved, reserved)) <= 3.0);
+    // The trainable count is the adapters' (PEFT's print_trainable_parameters).
+    if (c.contains("lora")) CHECK(d.at("measured").at("trainable").get<int64_t>() == count_parameters(st).trainable);
+    ++n;
+  }
+  CHECK(n == 6);
 }
 
 // SmolLM2-360M in fp32 (15 query heads, 5 K/V heads), micro-batch 4 x 1024: with torch 2.11 and
