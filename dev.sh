@@ -57,11 +57,12 @@ build() {
 # so calibrate/ and its suites run only in the normal build.
 # The suites CI runs under the sanitizers: the readers, the estimator and the planner (where
 # hostile input lands), the hostile corpus through the memplan binary, and every fuzzer for 30 s
-# (a fixed seed). cli_tests, watch_tests and the benchmarks stay in the normal build: building
+# (a fixed seed), and the mutation sweep over the tool-format fixtures (tests/hostile/sweep.py, its
+# quick value set). cli_tests, watch_tests and the benchmarks stay in the normal build: building
 # them under ASan would double the step's time for code that only formats what these compute.
 SAN_TARGETS=(memplan estimator_tests profiles_tests planner_tests fuzz_yaml_config fuzz_deepspeed_json
              fuzz_hf_config fuzz_calibration fuzz_load_config fuzz_estimator fuzz_planner)
-SAN_TESTS='^(estimator_tests|profiles_tests|planner_tests|hostile_corpus|fuzz_.*)$'
+SAN_TESTS='^(estimator_tests|profiles_tests|planner_tests|hostile_corpus|hostile_sweep|fuzz_.*)$'
 
 sanitize_build() {  # sanitize_build [all]: the CI targets, or every target
   cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ -DMEMPLAN_WITH_TORCH=OFF \

@@ -207,23 +207,23 @@ void use_model(ConfigState& st, const ReadModel& m, const Where& named_at);
 const Table& model_keys() {
   static const Table t = {
       {{"preset", "hf_config", "name", "model_type"}, [](const Node&, ConfigState&) {}},  // read first, in read_model
-      model_key({"hidden_size", "d_model"}, "model.hidden_size", &ModelSpec::hidden_size, as_count),
+      model_key({"hidden_size", "d_model"}, "model.hidden_size", &ModelSpec::hidden_size, as_field_count),
       model_key({"num_layers", "num_hidden_layers", "n_layers", "n_layer"}, "model.num_layers", &ModelSpec::num_layers,
-                as_count),
+                as_field_count),
       model_key({"num_attention_heads", "num_heads", "n_heads", "n_head", "attention_heads"}, "model.num_attention_heads",
-                &ModelSpec::num_attention_heads, as_count),
+                &ModelSpec::num_attention_heads, as_field_count),
       model_key({"num_key_value_heads", "num_kv_heads"}, "model.num_key_value_heads", &ModelSpec::num_key_value_heads,
-                as_count),
-      model_key({"head_dim", "attention_head_dim"}, "model.head_dim", &ModelSpec::head_dim, as_count),
+                as_field_count),
+      model_key({"head_dim", "attention_head_dim"}, "model.head_dim", &ModelSpec::head_dim, as_field_count),
       model_key({"intermediate_size", "d_ffn", "ffn_hidden_size", "n_inner"}, "model.intermediate_size",
-                &ModelSpec::intermediate_size, as_count),
-      model_key({"vocab_size"}, "model.vocab_size", &ModelSpec::vocab_size, as_count),
-      model_key({"max_position_embeddings"}, "model.max_position_embeddings", &ModelSpec::max_position_embeddings, as_count),
+                &ModelSpec::intermediate_size, as_field_count),
+      model_key({"vocab_size"}, "model.vocab_size", &ModelSpec::vocab_size, as_field_count),
+      model_key({"max_position_embeddings"}, "model.max_position_embeddings", &ModelSpec::max_position_embeddings, as_field_count),
       model_key({"num_experts", "num_local_experts"}, "model.num_experts", &ModelSpec::num_experts, as_int),
       model_key({"num_experts_per_token", "num_experts_per_tok", "experts_per_token", "top_k"},
-                "model.num_experts_per_token", &ModelSpec::experts_per_token, as_count),
+                "model.num_experts_per_token", &ModelSpec::experts_per_token, as_field_count),
       model_key({"capacity_factor", "expert_capacity_factor"}, "model.capacity_factor", &ModelSpec::capacity_factor, as_number),
-      model_key({"moe_intermediate_size"}, "model.moe_intermediate_size", &ModelSpec::moe_intermediate_size, as_count),
+      model_key({"moe_intermediate_size"}, "model.moe_intermediate_size", &ModelSpec::moe_intermediate_size, as_field_count),
       model_key({"num_shared_experts"}, "model.num_shared_experts", &ModelSpec::num_shared_experts, as_int),
       model_key({"activation", "hidden_act"}, "model.activation", &ModelSpec::activation, as_activation),
       model_key({"gated_mlp"}, "model.gated_mlp", &ModelSpec::gated_mlp, as_bool),
@@ -254,9 +254,9 @@ const Table& model_keys() {
 const Table& training_keys() {
   static const Table t = {
       setup_key({"micro_batch_size", "batch_size", "per_device_train_batch_size", "train_micro_batch_size_per_gpu"},
-                "batch.micro_batch", &TrainingSetup::batch, &Batch::micro_batch, as_count),
+                "batch.micro_batch", &TrainingSetup::batch, &Batch::micro_batch, as_field_count),
       setup_key({"gradient_accumulation_steps", "grad_accum"}, "batch.grad_accum", &TrainingSetup::batch,
-                &Batch::grad_accum, as_count),
+                &Batch::grad_accum, as_field_count),
       {{"global_batch_size"}, set_global_batch},
       fact_key({"precision"}, &ConfigState::precision, as_text),
       fact_key({"mixed_precision"}, &ConfigState::mixed_precision, as_text),
@@ -278,13 +278,13 @@ const Table& training_keys() {
       setup_key({"offload_activations", "activation_offload"}, "runtime.activation_offload", &TrainingSetup::runtime,
                 &Runtime::activation_offload, as_bool),
       setup_key({"tensor_parallel_size", "tensor_parallel"}, "parallel.tensor_parallel", &TrainingSetup::parallel,
-                &Parallelism::tensor_parallel, as_count),
+                &Parallelism::tensor_parallel, as_field_count),
       setup_key({"sequence_parallel"}, "parallel.sequence_parallel", &TrainingSetup::parallel, &Parallelism::sequence_parallel,
                 as_bool),
       setup_key({"pipeline_parallel_size", "pipeline_parallel"}, "parallel.pipeline_parallel", &TrainingSetup::parallel,
-                &Parallelism::pipeline_parallel, as_count),
+                &Parallelism::pipeline_parallel, as_field_count),
       setup_key({"expert_parallel_size", "expert_parallel"}, "parallel.expert_parallel", &TrainingSetup::parallel,
-                &Parallelism::expert_parallel, as_count),
+                &Parallelism::expert_parallel, as_field_count),
       setup_key({"zero_stage"}, "parallel.zero_stage", &TrainingSetup::parallel, &Parallelism::zero_stage, as_zero_stage),
       offload_switch({"offload_optimizer"}, Offload::optimizer),
       {{"offload"}, [](const Node& n, ConfigState& st) {
@@ -299,7 +299,7 @@ const Table& training_keys() {
 const Table& data_keys() {
   static const Table t = {
       setup_key({"seq_len", "max_seq_len", "max_seq_length", "max_length", "seq_length"}, "batch.seq_len",
-                &TrainingSetup::batch, &Batch::seq_len, as_count),
+                &TrainingSetup::batch, &Batch::seq_len, as_field_count),
       setup_key({"num_workers"}, "data.num_workers", &TrainingSetup::data, &DataLoading::num_workers, as_int),
       setup_key({"prefetch_factor"}, "data.prefetch_factor", &TrainingSetup::data, &DataLoading::prefetch_factor, as_int),
       setup_key({"pin_memory"}, "data.pin_memory", &TrainingSetup::data, &DataLoading::pin_memory, as_bool),
@@ -318,8 +318,8 @@ const Table& hardware_keys() {
       {{"allocator_cap"}, [](const Node& n, ConfigState& st) {
          st.set("hardware.allocator_cap", st.out.allocator_cap, as_text(n), n);
        }},
-      setup_key({"num_gpus", "gpus"}, "parallel.num_gpus", &TrainingSetup::parallel, &Parallelism::num_gpus, as_count),
-      setup_key({"gpus_per_node"}, "parallel.gpus_per_node", &TrainingSetup::parallel, &Parallelism::gpus_per_node, as_count),
+      setup_key({"num_gpus", "gpus"}, "parallel.num_gpus", &TrainingSetup::parallel, &Parallelism::num_gpus, as_field_count),
+      setup_key({"gpus_per_node"}, "parallel.gpus_per_node", &TrainingSetup::parallel, &Parallelism::gpus_per_node, as_field_count),
       {{"host_memory"}, [](const Node& n, ConfigState& st) {
          const int64_t bytes = as_size(n);
          if (bytes <= 0) type_error(n, "a size above 0 (the RAM of one node)");
@@ -606,8 +606,8 @@ const Table& ds_zero_keys() {
 const Table& ds_root_keys() {
   static const Table t = {
       setup_key({"train_micro_batch_size_per_gpu"}, "batch.micro_batch", &TrainingSetup::batch, &Batch::micro_batch,
-                as_count),
-      setup_key({"gradient_accumulation_steps"}, "batch.grad_accum", &TrainingSetup::batch, &Batch::grad_accum, as_count),
+                as_field_count),
+      setup_key({"gradient_accumulation_steps"}, "batch.grad_accum", &TrainingSetup::batch, &Batch::grad_accum, as_field_count),
       {{"train_batch_size"}, set_global_batch},
       {{"zero_optimization"},
        [](const Node& n, ConfigState& st) {

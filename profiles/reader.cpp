@@ -1044,7 +1044,43 @@ int64_t read_int(const Node& n, const char* what) {
 }  // namespace
 
 int64_t as_int(const Node& n) { return read_int(n, "an integer"); }
-int64_t as_count(const Node& n) { return read_int(n, "a positive integer"); }
+namespace {
+int64_t read_count(const Node& n, int64_t lo) {
+  const char* what = lo > 0 ? "a positive integer" : "an integer of 0 or more";
+  const int64_t v = read_int(n, what);
+  if (v < lo) type_error(n, what);
+  if (v > kMaxCount)
+    throw InputError(n.where, fmt::format("{} is too large ({}): a count here is at most {}", n.path, v, kMaxCount),
+                     "check the value and its units: GPUs, nodes, batch sizes, lengths and layers are whole numbers far below this");
+  return v;
+}
+}  // namespace
+
+int64_t as_count(const Node& n) { return read_count(n, 1); }
+int64_t as_count0(const Node& n) { return read_count(n, 0); }
+int64_t as_field_count(const Node& n) { return read_int(n, "a positive integer"); }
+
+int64_t count_product(std::initializer_list<Factor> factors, int64_t limit, const char* what, const Where& fallback) {
+  std::vector<std::string> shown;
+  for (const Factor& f : factors) shown.push_back(std::to_string(f.value));
+  const std::string expr = fmt::format("{}", fmt::join(shown, " x "));
+  __int128 product = 1;
+  const Node* last = nullptr;
+  for (const Factor& f : factors) {
+    if (f.node) last = f.node;
+    if (f.value < 1) {
+      if (f.node) type_error(*f.node, "a positive integer");
+      throw InputError(fallback, fmt::format("{}: {} has a factor below 1", what, expr), "every factor is a count of 1 or more");
+    }
+    product *= f.value;
+    if (product > limit) {
+      const Where& w = f.node ? f.node->where : last ? last->where : fallback;
+      throw InputError(w, fmt::format("{}: {} is more than {}", what, expr, limit),
+                       "check each of these values (memplan multiplies them)");
+    }
+  }
+  return static_cast<int64_t>(product);
+}
 
 double as_number(const Node& n) {
   const bool numeric = is_plain_scalar(n) && looks_numeric(n.text);

@@ -95,7 +95,31 @@ size_t utf8_length(const std::string& t, size_t i);
 // The same with a hint of the caller's.
 [[noreturn]] void type_error(const Node& n, const std::string& what, const std::string& hint);
 int64_t as_int(const Node& n);    // integers; integral floats such as 5e8 too (DeepSpeed writes them)
-int64_t as_count(const Node& n);  // as_int, worded "a positive integer" (0 is left to validation)
+
+// ---- counts: what a file says of GPUs, nodes, batches, degrees, layers, ranks, lengths ----------
+// Every count a reader takes from a file is an integer in [1, kMaxCount] (as_count) or [0,
+// kMaxCount] (as_count0, where 0 means "none" or "the default"), refused at its key otherwise. Two
+// counts multiply without wrapping (10^18 < 2^63); products of more, or products held to a
+// physical bound (GPUs), go through count_product, which refuses at the factor that crosses it.
+constexpr int64_t kMaxCount = 1'000'000'000;
+// The most GPUs a product of a file's parallel degrees, devices and nodes may name (validate()'s
+// bound on parallel.num_gpus).
+constexpr int64_t kMaxGpus = 1'000'000;
+int64_t as_count(const Node& n);   // 1..kMaxCount: "<path> must be a positive integer (got x)"
+int64_t as_count0(const Node& n);  // 0..kMaxCount
+// memplan's own YAML keys that map one to one onto a setup field: any integer, as written. Nothing
+// multiplies it before validate(), which refuses it at this key's line with the field's bound, and
+// a flag given for the same field replaces it first (a flag fixes a problem in the file).
+int64_t as_field_count(const Node& n);
+// One factor of a product: its value and the key it came from (nullptr: a default or a flag).
+struct Factor {
+  int64_t value;
+  const Node* node;
+};
+// The product of positive factors, at most `limit`; otherwise InputError at the last factor with a
+// node whose value pushes it over (or at `fallback`), naming every factor: "<what>: 8 x 4294967296 =
+// 34359738368 is more than <limit>". A factor below 1 is refused at its node.
+int64_t count_product(std::initializer_list<Factor> factors, int64_t limit, const char* what, const Where& fallback);
 double as_number(const Node& n);
 bool as_bool(const Node& n);      // true/false (YAML also yes/no/on/off)
 std::string as_text(const Node& n);

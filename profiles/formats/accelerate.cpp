@@ -107,7 +107,8 @@ void read_deepspeed_launch(const Node& cfg, ReadState& st, const Node& type_node
   // zero_stage defaults to 2 (ACCELERATE_DEEPSPEED_ZERO_STAGE, dataclasses.py @ v1.14.0 L1235-1236).
   if (const Node* n = cfg.find("zero_stage")) {
     const int64_t stage = as_int(*n);
-    if (stage < 0 || stage > 3) throw InputError(n->where, fmt::format("zero_stage must be 0, 1, 2 or 3 (got {})", stage));
+    if (stage < 0 || stage > 3) throw InputError(n->where, fmt::format("zero_stage must be 0, 1, 2 or 3 (got {})", stage),
+                                                  "DeepSpeed's ZeRO stages: 0 (off), 1 (optimizer states), 2 (+ gradients), 3 (+ parameters)");
     s.parallel.zero_stage = static_cast<int>(stage);
     note(st, "parallel.zero_stage", *n);
   } else {

@@ -426,10 +426,12 @@ void read_axolotl(const Node& root, ReadState& st) {
   if (const Node* ray = root.find("use_ray"); ray && yes(*ray)) {
     int64_t workers = 1, per = 1;
     const Node* w = root.find("ray_num_workers");
+    const Node* g = nullptr;
     if (w) workers = positive(*w, "ray_num_workers is the number of Ray workers");
     if (const Node* res = root.find("resources_per_worker"); res && res->kind == Node::Kind::map)
-      if (const Node* g = res->find("GPU")) per = positive(*g, "resources_per_worker.GPU is the GPUs per Ray worker");
-    s.parallel.num_gpus = workers * per;
+      if ((g = res->find("GPU"))) per = positive(*g, "resources_per_worker.GPU is the GPUs per Ray worker");
+    s.parallel.num_gpus = count_product({{workers, w}, {per, g}}, kMaxGpus,
+                                        "ray_num_workers x resources_per_worker.GPU (the GPU count)", ray->where);
     note(st, "parallel.num_gpus", w ? *w : *ray, fmt::format("use_ray: ray_num_workers {} x {} GPU per worker", workers, per));
   }
   if (const Node* n = root.find("tensor_parallel_size"); n && as_int(*n) > 1) {

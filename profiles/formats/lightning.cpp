@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <unordered_set>
 #include <vector>
 
 #include "profiles/formats.h"
@@ -78,20 +79,16 @@ void read_devices(const Node& n, Pl& t) {
   // Each GPU once: Lightning refuses a repeated index (_check_unique, "Device ID's (GPU) must be
   // unique.", src/lightning/fabric/utilities/device_parser.py @ 2.6.5), so [0, 0, 0, 0] is no job
   // on four GPUs.
-  auto refuse_repeat = [&](const std::vector<int64_t>& ids, const Where& w) {
-    for (size_t a = 0; a < ids.size(); ++a)
-      for (size_t b = 0; b < a; ++b)
-        if (ids[a] == ids[b])
-          throw InputError(w, fmt::format("trainer.devices lists GPU {} twice", ids[a]),
-                           "Lightning refuses repeated device ids (\"Device ID's (GPU) must be unique.\"): list each GPU once");
+  // One pass with a set: a list of thousands of indices costs no more than reading it.
+  std::unordered_set<int64_t> seen;
+  auto refuse_repeat = [&](int64_t id, const Where& w) {
+    if (!seen.insert(id).second)
+      throw InputError(w, fmt::format("trainer.devices lists GPU {} twice", id),
+                       "Lightning refuses repeated device ids (\"Device ID's (GPU) must be unique.\"): list each GPU once");
   };
   if (n.kind == Node::Kind::list) {
     t.per_node = static_cast<int64_t>(n.items.size());
-    std::vector<int64_t> ids;
-    for (const Node& i : n.items) {
-      ids.push_back(as_int(i));
-      refuse_repeat(ids, i.where);
-    }
+    for (const Node& i : n.items) refuse_repeat(as_int(i), i.where);
   } else {
     const std::string v = lower(as_text(n));
     if (v == "auto" || v == "-1") {
@@ -102,15 +99,16 @@ void read_devices(const Node& n, Pl& t) {
     if (v.find(',') != std::string::npos) {
       const std::vector<std::string> parts = split_list(v);
       t.per_node = static_cast<int64_t>(parts.size());
-      std::vector<int64_t> ids;
       for (const std::string& part : parts) {
         char* end = nullptr;
         const long long id = std::strtoll(part.c_str(), &end, 10);
-        if (end && *end == '\0' && !part.empty()) ids.push_back(id);
+        if (end && *end == '\0' && !part.empty()) refuse_repeat(id, n.where);
       }
-      refuse_repeat(ids, n.where);
     } else {
-      t.per_node = as_int(n.quoted ? Node{Node::Kind::scalar, v, false, n.path, n.where, {}, {}} : n);
+      const Node plain = n.quoted ? Node{Node::Kind::scalar, v, false, n.path, n.where, {}, {}} : n;
+      if (as_int(plain) < 1)
+        throw InputError(n.where, "trainer.devices names no device", "devices: N GPUs per node, a list of GPU indices, or \"auto\"");
+      t.per_node = as_count(plain);
     }
   }
   if (t.per_node < 1)
@@ -449,7 +447,8 @@ void resolve_parallel(Pl& t) {
   TrainingSetup& s = t.s();
   Parallelism& p = s.parallel;
   if (t.devices || !t.from_block) {
-    p.num_gpus = t.per_node * t.nodes;
+    p.num_gpus = count_product({{t.per_node, t.devices}, {t.nodes, t.nodes_node}}, kMaxGpus,
+                               "trainer.devices x trainer.num_nodes (the GPU count)", Where::at_file(t.st.path));
     if (t.devices) t.st.note("parallel.num_gpus", *t.devices);
   }
   if (t.nodes > 1) t.st.set("parallel.gpus_per_node", p.gpus_per_node, t.per_node, *t.nodes_node);

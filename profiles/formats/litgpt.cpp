@@ -261,7 +261,7 @@ int64_t devices_of(const Node& n, Lit& t) {
   }
   const int64_t d = as_int(n);
   if (d < 1) type_error(n, "a positive integer, -1 or \"auto\"");
-  return d;
+  return as_count(n);
 }
 
 const Table& root_keys() {
@@ -434,7 +434,8 @@ void resolve_finetune(Lit& t) {
 void resolve_parallel(Lit& t) {
   TrainingSetup& s = t.s();
   if (!t.devices_node) t.st.by_default("parallel.num_gpus", "LitGPT default: devices=1, num_nodes=1 (finetune setup())");
-  const int64_t world = t.devices * t.nodes;
+  const int64_t world = count_product({{t.devices, t.devices_node}, {t.nodes, t.nodes_node}}, kMaxGpus,
+                                      "devices x num_nodes (the GPU count)", Where::at_file(t.st.path));
   s.parallel.num_gpus = world;
   if (t.devices_node) t.st.note("parallel.num_gpus", *t.devices_node);
   if (t.nodes > 1) {
@@ -476,13 +477,20 @@ void resolve_batch(Lit& t) {
   }
   // TrainArgs.gradient_accumulation_iters (litgpt/args.py @ v0.5.13):
   // (global_batch_size // (devices * num_nodes)) // micro_batch_size, which must be > 0.
-  const int64_t accum = t.global / (t.devices * t.nodes) / t.micro;
-  if (accum < 1)
-    throw InputError((t.global_node ? t.global_node : t.micro_node)->where,
-                     fmt::format("train.global_batch_size {} over {} device(s) leaves less than one micro-batch of {} per step "
+  // Both divisors are bounded counts (num_gpus by resolve_parallel).
+  const int64_t world = s.parallel.num_gpus;
+  const int64_t accum = t.global / world / t.micro;
+  if (accum < 1) {
+    // At the key that decides it: the global batch, else the micro-batch, else the device count
+    // (LitGPT's default global batch of 16 over more devices than that).
+    const Node* at = t.global_node ? t.global_node : t.micro_node ? t.micro_node : t.devices_node ? t.devices_node : t.nodes_node;
+    throw InputError(at ? at->where : Where::at_file(t.st.path),
+                     fmt::format("train.global_batch_size {}{} over {} device(s) leaves less than one micro-batch of {} per step "
                                  "(LitGPT asserts gradient_accumulation_iters > 0)",
-                                 t.global, t.devices * t.nodes, t.micro),
-                     "raise global_batch_size or lower micro_batch_size");
+                                 t.global, t.global_node ? "" : " (LitGPT's default)", world, t.micro),
+                     t.global_node ? "raise global_batch_size or lower micro_batch_size"
+                                   : "set train.global_batch_size to a multiple of devices x num_nodes x micro_batch_size");
+  }
   s.batch.grad_accum = accum;
   if (t.global_node) t.st.note("batch.grad_accum", *t.global_node);
   else t.st.by_default("batch.grad_accum", src);

@@ -387,7 +387,7 @@ void read_architecture(Nemo& t) {
     m.positions = PositionKind::rotary;
     t.st.unmodelled(*t.positions, fmt::format("{} positions are estimated as rotary embeddings", pos));
   }
-  if (t.rotary) m.rotary_fraction = as_number(*t.rotary);
+  if (t.rotary) t.st.set("model.rotary_fraction", m.rotary_fraction, as_number(*t.rotary), *t.rotary);
   const bool bias = t.bias ? as_bool(*t.bias) : true;  // bias: True (megatron_gpt_model.py cfg.get('bias', True))
   m.qkv_bias = m.o_bias = m.mlp_bias = bias;
   m.tie_word_embeddings = t.tie ? as_bool(*t.tie) : true;
@@ -568,7 +568,8 @@ void resolve_checkpointing(Nemo& t) {
     // The first n layers of each pipeline stage recomputed, the others keep everything.
     c.mode = n >= layers ? CheckpointMode::full : CheckpointMode::layers;
     c.layers.clear();
-    for (int64_t i = 0; i < std::min(n, layers); ++i) c.layers.push_back(i);
+    // validate() refuses more than 10,000 layers at model.num_layers; the list stops there first.
+    for (int64_t i = 0; i < std::min({n, layers, int64_t{10'001}}); ++i) c.layers.push_back(i);
     if (c.layers.empty()) c.mode = CheckpointMode::none;
     t.st.note("checkpointing", t.ckpt_layers ? *t.ckpt_layers : *t.method);
     if (t.pp > 1)

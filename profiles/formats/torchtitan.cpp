@@ -108,6 +108,7 @@ void degree(const Node& n, Tt& t, int64_t Tt::*slot, const Node* Tt::*node) {
   const int64_t v = as_int(n);
   if (v == 0 || v < -1) type_error(n, "a positive integer (or -1 for the rest)");
   if (v == -1 && slot != &Tt::shard) type_error(n, "a positive integer");
+  if (v != -1) as_count(n);  // bounded: the degrees multiply into the GPU count
   t.*slot = v;
   t.*node = &n;
   if (!t.degree_node) t.degree_node = &n;
@@ -175,7 +176,8 @@ const Table& training_keys() {
          t.local_node = &n;
        }},
       {{"global_batch_size"}, [](const Node& n, Tt& t) {
-         t.global_batch = as_int(n);
+         t.global_batch = as_int(n);  // negative: local_batch_size x data-parallel ranks (train.py @ v0.2.2)
+         if (t.global_batch >= 0) as_count(n);
          t.global_node = &n;
        }},
       {{"seq_len"}, [](const Node& n, Tt& t) { t.st.set("batch.seq_len", t.s().batch.seq_len, as_count(n), n); }},
@@ -365,9 +367,15 @@ void resolve_parallel(Tt& t) {
   if (t.tp_node) t.st.set("parallel.tensor_parallel", p.tensor_parallel, t.tp, *t.tp_node);
   if (t.pp_node) t.st.set("parallel.pipeline_parallel", p.pipeline_parallel, t.pp, *t.pp_node);
   if (t.ep_node) t.st.set("parallel.expert_parallel", p.expert_parallel, t.ep, *t.ep_node);
-  const int64_t others = t.replicate * t.cp * t.tp * t.pp;
+  // ParallelDims' world size: dp_replicate x dp_shard x cp x tp x pp.
+  const Where at_file = Where::at_file(t.st.path);
+  const char* world = "data_parallel_replicate x shard x context x tensor x pipeline degrees (the GPU count)";
+  const int64_t others = count_product({{t.replicate, t.replicate_node}, {t.cp, t.cp_node}, {t.tp, t.tp_node}, {t.pp, t.pp_node}},
+                                       kMaxGpus, world, at_file);
   if (t.shard > 0) {
-    p.num_gpus = others * t.shard;
+    p.num_gpus = count_product({{t.replicate, t.replicate_node}, {t.shard, t.shard_node}, {t.cp, t.cp_node}, {t.tp, t.tp_node},
+                                {t.pp, t.pp_node}},
+                               kMaxGpus, world, at_file);
     if (t.degree_node) t.st.note("parallel.num_gpus", *t.degree_node);
   } else {
     const Where w = t.shard_node ? t.shard_node->where : Where::at_file(t.st.path);

@@ -551,10 +551,17 @@ void resolve_gpus(Tt& t) {
   const bool named_single = name.find("single_device") != std::string::npos;
   if (t.distributed || named_distributed) {
     const Where w = t.distributed_key ? t.distributed_key->where : Where::at_file(t.st.path);
+    // The fewest GPUs the recipe runs on: one tensor-parallel group (tensor_parallel_dim), no
+    // data parallelism (the distributed recipes build a (dp, tp) mesh of world / tp x tp).
+    const int64_t tp = t.s().parallel.tensor_parallel;
+    t.s().parallel.num_gpus = tp;
     t.st.defer("parallel.num_gpus", w,
-               "the GPU count is not in a torchtune config (tune run --nproc_per_node N [--nnodes M] sets it) and this one "
-               "is for a distributed recipe; estimating 1 GPU",
-               "pass --gpus N (nproc_per_node x nnodes); several GPUs are sharded with FSDP2 as torchtune does");
+               fmt::format("the GPU count is not in a torchtune config (tune run --nproc_per_node N [--nnodes M] sets it) and this "
+                           "one is for a distributed recipe; estimating {}",
+                           tp > 1 ? fmt::format("{} GPUs (one tensor_parallel_dim group, no data parallelism)", tp) : std::string("1 GPU")),
+               tp > 1 ? fmt::format("pass --gpus N (nproc_per_node x nnodes, a multiple of {}); several GPUs are sharded with FSDP2 "
+                                    "as torchtune does", tp)
+                      : "pass --gpus N (nproc_per_node x nnodes); several GPUs are sharded with FSDP2 as torchtune does");
   } else if (named_single) {
     t.st.by_default("parallel.num_gpus", "a torchtune single-device recipe config (the file name): 1 GPU");
   }

@@ -44,6 +44,8 @@ ln -s loop.yaml "$tmp/loop.yaml"
 # A model name of 900 KB (no suggestion is computed for it).
 { printf 'model: '; head -c 900000 /dev/zero | tr '\0' a; printf '\n'; } >"$tmp/long_name.yaml"
 cp "$dir/merge_keys.yaml" "$tmp/small.yaml"
+# trainer.devices listing 15,000 GPU indices: each checked for repeats once (a cubic check hung).
+{ printf 'trainer:\n  devices: ['; seq -s, 0 14999 | tr -d '\n'; printf ']\nmodel:\n  class_path: mycode.Model\n'; } >"$tmp/lightning_devices_15k.yaml"
 
 # ---- the cases ----------------------------------------------------------------------------------
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; printf '%s' "${s%"${s##*[![:space:]]}"}"; }

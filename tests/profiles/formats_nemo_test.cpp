@@ -230,12 +230,18 @@ TEST_CASE("nemo: broken files") {
   CHECK(error_of(gpt("", "maybe")) ==
         "nemo.yaml:3:3: error: unknown trainer.precision 'maybe'\nhint: expected one of: 32, 16, bf16, 16-mixed, bf16-mixed");
   CHECK(error_of(gpt("  megatron_amp_O2: perhaps\n")) == "nemo.yaml:13:3: error: model.megatron_amp_O2 must be true or false (got 'perhaps')\nhint: write true or false");
-  // tensor_model_parallel_size 0 divided by zero in the vocabulary padding (fuzz_load_config).
-  // Read without dividing by it (SIGFPE before); validate() then refuses the degree at its line
-  // ("parallel.tensor_parallel: must be at least 1 (got 0)", as memplan estimate prints it).
-  CHECK(error_of(gpt("  tensor_model_parallel_size: 0\n")) == "");
-  CHECK(error_of(gpt("  make_vocab_size_divisible_by: 9000000000\n")).find("must be a positive integer up to 1000000") !=
+  // tensor_model_parallel_size 0 divided by zero in the vocabulary padding (fuzz_load_config,
+  // SIGFPE before): a count is refused at its line as it is read (issue 24), before anything
+  // multiplies or divides by it.
+  CHECK(error_of(gpt("  tensor_model_parallel_size: 0\n")) ==
+        "nemo.yaml:13:3: error: model.tensor_model_parallel_size must be a positive integer (got '0')\nhint: write a whole "
+        "number, e.g. 4 (no quotes)");
+  CHECK(error_of(gpt("  make_vocab_size_divisible_by: 9000000\n")).find("must be a positive integer up to 1000000") !=
         std::string::npos);
+  CHECK(error_of(gpt("  make_vocab_size_divisible_by: 9000000000\n")) ==
+        "nemo.yaml:13:3: error: model.make_vocab_size_divisible_by is too large (9000000000): a count here is at most "
+        "1000000000\nhint: check the value and its units: GPUs, nodes, batch sizes, lengths and layers are whole numbers far "
+        "below this");
   CHECK(error_of(gpt("  activation: swish\n")) ==
         "nemo.yaml:13:3: error: unknown activation 'swish'\nhint: expected one of: gelu, geglu, swiglu, reglu, squared-relu, "
         "fast-geglu, fast-swiglu, fast-reglu");

@@ -408,3 +408,39 @@ TEST_CASE("YAML's explicit !!str makes a string of a plain scalar, as quotes do:
         "c.yaml:3:3: error: training.micro_batch_size must be a positive integer (got string '4')\n"
         "hint: write a whole number, e.g. 4 (no quotes)");
 }
+
+TEST_CASE("counts: bounded as read, and their products refused at the factor that crosses the bound") {
+  const Node n = detail::parse_yaml("a: 0\nb: 8\nc: 1000000000\nd: 1000000001\ne: -3\nf: 7905747460161236407\n", "c.yaml");
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const InputError& e) {
+      return e.where().str() + ": " + e.what();
+    }
+    return std::string("no error");
+  };
+  CHECK(detail::as_count(*n.find("b")) == 8);
+  CHECK(detail::as_count(*n.find("c")) == detail::kMaxCount);
+  CHECK(detail::as_count0(*n.find("a")) == 0);
+  CHECK(message([&] { detail::as_count(*n.find("a")); }) == "c.yaml:1:1: a must be a positive integer (got '0')");
+  CHECK(message([&] { detail::as_count(*n.find("e")); }) == "c.yaml:5:1: e must be a positive integer (got '-3')");
+  CHECK(message([&] { detail::as_count0(*n.find("e")); }) == "c.yaml:5:1: e must be an integer of 0 or more (got '-3')");
+  CHECK(message([&] { detail::as_count(*n.find("d")); }) ==
+        "c.yaml:4:1: d is too large (1000000001): a count here is at most 1000000000");
+  CHECK(message([&] { detail::as_count(*n.find("f")); }) ==
+        "c.yaml:6:1: f is too large (7905747460161236407): a count here is at most 1000000000");
+  // Two bounded counts multiply inside 64 bits; a product is held to its bound at the factor that
+  // crosses it, and names every factor as written.
+  const Node* b = n.find("b");
+  const Node* c = n.find("c");
+  CHECK(detail::count_product({{8, b}, {4, nullptr}}, detail::kMaxGpus, "x", Where{}) == 32);
+  CHECK(message([&] { detail::count_product({{8, b}, {detail::kMaxCount, c}}, detail::kMaxGpus, "devices x nodes", Where{}); }) ==
+        "c.yaml:3:1: devices x nodes: 8 x 1000000000 is more than 1000000");
+  // Five factors of 10^9 would wrap 64 bits; the product stops at the first that crosses.
+  CHECK(message([&] {
+          detail::count_product({{detail::kMaxCount, c}, {detail::kMaxCount, nullptr}, {detail::kMaxCount, nullptr}},
+                                detail::kMaxCount, "degrees", Where{});
+        }) == "c.yaml:3:1: degrees: 1000000000 x 1000000000 x 1000000000 is more than 1000000000");
+  CHECK(message([&] { detail::count_product({{0, n.find("a")}, {8, b}}, detail::kMaxGpus, "x", Where{}); }) ==
+        "c.yaml:1:1: a must be a positive integer (got '0')");
+}
