@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "profiles/files.h"
+#include "profiles/reader.h"
 #include "watch/child.h"
 #include "watch/monitor_log.h"
 #include "watch/sampler.h"
@@ -117,53 +118,67 @@ std::unique_ptr<watch::Sampler> open_gpu_sampler(const std::string& source, std:
   return nullptr;
 }
 
+// A watched run samples ten times a second at most: a day of it is about 200 MB of log.
+constexpr int64_t kMaxReplayBytes = int64_t{1} << 30;
+
 int replay(Io io, const std::string& path) {
-  const auto records = watch::read_monitor_log(path);
+  // Through the bounded, non-blocking reader: a FIFO, a device or a file past 1 GiB is refused.
+  std::string text;
+  try {
+    text = profiles::detail::read_text_file(path, Where{}, kMaxReplayBytes);
+  } catch (const InputError& e) {
+    throw InputError(e.where(), fmt::format("cannot read the log: {}", e.message()),
+                     "memplan watch --log FILE and memplan.Monitor(log=FILE) write these files");
+  }
+  const std::vector<watch::LogRecord> records = watch::parse_monitor_log(text, path);
   Thresholds th;
-  for (const auto& r : records) {
-    const std::string kind = r.value("kind", "");
-    if (kind == "start") {
-      if (r.contains("thresholds") && r["thresholds"].is_object()) {
-        const auto& t = r["thresholds"];
-        th.warning = t.value("warning", th.warning);
-        th.critical = t.value("critical", th.critical);
-        th.emergency = t.value("emergency", th.emergency);
+  using Kind = watch::LogRecord::Kind;
+  for (const watch::LogRecord& r : records) {
+    switch (r.kind) {
+      case Kind::start: {
+        th.warning = r.thresholds.warning;
+        th.critical = r.thresholds.critical;
+        th.emergency = r.thresholds.emergency;
+        const std::string what = r.source == "watch" && !r.command.empty()
+                                     ? fmt::format("'{}'", fmt::join(r.command, " "))
+                                     : fmt::format("monitor on {}", r.device.empty() ? "?" : r.device);
+        const std::string by = !r.reader.empty() ? r.reader : !r.sampler.empty() ? r.sampler : "?";
+        io.out << fmt::format("memplan watch --replay {}: {} ({})\n", path, what, by);
+        break;
       }
-      std::string what = r.value("source", "") == "watch" && r.contains("command")
-                             ? fmt::format("'{}'", fmt::join(r["command"].get<std::vector<std::string>>(), " "))
-                             : fmt::format("monitor on {}", r.value("device", "?"));
-      io.out << fmt::format("memplan watch --replay {}: {} ({})\n", path, what, r.value("reader", r.value("sampler", "?")));
-    } else if (kind == "sample") {
-      std::vector<watch::DeviceReading> devices;
-      for (const auto& d : r.value("devices", nlohmann::json::array()))
-        devices.push_back({d.value("index", 0), d.value("name", ""), d.value("used_bytes", int64_t{0}), d.value("total_bytes", int64_t{0})});
-      if (!devices.empty()) io.out << live_line(r.value("t", 0.0), devices, th) << "\n";
-    } else if (kind == "step") {
-      if (!r["error"].is_null() && r.contains("error")) {
-        io.out << fmt::format("[step {}] memory reading failed: {}\n", r.value("step", 0), r["error"].get<std::string>());
-        continue;
+      case Kind::sample: {
+        std::vector<watch::DeviceReading> devices;
+        for (const watch::LogDevice& d : r.devices)
+          devices.push_back({static_cast<int>(d.index), d.name, d.used_bytes, d.total_bytes});
+        if (!devices.empty()) io.out << live_line(r.t, devices, th) << "\n";
+        break;
       }
-      std::string line = fmt::format("[step {}] Memory: {}, Status: {}", r.value("step", 0),
-                                     gb_pair(r.value("peak_used_bytes", int64_t{0}), r.value("capacity_bytes", int64_t{0})),
-                                     r.value("band", "?"));
-      for (const auto& e : r.value("events", nlohmann::json::array())) {
-        const std::string ev = e.get<std::string>();
-        if (ev == "leak" && r["leak"].is_object())
-          line += fmt::format(", leak: +{:.1f} MiB/step since step {}", r["leak"].value("rate_bytes_per_step", 0.0) / (1 << 20),
-                              r["leak"].value("since_step", 0));
-        else if (ev == "departure" && r["departure"].is_object())
-          line += fmt::format(", {:+.1f}% against the estimate (likely {})", 100 * r["departure"].value("error", 0.0),
-                              r["departure"].value("term", "?"));
-        else if (ev == "recommendation" && r["recommendation"].is_object() && r["recommendation"].contains("flags"))
-          line += fmt::format("; memplan fit: {}", r["recommendation"]["flags"].get<std::string>());
+      case Kind::step: {
+        if (!r.error.empty()) {
+          io.out << fmt::format("[step {}] memory reading failed: {}\n", r.step, r.error);
+          break;
+        }
+        std::string line = fmt::format("[step {}] Memory: {}, Status: {}", r.step, gb_pair(r.peak_used_bytes, r.capacity_bytes),
+                                       r.band.empty() ? "?" : r.band);
+        for (const std::string& ev : r.events) {
+          if (ev == "leak" && r.leak_rate_bytes_per_step)
+            line += fmt::format(", leak: +{:.1f} MiB/step since step {}", *r.leak_rate_bytes_per_step / (1 << 20), r.leak_since_step);
+          else if (ev == "departure" && r.departure_error)
+            line += fmt::format(", {:+.1f}% against the estimate (likely {})", 100 * *r.departure_error,
+                                r.departure_term.empty() ? "?" : r.departure_term);
+          else if (ev == "recommendation" && !r.recommendation_flags.empty())
+            line += fmt::format("; memplan fit: {}", r.recommendation_flags);
+        }
+        io.out << line << "\n";
+        break;
       }
-      io.out << line << "\n";
-    } else if (kind == "end") {
-      if (r.contains("exit_code"))
-        io.out << fmt::format("ended with exit code {} after {:.1f} s; peak {}\n", r.value("exit_code", 0), r.value("t", 0.0),
-                              gb_pair(r.value("peak_bytes", int64_t{0}), r.value("capacity_bytes", int64_t{0})));
-      else
-        io.out << fmt::format("ended after {} steps; worst band {}\n", r.value("steps", 0), r.value("worst_band", "?"));
+      case Kind::end:
+        if (r.exit_code)
+          io.out << fmt::format("ended with exit code {} after {:.1f} s; peak {}\n", *r.exit_code, r.t,
+                                gb_pair(r.peak_bytes, r.capacity_bytes));
+        else
+          io.out << fmt::format("ended after {} steps; worst band {}\n", r.steps, r.worst_band.empty() ? "?" : r.worst_band);
+        break;
     }
   }
   return kExitOk;

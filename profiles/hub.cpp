@@ -29,6 +29,8 @@ namespace {
 
 constexpr const char* kDefaultEndpoint = "https://huggingface.co";
 constexpr long kDefaultTimeoutSeconds = 30;
+// refs/main holds a 40-character commit hash, a token file one token: a few KiB is plenty.
+constexpr int64_t kMaxSmallFileBytes = 64 * 1024;
 constexpr size_t kMaxConfigBytes = 16 << 20;  // a config.json is kilobytes; anything this big is not one
 
 std::string env(const char* name) {
@@ -66,9 +68,10 @@ std::string token() {
   if (const std::string t = env("HUGGING_FACE_HUB_TOKEN"); !t.empty()) return t;
   std::string path = env("HF_TOKEN_PATH");
   if (path.empty() && !hf_home().empty()) path = hf_home() + "/token";
-  std::ifstream in(path);
-  std::string t;
-  if (in) std::getline(in, t);
+  // A shared cache's token file can be anything another user made it (a FIFO, a device): read only
+  // a small regular file, without blocking.
+  std::string t = detail::read_small_file(path, kMaxSmallFileBytes).value_or("");
+  t = t.substr(0, t.find('\n'));
   while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
   return t;
 }
@@ -81,9 +84,8 @@ long timeout_seconds() {
 }
 
 std::string read_first_line(const fs::path& p) {
-  std::ifstream in(p);
-  std::string s;
-  if (in) std::getline(in, s);
+  std::string s = detail::read_small_file(p.string(), kMaxSmallFileBytes).value_or("");
+  s = s.substr(0, s.find('\n'));
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
   return s;
 }

@@ -915,7 +915,12 @@ std::string special_file_kind(const std::string& path) {
 }
 
 std::string read_text_file(const std::string& path, const Where& named_at) {
-  const ReadLimits& lim = read_limits();
+  return read_text_file(path, named_at, read_limits().max_file_bytes);
+}
+
+std::string read_text_file(const std::string& path, const Where& named_at, int64_t max_bytes) {
+  ReadLimits lim = read_limits();
+  lim.max_file_bytes = max_bytes;
   const bool named = !named_at.empty();
   auto refuse = [&](const std::string& what, const std::string& hint) {
     if (named) throw InputError(named_at, fmt::format("cannot read '{}': {}", clip(path, 200), what), hint);
@@ -960,7 +965,13 @@ std::string read_text_file(const std::string& path, const Where& named_at) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n == 0) break;
     if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == EINTR) continue;
+      // A regular file whose read would block is one of the kernel's (/proc/kmsg): waiting for it
+      // could be forever, and retrying at once spins.
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        refuse(named ? "reading it would block (a kernel or device file, not a config)"
+                     : "reading the file would block (a kernel or device file, not a config)",
+               "memplan reads configs from regular files only; save it to a file first");
       const int err = errno;
       refuse(named ? std::string(std::strerror(err)) : fmt::format("cannot read the file ({})", std::strerror(err)),
              "check the file and the disk");
@@ -1042,6 +1053,14 @@ int64_t read_int(const Node& n, const char* what) {
   type_error(n, what);
 }
 }  // namespace
+
+std::optional<std::string> read_small_file(const std::string& path, int64_t max_bytes) {
+  try {
+    return read_text_file(path, Where{}, max_bytes);
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+}
 
 int64_t as_int(const Node& n) { return read_int(n, "an integer"); }
 namespace {

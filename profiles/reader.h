@@ -73,6 +73,11 @@ void set_read_limits(const ReadLimits& limits);
 // InputError at the file itself, or, when `named_at` is given (the line of another file, or a
 // flag, that named this path), at that place with the path in the message.
 std::string read_text_file(const std::string& path, const Where& named_at = Where{});
+// The same with another byte limit (a monitor log, git's output, a token).
+std::string read_text_file(const std::string& path, const Where& named_at, int64_t max_bytes);
+// A file that may be absent or anything (the HF cache's refs/main, a token file in a shared cache):
+// its text when it is a regular file of at most max_bytes that reads without blocking, else nullopt.
+std::optional<std::string> read_small_file(const std::string& path, int64_t max_bytes);
 // What a path is, for messages: "a folder", "a FIFO (named pipe)", "a character device", ...;
 // "" for a regular file (or a link to one) and for a path that does not exist.
 std::string special_file_kind(const std::string& path);

@@ -1,7 +1,11 @@
 // Reading a file as it was at a git revision, by running git without a shell (revision.h
 // contract in profiles.h: read_at_revision).
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
 
 #include <fmt/format.h>
 
@@ -10,6 +14,7 @@
 #include <filesystem>
 
 #include "profiles/profiles.h"
+#include "profiles/reader.h"
 
 namespace memplan::profiles {
 namespace fs = std::filesystem;
@@ -19,24 +24,48 @@ struct GitResult {
   int status = -1;  // exit status; -1 when git could not be started
   std::string out;
   std::string err;
+  bool out_over = false;  // stdout went past its limit: git was stopped
 };
 
-std::string read_all(int fd) {
-  std::string s;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
-    if (n < 0) {
+// git's stderr is a message or two; its stdout is a file's text, held to the config size limit.
+constexpr size_t kMaxGitErrBytes = 64 * 1024;
+
+// Reads both pipes as they fill (poll: a child writing much to one while the other is read to the
+// end would block both), stdout up to `max_out` bytes (one more, to know it was over) and stderr
+// up to kMaxGitErrBytes; past either the child is killed rather than read to its end.
+void read_pipes(int out_fd, int err_fd, size_t max_out, pid_t pid, GitResult& r) {
+  struct pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+  int open_fds = 2;
+  char buf[65536];
+  while (open_fds > 0) {
+    const int ready = poll(fds, 2, -1);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       break;
     }
-    s.append(buf, static_cast<size_t>(n));
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) {
+        fds[i].fd = -1;
+        --open_fds;
+        continue;
+      }
+      std::string& dst = i == 0 ? r.out : r.err;
+      const size_t cap = i == 0 ? max_out + 1 : kMaxGitErrBytes;
+      dst.append(buf, std::min(static_cast<size_t>(n), cap - std::min(cap, dst.size())));
+      if (i == 0 && r.out.size() > max_out) {
+        r.out_over = true;
+        kill(pid, SIGKILL);
+        return;
+      }
+    }
   }
-  return s;
 }
 
-// Runs `git -C dir args...` without a shell. git's stderr is small (one message), so reading
-// stdout to the end first cannot block on it.
-GitResult git(const std::string& dir, const std::vector<std::string>& args) {
+// Runs `git -C dir args...` without a shell, its stdout held to `max_out` bytes.
+GitResult git(const std::string& dir, const std::vector<std::string>& args, size_t max_out = 1 << 20) {
   std::vector<std::string> words = {"git", "-C", dir};
   words.insert(words.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -63,10 +92,7 @@ GitResult git(const std::string& dir, const std::vector<std::string>& args) {
   close(out[1]);
   close(err[1]);
   GitResult r;
-  if (pid > 0) {
-    r.out = read_all(out[0]);
-    r.err = read_all(err[0]);
-  }
+  if (pid > 0) read_pipes(out[0], err[0], max_out, pid, r);
   close(out[0]);
   close(err[0]);
   if (pid < 0) return r;
@@ -106,7 +132,12 @@ Revision read_at_revision(const std::string& path, const std::string& ref) {
     r.note = fmt::format("new file: not in {}, no baseline", ref);
     return r;
   }
-  GitResult shown = git(dir, {"show", spec});
+  const int64_t limit = detail::read_limits().max_file_bytes;
+  GitResult shown = git(dir, {"show", spec}, static_cast<size_t>(limit));
+  if (shown.out_over)
+    throw InputError(Where::at_file(path),
+                     fmt::format("at {} this file is over the {} bytes memplan reads of a config", ref, limit),
+                     "a config is a few KiB; MEMPLAN_MAX_FILE_SIZE raises the limit");
   if (shown.status != 0) {
     r.note = fmt::format("cannot read it at {}: {}", ref, trim(shown.err));
     return r;

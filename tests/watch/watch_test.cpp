@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -237,4 +238,64 @@ TEST_CASE("--force never replaces an input: watch --log naming the --config file
   CHECK(watch({"--source", "process", "--config", config, "--log", link, "--force", "--", "true"}).code == 2);
   const std::string after = [&] { std::ifstream f(config); return std::string(std::istreambuf_iterator<char>(f), {}); }();
   CHECK(after == before);
+}
+
+// The log comes from a file anyone can write (issue 24): every key of the wrong type, a size past
+// 2^62 and a non-finite number are errors at their line (exit 2), never an exception from the JSON
+// library (exit 3) or a negative size printed. The replay reads through the bounded reader: a
+// FIFO or a device is refused, not waited on.
+TEST_CASE("watch --replay: a typed reader, each wrong key at its line") {
+  const std::string start =
+      R"({"schema":"memplan.monitor/v1","kind":"start","source":"watch","command":["python3","t.py"],"sampler":"process"})";
+  const std::string sample = R"({"schema":"memplan.monitor/v1","kind":"sample","t":0.5,"devices":[{"index":0,"name":"GPU","used_bytes":1024,"total_bytes":4096}]})";
+  const std::string ok = start + "\n" + sample + "\n";
+  const std::string good = temp_path("good.jsonl");
+  std::ofstream(good) << ok;
+  CHECK(watch({"--replay", good}).code == 0);
+  struct Bad {
+    std::string line, message;
+  };
+  const std::vector<Bad> bad = {
+      {R"({"schema":"memplan.monitor/v1","kind":"sample","t":1,"devices":[{"used_bytes":1e300,"total_bytes":4096}]})",
+       "sample record: 'used_bytes' must be a whole number of bytes from 0 to 2^62 (got 1e+300)"},
+      {R"({"schema":"memplan.monitor/v1","kind":"sample","t":1,"devices":[{"used_bytes":-5}]})",
+       "sample record: 'used_bytes' must be a whole number of bytes from 0 to 2^62 (got -5)"},
+      {R"({"schema":"memplan.monitor/v1","kind":"sample","t":1,"devices":[{"used_bytes":"5"}]})",
+       "sample record: 'used_bytes' must be a whole number of bytes from 0 to 2^62 (got \"5\")"},
+      {R"({"schema":"memplan.monitor/v1","kind":"sample","t":"soon"})", "sample record: 't' must be a finite number (got \"soon\")"},
+      {R"({"schema":"memplan.monitor/v1","kind":"sample","devices":{"a":1}})", "sample record: 'devices' must be a list (got {\"a\":1})"},
+      {R"({"schema":"memplan.monitor/v1","kind":"sample","devices":[3]})", "sample record: 'devices' must be a list of objects (got 3)"},
+      {R"({"schema":"memplan.monitor/v1","kind":"sample","devices":[{"name":7}]})", "sample record: 'name' must be a string (got 7)"},
+      {R"({"schema":"memplan.monitor/v1","kind":"start","command":"python3 t.py"})",
+       "start record: 'command' must be a list of strings (got \"python3 t.py\")"},
+      {R"({"schema":"memplan.monitor/v1","kind":"start","thresholds":{"warning":"high"}})",
+       "start record: 'warning' must be a finite number (got \"high\")"},
+      {R"({"schema":"memplan.monitor/v1","kind":"start","thresholds":{"critical":7}})",
+       "start record: 'thresholds.critical' must be a fraction in (0, 1] (got 7)"},
+      {R"({"schema":"memplan.monitor/v1","kind":"step","step":"one"})", "step record: 'step' must be a whole number (got \"one\")"},
+      {R"({"schema":"memplan.monitor/v1","kind":"step","step":1,"events":["leak",2]})",
+       "step record: 'events' must be a list of strings (got [\"leak\",2])"},
+      {R"({"schema":"memplan.monitor/v1","kind":"step","step":1,"leak":12})", "step record: 'leak' must be an object (got 12)"},
+      {R"({"schema":"memplan.monitor/v1","kind":"step","step":1,"error":{"e":1}})", "step record: 'error' must be a string (got {\"e\":1})"},
+      {R"({"schema":"memplan.monitor/v1","kind":"step","step":1,"recommendation":{"flags":["--x"]}})",
+       "step record: 'flags' must be a string (got [\"--x\"])"},
+      {R"({"schema":"memplan.monitor/v1","kind":"end","exit_code":"0"})", "end record: 'exit_code' must be a whole number (got \"0\")"},
+      {R"({"schema":"memplan.monitor/v1","kind":5})", "unknown record kind 5"},
+  };
+  for (const Bad& b : bad) {
+    CAPTURE(b.line);
+    const std::string path = temp_path("bad.jsonl");
+    std::ofstream(path) << ok << b.line << "\n";
+    const Run r = watch({"--replay", path});
+    CHECK(r.code == 2);
+    CHECK(r.err.rfind(path + ":3:1: error: " + b.message, 0) == 0);
+  }
+  // Not a regular file: refused at once.
+  const std::string fifo = temp_path("log.fifo");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  const Run r = watch({"--replay", fifo});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("cannot read the log: this is a FIFO (named pipe), not a regular file") != std::string::npos);
+  fs::remove(fifo);
+  CHECK(watch({"--replay", "/dev/zero"}).err.find("this is a character device") != std::string::npos);
 }
