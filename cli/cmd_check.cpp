@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "planner/check.h"
+#include "estimator/text.h"
 #include "profiles/reader.h"
 
 namespace memplan::cli {
@@ -502,38 +503,7 @@ void render_json(std::ostream& out, const std::vector<Result>& results, const Co
   emit(out, doc, Format::json);
 }
 
-// Text for XML 1.0 (https://www.w3.org/TR/xml/#charsets): markup characters as entities; what no
-// XML document may hold, even as a character reference -- C0 controls but tab, LF and CR, bytes
-// that are not UTF-8 (the file names of a checkout need not be), U+FFFE/U+FFFF -- as the visible
-// text \xNN per byte, so the report stays well-formed whatever the names.
-std::string xml(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t len = profiles::detail::utf8_length(s, i);
-    if (len == 3 && c == 0xEF && static_cast<unsigned char>(s[i + 1]) == 0xBF && static_cast<unsigned char>(s[i + 2]) >= 0xBE)
-      len = 0;  // U+FFFE, U+FFFF: UTF-8, but no XML character
-    if (len == 1) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        case '\'': out += "&apos;"; break;
-        default:
-          if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') out += fmt::format("\\x{:02X}", c);
-          else out += static_cast<char>(c);
-      }
-    } else if (len == 0) {
-      out += fmt::format("\\x{:02X}", c);
-      len = 1;
-    } else {
-      out.append(s, i, len);
-    }
-    i += len;
-  }
-  return out;
-}
+std::string xml(const std::string& s) { return text::xml_text(s); }
 
 // One <testsuite>, a <testcase> per file: <failure> over budget or growth, <error> invalid input,
 // <skipped/> not a training config.

@@ -91,7 +91,7 @@ class Log {
     if (!out_.is_open()) return;
     nlohmann::json line = {{"schema", watch::kMonitorSchema}};
     line.update(record);
-    out_ << line.dump() << "\n";
+    out_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";  // invalid UTF-8 (an argv byte) as U+FFFD
     out_.flush();
   }
 

@@ -409,7 +409,8 @@ void emit(std::ostream& out, const nlohmann::json& doc, Format f) {
     to_yaml(y, doc);
     out << y.c_str() << "\n";
   } else {
-    out << doc.dump(2) << "\n";
+    // A path or name that is not UTF-8 (a file name is bytes) is written as U+FFFD, not refused.
+    out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
 }
 

@@ -3,6 +3,7 @@
 // (tests/planner/plan_test.cpp). The HF TrainingArguments/TRL, Axolotl, accelerate, Lightning,
 // torchtune and LitGPT emitters are in emit_<tool>.cpp.
 #include "planner/emit.h"
+#include "estimator/text.h"
 #include "planner/emit_detail.h"
 
 #include "estimator/runtime.h"
@@ -56,8 +57,9 @@ std::vector<std::string> header(const EmitContext& c) {
   const TrainingSetup& s = c.setup;
   const int64_t cap = s.device.capacity_bytes;
   const int64_t target = static_cast<int64_t>(c.budget * static_cast<double>(cap));
-  return {fmt::format("memplan {} plan: {} on {} x {}", MEMPLAN_VERSION, s.model.name, s.parallel.num_gpus,
-                      c.gpu.empty() ? gib(cap) + " GPU" : c.gpu),
+  // Names from outside (a model folder, a user's GPU catalog) as one comment line each.
+  return {fmt::format("memplan {} plan: {} on {} x {}", MEMPLAN_VERSION, text::comment_text(s.model.name), s.parallel.num_gpus,
+                      c.gpu.empty() ? gib(cap) + " GPU" : text::comment_text(c.gpu)),
           fmt::format("estimated peak {} of {} ({:.1f}%), headroom {} below the {:.0f}% budget", gib(c.peak_bytes), gib(cap),
                       100.0 * static_cast<double>(c.peak_bytes) / static_cast<double>(cap), gib(target - c.peak_bytes), 100 * c.budget),
           fmt::format("global batch {} = {} x {} x {} GPUs, {} tokens each; ~{:.0f} tokens/s (modelled, not measured)",
@@ -82,13 +84,13 @@ std::string model_section(const EmitContext& c, bool with_attention) {
   const ModelSpec& m = c.setup.model;
   std::string y = "model:\n";
   switch (c.model.kind) {
-    case ModelRef::Kind::preset: y += fmt::format("  preset: {}\n", c.model.value); break;
-    case ModelRef::Kind::file: y += fmt::format("  hf_config: {}\n", c.model.value); break;
+    case ModelRef::Kind::preset: y += fmt::format("  preset: {}\n", text::yaml_scalar(c.model.value)); break;
+    case ModelRef::Kind::file: y += fmt::format("  hf_config: {}\n", text::yaml_scalar(c.model.value)); break;
     case ModelRef::Kind::inline_spec:
       y += fmt::format("  name: {}\n  model_type: {}\n  hidden_size: {}\n  num_layers: {}\n  num_attention_heads: {}\n"
                        "  num_key_value_heads: {}\n  head_dim: {}\n  intermediate_size: {}\n  vocab_size: {}\n"
                        "  max_position_embeddings: {}\n  norm: {}\n  activation: {}\n  gated_mlp: {}\n  tie_word_embeddings: {}\n",
-                       m.name, m.model_type, m.hidden_size, m.num_layers, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
+                       text::yaml_scalar(m.name), text::yaml_scalar(m.model_type), m.hidden_size, m.num_layers, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
                        m.intermediate_size, m.vocab_size, m.max_position_embeddings,
                        m.norm == NormKind::rms_norm ? "rms_norm" : "layer_norm", to_string(m.activation), yaml_bool(m.gated_mlp),
                        yaml_bool(m.tie_word_embeddings));
@@ -105,7 +107,7 @@ std::string model_section(const EmitContext& c, bool with_attention) {
 
 std::string hardware_section(const EmitContext& c) {
   std::string y = "hardware:\n";
-  if (!c.gpu.empty()) y += fmt::format("  gpu: {}\n", c.gpu);
+  if (!c.gpu.empty()) y += fmt::format("  gpu: {}\n", text::yaml_scalar(c.gpu));
   else y += fmt::format("  gpu_memory: {}\n", c.setup.device.capacity_bytes);
   y += fmt::format("  num_gpus: {}\n", c.setup.parallel.num_gpus);
   return y;
@@ -298,14 +300,14 @@ std::string emit_deepspeed(const EmitContext& c) {
     if (!s.finetune.lora_targets.empty()) m["lora"]["target_modules"] = s.finetune.lora_targets;
   }
   j["memplan"] = m;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace
 
 namespace detail {
 std::vector<std::string> header_lines(const EmitContext& c) { return header(c); }
-std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch) { return deepspeed_json(s, global_batch).dump(2); }
+std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch) { return deepspeed_json(s, global_batch).dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
 }  // namespace detail
 
 std::string recheck_from_header(const std::string& text, const std::string& file) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "planner/emit_detail.h"
+#include "estimator/text.h"
 
 namespace memplan::planner::detail {
 namespace {
@@ -18,9 +19,9 @@ std::string emit_axolotl(const EmitContext& c) {
   const Finetune& f = s.finetune;
   std::vector<std::string> flags;
   std::string y;
-  if (c.model.kind == ModelRef::Kind::preset && !s.model.hf_repo.empty()) y += fmt::format("base_model: {}\n", s.model.hf_repo);
-  else if (c.model.kind == ModelRef::Kind::file) y += fmt::format("base_model: {}\n", c.model.value);
-  else if (!s.model.hf_repo.empty()) y += fmt::format("base_model: {}\n", s.model.hf_repo);  // a Hub id
+  if (c.model.kind == ModelRef::Kind::preset && !s.model.hf_repo.empty()) y += fmt::format("base_model: {}\n", text::yaml_scalar(s.model.hf_repo));
+  else if (c.model.kind == ModelRef::Kind::file) y += fmt::format("base_model: {}\n", text::yaml_scalar(c.model.value));
+  else if (!s.model.hf_repo.empty()) y += fmt::format("base_model: {}\n", text::yaml_scalar(s.model.hf_repo));  // a Hub id
   else flags.push_back("--model NAME");
   y += "# datasets: (yours)\n";
   y += fmt::format("sequence_len: {}\nmicro_batch_size: {}\ngradient_accumulation_steps: {}\n", s.batch.seq_len, s.batch.micro_batch,

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "planner/emit_detail.h"
+#include "estimator/text.h"
 
 namespace memplan::planner::detail {
 namespace {
@@ -73,7 +74,7 @@ std::string recheck_command(const EmitContext& c, const std::string& file, const
   else if (s.device.capacity_bytes > 0) cmd += fmt::format(" --gpu-memory {}", s.device.capacity_bytes);
   if (s.parallel.num_gpus > 1) cmd += fmt::format(" --gpus {}", s.parallel.num_gpus);
   for (const std::string& f : flags) cmd += " " + f;
-  return cmd;
+  return text::comment_text(cmd);  // written on a comment line
 }
 
 std::string emit_hf(const EmitContext& c) {
@@ -82,9 +83,9 @@ std::string emit_hf(const EmitContext& c) {
   std::vector<std::string> flags;
   std::string y;
   // Model (ModelConfig).
-  if (c.model.kind == ModelRef::Kind::preset && !s.model.hf_repo.empty()) y += fmt::format("model_name_or_path: {}\n", s.model.hf_repo);
-  else if (c.model.kind == ModelRef::Kind::file) y += fmt::format("model_name_or_path: {}\n", c.model.value);
-  else if (!s.model.hf_repo.empty()) y += fmt::format("model_name_or_path: {}\n", s.model.hf_repo);  // a Hub id
+  if (c.model.kind == ModelRef::Kind::preset && !s.model.hf_repo.empty()) y += fmt::format("model_name_or_path: {}\n", text::yaml_scalar(s.model.hf_repo));
+  else if (c.model.kind == ModelRef::Kind::file) y += fmt::format("model_name_or_path: {}\n", text::yaml_scalar(c.model.value));
+  else if (!s.model.hf_repo.empty()) y += fmt::format("model_name_or_path: {}\n", text::yaml_scalar(s.model.hf_repo));  // a Hub id
   else flags.push_back("--model NAME");
   y += fmt::format("attn_implementation: {}\n", s.attention == AttentionImpl::flash ? "flash_attention_2" : to_string(s.attention));
   // Engine and precision: the dtype the weights load in and the mixed-precision flag, which under

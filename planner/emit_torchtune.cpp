@@ -10,6 +10,7 @@
 
 #include "estimator/error.h"
 #include "planner/emit.h"
+#include "estimator/text.h"
 
 namespace memplan::planner {
 namespace {
@@ -137,7 +138,7 @@ std::string emit_torchtune(const EmitContext& c) {
   else
     y += fmt::format("# tune run {} --config this-file\n", recipe);
   y += fmt::format("# torchtune configs hold neither the GPU nor the GPU count: memplan estimate --config this-file --gpu {} --gpus {}\n",
-                   c.gpu.empty() ? "PRESET" : c.gpu, p.num_gpus);
+                   c.gpu.empty() ? "PRESET" : text::comment_text(c.gpu), p.num_gpus);
   y += "# Set the tokenizer path and the checkpointer files to your download (tune download ...).\n";
   y += "output_dir: /tmp/torchtune/memplan-plan\n";
   y += fmt::format("model:\n  _component_: {}\n", builder);

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "estimator/error.h"
+#include "estimator/text.h"
 #include "profiles/profiles.h"  // clip, parse_size, edit_distance
 
 namespace memplan::profiles::detail {
@@ -90,9 +91,8 @@ Node parse_json(const std::string& text, const std::string& path);
 // at the file, or at the offending byte, naming `syntax` ("TOML").
 void check_text(const std::string& text, const std::string& path, int64_t max_bytes, const char* syntax);
 
-// Length of the valid UTF-8 sequence at `i` of `t`, or 0 (RFC 3629: no overlong forms, no
-// surrogates, nothing above U+10FFFF).
-size_t utf8_length(const std::string& t, size_t i);
+// Length of the valid UTF-8 sequence at `i` of `t`, or 0 (estimator/text.h).
+using text::utf8_length;
 
 // ---- typed values: each throws InputError at the node, "<path> must be <what> (got <value>)" ----
 

@@ -44,6 +44,10 @@ ln -s loop.yaml "$tmp/loop.yaml"
 # A model name of 900 KB (no suggestion is computed for it).
 { printf 'model: '; head -c 900000 /dev/zero | tr '\0' a; printf '\n'; } >"$tmp/long_name.yaml"
 cp "$dir/merge_keys.yaml" "$tmp/small.yaml"
+# A model folder whose name holds a newline (emitters' header comments), and a config whose file
+# name is not UTF-8 (--json prints it as U+FFFD, not exit 3).
+mkdir "$tmp/model"$'\n'"x" && cp "$dir/evil_name_or_path.json" "$tmp/model"$'\n'"x/config.json"
+printf 'model: gpt2\n' >"$tmp/bad"$'\xff'".yaml"
 # trainer.devices listing 15,000 GPU indices: each checked for repeats once (a cubic check hung).
 { printf 'trainer:\n  devices: ['; seq -s, 0 14999 | tr -d '\n'; printf ']\nmodel:\n  class_path: mycode.Model\n'; } >"$tmp/lightning_devices_15k.yaml"
 

@@ -1,0 +1,125 @@
+#include "estimator/text.h"
+
+#include <cstdio>
+
+namespace memplan::text {
+
+size_t utf8_length(const std::string& t, size_t i) {
+  const auto b = [&](size_t k) { return k < t.size() ? static_cast<unsigned char>(t[k]) : 0u; };
+  const unsigned c = b(i);
+  auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return b(k) >= lo && b(k) <= hi; };
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+  if (c == 0xE0) return cont(i + 1, 0xA0) && cont(i + 2) ? 3 : 0;
+  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(i + 1) && cont(i + 2) ? 3 : 0;
+  if (c == 0xED) return cont(i + 1, 0x80, 0x9F) && cont(i + 2) ? 3 : 0;
+  if (c == 0xF0) return cont(i + 1, 0x90) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  if (c >= 0xF1 && c <= 0xF3) return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  if (c == 0xF4) return cont(i + 1, 0x80, 0x8F) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  return 0;
+}
+
+namespace {
+
+std::string hex_byte(unsigned char c) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\x%02X", c);
+  return buf;
+}
+
+bool plain_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '/' ||
+         c == '@' || c == '+' || c == '-';
+}
+
+// What a YAML 1.1 or 1.2 reader (yaml-cpp, PyYAML) would take for something other than a string.
+bool looks_typed(const std::string& v) {
+  std::string l;
+  for (char c : v) l += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  for (const char* w : {"true", "false", "yes", "no", "on", "off", "y", "n", "null", "~", ".inf", ".nan"})
+    if (l == w) return true;
+  // Numbers: digits with at most . _ + - e between them (1, 1.5, 1e5, 0x1F is not plain-safe anyway).
+  bool digit = false;
+  for (char c : l) {
+    if (c >= '0' && c <= '9') digit = true;
+    else if (c != '.' && c != '_' && c != '+' && c != '-' && c != 'e') return false;
+  }
+  return digit;
+}
+
+}  // namespace
+
+std::string yaml_scalar(const std::string& v) {
+  bool plain = !v.empty() && v[0] != '-' && v[0] != '.' && !looks_typed(v);
+  for (char c : v) plain = plain && plain_char(c);
+  if (plain) return v;
+  std::string out = "\"";
+  for (size_t i = 0; i < v.size();) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    const size_t len = utf8_length(v, i);
+    if (len > 1) {
+      out.append(v, i, len);
+      i += len;
+      continue;
+    }
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (len == 0 || c < 0x20 || c == 0x7F) out += hex_byte(c);
+        else out += static_cast<char>(c);
+    }
+    ++i;
+  }
+  return out + "\"";
+}
+
+std::string comment_text(const std::string& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size();) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    size_t len = utf8_length(v, i);
+    if (len == 0 || c < 0x20 || c == 0x7F) {
+      out += hex_byte(c);
+      len = 1;
+    } else {
+      out.append(v, i, len);
+    }
+    i += len;
+  }
+  return out;
+}
+
+std::string xml_text(const std::string& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size();) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    size_t len = utf8_length(v, i);
+    if (len == 3 && c == 0xEF && static_cast<unsigned char>(v[i + 1]) == 0xBF && static_cast<unsigned char>(v[i + 2]) >= 0xBE)
+      len = 0;  // U+FFFE, U+FFFF: UTF-8, but no XML character
+    if (len == 1) {
+      switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&apos;"; break;
+        default:
+          if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') out += hex_byte(c);
+          else out += static_cast<char>(c);
+      }
+    } else if (len == 0) {
+      out += hex_byte(c);
+      len = 1;
+    } else {
+      out.append(v, i, len);
+    }
+    i += len;
+  }
+  return out;
+}
+
+}  // namespace memplan::text

@@ -1,0 +1,32 @@
+// Text that memplan writes for other programs to read, one function per output format: each
+// writer of that format passes every string from outside (a model or file name, a Hub id, a path,
+// a GPU name from a user's catalog) through it, so no name can end a value, start a key, forge a
+// line or make the output invalid. (GitHub workflow commands: cli/cmd_check.cpp, which also stops
+// command processing around the text it prints.)
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace memplan::text {
+
+// Length of the valid UTF-8 sequence at `i` of `t`, or 0 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF).
+size_t utf8_length(const std::string& t, size_t i);
+
+// A YAML 1.2 scalar that reads back as `v`: plain when that is unambiguous (letters, digits and
+// _ . / @ + - only, not starting with - or ., and not a number, boolean or null), else
+// double-quoted with \" \\ \n \r \t escaped, other control characters as \xNN, and a byte that is
+// not UTF-8 as \xNN (read back as U+00NN: YAML text is Unicode, a raw byte cannot be written).
+std::string yaml_scalar(const std::string& v);
+
+// `v` for one comment line (# ... in YAML or TOML): control characters (a newline would end the
+// comment and start a key) and bytes that are not UTF-8 as the visible text \xNN.
+std::string comment_text(const std::string& v);
+
+// Text for XML 1.0 (https://www.w3.org/TR/xml/#charsets) content and attribute values: markup
+// characters as entities; what no XML document may hold, even as a character reference (C0
+// controls but tab, LF and CR, bytes that are not UTF-8, U+FFFE/U+FFFF) as the visible \xNN.
+std::string xml_text(const std::string& v);
+
+}  // namespace memplan::text
