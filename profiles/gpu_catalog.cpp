@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include "profiles/detail.h"
 
@@ -313,15 +314,25 @@ GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path) {
                      "this file is not a memplan GPU catalog, or a newer one");
   for (const char* s : {"families", "gpus"})
     if (!section_line.count(s)) throw InputError(Where::at_file(path), fmt::format("missing '{}'", s), "see profiles/gpus.yaml for the catalog's form");
+  // Every spelling (name or alias) names one entry: an alias equal to another entry's name or alias
+  // would make one of them unreachable, whichever the lookup found first.
   auto check_names = [&](auto& list, const char* what) {
+    std::unordered_map<std::string, size_t> owner;
     for (size_t i = 0; i < list.size(); ++i) {
       auto& e = *list[i];
       if (e.name.empty()) throw InputError(Where::at_file(path, e.line, 3), fmt::format("{} entry without 'name'", what), "see profiles/gpus.yaml for the catalog's form");
       e.spellings.insert(e.spellings.begin(), normalise_name(e.name));
-      for (size_t j = 0; j < i; ++j)
-        if (list[j]->spellings[0] == e.spellings[0])
+      for (size_t k = 0; k < e.spellings.size(); ++k) {
+        const auto [it, fresh] = owner.emplace(e.spellings[k], i);
+        if (fresh || it->second == i) continue;
+        const auto& first = *list[it->second];
+        if (k == 0 && first.spellings[0] == e.spellings[0])
           throw InputError(Where::at_file(path, e.line, 3), fmt::format("{} '{}' is listed twice", what, e.name),
-                           fmt::format("the first is at line {}", list[j]->line));
+                           fmt::format("the first is at line {}", first.line));
+        throw InputError(Where::at_file(path, e.line, 3),
+                         fmt::format("{} '{}': '{}' also names {} '{}' (line {})", what, e.name, e.spellings[k], what, first.name, first.line),
+                         "each name and alias may name one entry: drop or rename the alias");
+      }
     }
   };
   check_names(ix.families, "family");

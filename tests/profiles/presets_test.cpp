@@ -229,6 +229,19 @@ TEST_CASE("a GPU catalog parses only the entries asked for, and a broken one fai
   } catch (const InputError& e) {
     CHECK(e.render() == "cat.yaml:13:3: error: GPU 'card-a' is listed twice\nhint: the first is at line 8");
   }
+  // An alias equal to another GPU's name (or alias) would shadow it (issue 24): refused.
+  const std::string shadow = "  - name: card-c\n    aliases: [card-a]\n    vendor: nvidia\n    family: ampere\n"
+                             "    memory_bytes: 24\n";
+  try {
+    parse_gpu_catalog(head + good + shadow, "cat.yaml");
+    FAIL("an alias naming another entry must be refused");
+  } catch (const InputError& e) {
+    CHECK(e.render() == "cat.yaml:13:3: error: GPU 'card-c': 'card-a' also names GPU 'card-a' (line 8)\nhint: each name and "
+                        "alias may name one entry: drop or rename the alias");
+  }
+  const std::string shadow_alias = "  - name: card-d\n    aliases: [card_a2]\n    vendor: nvidia\n    family: ampere\n"
+                                   "    memory_bytes: 24\n";
+  CHECK_THROWS_AS(parse_gpu_catalog(head + good + shadow_alias, "cat.yaml"), InputError);
 }
 
 TEST_CASE("GPU suggestions for typos") {
