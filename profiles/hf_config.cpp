@@ -645,7 +645,10 @@ void throw_first_problem(const TrainingSetup& s, const Provenance& origin, const
     Where where = origin.of(p.field);
     if (where.empty()) where = fallback;
     // A flag already names the field ("error: --micro-batch: ..."); a file line does not.
-    const std::string message = where.flag.empty() ? fmt::format("{}: {}", p.field, p.message) : p.message;
+    std::string message = where.flag.empty() ? fmt::format("{}: {}", p.field, p.message) : p.message;
+    // A value the reader derived from the key (DPO's doubled batch, Axolotl's padded length) says
+    // how, so the number in the message is one the user can find.
+    if (where.key.find(' ') != std::string::npos) message += fmt::format(" (the value is {})", where.key);
     throw InputError(where, message, p.hint);
   }
 }

@@ -108,6 +108,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--time", type=float, default=10.0, help="seconds one run may take")
     ap.add_argument("--only", help="only fixtures whose path contains this")
+    ap.add_argument("--accepted", help="write each mutant answered with exit 0 or 1 here (file:line: value: the line)")
     a = ap.parse_args()
     memplan = os.path.abspath(a.memplan)
     src = os.path.abspath(a.formats)
@@ -161,7 +162,7 @@ def main():
             finally:
                 with open(cfg, "w", encoding="utf-8") as f:
                     f.write(original)
-            return rel, line + 1, v, rc, secs, verdict(rc, out, err, secs, cfg, a.time), (err.splitlines() or [""])[0]
+            return rel, line + 1, v, rc, secs, verdict(rc, out, err, secs, cfg, a.time), (err.splitlines() or [""])[0], lines[line]
 
         # Each worker owns one slot: jobs are dealt round-robin and run in order within a slot.
         results = []
@@ -176,7 +177,10 @@ def main():
         by_value = collections.OrderedDict()
         failures = []
         slowest = max(results, key=lambda r: r[4]) if results else None
-        for rel, line, v, rc, secs, bad, first in results:
+        accepted = []
+        for rel, line, v, rc, secs, bad, first, text in results:
+            if rc in (0, 1):
+                accepted.append(f"{rel}:{line}: {v}: {text.strip()}")
             row = by_value.setdefault(v, collections.Counter())
             row["runs"] += 1
             row["fail" if bad else {0: "exit 0", 1: "exit 1", 2: "exit 2"}.get(rc, "other")] += 1
@@ -194,6 +198,9 @@ def main():
         if len(failures) > 200:
             print(f"... and {len(failures) - 200} more")
         print(f"{len(failures)} failures")
+        if a.accepted:
+            with open(a.accepted, "w") as f:
+                f.write("\n".join(accepted) + "\n")
         return 1 if failures else 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
