@@ -5,6 +5,8 @@
 // Expected numbers come from estimate() on the same setups, so the tests pin the gate's wording and
 // logic rather than the estimator's current values.
 #include <doctest/doctest.h>
+
+#include <chrono>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <stdlib.h>
@@ -675,6 +677,25 @@ TEST_CASE("memplan check --format junit: names with control characters and bytes
   CHECK(r.out.find("latin1-\\xE9\\xFF.yaml") != std::string::npos);
   CHECK(r.out.find("utf8-\xc3\xa9.yaml") != std::string::npos);  // valid UTF-8 stays as it is
   fs::remove_all(dir);
+}
+
+TEST_CASE("memplan check --base-ref: the file at the base revision is read only up to the config limit (issue 24)") {
+  // git show's output goes through a bounded pipe: a 20 MB file committed at the base is refused
+  // (it was read whole: 1 GB from a 1.2 MB repository, compressed).
+  TempRepo repo;
+  std::string big = train_yaml(2) + "# ";
+  big.append(20'000'000, 'x');
+  repo.write("configs/train.yaml", big + "\n");
+  repo.commit("a huge comment");
+  repo.write("configs/train.yaml", train_yaml(2));
+  InFolder here(repo.dir);
+  const auto t0 = std::chrono::steady_clock::now();
+  const CheckRun r = check({"configs/train.yaml", "--base-ref", "HEAD"});
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CAPTURE(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find("error: at HEAD this file is over the 16777216 bytes memplan reads of a config") != std::string::npos);
+  CHECK(secs < 10);
 }
 
 }  // namespace memplan

@@ -3,6 +3,9 @@
 // 127.0.0.1 serving the Hub's URL layout through HF_ENDPOINT: found, gated without a token, 404,
 // offline, unreachable, timeout, cache hit, a malformed cached file, a non-JSON answer.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <chrono>
 
 #include <filesystem>
 #include <fstream>
@@ -215,4 +218,25 @@ TEST_CASE("a malformed file in memplan's cache: an error naming the model, the f
   CHECK(contains(e, "error: the cached config.json of 'test-org/broken' is malformed: "));
   CHECK(contains(e, "hint: delete " + w.cached("test-org/broken") + " and memplan fetches it again"));
   CHECK(w.hub.requests() == 0);
+}
+
+TEST_CASE("the HF cache's refs/main and the token file are read only as small regular files (issue 24)") {
+  // A shared cache is writable by others: a FIFO there blocked memplan forever, /dev/zero grew
+  // without end. Neither is read now; the snapshot is found without refs/main, no token is sent.
+  HubEnv w;
+  const fs::path model = fs::path(w.dir.path()) / "hf-hub" / "models--test-org--fifo-llama";
+  fs::create_directories(model / "refs");
+  fs::create_directories(model / "snapshots" / "aaaa");
+  REQUIRE(mkfifo((model / "refs" / "main").c_str(), 0600) == 0);
+  std::ofstream(model / "snapshots" / "aaaa" / "config.json") << kTinyLlama;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(load_model("test-org/fifo-llama", Where{}).model_type == "llama");
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  // The token file as a FIFO: no token, and no wait.
+  w.hub.add("gated-org/fifo-token", {200, kTinyLlama, "hf_secret", 0});
+  fs::create_directories(w.dir.path() + "/hf-home");
+  REQUIRE(mkfifo((w.dir.path() + "/hf-home/token").c_str(), 0600) == 0);
+  const auto t1 = std::chrono::steady_clock::now();
+  CHECK(contains(error_of("gated-org/fifo-token"), "no token was given"));
+  CHECK(std::chrono::steady_clock::now() - t1 < std::chrono::seconds(5));
 }

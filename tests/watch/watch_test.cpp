@@ -299,3 +299,16 @@ TEST_CASE("watch --replay: a typed reader, each wrong key at its line") {
   fs::remove(fifo);
   CHECK(watch({"--replay", "/dev/zero"}).err.find("this is a character device") != std::string::npos);
 }
+
+TEST_CASE("watch --log with an argument that is not UTF-8: logged (U+FFFD), the child watched to its end") {
+  // The start record's JSON could not hold the byte: exit 3, and the child ran on unwatched.
+  const std::string log = temp_path("non_utf8.jsonl");
+  const Run r = watch({"--log", log, "--interval", "0.1", "--", MEMPLAN_TEST_PYTHON, "-c", "import sys; sys.exit(5)", "x\xfe"});
+  CHECK(r.code == 5);
+  std::ifstream in(log);
+  std::string first, line, last;
+  std::getline(in, first);
+  while (std::getline(in, line)) last = line;
+  CHECK(first.find("x\xef\xbf\xbd") != std::string::npos);
+  CHECK(last.find("\"kind\":\"end\"") != std::string::npos);
+}
