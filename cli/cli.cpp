@@ -7,6 +7,7 @@
 #include <new>
 #include <ostream>
 
+#include <algorithm>
 #include <regex>
 
 #include "cli/commands.h"
@@ -78,11 +79,15 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
       }
       // CLI11: "The following arguments were not expected: --micro-bach 4" -> nearest flag.
       if (sub && what.find("not expected") != std::string::npos &&
-          std::regex_search(what, m, std::regex("(--[A-Za-z0-9-]+)"))) {
+          std::regex_search(what, m, std::regex("(--[A-Za-z0-9_-]+)"))) {
         std::vector<std::string> flags;
         for (const CLI::Option* opt : sub->get_options())
           for (const std::string& n : opt->get_lnames()) flags.push_back("--" + n);
-        const auto near = profiles::nearest(m[1].str(), flags);
+        // Python's spelling (--seq_len, the config key's) is the flag with dashes.
+        std::string dashed = m[1].str();
+        std::replace(dashed.begin(), dashed.end(), '_', '-');
+        auto near = profiles::nearest(dashed, flags);
+        if (std::find(flags.begin(), flags.end(), dashed) != flags.end()) near.insert(near.begin(), dashed);
         err << "error: unknown flag '" << profiles::clip(m[1].str()) << "' for memplan " << cmd << "\n";
         err << "hint: " << (near.empty() ? "" : "did you mean '" + near[0] + "'? ") << "memplan " << cmd << " --help lists its flags\n";
         return kExitInvalid;

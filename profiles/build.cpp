@@ -45,12 +45,24 @@ int64_t host_memory_bytes() {
   return 0;
 }
 
+// A size flag's text needs its unit: "12" was 12 bytes (a card that fits nothing, said with a
+// straight face), and 12GB and 12GiB differ by 7%.
+void require_unit(const std::string& text, const char* flag) {
+  const auto digit = [](char c) { return (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ' '; };
+  if (!text.empty() && std::all_of(text.begin(), text.end(), digit))
+    throw InputError(Where::at_flag(flag), fmt::format("'{}' has no unit (it would be {} bytes)", clip(text), clip(text)),
+                     fmt::format("write the unit: {0}GiB ({0} x 2^30 bytes, what nvidia-smi's MiB add up to) or {0}GB ({0} x "
+                                 "10^9 bytes, a vendor's spec sheet)",
+                                 clip(text)));
+}
+
 std::optional<int64_t> capacity_flag(const SetupInputs& in) {
   if (!in.gpu_memory) return std::nullopt;
+  require_unit(*in.gpu_memory, "--gpu-memory");
   const auto bytes = parse_size(*in.gpu_memory);
   if (!bytes || *bytes <= 0)
     throw InputError(Where::at_flag("--gpu-memory"), fmt::format("cannot read '{}' as a size", *in.gpu_memory),
-                     "write it like 12GiB, 24GB or 25769803776");
+                     "write it like 12GiB or 24GB");
   return bytes;
 }
 
@@ -79,10 +91,11 @@ std::shared_ptr<const Capabilities> cpu_capabilities() {
 // --host-memory: the RAM of one node.
 std::optional<int64_t> host_memory_flag(const SetupInputs& in) {
   if (!in.host_memory) return std::nullopt;
+  require_unit(*in.host_memory, "--host-memory");
   const auto bytes = parse_size(*in.host_memory);
   if (!bytes)
     throw InputError(Where::at_flag("--host-memory"), fmt::format("cannot read '{}' as a size", *in.host_memory),
-                     "the RAM of one node, written like 512GiB, 1TB or 549755813888");
+                     "the RAM of one node, written like 512GiB or 1TB");
   if (*bytes <= 0)
     throw InputError(Where::at_flag("--host-memory"), fmt::format("must be above 0 (got '{}')", *in.host_memory),
                      "the RAM of one node, e.g. --host-memory 512GiB; leave it out when unknown (offload plans then say "

@@ -169,9 +169,20 @@ DeviceSpec gpu_device(const std::optional<std::string>& gpu, const Where& gpu_wh
   if (gpu) {
     const GpuCatalog& catalog = gpu_catalog();
     const GpuProfile* g = catalog.find(*gpu);
-    if (!g)
+    if (!g) {
+      // A model name without its memory ("a100", "h100", "v100"): several cards answer to it, and
+      // picking one would answer for a card the user may not have.
+      const std::string l = lower(*gpu);
+      std::vector<std::string> variants;
+      if (!l.empty() && l.size() <= 64)
+        for (const GpuProfile* p : catalog.all())
+          if (lower(p->name).rfind(l + "-", 0) == 0) variants.push_back(p->name);
+      if (variants.size() > 1)
+        throw InputError(gpu_where, fmt::format("'{}' names {} GPUs: {}", clip(*gpu), variants.size(), fmt::join(variants, ", ")),
+                         "name the one you have (its memory differs): memplan gpus lists them");
       throw InputError(gpu_where, fmt::format("unknown GPU '{}'", clip(*gpu)),
                        did_you_mean(catalog.suggest(*gpu), "memplan gpus", "--gpu-memory 24GiB sets a capacity directly"));
+    }
     apply_gpu(s, *g, catalog);
   } else {
     // A bare capacity, or no target at all: a generic CUDA device with the generic overheads

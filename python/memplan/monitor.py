@@ -578,7 +578,7 @@ class Monitor:
             excess = 0
             if self.estimate is not None:
                 excess = max(0, r.peak_used - self.estimate["per_gpu"]["peak_bytes"])
-            kw["gpu_memory"] = str(max(1, self.capacity - excess))
+            kw["gpu_memory"] = f"{max(1, self.capacity - excess)}B"  # bytes, with the unit memplan requires
             doc = run_fit(**kw)
             mb = doc["setup"]["batch"]["micro_batch"]
             accum = doc["setup"]["batch"]["grad_accum"]

@@ -447,7 +447,7 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
       {"unreadable size",
        {"estimate", "--model", "gpt2", "--gpu-memory", "12 gigs"},
        "error: --gpu-memory: cannot read '12 gigs' as a size",
-       "hint: write it like 12GiB, 24GB or 25769803776"},
+       "hint: write it like 12GiB or 24GB"},
       {"unreadable allocator cap",
        {"estimate", "--model", "gpt2", "--gpu", "h200", "--allocator-cap", "lots"},
        "error: --allocator-cap: cannot read 'lots' as an allocator cap",
@@ -1131,6 +1131,38 @@ TEST_CASE("fit: a step that runs above the target says it runs, and the largest 
   CHECK(contains(r.out, "verdict: runs, above the 90.0% target: "));
   CHECK(contains(r.out, "only with the allocator's cache squeezed into the whole card"));
   CHECK(contains(r.out, "largest micro-batch that runs at all (no headroom: the allocator replay's out-of-memory boundary): 4"));
+}
+
+// The command line says what it takes (issue 26): a size without its unit is refused (12 was 12
+// bytes), a GPU model name that fits several cards lists them instead of picking the smallest, and
+// Python's --seq_len is pointed at --seq-len by its own name.
+TEST_CASE("flags: sizes need units, ambiguous GPU names list their cards, underscores find their flag") {
+  const Run bare = invoke({"estimate", "--model", "gpt2", "--gpu-memory", "12"});
+  CHECK(bare.code == 2);
+  CHECK(bare.err == "error: --gpu-memory: '12' has no unit (it would be 12 bytes)\nhint: write the unit: 12GiB (12 x 2^30 bytes, "
+                    "what nvidia-smi's MiB add up to) or 12GB (12 x 10^9 bytes, a vendor's spec sheet)\n");
+  CHECK(invoke({"fit", "--model", "gpt2", "--gpu", "t4", "--host-memory", "64"}).code == 2);
+  CHECK(contains(invoke({"estimate", "--model", "gpt2", "--gpu-memory", "12GB"}).out, "device: custom, 11.18 GiB"));
+  CHECK(contains(invoke({"estimate", "--model", "gpt2", "--gpu-memory", "12GiB"}).out, "device: custom, 12.00 GiB"));
+  const Run a100 = invoke({"estimate", "--model", "gpt2", "--gpu", "a100"});
+  CHECK(a100.code == 2);
+  CHECK(a100.err == "error: --gpu: 'a100' names 2 GPUs: a100-40gb, a100-80gb\nhint: name the one you have (its memory differs): "
+                    "memplan gpus lists them\n");
+  CHECK(contains(invoke({"estimate", "--model", "gpt2", "--gpu", "H100"}).err, "'H100' names 3 GPUs: h100-80gb, h100-pcie, h100-nvl"));
+  const Run us = invoke({"estimate", "--model", "gpt2", "--seq_len", "128"});
+  CHECK(us.code == 2);
+  CHECK(us.err == "error: unknown flag '--seq_len' for memplan estimate\nhint: did you mean '--seq-len'? memplan estimate --help "
+                  "lists its flags\n");
+}
+
+// check: over the target but on the card is "over the target ... it runs", not "does not fit"
+// (LitGPT's Llama-2-13B LoRA row at 90.6% of an A100 40GB).
+TEST_CASE("check: a config over the target that runs is not called one that does not fit") {
+  const Run r = invoke({"check", std::string(MEMPLAN_TEST_DATA) + "/../../examples/published/litgpt-llama2-13b-lora-mb1.yaml"});
+  CHECK(r.code == 1);
+  CHECK(contains(r.out, "over the target on a100-40gb: peak 35.88 GiB is 90.6% of 39.59 GiB (above_target; it runs), over the 90.0% "
+                        "target by 257.5 MiB"));
+  CHECK_FALSE(contains(r.out, "does not fit"));
 }
 
 // plan's cards carry the allocator cap: each --table card (and each catalog card plan tries) holds

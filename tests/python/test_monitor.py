@@ -145,7 +145,7 @@ class CpuMonitor(unittest.TestCase):
         self.assertEqual(statuses[0].band, "critical")
         self.assertIn("recommendation", statuses[0].events)
         self.assertIsNone(statuses[1].recommendation)  # once per band
-        fit = memplan.fit(**setup, gpu_memory=str(capacity))
+        fit = memplan.fit(**setup, gpu_memory=f"{capacity}B")
         self.assertGreaterEqual(fit["largest_micro_batch"], 1)
         self.assertLessEqual(rec["micro_batch"], fit["largest_micro_batch"])
         self.assertEqual(rec["micro_batch"] * rec["grad_accum"], 32)  # the effective batch is kept
