@@ -48,6 +48,7 @@ cp "$dir/merge_keys.yaml" "$tmp/small.yaml"
 # name is not UTF-8 (--json prints it as U+FFFD, not exit 3).
 mkdir "$tmp/model"$'\n'"x" && cp "$dir/evil_name_or_path.json" "$tmp/model"$'\n'"x/config.json"
 printf 'model: gpt2\n' >"$tmp/bad"$'\xff'".yaml"
+mkdir "$tmp/model"$'\xfe' && cp "$dir/evil_name_or_path.json" "$tmp/model"$'\xfe'"/config.json"
 # trainer.devices listing 15,000 GPU indices: each checked for repeats once (a cubic check hung).
 { printf 'trainer:\n  devices: ['; seq -s, 0 14999 | tr -d '\n'; printf ']\nmodel:\n  class_path: mycode.Model\n'; } >"$tmp/lightning_devices_15k.yaml"
 
