@@ -541,7 +541,9 @@ const std::vector<std::string> kTraces = {
     "l-gpt2-amp-garbage_collection_threshold_0_6_max_split_size_mb_256",
     // PEFT LoRA and torch.compile'd loss (tools/gpu/session-knobs.sh, a later session).
     "k-llama1b-bf16-lora-gc", "k-llama1b-bf16-lora-gc-bf16ad", "k-llama1b-bf16-lora", "k-qwen05-amp-lora-gc",
-    "k-llama1b-bf16-ce-own", "k-llama1b-bf16-ce-compiled"};
+    "k-llama1b-bf16-ce-own", "k-llama1b-bf16-ce-compiled",
+    // Held out from the LoRA replay's development (tools/gpu/session-holdout.sh).
+    "h-llama1b-amp-lora-qv-gc", "h-qwen05-bf16-lora-gc-expandable_segments_True"};
 
 }  // namespace
 

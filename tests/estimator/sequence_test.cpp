@@ -229,6 +229,46 @@ TEST_CASE("sequence: H200 LoRA and compiled-loss loops, reserved and allocated")
   CHECK(n == 6);
 }
 
+// Held out from the LoRA replay's development: two PEFT loops recorded after it was written, the
+// estimate taken before the run (tools/gpu/session-holdout.sh). Llama-3.2-1B in fp32 under bf16
+// autocast, r=64 on q/v, 8 x 1024: allocated +0.01%, reserved -0.30%. Qwen2.5-0.5B bf16, r=8 on
+// all linears, 8 x 2048, expandable segments: allocated +0.01% but reserved -11.75%, a known gap:
+// the allocator model replays that run's own recording exactly (allocator_test), so the
+// estimator's order of allocations and frees differs from the program's there (not diagnosed).
+TEST_CASE("sequence: H200 LoRA loops held out from its development") {
+  std::ifstream in(std::string(MEMPLAN_TEST_DATA) + "/gpu/h200-knobs/holdout-loops.jsonl");
+  REQUIRE(in.good());
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json d = nlohmann::json::parse(line);
+    const auto& c = d.at("case");
+    const std::string id = c.at("id").get<std::string>();
+    CAPTURE(id);
+    const std::string weights = c.value("weights", "");
+    profiles::SetupInputs si = h200_inputs(c.at("preset").get<std::string>(), c.at("batch").get<int64_t>(), c.at("seq").get<int64_t>(),
+                                           weights == "bf16" ? "bf16" : "amp-bf16", c.value("checkpointing", "none"));
+    const auto& lo = c.at("lora");
+    si.finetune = "lora";
+    si.lora_rank = lo.at("r").get<int64_t>();
+    si.lora_alpha = lo.at("alpha").get<double>();
+    si.lora_targets = lo.at("targets").is_string() ? lo.at("targets").get<std::string>() : std::string("q,v");
+    TrainingSetup st = profiles::build_setup(si).setup;
+    st.device.kind = DeviceKind::cuda;
+    st.runtime.expandable_segments = d.at("alloc_conf").get<std::string>().find("expandable_segments:True") != std::string::npos;
+    const ReservedPrediction p = predict_reserved(st, false);
+    REQUIRE_MESSAGE(p.modelled, p.why_not);
+    const int64_t alloc = d.at("measured").at("peak_allocated").get<int64_t>();
+    const int64_t reserved = d.at("measured").at("peak_reserved").get<int64_t>();
+    MESSAGE(id << ": allocated " << pct(p.peak_allocated, alloc) << "%, reserved " << pct(p.peak_reserved, reserved) << "%");
+    CHECK(std::abs(pct(p.peak_allocated, alloc)) <= 1.0);
+    // Reserved to issue 28's bar where it holds; the expandable-segments case is the known gap above.
+    if (!st.runtime.expandable_segments) CHECK(std::abs(pct(p.peak_reserved, reserved)) <= 3.0);
+    ++n;
+  }
+  CHECK(n == 2);
+}
+
 // SmolLM2-360M in fp32 (15 query heads, 5 K/V heads), micro-batch 4 x 1024: with torch 2.11 and
 // transformers 5 HF passes enable_gqa=True, which flash (fp32) and mem-efficient (GQA) refuse, so
 // SDPA runs its math kernel and saves the s x s probabilities (shared/gpu/h200-saved-tensors.txt:

@@ -57,6 +57,8 @@ def main():
     model = transformers.AutoModelForCausalLM.from_config(config, **kw)
     if case.get("weights") == "bf16":
         model = model.to(torch.bfloat16)
+    elif case.get("weights") == "fp32":  # from_config may take the config's torch_dtype (transformers 5)
+        model = model.float()
     model = model.cuda()
     if case.get("checkpointing") == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
