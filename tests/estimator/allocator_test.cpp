@@ -1,5 +1,5 @@
 // The caching-allocator model (estimator/allocator.h): hand-derived cases for each rule, then a
-// replay of nineteen real allocator recordings from an H200 with PyTorch 2.11 (tests/data/gpu/traces,
+// replay of twenty-one real allocator recordings from an H200 with PyTorch 2.11 (tests/data/gpu/traces,
 // decompressed into the build folder; five under non-default PYTORCH_CUDA_ALLOC_CONF, read with
 // parse_alloc_conf), which must produce the same segment actions in the same order (for
 // expandable segments the same maps at the same offsets), the same reserved and allocated peaks,
