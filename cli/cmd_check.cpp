@@ -507,8 +507,6 @@ void render_json(std::ostream& out, const std::vector<Result>& results, const Co
   emit(out, doc, Format::json);
 }
 
-std::string xml(const std::string& s) { return text::xml_text(s); }
-
 // One <testsuite>, a <testcase> per file: <failure> over budget or growth, <error> invalid input,
 // <skipped/> not a training config.
 void render_junit(std::ostream& out, const std::vector<Result>& results, const Context& ctx) {
@@ -517,19 +515,19 @@ void render_junit(std::ostream& out, const std::vector<Result>& results, const C
   out << fmt::format("<testsuite name=\"memplan check\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">\n",
                      results.size(), s.failed, s.errors, s.skipped);
   for (const Result& r : results) {
-    out << fmt::format("  <testcase classname=\"memplan\" name=\"{}\">\n", xml(r.path));
+    out << fmt::format("  <testcase classname=\"memplan\" name=\"{}\">\n", text::xml_text(r.path));
     const std::string report = text_block(r, ctx);
     if (r.state == State::skipped) {
-      out << fmt::format("    <skipped message=\"{}\"/>\n", xml(r.skip_reason));
+      out << fmt::format("    <skipped message=\"{}\"/>\n", text::xml_text(r.skip_reason));
     } else if (r.state == State::error) {
-      out << fmt::format("    <error message=\"{}\" type=\"invalid_input\">{}</error>\n", xml(r.error->message()),
-                         xml(error_text(r)));
+      out << fmt::format("    <error message=\"{}\" type=\"invalid_input\">{}</error>\n", text::xml_text(r.error->message()),
+                         text::xml_text(error_text(r)));
     } else if (r.state == State::failed) {
       const std::vector<std::string> m = failure_messages(r, ctx);
       const char* type = r.gate.over_budget ? "over_budget" : r.gate.over_growth ? "over_growth" : "warnings";
-      out << fmt::format("    <failure message=\"{}\" type=\"{}\">{}</failure>\n", xml(m.front()), type, xml(report));
+      out << fmt::format("    <failure message=\"{}\" type=\"{}\">{}</failure>\n", text::xml_text(m.front()), type, text::xml_text(report));
     }
-    out << fmt::format("    <system-out>{}</system-out>\n", xml(report));
+    out << fmt::format("    <system-out>{}</system-out>\n", text::xml_text(report));
     out << "  </testcase>\n";
   }
   out << "</testsuite>\n";

@@ -47,21 +47,35 @@ bool looks_typed(const std::string& v) {
   return digit;
 }
 
+// The walk every escaper shares: a valid multi-byte UTF-8 character is kept (unless `keep` says
+// the format cannot hold it), a byte that starts none is written \xNN, and each ASCII byte is
+// written by `ascii(c, out)`.
+template <class Ascii, class Keep>
+std::string escape(const std::string& v, Ascii ascii, Keep keep) {
+  std::string out;
+  for (size_t i = 0; i < v.size();) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    const size_t len = utf8_length(v, i);
+    if (len == 1) ascii(c, out);
+    else if (len > 1 && keep(i, len)) out.append(v, i, len);
+    else {
+      out += hex_byte(c);
+      i += 1;
+      continue;
+    }
+    i += len;
+  }
+  return out;
+}
+constexpr auto keep_all = [](size_t, size_t) { return true; };
+
 }  // namespace
 
 std::string yaml_scalar(const std::string& v) {
   bool plain = !v.empty() && v[0] != '-' && v[0] != '.' && !looks_typed(v);
   for (char c : v) plain = plain && plain_char(c);
   if (plain) return v;
-  std::string out = "\"";
-  for (size_t i = 0; i < v.size();) {
-    const auto c = static_cast<unsigned char>(v[i]);
-    const size_t len = utf8_length(v, i);
-    if (len > 1) {
-      out.append(v, i, len);
-      i += len;
-      continue;
-    }
+  const auto ascii = [](unsigned char c, std::string& out) {
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -69,57 +83,40 @@ std::string yaml_scalar(const std::string& v) {
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
       default:
-        if (len == 0 || c < 0x20 || c == 0x7F) out += hex_byte(c);
+        if (c < 0x20 || c == 0x7F) out += hex_byte(c);
         else out += static_cast<char>(c);
     }
-    ++i;
-  }
-  return out + "\"";
+  };
+  return "\"" + escape(v, ascii, keep_all) + "\"";
 }
 
 std::string comment_text(const std::string& v) {
-  std::string out;
-  for (size_t i = 0; i < v.size();) {
-    const auto c = static_cast<unsigned char>(v[i]);
-    size_t len = utf8_length(v, i);
-    if (len == 0 || c < 0x20 || c == 0x7F) {
-      out += hex_byte(c);
-      len = 1;
-    } else {
-      out.append(v, i, len);
-    }
-    i += len;
-  }
-  return out;
+  const auto ascii = [](unsigned char c, std::string& out) {
+    if (c < 0x20 || c == 0x7F) out += hex_byte(c);
+    else out += static_cast<char>(c);
+  };
+  return escape(v, ascii, keep_all);
 }
 
 std::string xml_text(const std::string& v) {
-  std::string out;
-  for (size_t i = 0; i < v.size();) {
-    const auto c = static_cast<unsigned char>(v[i]);
-    size_t len = utf8_length(v, i);
-    if (len == 3 && c == 0xEF && static_cast<unsigned char>(v[i + 1]) == 0xBF && static_cast<unsigned char>(v[i + 2]) >= 0xBE)
-      len = 0;  // U+FFFE, U+FFFF: UTF-8, but no XML character
-    if (len == 1) {
-      switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        case '\'': out += "&apos;"; break;
-        default:
-          if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') out += hex_byte(c);
-          else out += static_cast<char>(c);
-      }
-    } else if (len == 0) {
-      out += hex_byte(c);
-      len = 1;
-    } else {
-      out.append(v, i, len);
+  const auto ascii = [](unsigned char c, std::string& out) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') out += hex_byte(c);
+        else out += static_cast<char>(c);
     }
-    i += len;
-  }
-  return out;
+  };
+  // U+FFFE and U+FFFF are UTF-8 but no XML character: their bytes as \xNN.
+  const auto keep = [&v](size_t i, size_t len) {
+    return !(len == 3 && static_cast<unsigned char>(v[i]) == 0xEF && static_cast<unsigned char>(v[i + 1]) == 0xBF &&
+             static_cast<unsigned char>(v[i + 2]) >= 0xBE);
+  };
+  return escape(v, ascii, keep);
 }
 
 }  // namespace memplan::text

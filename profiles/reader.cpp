@@ -1063,21 +1063,24 @@ int64_t as_count0(const Node& n) { return read_count(n, 0); }
 int64_t as_field_count(const Node& n) { return read_int(n, "a positive integer"); }
 
 int64_t count_product(std::initializer_list<Factor> factors, int64_t limit, const char* what, const Where& fallback) {
-  std::vector<std::string> shown;
-  for (const Factor& f : factors) shown.push_back(std::to_string(f.value));
-  const std::string expr = fmt::format("{}", fmt::join(shown, " x "));
+  // "8 x 4294967296": the factors as the refusal names them (built only for one).
+  auto expr = [&] {
+    std::vector<int64_t> values;
+    for (const Factor& f : factors) values.push_back(f.value);
+    return fmt::format("{}", fmt::join(values, " x "));
+  };
   __int128 product = 1;
   const Node* last = nullptr;
   for (const Factor& f : factors) {
     if (f.node) last = f.node;
     if (f.value < 1) {
       if (f.node) type_error(*f.node, "a positive integer");
-      throw InputError(fallback, fmt::format("{}: {} has a factor below 1", what, expr), "every factor is a count of 1 or more");
+      throw InputError(fallback, fmt::format("{}: {} has a factor below 1", what, expr()), "every factor is a count of 1 or more");
     }
     product *= f.value;
     if (product > limit) {
       const Where& w = f.node ? f.node->where : last ? last->where : fallback;
-      throw InputError(w, fmt::format("{}: {} is more than {}", what, expr, limit),
+      throw InputError(w, fmt::format("{}: {} is more than {}", what, expr(), limit),
                        "check each of these values (memplan multiplies them)");
     }
   }

@@ -22,6 +22,7 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kMaxLogBytes = int64_t{1} << 62;  // a size in a log: up to 4.6e18 B
+constexpr const char* kBytesWhat = "a whole number of bytes from 0 to 2^62";
 
 // A record's keys, read with their types checked: the log comes from a file anyone can write.
 class Fields {
@@ -75,7 +76,7 @@ class Fields {
     bad(key, what, *v);
   }
   int64_t bytes(const std::string& key, const json* obj = nullptr) const {
-    return integer(key, 0, kMaxLogBytes, obj, "a whole number of bytes from 0 to 2^62").value_or(0);
+    return integer(key, 0, kMaxLogBytes, obj, kBytesWhat).value_or(0);
   }
   std::vector<std::string> texts(const std::string& key) const {
     std::vector<std::string> out;
@@ -137,7 +138,7 @@ LogRecord typed(const json& j, const std::string& path, int line) {
         r.thresholds.critical = fraction("critical", r.thresholds.critical);
         r.thresholds.emergency = fraction("emergency", r.thresholds.emergency);
       }
-      if (const json* e = f.object("estimate")) r.estimate_peak_bytes = f.integer("peak_bytes", 0, kMaxLogBytes, e, "a whole number of bytes from 0 to 2^62");
+      if (const json* e = f.object("estimate")) r.estimate_peak_bytes = f.integer("peak_bytes", 0, kMaxLogBytes, e, kBytesWhat);
       break;
     }
     case LogRecord::Kind::sample:

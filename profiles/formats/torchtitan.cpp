@@ -370,15 +370,16 @@ void resolve_parallel(Tt& t) {
   // ParallelDims' world size: dp_replicate x dp_shard x cp x tp x pp.
   const Where at_file = Where::at_file(t.st.path);
   const char* world = "data_parallel_replicate x shard x context x tensor x pipeline degrees (the GPU count)";
-  const int64_t others = count_product({{t.replicate, t.replicate_node}, {t.cp, t.cp_node}, {t.tp, t.tp_node}, {t.pp, t.pp_node}},
-                                       kMaxGpus, world, at_file);
   if (t.shard > 0) {
     p.num_gpus = count_product({{t.replicate, t.replicate_node}, {t.shard, t.shard_node}, {t.cp, t.cp_node}, {t.tp, t.tp_node},
                                 {t.pp, t.pp_node}},
                                kMaxGpus, world, at_file);
     if (t.degree_node) t.st.note("parallel.num_gpus", *t.degree_node);
   } else {
-    const Where w = t.shard_node ? t.shard_node->where : Where::at_file(t.st.path);
+    // shard -1: the world is the launcher's; the file gives the other degrees' product.
+    const int64_t others = count_product({{t.replicate, t.replicate_node}, {t.cp, t.cp_node}, {t.tp, t.tp_node}, {t.pp, t.pp_node}},
+                                         kMaxGpus, world, at_file);
+    const Where w = t.shard_node ? t.shard_node->where : at_file;
     t.st.defer("parallel.num_gpus", w,
                fmt::format("the GPU count is not in this torchtitan config (data_parallel_shard_degree = -1 takes what the "
                            "launcher starts: NGPU / torchrun --nproc_per_node); estimating {} GPU(s), sharded with FSDP",
