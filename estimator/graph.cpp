@@ -183,6 +183,13 @@ class Runner {
   void rec_free(int64_t key) {
     if (rec_) cur_->push_back({false, key, 0});
   }
+  // A GEMM runs now (in the pass being recorded): the first one of that pass is where its
+  // thread's cuBLAS workspace is made.
+  void mark_gemm() {
+    if (!rec_) return;
+    int64_t& at = cur_ == &rec_->forward ? rec_->forward_gemm : rec_->backward_gemm;
+    if (at < 0) at = static_cast<int64_t>(cur_->size());
+  }
   // A kernel temporary of `bytes`: its key (for scratch_off), or -1 when none.
   int64_t scratch_on(int64_t bytes) {
     add(Cat::scratch, bytes);
@@ -260,6 +267,7 @@ class Runner {
       const int out = out_id(j);
       const int os = st(out);
       alloc(os);
+      if (o.gemm) mark_gemm();  // the kernel runs into its output
       // Per-op policy, first (no-grad) forward of a checkpointed segment: keep this output for
       // backward; the recomputation reuses it (alloc above is then a no-op).
       if (!grad_mode && opt_.checkpointed && opt_.per_op_policy && o.sac_save && !sac_kept_[os]) {
@@ -319,6 +327,7 @@ class Runner {
       const int out = out_id(jj);
       const int g_out = grad_of_[out];
       if (g_out >= 0) {
+        const size_t op_events_from = rec_ ? cur_->size() : 0;
         const int64_t pgrad = o.params_trainable ? o.param_grad_bytes : 0;
         if (o.aux_holds_param_grad && saved_by_op_[jj]) {  // the saved gradient becomes .grad
           const int64_t moved = std::min(pgrad, aux_live_[jj]);
@@ -379,6 +388,13 @@ class Runner {
             pkeys.push_back(kParamGradKey + next_param_grad_++);
             rec_alloc(pkeys.back(), b);
           }
+        }
+        // The node's first GEMM runs into the first gradient it made (MmBackward0 computes the
+        // input's gradient, then the weight's: torch/csrc/autograd/generated/Functions.cpp).
+        if (o.gemm && rec_ && cur_ == &rec_->backward && rec_->backward_gemm < 0) {
+          int64_t at = static_cast<int64_t>(op_events_from);
+          while (at < static_cast<int64_t>(cur_->size()) && !(*cur_)[at].alloc) ++at;
+          rec_->backward_gemm = std::min<int64_t>(at + 1, static_cast<int64_t>(cur_->size()));
         }
         track(p.backward, o.name);
         scratch_off(bs, o.bwd_scratch);

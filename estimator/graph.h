@@ -81,6 +81,8 @@ struct Op {
   bool sac_save = false;        // per-op selective checkpointing: the output is kept by the
                                 // checkpoint (not recomputed) when the segment is checkpointed
                                 // with SimOptions::per_op_policy
+  bool gemm = false;            // forward and backward run cuBLAS GEMMs (mm, addmm, bmm): the
+                                // first one a thread runs makes its handle's workspace
 };
 
 // Live bytes of this segment at its peak, and the peak's total.
@@ -120,6 +122,11 @@ struct SimRecord {
   int64_t output_key = -1;       // the output storage (the next segment's input)
   int64_t output_grad_key = -1;  // the output's gradient (made by the next segment's backward)
   int64_t input_grad_key = -1;   // the gradient left for the previous segment
+  // Where the segment's first cuBLAS GEMM runs: the number of forward (backward) events before
+  // it, its output already allocated; -1 when it runs none. The allocation sequence makes a
+  // thread's cuBLAS workspace there (the first GEMM the thread runs asks its handle for one).
+  int64_t forward_gemm = -1;
+  int64_t backward_gemm = -1;
 };
 
 struct SimOptions {

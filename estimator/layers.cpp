@@ -153,8 +153,14 @@ class Net {
       o.grad_to = {a.id, b.id};
       o.grad_passthrough = true;
     } else {
+      // AddBackward0 hands `grad` itself to both inputs; the engine's validate_outputs casts it
+      // where an input's dtype differs (a new tensor) and sum_to reduces a broadcast one, so an
+      // input of the output's dtype and size gets the output's gradient itself
+      // (torch/csrc/autograd/engine.cpp validate_outputs).
       o.grad_to = {a.id, b.id};
       o.grad_bytes = {a.bytes(), b.bytes()};
+      for (const T& t : {a, b})
+        if (t.dt == dt && t.n == n) o.grad_share.push_back(t.id);
     }
     return make(std::move(o), n, dt);
   }
@@ -253,6 +259,7 @@ class Net {
   T bmm(T a, T b, int64_t n_out, const char* name) {
     Op o;
     o.name = name;
+    o.gemm = true;
     o.reads = {a.id, b.id};
     o.saves_if = {{a.id, b.id}, {b.id, a.id}};
     o.grad_to = {a.id, b.id};
@@ -344,6 +351,7 @@ class Net {
       w.param_grad_bytes = width * gb_;
       w.params_trainable = trainable;
       const T y = make(std::move(w), x.n, kFp32);
+      hold(xn);  // the local `hidden_states` (Gemma-3's `output`) until the product is made
       return cast(y, x.dt, "rmsnorm .to(dtype)");
     }
     const T xc = cast(xn, x.dt, "rmsnorm .to(dtype)");  // .to(input_dtype)
@@ -356,7 +364,11 @@ class Net {
     w.param_grad_bytes = width * gb_;
     w.params_trainable = trainable;
     const int64_t wdt = std::max(xc.dt, e_);  // promotes with the weight's dtype
-    return make(std::move(w), x.n, wdt);
+    const T y = make(std::move(w), x.n, wdt);
+    // The normalised fp32 x is the local `hidden_states`, alive until forward returns: past the
+    // weight's product (the H200's recordings free it there).
+    hold(xn);
+    return y;
   }
 
   // Liger's LigerRMSNormFunction (src/liger_kernel/ops/rms_norm.py @ v0.5.10 L333-344): one
@@ -406,6 +418,7 @@ class Net {
     const int64_t wn = lin.in * lin.out * lin.count;
     Op o;
     o.name = name;
+    o.gemm = true;
     o.reads = {xin.id};
     o.saves_if = {{xin.id, Op::kParams}};
     if (ac_) {
@@ -452,6 +465,7 @@ class Net {
     const T xin = cast(x, compute, "bnb x.to(compute_dtype)");
     Op o;
     o.name = name;
+    o.gemm = true;  // on the dequantized weight
     o.reads = {xin.id};
     o.saves_if = {{xin.id, xin.id}};  // MatMul4Bit keeps A when it needs an input gradient
     o.grad_to = {xin.id};
@@ -479,19 +493,28 @@ class Net {
   T lora(T x, T y, const Linear& lin, int64_t rows) {
     const int64_t r = s_.finetune.lora_rank;
     const int64_t adt = adapter_bytes(s_);
-    T xa = ac_ ? cast(x, c_, "autocast cast input") : cast(x, adt, "lora x.to(fp32)");
-    xa = dropout(xa, s_.finetune.lora_dropout, "lora dropout");
+    const T xc = ac_ ? cast(x, c_, "autocast cast input") : cast(x, adt, "lora x.to(fp32)");
+    const T xa = dropout(xc, s_.finetune.lora_dropout, "lora dropout");
     Linear a{lin.role, lin.in, r, false, lin.count};
     Linear b{lin.role, r, lin.out, false, lin.count};
     const T ha = adapter(xa, a, rows, "lora_A");
     const T hb = adapter(ha, b, rows, "lora_B");
     const T sc = scale(hb, "lora scaling");
     const T sum = add(y, sc, "lora add");
-    return cast(sum, y.dt, "lora result.to(dtype)");  // back to the base layer's output dtype
+    const T out = cast(sum, y.dt, "lora result.to(dtype)");  // back to the base layer's output dtype
+    // PEFT rebinds x to its cast (`x = self._cast_input_dtype(x, lora_A.weight.dtype)`, peft
+    // tuners/lora/layer.py Linear.forward @ v0.17.0), so the copy lives until forward returns,
+    // past the result's cast: the H200's recordings free it last (tests/data/gpu/h200-knobs/).
+    // Autocast's cast is a temporary of lora_A's F.linear instead. The module's input itself is
+    // the caller's argument, alive until the module returns (the down projection's input too).
+    if (!ac_) hold(xc);
+    hold(x);
+    return out;
   }
   T adapter(T x, const Linear& lin, int64_t rows, const char* name) {
     Op o;
     o.name = name;
+    o.gemm = true;
     o.reads = {x.id};
     o.saves = {x.id};
     o.grad_to = {x.id};
@@ -712,6 +735,7 @@ T sdpa_math(Net& n, T q, T k, T v, bool k_contiguous) {
   const T vc = contiguous || b1 ? ve : n.copy(ve, "sdpa math matmul copy v");
   Op pv;  // bmm(p, v): saves both [DY 378]
   pv.name = "sdpa math bmm p v";
+  pv.gemm = true;
   pv.reads = {p.id, vc.id};
   pv.saves_if = {{p.id, vc.id}, {vc.id, p.id}};
   pv.grad_to = {p.id, vc.id};
@@ -980,6 +1004,18 @@ T mlp_block(Net& n, T x, int64_t layer, int64_t width, Role gate_r, Role up_r, R
       u = n.slice(gu, gu.n / 2, "chunk up");
     } else {
       g = n.linear(x, Linear{gate_r, h, width, m.mlp_bias && gate_r == Role::gate, count}, layer, "gate_proj");
+      const bool fused = n.fused_ && !(expert && m.clamped_swiglu) && m.activation == Activation::silu;
+      if (!expert && !fused) {
+        // HF's gated MLPs evaluate act_fn(gate_proj(x)) before up_proj(x) (LlamaMLP.forward:
+        // `down_proj(act_fn(gate_proj(x)) * up_proj(x))`, modeling_llama.py @ v4.57.1; Qwen2,
+        // Mistral, Gemma alike), so the gate's output dies (no grad) or is saved before the up
+        // projection is made.
+        const T a = n.activation(g);
+        u = n.linear(x, Linear{up_r, h, width, m.mlp_bias && up_r == Role::up, count}, layer, "up_proj");
+        const T prod = n.mul(a, u, "act*up");
+        const bool down_bias = m.mlp_bias && down_r == Role::down;
+        return n.linear(prod, Linear{down_r, width, h, down_bias, count}, layer, "down_proj");
+      }
       u = n.linear(x, Linear{up_r, h, width, m.mlp_bias && up_r == Role::up, count}, layer, "up_proj");
     }
     const bool fused = n.fused_ && !(expert && m.clamped_swiglu) && m.activation == Activation::silu;
@@ -1583,6 +1619,7 @@ void chunked_loss(Net& n, Segment& seg, T x, bool train_head) {
     const T xin = n.ac_ ? n.cast(xc, Net::c_, "autocast cast input") : xc;
     Op mm;
     mm.name = "lm_head (chunk)";
+    mm.gemm = true;
     mm.reads = {xin.id};
     mm.saves_if = {{xin.id, Op::kParams}};
     if (n.ac_) {
@@ -1793,6 +1830,12 @@ Segment head_segment(const TrainingSetup& s) {
   nll.grad_to = {lp.id};
   nll.grad_bytes = {lp.bytes()};
   const T loss = n.make(std::move(nll), 1, kFp32);
+  // An HF model computes the loss inside its forward and keeps the final hidden states (its
+  // `hidden_states = outputs.last_hidden_state`) until it returns, past the loss
+  // (LlamaForCausalLM.forward, modeling_llama.py @ v4.57.1; the H200's recordings free them
+  // there). torchtune's, torchtitan's and LitGPT's models return logits; their loss runs after.
+  const Framework fw = s.runtime.framework;
+  if (fw != Framework::torchtune && fw != Framework::torchtitan && fw != Framework::litgpt) n.hold(x);
   seg.output(loss.id);
   return seg;
 }

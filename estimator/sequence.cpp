@@ -484,9 +484,23 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
       }
     }
     std::vector<int64_t> autocast_frees;
+    // The cuBLAS workspace of each thread's handle is made by the first GEMM that thread runs, its
+    // output already allocated: getCurrentCUDABlasHandle sets the handle's workspace from the
+    // caching allocator, one per handle and stream, kept for the process (docs/libtorch-notes.md,
+    // [2.6 aten/src/ATen/cuda/CublasHandlePool.cpp:86-114, 204-217]). The forward thread's first
+    // GEMM is the rotary embedding's inv_freq @ position_ids where the model computes cos/sin
+    // (HF's *RotaryEmbedding.forward), else the first layer's first projection; the autograd
+    // thread's is in the head's backward (lm_head's input gradient, after the loss's): the
+    // H200's recordings show both (tests/data/gpu/h200-knobs/README.md).
+    bool fwd_workspace = step == 0 && ms == 0 && workspace > 0, bwd_workspace = fwd_workspace;
     auto run_events = [&](const Instance& in, const std::vector<sim::SimEvent>& evs, const std::unordered_set<int64_t>* deferred,
-                          std::vector<int64_t>* deferred_out) {
-      for (const sim::SimEvent& e : evs) {
+                          std::vector<int64_t>* deferred_out, int64_t gemm_at, bool* pending) {
+      for (size_t i = 0; i < evs.size(); ++i) {
+        if (*pending && static_cast<int64_t>(i) == gemm_at) {
+          led.alloc(led.fresh(), workspace);
+          *pending = false;
+        }
+        const sim::SimEvent& e = evs[i];
         const int64_t id = in.id(e.key);
         if (e.alloc) {
           led.alloc(id, e.bytes);
@@ -496,20 +510,36 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
           led.free(id);
         }
       }
+      if (*pending && gemm_at == static_cast<int64_t>(evs.size())) {
+        led.alloc(led.fresh(), workspace);
+        *pending = false;
+      }
     };
     auto forward = [&](int64_t k, const std::unordered_set<int64_t>* deferred, std::vector<int64_t>* deferred_out) {
-      run_events(inst[k], inst[k].rec->forward, deferred, deferred_out);
+      run_events(inst[k], inst[k].rec->forward, deferred, deferred_out, inst[k].rec->forward_gemm, &fwd_workspace);
       for (int64_t key : inst[k].rec->autocast_frees) autocast_frees.push_back(inst[k].id(key));
     };
     auto backward = [&](int64_t k) {
-      run_events(inst[k], inst[k].rec->backward, nullptr, nullptr);
+      run_events(inst[k], inst[k].rec->backward, nullptr, nullptr, inst[k].rec->backward_gemm, &bwd_workspace);
       for (int64_t key : inst[k].rec->param_grads) param_grads.push_back(inst[k].id(key));
+    };
+    auto make_workspace = [&](bool* pending) {  // a walk without a GEMM mark: where its pass ends
+      if (!*pending) return;
+      led.alloc(led.fresh(), workspace);
+      *pending = false;
     };
 
     // Forward.
     forward(0, nullptr, nullptr);
     // Model-level tensors: RoPE cos/sin, the causal mask, inputs_embeds held by the model's forward.
     std::vector<int64_t> whole_ids, fwd_ids;
+    // HF's model forward makes the causal mask (create_causal_mask) before the rotary embedding's
+    // cos and sin (LlamaModel.forward, modeling_llama.py @ v4.57.1; its successors alike).
+    if (shared.forward_bytes > 0) {
+      fwd_ids.push_back(led.fresh());
+      led.alloc(fwd_ids[0], shared.forward_bytes);
+    }
+    if (rotary) make_workspace(&fwd_workspace);  // inv_freq @ position_ids, before cos and sin
     if (shared.whole_step_bytes > 0) {
       if (rotary && shared.whole_step_bytes % 2 == 0) {
         whole_ids.push_back(led.fresh());  // push_back, not = {...}: GCC 12 warns (-Wnonnull) on that here
@@ -520,10 +550,6 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
         led.alloc(whole_ids[0], shared.whole_step_bytes);
       }
     }
-    if (shared.forward_bytes > 0) {
-      fwd_ids.push_back(led.fresh());
-      led.alloc(fwd_ids[0], shared.forward_bytes);
-    }
     std::unordered_set<int64_t> pinned;  // frees deferred to the end of the layers' forward
     std::vector<int64_t> pinned_frees;
     int64_t embeds_id = -1;
@@ -533,17 +559,16 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
       embeds_id = led.fresh();
       led.alloc(embeds_id, shared.embeds_bytes);
     }
-    if (step == 0 && ms == 0 && workspace > 0) led.alloc(led.fresh(), workspace);  // the forward thread's cuBLAS handle
     for (int64_t k = 1; k <= L; ++k) forward(k, &pinned, &pinned_frees);
     for (int64_t id : pinned_frees) led.free(id);
     if (embeds_id >= 0) led.free(embeds_id);
     if (!any_ckpt)
       for (int64_t id : fwd_ids) led.free(id);
     forward(L + 1, nullptr, nullptr);
+    make_workspace(&fwd_workspace);
     for (int64_t id : autocast_frees) led.free(id);  // autocast exits with the model's forward
 
     // Backward.
-    if (step == 0 && ms == 0 && workspace > 0) led.alloc(led.fresh(), workspace);  // the autograd thread's cuBLAS handle
     backward(L + 1);
     for (int64_t k = L; k >= 1; --k) {
       backward(k);
@@ -553,6 +578,7 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
       }
     }
     backward(0);
+    make_workspace(&bwd_workspace);
     // What the walk left alive (the loss, an input gradient nobody consumes) dies with the step.
     std::unordered_set<int64_t> grads(param_grads.begin(), param_grads.end());
     for (int64_t k = 0; k < L + 2; ++k) {
@@ -676,7 +702,8 @@ class ReplayMemo {
       }
       add(r.autocast_frees);
       add(r.param_grads);
-      for (int64_t k : {r.input_key, r.output_key, r.output_grad_key, r.input_grad_key}) add(static_cast<uint64_t>(k));
+      for (int64_t k : {r.input_key, r.output_key, r.output_grad_key, r.input_grad_key, r.forward_gemm, r.backward_gemm})
+        add(static_cast<uint64_t>(k));
     }
     // Every field of SequencePlan (a field added there belongs here too): each distinct layer
     // record once, then which one each layer runs.
