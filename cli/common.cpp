@@ -33,7 +33,7 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--checkpointing", in.checkpointing, "none|full|selective|selective-op|every:K|layers:I,J,...")->type_name("MODE");
   app.add_option("--attention", in.attention, "eager|sdpa|flash")->type_name("IMPL");
   app.add_option("--zero", in.zero, "DeepSpeed ZeRO stage 0-3")->type_name("STAGE");
-  app.add_option("--offload", in.offload, "none|optimizer|optimizer+params")->type_name("WHAT");
+  app.add_option("--offload", in.offload, "none|optimizer|optimizer+params|params (params: DeepSpeed ZeRO-3 offload_param alone)")->type_name("WHAT");
   app.add_option("--finetune", in.finetune, "full|lora|qlora")->type_name("MODE");
   app.add_option("--lora-rank", in.lora_rank, "LoRA rank r (default 8)")->type_name("N");
   app.add_option("--lora-alpha", in.lora_alpha, "LoRA alpha")->type_name("A");

@@ -277,9 +277,12 @@ std::vector<Problem> validate(const TrainingSetup& s) {
            (m.num_attention_heads % s.parallel.tensor_parallel != 0))
     p.push_back({"parallel.tensor_parallel", "tensor parallel degree must divide the attention heads", "each tensor-parallel rank holds a whole number of heads"});
   const bool fsdp = s.parallel.fsdp != FsdpMode::none;
-  if (s.parallel.offload == Offload::optimizer_and_params && s.parallel.zero_stage != 3 && !fsdp)
+  if (offloads_params(s.parallel.offload) && s.parallel.zero_stage != 3 && !fsdp)
     p.push_back({"parallel.offload", "parameter offload needs ZeRO stage 3 or FSDP", "use --zero 3 or --offload optimizer"});
-  if (s.parallel.offload != Offload::none && s.parallel.zero_stage == 0 && !fsdp)
+  if (s.parallel.offload == Offload::params && fsdp)
+    p.push_back({"parallel.offload", "FSDP's CPU offload moves the parameters with their gradients and the optimizer step",
+                 "use --offload optimizer+params with FSDP (parameters alone on the host is DeepSpeed ZeRO-3's offload_param)"});
+  if (offloads_optimizer(s.parallel.offload) && s.parallel.zero_stage == 0 && !fsdp)
     p.push_back({"parallel.offload", "optimizer offload needs ZeRO stage 1 or higher, or FSDP", "use --zero 2 --offload optimizer"});
   if (s.finetune.mode != FinetuneMode::full && (s.finetune.lora_rank < 1 || s.finetune.lora_rank > 100'000))
     p.push_back({"finetune.lora_rank", fmt::format("must be between 1 and 100000 (got {})", s.finetune.lora_rank), "PEFT's r, usually 8 to 64"});
@@ -620,8 +623,8 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   st.oc = optimizer_cost(s, ps, text);
   const auto part = [&](int64_t bytes, bool on) { return on && dp > 1 ? (bytes + dp - 1) / dp : bytes; };
 
-  const bool off_opt = s.parallel.offload != Offload::none;
-  const bool off_par = s.parallel.offload == Offload::optimizer_and_params;
+  const bool off_opt = offloads_optimizer(s.parallel.offload);
+  const bool off_par = offloads_params(s.parallel.offload);
   st.weights = off_par ? 0 : part(all_weights, zero >= 3);
   st.master = off_opt ? 0 : part(trainable * mb, zero >= 1);
   st.opt = (off_opt || st.oc.paged) ? 0 : part(st.oc.states, zero >= 1);

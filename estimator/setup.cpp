@@ -94,7 +94,7 @@ const Table<Offload> kOffload = {
     {"optimizer", Offload::optimizer},
     {"optimizer+params", Offload::optimizer_and_params},
     {"cpu", Offload::optimizer},
-    {"params", Offload::optimizer_and_params},
+    {"params", Offload::params},
 };
 const Table<FinetuneMode> kFinetune = {
     {"full", FinetuneMode::full}, {"lora", FinetuneMode::lora}, {"qlora", FinetuneMode::qlora}};

@@ -257,7 +257,21 @@ enum class AttentionImpl {
   flash,  // flash-attn kernels: saves only the logsumexp besides q, k, v, out
 };
 
-enum class Offload { none, optimizer, optimizer_and_params };
+// What lives on the host: the optimizer (its states, the fp32 master weights, the gradient
+// partitions and the step: DeepSpeed offload_optimizer, ZeRO-Offload), the 16-bit parameter
+// partitions (offload_param, ZeRO-3 only), or both. DeepSpeed takes each alone: with
+// offload_param only, the master weights, states and gradients stay on the GPU (stage3.py
+// @ 007cca6a DeepSpeedZeroOptimizer_Stage3.__init__: `self.device = ... current_device_name()
+// if not self.offload_optimizer else cpu`, the device of the fp32 partitions). FSDP's CPUOffload
+// moves everything (optimizer_and_params).
+enum class Offload { none, optimizer, optimizer_and_params, params };
+inline bool offloads_optimizer(Offload o) { return o == Offload::optimizer || o == Offload::optimizer_and_params; }
+inline bool offloads_params(Offload o) { return o == Offload::params || o == Offload::optimizer_and_params; }
+// Both offloads (a config's offload_optimizer and offload_param, read one at a time).
+inline Offload offload_union(Offload a, Offload b) {
+  const bool opt = offloads_optimizer(a) || offloads_optimizer(b), par = offloads_params(a) || offloads_params(b);
+  return opt && par ? Offload::optimizer_and_params : opt ? Offload::optimizer : par ? Offload::params : Offload::none;
+}
 
 // PyTorch FSDP sharding (FSDP1 ShardingStrategy; FSDP2 fully_shard with reshard_after_forward).
 enum class FsdpMode {

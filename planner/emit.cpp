@@ -200,8 +200,8 @@ std::string emit_memplan(const EmitContext& c) {
     if (s.parallel.offload != Offload::none) y += fmt::format("  offload: {}\n", to_string(s.parallel.offload));  // FSDP CPUOffload
   } else if (s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none) {
     y += fmt::format("  deepspeed:\n    use_deepspeed: true\n    zero_stage: {}\n    offload_optimizer: {}\n    offload_param: {}\n",
-                     s.parallel.zero_stage, yaml_bool(s.parallel.offload != Offload::none),
-                     yaml_bool(s.parallel.offload == Offload::optimizer_and_params));
+                     s.parallel.zero_stage, yaml_bool(offloads_optimizer(s.parallel.offload)),
+                     yaml_bool(offloads_params(s.parallel.offload)));
   }
   y += memory_section(c, "  ");
   y += runtime_section(s, "  ");
@@ -229,8 +229,8 @@ std::string emit_train_config(const EmitContext& c) {
   } else {
     const bool ds = s.parallel.zero_stage > 0 || master_bytes_per_param(s.precision) > 0;
     y += fmt::format("  deepspeed:\n    use_deepspeed: {}\n    zero_stage: {}\n    cpu_offload: {}\n", yaml_bool(ds), s.parallel.zero_stage,
-                     yaml_bool(s.parallel.offload != Offload::none));
-    if (s.parallel.offload == Offload::optimizer_and_params) y += "    offload_param: true\n";
+                     yaml_bool(offloads_optimizer(s.parallel.offload)));
+    if (offloads_params(s.parallel.offload)) y += "    offload_param: true\n";
   }
   y += memory_section(c, "  ");
   y += fmt::format("data:\n  max_length: {}\n", s.batch.seq_len);
@@ -260,8 +260,8 @@ nlohmann::ordered_json deepspeed_json(const TrainingSetup& s, int64_t global_bat
     z["stage3_max_live_parameters"] = s.parallel.stage3_max_live_parameters;
   }
   const bool pin = s.parallel.offload_pin_memory;
-  if (s.parallel.offload != Offload::none) z["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", pin}};
-  if (s.parallel.offload == Offload::optimizer_and_params) z["offload_param"] = {{"device", "cpu"}, {"pin_memory", pin}};
+  if (offloads_optimizer(s.parallel.offload)) z["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", pin}};
+  if (offloads_params(s.parallel.offload)) z["offload_param"] = {{"device", "cpu"}, {"pin_memory", pin}};
   j["zero_optimization"] = z;
   return j;
 }

@@ -77,8 +77,8 @@ std::string emit_accelerate(const EmitContext& c) {
            "# deepspeed_config_file that states them.\n";
     y += fmt::format("deepspeed_config:\n  zero_stage: {}\n  offload_optimizer_device: {}\n  offload_param_device: {}\n"
                      "  gradient_accumulation_steps: {}\n  zero3_init_flag: {}\n",
-                     s.parallel.zero_stage, s.parallel.offload != Offload::none ? "cpu" : "none",
-                     s.parallel.offload == Offload::optimizer_and_params ? "cpu" : "none", s.batch.grad_accum,
+                     s.parallel.zero_stage, offloads_optimizer(s.parallel.offload) ? "cpu" : "none",
+                     offloads_params(s.parallel.offload) ? "cpu" : "none", s.batch.grad_accum,
                      yes(s.parallel.zero_stage == 3));
   } else if (fsdp) {
     const char* strategy = s.parallel.fsdp == FsdpMode::shard_grad_op ? "SHARD_GRAD_OP"

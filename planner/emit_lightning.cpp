@@ -98,14 +98,15 @@ std::string emit_lightning(const EmitContext& c) {
         "\n    class_path: lightning.pytorch.strategies.DeepSpeedStrategy\n    init_args:\n      stage: {}\n"
         "      offload_optimizer: {}\n      offload_parameters: {}\n      allgather_bucket_size: {}\n      reduce_bucket_size: {}\n"
         "      overlap_comm: {}",
-        p.zero_stage, yes(p.offload != Offload::none), yes(p.offload == Offload::optimizer_and_params), p.allgather_bucket_elems,
+        p.zero_stage, yes(offloads_optimizer(p.offload)), yes(offloads_params(p.offload)), p.allgather_bucket_elems,
         p.reduce_bucket_elems, yes(p.overlap_comm));
   } else if (p.fsdp != FsdpMode::none) {
     const char* sharding = p.fsdp == FsdpMode::full_shard      ? "FULL_SHARD"
                            : p.fsdp == FsdpMode::shard_grad_op ? "SHARD_GRAD_OP"
                            : p.fsdp == FsdpMode::hybrid_shard  ? "HYBRID_SHARD"
                                                                : "NO_SHARD";
-    if (p.offload == Offload::optimizer) cannot("FSDP offloads parameters with the optimizer states", "plan with --offload optimizer+params or none");
+    if (p.offload == Offload::optimizer || p.offload == Offload::params)
+      cannot("FSDP offloads parameters with the optimizer states", "plan with --offload optimizer+params or none");
     strategy = fmt::format("\n    class_path: lightning.pytorch.strategies.FSDPStrategy\n    init_args:\n      sharding_strategy: {}\n"
                            "      cpu_offload: {}",
                            sharding, yes(p.offload == Offload::optimizer_and_params));

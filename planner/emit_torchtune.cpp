@@ -106,6 +106,7 @@ std::string emit_torchtune(const EmitContext& c) {
   if (p.zero_stage > 0) cannot(fmt::format("DeepSpeed ZeRO-{}: torchtune shards with FSDP2", p.zero_stage), "plan without ZeRO");
   if (p.pipeline_parallel > 1) cannot("pipeline parallelism", "");
   if (p.offload == Offload::optimizer) cannot("optimizer-only offload: fsdp_cpu_offload offloads parameters too", "");
+  if (p.offload == Offload::params) cannot("parameter-only offload: fsdp_cpu_offload offloads the optimizer step too", "");
   if (p.fsdp == FsdpMode::hybrid_shard || p.fsdp == FsdpMode::no_shard)
     cannot(fmt::format("FSDP {} (the v0.6.1 recipes shard fully, or keep parameters gathered)", to_string(p.fsdp)), "");
   if (s.attention != AttentionImpl::sdpa)

@@ -84,7 +84,8 @@ bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why) {
       if (s.precision == Precision::mixed_fp16 && !sh.deepspeed) return no("Lightning's 16-mixed outside DeepSpeed is autocast, not mixed-fp16");
       if (sh.deepspeed && s.precision != Precision::mixed_bf16 && s.precision != Precision::mixed_fp16 && s.precision != Precision::fp32)
         return no("Lightning's DeepSpeed strategy keeps fp32 master weights for every 16-bit precision");
-      if (sh.fsdp != FsdpMode::none && sh.offload == Offload::optimizer) return no("Lightning's FSDP offloads parameters with the optimizer");
+      if (sh.fsdp != FsdpMode::none && (sh.offload == Offload::optimizer || sh.offload == Offload::params))
+        return no("Lightning's FSDP offloads parameters with the optimizer");
       if (sh.fsdp == FsdpMode::none && !sh.deepspeed && sh.offload != Offload::none) return no("offload needs DeepSpeed or FSDP");
       return true;
     case EmitFormat::torchtune:

@@ -78,6 +78,9 @@ std::string sharding_cost(const Sharding& sh, int64_t dp, int64_t host_per_node,
     return fmt::format("ZeRO-{} with optimizer offload: optimizer states and the Adam step on the CPU (DeepSpeed CPU Adam){}", sh.zero, host);
   if (sh.offload == Offload::optimizer_and_params)
     return "ZeRO-3 with parameter offload: parameters stream from the host every micro-step, the slowest option" + host;
+  if (sh.offload == Offload::params)
+    return "ZeRO-3 with parameter offload only: 16-bit parameter shards stream from the host every micro-step; master weights, "
+           "optimizer states and gradients stay on the GPU" + host;
   switch (sh.zero) {
     case 1: return fmt::format("ZeRO-1: optimizer states sharded over {} GPUs", dp);
     case 2: return fmt::format("ZeRO-2: gradients and optimizer states sharded over {} GPUs", dp);

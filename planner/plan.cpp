@@ -43,7 +43,7 @@ constexpr double kThroughputResolution = 0.02;
 // wrapper to run it), then packages beyond PyTorch (flash-attn, bitsandbytes optimizers).
 std::tuple<int, int, int> simplicity(const TrainingSetup& s) {
   const Sharding sh = sharding_of(s);
-  const int offload = sh.offload == Offload::optimizer_and_params ? 2 : sh.offload == Offload::optimizer ? 1 : 0;
+  const int offload = offloads_params(sh.offload) ? 2 : sh.offload == Offload::optimizer ? 1 : 0;
   const int sharding = sh.fsdp != FsdpMode::none ? 3 : sh.zero > 0 ? sh.zero : sh.deepspeed ? 1 : 0;
   const bool bnb_optimizer = s.optimizer == OptimizerKind::adamw_8bit || s.optimizer == OptimizerKind::paged_adamw ||
                              s.optimizer == OptimizerKind::paged_adamw_8bit;

@@ -98,10 +98,11 @@ StepTime step_time(const TrainingSetup& s, const ParamSummary& ps) {
   if (s.parallel.offload != Offload::none) {
     // Gradients down (fp32), parameters up (16-bit) for the rank's partition, and a CPU Adam at
     // about 1e9 parameters/s (DeepSpeed CPU-Adam on a many-core host).
-    t.offload_s = trainable / part * (4 + wb) / pcie + trainable / part / 1e9;
-    if (s.parallel.offload == Offload::optimizer_and_params)
-      t.offload_s += micro_steps * 2 * total_params / part * wb / pcie;
-  } else {
+    if (offloads_optimizer(s.parallel.offload)) t.offload_s = trainable / part * (4 + wb) / pcie + trainable / part / 1e9;
+    // The parameter shards come up for each forward and backward.
+    if (offloads_params(s.parallel.offload)) t.offload_s += micro_steps * 2 * total_params / part * wb / pcie;
+  }
+  if (!offloads_optimizer(s.parallel.offload)) {
     // Optimizer-state bytes read and written per trainable parameter.
     double state_b = 16;  // two fp32 moments
     switch (s.optimizer) {

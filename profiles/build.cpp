@@ -312,6 +312,53 @@ void apply_runtime_defaults(BuiltSetup& b) {
     o.defaults[d.field] = fmt::format("{} default: {}", to_string(s.runtime.framework), d.source);
 }
 
+// A DeepSpeed config's train_batch_size sets the batch the engine runs
+// (deepspeed/runtime/config.py DeepSpeedConfig._set_batch_related_parameters and _batch_assertion,
+// deepspeedai/DeepSpeed @ 007cca6a): with the micro-batch, accumulation = train_batch_size /
+// (micro-batch x data-parallel ranks); with the accumulation, the micro-batch likewise; alone,
+// accumulation 1 and the micro-batch its share; all three must agree (the engine asserts). A value
+// a flag gives takes part like the file's.
+void resolve_deepspeed_batch(const LoadedConfig& cfg, BuiltSetup& b) {
+  if (cfg.kind != "deepspeed" || !cfg.global_batch) return;
+  TrainingSetup& s = b.setup;
+  const int64_t tbs = *cfg.global_batch;
+  const Where at = cfg.origin.of("batch.global_batch");
+  const int64_t world = std::max<int64_t>(1, s.parallel.data_parallel());
+  const bool has_mb = b.origin.fields.count("batch.micro_batch") > 0;
+  const bool has_gas = b.origin.fields.count("batch.grad_accum") > 0;
+  const std::string ranks = fmt::format("{} data-parallel rank{}", world, world == 1 ? "" : "s");
+  const char* const assertion =
+      "DeepSpeed asserts train_batch_size == train_micro_batch_size_per_gpu x gradient_accumulation_steps x data-parallel "
+      "ranks: change one of them, or drop train_batch_size";
+  if (has_mb && has_gas) {
+    const int64_t product = s.batch.micro_batch * s.batch.grad_accum * world;
+    if (product != tbs)
+      throw InputError(at, fmt::format("train_batch_size {} is not micro-batch {} x accumulation {} x {} = {}", tbs, s.batch.micro_batch,
+                                       s.batch.grad_accum, ranks, product),
+                       assertion);
+    return;
+  }
+  auto share = [&](int64_t per, const char* what) {
+    if (tbs % (per * world) != 0)
+      throw InputError(at, fmt::format("train_batch_size {} is not a multiple of {} {} x {}", tbs, what, per, ranks), assertion);
+    return tbs / (per * world);
+  };
+  if (has_mb) {
+    s.batch.grad_accum = share(s.batch.micro_batch, "micro-batch");
+    b.origin.defaults["batch.grad_accum"] = fmt::format("train_batch_size {} / (micro-batch {} x {}) (DeepSpeed's _set_batch_related_parameters)", tbs,
+                                                        s.batch.micro_batch, ranks);
+  } else if (has_gas) {
+    s.batch.micro_batch = share(s.batch.grad_accum, "accumulation");
+    b.origin.defaults["batch.micro_batch"] = fmt::format("train_batch_size {} / (accumulation {} x {}) (DeepSpeed's _set_batch_related_parameters)",
+                                                         tbs, s.batch.grad_accum, ranks);
+  } else {
+    s.batch.grad_accum = 1;
+    s.batch.micro_batch = share(1, "accumulation");
+    b.origin.defaults["batch.micro_batch"] = fmt::format("train_batch_size {} / {}, accumulation 1 (DeepSpeed's _set_batch_related_parameters)", tbs, ranks);
+    b.origin.defaults["batch.grad_accum"] = "1: train_batch_size without a micro-batch or accumulation (DeepSpeed's _set_batch_related_parameters)";
+  }
+}
+
 void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
   Provenance& o = b.origin;
@@ -463,6 +510,7 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   apply_device(in, cfg, b);
   apply_allocator_cap(in, cfg, b);
   apply_training_flags(in, b);
+  resolve_deepspeed_batch(cfg, b);
   resolve_device_precision(in, cfg, b);
   resolve_auto_buckets(cfg, b);
   apply_finetune(in, b);

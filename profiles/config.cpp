@@ -125,7 +125,8 @@ void note_checkpointing_mode(const Node& n, ConfigState& st) {
 
 // Offload only grows: any key asking for it turns it on.
 void raise_offload(ConfigState& st, Offload o, const Node& n) {
-  if (o > st.s().parallel.offload) st.set("parallel.offload", st.s().parallel.offload, o, n);
+  const Offload both = offload_union(st.s().parallel.offload, o);
+  if (both != st.s().parallel.offload) st.set("parallel.offload", st.s().parallel.offload, both, n);
 }
 
 void set_attention(const Node& n, ConfigState& st) {
@@ -335,7 +336,7 @@ const Table& deepspeed_keys() {  // the deepspeed: section of a memplan / Ava YA
       setup_key({"zero_stage", "stage"}, "parallel.zero_stage", &TrainingSetup::parallel, &Parallelism::zero_stage,
                 as_zero_stage),
       offload_switch({"cpu_offload", "nvme_offload", "offload_optimizer"}, Offload::optimizer),
-      offload_switch({"offload_param"}, Offload::optimizer_and_params),
+      offload_switch({"offload_param"}, Offload::params),
       {{"activation_checkpointing"}, note_checkpointing_flag},
   };
   return t;
@@ -584,7 +585,7 @@ const Table& ds_zero_keys() {
   static const Table t = {
       setup_key({"stage"}, "parallel.zero_stage", &TrainingSetup::parallel, &Parallelism::zero_stage, as_zero_stage),
       ds_offload("offload_optimizer", Offload::optimizer),
-      ds_offload("offload_param", Offload::optimizer_and_params),
+      ds_offload("offload_param", Offload::params),
       offload_switch({"cpu_offload"}, Offload::optimizer),  // the pre-0.3.17 spelling
       setup_key({"reduce_bucket_size"}, "parallel.reduce_bucket_elems", &TrainingSetup::parallel,
                 &Parallelism::reduce_bucket_elems, as_int),

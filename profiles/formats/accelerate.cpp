@@ -120,8 +120,8 @@ void read_deepspeed_launch(const Node& cfg, ReadState& st, const Node& type_node
     if (!n) return;
     const std::string d = lower(as_text(*n));
     if (d == "cpu" || d == "nvme") {
-      if (what > s.parallel.offload) {
-        s.parallel.offload = what;
+      if (offload_union(s.parallel.offload, what) != s.parallel.offload) {
+        s.parallel.offload = offload_union(s.parallel.offload, what);
         note(st, "parallel.offload", *n);
       }
     } else if (d != "none") {
@@ -129,7 +129,7 @@ void read_deepspeed_launch(const Node& cfg, ReadState& st, const Node& type_node
     }
   };
   device("offload_optimizer_device", Offload::optimizer);
-  device("offload_param_device", Offload::optimizer_and_params);
+  device("offload_param_device", Offload::params);
   if (const Node* n = cfg.find("gradient_accumulation_steps"); n && !(n->kind == Node::Kind::scalar && n->text == "auto")) {
     s.batch.grad_accum = positive(*n, "gradient_accumulation_steps counts micro-batches per optimizer step");
     note(st, "batch.grad_accum", *n);

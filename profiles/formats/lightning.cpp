@@ -470,7 +470,7 @@ void resolve_parallel(Pl& t) {
       p.zero_stage = t.zero;
       note("parallel.zero_stage");
       p.fsdp = FsdpMode::none;
-      p.offload = t.offload_params ? Offload::optimizer_and_params : t.offload_optimizer ? Offload::optimizer : Offload::none;
+      p.offload = offload_union(t.offload_optimizer ? Offload::optimizer : Offload::none, t.offload_params ? Offload::params : Offload::none);
       note("parallel.offload");
       // DeepSpeedStrategy's own defaults (deepspeed.py @ 2.6.5 __init__), not DeepSpeed's.
       p.reduce_bucket_elems = t.reduce_bucket;

@@ -319,3 +319,41 @@ TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the
                        "hint: expected fp32 (PEFT's upcast adapters) or model (the model's dtype: torchtune, LitGPT)");
   }
 }
+
+// DeepSpeed derives the batch from train_batch_size (deepspeed/runtime/config.py
+// _set_batch_related_parameters / _batch_assertion): real DeepSpeedExamples configs
+// (tests/data/formats/deepspeed/SOURCES.txt). memplan ignored the key before: micro-batch 1 (its
+// default) where DeepSpeed runs 16 per GPU on one GPU.
+TEST_CASE("DeepSpeed train_batch_size sets the micro-batch or the accumulation, and must agree with both") {
+  const std::string dir = std::string(MEMPLAN_TEST_DATA) + "/formats/deepspeed/";
+  SetupInputs megatron = with_model("gpt2");
+  megatron.config = dir + "megatron-ds_zero2_config.json";  // train_batch_size 16, gradient_accumulation_steps 1
+  BuiltSetup b = build_setup(megatron);
+  CHECK(b.setup.batch.micro_batch == 16);
+  CHECK(b.setup.batch.grad_accum == 1);
+  CHECK(b.origin.defaults.at("batch.micro_batch").find("train_batch_size 16 / (accumulation 1 x 1 data-parallel rank)") == 0);
+  megatron.gpus = 4;  // 16 / (1 x 4)
+  CHECK(build_setup(megatron).setup.batch.micro_batch == 4);
+  megatron.micro_batch = 2;  // with the file's accumulation 1: 2 x 1 x 4 = 8, not 16
+  CHECK(render_error(megatron) ==
+        dir + "megatron-ds_zero2_config.json:2:3: error: train_batch_size 16 is not micro-batch 2 x accumulation 1 x 4 "
+              "data-parallel ranks = 8\nhint: DeepSpeed asserts train_batch_size == train_micro_batch_size_per_gpu x "
+              "gradient_accumulation_steps x data-parallel ranks: change one of them, or drop train_batch_size");
+  SetupInputs cifar = with_model("gpt2");
+  cifar.config = dir + "cifar-ds_config.json";  // train_batch_size 4 alone: accumulation 1, 4 / ranks per GPU
+  b = build_setup(cifar);
+  CHECK(b.setup.batch.micro_batch == 4);
+  CHECK(b.setup.batch.grad_accum == 1);
+  cifar.micro_batch = 2;  // a micro-batch given: accumulation 4 / (2 x 1)
+  b = build_setup(cifar);
+  CHECK(b.setup.batch.grad_accum == 2);
+  CHECK(b.origin.defaults.at("batch.grad_accum").find("train_batch_size 4 / (micro-batch 2 x 1 data-parallel rank)") == 0);
+  cifar.micro_batch = 3;
+  CHECK(render_error(cifar) ==
+        dir + "cifar-ds_config.json:2:3: error: train_batch_size 4 is not a multiple of micro-batch 3 x 1 data-parallel "
+              "rank\nhint: DeepSpeed asserts train_batch_size == train_micro_batch_size_per_gpu x gradient_accumulation_steps "
+              "x data-parallel ranks: change one of them, or drop train_batch_size");
+  cifar.micro_batch.reset();
+  cifar.gpus = 8;  // 4 sequences cannot be shared by 8 ranks
+  CHECK(render_error(cifar).find("error: train_batch_size 4 is not a multiple of accumulation 1 x 8 data-parallel ranks") != std::string::npos);
+}

@@ -4,6 +4,7 @@
 // cannot model; the configs axolotl refuses, with their messages.
 #include <doctest/doctest.h>
 
+#include "estimator/estimate.h"
 #include "tests/profiles/hf_family_util.h"
 
 using namespace memplan;
@@ -324,4 +325,39 @@ TEST_CASE("QLoRA's nested quantization: on by axolotl's BitsAndBytesConfig, off 
         "10:3 bnb_config_kwargs.bnb_4bit_use_double_quant (updates axolotl's BitsAndBytesConfig, src/axolotl/loaders/model.py @ "
         "v0.18.0 L734-735)");
   CHECK(off.warnings.empty());
+}
+
+// axolotl's deepspeed_configs/zero3_bf16_cpuoffload_params.json (at b371df79, source.txt beside
+// it) offloads the parameters and nothing else: DeepSpeed keeps the fp32 master weights, the Adam
+// states and the gradient partitions on the GPU (deepspeed/runtime/zero/stage3.py @ 007cca6a:
+// the fp32 partitions live on `self.device`, the GPU unless offload_optimizer). memplan read
+// offload_param as both offloads: a few GiB, "fits", where the step needs the optimizer on the card.
+TEST_CASE("deepspeed_configs/zero3_bf16_cpuoffload_params.json: the parameters alone go to the host") {
+  FormatsEnv env;
+  auto with_model = [](SetupInputs& in) {
+    in.model = "llama-3.2-1b";
+    in.micro_batch = 1;
+    in.seq_len = 2048;
+  };
+  const BuiltSetup params = built("axolotl/deepspeed_configs/zero3_bf16_cpuoffload_params.json", with_model);
+  const BuiltSetup all = built("axolotl/deepspeed_configs/zero3_bf16_cpuoffload_all.json", with_model);
+  CHECK(params.setup.parallel.offload == Offload::params);
+  CHECK(all.setup.parallel.offload == Offload::optimizer_and_params);
+  CHECK(params.setup.parallel.zero_stage == 3);
+  CHECK(params.setup.parallel.offload_pin_memory);
+  CHECK(set_at(params.origin, "parallel.offload") == "7:7 zero_optimization.offload_param.device");
+  const MemoryBreakdown p = estimate(params.setup), a = estimate(all.setup);
+  const int64_t trainable = count_parameters(params.setup).trainable;
+  // On the GPU with parameter offload only: fp32 master weights and both Adam moments (one GPU:
+  // the whole partition), none of the 16-bit parameters.
+  const PhaseState& step = p.phases[static_cast<size_t>(Phase::optimizer_step)];
+  CHECK(step[Term::master_weights] == trainable * 4);
+  CHECK(step[Term::optimizer_states] == trainable * 8);
+  CHECK(step[Term::weights] == 0);
+  CHECK(a.phases[static_cast<size_t>(Phase::optimizer_step)][Term::optimizer_states] == 0);
+  CHECK(p.peak().total() > a.peak().total() + trainable * 12);
+  // On the host: the parameter shards only (the optimizer's buffers stay off it).
+  REQUIRE(p.host.size() == 1);
+  CHECK(p.host[0].name == "offloaded_parameters");
+  CHECK(a.host.size() == 4);
 }
