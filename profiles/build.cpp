@@ -433,6 +433,21 @@ void resolve_load_dtype(const SetupInputs& in, const LoadedConfig& cfg, BuiltSet
   b.origin.set_text("precision", text);
 }
 
+// A base loaded in the checkpoint's dtype (LoadedConfig::checkpoint_precision): the model's
+// config.json decides, after --model.
+void resolve_checkpoint_precision(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
+  if (!cfg.checkpoint_precision || in.precision) return;
+  TrainingSetup& s = b.setup;
+  const std::string& dt = s.model.checkpoint_dtype;
+  const bool half = dt == "bfloat16" || dt == "float16";
+  s.precision = half ? (dt == "bfloat16" ? Precision::bf16 : Precision::fp16) : cfg.checkpoint_precision->if_fp32;
+  Where w = cfg.checkpoint_precision->where;
+  w.key = fmt::format("{}: the checkpoint's {}{}", cfg.checkpoint_precision->text,
+                      dt.empty() ? std::string("dtype, not stated in the model's config.json: fp32 assumed") : dt,
+                      half ? "" : fmt::format(" ({})", to_string(s.precision)));
+  b.origin.set("precision", w);
+}
+
 // DeepSpeed "auto" bucket sizes from the hidden size, as transformers' HfTrainerDeepSpeedConfig
 // (integrations/deepspeed.py trainer_config_finalize) and accelerate fill them
 // (src/accelerate/accelerator.py @ v1.14.0 L2314-2320).
@@ -516,6 +531,7 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   apply_finetune(in, b);
   apply_runtime_flags(in, b);
   resolve_load_dtype(in, cfg, b);
+  resolve_checkpoint_precision(in, cfg, b);
   // Fine-tuning without a stated precision gets its usual recipe: QLoRA trains under bf16
   // autocast over fp32 non-quantized weights (PEFT prepare_model_for_kbit_training + bf16=True),
   // LoRA on a base loaded in bfloat16 (fp32 adapters).

@@ -70,14 +70,14 @@ std::optional<std::string> not_a_training_config(const std::string& path) {
   };
   const bool map = root.kind == Node::Kind::map;
   // The tools' own training configs, by the keys their readers detect them from: an HF
-  // TrainingArguments/TRL file or an Axolotl file is checked (its reader says when it names no
+  // TrainingArguments/TRL file, an Axolotl or a LLaMA-Factory file is checked (its reader says when it names no
   // model), an accelerate launcher config is not a whole job.
   if (map && ext != ".toml") {
     const auto format = detail::detect_format(root, ext == ".json", false);
     const auto has_any = [&](std::initializer_list<const char*> keys) {
       return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return root.find(k) != nullptr; });
     };
-    if (format == detail::ConfigFormat::axolotl) return std::nullopt;
+    if (format == detail::ConfigFormat::axolotl || format == detail::ConfigFormat::llamafactory) return std::nullopt;
     if (format == detail::ConfigFormat::hf_trainer &&
         has_any({"model_name_or_path", "per_device_train_batch_size", "use_peft", "gradient_checkpointing_kwargs"}))
       return std::nullopt;

@@ -19,6 +19,7 @@ const FormatInfo kFormats[] = {
     {ConfigFormat::hf_config, "hf-config", "Hugging Face config.json"},
     {ConfigFormat::hf_trainer, "hf-trainer", "HF TrainingArguments / TRL config"},
     {ConfigFormat::axolotl, "axolotl", "Axolotl config"},
+    {ConfigFormat::llamafactory, "llamafactory", "LLaMA-Factory config"},
     {ConfigFormat::torchtune, "torchtune", "torchtune recipe config"},
     {ConfigFormat::torchtitan, "torchtitan", "torchtitan TOML config"},
     {ConfigFormat::litgpt, "litgpt", "LitGPT config"},
@@ -62,6 +63,7 @@ std::optional<ConfigFormat> parse_format(const std::string& name) {
   if (l == "trl" || l == "hf" || l == "training-args" || l == "alignment-handbook") return ConfigFormat::hf_trainer;
   if (l == "memplan-yaml") return ConfigFormat::memplan_yaml;
   if (l == "megatron") return ConfigFormat::nemo;
+  if (l == "llama-factory" || l == "llama_factory") return ConfigFormat::llamafactory;
   return std::nullopt;
 }
 std::vector<std::string> format_names() {
@@ -84,6 +86,12 @@ std::optional<ConfigFormat> detect_format(const Node& root, bool json, bool toml
     return ConfigFormat::accelerate;
   if (has(root, {"base_model"}) && has(root, {"adapter", "sequence_len", "micro_batch_size", "datasets", "load_in_4bit"}))
     return ConfigFormat::axolotl;
+  // LLaMA-Factory: model_name_or_path with its own FinetuningArguments / DataArguments keys
+  // (HF TrainingArguments files have none of them).
+  if (has(root, {"model_name_or_path"}) &&
+      has(root, {"finetuning_type", "stage", "lora_target", "lora_rank", "cutoff_len", "template", "quantization_bit", "pure_bf16",
+                 "flash_attn", "disable_gradient_checkpointing", "enable_liger_kernel", "use_unsloth_gc"}))
+    return ConfigFormat::llamafactory;
   // LitGPT: the scripts' one required argument, a top-level checkpoint_dir path (torchtune's is
   // checkpointer.checkpoint_dir, NeMo's and Lightning's sit under trainer:/model:).
   if (const Node* dir = root.find("checkpoint_dir"); dir && dir->kind == Node::Kind::scalar && !root.find("trainer"))
@@ -144,6 +152,7 @@ FormatReader format_reader(ConfigFormat f) {
   switch (f) {
     case ConfigFormat::hf_trainer: return read_hf_trainer_config;
     case ConfigFormat::axolotl: return read_axolotl_config;
+    case ConfigFormat::llamafactory: return read_llamafactory_config;
     case ConfigFormat::accelerate: return read_accelerate_config;
     case ConfigFormat::torchtune: return read_torchtune;
     case ConfigFormat::torchtitan: return read_torchtitan;

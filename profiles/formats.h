@@ -20,6 +20,7 @@ enum class ConfigFormat {
   hf_config,       // Hugging Face config.json: a model, no training setup (config.cpp)
   hf_trainer,      // HF TrainingArguments / TRL / alignment-handbook YAML or JSON
   axolotl,         // Axolotl YAML
+  llamafactory,    // LLaMA-Factory YAML (llamafactory-cli train)
   torchtune,       // torchtune recipe YAML
   torchtitan,      // torchtitan TOML
   litgpt,          // LitGPT YAML
@@ -80,6 +81,7 @@ FormatReader format_reader(ConfigFormat f);
 // The readers of profiles/formats/: HF TrainingArguments / TRL, Axolotl, accelerate.
 void read_hf_trainer_config(const Node& root, ReadState& st);
 void read_axolotl_config(const Node& root, ReadState& st);
+void read_llamafactory_config(const Node& root, ReadState& st);
 void read_accelerate_config(const Node& root, ReadState& st);
 
 // TOML into the same Node tree (toml++), with positions; InputError at the syntax error.

@@ -167,6 +167,16 @@ struct LoadedConfig {
   // weights under autocast up to transformers 4.x, the checkpoint's own dtype from 5.0
   // (dtype="auto"); decided once the transformers version and the model are known.
   std::optional<Where> load_dtype_default;
+  // A tool that loads the checkpoint's own dtype whatever the transformers version (LLaMA-Factory:
+  // torch_dtype="auto") and trains a frozen base in it: a 16-bit checkpoint gives that 16-bit
+  // precision, an fp32 one `if_fp32`; decided once the model is known (a --model may replace the
+  // file's). `text` says why, `where` is the key the precision is noted at.
+  struct CheckpointPrecision {
+    Precision if_fp32 = Precision::fp32;
+    Where where;
+    std::string text;
+  };
+  std::optional<CheckpointPrecision> checkpoint_precision;
   // DeepSpeed bucket sizes written "auto", filled from the model's hidden size h once the model is
   // known (reduce_bucket_size h^2, stage3_prefetch_bucket_size 0.9 h^2), as the HF Trainer and
   // accelerate fill them; the position of the "auto".

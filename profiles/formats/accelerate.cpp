@@ -268,12 +268,7 @@ namespace {
 
 // The launch alone: the precision is accelerate's mixed_precision.
 void read_accelerate(const Node& root, ReadState& st) {
-  {
-    KeyTable<ReadState> table;
-    for (const std::string& k : hf::known_keys()) table.push_back({{k}, [](const Node&, ReadState&) {}});
-    read_section(root, {&table}, st, &st.out.warnings);
-    hf::warn_unread_memory_keys(root, st, hf::known_keys(), "accelerate");
-  }
+  hf::check_keys(root, st, hf::known_keys(), "accelerate");
   // memplan's own model: key (accelerate's file has none): a preset, HF id or config.json.
   if (const Node* m = root.find("model")) {
     if (m->kind == Node::Kind::map) {

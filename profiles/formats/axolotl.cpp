@@ -105,12 +105,7 @@ Dtypes read_dtypes(const Node& root, bool eight_bit) {
 // ---- the reader -----------------------------------------------------------------------------------------
 
 void read_axolotl(const Node& root, ReadState& st) {
-  {
-    KeyTable<ReadState> table;
-    for (const std::string& k : known_keys()) table.push_back({{k}, [](const Node&, ReadState&) {}});
-    read_section(root, {&table}, st, &st.out.warnings);
-    warn_unread_memory_keys(root, st, known_keys(), "Axolotl");
-  }
+  check_keys(root, st, known_keys(), "Axolotl");
   TrainingSetup& s = st.s();
   s.runtime.framework = Framework::hf_trainer;
   note_default(st, "runtime.framework", "an Axolotl config: the transformers Trainer runs the step (axolotl v0.18.0)");

@@ -41,6 +41,52 @@ void warn_unread_memory_keys(const Node& root, ReadState& st, const std::vector<
   }
 }
 
+void check_keys(const Node& root, ReadState& st, const std::vector<std::string>& known, const char* tool) {
+  KeyTable<ReadState> table;
+  for (const std::string& k : known) table.push_back({{k}, [](const Node&, ReadState&) {}});
+  read_section(root, {&table}, st, &st.out.warnings);
+  warn_unread_memory_keys(root, st, known, tool);
+}
+
+void read_training_args_batch(const Node& root, ReadState& st) {
+  TrainingSetup& s = st.s();
+  if (const Node* n = root.find("per_device_train_batch_size")) {
+    s.batch.micro_batch = positive(*n, "per_device_train_batch_size is the number of sequences per GPU per forward");
+    note(st, "batch.micro_batch", *n);
+  } else {
+    s.batch.micro_batch = 8;
+    note_default(st, "batch.micro_batch", fmt::format("TrainingArguments default per_device_train_batch_size=8 ({})", kTrainingArgs));
+  }
+  if (const Node* n = root.find("gradient_accumulation_steps")) {
+    s.batch.grad_accum = positive(*n, "gradient_accumulation_steps counts micro-batches per optimizer step");
+    note(st, "batch.grad_accum", *n);
+  } else {
+    s.batch.grad_accum = 1;
+    note_default(st, "batch.grad_accum", fmt::format("TrainingArguments default gradient_accumulation_steps=1 ({})", kTrainingArgs));
+  }
+}
+
+void read_training_args_loader(const Node& root, ReadState& st) {
+  TrainingSetup& s = st.s();
+  if (const Node* n = root.find("auto_find_batch_size"); n && flag(*n, kHfArgsBoolHint))
+    st.unmodelled(*n, "the Trainer halves the batch after an out-of-memory error; the estimate uses per_device_train_batch_size as given");
+  if (const Node* n = root.find("dataloader_num_workers")) {
+    s.data.num_workers = as_int(*n);
+    note(st, "data.num_workers", *n);
+  }
+  if (const Node* n = root.find("dataloader_pin_memory")) {
+    s.data.pin_memory = flag(*n, kHfArgsBoolHint);
+    note(st, "data.pin_memory", *n);
+  } else {
+    s.data.pin_memory = true;  // TrainingArguments default dataloader_pin_memory=True
+    note_default(st, "data.pin_memory", fmt::format("TrainingArguments default dataloader_pin_memory=True ({})", kTrainingArgs));
+  }
+  if (const Node* n = root.find("dataloader_prefetch_factor")) {
+    s.data.prefetch_factor = as_int(*n);
+    note(st, "data.prefetch_factor", *n);
+  }
+}
+
 void note_default(ReadState& st, const std::string& field, const std::string& text) {
   st.out.origin.fields.erase(field);
   st.out.origin.defaults[field] = text;

@@ -28,6 +28,19 @@ void note_default(ReadState& st, const std::string& field, const std::string& te
 // warns about those) but whose name says memory (deepspeed_config, fsdp_offload, max_seq_len, ...):
 // such a key is never dropped silently. `tool` names the documentation to check ("Axolotl").
 void warn_unread_memory_keys(const Node& root, ReadState& st, const std::vector<std::string>& known, const char* tool);
+// Both checks of a flat config's top level against `known`: a "did you mean" for a key one typo
+// away from one, and warn_unread_memory_keys for the rest. Reads nothing.
+void check_keys(const Node& root, ReadState& st, const std::vector<std::string>& known, const char* tool);
+
+// HfArgumentParser passes JSON and YAML values as they are: the hint of a flag that is not a bool.
+constexpr const char* kHfArgsBoolHint = "write true or false (HfArgumentParser passes JSON and YAML values as they are: a string is "
+                                        "not a flag)";
+// What TrainingArguments itself reads in every tool that hands it the file (HF/TRL, LLaMA-Factory):
+// the batch (per_device_train_batch_size 8, gradient_accumulation_steps 1 by default), and the
+// DataLoader (dataloader_num_workers, dataloader_pin_memory True by default,
+// dataloader_prefetch_factor) with auto_find_batch_size.
+void read_training_args_batch(const Node& root, ReadState& st);
+void read_training_args_loader(const Node& root, ReadState& st);
 
 // The model a file names; when it cannot be resolved the error waits for build_setup, where
 // --model may replace the model (a Hub mirror offline, a local path that only exists elsewhere).

@@ -138,19 +138,11 @@ const std::vector<std::string>& known_keys() {
   return k;
 }
 
-void check_near_misses(const Node& root, ReadState& st) {
-  KeyTable<ReadState> table;
-  for (const std::string& k : known_keys()) table.push_back({{k}, [](const Node&, ReadState&) {}});
-  read_section(root, {&table}, st, &st.out.warnings);
-  warn_unread_memory_keys(root, st, known_keys(), "TrainingArguments/TRL");
-}
+void check_near_misses(const Node& root, ReadState& st) { check_keys(root, st, known_keys(), "TrainingArguments/TRL"); }
 
 // ---- the reader ---------------------------------------------------------------------------------------
 
-const char* kJsonBoolHint = "write true or false (HfArgumentParser passes JSON and YAML values as they are: a string is not "
-                            "a flag)";
-
-bool flag_of(const Node& n) { return flag(n, kJsonBoolHint); }
+bool flag_of(const Node& n) { return flag(n, kHfArgsBoolHint); }
 
 // The dtype the weights are loaded in: fp32, bf16 or fp16.
 Precision load_dtype(const Node& n) {
@@ -183,21 +175,9 @@ void read_model(const Node& root, ReadState& st) {
 
 void read_batch(const Node& root, ReadState& st, HfRead& r) {
   TrainingSetup& s = st.s();
-  if (const Node* n = root.find("per_device_train_batch_size")) {
-    r.micro_batch = positive(*n, "per_device_train_batch_size is the number of sequences per GPU per forward");
-    s.batch.micro_batch = r.micro_batch;
-    note(st, "batch.micro_batch", *n);
-  } else {
-    s.batch.micro_batch = 8;
-    note_default(st, "batch.micro_batch", fmt::format("TrainingArguments default per_device_train_batch_size=8 ({})", kTrainingArgs));
-  }
-  if (const Node* n = root.find("gradient_accumulation_steps")) {
-    r.grad_accum = positive(*n, "gradient_accumulation_steps counts micro-batches per optimizer step");
-    s.batch.grad_accum = r.grad_accum;
-    note(st, "batch.grad_accum", *n);
-  } else {
-    note_default(st, "batch.grad_accum", fmt::format("TrainingArguments default gradient_accumulation_steps=1 ({})", kTrainingArgs));
-  }
+  read_training_args_batch(root, st);
+  r.micro_batch = s.batch.micro_batch;
+  r.grad_accum = s.batch.grad_accum;
   // Sequence length: TRL's max_length (max_seq_length before 0.16, copied into max_length until
   // 0.19: it wins), run_clm.py's block_size.
   const Node* len = root.find("max_seq_length");
@@ -382,23 +362,7 @@ void read_runtime(const Node& root, ReadState& st, const HfRead& r) {
     s.runtime.loss = r.release->chunked_nll ? LossImpl::fused_linear : LossImpl::standard;
     note_default(st, "runtime.loss", r.release->loss_source);
   }
-  if (const Node* n = root.find("auto_find_batch_size"); n && flag_of(*n))
-    st.unmodelled(*n, "the Trainer halves the batch after an out-of-memory error; the estimate uses per_device_train_batch_size as given");
-  if (const Node* n = root.find("dataloader_num_workers")) {
-    s.data.num_workers = as_int(*n);
-    note(st, "data.num_workers", *n);
-  }
-  if (const Node* n = root.find("dataloader_pin_memory")) {
-    s.data.pin_memory = flag_of(*n);
-    note(st, "data.pin_memory", *n);
-  } else {
-    s.data.pin_memory = true;  // TrainingArguments default dataloader_pin_memory=True
-    note_default(st, "data.pin_memory", fmt::format("TrainingArguments default dataloader_pin_memory=True ({})", kTrainingArgs));
-  }
-  if (const Node* n = root.find("dataloader_prefetch_factor")) {
-    s.data.prefetch_factor = as_int(*n);
-    note(st, "data.prefetch_factor", *n);
-  }
+  read_training_args_loader(root, st);
   if (const Node* n = root.find("use_cpu"); n && flag_of(*n))
     st.unmodelled(*n, "the Trainer runs on the CPU; the estimate is for a GPU", "pass --device cpu to estimate against host memory");
   if (const Node* n = root.find("accelerator_config"); n && n->kind == Node::Kind::map)

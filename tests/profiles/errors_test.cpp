@@ -63,7 +63,7 @@ TEST_CASE("broken files: exact messages with file:line:col and hint") {
       {"unknown_kind.json",
        ": error: cannot tell what this JSON file configures\nhint: memplan reads DeepSpeed ds_config.json "
        "(zero_optimization, train_micro_batch_size_per_gpu), Hugging Face config.json (model_type) and HF "
-       "TrainingArguments JSON; --format names one of: memplan, deepspeed, hf-config, hf-trainer, axolotl, torchtune, "
+       "TrainingArguments JSON; --format names one of: memplan, deepspeed, hf-config, hf-trainer, axolotl, llamafactory, torchtune, "
        "torchtitan, litgpt, lightning, accelerate, nemo"},
       {"threshold_range.yaml", ":4:5: error: training.memory.target_utilization must be a fraction in (0, 1] (got '1.5')\nhint: write a decimal such as 0.9"},
       {"threshold_order.yaml",
