@@ -258,12 +258,14 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
       emit(report, doc, o.format());
     } else {
       report << fmt::format("memplan plan: {} on {}, global batch {} x {} tokens\n", s.model.name, target, req.global_batch, s.batch.seq_len);
-      report << "  cannot fit: " << r.why_not << "\n";
+      // Nothing fits at all (why_not), or something fits that --emit's format cannot write (format_note).
+      const bool unexpressed = r.why_not.empty() && !r.format_note.empty();
+      report << "  cannot fit: " << (unexpressed ? r.format_note : r.why_not) << "\n";
       if (!r.smallest_gpu.empty())
         report << fmt::format("  smallest preset card where a plan exists ({} GPUs): {}\n", s.parallel.num_gpus, r.smallest_gpu);
       if (r.smallest_gpu_count > 0)
         report << fmt::format("  fewest {} GPUs where a plan exists: {}\n", s.device.name, r.smallest_gpu_count);
-      if (r.smallest_gpu.empty() && r.smallest_gpu_count == 0) {
+      if (r.smallest_gpu.empty() && r.smallest_gpu_count == 0 && !unexpressed) {
         const int64_t mp = s.parallel.tensor_parallel * s.parallel.pipeline_parallel;
         const int64_t cap = std::min<int64_t>(4096, req.global_batch * mp);
         report << fmt::format("  no preset card, and no count of these GPUs up to {}, makes it fit{}\n", cap,
@@ -273,7 +275,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
         if (!req.constraints.allow_offload)
           report << "  offload was not allowed (--no-offload); it moves optimizer states and weights to the host\n";
       }
-      if (!r.format_note.empty()) report << "  " << r.format_note << "\n";
+      if (!r.format_note.empty() && !unexpressed) report << "  " << r.format_note << "\n";
       print_left_out(report, r);
     }
     return kExitDoesNotFit;

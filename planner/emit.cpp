@@ -23,6 +23,7 @@ bool parse_emit_format(const std::string& s, EmitFormat* out) {
   else if (s == "lightning") *out = EmitFormat::lightning;
   else if (s == "axolotl") *out = EmitFormat::axolotl;
   else if (s == "accelerate") *out = EmitFormat::accelerate;
+  else if (s == "llamafactory" || s == "llama-factory") *out = EmitFormat::llamafactory;
   else if (s == "torchtune") *out = EmitFormat::torchtune;
   else if (s == "litgpt") *out = EmitFormat::litgpt;
   else return false;
@@ -30,7 +31,7 @@ bool parse_emit_format(const std::string& s, EmitFormat* out) {
 }
 
 std::vector<std::string> emit_format_names() {
-  return {"memplan", "train-config", "deepspeed", "hf", "trl", "lightning", "torchtune", "litgpt", "axolotl", "accelerate"};
+  return {"memplan", "train-config", "deepspeed", "hf", "trl", "lightning", "torchtune", "litgpt", "axolotl", "accelerate", "llamafactory"};
 }
 
 std::string default_file_name(EmitFormat f) {
@@ -42,6 +43,7 @@ std::string default_file_name(EmitFormat f) {
     case EmitFormat::lightning: return "lightning-config.yaml";
     case EmitFormat::axolotl: return "axolotl.yaml";
     case EmitFormat::accelerate: return "accelerate-config.yaml";
+    case EmitFormat::llamafactory: return "llamafactory-train.yaml";
     case EmitFormat::torchtune: return "torchtune-config.yaml";
     case EmitFormat::litgpt: return "litgpt-config.yaml";
   }
@@ -328,6 +330,7 @@ std::string emit(const EmitContext& c, EmitFormat f) {
     case EmitFormat::hf: return detail::emit_hf(c);
     case EmitFormat::axolotl: return detail::emit_axolotl(c);
     case EmitFormat::accelerate: return detail::emit_accelerate(c);
+    case EmitFormat::llamafactory: return detail::emit_llamafactory(c);
     case EmitFormat::lightning: return emit_lightning(c);
     case EmitFormat::torchtune: return emit_torchtune(c);
     case EmitFormat::litgpt: return emit_litgpt(c);

@@ -19,6 +19,7 @@ enum class EmitFormat { memplan, train_config, deepspeed, hf, lightning,
                         litgpt,      // planner/emit_litgpt.cpp
                         axolotl,     // planner/emit_axolotl.cpp
                         accelerate,  // planner/emit_accelerate.cpp
+                        llamafactory,  // planner/emit_llamafactory.cpp
 };
 bool parse_emit_format(const std::string& s, EmitFormat* out);
 std::vector<std::string> emit_format_names();  // "memplan", "train-config", ...
@@ -81,6 +82,9 @@ bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why = nullpt
 // own keys (the emitters add a --precision re-check flag when not; plan never picks such a setup).
 bool hf_writes_precision(const TrainingSetup& s);
 bool axolotl_writes_precision(const TrainingSetup& s);
+// LLaMA-Factory loads the base in its checkpoint's dtype and upcasts what trains to fp32 unless
+// pure_bf16; DeepSpeed's mixed precision when it runs the step.
+bool llamafactory_writes_precision(const TrainingSetup& s);
 // The flags `memplan estimate --config FILE` needs beside the file to re-estimate it: what the
 // format cannot carry (HF: the target; Lightning: all but its trainer arguments).
 std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c);

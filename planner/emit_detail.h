@@ -33,6 +33,7 @@ std::string module_name(const std::string& t);
 
 std::string emit_hf(const EmitContext& c);
 std::string emit_axolotl(const EmitContext& c);
+std::string emit_llamafactory(const EmitContext& c);
 std::string emit_accelerate(const EmitContext& c);
 
 }  // namespace memplan::planner::detail

@@ -43,6 +43,20 @@ bool axolotl_writes_precision(const TrainingSetup& s) {
   return false;
 }
 
+bool llamafactory_writes_precision(const TrainingSetup& s) {
+  const bool deepspeed = s.parallel.zero_stage > 0 || s.runtime.framework == Framework::deepspeed;
+  const bool full = s.finetune.mode == FinetuneMode::full;
+  if (deepspeed) return master_bytes_per_param(s.precision) > 0 || s.precision == Precision::fp32;
+  if (full)  // the trainable weights upcast to fp32 under autocast, or pure_bf16
+    return s.precision == Precision::fp32 || s.precision == Precision::amp_bf16 || s.precision == Precision::amp_fp16 ||
+           s.precision == Precision::bf16;
+  // Adapters: the frozen base in the checkpoint's dtype (model/loader.py @ v0.9.5 L155).
+  const std::string& dt = s.model.checkpoint_dtype;
+  if (dt == "bfloat16") return s.precision == Precision::bf16;
+  if (dt == "float16") return s.precision == Precision::fp16 && s.finetune.adapter_fp32;
+  return s.precision == Precision::fp32 || s.precision == Precision::amp_bf16 || s.precision == Precision::amp_fp16;
+}
+
 namespace {
 
 bool none_or_full(const Checkpointing& c) { return c.mode == CheckpointMode::none || c.mode == CheckpointMode::full; }
@@ -72,6 +86,24 @@ bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why) {
         return no(fmt::format("an {} file runs the HF Trainer, not --framework {}", tool, to_string(s.runtime.framework)));
       if (!(f == EmitFormat::hf ? hf_writes_precision(s) : axolotl_writes_precision(s)))
         return no(fmt::format("{} cannot say {} under {}", tool, to_string(s.precision), sh.describe(s.parallel.data_parallel())));
+      return true;
+    }
+    case EmitFormat::llamafactory: {
+      // llamafactory-cli train runs the HF Trainer; FSDP goes through an accelerate config, and
+      // its freeze tuning keeps the head frozen where memplan's partial freeze trains it.
+      if (!none_or_full(s.checkpointing))
+        return no(fmt::format("LLaMA-Factory turns gradient checkpointing on or off: no {}", to_string(s.checkpointing)));
+      if (s.runtime.framework != Framework::hf_trainer && s.runtime.framework != Framework::deepspeed)
+        return no(fmt::format("a LLaMA-Factory file runs the HF Trainer, not --framework {}", to_string(s.runtime.framework)));
+      if (sh.fsdp != FsdpMode::none) return no("LLaMA-Factory runs FSDP through an accelerate config: plan with --emit accelerate");
+      if (s.finetune.freeze_layers > 0) return no("LLaMA-Factory's freeze tuning keeps the output head frozen; memplan's --freeze-layers trains it");
+      if (s.runtime.activation_offload) return no("LLaMA-Factory has no activation offloading");
+      if (s.runtime.loss == LossImpl::chunked || (s.runtime.loss == LossImpl::fused_linear && !s.runtime.liger))
+        return no("LLaMA-Factory's fused loss is Liger's (enable_liger_kernel)");
+      if (s.parallel.tensor_parallel > 1) return no("LLaMA-Factory's Trainer has no tensor parallelism");
+      if (!llamafactory_writes_precision(s))
+        return no(fmt::format("LLaMA-Factory cannot say {} for this model (it loads the checkpoint's {})", to_string(s.precision),
+                              s.model.checkpoint_dtype.empty() ? std::string("dtype") : s.model.checkpoint_dtype));
       return true;
     }
     case EmitFormat::lightning:

@@ -729,7 +729,7 @@ TEST_CASE("plan --emit prints the config on stdout and the report on stderr; --o
   CHECK(line(json_too.err, 1) == "hint: add --out FILE for the config, or drop --json/--yaml");
   const Run bad = with({"--emit", "seed"});
   CHECK(bad.code == 2);
-  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, trl, lightning, torchtune, litgpt, axolotl, accelerate");
+  CHECK(line(bad.err, 1) == "hint: expected one of: memplan, train-config, deepspeed, hf, trl, lightning, torchtune, litgpt, axolotl, accelerate, llamafactory");
   fs::remove_all(dir);
 }
 
@@ -786,7 +786,7 @@ TEST_CASE("plan --emit: every format's file re-estimates within 0.5% of the plan
   fs::remove_all(dir);
   fs::create_directories(dir);
   for (const std::string fmt_name : {"memplan", "train-config", "deepspeed", "hf", "trl", "lightning", "torchtune", "litgpt", "axolotl",
-                                       "accelerate"})
+                                       "accelerate", "llamafactory"})
     for (const std::vector<std::string>& extra : {std::vector<std::string>{}, std::vector<std::string>{"--precision", "amp-bf16"}}) {
       CAPTURE(fmt_name);
       CAPTURE(extra.size());
@@ -1021,7 +1021,7 @@ TEST_CASE("plan --config an HF/TRL or Axolotl file --emit hf|axolotl|accelerate:
   fs::remove_all(dir);
 }
 
-TEST_CASE("plan --emit hf|axolotl|accelerate: the file and its header's re-check command estimate to the plan's setup and peak") {
+TEST_CASE("plan --emit hf|axolotl|accelerate|llamafactory: the file and its header's re-check command estimate to the plan's setup and peak") {
   const fs::path dir = fs::temp_directory_path() / "memplan-plan-hf-family";
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -1034,7 +1034,7 @@ TEST_CASE("plan --emit hf|axolotl|accelerate: the file and its header's re-check
       {"--model", "llama-3.1-8b", "--gpu", "h100-80gb", "--gpus", "8", "--global-batch", "64", "--seq-len", "4096", "--fsdp",
        "full_shard"},
   };
-  for (const char* format : {"hf", "trl", "axolotl", "accelerate"}) {
+  for (const char* format : {"hf", "trl", "axolotl", "accelerate", "llamafactory"}) {
     for (size_t i = 0; i < plans.size(); ++i) {
       CAPTURE(format);
       CAPTURE(i);
@@ -1043,6 +1043,13 @@ TEST_CASE("plan --emit hf|axolotl|accelerate: the file and its header's re-check
       args.insert(args.end(), plans[i].begin(), plans[i].end());
       for (const char* a : {"--emit", format, "--out", out.c_str(), "--force"}) args.push_back(a);
       const Run text = invoke(args);
+      if (std::string(format) == "llamafactory" && i == 3) {  // FSDP: LLaMA-Factory takes it from an accelerate config
+        CHECK(text.code == 1);
+        CHECK(contains(text.out, "cannot fit: --emit llamafactory cannot express any configuration that fits (LLaMA-Factory runs "
+                                 "FSDP through an accelerate config: plan with --emit accelerate)"));
+        CHECK_FALSE(fs::exists(out));
+        continue;
+      }
       REQUIRE(text.code == 0);
       args.push_back("--json");
       const Run p = invoke(args);
