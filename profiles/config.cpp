@@ -146,6 +146,18 @@ void set_optimizer(const Node& n, ConfigState& st) {
   st.set("optimizer", st.s().optimizer, as_choice<OptimizerKind>(*v, "optimizer", parse_optimizer, optimizer_names()), *v);
 }
 
+// DeepSpeed's optimizer block: DeepSpeed builds its FusedAdam for Adam/AdamW, or torch.optim's own
+// with params.torch_adam (deepspeed/runtime/engine.py _configure_basic_optimizer: torch.optim.AdamW,
+// which steps with its foreach kernels on CUDA).
+void set_ds_optimizer(const Node& n, ConfigState& st) {
+  set_optimizer(n, st);
+  if (n.kind != Node::Kind::map) return;
+  const Node* params = n.find("params");
+  const Node* torch_adam = params && params->kind == Node::Kind::map ? params->find("torch_adam") : nullptr;
+  if (torch_adam && as_bool(*torch_adam))
+    st.set("runtime.optimizer_impl", st.s().runtime.optimizer_impl, OptimizerImpl::foreach, *torch_adam);
+}
+
 void set_global_batch(const Node& n, ConfigState& st) {
   st.set("batch.global_batch", st.out.global_batch, as_count(n), n);
 }
@@ -617,7 +629,7 @@ const Table& ds_root_keys() {
        }},
       ds_half({"bf16", "bfloat16"}, "mixed-bf16"),
       ds_half({"fp16"}, "mixed-fp16"),
-      {{"optimizer"}, set_optimizer},
+      {{"optimizer"}, set_ds_optimizer},
       // What DeepSpeed cannot express (model, sequence, attention, checkpointing, target), in
       // memplan's YAML vocabulary; DeepSpeed ignores unknown top-level keys. memplan plan writes it.
       {{"memplan"}, read_root},

@@ -282,6 +282,16 @@ void read_accelerate(const Node& root, ReadState& st) {
   }
   const hf::Launch l = hf::apply_accelerate(root, st, nullptr);
   TrainingSetup& s = st.s();
+  // The training script decides the batch and the sequence; a DeepSpeed config may state the
+  // micro-batch. Said unless a flag gives them.
+  if (!st.out.origin.fields.count("batch.micro_batch"))
+    st.defer("batch.micro_batch", Where::at_file(st.path),
+             fmt::format("the micro-batch is the training script's, not in this accelerate config: estimated at {}", s.batch.micro_batch),
+             "pass --micro-batch N (the script's per-GPU batch)");
+  if (!st.out.origin.fields.count("batch.seq_len"))
+    st.defer("batch.seq_len", Where::at_file(st.path),
+             fmt::format("the sequence length is the training script's, not in this accelerate config: estimated at {}", s.batch.seq_len),
+             "pass --seq-len N");
   const std::string mp = l.mixed_precision.empty() ? "no" : l.mixed_precision;
   if (l.ds) {
     s.precision = *l.ds->precision;

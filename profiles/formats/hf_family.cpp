@@ -492,6 +492,10 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
     copy_field(st, d.cfg, "optimizer");
     r.optimizer_block = true;
     st.out.origin.fields.erase("runtime.optimizer_impl");
+    if (d.cfg.origin.fields.count("runtime.optimizer_impl")) {  // torch_adam: torch.optim's AdamW, not FusedAdam
+      s.runtime.optimizer_impl = ds.runtime.optimizer_impl;
+      copy_field(st, d.cfg, "runtime.optimizer_impl");
+    }
   }
   // Micro-batch and accumulation: "auto" takes the launcher's value; an explicit one must match it.
   auto batch = [&](const char* field, int64_t Batch::*slot, const std::optional<int64_t>& theirs, const char* their_key) {

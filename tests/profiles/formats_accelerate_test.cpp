@@ -15,8 +15,14 @@ namespace {
 const std::string kDir = kFormats + "accelerate/";
 const std::string kBad = kDir + "bad.yaml";
 
+// The launch with what the training script decides given as flags (the model, its batch and
+// sequence).
 BuiltSetup launch(const std::string& file) {
-  return built("accelerate/" + file, [](SetupInputs& in) { in.model = "llama-3.2-1b"; });
+  return built("accelerate/" + file, [](SetupInputs& in) {
+    in.model = "llama-3.2-1b";
+    in.micro_batch = 4;
+    in.seq_len = 1024;
+  });
 }
 
 }  // namespace
@@ -69,6 +75,19 @@ TEST_CASE("accelerate's DeepSpeed template: the config file it names decides (Ze
   CHECK(s.parallel.overlap_comm);
   CHECK(s.runtime.framework == Framework::deepspeed);
   CHECK(contains(b.origin.of("parallel.zero_stage").file, "deepspeed_config_templates/zero_stage1_config.json"));
+}
+
+// DeepSpeed's optimizer block with params.torch_adam builds torch.optim.AdamW, not FusedAdam
+// (deepspeed/runtime/engine.py _configure_basic_optimizer); and what the script decides is said
+// when no flag gives it (memplan estimated 1 x 512 silently before).
+TEST_CASE("accelerate's DeepSpeed template: torch_adam is torch's AdamW; the script's batch and sequence are warnings") {
+  const BuiltSetup b = launch("03-deepspeed-config-file.yaml");
+  CHECK(b.setup.runtime.optimizer_impl == OptimizerImpl::foreach);
+  CHECK(set_at(b.origin, "runtime.optimizer_impl") == "15:13 optimizer.params.torch_adam");
+  const BuiltSetup bare = built("accelerate/03-deepspeed-config-file.yaml", [](SetupInputs& in) { in.model = "llama-3.2-1b"; });
+  REQUIRE(bare.warnings.size() == 2);
+  CHECK(contains(bare.warnings[0].render(), "warning: the micro-batch is the training script's, not in this accelerate config: estimated at 1\nhint: pass --micro-batch N"));
+  CHECK(contains(bare.warnings[1].render(), "warning: the sequence length is the training script's, not in this accelerate config: estimated at 512\nhint: pass --seq-len N"));
 }
 
 TEST_CASE("TRL's fsdp2.yaml: FSDP2 resharding after forward on 8 GPUs") {
