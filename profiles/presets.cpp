@@ -107,6 +107,47 @@ ModelSpec load_model(const std::string& name_or_path, const Where& origin, std::
 
 namespace detail {
 
+namespace {
+
+// A model name as its words say it: lower case, without the organisation, variant words (instruct,
+// chat, it, base, hf), a release date (2507), a "meta" prefix or a quantization tag (bnb, 4bit,
+// gptq, awq, ...). "NousResearch/Meta-Llama-3-8B" and "Qwen/Qwen3-4B-Instruct-2507" say llama-3-8b
+// and qwen3-4b.
+std::string model_words(const std::string& name) {
+  std::string l = lower(name);
+  if (const size_t slash = l.rfind('/'); slash != std::string::npos) l = l.substr(slash + 1);
+  static const char* const kDrop[] = {"instruct", "chat", "it", "base", "hf", "bnb", "4bit", "8bit", "gptq", "awq",
+                                      "fp8", "int4", "int8", "gguf", "unsloth", "dynamic"};
+  std::vector<std::string> words;
+  std::string w;
+  auto flush = [&] {
+    const bool date = w.size() == 4 && w.find_first_not_of("0123456789") == std::string::npos;
+    const bool drop = date || std::find(std::begin(kDrop), std::end(kDrop), w) != std::end(kDrop) || (words.empty() && w == "meta");
+    if (!w.empty() && !drop) words.push_back(w);
+    w.clear();
+  };
+  for (char c : l) {
+    if (c == '-' || c == '_') flush();
+    else w += c;
+  }
+  flush();
+  std::string out;
+  for (const std::string& x : words) out += (out.empty() ? "" : "-") + x;
+  return out;
+}
+
+// The preset whose name or repository says the same model as a Hub id memplan cannot read (not
+// cached offline, unreachable): named in the error's hint, never used in its place.
+std::optional<ModelPreset> preset_named_like(const std::string& repo) {
+  const std::string want = model_words(repo);
+  if (want.empty()) return std::nullopt;
+  for (const ModelPreset& p : model_presets())
+    if (model_words(p.name) == want || (!p.hf_repo.empty() && model_words(p.hf_repo) == want)) return p;
+  return std::nullopt;
+}
+
+}  // namespace
+
 ReadModel resolve_model(const std::string& name, const Where& origin) {
   const char* kTakes = "--model takes a preset name, a config.json or a directory holding one";
   std::error_code ec;
@@ -135,7 +176,16 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
         m.origin = Provenance{};
         return m;
       }
-    return resolve_hub_model(name, origin);
+    try {
+      return resolve_hub_model(name, origin);
+    } catch (const InputError& e) {
+      const auto p = preset_named_like(name);
+      if (!p) throw;
+      throw InputError(e.where(), e.message(),
+                       fmt::format("{}; or memplan's preset {}{}, the model this id's name says (check that it is the same "
+                                   "architecture): --model {}",
+                                   e.hint(), p->name, p->hf_repo.empty() ? "" : fmt::format(" ({})", p->hf_repo), p->name));
+    }
   }
   if (detail::ends_with(lower(name), ".json"))
     throw InputError(origin, fmt::format("cannot find '{}'", clip(name, 200)), kTakes);

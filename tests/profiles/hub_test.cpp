@@ -184,6 +184,14 @@ TEST_CASE("Hub errors name the model and the reason, and write nothing to the ca
     const std::string e = error_of("test-org/not-cached");
     CHECK(contains(e, "'test-org/not-cached' is not in the Hugging Face cache (" + w.dir.path() + "/hf-hub)"));
     CHECK(contains(e, "HF_HUB_OFFLINE forbids fetching it"));
+    CHECK_FALSE(contains(e, "memplan's preset"));  // no preset's name says test-org/not-cached
+    // A mirror's id (issue 26: 9 of 34 real configs named one): the hint names the preset its
+    // name says, and memplan does not use it in the id's place.
+    const std::string mirror = error_of("NousResearch/Meta-Llama-3-8B");
+    CHECK(contains(mirror, "or memplan's preset llama-3-8b (meta-llama/Meta-Llama-3-8B), the model this id's name says (check that "
+                           "it is the same architecture): --model llama-3-8b"));
+    CHECK(contains(error_of("Qwen/Qwen3-4B-Instruct-2507"), "--model qwen3-4b"));
+    CHECK(contains(error_of("unsloth/llama-3-8b-bnb-4bit"), "--model llama-3-8b"));
     CHECK(w.hub.requests() == 0);
   }
   SUBCASE("unreachable") {
