@@ -2,6 +2,7 @@
 // flag wins and becomes the field's origin), then defaults that depend on the model, then one
 // validation whose first problem is reported at the line or flag it came from.
 #include <climits>
+#include <optional>
 #include <cstdio>
 #include <tuple>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "estimator/runtime.h"
 #include "profiles/detail.h"
 #include "profiles/formats.h"
+#include "profiles/hub.h"
 
 namespace memplan::profiles {
 using detail::lower;
@@ -486,7 +488,12 @@ bool set_by_flag(const SetupInputs& in, const std::string& field) {
 }  // namespace
 
 BuiltSetup build_setup(const SetupInputs& in) {
-  return build_setup(in, in.config ? load_config(*in.config, in.format.value_or("")) : LoadedConfig{});
+  if (!in.config) return build_setup(in, LoadedConfig{});
+  std::optional<hub::NoFetchScope> no_fetch;  // --model replaces the file's model: its Hub id is not fetched
+  if (in.model) no_fetch.emplace();
+  LoadedConfig cfg = load_config(*in.config, in.format.value_or(""));
+  no_fetch.reset();
+  return build_setup(in, cfg);
 }
 
 BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {

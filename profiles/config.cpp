@@ -10,6 +10,7 @@
 
 #include "profiles/detail.h"
 #include "profiles/formats.h"
+#include "profiles/hub.h"
 
 namespace memplan::profiles {
 namespace fs = std::filesystem;
@@ -216,6 +217,7 @@ void read_model(const Node& n, ConfigState& st);
 void resolve(ConfigState& st);
 void read_deepspeed_file(const Node& n, ConfigState& st);
 void use_model(ConfigState& st, const ReadModel& m, const Where& named_at);
+void use_named_model(ConfigState& st, const std::string& name, const Where& at);
 
 const Table& model_keys() {
   static const Table t = {
@@ -279,7 +281,7 @@ const Table& training_keys() {
       {{"gradient_checkpointing"}, note_checkpointing_mode},
       fact_key({"torch_dtype"}, &ConfigState::torch_dtype, as_text),
       // HF/TRL ModelConfig names the model by its hub id (memplan presets accept it as an alias).
-      {{"model_name_or_path"}, [](const Node& n, ConfigState& st) { use_model(st, resolve_model(as_text(n), n.where), n.where); }},
+      {{"model_name_or_path"}, [](const Node& n, ConfigState& st) { use_named_model(st, as_text(n), n.where); }},
       {{"activation_checkpointing"}, note_checkpointing_flag},
       // The NeMo RL memory guide's policy: keys. checkpoint_every, checkpoint_layers,
       // offload_optimizer and offload_activations are that guide's own: no release of NVIDIA/NeMo
@@ -774,6 +776,17 @@ void read_deepspeed_file(const Node& n, ConfigState& st) {
 
 // ---- model ------------------------------------------------------------------------------------
 
+// The model a key names; while --model replaces it (hub::NoFetchScope) one that cannot be read
+// without the network is left to build_setup, which takes --model's.
+void use_named_model(ConfigState& st, const std::string& name, const Where& at) {
+  try {
+    use_model(st, resolve_model(name, at), at);
+  } catch (const InputError& e) {
+    if (!hub::NoFetchScope::active()) throw;
+    st.out.model_error = e;
+  }
+}
+
 void use_model(ConfigState& st, const ReadModel& m, const Where& named_at) {
   st.s().model = m.spec;
   st.out.has_model = true;
@@ -821,7 +834,7 @@ void derive_model(ConfigState& st, const ModelSpec& base) {
 }
 
 void read_model(const Node& n, ConfigState& st) {
-  if (n.kind == Node::Kind::scalar) return use_model(st, resolve_model(as_text(n), n.where), n.where);
+  if (n.kind == Node::Kind::scalar) return use_named_model(st, as_text(n), n.where);
   if (n.kind != Node::Kind::map) type_error(n, "a preset name or a mapping");
   const Node* preset = n.find("preset");
   const Node* hf = n.find("hf_config");
@@ -830,7 +843,7 @@ void read_model(const Node& n, ConfigState& st) {
   const bool sizes = has_inline_sizes(n);
   const bool from_scratch = !preset && !hf && sizes;
   if (preset) {
-    use_model(st, resolve_model(as_text(*preset), preset->where), preset->where);
+    use_named_model(st, as_text(*preset), preset->where);
   } else if (hf) {
     const std::string path = beside_config(st, as_text(*hf)).string();
     std::error_code ec;
@@ -840,7 +853,7 @@ void read_model(const Node& n, ConfigState& st) {
     const std::string text = read_reference(st, path, *hf, "hf_config names an HF config.json");
     use_model(st, read_hf_config(parse_json(text, path), path, config_model_name(path)), hf->where);
   } else if (name && !sizes) {
-    use_model(st, resolve_model(as_text(*name), name->where), name->where);
+    use_named_model(st, as_text(*name), name->where);
   } else if (from_scratch) {
     st.s().model = family_defaults_or_throw(type ? as_text(*type) : "llama", type ? type->where : n.where);
     st.s().model.name = name ? as_text(*name) : st.file.stem().string();

@@ -347,6 +347,14 @@ std::string fetch_config(const std::string& repo, const Where& origin) {
   return path;
 }
 
+namespace {
+thread_local int no_fetch_depth = 0;
+}  // namespace
+
+NoFetchScope::NoFetchScope() { ++no_fetch_depth; }
+NoFetchScope::~NoFetchScope() { --no_fetch_depth; }
+bool NoFetchScope::active() { return no_fetch_depth > 0; }
+
 std::string locate_config(const std::string& repo, const Where& origin) {
   if (auto p = hf_cache_config(repo)) return *p;
   const std::string cached = cached_config_path(repo);
@@ -357,6 +365,9 @@ std::string locate_config(const std::string& repo, const Where& origin) {
                      fmt::format("'{}' is not in the Hugging Face cache ({}) nor in memplan's ({}), and HF_HUB_OFFLINE "
                                  "forbids fetching it", repo, hf_cache_dir(), cached.empty() ? "none" : fs::path(cached).parent_path().string()),
                      fmt::format("download it once (huggingface-cli download {} config.json) or pass a config.json to --model", repo));
+  if (NoFetchScope::active())
+    throw InputError(origin, fmt::format("'{}' is not in the Hugging Face cache ({}) and --model replaces it: not fetched", repo, hf_cache_dir()),
+                     "drop --model to estimate the model the file names");
   return fetch_config(repo, origin);
 }
 

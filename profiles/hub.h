@@ -47,4 +47,16 @@ std::string fetch_config(const std::string& repo, const Where& origin);
 // (unless HF_HUB_OFFLINE). InputError at `origin` when none has it.
 std::string locate_config(const std::string& repo, const Where& origin);
 
+// While one lives (on this thread), a Hub id outside the caches is not fetched: the config file
+// being read names a model that --model replaces (build_setup), so the file's id is not worth a
+// network call; the readers keep the error for the case nothing replaces it.
+class NoFetchScope {
+ public:
+  NoFetchScope();
+  ~NoFetchScope();
+  NoFetchScope(const NoFetchScope&) = delete;
+  NoFetchScope& operator=(const NoFetchScope&) = delete;
+  static bool active();
+};
+
 }  // namespace memplan::profiles::hub

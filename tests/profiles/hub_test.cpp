@@ -248,3 +248,28 @@ TEST_CASE("the HF cache's refs/main and the token file are read only as small re
   CHECK(contains(error_of("gated-org/fifo-token"), "no token was given"));
   CHECK(std::chrono::steady_clock::now() - t1 < std::chrono::seconds(5));
 }
+
+// Issue 26: with --model, the file's own Hub id is not looked up on the network (CI checks such
+// files offline with --model); without it, it is.
+TEST_CASE("a config's Hub id is not fetched when --model replaces it") {
+  HubEnv w;
+  w.hub.add("test-org/tiny-llama", {200, kTinyLlama, "", 0});
+  const fs::path cfg = fs::path(w.dir.path()) / "trl.yaml";
+  std::ofstream(cfg) << "model_name_or_path: test-org/tiny-llama\nper_device_train_batch_size: 2\nmax_length: 256\n";
+  const fs::path memplan_yaml = fs::path(w.dir.path()) / "memplan.yaml";
+  std::ofstream(memplan_yaml) << "model: test-org/tiny-llama\ntraining:\n  micro_batch_size: 2\n";
+  for (const fs::path& file : {cfg, memplan_yaml}) {
+    CAPTURE(file.string());
+    SetupInputs in;
+    in.config = file.string();
+    in.model = "gpt2";
+    const BuiltSetup b = build_setup(in);
+    CHECK(b.setup.model.name == "gpt2");
+    CHECK(b.setup.batch.micro_batch == 2);
+  }
+  CHECK(w.hub.requests() == 0);
+  SetupInputs own;
+  own.config = cfg.string();
+  CHECK(build_setup(own).setup.model.num_layers == 4);  // the file's model, fetched
+  CHECK(w.hub.requests() == 1);
+}
