@@ -22,6 +22,7 @@
 #include "cli/common.h"
 #include "planner/check.h"
 #include "estimator/text.h"
+#include "profiles/hub.h"
 #include "profiles/reader.h"
 
 namespace memplan::cli {
@@ -42,6 +43,7 @@ struct CheckFlags {
   std::optional<std::string> baseline;
   std::optional<std::string> base_ref;
   std::optional<std::string> max_growth;
+  std::vector<std::string> models;  // --model ID=MODEL: a Hub id the configs name, read as MODEL
 };
 
 // "10%", "10" or "2.5%": a percentage; nullopt when it is not one.
@@ -556,6 +558,18 @@ int run_check(Io io, const CheckFlags& f) {
                      near.empty() ? "memplan gpus lists the presets"
                                   : fmt::format("did you mean {}? (memplan gpus lists the presets)", fmt::join(near, ", ")));
   }
+  // --model ID=MODEL: every config (and baseline) that names ID reads MODEL, with no network.
+  std::vector<std::pair<std::string, std::string>> map;
+  for (const std::string& m : f.models) {
+    const size_t eq = m.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == m.size() || !profiles::hub::is_repo_id(m.substr(0, eq)))
+      throw InputError(Where::at_flag("--model"), fmt::format("cannot read '{}' as ID=MODEL", profiles::clip(m)),
+                       "write the Hub id a config names, '=', and the model to read for it: --model "
+                       "NousResearch/Meta-Llama-3-8B=llama-3-8b (a preset, a config.json or a model folder)");
+    profiles::load_model(m.substr(eq + 1), Where::at_flag("--model"));  // the mapped model exists (its error names --model)
+    map.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+  }
+  const profiles::hub::ModelMapScope mapped(std::move(map));
   if (f.calibration) ctx.calibration = profiles::load_calibration(*f.calibration);
   if (f.baseline) ctx.baseline_file = load_baseline_file(*f.baseline, f);
 
@@ -593,6 +607,10 @@ Command register_check(CLI::App& root, Io io) {
   app->add_option("--format", f->format, "text (default), json (memplan.check/v1), github (workflow annotations), junit")
       ->check(CLI::IsMember({"text", "json", "github", "junit"}))
       ->type_name("FORMAT");
+  app->add_option("--model", f->models,
+                  "ID=MODEL: read the Hub id ID, where a config names it, as MODEL (a preset, config.json or model folder), "
+                  "without the network; repeatable")
+      ->type_name("ID=MODEL");
   app->add_flag("--strict", f->strict, "fail on warnings too (near-miss keys, DeepSpeed \"auto\" values)");
   app->add_flag("--allow-empty", f->allow_empty, "exit 0 when no training config was found to check (default: exit 2)");
   auto* baseline = app->add_option("--baseline", f->baseline, "compare each config with this config")->type_name("FILE");

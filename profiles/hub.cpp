@@ -351,6 +351,20 @@ namespace {
 thread_local int no_fetch_depth = 0;
 }  // namespace
 
+static thread_local const ModelMapScope* model_map = nullptr;
+
+ModelMapScope::ModelMapScope(std::vector<std::pair<std::string, std::string>> map) : map_(std::move(map)), outer_(model_map) {
+  model_map = this;
+}
+ModelMapScope::~ModelMapScope() { model_map = outer_; }
+std::optional<std::string> ModelMapScope::lookup(const std::string& repo) {
+  const std::string want = detail::lower(repo);
+  for (const ModelMapScope* s = model_map; s; s = s->outer_)
+    for (const auto& [id, to] : s->map_)
+      if (detail::lower(id) == want) return to;
+  return std::nullopt;
+}
+
 NoFetchScope::NoFetchScope() { ++no_fetch_depth; }
 NoFetchScope::~NoFetchScope() { --no_fetch_depth; }
 bool NoFetchScope::active() { return no_fetch_depth > 0; }

@@ -13,6 +13,8 @@
 
 #include <optional>
 #include <string>
+#include <vector>
+#include <utility>
 
 #include "estimator/error.h"
 
@@ -57,6 +59,23 @@ class NoFetchScope {
   NoFetchScope(const NoFetchScope&) = delete;
   NoFetchScope& operator=(const NoFetchScope&) = delete;
   static bool active();
+};
+
+// While one lives (on this thread), a Hub id it maps is read as the model it is mapped to (a preset,
+// config.json or model directory) instead of from the Hub: `memplan check --model ID=MODEL`, so CI
+// checks the files that name an id offline. Ids compare case-insensitively.
+class ModelMapScope {
+ public:
+  explicit ModelMapScope(std::vector<std::pair<std::string, std::string>> map);
+  ~ModelMapScope();
+  ModelMapScope(const ModelMapScope&) = delete;
+  ModelMapScope& operator=(const ModelMapScope&) = delete;
+  // The model `repo` is mapped to, or nullopt.
+  static std::optional<std::string> lookup(const std::string& repo);
+
+ private:
+  std::vector<std::pair<std::string, std::string>> map_;
+  const ModelMapScope* outer_;
 };
 
 }  // namespace memplan::profiles::hub

@@ -168,6 +168,14 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
   // A Hub id: a preset of the same architecture (its -Instruct/-chat/-it variants), else the
   // Hugging Face cache, memplan's cache or the Hub (profiles/hub.h).
   if (hub::is_repo_id(name)) {
+    // Mapped by the caller (memplan check --model ID=MODEL): that model, no lookup of the id.
+    if (const auto to = hub::ModelMapScope::lookup(name); to && lower(*to) != lower(name)) {
+      static thread_local int depth = 0;
+      if (depth > 8) throw InputError(origin, fmt::format("--model mappings loop through '{}'", clip(name)), "map each id to a preset or a config.json");
+      ++depth;
+      struct Leave { ~Leave() { --depth; } } leave;
+      return resolve_model(*to, origin);
+    }
     const std::string key = hub::variant_key(name);
     for (const ModelPreset& p : model_presets())
       if (!p.hf_repo.empty() && hub::variant_key(p.hf_repo) == key) {

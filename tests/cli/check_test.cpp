@@ -522,15 +522,26 @@ TEST_CASE("memplan check DIR: the training tools' configs are checked, TOML incl
   fs::remove_all(dir);
 }
 
-TEST_CASE("memplan check DIR: HF TrainingArguments/TRL and Axolotl configs are checked, not skipped; accelerate's launcher config is") {
-  testing::EnvGuard env;  // the Hub ids of the fixtures resolve through the test cache, offline
+// The tool-format fixtures offline (their Hub ids resolve through the test cache) and a fresh
+// folder to copy some of them into.
+struct OfflineFormats {
+  testing::EnvGuard env;
   const std::string formats = std::string(MEMPLAN_TEST_DATA) + "/formats/";
-  env.set("HF_HUB_CACHE", formats + "hf_cache");
-  env.set("HF_HUB_OFFLINE", "1");
-  env.unset("HUGGINGFACE_HUB_CACHE");
-  const fs::path dir = fs::temp_directory_path() / "memplan-check-hf-family";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  fs::path dir;
+  explicit OfflineFormats(const char* name) : dir(fs::temp_directory_path() / name) {
+    env.set("HF_HUB_CACHE", formats + "hf_cache");
+    env.set("HF_HUB_OFFLINE", "1");
+    env.unset("HUGGINGFACE_HUB_CACHE");
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~OfflineFormats() { fs::remove_all(dir); }
+};
+
+TEST_CASE("memplan check DIR: HF TrainingArguments/TRL and Axolotl configs are checked, not skipped; accelerate's launcher config is") {
+  const OfflineFormats o("memplan-check-hf-family");
+  const std::string& formats = o.formats;
+  const fs::path& dir = o.dir;
   fs::copy_file(formats + "hf-trl/02-trl-qlora-docs-defaults.yaml", dir / "trl_qlora.yaml");
   fs::copy_file(formats + "hf-trl/08-run-clm-defaults.json", dir / "run_clm.json");
   fs::copy_file(formats + "axolotl/01-llama-3.2-1b-qlora.yml", dir / "axolotl_qlora.yml");
@@ -551,7 +562,34 @@ TEST_CASE("memplan check DIR: HF TrainingArguments/TRL and Axolotl configs are c
   CHECK(r.code == 2);
   fs::remove(dir / "no_model.yaml");
   CHECK(check({d, "--gpu", "h100-80gb", "--strict"}).code == 0);
-  fs::remove_all(dir);
+}
+
+// Issue 26: configs that name a Hub id memplan cannot read offline (LLaMA-Factory's examples name
+// Qwen/Qwen3-4B-Instruct-2507) are checked in CI with --model ID=MODEL: the id reads as the preset,
+// nothing is fetched.
+TEST_CASE("memplan check --model ID=MODEL: a Hub id the configs name reads as that model, offline") {
+  auto contains = [](const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; };
+  const OfflineFormats o("memplan-check-model-map");
+  const std::string& formats = o.formats;
+  const fs::path& dir = o.dir;
+  fs::copy_file(formats + "llamafactory/qwen3_lora_sft.yaml", dir / "lora.yaml");
+  fs::copy_file(formats + "llamafactory/qwen3_lora_sft_otfq.yaml", dir / "qlora.yaml");
+  const std::string d = dir.lexically_normal().string();
+  const CheckRun unmapped = check({d, "--gpu", "rtx-4090"});
+  CHECK(unmapped.code == 2);
+  CHECK(contains(unmapped.out, "hint: download it once (huggingface-cli download Qwen/Qwen3-4B-Instruct-2507 config.json) or pass a "
+                               "config.json to --model; or memplan's preset qwen3-4b (Qwen/Qwen3-4B)"));
+  const CheckRun r = check({d, "--gpu", "rtx-4090", "--model", "Qwen/Qwen3-4B-Instruct-2507=qwen3-4b"});
+  CAPTURE(r.out);
+  CHECK(lines_starting(r.out, "PASS  " + d + "/lora.yaml  ").size() == 1);
+  CHECK(lines_starting(r.out, "PASS  " + d + "/qlora.yaml  ").size() == 1);
+  CHECK(r.code == 0);
+  const CheckRun bad = check({d, "--model", "qwen3-4b"});
+  CHECK(bad.code == 2);
+  CHECK(contains(bad.err, "error: --model: cannot read 'qwen3-4b' as ID=MODEL"));
+  const CheckRun missing = check({d, "--model", "Qwen/Qwen3-4B-Instruct-2507=no-such-preset"});
+  CHECK(missing.code == 2);
+  CHECK(contains(missing.err, "error: --model: unknown model 'no-such-preset'"));
 }
 
 TEST_CASE("memplan check fails closed: nothing checked is exit 2, --strict or not, unless --allow-empty") {
