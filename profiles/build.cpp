@@ -361,6 +361,26 @@ void resolve_deepspeed_batch(const LoadedConfig& cfg, BuiltSetup& b) {
   }
 }
 
+// LitGPT derives the accumulation from train.global_batch_size once it knows the devices
+// (TrainArgs.gradient_accumulation_iters, litgpt/args.py @ v0.5.13: global // (devices x num_nodes)
+// // micro_batch_size): with --gpus or --micro-batch the file's global batch is spread again.
+void resolve_litgpt_batch(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
+  if (cfg.kind != "litgpt" || !cfg.global_batch || in.grad_accum || (!in.gpus && !in.micro_batch)) return;
+  TrainingSetup& s = b.setup;
+  const int64_t world = std::max<int64_t>(1, s.parallel.num_gpus);
+  const int64_t accum = *cfg.global_batch / world / std::max<int64_t>(1, s.batch.micro_batch);
+  if (accum < 1)
+    throw InputError(Where::at_flag(in.gpus ? "--gpus" : "--micro-batch"),
+                     fmt::format("train.global_batch_size {} over {} device(s) leaves less than one micro-batch of {} per step (LitGPT "
+                                 "asserts gradient_accumulation_iters > 0)",
+                                 *cfg.global_batch, world, s.batch.micro_batch),
+                     "lower --gpus or --micro-batch, or raise train.global_batch_size");
+  s.batch.grad_accum = accum;
+  b.origin.defaults["batch.grad_accum"] = fmt::format("train.global_batch_size {} // {} device(s) // micro-batch {} (LitGPT "
+                                                      "TrainArgs.gradient_accumulation_iters, litgpt/args.py @ v0.5.13)",
+                                                      *cfg.global_batch, world, s.batch.micro_batch);
+}
+
 void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
   Provenance& o = b.origin;
@@ -533,6 +553,7 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   apply_allocator_cap(in, cfg, b);
   apply_training_flags(in, b);
   resolve_deepspeed_batch(cfg, b);
+  resolve_litgpt_batch(in, cfg, b);
   resolve_device_precision(in, cfg, b);
   resolve_auto_buckets(cfg, b);
   apply_finetune(in, b);

@@ -96,6 +96,11 @@ std::optional<ConfigFormat> detect_format(const Node& root, bool json, bool toml
   // checkpointer.checkpoint_dir, NeMo's and Lightning's sit under trainer:/model:).
   if (const Node* dir = root.find("checkpoint_dir"); dir && dir->kind == Node::Kind::scalar && !root.find("trainer"))
     return ConfigFormat::litgpt;
+  // LitGPT pre-training: pretrain.py's model_name beside its train: section.
+  if (const Node* name = root.find("model_name"); name && name->kind == Node::Kind::scalar && !root.find("trainer") && !model) {
+    const Node* train = root.find("train");
+    if (train && train->kind == Node::Kind::map) return ConfigFormat::litgpt;
+  }
   if (const Node* trainer = root.find("trainer"); trainer && trainer->kind == Node::Kind::map) {
     const bool megatron = model && model->kind == Node::Kind::map &&
                           has(*model, {"tensor_model_parallel_size", "pipeline_model_parallel_size", "encoder_seq_length",

@@ -1,4 +1,7 @@
-// LitGPT fine-tuning configs (`litgpt finetune_lora|finetune_full --config FILE`), read as the
+// LitGPT configs: fine-tuning (`litgpt finetune_lora|finetune_full --config FILE`) and pre-training
+// (`litgpt pretrain --config FILE`: model_name instead of checkpoint_dir, litgpt/pretrain.py @
+// v0.5.13 setup(): TrainArgs(global_batch_size=512, micro_batch_size=4), devices "auto", FSDP
+// HYBRID_SHARD over several devices without activation checkpointing). Fine-tuning is read as the
 // scripts of Lightning-AI/litgpt v0.5.13 read them: the YAML's keys are the arguments of the
 // script's setup() (litgpt/finetune/lora.py and full.py @ v0.5.13) and an absent key takes that
 // setup()'s default. The script is not in the file: LoRA keys (lora_*) or quantize mean
@@ -167,6 +170,8 @@ struct Lit {
   ReadState& st;
   const LitConfig* config = nullptr;
   const Node* checkpoint_dir = nullptr;
+  const Node* model_name = nullptr;  // pretrain.py: the model is built from its config name
+  bool pretrain = false;
   const Node* precision = nullptr;
   const Node* quantize = nullptr;
   std::string quant;
@@ -267,6 +272,12 @@ int64_t devices_of(const Node& n, Lit& t) {
 const Table& root_keys() {
   static const Table k = {
       {{"checkpoint_dir"}, [](const Node& n, Lit& t) { t.checkpoint_dir = &n; }},
+      {{"model_name"}, [](const Node& n, Lit& t) { t.model_name = &n; }},
+      {{"model_config"}, [](const Node& n, Lit&) {
+         if (n.kind == Node::Kind::null) return;
+         type_error(n, "nothing here (an inline LitGPT Config is not read: name the model with model_name, or pass --model)");
+       }},
+      {{"initial_checkpoint_dir", "tokenizer_dir"}, [](const Node&, Lit&) {}},
       {{"precision"}, [](const Node& n, Lit& t) { t.precision = &n; }},
       {{"quantize"}, [](const Node& n, Lit& t) {
          t.quant = as_text(n);
@@ -313,6 +324,22 @@ const Table& root_keys() {
 }
 
 void resolve_model(Lit& t) {
+  if (!t.checkpoint_dir && t.model_name) {  // pretrain.py: GPT(Config.from_name(model_name)), random weights
+    const std::string name = as_text(*t.model_name);
+    t.config = find_config(name);
+    if (!t.config) {
+      std::vector<std::string> names;
+      for (const LitConfig& c : configs()) names.emplace_back(c.model.name);
+      const std::vector<std::string> near = nearest(name, names);
+      throw InputError(t.model_name->where, fmt::format("model_name '{}' is no LitGPT config memplan knows", name),
+                       near.empty() ? "a LitGPT config name (litgpt/config.py @ v0.5.13); pass --model PRESET|config.json for another "
+                                      "architecture"
+                                    : fmt::format("did you mean '{}'? (LitGPT config names, litgpt/config.py @ v0.5.13; or pass --model)",
+                                                  fmt::join(near, "' or '")));
+    }
+    use_tool_model(t.st, litgpt_spec(*t.config), *t.model_name);
+    return;
+  }
   if (!t.checkpoint_dir) {
     t.st.out.no_model = Warning{Where::at_file(t.st.path), "this LitGPT config has no checkpoint_dir",
                                 "checkpoint_dir names the model (checkpoints/<org>/<name>), or pass --model"};
@@ -433,7 +460,9 @@ void resolve_finetune(Lit& t) {
 
 void resolve_parallel(Lit& t) {
   TrainingSetup& s = t.s();
-  if (!t.devices_node) t.st.by_default("parallel.num_gpus", "LitGPT default: devices=1, num_nodes=1 (finetune setup())");
+  if (!t.devices_node)
+    t.st.by_default("parallel.num_gpus", t.pretrain ? "LitGPT default: devices=\"auto\" (pretrain.py setup()): every visible GPU"
+                                                    : "LitGPT default: devices=1, num_nodes=1 (finetune setup())");
   const int64_t world = count_product({{t.devices, t.devices_node}, {t.nodes, t.nodes_node}}, kMaxGpus,
                                       "devices x num_nodes (the GPU count)", Where::at_file(t.st.path));
   s.parallel.num_gpus = world;
@@ -442,7 +471,7 @@ void resolve_parallel(Lit& t) {
     t.st.set("parallel.gpus_per_node", s.parallel.gpus_per_node, t.devices, t.nodes_node ? *t.nodes_node : *t.devices_node);
   }
   if (t.devices_auto)
-    t.st.defer("parallel.num_gpus", t.devices_node->where,
+    t.st.defer("parallel.num_gpus", (t.devices_node ? t.devices_node : t.model_name)->where,
                "devices: auto/-1 uses every visible GPU (parse_devices, litgpt/utils.py @ v0.5.13): the count is not in the "
                "file; estimating 1 per node",
                "pass --gpus N (devices x num_nodes)");
@@ -454,7 +483,15 @@ void resolve_parallel(Lit& t) {
   // Several devices: FSDP with every Block checkpointed (lora.py parallelize_fn(activation_checkpointing=True);
   // full.py FSDPStrategy(activation_checkpointing_policy={Block}) @ v0.5.13); one device: neither.
   Checkpointing& c = s.checkpointing;
-  if (world > 1 || t.devices_auto) {
+  if (t.pretrain) {
+    c.mode = CheckpointMode::none;
+    t.st.by_default("checkpointing", "LitGPT pretrain.py @ v0.5.13: FSDPStrategy(auto_wrap_policy={Block}, sharding_strategy=\"HYBRID_SHARD\") "
+                                     "over several devices, no activation checkpointing on any count");
+    if (t.nodes > 1) {
+      s.parallel.fsdp = FsdpMode::hybrid_shard;
+      t.st.by_default("parallel.fsdp", "LitGPT pretrain.py @ v0.5.13: sharding_strategy=\"HYBRID_SHARD\" (sharded within a node)");
+    }
+  } else if (world > 1 || t.devices_auto) {
     c.mode = CheckpointMode::full;
     t.st.by_default("checkpointing", t.lora ? "LitGPT: several devices checkpoint every Block (litgpt/finetune/lora.py @ "
                                               "v0.5.13 parallelize_fn(activation_checkpointing=True))"
@@ -469,7 +506,8 @@ void resolve_parallel(Lit& t) {
 
 void resolve_batch(Lit& t) {
   TrainingSetup& s = t.s();
-  const std::string src = "LitGPT default: finetune setup() TrainArgs(global_batch_size=16, micro_batch_size=1) @ v0.5.13";
+  const std::string src = t.pretrain ? "LitGPT default: pretrain.py setup() TrainArgs(global_batch_size=512, micro_batch_size=4) @ v0.5.13"
+                                     : "LitGPT default: finetune setup() TrainArgs(global_batch_size=16, micro_batch_size=1) @ v0.5.13";
   if (t.micro_node) t.st.set("batch.micro_batch", s.batch.micro_batch, t.micro, *t.micro_node);
   else {
     s.batch.micro_batch = t.micro;
@@ -496,6 +534,12 @@ void resolve_batch(Lit& t) {
   else t.st.by_default("batch.grad_accum", src);
   t.st.out.global_batch = t.global;
   if (t.seq_node) return;
+  if (t.pretrain) {  // pretrain.py: model.max_seq_length = train.max_seq_length or the config's block_size
+    s.batch.seq_len = s.model.max_position_embeddings;
+    t.st.by_default("batch.seq_len", fmt::format("LitGPT pretrain.py @ v0.5.13: train.max_seq_length null trains at the model's block_size ({})",
+                                                 s.model.max_position_embeddings));
+    return;
+  }
   const Where w = t.checkpoint_dir ? t.checkpoint_dir->where : Where::at_file(t.st.path);
   t.st.defer("batch.seq_len", w,
              fmt::format("train.max_seq_length is null: LitGPT trains at the longest sample of the dataset (capped by the "
@@ -526,8 +570,15 @@ std::optional<ToolModelRef> litgpt_model_for(const ModelSpec& m) {
 void read_litgpt(const Node& root, ReadState& st) {
   Lit t(st);
   st.s().runtime.framework = Framework::litgpt;
-  st.by_default("runtime.framework", "a LitGPT config (checkpoint_dir, train:)");
+  st.by_default("runtime.framework", "a LitGPT config (checkpoint_dir or model_name, train:)");
   read_section(root, {&root_keys()}, t, &st.out.warnings);
+  t.pretrain = !t.checkpoint_dir && t.model_name;
+  if (t.pretrain) {
+    if (t.lora_key) throw InputError(t.lora_key->where, "LoRA keys in a pre-training config", "litgpt pretrain trains every weight; LoRA is litgpt finetune_lora's");
+    if (!t.micro_node) t.micro = 4;
+    if (!t.global_node) t.global = 512;
+    if (!t.devices_node) t.devices_auto = true;  // pretrain.py setup(devices="auto"): every visible GPU
+  }
   resolve_model(t);
   resolve_precision(t);
   resolve_finetune(t);

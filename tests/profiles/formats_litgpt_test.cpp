@@ -226,3 +226,42 @@ TEST_CASE("litgpt and nemo: --format forces the reader") {
   CHECK(n.setup.parallel.num_gpus == 2);
   CHECK(n.setup.model.hidden_size == 64);
 }
+
+// Issue 26: a pre-training config (config_hub/pretrain/tinyllama.yaml @ v0.5.13) names the model
+// with model_name and was not detected (check skipped it); with --format litgpt model_name was not
+// read, checkpointing was assumed and the accumulation ignored --gpus (128 where LitGPT runs 16
+// on 8 GPUs).
+TEST_CASE("litgpt: pretrain/tinyllama.yaml: model_name, no activation checkpointing, the accumulation over --gpus") {
+  const LoadedConfig c = load("pretrain-tinyllama.yaml");
+  const TrainingSetup& s = c.setup;
+  CHECK(c.kind == "litgpt");
+  REQUIRE(c.has_model);
+  CHECK(s.model.name == "tiny-llama-1.1b");
+  CHECK(s.model.num_layers == 22);
+  CHECK(s.batch.micro_batch == 4);
+  CHECK(s.batch.seq_len == 2048);
+  CHECK(s.batch.grad_accum == 128);  // 512 // 1 device // 4 until the device count is known
+  CHECK(s.checkpointing.mode == CheckpointMode::none);
+  CHECK(c.origin.defaults.at("checkpointing").find("pretrain.py") != std::string::npos);
+  REQUIRE(c.deferred.size() == 1);  // devices: auto
+  CHECK(c.deferred[0].field == "parallel.num_gpus");
+  SetupInputs in;
+  in.config = kDir + "pretrain-tinyllama.yaml";
+  in.gpus = 8;
+  const BuiltSetup b = build_setup(in, c);
+  CHECK(b.setup.batch.grad_accum == 16);
+  CHECK(b.setup.checkpointing.mode == CheckpointMode::none);
+  CHECK(b.setup.parallel.fsdp == FsdpMode::full_shard);  // HYBRID_SHARD on one node
+  CHECK(b.origin.defaults.at("batch.grad_accum").find("512 // 8 device(s) // micro-batch 4") != std::string::npos);
+  CHECK(b.warnings.empty());  // --gpus answers devices: auto
+  in.gpus = 256;  // 512 // 256 // 4 = 0
+  try {
+    build_setup(in, c);
+    CHECK(false);
+  } catch (const InputError& e) {
+    CHECK(e.render().find("error: --gpus: train.global_batch_size 512 over 256 device(s) leaves less than one micro-batch of 4") == 0);
+  }
+  CHECK(error_of("model_name: tiny-lama-1.1b\ntrain:\n  micro_batch_size: 2\n") ==
+        "lit.yaml:1:1: error: model_name 'tiny-lama-1.1b' is no LitGPT config memplan knows\nhint: did you mean 'tiny-llama-1.1b'? "
+        "(LitGPT config names, litgpt/config.py @ v0.5.13; or pass --model)");
+}
