@@ -112,11 +112,6 @@ std::string gib(int64_t bytes) {
 
 std::string percent(double f) { return fmt::format("{:.1f}%", 100.0 * f); }
 
-std::string thousands(int64_t n) {
-  std::string s = std::to_string(n < 0 ? -n : n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return n < 0 ? "-" + s : s;
-}
 
 std::string describe(const TrainingSetup& s) {
   std::string d = fmt::format("{}, {}, micro-batch {} x {} tokens, accumulation {}, checkpointing {}, attention {}",

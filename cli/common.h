@@ -9,6 +9,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "estimator/text.h"
 #include "estimator/breakdown.h"
 #include "estimator/estimate.h"
 #include "profiles/profiles.h"
@@ -34,7 +35,7 @@ void add_output_flags(CLI::App& app, OutputFlags& o);
 // "1.13 TiB", "21.59 GiB", "512.0 MiB", "0 B".
 std::string gib(int64_t bytes);
 std::string percent(double fraction);
-std::string thousands(int64_t n);  // 1,235,814,400
+using text::thousands;  // 1,235,814,400
 
 // The estimate document (schema memplan.estimate/v1).
 nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdown& e);

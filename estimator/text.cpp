@@ -119,4 +119,11 @@ std::string xml_text(const std::string& v) {
   return escape(v, ascii, keep);
 }
 
+std::string thousands(int64_t n) {
+  const uint64_t magnitude = n < 0 ? uint64_t{0} - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);  // INT64_MIN too
+  std::string s = std::to_string(magnitude);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return n < 0 ? "-" + s : s;
+}
+
 }  // namespace memplan::text

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace memplan::text {
@@ -28,5 +29,7 @@ std::string comment_text(const std::string& v);
 // characters as entities; what no XML document may hold, even as a character reference (C0
 // controls but tab, LF and CR, bytes that are not UTF-8, U+FFFE/U+FFFF) as the visible \xNN.
 std::string xml_text(const std::string& v);
+// An integer with thousands separators: 1,235,814,400.
+std::string thousands(int64_t n);
 
 }  // namespace memplan::text

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "estimator/text.h"
 #include "estimator/capability.h"
 #include "estimator/runtime.h"
 #include "profiles/detail.h"
@@ -164,7 +165,9 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
     s.device = detail::gpu_device(gpu, gpu_where, capacity);
     s.runtime.allocator_rounding = true;
     if (gpu) b.origin.set("hardware.gpu", gpu_where);
-    const Where capacity_where = flag_capacity ? Where::at_flag("--gpu-memory") : in.gpu ? gpu_where : cfg.origin.of("hardware.gpu_memory");
+    Where capacity_where = flag_capacity ? Where::at_flag("--gpu-memory") : in.gpu ? gpu_where : cfg.origin.of("hardware.gpu_memory");
+    // The size as given, said back beside the bytes it means (12GB is 10^9 bytes each, 12GiB 2^30).
+    if (flag_capacity && in.gpu_memory) capacity_where.key = fmt::format("--gpu-memory {} = {} bytes", *in.gpu_memory, text::thousands(*flag_capacity));
     b.origin.set("hardware.gpu_memory", capacity_where);
   }
   if (!in.device) return;

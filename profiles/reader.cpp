@@ -9,6 +9,7 @@
 // that knows each key's line as it reads it (nlohmann keeps no positions, and finding keys in
 // the text afterwards is quadratic), checks depth before each descent, refuses duplicate keys,
 // and reports numbers out of range at their position.
+#include "estimator/text.h"
 #include "profiles/reader.h"
 
 #include <fcntl.h>
@@ -47,11 +48,7 @@ std::string child_path(const std::string& parent, const std::string& key) {
   return p;
 }
 
-std::string thousands(int64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
+using text::thousands;
 
 std::string size_text(int64_t bytes) {
   if (bytes >= (int64_t{1} << 20) && bytes % (int64_t{1} << 20) == 0) return fmt::format("{} MiB", bytes >> 20);

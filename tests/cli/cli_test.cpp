@@ -817,6 +817,17 @@ TEST_CASE("plan --emit: every format's file re-estimates within 0.5% of the plan
   fs::remove_all(dir);
 }
 
+// Issue 26: a size is said back beside the bytes it means (12GB and 12GiB differ by 7%).
+TEST_CASE("estimate says --gpu-memory back as given, with its bytes") {
+  const Run gb = invoke({"estimate", "--model", "gpt2", "--gpu-memory", "12GB"});
+  REQUIRE(gb.code != 2);
+  CHECK(contains(gb.out, "  device: custom, 11.18 GiB (--gpu-memory 12GB = 12,000,000,000 bytes)"));
+  const Run gib = invoke({"estimate", "--model", "gpt2", "--gpu-memory", "12GiB"});
+  CHECK(contains(gib.out, "  device: custom, 12.00 GiB (--gpu-memory 12GiB = 12,884,901,888 bytes)"));
+  const Run preset = invoke({"estimate", "--model", "gpt2", "--gpu", "rtx-3090"});
+  CHECK(contains(preset.out, "  device: rtx-3090, 23.67 GiB;"));  // a preset's capacity is not a flag's
+}
+
 TEST_CASE("plan takes the global batch from micro-batch x accumulation x GPUs when --global-batch is not given") {
   const Run r = invoke({"plan", "--model", "gpt2", "--gpu", "a100-40gb", "--gpus", "2", "--micro-batch", "4", "--grad-accum", "8",
                         "--seq-len", "512", "--json"});

@@ -3,6 +3,7 @@
 // typed words and numbers, control characters and bytes that are not UTF-8.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
 
 #include "estimator/text.h"
@@ -39,4 +40,14 @@ TEST_CASE("text: XML 1.0 holds every name") {
   CHECK(xml_text("\xc3\x28") == "\\xC3(");
   CHECK(utf8_length("\xf0\x9f\x98\x80", 0) == 4);
   CHECK(utf8_length("\xed\xa0\x80", 0) == 0);  // a surrogate
+}
+
+TEST_CASE("text: thousands separators, signs and the extremes") {
+  CHECK(memplan::text::thousands(0) == "0");
+  CHECK(memplan::text::thousands(999) == "999");
+  CHECK(memplan::text::thousands(1000) == "1,000");
+  CHECK(memplan::text::thousands(1235814400) == "1,235,814,400");
+  CHECK(memplan::text::thousands(-1234567) == "-1,234,567");
+  CHECK(memplan::text::thousands(INT64_MAX) == "9,223,372,036,854,775,807");
+  CHECK(memplan::text::thousands(INT64_MIN) == "-9,223,372,036,854,775,808");
 }
