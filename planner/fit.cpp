@@ -259,8 +259,11 @@ SearchSpace fit_space(const TrainingSetup& s) {
     const Checkpointing c = *parse_checkpointing(k);
     if (checkpoint_level(c) > checkpoint_level(s.checkpointing)) sp.checkpointings.push_back(c);
   }
-  // Optimizers: 8-bit and paged states for Adam.
+  // Optimizers: 8-bit and paged states for Adam; AdamW beside a bitsandbytes one, which no offload
+  // can step (the offload options need it).
   sp.optimizers = {s.optimizer};
+  if (s.optimizer == OptimizerKind::adamw_8bit || s.optimizer == OptimizerKind::paged_adamw || s.optimizer == OptimizerKind::paged_adamw_8bit)
+    sp.optimizers.push_back(OptimizerKind::adamw);
   if (s.optimizer == OptimizerKind::adamw || s.optimizer == OptimizerKind::adam) {
     if (bitsandbytes_runs(d, &why)) {
       sp.optimizers.push_back(OptimizerKind::adamw_8bit);

@@ -188,6 +188,10 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
 
   // Optimizers.
   sp.optimizers = c.optimizers.empty() ? std::vector<OptimizerKind>{base.optimizer} : c.optimizers;
+  // A bitsandbytes optimizer steps on the GPU, so no offload plan can keep it: with the optimizer
+  // not asked for, AdamW is tried beside it (a file's paged 8-bit AdamW otherwise left "cannot fit"
+  // where AdamW with ZeRO-3 offload fits).
+  if (c.optimizers.empty() && bitsandbytes_optimizer(base.optimizer) && c.allow_offload) sp.optimizers.push_back(OptimizerKind::adamw);
   if (device_support(d, Feature::bitsandbytes, &why) != Support::yes) {
     const auto before = sp.optimizers.size();
     sp.optimizers.erase(std::remove_if(sp.optimizers.begin(), sp.optimizers.end(), bitsandbytes_optimizer), sp.optimizers.end());

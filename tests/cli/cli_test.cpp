@@ -817,6 +817,26 @@ TEST_CASE("plan --emit: every format's file re-estimates within 0.5% of the plan
   fs::remove_all(dir);
 }
 
+// Issue 26: a file's bitsandbytes optimizer steps on the GPU, so no offload plan could keep it;
+// plan said "cannot fit" where AdamW with ZeRO offload fits. AdamW is now tried beside it.
+TEST_CASE("plan tries AdamW beside a file's paged 8-bit optimizer, for the offload plans") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-paged";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string cfg = (dir / "trl.yaml").string();
+  std::ofstream(cfg) << "model_name_or_path: meta-llama/Llama-3.1-8B\nper_device_train_batch_size: 1\ngradient_accumulation_steps: 4\n"
+                        "max_length: 2048\nbf16: true\noptim: paged_adamw_8bit\ngradient_checkpointing: true\n";
+  const Run r = invoke({"plan", "--config", cfg, "--gpu", "rtx-4090", "--global-batch", "4", "--json"});
+  REQUIRE(r.code == 0);
+  const json best = parse_json(r).at("best");
+  CHECK(best.at("optimizer") == "adamw");
+  CHECK(best.at("offload") != "none");
+  // Asked for by flag, the optimizer stays what it is: then nothing fits on one 4090.
+  const Run fixed = invoke({"plan", "--config", cfg, "--gpu", "rtx-4090", "--global-batch", "4", "--optimizer", "paged-adamw-8bit"});
+  CHECK(fixed.code == 1);
+  fs::remove_all(dir);
+}
+
 // Issue 26: a size is said back beside the bytes it means (12GB and 12GiB differ by 7%).
 TEST_CASE("estimate says --gpu-memory back as given, with its bytes") {
   const Run gb = invoke({"estimate", "--model", "gpt2", "--gpu-memory", "12GB"});
