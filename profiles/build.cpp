@@ -331,6 +331,8 @@ void resolve_deepspeed_batch(const LoadedConfig& cfg, BuiltSetup& b) {
   const int64_t world = std::max<int64_t>(1, s.parallel.data_parallel());
   const bool has_mb = b.origin.fields.count("batch.micro_batch") > 0;
   const bool has_gas = b.origin.fields.count("batch.grad_accum") > 0;
+  // A stated count below 1 is validation's to report, at its key (nothing is derived from it).
+  if ((has_mb && s.batch.micro_batch < 1) || (has_gas && s.batch.grad_accum < 1)) return;
   const std::string ranks = fmt::format("{} data-parallel rank{}", world, world == 1 ? "" : "s");
   const char* const assertion =
       "DeepSpeed asserts train_batch_size == train_micro_batch_size_per_gpu x gradient_accumulation_steps x data-parallel "
