@@ -338,15 +338,17 @@ void resolve_deepspeed_batch(const LoadedConfig& cfg, BuiltSetup& b) {
       "DeepSpeed asserts train_batch_size == train_micro_batch_size_per_gpu x gradient_accumulation_steps x data-parallel "
       "ranks: change one of them, or drop train_batch_size";
   if (has_mb && has_gas) {
-    const int64_t product = s.batch.micro_batch * s.batch.grad_accum * world;
+    // Each factor is a count (validation caps them at 10^9, the ranks at 10^6): the product in 128 bits.
+    const __int128 product = static_cast<__int128>(s.batch.micro_batch) * s.batch.grad_accum * world;
     if (product != tbs)
-      throw InputError(at, fmt::format("train_batch_size {} is not micro-batch {} x accumulation {} x {} = {}", tbs, s.batch.micro_batch,
-                                       s.batch.grad_accum, ranks, product),
+      throw InputError(at, fmt::format("train_batch_size {} is not micro-batch {} x accumulation {} x {}{}", tbs, s.batch.micro_batch,
+                                       s.batch.grad_accum, ranks,
+                                       product <= INT64_MAX ? fmt::format(" = {}", static_cast<int64_t>(product)) : std::string()),
                        assertion);
     return;
   }
   auto share = [&](int64_t per, const char* what) {
-    if (tbs % (per * world) != 0)
+    if (static_cast<__int128>(per) * world > tbs || tbs % (per * world) != 0)
       throw InputError(at, fmt::format("train_batch_size {} is not a multiple of {} {} x {}", tbs, what, per, ranks), assertion);
     return tbs / (per * world);
   };
