@@ -493,13 +493,15 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
     // thread's is in the head's backward (lm_head's input gradient, after the loss's): the
     // H200's recordings show both (tests/data/gpu/h200-knobs/README.md).
     bool fwd_workspace = step == 0 && ms == 0 && workspace > 0, bwd_workspace = fwd_workspace;
+    auto make_workspace = [&](bool* pending) {  // once per thread: the first call that finds it pending
+      if (!*pending) return;
+      led.alloc(led.fresh(), workspace);
+      *pending = false;
+    };
     auto run_events = [&](const Instance& in, const std::vector<sim::SimEvent>& evs, const std::unordered_set<int64_t>* deferred,
                           std::vector<int64_t>* deferred_out, int64_t gemm_at, bool* pending) {
       for (size_t i = 0; i < evs.size(); ++i) {
-        if (*pending && static_cast<int64_t>(i) == gemm_at) {
-          led.alloc(led.fresh(), workspace);
-          *pending = false;
-        }
+        if (static_cast<int64_t>(i) == gemm_at) make_workspace(pending);
         const sim::SimEvent& e = evs[i];
         const int64_t id = in.id(e.key);
         if (e.alloc) {
@@ -510,10 +512,7 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
           led.free(id);
         }
       }
-      if (*pending && gemm_at == static_cast<int64_t>(evs.size())) {
-        led.alloc(led.fresh(), workspace);
-        *pending = false;
-      }
+      if (gemm_at == static_cast<int64_t>(evs.size())) make_workspace(pending);
     };
     auto forward = [&](int64_t k, const std::unordered_set<int64_t>* deferred, std::vector<int64_t>* deferred_out) {
       run_events(inst[k], inst[k].rec->forward, deferred, deferred_out, inst[k].rec->forward_gemm, &fwd_workspace);
@@ -522,11 +521,6 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
     auto backward = [&](int64_t k) {
       run_events(inst[k], inst[k].rec->backward, nullptr, nullptr, inst[k].rec->backward_gemm, &bwd_workspace);
       for (int64_t key : inst[k].rec->param_grads) param_grads.push_back(inst[k].id(key));
-    };
-    auto make_workspace = [&](bool* pending) {  // a walk without a GEMM mark: where its pass ends
-      if (!*pending) return;
-      led.alloc(led.fresh(), workspace);
-      *pending = false;
     };
 
     // Forward.
@@ -565,7 +559,7 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
     if (!any_ckpt)
       for (int64_t id : fwd_ids) led.free(id);
     forward(L + 1, nullptr, nullptr);
-    make_workspace(&fwd_workspace);
+    make_workspace(&fwd_workspace);  // a forward without a GEMM mark: where it ends
     for (int64_t id : autocast_frees) led.free(id);  // autocast exits with the model's forward
 
     // Backward.

@@ -323,20 +323,24 @@ const Table& root_keys() {
   return k;
 }
 
+// A model name that is no LitGPT config: `message` at `n`, with the nearest config names, else `hint`.
+[[noreturn]] void unknown_config(const Node& n, const std::string& message, const std::string& name, const char* hint) {
+  std::vector<std::string> names;
+  for (const LitConfig& c : configs()) names.emplace_back(c.model.name);
+  const std::vector<std::string> near = nearest(name, names);
+  throw InputError(n.where, message,
+                   near.empty() ? std::string(hint)
+                                : fmt::format("did you mean '{}'? (LitGPT config names, litgpt/config.py @ v0.5.13; or pass --model)",
+                                              fmt::join(near, "' or '")));
+}
+
 void resolve_model(Lit& t) {
   if (!t.checkpoint_dir && t.model_name) {  // pretrain.py: GPT(Config.from_name(model_name)), random weights
     const std::string name = as_text(*t.model_name);
     t.config = find_config(name);
-    if (!t.config) {
-      std::vector<std::string> names;
-      for (const LitConfig& c : configs()) names.emplace_back(c.model.name);
-      const std::vector<std::string> near = nearest(name, names);
-      throw InputError(t.model_name->where, fmt::format("model_name '{}' is no LitGPT config memplan knows", name),
-                       near.empty() ? "a LitGPT config name (litgpt/config.py @ v0.5.13); pass --model PRESET|config.json for another "
-                                      "architecture"
-                                    : fmt::format("did you mean '{}'? (LitGPT config names, litgpt/config.py @ v0.5.13; or pass --model)",
-                                                  fmt::join(near, "' or '")));
-    }
+    if (!t.config)
+      unknown_config(*t.model_name, fmt::format("model_name '{}' is no LitGPT config memplan knows", name), name,
+                     "a LitGPT config name (litgpt/config.py @ v0.5.13); pass --model PRESET|config.json for another architecture");
     use_tool_model(t.st, litgpt_spec(*t.config), *t.model_name);
     return;
   }
@@ -355,17 +359,10 @@ void resolve_model(Lit& t) {
                                    : trimmed.substr(trimmed.rfind('/', slash - 1) + 1);
   t.config = find_config(name);
   if (!t.config) t.config = find_config(org_name);
-  if (!t.config) {
-    std::vector<std::string> names;
-    for (const LitConfig& c : configs()) names.emplace_back(c.model.name);
-    const std::vector<std::string> near = nearest(name, names);
-    throw InputError(t.checkpoint_dir->where, fmt::format("checkpoint_dir '{}' names no LitGPT config memplan knows ('{}')", dir, name),
-                     near.empty() ? "its last folder is a LitGPT config name (litgpt/config.py @ v0.5.13); pass --model "
-                                    "PRESET|config.json for another architecture"
-                                  : fmt::format("did you mean '{}'? (LitGPT config names, litgpt/config.py @ v0.5.13; or pass "
-                                                "--model)",
-                                                fmt::join(near, "' or '")));
-  }
+  if (!t.config)
+    unknown_config(*t.checkpoint_dir, fmt::format("checkpoint_dir '{}' names no LitGPT config memplan knows ('{}')", dir, name), name,
+                   "its last folder is a LitGPT config name (litgpt/config.py @ v0.5.13); pass --model PRESET|config.json for another "
+                   "architecture");
   // LitGPT builds a separate lm_head of padded_vocab_size rows for every model (GPT.__init__,
   // litgpt/model.py @ v0.5.13; convert_hf_checkpoint copies a tied head into it).
   use_tool_model(t.st, litgpt_spec(*t.config), *t.checkpoint_dir);
