@@ -12,7 +12,9 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "profiles/files.h"
+#include "estimator/estimate.h"
 #include "planner/emit.h"
+#include "planner/keep.h"
 #include "planner/plan.h"
 
 namespace memplan::cli {
@@ -23,6 +25,7 @@ struct PlanFlags {
   std::string out;
   bool force = false;
   std::string table;  // --table 8GiB,12GiB or GPU presets
+  bool fresh = false;  // --fresh: memplan's own file for --emit even when --config is in that format
 };
 
 // "8GiB" -> "8 GiB"; other sizes as gib() prints them.
@@ -142,6 +145,101 @@ int run_table(Io io, const TrainingSetup& s, const planner::PlanAsk& ask, const 
   bool any = false;
   for (const auto& row : rows) any = any || row.result.found;
   return any ? kExitOk : kExitDoesNotFit;
+}
+
+// --emit for a --config already in that format: the user's file with only what the plan changes
+// (planner/keep.h). "Before" is what the emitter writes for the file's own setup: the file read
+// with the flags that say where it runs (model, GPU, count, versions), none of those that change
+// the setup, so a flag's value the plan used (--seq-len 2048) is written into the file. The kept
+// file is then re-estimated as its re-check line says, read from where it will be written; it is
+// used only when that gives the plan's peak within 0.5%, otherwise `why` says what went wrong.
+struct KeptConfig {
+  planner::KeptFile file;
+  std::vector<std::string> recheck_extra;  // flags the re-check needs beside the header's
+};
+
+std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const profiles::SetupInputs& setup_in,
+                                      const profiles::LoadedConfig& cfg, const planner::EmitContext& ec, planner::EmitFormat format,
+                                      const std::string& fresh, const std::string& written_at, const Calibration* cal,
+                                      int64_t plan_peak, std::string* why) {
+  try {
+    profiles::SetupInputs bi;
+    bi.config = in.config;
+    bi.format = in.format;
+    bi.model = in.model;
+    bi.gpu = in.gpu;
+    bi.gpu_memory = in.gpu_memory;
+    bi.allocator_cap = in.allocator_cap;
+    bi.gpus = in.gpus;
+    bi.device = in.device;
+    bi.calibration = in.calibration;
+    bi.framework = setup_in.framework;
+    bi.torch_version = in.torch_version;
+    bi.transformers_version = in.transformers_version;
+    bi.gpus_per_node = in.gpus_per_node;
+    bi.host_memory = in.host_memory;
+    profiles::BuiltSetup bb = profiles::build_setup(bi, cfg);
+    if (format == planner::EmitFormat::torchtune || format == planner::EmitFormat::litgpt)
+      if (const auto t = profiles::tool_model(bb.setup.model, planner::emit_format_name(format))) bb.setup.model = t->spec;
+    planner::EmitContext eb = ec;
+    eb.setup = bb.setup;
+    eb.global_batch = bb.setup.batch.micro_batch * bb.setup.batch.grad_accum * bb.setup.parallel.data_parallel();
+    const std::string before = planner::emit(eb, format);
+    std::ifstream file(*in.config, std::ios::binary);
+    std::ostringstream user;
+    user << file.rdbuf();
+    KeptConfig k{planner::keep_user_file(user.str(), before, fresh, *in.config, planner::emit_vocabulary(format)), {}};
+    // The re-check the file states (or the flags its format cannot hold), and the model and format
+    // the plan was given, which the user's file may name otherwise.
+    std::string check = planner::recheck_from_header(k.file.text, "KEPT");
+    if (check.empty()) {
+      check = "memplan estimate --config KEPT";
+      for (const std::string& a : planner::recheck_flags(format, ec)) check += " " + a;
+    }
+    const std::string prefix = "memplan estimate ";
+    if (check.rfind(prefix, 0) != 0) throw InputError(Where{}, "its re-check line is not a memplan estimate command");
+    CLI::App app;
+    profiles::SetupInputs ci;
+    add_setup_flags(app, ci);
+    app.parse(check.substr(prefix.size()), false);
+    ci.config.reset();
+    ci.format.reset();
+    // What the plan was told and the user's file may not say (a DeepSpeed config holds no GPU):
+    // the target and the model as given.
+    auto extra = [&](const char* flag, std::optional<std::string>& slot, const std::optional<std::string>& given) {
+      if (!given || slot == given) return;
+      slot = given;
+      k.recheck_extra.insert(k.recheck_extra.end(), {flag, *given});
+    };
+    if (!ci.gpu && !ci.gpu_memory) {
+      extra("--gpu", ci.gpu, in.gpu);
+      extra("--gpu-memory", ci.gpu_memory, in.gpu_memory);
+    }
+    if (!ci.gpus && in.gpus && *in.gpus > 1) {
+      ci.gpus = in.gpus;
+      k.recheck_extra.insert(k.recheck_extra.end(), {"--gpus", std::to_string(*in.gpus)});
+    }
+    extra("--model", ci.model, in.model);
+    if (in.format) k.recheck_extra.insert(k.recheck_extra.end(), {"--format", *in.format});
+    const profiles::LoadedConfig back = profiles::load_config_text(k.file.text, written_at, written_at, in.format.value_or(""));
+    const profiles::BuiltSetup cb = profiles::build_setup(ci, back);
+    const int64_t peak = estimate(cb.setup, cal).verdict_bytes();
+
+    const double off = std::abs(static_cast<double>(peak - plan_peak)) / static_cast<double>(plan_peak);
+    if (off > 0.005) {
+      *why = fmt::format("it re-estimates to {} where the plan is {} ({:+.1f}%)", gib(peak), gib(plan_peak),
+                         100.0 * static_cast<double>(peak - plan_peak) / static_cast<double>(plan_peak));
+      return std::nullopt;
+    }
+    return k;
+  } catch (const InputError& e) {
+    *why = e.message();
+  } catch (const planner::KeepError& e) {
+    *why = e.what();
+  } catch (const CLI::Error& e) {
+    *why = fmt::format("its re-check line does not parse ({})", e.what());
+  }
+  return std::nullopt;
 }
 
 int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const OutputFlags& o) {
@@ -291,8 +389,17 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   ec.peak_bytes = r.best.peak_bytes;
   ec.tokens_per_s = r.best.time.tokens_per_s;
   std::string written, text;
+  std::optional<KeptConfig> kept;  // --config's own file with the plan's changes
+  std::string not_kept;            // why it could not be kept
   if (!f.ask.emit.empty()) {
     text = planner::emit(ec, fmt_out);
+    if (in.config && !f.fresh && planner::emit_format_of_config(cfg.kind) == fmt_out) {
+      planner::EmitContext users = ec;
+      users.users_file = true;
+      kept = keep_config(in, setup_in, cfg, users, fmt_out, planner::emit(users, fmt_out), f.out.empty() ? *in.config : f.out, calibration_of(b), r.best.peak_bytes,
+                         &not_kept);
+      if (kept) text = kept->file.text;
+    }
     if (config_to_stdout) {
       io.out << text;
     } else {
@@ -317,6 +424,8 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
     doc["runners_up"].push_back(j);
   }
   if (!written.empty()) doc["emitted"] = {{"format", f.ask.emit}, {"path", written}};
+  if (kept) doc["emitted"]["kept"] = {{"from", *in.config}, {"changes", kept->file.changes}};
+  else if (!not_kept.empty()) doc["emitted"]["not_kept"] = {{"from", *in.config}, {"why", not_kept}};
   if (o.format() != Format::table) {
     emit(report, doc, o.format());
     return kExitOk;
@@ -379,6 +488,14 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
     const std::string file = written.empty() ? planner::default_file_name(fmt_out) : written;
     if (written.empty()) report << fmt::format("\n  printed the {} config on stdout (--out FILE writes it to a file)\n", f.ask.emit);
     else report << fmt::format("\n  wrote {} ({})\n", written, f.ask.emit);
+    if (kept) {
+      const size_t n = kept->file.changes.size();
+      report << fmt::format("  kept {} and changed {} (--fresh writes memplan's own file instead){}\n", *in.config,
+                            n == 0 ? "nothing: it holds the plan" : fmt::format("{} value{}", n, n == 1 ? "" : "s"), n == 0 ? "" : ":");
+      for (const std::string& c : kept->file.changes) report << "    " << c << "\n";
+    } else if (!not_kept.empty()) {
+      report << fmt::format("  note: memplan's own {} file, not {} with the plan's changes: {}\n", f.ask.emit, *in.config, not_kept);
+    }
     // A format whose header states how to re-check it (HF, Axolotl, accelerate) is taken at its word;
     // otherwise the flags the format cannot carry are added (recheck_flags).
     std::string check = planner::recheck_from_header(text, file);
@@ -386,6 +503,8 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
       check = fmt::format("memplan estimate --config {}", file);
       for (const std::string& a : planner::recheck_flags(fmt_out, ec)) check += " " + a;
     }
+    if (kept)
+      for (const std::string& a : kept->recheck_extra) check += " " + a;
     report << "  re-check it: " << check << "\n";
   }
   return kExitOk;
@@ -416,6 +535,8 @@ Command register_plan(CLI::App& root, Io io) {
                                               " config (on stdout; the report goes to stderr)")->type_name("FORMAT");
   app->add_option("--out", f->out, "write the --emit config to this file instead (atomically)")->type_name("FILE");
   app->add_flag("--force", f->force, "let --out replace an existing file");
+  app->add_flag("--fresh", f->fresh,
+                "with --emit for a --config in that format: write memplan's own file instead of the config with only the plan's changes");
   add_output_flags(*app, *o);
   return {app, [io, in, f, o] { return run_plan(io, *in, *f, *o); }};
 }

@@ -126,4 +126,11 @@ std::string thousands(int64_t n) {
   return n < 0 ? "-" + s : s;
 }
 
+std::string size_argument(int64_t bytes) {
+  constexpr int64_t kMiB = int64_t{1} << 20, kGiB = int64_t{1} << 30;
+  if (bytes > 0 && bytes % kGiB == 0) return std::to_string(bytes / kGiB) + "GiB";
+  if (bytes > 0 && bytes % kMiB == 0) return std::to_string(bytes / kMiB) + "MiB";
+  return std::to_string(bytes) + "B";
+}
+
 }  // namespace memplan::text

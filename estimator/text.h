@@ -21,6 +21,10 @@ size_t utf8_length(const std::string& t, size_t i);
 // not UTF-8 as \xNN (read back as U+00NN: YAML text is Unicode, a raw byte cannot be written).
 std::string yaml_scalar(const std::string& v);
 
+// A byte count as --gpu-memory and the other size flags take it, its unit stated (a bare number is
+// refused there): "6GiB", "512MiB", else "6442450945B".
+std::string size_argument(int64_t bytes);
+
 // `v` for one comment line (# ... in YAML or TOML): control characters (a newline would end the
 // comment and start a key) and bytes that are not UTF-8 as the visible text \xNN.
 std::string comment_text(const std::string& v);

@@ -34,6 +34,36 @@ std::vector<std::string> emit_format_names() {
   return {"memplan", "train-config", "deepspeed", "hf", "trl", "lightning", "torchtune", "litgpt", "axolotl", "accelerate", "llamafactory"};
 }
 
+std::optional<EmitFormat> emit_format_of_config(const std::string& kind) {
+  // memplan's YAML (any of its dialects: a train-config file kept as --emit memplan is checked by
+  // its re-estimate like any other).
+  if (kind == "memplan") return EmitFormat::memplan;
+  if (kind == "deepspeed") return EmitFormat::deepspeed;
+  if (kind == "hf-trainer") return EmitFormat::hf;
+  EmitFormat f;
+  if (parse_emit_format(kind, &f)) return f;
+  return std::nullopt;
+}
+
+KeyVocabulary emit_vocabulary(EmitFormat f) {
+  switch (f) {
+    // TrainingArguments/TRL: the load dtype (torch_dtype before transformers 4.56, dtype since;
+    // profiles/formats/hf_trainer.cpp reads either), the sequence length (TRL's max_seq_length
+    // before 0.16, max_length since; run_clm.py's block_size), fsdp_config's options with or
+    // without accelerate's fsdp_ prefix.
+    case EmitFormat::hf:
+      return {{{"dtype", "torch_dtype"}, {"max_length", "max_seq_length", "block_size"}, {"offload_params", "fsdp_offload_params"},
+               {"fsdp_version", "version"}},
+              {}};
+    // Axolotl's fsdp_config takes FSDP options with or without accelerate's fsdp_ prefix (the
+    // reader strips it, profiles/formats/hf_family.cpp fsdp_config).
+    case EmitFormat::axolotl: return {{{"offload_params", "fsdp_offload_params"}, {"fsdp_version", "version"}}, {}};
+    // LightningCLI (jsonargparse) takes a class's arguments under init_args beside its class_path.
+    case EmitFormat::lightning: return {{}, {"init_args"}};
+    default: return {};
+  }
+}
+
 std::string default_file_name(EmitFormat f) {
   switch (f) {
     case EmitFormat::memplan: return "memplan-plan.yaml";
@@ -309,7 +339,12 @@ std::string emit_deepspeed(const EmitContext& c) {
 
 namespace detail {
 std::vector<std::string> header_lines(const EmitContext& c) { return header(c); }
-std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch) { return deepspeed_json(s, global_batch).dump(2, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch, bool batch_auto) {
+  nlohmann::ordered_json j = deepspeed_json(s, global_batch);
+  if (batch_auto)
+    for (const char* k : {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"}) j[k] = "auto";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 }  // namespace detail
 
 std::string recheck_from_header(const std::string& text, const std::string& file) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "estimator/setup.h"
+#include "planner/keep.h"
 
 namespace memplan::planner {
 
@@ -47,6 +48,9 @@ struct EmitContext {
   double budget = 0.90;    // the tier fraction, written as memory.target_utilization
   int64_t peak_bytes = 0;
   double tokens_per_s = 0;  // modelled
+  // The header will head the user's own file (plan keeping --config, planner/keep.h): no word on
+  // the placeholders a fresh file holds (torchtune's tokenizer and checkpoint paths).
+  bool users_file = false;
 };
 
 // The file text for a format. InputError at --emit when the format cannot express the setup
@@ -68,6 +72,14 @@ std::string comment_header(const EmitContext& c);
 std::string emit_lightning(const EmitContext& c);
 std::string emit_torchtune(const EmitContext& c);
 std::string emit_litgpt(const EmitContext& c);
+
+// The format a config file read as `kind` (LoadedConfig::kind: "torchtune", "hf-trainer", ...)
+// is written in by --emit, when memplan writes that format; nullopt otherwise. `plan --emit` for
+// a --config already in that format keeps the user's file (planner/keep.h).
+std::optional<EmitFormat> emit_format_of_config(const std::string& kind);
+// How the tool's files may say what the emitter writes otherwise (HF's torch_dtype for dtype,
+// LightningCLI's init_args), for keep_user_file.
+KeyVocabulary emit_vocabulary(EmitFormat f);
 
 // Suggested file name for a format ("memplan-plan.yaml", "ds_config.json", ...).
 std::string default_file_name(EmitFormat f);

@@ -14,13 +14,18 @@ namespace memplan::planner::detail {
 std::vector<std::string> header_lines(const EmitContext& c);
 // The DeepSpeed config memplan's deepspeed emitter writes (train batch, precision, ZeRO section),
 // as JSON indented by 2, without the "memplan" block.
-std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch);
+// `batch_auto`: the three batch keys "auto", which the HF Trainer fills from its own arguments
+// (transformers src/transformers/integrations/deepspeed.py HfTrainerDeepSpeedConfig.trainer_config_process),
+// as a TrainingArguments-family file states them.
+std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch, bool batch_auto = false);
 // "deepspeed:" and that config inline beneath it, indented (HF TrainingArguments and Axolotl take
-// a dict there; JSON is YAML flow style).
+// a dict there; JSON is YAML flow style), its batch keys "auto": the file's own batch keys say them.
 std::string inline_deepspeed(const TrainingSetup& s, int64_t global_batch);
 // HF's FSDP strategy word (TrainingArguments.fsdp, Axolotl's fsdp list): "full_shard", ...
 const char* fsdp_word(FsdpMode m);
 
+// The target as flags: "--gpu rtx-3090", or "--gpu-memory 6GiB" for a card given by its memory.
+std::string target_flag(const EmitContext& c);
 // "memplan estimate --config FILE --gpu rtx-3090 --gpus 2 [flags]": how to re-check an emitted file
 // whose format cannot hold the target (and `flags`: whatever else it cannot hold).
 std::string recheck_command(const EmitContext& c, const std::string& file, const std::vector<std::string>& flags);

@@ -25,7 +25,7 @@ const char* fsdp_word(FsdpMode m) {
 }
 
 std::string inline_deepspeed(const TrainingSetup& s, int64_t global_batch) {
-  const std::string ds = deepspeed_text(s, global_batch);
+  const std::string ds = deepspeed_text(s, global_batch, /*batch_auto=*/true);
   std::string y = "deepspeed:\n";
   size_t start = 0;
   while (start < ds.size()) {
@@ -67,11 +67,14 @@ std::string module_name(const std::string& t) {
   return t;
 }
 
+std::string target_flag(const EmitContext& c) {
+  return c.gpu.empty() ? "--gpu-memory " + text::size_argument(c.setup.device.capacity_bytes) : "--gpu " + c.gpu;
+}
+
 std::string recheck_command(const EmitContext& c, const std::string& file, const std::vector<std::string>& flags) {
   const TrainingSetup& s = c.setup;
   std::string cmd = fmt::format("memplan estimate --config {}", file);
-  if (!c.gpu.empty()) cmd += fmt::format(" --gpu {}", c.gpu);
-  else if (s.device.capacity_bytes > 0) cmd += fmt::format(" --gpu-memory {}", s.device.capacity_bytes);
+  if (!c.gpu.empty() || s.device.capacity_bytes > 0) cmd += " " + target_flag(c);
   if (s.parallel.num_gpus > 1) cmd += fmt::format(" --gpus {}", s.parallel.num_gpus);
   for (const std::string& f : flags) cmd += " " + f;
   return text::comment_text(cmd);  // written on a comment line

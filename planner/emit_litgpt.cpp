@@ -9,6 +9,7 @@
 
 #include "estimator/error.h"
 #include "planner/emit.h"
+#include "planner/emit_detail.h"
 #include "estimator/text.h"
 
 namespace memplan::planner {
@@ -87,8 +88,8 @@ std::string emit_litgpt(const EmitContext& c) {
   }
   const char* script_name = f.mode == FinetuneMode::full ? "finetune_full" : "finetune_lora";
   std::string y = comment_header(c);
-  y += fmt::format("# litgpt {} --config this-file; memplan estimate --config this-file --gpu {} re-checks it\n", script_name,
-                   c.gpu.empty() ? "PRESET" : text::comment_text(c.gpu));
+  y += fmt::format("# litgpt {} --config this-file; memplan estimate --config this-file {} re-checks it\n", script_name,
+                   text::comment_text(detail::target_flag(c)));
   y += fmt::format("checkpoint_dir: {}\nout_dir: out/finetune/memplan-plan\nprecision: {}\n", text::yaml_scalar(c.tool.name), precision);
   if (quantized) {
     const char* q = f.base_quant == BaseQuant::int8 ? "bnb.int8-training" : f.double_quant ? "bnb.nf4-dq" : "bnb.nf4";

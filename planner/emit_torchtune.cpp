@@ -10,6 +10,7 @@
 
 #include "estimator/error.h"
 #include "planner/emit.h"
+#include "planner/emit_detail.h"
 #include "estimator/text.h"
 
 namespace memplan::planner {
@@ -138,9 +139,9 @@ std::string emit_torchtune(const EmitContext& c) {
     y += fmt::format("# tune run --nproc_per_node {} {} --config this-file\n", p.num_gpus, recipe);
   else
     y += fmt::format("# tune run {} --config this-file\n", recipe);
-  y += fmt::format("# torchtune configs hold neither the GPU nor the GPU count: memplan estimate --config this-file --gpu {} --gpus {}\n",
-                   c.gpu.empty() ? "PRESET" : text::comment_text(c.gpu), p.num_gpus);
-  y += "# Set the tokenizer path and the checkpointer files to your download (tune download ...).\n";
+  y += fmt::format("# torchtune configs hold neither the GPU nor the GPU count: memplan estimate --config this-file {} --gpus {}\n",
+                   text::comment_text(detail::target_flag(c)), p.num_gpus);
+  if (!c.users_file) y += "# Set the tokenizer path and the checkpointer files to your download (tune download ...).\n";
   y += "output_dir: /tmp/torchtune/memplan-plan\n";
   y += fmt::format("model:\n  _component_: {}\n", builder);
   if (f.mode != FinetuneMode::full) y += lora_args(f);

@@ -3,6 +3,7 @@
 // the search itself never changes with the format.
 #include <fmt/format.h>
 
+#include "estimator/text.h"
 #include "planner/emit.h"
 #include "planner/space.h"
 
@@ -150,7 +151,7 @@ std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c) {
   std::vector<std::string> out;
   auto target = [&] {
     if (!c.gpu.empty()) out.insert(out.end(), {"--gpu", c.gpu});
-    else out.insert(out.end(), {"--gpu-memory", std::to_string(s.device.capacity_bytes)});
+    else out.insert(out.end(), {"--gpu-memory", text::size_argument(s.device.capacity_bytes)});
     out.insert(out.end(), {"--gpus", std::to_string(s.parallel.num_gpus)});
   };
   switch (f) {
@@ -159,7 +160,7 @@ std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c) {
     case EmitFormat::hf: case EmitFormat::torchtune: target(); break;
     case EmitFormat::litgpt:
       if (!c.gpu.empty()) out.insert(out.end(), {"--gpu", c.gpu});
-      else out.insert(out.end(), {"--gpu-memory", std::to_string(s.device.capacity_bytes)});
+      else out.insert(out.end(), {"--gpu-memory", text::size_argument(s.device.capacity_bytes)});
       break;
     default: break;
   }

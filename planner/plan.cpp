@@ -40,14 +40,22 @@ constexpr double kThroughputResolution = 0.02;
 
 // How much a configuration asks of the user's setup, compared lexicographically (smaller is
 // simpler): host offload (PCIe traffic, host RAM, CPU Adam), then sharding (an engine or a
-// wrapper to run it), then packages beyond PyTorch (flash-attn, bitsandbytes optimizers).
-std::tuple<int, int, int> simplicity(const TrainingSetup& s) {
+// wrapper to run it), then packages beyond PyTorch (flash-attn, bitsandbytes optimizers) that
+// the user's own setup (`base`: the config and flags) does not use already, then how many of the
+// user's own choices (attention, optimizer) it departs from: a file that trains with
+// flash_attention_2 keeps it where SDPA is no faster.
+bool bnb_optimizer(const TrainingSetup& s) {
+  return s.optimizer == OptimizerKind::adamw_8bit || s.optimizer == OptimizerKind::paged_adamw ||
+         s.optimizer == OptimizerKind::paged_adamw_8bit;
+}
+
+std::tuple<int, int, int, int> simplicity(const TrainingSetup& s, const TrainingSetup& base) {
   const Sharding sh = sharding_of(s);
   const int offload = offloads_params(sh.offload) ? 2 : sh.offload == Offload::optimizer ? 1 : 0;
   const int sharding = sh.fsdp != FsdpMode::none ? 3 : sh.zero > 0 ? sh.zero : sh.deepspeed ? 1 : 0;
-  const bool bnb_optimizer = s.optimizer == OptimizerKind::adamw_8bit || s.optimizer == OptimizerKind::paged_adamw ||
-                             s.optimizer == OptimizerKind::paged_adamw_8bit;
-  return {offload, sharding, (s.attention == AttentionImpl::flash) + bnb_optimizer};
+  const bool flash = s.attention == AttentionImpl::flash && base.attention != AttentionImpl::flash;
+  return {offload, sharding, flash + (bnb_optimizer(s) && !bnb_optimizer(base)),
+          (s.attention != base.attention) + (s.optimizer != base.optimizer)};
 }
 
 // "a, b,,c" -> a b c
@@ -269,8 +277,23 @@ class Search {
   // global batch as well and is within the throughput model's resolution of it. The model is a
   // roofline estimate: a 0.3% modelled gain does not pay for DeepSpeed with parameter offload.
   // Nullptr when `cs` has nothing `keep` accepts.
+  //
+  // On one GPU, ZeRO has no other rank to partition over and saves memory only by moving it to the
+  // host, which the HF Trainer's DeepSpeed guide offers "in GPU-limited environments ... to fit and
+  // train really large models on a single GPU" (https://huggingface.co/docs/transformers/v4.49.0/deepspeed):
+  // there a plan with ZeRO or offload is recommended only when nothing that keeps the step on the
+  // GPU fits. The roofline prices the PCIe traffic and the CPU optimizer, not the engine's
+  // partitioning hooks.
   template <class Keep>
-  const Candidate* pick(const std::vector<Candidate>& cs, Keep&& keep) const {
+  const Candidate* pick(const std::vector<Candidate>& cs, Keep&& keep_any) const {
+    auto on_gpu = [](const Candidate& c) {
+      const Sharding sh = sharding_of(c.setup);
+      return sh.zero == 0 && sh.offload == Offload::none && sh.fsdp == FsdpMode::none;
+    };
+    bool gpu_only = false;
+    if (req_.base.parallel.data_parallel() == 1)
+      for (const Candidate& c : cs) gpu_only = gpu_only || (keep_any(c) && on_gpu(c));
+    auto keep = [&](const Candidate& c) { return keep_any(c) && (!gpu_only || on_gpu(c)); };
     const Candidate* top = nullptr;
     for (const Candidate& c : cs)
       if (keep(c) && (!top || better(c, *top))) top = &c;
@@ -279,7 +302,7 @@ class Search {
     for (const Candidate& c : cs) {
       if (!keep(c) || c.global_batch != top->global_batch) continue;
       if (c.time.tokens_per_s < top->time.tokens_per_s * (1 - kThroughputResolution)) continue;
-      const auto sc = simplicity(c.setup), sb = simplicity(choice->setup);
+      const auto sc = simplicity(c.setup, req_.base), sb = simplicity(choice->setup, req_.base);
       if (sc < sb || (sc == sb && better(c, *choice))) choice = &c;
     }
     return choice;

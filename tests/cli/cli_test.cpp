@@ -1245,3 +1245,112 @@ TEST_CASE("plan bounds its searches: --table at most 64 rows, --max-micro-batch 
   CHECK(line(m.err, 0) == "error: --max-micro-batch: must be at most 65536 (got 100000000)");
   CHECK(invoke({"plan", "--model", "gpt2", "--gpu", "a100-80gb", "--global-batch", "64", "--max-micro-batch", "65536"}).code == 0);
 }
+
+TEST_CASE("plan --emit FORMAT over a config in that format keeps the user's file: only what the plan changes, re-estimating within 0.5%") {
+  memplan::testing::EnvGuard env;  // the fixtures' Hub ids resolve through the test cache, offline
+  const std::string formats = std::string(MEMPLAN_TEST_DATA) + "/formats/";
+  env.set("HF_HUB_CACHE", formats + "hf_cache");
+  env.set("HF_HUB_OFFLINE", "1");
+  env.unset("HUGGINGFACE_HUB_CACHE");
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-keeps-the-file";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  struct Row {
+    std::string config, format;
+    std::vector<std::string> flags;
+    std::vector<std::string> kept;  // lines of the user's file the plan does not touch
+    std::string changed;            // one change the plan makes, as the report lists it
+  };
+  const std::vector<Row> rows = {
+      // The issue's cases: torchtune's learning rate, Axolotl's special tokens, packing, learning rate
+      // and Hub id, TRL's QLoRA load dtype.
+      {formats + "torchtune/llama3_2_1B_lora_single_device.yaml", "torchtune", {"--gpu-memory", "6GiB", "--seq-len", "2048"},
+       {"  lr: 3e-4", "  weight_decay: 0.01", "output_dir: /tmp/torchtune/llama3_2_1B/lora_single_device # /tmp may be deleted",
+        "  checkpoint_dir: /tmp/Llama-3.2-1B-Instruct/", "  packed: False  # True increases speed", "  profile_memory: False"},
+       "batch_size: 4 -> 1"},
+      {formats + "axolotl/01-llama-3.2-1b-qlora.yml", "axolotl", {"--gpu-memory", "6GiB"},
+       {"base_model: NousResearch/Llama-3.2-1B", "sample_packing: true", "learning_rate: 0.0002", "special_tokens:"},
+       "micro_batch_size: 2 -> 1"},
+      {formats + "hf-trl/01-zephyr-7b-sft-qlora.yaml", "hf", {"--gpu", "rtx-4090"},
+       {"torch_dtype: bfloat16", "model_name_or_path: mistralai/Mistral-7B-v0.1", "learning_rate: 2.0e-04", "lora_target_modules:"},
+       "per_device_train_batch_size: 4 -> 8"},
+      {formats + "hf-trl/09-run-clm-bf16-qwen.json", "hf", {"--gpu", "rtx-3060"},
+       {"\"dataset_name\": \"wikitext\"", "\"block_size\": 1024"}, "per_device_train_batch_size: 4 -> 2"},
+      {formats + "llamafactory/qwen3_full_sft.yaml", "llamafactory", {"--model", "qwen3-4b", "--gpu", "a100-80gb", "--gpus", "2"},
+       {"model_name_or_path: Qwen/Qwen3-4B-Instruct-2507", "learning_rate: 1.0e-5", "cutoff_len: 2048"},
+       "per_device_train_batch_size: 1 -> 2"},
+      {formats + "litgpt/llama-3.2-1B_lora.yaml", "litgpt", {"--gpu", "rtx-3060"},
+       {"checkpoint_dir: checkpoints/meta-llama/Llama-3.2-1B", "    lr: 0.0002", "  lr_warmup_steps: 10"}, "train.micro_batch_size: 1 -> 4"},
+      {formats + "lightning/hf_module_deepspeed.yaml", "lightning", {"--model", "llama-3.2-1b", "--gpu", "a100-80gb", "--gpus", "4", "--global-batch", "16"},
+       {"    model_name_or_path: meta-llama/Llama-3.2-1B", "      reduce_bucket_size: 500000000"},
+       "trainer.strategy.init_args.stage: 3 -> 1"},
+      {formats + "deepspeed/megatron-ds_zero2_config.json", "deepspeed", {"--model", "llama-3.1-8b", "--gpu", "a100-40gb", "--gpus", "8"},
+       {"\"steps_per_print\": 1", "\"lr\": 0.00015"}, "- fp16"},
+      {formats + "accelerate/02-alignment-handbook-zero3.yaml", "accelerate",
+       {"--model", "llama-3.1-8b", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64", "--seq-len", "2048"},
+       {"  zero3_init_flag: true", "main_training_function: main"}, "+ deepspeed_config.gradient_accumulation_steps: 2"},
+      {kExamples + "/quickstart.yaml", "memplan", {"--gpu", "rtx-3060"}, {"  preset: qwen2.5-0.5b"}, "training.micro_batch_size: 1 -> 4"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.config);
+    const std::string out = (dir / (row.format + (row.config.back() == 'n' ? ".json" : ".yaml"))).string();
+    std::vector<std::string> args = {"plan", "--config", row.config, "--emit", row.format, "--out", out, "--force"};
+    args.insert(args.end(), row.flags.begin(), row.flags.end());
+    const Run text = invoke(args);
+    REQUIRE(text.code == 0);
+    CHECK(contains(text.out, "  kept " + row.config + " and changed "));
+    CHECK(contains(text.out, "\n    " + row.changed + "\n"));
+    const std::string written = slurp_file(out);
+    for (const std::string& l : row.kept) {
+      CAPTURE(l);
+      CHECK(contains(slurp_file(row.config), l));
+      CHECK(contains(written, l));
+    }
+    // The user's lines the plan leaves alone are all there, in order, comments included: only the
+    // lines of keys the report names differ (checked on the YAML files that lose no block).
+    args.push_back("--json");
+    const Run p = invoke(args);
+    REQUIRE(p.code == 0);
+    const json doc = parse_json(p);
+    const json changes = doc.at("emitted").at("kept").at("changes");
+    bool removes = false;
+    for (const auto& c : changes) removes = removes || c.get<std::string>().rfind("- ", 0) == 0;
+    if (!removes && row.config.back() != 'n') {
+      std::istringstream original(slurp_file(row.config));
+      size_t from = 0, missing = 0;
+      for (std::string l; std::getline(original, l);) {
+        const size_t at = written.find(l + "\n", from);
+        if (at == std::string::npos) ++missing;
+        else from = at + l.size();
+      }
+      CHECK(missing <= changes.size());
+    }
+    // The re-check the report states gives the plan's peak within 0.5%.
+    const size_t at = text.out.find("re-check it: memplan ");
+    REQUIRE(at != std::string::npos);
+    std::istringstream cmd(line(text.out.substr(at + 21), 0));
+    std::vector<std::string> recheck;
+    for (std::string w; cmd >> w;) recheck.push_back(w);
+    recheck.push_back("--json");
+    const Run e = invoke(recheck);
+    REQUIRE(e.code == 0);
+    const double peak = parse_json(e).at("per_gpu").at("peak_bytes").get<double>();
+    const double planned = doc.at("best").at("peak_bytes").get<double>();
+    CHECK(std::abs(peak - planned) <= 0.005 * planned);
+    // --fresh writes memplan's own file.
+    args.pop_back();
+    args.push_back("--fresh");
+    const Run f = invoke(args);
+    REQUIRE(f.code == 0);
+    CHECK_FALSE(contains(f.out, "  kept "));
+    CHECK_FALSE(contains(slurp_file(out), "as it was, with"));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a re-check line names a card given by its memory with the memory's unit") {
+  const Run r = invoke({"plan", "--model", "llama-3.2-1b", "--finetune", "lora", "--gpu-memory", "6GiB", "--global-batch", "8", "--emit", "torchtune"});
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.err, "re-check it: memplan estimate --config torchtune-config.yaml --gpu-memory 6GiB --gpus 1\n"));
+  CHECK(contains(r.out, "memplan estimate --config this-file --gpu-memory 6GiB --gpus 1\n"));
+}
