@@ -372,6 +372,14 @@ void resolve_deepspeed_batch(const LoadedConfig& cfg, BuiltSetup& b) {
 // (TrainArgs.gradient_accumulation_iters, litgpt/args.py @ v0.5.13: global // (devices x num_nodes)
 // // micro_batch_size): with --gpus or --micro-batch the file's global batch is spread again.
 void resolve_litgpt_batch(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
+  // The checkpointing the tool decides by the device count, for the count --gpus gives.
+  if (cfg.checkpointing_by_devices && in.gpus && !in.checkpointing) {
+    const bool several = b.setup.parallel.num_gpus > 1;
+    b.setup.checkpointing = several ? cfg.checkpointing_by_devices->several : cfg.checkpointing_by_devices->one;
+    b.origin.defaults["checkpointing"] = fmt::format("{} ({} GPU{} from --gpus)", several ? cfg.checkpointing_by_devices->why_several
+                                                                                          : cfg.checkpointing_by_devices->why_one,
+                                                     b.setup.parallel.num_gpus, several ? "s" : "");
+  }
   if (cfg.kind != "litgpt" || !cfg.global_batch || in.grad_accum || (!in.gpus && !in.micro_batch)) return;
   TrainingSetup& s = b.setup;
   const int64_t world = std::max<int64_t>(1, s.parallel.num_gpus);

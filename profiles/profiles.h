@@ -177,6 +177,14 @@ struct LoadedConfig {
     std::string text;
   };
   std::optional<CheckpointPrecision> checkpoint_precision;
+  // A checkpointing the tool decides by the GPU count, which a --gpus flag may change (LitGPT's
+  // fine-tuning scripts checkpoint every Block over several devices, none on one): build_setup
+  // applies `several` or `one` for the final count unless --checkpointing is given.
+  struct ByDeviceCount {
+    Checkpointing one, several;
+    std::string why_one, why_several;
+  };
+  std::optional<ByDeviceCount> checkpointing_by_devices;
   // DeepSpeed bucket sizes written "auto", filled from the model's hidden size h once the model is
   // known (reduce_bucket_size h^2, stage3_prefetch_bucket_size 0.9 h^2), as the HF Trainer and
   // accelerate fill them; the position of the "auto".

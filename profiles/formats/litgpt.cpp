@@ -488,16 +488,21 @@ void resolve_parallel(Lit& t) {
       s.parallel.fsdp = FsdpMode::hybrid_shard;
       t.st.by_default("parallel.fsdp", "LitGPT pretrain.py @ v0.5.13: sharding_strategy=\"HYBRID_SHARD\" (sharded within a node)");
     }
-  } else if (world > 1 || t.devices_auto) {
-    c.mode = CheckpointMode::full;
-    t.st.by_default("checkpointing", t.lora ? "LitGPT: several devices checkpoint every Block (litgpt/finetune/lora.py @ "
-                                              "v0.5.13 parallelize_fn(activation_checkpointing=True))"
-                                            : "LitGPT: several devices checkpoint every Block (litgpt/finetune/full.py @ "
-                                              "v0.5.13 FSDPStrategy(activation_checkpointing_policy={Block}))");
   } else {
-    c.mode = CheckpointMode::none;
-    t.st.by_default("checkpointing", "LitGPT: one device runs strategy \"auto\" without activation checkpointing "
-                                     "(litgpt/finetune/lora.py, full.py @ v0.5.13)");
+    // Decided by the device count, which --gpus may still change (build_setup applies it).
+    LoadedConfig::ByDeviceCount by;
+    by.one.mode = CheckpointMode::none;
+    by.several.mode = CheckpointMode::full;
+    by.why_several = t.lora ? "LitGPT: several devices checkpoint every Block (litgpt/finetune/lora.py @ "
+                              "v0.5.13 parallelize_fn(activation_checkpointing=True))"
+                            : "LitGPT: several devices checkpoint every Block (litgpt/finetune/full.py @ "
+                              "v0.5.13 FSDPStrategy(activation_checkpointing_policy={Block}))";
+    by.why_one = "LitGPT: one device runs strategy \"auto\" without activation checkpointing "
+                 "(litgpt/finetune/lora.py, full.py @ v0.5.13)";
+    const bool several = world > 1 || t.devices_auto;
+    c = several ? by.several : by.one;
+    t.st.by_default("checkpointing", several ? by.why_several : by.why_one);
+    t.st.out.checkpointing_by_devices = by;
   }
 }
 

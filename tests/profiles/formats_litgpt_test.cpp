@@ -2,6 +2,7 @@
 // Lightning-AI/litgpt v0.5.13 (tests/data/formats/litgpt/), the scripts' setup() defaults, LitGPT's
 // untied, padded-vocabulary models, the multi-device strategy, and broken files.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "profiles/profiles.h"
 
@@ -264,4 +265,27 @@ TEST_CASE("litgpt: pretrain/tinyllama.yaml: model_name, no activation checkpoint
   CHECK(error_of("model_name: tiny-lama-1.1b\ntrain:\n  micro_batch_size: 2\n") ==
         "lit.yaml:1:1: error: model_name 'tiny-lama-1.1b' is no LitGPT config memplan knows\nhint: did you mean 'tiny-llama-1.1b'? "
         "(LitGPT config names, litgpt/config.py @ v0.5.13; or pass --model)");
+}
+
+// Issue 26: a fine-tuning config's checkpointing followed the file's device count, not --gpus
+// (finetune/lora.py and full.py @ v0.5.13 checkpoint every Block over several devices, none on one).
+TEST_CASE("litgpt: fine-tuning checkpointing follows the device count --gpus gives") {
+  for (const auto& [file, file_devices] : {std::pair<const char*, int64_t>{"llama-3.2-1B_lora.yaml", 1}, {"llama-3.2-1B_lora_4devices.yaml", 4}}) {
+    CAPTURE(file);
+    const LoadedConfig c = load(file);
+    REQUIRE(c.checkpointing_by_devices.has_value());
+    CHECK(c.setup.checkpointing.mode == (file_devices > 1 ? CheckpointMode::full : CheckpointMode::none));
+    for (const int64_t gpus : {int64_t{1}, int64_t{4}}) {
+      CAPTURE(gpus);
+      SetupInputs in;
+      in.config = kDir + file;
+      in.gpus = gpus;
+      const BuiltSetup b = build_setup(in, c);
+      CHECK(b.setup.checkpointing.mode == (gpus > 1 ? CheckpointMode::full : CheckpointMode::none));
+      CHECK(b.origin.defaults.at("checkpointing").find(fmt::format("({} GPU{} from --gpus)", gpus, gpus > 1 ? "s" : "")) != std::string::npos);
+      in.checkpointing = "every:2";  // a flag still wins
+      CHECK(to_string(build_setup(in, c).setup.checkpointing) == "every:2");
+    }
+  }
+  CHECK_FALSE(load("pretrain-tinyllama.yaml").checkpointing_by_devices.has_value());  // pretrain.py never checkpoints
 }
