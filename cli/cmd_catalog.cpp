@@ -42,6 +42,7 @@ int run_gpus(Io io, const OutputFlags& o) {
                              {"vendor", g.vendor},
                              {"family", g.family},
                              {"memory_bytes", g.memory_bytes},
+                             {"memory_basis", g.memory_basis.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.memory_basis)},
                              {"usable_bytes", g.usable_bytes()},
                              {"unified_memory", g.unified_memory},
                              {"bf16", g.bf16},
@@ -56,18 +57,21 @@ int run_gpus(Io io, const OutputFlags& o) {
     emit(io.out, doc, o.format());
     return kExitOk;
   }
-  io.out << fmt::format("{:<18} {:>11} {:>11} {:<10} {:<4} {:<4} {:<5} {:<5} {:<4} {:<5} {:<5} {:<5} {:>9} {:>9}\n", "gpu", "memory", "usable",
-                        "family", "bf16", "fp8", "flash", "sdpa", "bnb", "dspd", "offl", "multi", "bf16 TF/s", "HBM GB/s");
+  io.out << fmt::format("{:<18} {:>11} {:<8} {:>11} {:<10} {:<4} {:<4} {:<5} {:<5} {:<4} {:<5} {:<5} {:<5} {:>9} {:>9}\n", "gpu", "memory",
+                        "basis", "usable", "family", "bf16", "fp8", "flash", "sdpa", "bnb", "dspd", "offl", "multi", "bf16 TF/s", "HBM GB/s");
   for (const profiles::GpuProfile* gp : c.all()) {
     const profiles::GpuProfile& g = *gp;
     const profiles::GpuFamily* f = c.family(g.family);
     const Capabilities k = f && f->caps ? *f->caps : Capabilities{};
-    io.out << fmt::format("{:<18} {:>11} {:>11} {:<10} {:<4} {:<4} {:<5} {:<5} {:<4} {:<5} {:<5} {:<5} {:>9.0f} {:>9.0f}\n", g.name,
-                          gib(g.memory_bytes), gib(g.usable_bytes()), g.family, g.bf16 ? "yes" : "no", g.fp8 ? "yes" : "no",
+    io.out << fmt::format("{:<18} {:>11} {:<8} {:>11} {:<10} {:<4} {:<4} {:<5} {:<5} {:<4} {:<5} {:<5} {:<5} {:>9.0f} {:>9.0f}\n", g.name,
+                          gib(g.memory_bytes), g.memory_basis == "printed-mib" ? "MiB" : g.memory_basis.empty() ? "?" : g.memory_basis,
+                          gib(g.usable_bytes()), g.family, g.bf16 ? "yes" : "no", g.fp8 ? "yes" : "no",
                           short_support(k.flash_attention), short_support(k.sdpa_fused), short_support(k.bitsandbytes),
                           short_support(k.deepspeed), short_support(k.deepspeed_offload), k.collective.empty() ? "?" : k.collective,
                           g.peak_bf16_flops / 1e12, g.memory_bandwidth_bytes_per_s / 1e9);
   }
+  io.out << "basis: where the memory comes from: measured (on the card, memplan's harness), printed (a byte total a tool\n"
+            "printed), MiB (a MiB total a tool printed), nominal (the marketed size: the card shows 1-3% less; calibrate on it).\n";
   io.out << "flash: flash-attn 2; sdpa: SDPA's fused kernels (else its math path); bnb: bitsandbytes 8-bit optimizers and 4-bit\n"
             "bases; dspd: DeepSpeed; offl: its CPU offload; multi: collective backend. part: a preview memplan does not recommend.\n"
             "usable: the share one training process can use (Apple: Metal's recommendedMaxWorkingSetSize). --json has each reason and source.\n";

@@ -88,6 +88,12 @@ const detail::KeyTable<GpuProfile>& gpu_keys() {
       {{"vendor"}, [](const Node& n, GpuProfile& g) { g.vendor = as_text(n); }},
       {{"family"}, [](const Node& n, GpuProfile& g) { g.family = as_text(n); }},
       {{"memory_bytes"}, [](const Node& n, GpuProfile& g) { g.memory_bytes = as_int(n); }},
+      {{"memory_basis"}, [](const Node& n, GpuProfile& g) {
+         g.memory_basis = as_text(n);
+         if (g.memory_basis != "measured" && g.memory_basis != "printed" && g.memory_basis != "printed-mib" && g.memory_basis != "nominal")
+           throw InputError(n.where, fmt::format("unknown memory_basis '{}'", g.memory_basis),
+                            "memory_basis is measured, printed, printed-mib or nominal");
+       }},
       {{"unified_memory"}, [](const Node& n, GpuProfile& g) { g.unified_memory = as_bool(n); }},
       {{"usable_fraction"}, [](const Node& n, GpuProfile& g) { g.usable_fraction = as_number(n); }},
       {{"compute_capability"}, [](const Node& n, GpuProfile& g) { g.compute_capability = as_text(n); }},

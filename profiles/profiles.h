@@ -42,6 +42,10 @@ struct GpuProfile {
   std::string vendor;                // nvidia | amd | apple
   std::string family;
   int64_t memory_bytes = 0;          // total device memory
+  // Where memory_bytes comes from: "measured" (memplan's harness on the card), "printed" (a byte
+  // total a tool printed), "printed-mib" (a MiB total x 2^20), "nominal" (the marketed size); ""
+  // when the catalog does not say (a user's catalog).
+  std::string memory_basis;
   bool unified_memory = false;
   double usable_fraction = 1.0;      // share a training job can use (Apple unified memory)
   std::string compute_capability;

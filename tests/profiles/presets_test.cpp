@@ -247,6 +247,39 @@ TEST_CASE("a GPU catalog parses only the entries asked for, and a broken one fai
   CHECK_THROWS_AS(parse_gpu_catalog(head + good + shadow_alias, "cat.yaml"), InputError);
 }
 
+// Issue 26: the GPU table mixed nominal and measured capacities without saying which.
+TEST_CASE("every bundled GPU says where its memory comes from; nominal ones are whole GiB, measured ones cite the recording") {
+  const GpuCatalog& c = gpu_catalog();
+  int measured = 0, nominal = 0;
+  for (const GpuProfile* g : c.all()) {
+    CAPTURE(g->name);
+    const std::string& b = g->memory_basis;
+    CHECK((b == "measured" || b == "printed" || b == "printed-mib" || b == "nominal"));
+    if (b == "nominal") {
+      ++nominal;
+      CHECK(g->memory_bytes % (int64_t{1} << 30) == 0);
+      CHECK(g->source.find("nominal") != std::string::npos);
+    }
+    if (b == "printed-mib") CHECK(g->memory_bytes % (int64_t{1} << 20) == 0);
+    if (b == "printed") CHECK(g->source.find(std::to_string(g->memory_bytes) + " bytes") != std::string::npos);
+    if (b == "measured") {
+      ++measured;
+      CHECK(g->source.find("tests/data/gpu") != std::string::npos);
+    }
+  }
+  CHECK(measured == 2);  // the H100 and H200 memplan's harness ran on
+  CHECK(nominal > 0);
+  const std::string cat = "schema: memplan.gpus/v1\nfamilies:\n  - name: ampere\n    cuda_context_bytes: 1\n    cublas_workspace_bytes: 2\n"
+                          "gpus:\n  - name: card-a\n    vendor: nvidia\n    family: ampere\n    memory_bytes: 1000\n    memory_basis: guessed\n";
+  try {
+    parse_gpu_catalog(cat, "cat.yaml").find("card-a");
+    FAIL("an unknown memory_basis must be refused");
+  } catch (const InputError& e) {
+    CHECK(e.render() == "cat.yaml:11:5: error: unknown memory_basis 'guessed'\nhint: memory_basis is measured, printed, printed-mib or nominal");
+  }
+  CHECK(parse_gpu_catalog(cat.substr(0, cat.find("    memory_basis")), "cat.yaml").find("card-a")->memory_basis.empty());
+}
+
 TEST_CASE("GPU suggestions for typos") {
   const GpuCatalog& c = gpu_catalog();
   REQUIRE_FALSE(c.suggest("rtx-3090ti").empty());
