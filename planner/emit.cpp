@@ -295,6 +295,8 @@ nlohmann::ordered_json deepspeed_json(const TrainingSetup& s, int64_t global_bat
   if (offloads_optimizer(s.parallel.offload)) z["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", pin}};
   if (offloads_params(s.parallel.offload)) z["offload_param"] = {{"device", "cpu"}, {"pin_memory", pin}};
   j["zero_optimization"] = z;
+  // AutoTP training (https://www.deepspeed.ai/tutorials/autotp-training/), which the reader takes back.
+  if (s.parallel.tensor_parallel > 1) j["tensor_parallel"] = {{"autotp_size", s.parallel.tensor_parallel}};
   return j;
 }
 

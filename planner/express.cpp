@@ -70,6 +70,11 @@ bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why) {
     return false;
   };
   const Sharding sh = sharding_of(s);
+  // A DeepSpeed config states tensor parallelism as AutoTP training (tensor_parallel.autotp_size),
+  // which runs with ZeRO 0-2 only (https://www.deepspeed.ai/tutorials/autotp-training/).
+  const bool writes_deepspeed = f == EmitFormat::deepspeed || f == EmitFormat::hf || f == EmitFormat::axolotl || f == EmitFormat::llamafactory;
+  if (writes_deepspeed && sh.deepspeed && s.parallel.tensor_parallel > 1 && sh.zero == 3)
+    return no("DeepSpeed's AutoTP training (tensor_parallel.autotp_size) runs with ZeRO 0, 1 or 2, not ZeRO-3");
   switch (f) {
     case EmitFormat::deepspeed:
       // A ds_config runs DeepSpeed's engine: ZeRO (or stage 0 with its mixed precision).

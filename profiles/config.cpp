@@ -70,6 +70,7 @@ struct ConfigState {
   std::vector<std::string> auto_keys;                // DeepSpeed "auto" values left to defaults
   std::vector<Where> auto_where;                     // their positions
   Where first_auto;
+  const Node* autotp = nullptr;                      // DeepSpeed tensor_parallel.autotp_size, when read
 
   TrainingSetup& s() { return out.setup; }
   template <class T, class V>
@@ -632,12 +633,39 @@ const Table& ds_root_keys() {
       ds_half({"bf16", "bfloat16"}, "mixed-bf16"),
       ds_half({"fp16"}, "mixed-fp16"),
       {{"optimizer"}, set_ds_optimizer},
+      // AutoTP training (DeepSpeed >= 0.16.4, https://www.deepspeed.ai/tutorials/autotp-training/):
+      // tensor_parallel.autotp_size shards every linear layer's weight over that many GPUs (column-
+      // then row-wise, an all-reduce after each pair, no sequence parallelism), the rest of the
+      // ranks data-parallel under ZeRO 0-2; memplan's tensor parallelism without
+      // --sequence-parallel is that split.
+      {{"tensor_parallel"},
+       [](const Node& n, ConfigState& st) {
+         if (n.kind != Node::Kind::map) type_error(n, "a mapping ({\"autotp_size\": N})");
+         for (const auto& [key, value] : n.entries) {
+           if (key == "autotp_size") {
+             st.set("parallel.tensor_parallel", st.out.setup.parallel.tensor_parallel, as_field_count(value), value);
+             st.autotp = &value;
+           } else if (key != "tp_overlap_comm" && key != "tp_grain_size" && key != "partition_config") {
+             st.out.warnings.push_back({value.where, fmt::format("tensor_parallel.{} is not an AutoTP training key memplan knows", key),
+                                        "AutoTP training reads autotp_size (https://www.deepspeed.ai/tutorials/autotp-training/); "
+                                        "the estimate shards by autotp_size alone"});
+           }
+         }
+       }},
       // What DeepSpeed cannot express (model, sequence, attention, checkpointing, target), in
       // memplan's YAML vocabulary; DeepSpeed ignores unknown top-level keys. memplan plan writes it.
       {{"memplan"}, read_root},
       {{"_comment"}, [](const Node&, ConfigState&) {}},
   };
   return t;
+}
+
+// AutoTP training runs with ZeRO stage 0, 1 or 2 (https://www.deepspeed.ai/tutorials/autotp-training/).
+void check_autotp(const ConfigState& st) {
+  if (st.autotp && st.out.setup.parallel.tensor_parallel > 1 && st.out.setup.parallel.zero_stage == 3)
+    throw InputError(st.autotp->where, "tensor_parallel.autotp_size with ZeRO stage 3: DeepSpeed's AutoTP training runs with ZeRO 0, 1 or 2",
+                     "use zero_optimization.stage 2 (or 1) with autotp_size, or drop tensor_parallel for ZeRO-3 "
+                     "(https://www.deepspeed.ai/tutorials/autotp-training/)");
 }
 
 // Drops "auto" values (the HF Trainer integration fills them at run time), noting their paths.
@@ -663,7 +691,7 @@ void drop_auto(Node& n, ConfigState& st) {
 void warn_unread_deepspeed_keys(const Node& root, ConfigState& st) {
   static const char* const kUnmodelled[] = {"amp", "activation_checkpointing", "sparse_attention", "data_types",
                                             "communication_data_type", "torch_autocast", "compile", "hybrid_engine",
-                                            "pipeline", "tensor_parallel", "compression_training", "elasticity"};
+                                            "pipeline", "compression_training", "elasticity"};
   // DeepSpeed's own keys whose names look like memory settings but are not: the optimizer guards
   // and checkpoint saving.
   static const char* const kNeutral[] = {"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "checkpoint",
@@ -691,6 +719,7 @@ void warn_unread_deepspeed_keys(const Node& root, ConfigState& st) {
 void read_deepspeed_json(Node root, ConfigState& st) {
   drop_auto(root, st);
   read_section(root, {&ds_root_keys()}, st, &st.out.warnings);
+  check_autotp(st);
   warn_unread_deepspeed_keys(root, st);
   if (st.auto_keys.empty()) return;
   st.out.warnings.push_back({st.first_auto,
@@ -710,6 +739,7 @@ DeepSpeedConfig read_deepspeed_config(const Node& root, const std::string& path,
   Node copy = root;
   drop_auto(copy, st);
   read_section(copy, {&ds_root_keys()}, st, &st.out.warnings);
+  check_autotp(st);
   warn_unread_deepspeed_keys(copy, st);
   resolve(st);
   DeepSpeedConfig d;

@@ -479,6 +479,11 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
                         "parallel.stage3_prefetch_bucket_elems", "parallel.stage3_max_live_parameters", "parallel.overlap_comm",
                         "parallel.contiguous_gradients"})
     copy_field(st, d.cfg, f);
+  // AutoTP training's degree (tensor_parallel.autotp_size), which the HF Trainer passes through.
+  if (d.cfg.origin.fields.count("parallel.tensor_parallel")) {
+    s.parallel.tensor_parallel = ds.parallel.tensor_parallel;
+    copy_field(st, d.cfg, "parallel.tensor_parallel");
+  }
   if (!d.cfg.origin.fields.count("parallel.zero_stage")) note(st, "parallel.zero_stage", named_by, "DeepSpeed config without zero_optimization.stage: ZeRO stage 0");
   // overlap_comm defaults to true at stage 3 only (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353).
   if (!d.cfg.origin.fields.count("parallel.overlap_comm")) {

@@ -1354,3 +1354,21 @@ TEST_CASE("a re-check line names a card given by its memory with the memory's un
   CHECK(contains(r.err, "re-check it: memplan estimate --config torchtune-config.yaml --gpu-memory 6GiB --gpus 1\n"));
   CHECK(contains(r.out, "memplan estimate --config this-file --gpu-memory 6GiB --gpus 1\n"));
 }
+
+TEST_CASE("plan --tensor-parallel --emit deepspeed writes AutoTP training, never with ZeRO-3, and reads back to the plan's peak") {
+  const fs::path out = fs::temp_directory_path() / "memplan-autotp-plan.json";
+  const std::vector<std::string> args = {"plan", "--model", "llama-3.1-8b", "--gpu", "a100-40gb", "--gpus", "8", "--tensor-parallel", "2",
+                                         "--global-batch", "64", "--seq-len", "2048", "--emit", "deepspeed", "--out", out.string(),
+                                         "--force", "--json"};
+  const Run p = invoke(args);
+  REQUIRE(p.code == 0);
+  const json best = parse_json(p).at("best");
+  CHECK(best.at("zero_stage") != 3);
+  const json ds = json::parse(slurp_file(out.string()));
+  CHECK(ds.at("tensor_parallel").at("autotp_size") == 2);
+  const Run e = invoke({"estimate", "--config", out.string(), "--json"});
+  REQUIRE(e.code == 0);
+  CHECK(parse_json(e).at("per_gpu").at("peak_bytes") == best.at("peak_bytes"));
+  CHECK(parse_json(e).at("setup").at("parallel").at("tensor_parallel") == 2);
+  fs::remove(out);
+}

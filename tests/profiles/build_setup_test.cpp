@@ -357,3 +357,42 @@ TEST_CASE("DeepSpeed train_batch_size sets the micro-batch or the accumulation, 
   cifar.gpus = 8;  // 4 sequences cannot be shared by 8 ranks
   CHECK(render_error(cifar).find("error: train_batch_size 4 is not a multiple of accumulation 1 x 8 data-parallel ranks") != std::string::npos);
 }
+
+// Issue 26: DeepSpeed's AutoTP training (tensor_parallel.autotp_size) was "not modelled" although
+// --tensor-parallel is: the config of https://www.deepspeed.ai/tutorials/autotp-training/.
+TEST_CASE("DeepSpeed tensor_parallel.autotp_size is the tensor-parallel degree; with ZeRO-3 it is refused") {
+  const std::string dir = std::string(MEMPLAN_TEST_DATA) + "/formats/deepspeed/";
+  SetupInputs in = with_model("llama-3.1-8b");
+  in.config = dir + "autotp-training.json";
+  in.gpus = 8;
+  const BuiltSetup b = build_setup(in);
+  CHECK(b.setup.parallel.tensor_parallel == 4);
+  CHECK(b.setup.parallel.data_parallel() == 2);
+  CHECK(b.setup.parallel.zero_stage == 2);
+  CHECK(b.origin.fields.count("parallel.tensor_parallel") == 1);
+  for (const Warning& w : b.warnings) CHECK(w.message.find("tensor_parallel") == std::string::npos);
+  // The same inside an HF TrainingArguments file's deepspeed: dict.
+  const fs::path tmp = fs::temp_directory_path() / ("memplan-autotp-" + std::to_string(getpid()));
+  fs::create_directories(tmp);
+  const std::string hf = (tmp / "args.yaml").string();
+  std::ofstream(hf) << "model_name_or_path: meta-llama/Llama-3.1-8B\nper_device_train_batch_size: 1\nbf16: true\n"
+                       "deepspeed:\n  zero_optimization: {stage: 1}\n  tensor_parallel: {autotp_size: 2, tp_overlap_comm: true}\n";
+  SetupInputs h = with_model("llama-3.1-8b");
+  h.config = hf;
+  h.gpus = 4;
+  CHECK(build_setup(h).setup.parallel.tensor_parallel == 2);
+  // ZeRO-3 with AutoTP, and a key AutoTP does not read.
+  std::ofstream(tmp / "z3.json") << "{\"zero_optimization\": {\"stage\": 3},\n \"tensor_parallel\": {\"autotp_size\": 2}}\n";
+  SetupInputs z = with_model("llama-3.1-8b");
+  z.config = (tmp / "z3.json").string();
+  z.gpus = 4;
+  CHECK(render_error(z) == z.config.value() + ":2:22: error: tensor_parallel.autotp_size with ZeRO stage 3: DeepSpeed's AutoTP training "
+                                              "runs with ZeRO 0, 1 or 2\nhint: use zero_optimization.stage 2 (or 1) with autotp_size, or "
+                                              "drop tensor_parallel for ZeRO-3 (https://www.deepspeed.ai/tutorials/autotp-training/)");
+  std::ofstream(tmp / "odd.json") << "{\"zero_optimization\": {\"stage\": 1}, \"tensor_parallel\": {\"autotp_size\": 2, \"tp_size\": 2}}\n";
+  z.config = (tmp / "odd.json").string();
+  bool warned = false;
+  for (const Warning& w : build_setup(z).warnings) warned = warned || w.message == "tensor_parallel.tp_size is not an AutoTP training key memplan knows";
+  CHECK(warned);
+  fs::remove_all(tmp);
+}
