@@ -114,6 +114,9 @@ std::vector<Change> changes_between(const TrainingSetup& base, const TrainingSet
         s.optimizer == OptimizerKind::adamw_8bit   ? "bitsandbytes 8-bit AdamW: block-wise 8-bit states (2 B/param instead of 8)"
         : s.optimizer == OptimizerKind::paged_adamw_8bit ? "bitsandbytes paged 8-bit AdamW: 8-bit states that page to host memory under pressure"
                                                          : "another optimizer");
+  if (s.runtime.liger != base.runtime.liger)
+    add("kernels", s.runtime.liger ? "--liger" : "--no-liger",
+        "Liger's fused RMSNorm, SwiGLU, RoPE and linear cross-entropy (no logits held); the liger-kernel package");
   const Sharding sh = sharding_of(s);
   if (!(sh == sharding_of(base))) add("sharding", sh.flags(), sharding_cost(sh, dp, host_per_node, host_known));
   if (s.batch.seq_len != base.batch.seq_len)
@@ -139,16 +142,22 @@ std::vector<std::string> change_keys(const FitOption& o) {
 // Options whose changes include another option's, and which are not faster, add nothing.
 std::vector<FitOption> prune(std::vector<FitOption> all, size_t keep) {
   std::vector<FitOption> out;
-  for (FitOption& o : all) {
-    const auto ko = change_keys(o);
+  std::vector<std::vector<std::string>> keys;
+  for (const FitOption& o : all) keys.push_back(change_keys(o));
+  for (size_t i = 0; i < all.size(); ++i) {
+    FitOption& o = all[i];
+    const auto& ko = keys[i];
     bool dominated = false;
+    // A subset of its changes that fits as fast, wherever it stands in the order (a change that
+    // costs no speed, such as Liger's kernels, ranks beside the option without it).
+    for (size_t j = 0; j < all.size() && !dominated; ++j) {
+      const auto& kp = keys[j];
+      dominated = kp.size() < ko.size() && std::includes(ko.begin(), ko.end(), kp.begin(), kp.end()) &&
+                  all[j].time.tokens_per_s >= 0.99 * o.time.tokens_per_s;
+    }
     for (const FitOption& p : out) {
+      if (dominated) break;
       const auto kp = change_keys(p);
-      if (kp.size() < ko.size() && std::includes(ko.begin(), ko.end(), kp.begin(), kp.end()) &&
-          p.time.tokens_per_s >= 0.99 * o.time.tokens_per_s) {
-        dominated = true;
-        break;
-      }
       // The same changes with a heavier sharding or offload than a faster option: the lighter
       // one is offered first and is enough.
       auto but_sharding = [](std::vector<std::string> k) {
@@ -306,6 +315,13 @@ SearchSpace fit_space(const TrainingSetup& s) {
       sp.left_out.push_back({"FSDP", why});
     }
   }
+  // Kernels: Liger's fused RMSNorm, SwiGLU, RoPE and linear cross-entropy where the Trainer
+  // applies them to this model on this card.
+  sp.ligers = {s.runtime.liger};
+  if (!s.runtime.liger) {
+    if (liger_applies(s, &why)) sp.ligers.push_back(true);
+    else sp.left_out.push_back({"Liger kernels", why});
+  }
   // Fine-tuning: adapters only ("changes what you train").
   sp.finetunes = {s.finetune.mode};
   if (s.finetune.mode == FinetuneMode::full && !s.model.quantized.any()) {
@@ -403,6 +419,13 @@ FitReport fit(const TrainingSetup& s, const Calibration* cal) {
       apply(t, sh);
       t.precision = regime_under(s.precision, sh);
       single("sharding", t);
+    }
+  for (const bool liger : space.ligers)
+    if (liger && !s.runtime.liger) {
+      TrainingSetup t = s;
+      t.runtime.liger = true;
+      t.runtime.loss = LossImpl::fused_linear;  // use_liger_kernel's default (planner/plan.cpp set_liger)
+      single("kernels", t);
     }
 
   // The search: every combination, the fastest that fit first.

@@ -40,7 +40,7 @@ constexpr double kThroughputResolution = 0.02;
 
 // How much a configuration asks of the user's setup, compared lexicographically (smaller is
 // simpler): host offload (PCIe traffic, host RAM, CPU Adam), then sharding (an engine or a
-// wrapper to run it), then packages beyond PyTorch (flash-attn, bitsandbytes optimizers) that
+// wrapper to run it), then packages beyond PyTorch (flash-attn, bitsandbytes optimizers, Liger) that
 // the user's own setup (`base`: the config and flags) does not use already, then how many of the
 // user's own choices (attention, optimizer) it departs from: a file that trains with
 // flash_attention_2 keeps it where SDPA is no faster.
@@ -54,7 +54,7 @@ std::tuple<int, int, int, int> simplicity(const TrainingSetup& s, const Training
   const int offload = offloads_params(sh.offload) ? 2 : sh.offload == Offload::optimizer ? 1 : 0;
   const int sharding = sh.fsdp != FsdpMode::none ? 3 : sh.zero > 0 ? sh.zero : sh.deepspeed ? 1 : 0;
   const bool flash = s.attention == AttentionImpl::flash && base.attention != AttentionImpl::flash;
-  return {offload, sharding, flash + (bnb_optimizer(s) && !bnb_optimizer(base)),
+  return {offload, sharding, flash + (bnb_optimizer(s) && !bnb_optimizer(base)) + (s.runtime.liger && !base.runtime.liger),
           (s.attention != base.attention) + (s.optimizer != base.optimizer)};
 }
 
@@ -226,7 +226,8 @@ class Search {
   Eval evaluate_memory(const TrainingSetup& s) {
     const auto key = std::make_tuple(s.batch.micro_batch, s.batch.seq_len, static_cast<int>(s.checkpointing.mode),
                                      s.checkpointing.every_k, static_cast<int>(s.attention), static_cast<int>(s.precision),
-                                     gradients_persist(s), static_cast<int>(s.finetune.mode), s.finetune.lora_rank);
+                                     gradients_persist(s), static_cast<int>(s.finetune.mode), s.finetune.lora_rank, s.runtime.liger,
+                                     static_cast<int>(s.runtime.loss));
     auto it = timelines_.find(key);
     if (it == timelines_.end()) {
       it = timelines_.emplace(key, activation_timeline(s)).first;
@@ -377,20 +378,33 @@ class Search {
           for (AttentionImpl a : space_.attentions) {
             if (a == AttentionImpl::flash && p == Precision::fp32) continue;  // flash-attn runs fp16/bf16 only
             for (const Checkpointing& ck : space_.checkpointings)
-              for (OptimizerKind o : space_.optimizers) {
-                if (!combinable(sh, o)) continue;  // 8-bit/paged states never go with offload
-                TrainingSetup t = req_.base;
-                apply(t, sh);
-                t.precision = p;
-                t.attention = a;
-                t.checkpointing = ck;
-                t.optimizer = o;
-                set_finetune(t, ft);
-                f(t, asked);
-              }
+              for (OptimizerKind o : space_.optimizers)
+                for (const bool liger : ligers()) {
+                  if (!combinable(sh, o)) continue;  // 8-bit/paged states never go with offload
+                  TrainingSetup t = req_.base;
+                  apply(t, sh);
+                  t.precision = p;
+                  t.attention = a;
+                  t.checkpointing = ck;
+                  t.optimizer = o;
+                  set_finetune(t, ft);
+                  set_liger(t, liger);
+                  f(t, asked);
+                }
           }
         }
       }
+  }
+
+  std::vector<bool> ligers() const { return space_.ligers.empty() ? std::vector<bool>{req_.base.runtime.liger} : space_.ligers; }
+
+  // Liger turned on applies its fused linear cross-entropy too, as use_liger_kernel does
+  // (apply_liger_kernel_to_*(fused_linear_cross_entropy=True), src/liger_kernel/transformers/
+  // monkey_patch.py @ v0.5.10; build_setup's rule for --liger).
+  void set_liger(TrainingSetup& t, bool liger) const {
+    if (t.runtime.liger == liger) return;
+    t.runtime.liger = liger;
+    t.runtime.loss = liger ? LossImpl::fused_linear : req_.base.runtime.loss;
   }
 
   static void set_finetune(TrainingSetup& t, FinetuneMode ft) {
@@ -411,7 +425,7 @@ class Search {
   int64_t host_capacity_ = 0;
   int64_t split_ = 0;  // largest micro-batch whose accumulation is >= 2
   std::map<std::tuple<int, int64_t, int>, ParamSummary> summaries_;
-  std::map<std::tuple<int64_t, int64_t, int, int64_t, int, int, bool, int, int64_t>, Timeline> timelines_;
+  std::map<std::tuple<int64_t, int64_t, int, int64_t, int, int, bool, int, int64_t, bool, int>, Timeline> timelines_;
 };
 
 std::string describe_value(const std::string& dim, const TrainingSetup& s) {
@@ -421,6 +435,7 @@ std::string describe_value(const std::string& dim, const TrainingSetup& s) {
   if (dim == "precision") return to_string(s.precision);
   if (dim == "optimizer") return to_string(s.optimizer);
   if (dim == "fine-tuning") return to_string(s.finetune.mode);
+  if (dim == "kernels") return s.runtime.liger ? "Liger" : "PyTorch's";
   if (dim == "ZeRO/offload") return sharding_of(s).describe(s.parallel.data_parallel());
   return "?";
 }
@@ -444,7 +459,7 @@ std::string slower_because(const std::string& dim, const TrainingSetup& alt, con
 bool same_choice(const TrainingSetup& a, const TrainingSetup& b) {
   return a.batch.micro_batch == b.batch.micro_batch && a.batch.grad_accum == b.batch.grad_accum && sharding_of(a) == sharding_of(b) &&
          a.precision == b.precision && a.attention == b.attention && to_string(a.checkpointing) == to_string(b.checkpointing) &&
-         a.optimizer == b.optimizer && a.finetune.mode == b.finetune.mode;
+         a.optimizer == b.optimizer && a.finetune.mode == b.finetune.mode && a.runtime.liger == b.runtime.liger;
 }
 
 // The dimension in which two groups differ, or "" when they differ in none or several.
@@ -452,10 +467,11 @@ std::string differing_dimension(const TrainingSetup& t, const TrainingSetup& w) 
   const bool same_zo = sharding_of(t) == sharding_of(w);
   const bool same_p = t.precision == w.precision, same_a = t.attention == w.attention;
   const bool same_c = to_string(t.checkpointing) == to_string(w.checkpointing), same_o = t.optimizer == w.optimizer;
-  const bool same_f = t.finetune.mode == w.finetune.mode;
-  const int diff = !same_zo + !same_p + !same_a + !same_c + !same_o + !same_f;
+  const bool same_f = t.finetune.mode == w.finetune.mode, same_k = t.runtime.liger == w.runtime.liger;
+  const int diff = !same_zo + !same_p + !same_a + !same_c + !same_o + !same_f + !same_k;
   if (diff != 1) return "";
-  return !same_zo ? "ZeRO/offload" : !same_p ? "precision" : !same_a ? "attention" : !same_c ? "checkpointing" : !same_o ? "optimizer" : "fine-tuning";
+  return !same_zo ? "ZeRO/offload" : !same_p ? "precision" : !same_a ? "attention" : !same_c ? "checkpointing" : !same_o ? "optimizer"
+         : !same_f ? "fine-tuning" : "kernels";
 }
 
 }  // namespace

@@ -267,7 +267,28 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
                      "no sharding/offload choice is left once the constraints and the card are applied",
                      sp.left_out.empty() ? "relax --zero, --fsdp or --offload" : sp.left_out.back().option + ": " + sp.left_out.back().why);
   sp.finetunes = {base.finetune.mode};
+  sp.ligers = {base.runtime.liger};
   return sp;
+}
+
+bool liger_applies(const TrainingSetup& s, std::string* why) {
+  auto no = [&](std::string reason) {
+    if (why) *why = std::move(reason);
+    return false;
+  };
+  if (s.runtime.framework != Framework::hf_trainer && s.runtime.framework != Framework::deepspeed)
+    return no(fmt::format("Liger's kernels are applied by the HF Trainer (use_liger_kernel) and the tools on it, not by {}",
+                          to_string(s.runtime.framework)));
+  static const char* const kPatched[] = {"gemma", "gemma2", "gemma3_text", "gemma3", "glm4", "llama", "llava", "granite", "mllama",
+                                         "mllama_text_model", "mistral", "mixtral", "olmo2", "qwen2", "qwen3", "qwen3_moe", "qwen2_vl",
+                                         "qwen2_5_vl", "phi3", "paligemma"};
+  if (std::find(std::begin(kPatched), std::end(kPatched), s.model.model_type) == std::end(kPatched))
+    return no(fmt::format("Liger has no kernels for model_type '{}' (MODEL_TYPE_TO_APPLY_LIGER_FN, "
+                          "src/liger_kernel/transformers/monkey_patch.py @ v0.5.10)",
+                          s.model.model_type));
+  // Triton kernels: CUDA and ROCm GPUs, not the CPU nor Apple's MPS (the catalog's "apple" family).
+  if (s.device.kind != DeviceKind::cuda || s.device.family == "apple") return no("Liger's kernels are Triton kernels for CUDA and ROCm GPUs");
+  return true;
 }
 
 }  // namespace memplan::planner

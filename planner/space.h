@@ -49,6 +49,9 @@ struct SearchSpace {
   std::vector<OptimizerKind> optimizers;      // bitsandbytes ones only where the card runs them
   std::vector<Sharding> shardings;
   std::vector<FinetuneMode> finetunes;        // fit adds LoRA/QLoRA ("changes what you train")
+  // Liger's kernels off or on (runtime.liger, with its fused linear cross-entropy when turned on);
+  // empty: the base's. fit adds them where liger_applies.
+  std::vector<bool> ligers;
   std::vector<LeftOut> left_out;
 };
 
@@ -78,6 +81,12 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c);
 // GPU, so no offload (DeepSpeed's offload steps with its own CPU Adam, deepspeed/ops/adam/cpu_adam.py
 // @ v0.16.4; bitsandbytes README @ 0.47.0: no CPU 8-bit optimizers).
 bool combinable(const Sharding& sh, OptimizerKind o, std::string* why = nullptr);
+
+// Whether Liger's kernels (use_liger_kernel, Axolotl's Liger plugin, enable_liger_kernel) apply to
+// the setup: a Trainer that applies them by model_type (the HF Trainer and the tools on it), a
+// model type Liger patches (MODEL_TYPE_TO_APPLY_LIGER_FN, src/liger_kernel/transformers/
+// monkey_patch.py @ v0.5.10) and a GPU (Triton kernels); `why` says which is missing.
+bool liger_applies(const TrainingSetup& s, std::string* why);
 
 // Whether the framework can run DeepSpeed's engine / FSDP, with the reason when it cannot.
 bool framework_allows_deepspeed(const TrainingSetup& s, std::string* why);

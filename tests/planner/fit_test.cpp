@@ -104,3 +104,48 @@ TEST_CASE("fit under an allocator cap: the largest micro-batch that runs is the 
   const auto& cat = profiles::gpu_catalog();
   CHECK(f.device.allocator_cap_bytes == static_cast<int64_t>(0.25 * static_cast<double>(cat.find("h200")->memory_bytes)));
 }
+
+// Issue 26: fit for an Axolotl QLoRA on a small card offered only halving the context where Liger's
+// kernels at the same micro-batch fit. Liger is searched where the Trainer applies it to the model
+// type (monkey_patch.py @ v0.5.10), and left out, with why, elsewhere.
+TEST_CASE("fit offers Liger's kernels where they apply, and says why not elsewhere") {
+  profiles::SetupInputs in;
+  in.config = std::string(MEMPLAN_TEST_DATA) + "/formats/axolotl/01-llama-3.2-1b-qlora.yml";
+  in.model = "llama-3.2-1b";
+  in.gpu_memory = "6GiB";
+  const profiles::BuiltSetup b = profiles::build_setup(in);
+  REQUIRE_FALSE(b.setup.runtime.liger);
+  const planner::FitReport r = planner::fit(b.setup);
+  REQUIRE_FALSE(r.verdict.fits);
+  bool single = false, option = false;
+  for (const auto& c : r.single)
+    if (c.flags == "--liger") {
+      single = true;
+      CHECK(c.fits);
+      CHECK(c.setup.runtime.loss == LossImpl::fused_linear);  // use_liger_kernel's fused linear cross-entropy
+      CHECK(estimate(c.setup).verdict_bytes() == c.peak_bytes);
+    }
+  for (const auto& o : r.options) {
+    CAPTURE(o.flags);
+    CHECK(o.peak_bytes <= target_bytes(o.setup));
+    if (o.flags == "--liger") option = true;
+    // No option only adds Liger to another option that is as fast.
+    if (o.setup.runtime.liger && o.changes.size() > 1)
+      for (const auto& p : r.options) CHECK_FALSE(p.flags + " --liger" == o.flags);
+  }
+  CHECK(single);
+  CHECK(option);
+  // A model Liger has no kernels for, and a framework that does not apply them.
+  TrainingSetup g = b.setup;
+  g.model = profiles::load_model("gpt2", Where());
+  std::string why;
+  CHECK_FALSE(planner::liger_applies(g, &why));
+  CHECK(why == "Liger has no kernels for model_type 'gpt2' (MODEL_TYPE_TO_APPLY_LIGER_FN, src/liger_kernel/transformers/monkey_patch.py @ v0.5.10)");
+  TrainingSetup t = b.setup;
+  t.runtime.framework = Framework::torchtune;
+  CHECK_FALSE(planner::liger_applies(t, &why));
+  CHECK(why.find("not by torchtune") != std::string::npos);
+  bool left_out = false;
+  for (const auto& l : planner::fit_space(g).left_out) left_out = left_out || l.option == "Liger kernels";
+  CHECK(left_out);
+}
