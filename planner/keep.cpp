@@ -539,9 +539,19 @@ KeptFile keep_user_file(const std::string& user, const std::string& before, cons
   std::string text = without_memplan_header(user);
   if (!text.empty() && text.back() != '\n') text += '\n';
   if (!text.empty() && !load(text, "the file").IsMap()) throw KeepError("the file is not a map of keys");
-  for (const Path& p : sets) text = set_yaml(text, p, emitted, syn, k.changes);
-  for (const Path& p : removes) text = remove_yaml(text, p, syn, k.changes);
-  load(text, "the edited file");
+  // Each edit is checked where it landed: a text edit placed by indentation can land inside
+  // something the lines do not show (a quoted scalar left open over lines).
+  for (const Path& p : sets) {
+    text = set_yaml(text, p, emitted, syn, k.changes);
+    const Place now_at = locate(load(text, "the edited file"), p, syn);
+    if (now_at.depth != p.size() || flow(now_at.node) != flow(emitted.value(p)))
+      throw KeepError(fmt::format("{} could not be set where the file's structure puts it", path_text(p)));
+  }
+  for (const Path& p : removes) {
+    text = remove_yaml(text, p, syn, k.changes);
+    if (locate(load(text, "the edited file"), p, syn).depth == p.size())
+      throw KeepError(fmt::format("{} could not be removed where the file's structure puts it", path_text(p)));
+  }
   std::string head = opening_comments(after);
   head += fmt::format("# The rest is {} as it was, with {}:\n", text::comment_text(source),
                       k.changes.empty() ? "nothing changed (it holds the plan)" : "what the plan changes");

@@ -21,7 +21,7 @@ work=${FUZZ_WORK:-$build/fuzz-work}
 jobs=${FUZZ_JOBS:-1}
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=(fuzz_yaml_config fuzz_deepspeed_json fuzz_hf_config fuzz_calibration fuzz_load_config
-                                      fuzz_estimator fuzz_planner)
+                                      fuzz_estimator fuzz_planner fuzz_keep)
 
 # Extra seed folders (read, never written) per target.
 seeds_of() {
@@ -30,6 +30,7 @@ seeds_of() {
     fuzz_deepspeed_json|fuzz_load_config) echo "$root/examples $root/tests/data/profiles $root/tests/data/hostile" ;;
     fuzz_hf_config) echo "$root/profiles/models $root/tests/data/profiles/models" ;;
     fuzz_calibration) echo "$root/tests/data/profiles/bad" ;;
+    fuzz_keep) echo "$root/tests/data/formats $root/examples" ;;
     *) echo "" ;;
   esac
 }
