@@ -207,3 +207,34 @@ TEST_CASE("the recommendation is never more than the model's resolution slower t
   for (const Candidate& c : r.group_bests)
     if (c.fits && c.global_batch == r.best.global_batch) CHECK(c.time.tokens_per_s < r.best.time.tokens_per_s * 1.02);
 }
+
+// Issue 26: for one GPU plan recommended ZeRO-3 with full offload where the file's own setup fits
+// on the card, and switched the file's flash_attention_2 to SDPA for no modelled gain.
+TEST_CASE("on one GPU ZeRO and offload only when nothing on the GPU fits; ties keep the config's attention") {
+  profiles::SetupInputs in;
+  in.config = std::string(MEMPLAN_TEST_DATA) + "/formats/axolotl/01-llama-3.2-1b-qlora.yml";
+  in.model = "llama-3.2-1b";
+  in.gpu = "rtx-3060";
+  const profiles::BuiltSetup b = profiles::build_setup(in);
+  REQUIRE(b.setup.attention == AttentionImpl::flash);
+  PlanAsk ask;
+  ask.global_batch = 8;
+  ask.emit = "axolotl";
+  const PlanResult r = plan(make_request(b.setup, ask, nullptr));
+  REQUIRE(r.found);
+  const Sharding sh = sharding_of(r.best.setup);
+  CHECK(sh.zero == 0);
+  CHECK(sh.offload == Offload::none);
+  CHECK(r.best.setup.attention == AttentionImpl::flash);
+  // A full fine-tune of an 8B model on one 24 GiB card still gets ZeRO-Offload: nothing else fits.
+  profiles::SetupInputs big;
+  big.model = "llama-3.1-8b";
+  big.gpu = "rtx-4090";
+  big.seq_len = 1024;
+  const profiles::BuiltSetup bb = profiles::build_setup(big);
+  PlanAsk ask8;
+  ask8.global_batch = 16;
+  const PlanResult r8 = plan(make_request(bb.setup, ask8, nullptr));
+  REQUIRE(r8.found);
+  CHECK(sharding_of(r8.best.setup).offload != Offload::none);
+}
