@@ -270,7 +270,13 @@ TEST_CASE("litgpt: pretrain/tinyllama.yaml: model_name, no activation checkpoint
 // Issue 26: a fine-tuning config's checkpointing followed the file's device count, not --gpus
 // (finetune/lora.py and full.py @ v0.5.13 checkpoint every Block over several devices, none on one).
 TEST_CASE("litgpt: fine-tuning checkpointing follows the device count --gpus gives") {
-  for (const auto& [file, file_devices] : {std::pair<const char*, int64_t>{"llama-3.2-1B_lora.yaml", 1}, {"llama-3.2-1B_lora_4devices.yaml", 4}}) {
+  struct Fixture {
+    const char* file;
+    int64_t file_devices;
+  };
+  for (const Fixture& f : {Fixture{"llama-3.2-1B_lora.yaml", 1}, Fixture{"llama-3.2-1B_lora_4devices.yaml", 4}}) {
+    const std::string file = f.file;
+    const int64_t file_devices = f.file_devices;
     CAPTURE(file);
     const LoadedConfig c = load(file);
     REQUIRE(c.checkpointing_by_devices.has_value());
