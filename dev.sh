@@ -61,7 +61,7 @@ build() {
 # quick value set). cli_tests, watch_tests and the benchmarks stay in the normal build: building
 # them under ASan would double the step's time for code that only formats what these compute.
 SAN_TARGETS=(memplan estimator_tests profiles_tests planner_tests fuzz_yaml_config fuzz_deepspeed_json
-             fuzz_hf_config fuzz_calibration fuzz_load_config fuzz_estimator fuzz_planner)
+             fuzz_hf_config fuzz_calibration fuzz_load_config fuzz_estimator fuzz_planner fuzz_keep)
 SAN_TESTS='^(estimator_tests|profiles_tests|planner_tests|hostile_corpus|hostile_sweep|fuzz_.*)$'
 
 sanitize_build() {  # sanitize_build [all]: the CI targets, or every target
