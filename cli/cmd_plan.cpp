@@ -12,6 +12,8 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "profiles/files.h"
+#include "profiles/reader.h"
+#include "estimator/checked.h"
 #include "estimator/estimate.h"
 #include "planner/emit.h"
 #include "planner/keep.h"
@@ -178,17 +180,15 @@ std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const pro
     bi.transformers_version = in.transformers_version;
     bi.gpus_per_node = in.gpus_per_node;
     bi.host_memory = in.host_memory;
-    profiles::BuiltSetup bb = profiles::build_setup(bi, cfg);
-    if (format == planner::EmitFormat::torchtune || format == planner::EmitFormat::litgpt)
-      if (const auto t = profiles::tool_model(bb.setup.model, planner::emit_format_name(format))) bb.setup.model = t->spec;
     planner::EmitContext eb = ec;
-    eb.setup = bb.setup;
-    eb.global_batch = bb.setup.batch.micro_batch * bb.setup.batch.grad_accum * bb.setup.parallel.data_parallel();
+    eb.setup = profiles::build_setup(bi, cfg).setup;
+    eb.setup.model = ec.setup.model;  // the same model, as the tool builds it (torchtune's, LitGPT's variant)
+    const Batch& batch = eb.setup.batch;
+    eb.global_batch = checked_mul(checked_mul(batch.micro_batch, batch.grad_accum, "the global batch"), eb.setup.parallel.data_parallel(),
+                                  "the global batch");
     const std::string before = planner::emit(eb, format);
-    std::ifstream file(*in.config, std::ios::binary);
-    std::ostringstream user;
-    user << file.rdbuf();
-    KeptConfig k{planner::keep_user_file(user.str(), before, fresh, *in.config, planner::emit_vocabulary(format)), {}};
+    const std::string user = profiles::detail::read_text_file(*in.config, Where::at_flag("--config"));
+    KeptConfig k{planner::keep_user_file(user, before, fresh, *in.config, planner::emit_vocabulary(format)), {}};
     // The re-check the file states (or the flags its format cannot hold), and the model and format
     // the plan was given, which the user's file may name otherwise.
     std::string check = planner::recheck_from_header(k.file.text, "KEPT");
@@ -224,7 +224,6 @@ std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const pro
     const profiles::LoadedConfig back = profiles::load_config_text(k.file.text, written_at, written_at, in.format.value_or(""));
     const profiles::BuiltSetup cb = profiles::build_setup(ci, back);
     const int64_t peak = estimate(cb.setup, cal).verdict_bytes();
-
     const double off = std::abs(static_cast<double>(peak - plan_peak)) / static_cast<double>(plan_peak);
     if (off > 0.005) {
       *why = fmt::format("it re-estimates to {} where the plan is {} ({:+.1f}%)", gib(peak), gib(plan_peak),

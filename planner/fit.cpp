@@ -142,8 +142,12 @@ std::vector<std::string> change_keys(const FitOption& o) {
 // Options whose changes include another option's, and which are not faster, add nothing.
 std::vector<FitOption> prune(std::vector<FitOption> all, size_t keep) {
   std::vector<FitOption> out;
-  std::vector<std::vector<std::string>> keys;
-  for (const FitOption& o : all) keys.push_back(change_keys(o));
+  std::vector<std::vector<std::string>> keys, out_keys;
+  std::vector<double> speed;  // read before any option is moved out of `all`
+  for (const FitOption& o : all) {
+    keys.push_back(change_keys(o));
+    speed.push_back(o.time.tokens_per_s);
+  }
   for (size_t i = 0; i < all.size(); ++i) {
     FitOption& o = all[i];
     const auto& ko = keys[i];
@@ -153,23 +157,21 @@ std::vector<FitOption> prune(std::vector<FitOption> all, size_t keep) {
     for (size_t j = 0; j < all.size() && !dominated; ++j) {
       const auto& kp = keys[j];
       dominated = kp.size() < ko.size() && std::includes(ko.begin(), ko.end(), kp.begin(), kp.end()) &&
-                  all[j].time.tokens_per_s >= 0.99 * o.time.tokens_per_s;
+                  speed[j] >= 0.99 * speed[i];
     }
-    for (const FitOption& p : out) {
-      if (dominated) break;
-      const auto kp = change_keys(p);
-      // The same changes with a heavier sharding or offload than a faster option: the lighter
-      // one is offered first and is enough.
-      auto but_sharding = [](std::vector<std::string> k) {
-        k.erase(std::remove_if(k.begin(), k.end(), [](const std::string& x) { return x.rfind("sharding=", 0) == 0; }), k.end());
-        return k;
-      };
-      if (but_sharding(kp) == but_sharding(ko) && kp != ko && p.time.tokens_per_s >= o.time.tokens_per_s) {
-        dominated = true;
-        break;
-      }
+    // The same changes with a heavier sharding or offload than a faster option kept: the lighter
+    // one is offered first and is enough.
+    auto but_sharding = [](std::vector<std::string> k) {
+      k.erase(std::remove_if(k.begin(), k.end(), [](const std::string& x) { return x.rfind("sharding=", 0) == 0; }), k.end());
+      return k;
+    };
+    for (size_t j = 0; j < out.size() && !dominated; ++j) {
+      const auto& kp = out_keys[j];
+      dominated = but_sharding(kp) == but_sharding(ko) && kp != ko && out[j].time.tokens_per_s >= o.time.tokens_per_s;
     }
-    if (!dominated) out.push_back(std::move(o));
+    if (dominated) continue;
+    out_keys.push_back(ko);
+    out.push_back(std::move(o));
     if (out.size() >= keep) break;
   }
   return out;

@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <set>
 
 namespace memplan::planner {
 namespace {
@@ -511,15 +512,14 @@ KeptFile keep_user_file(const std::string& user, const std::string& before, cons
   const bool json = opens_with_brace(user);
   // A JSON emission edits a YAML file in YAML's own block style.
   std::string after = after_in;
-  std::string before_text = before;
   if (!json && opens_with_brace(after)) after = opening_comments(after) + YAML::Dump(load(after, "the emitted file")) + "\n";
-  const YAML::Node b = load(before_text, "the emitted file"), a = load(after, "the emitted file");
+  const YAML::Node b = load(before, "the emitted file"), a = load(after, "the emitted file");
   std::map<Path, std::string> was;
   for (const auto& [p, n] : leaves_of(b)) was[p] = flow(n);
   std::vector<Path> sets, removes;
-  std::map<Path, bool> now;
+  std::set<Path> now;
   for (const auto& [p, n] : leaves_of(a)) {
-    now[p] = true;
+    now.insert(p);
     const auto it = was.find(p);
     if (it == was.end() || it->second != flow(n)) sets.push_back(p);
   }
