@@ -102,8 +102,19 @@ int run_models(Io io, const OutputFlags& o) {
                                {"num_key_value_heads", m.num_key_value_heads},
                                {"num_experts", m.num_experts}});
   }
+  // Community re-uploads read as a preset when no cache holds their own config.json.
+  doc["mirrors"] = nlohmann::json::array();
+  if (o.format() == Format::table) io.out << fmt::format("\n{:<36} {:<22} {}\n", "mirror", "read as", "re-uploads");
+  for (const auto& m : profiles::model_mirrors()) {
+    const std::string as = m.dtype.empty() ? m.preset : fmt::format("{} ({})", m.preset, m.dtype);
+    if (o.format() == Format::table) io.out << fmt::format("{:<36} {:<22} {}\n", m.id, as, m.upstream);
+    else
+      doc["mirrors"].push_back({{"id", m.id}, {"preset", m.preset}, {"upstream", m.upstream}, {"dtype", m.dtype}, {"named_by", m.named_by}});
+  }
   if (o.format() != Format::table) emit(io.out, doc, o.format());
-  else io.out << "pass a preset name or its HF repo id to --model; --model also takes a config.json or model directory\n";
+  else
+    io.out << "pass a preset name or its HF repo id to --model; --model also takes a config.json or model directory.\n"
+              "A mirror is read as its preset, with a warning, when no Hugging Face cache holds its config.json.\n";
   return kExitOk;
 }
 

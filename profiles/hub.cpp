@@ -369,11 +369,17 @@ NoFetchScope::NoFetchScope() { ++no_fetch_depth; }
 NoFetchScope::~NoFetchScope() { --no_fetch_depth; }
 bool NoFetchScope::active() { return no_fetch_depth > 0; }
 
-std::string locate_config(const std::string& repo, const Where& origin) {
-  if (auto p = hf_cache_config(repo)) return *p;
+std::optional<std::string> cached_config(const std::string& repo) {
+  if (auto p = hf_cache_config(repo)) return p;
   const std::string cached = cached_config_path(repo);
   std::error_code ec;
   if (!cached.empty() && fs::is_regular_file(cached, ec)) return cached;
+  return std::nullopt;
+}
+
+std::string locate_config(const std::string& repo, const Where& origin) {
+  if (auto p = cached_config(repo)) return *p;
+  const std::string cached = cached_config_path(repo);
   if (truthy(env("HF_HUB_OFFLINE")))
     throw InputError(origin,
                      fmt::format("'{}' is not in the Hugging Face cache ({}) nor in memplan's ({}), and HF_HUB_OFFLINE "

@@ -45,6 +45,9 @@ std::string cached_config_path(const std::string& repo);
 // private), has no such model (404), or answers something that is not a config.
 std::string fetch_config(const std::string& repo, const Where& origin);
 
+// `repo`'s config.json in the Hugging Face cache, else memplan's; nullopt when neither has it.
+std::optional<std::string> cached_config(const std::string& repo);
+
 // Where `repo`'s config.json is, in order: the Hugging Face cache, memplan's cache, the Hub
 // (unless HF_HUB_OFFLINE). InputError at `origin` when none has it.
 std::string locate_config(const std::string& repo, const Where& origin);

@@ -99,6 +99,65 @@ std::optional<ModelPreset> find_model_preset(const std::string& name) {
   return std::nullopt;
 }
 
+namespace {
+
+const detail::KeyTable<ModelMirror>& mirror_keys() {
+  using detail::as_text;
+  static const detail::KeyTable<ModelMirror> t = {
+      {{"id"}, [](const Node& n, ModelMirror& m) { m.id = as_text(n); }},
+      {{"preset"}, [](const Node& n, ModelMirror& m) { m.preset = as_text(n); }},
+      {{"upstream"}, [](const Node& n, ModelMirror& m) { m.upstream = as_text(n); }},
+      {{"dtype"}, [](const Node& n, ModelMirror& m) {
+         m.dtype = as_text(n);
+         if (m.dtype != "float16" && m.dtype != "bfloat16" && m.dtype != "float32")
+           throw InputError(n.where, fmt::format("unknown dtype '{}'", m.dtype), "a stored dtype is float16, bfloat16 or float32");
+       }},
+      {{"named_by"}, [](const Node& n, ModelMirror& m) { m.named_by = as_text(n); }},
+  };
+  return t;
+}
+
+}  // namespace
+
+const std::vector<ModelMirror>& model_mirrors() {
+  static const std::vector<ModelMirror> mirrors = [] {
+    std::vector<ModelMirror> out;
+    const fs::path file = models_dir() / "mirrors.yaml";
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) return out;  // a data folder from before the table: no mirrors
+    const std::string path = file.string();
+    const Node root = detail::parse_yaml(detail::read_text_file(path), path);
+    const char* kForm = "see the comment at the top of profiles/models/mirrors.yaml for its form";
+    const Node* list = root.kind == Node::Kind::map ? root.find("mirrors") : nullptr;
+    if (!list || list->kind != Node::Kind::list)
+      throw InputError(Where::at_file(path, root.where.line), "expected 'mirrors:' holding a list", kForm);
+    for (const Node& item : list->items) {
+      ModelMirror m;
+      detail::read_section(item, {&mirror_keys()}, m, nullptr);
+      for (const auto& [value, key] : {std::pair{&m.id, "id"}, {&m.preset, "preset"}, {&m.upstream, "upstream"}, {&m.named_by, "named_by"}})
+        if (value->empty()) throw InputError(item.where, fmt::format("mirror without '{}'", key), kForm);
+      if (!hub::is_repo_id(m.id) || !hub::is_repo_id(m.upstream))
+        throw InputError(item.where, fmt::format("'{}' -> '{}': a mirror and its upstream are Hub ids (ORG/NAME)", m.id, m.upstream), kForm);
+      if (m.preset.find('/') != std::string::npos || !find_model_preset(m.preset))
+        throw InputError(item.where, fmt::format("mirror '{}' names no preset '{}'", m.id, m.preset), "memplan models lists the presets");
+      if (find_model_preset(m.id))
+        throw InputError(item.where, fmt::format("'{}' is a preset's own repository, not a mirror", m.id), kForm);
+      for (const ModelMirror& seen : out)
+        if (lower(seen.id) == lower(m.id)) throw InputError(item.where, fmt::format("mirror '{}' is listed twice", m.id), kForm);
+      out.push_back(std::move(m));
+    }
+    return out;
+  }();
+  return mirrors;
+}
+
+std::optional<ModelMirror> find_model_mirror(const std::string& id) {
+  const std::string want = lower(id);
+  for (const ModelMirror& m : model_mirrors())
+    if (lower(m.id) == want) return m;
+  return std::nullopt;
+}
+
 ModelSpec load_model(const std::string& name_or_path, const Where& origin, std::vector<Warning>* warnings) {
   detail::ReadModel m = detail::resolve_model(name_or_path, origin);
   if (warnings) warnings->insert(warnings->end(), m.warnings.begin(), m.warnings.end());
@@ -146,6 +205,28 @@ std::optional<ModelPreset> preset_named_like(const std::string& repo) {
   return std::nullopt;
 }
 
+// `mirror` read as its preset, named `name` (the id as the file wrote it, which emitters write back).
+ReadModel read_mirror(const ModelMirror& mirror, const std::string& name, const Where& origin) {
+  const auto p = find_model_preset(mirror.preset);
+  if (!p) throw InternalError("mirror table names a missing preset: " + mirror.preset);  // model_mirrors() checked it
+  const Node root = detail::parse_json(detail::read_text_file(p->path), p->path);
+  ReadModel m = read_hf_config(root, p->path, name);
+  m.origin = Provenance{};
+  m.spec.hf_repo = name;
+  if (!mirror.dtype.empty()) m.spec.checkpoint_dtype = mirror.dtype;
+  // With --model replacing the file's model (NoFetchScope) the assumption is not used: no warning.
+  if (!hub::NoFetchScope::active())
+    m.warnings.push_back(
+        {origin,
+         fmt::format("'{}' is not in the Hugging Face cache: read as memplan's preset {}, whose weights it re-uploads "
+                     "from {}{} (profiles/models/mirrors.yaml)",
+                     clip(name), p->name, mirror.upstream, mirror.dtype.empty() ? "" : fmt::format(", stored as {}", mirror.dtype)),
+         fmt::format("to read the mirror's own file: huggingface-cli download {} config.json; to accept the preset without "
+                     "this warning: memplan check --model {}={}",
+                     name, name, p->name)});
+  return m;
+}
+
 }  // namespace
 
 ReadModel resolve_model(const std::string& name, const Where& origin) {
@@ -184,6 +265,10 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
         m.origin = Provenance{};
         return m;
       }
+    // A mirror of a preset's weights (models/mirrors.yaml) whose own config.json no cache holds:
+    // the preset, said in a warning, before any network call.
+    if (!hub::cached_config(name))
+      if (const auto mirror = find_model_mirror(name)) return read_mirror(*mirror, name, origin);
     try {
       return resolve_hub_model(name, origin);
     } catch (const InputError& e) {

@@ -109,6 +109,19 @@ const std::vector<ModelPreset>& model_presets();  // sorted by name (reads every
 // A name reads one file; only a repository id looks at the others. nullopt when none.
 std::optional<ModelPreset> find_model_preset(const std::string& name);
 
+// A community re-upload of a preset's weights under another Hub id (models/mirrors.yaml): read as
+// that preset, with a warning, when no cache holds the mirror's own config.json.
+struct ModelMirror {
+  std::string id;        // the mirror's Hub id
+  std::string preset;    // the preset of the same weights
+  std::string upstream;  // the repository the weights come from
+  std::string dtype;     // the mirror's stored dtype where it differs from the preset's, else empty
+  std::string named_by;  // a public file using the id as that model, at a commit
+};
+const std::vector<ModelMirror>& model_mirrors();  // in the file's order; InputError at a broken entry
+// The mirror with Hub id `id` (ignoring case), or nullopt.
+std::optional<ModelMirror> find_model_mirror(const std::string& id);
+
 // A model by preset name, HF repository id alias, config.json path or directory holding one.
 // `origin` says where the name came from (flag or YAML position) for errors. What the config
 // could only approximate (e.g. Qwen-MoE mlp_only_layers) is appended to `warnings` when given.

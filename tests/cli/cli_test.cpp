@@ -361,6 +361,34 @@ TEST_CASE("models lists DESIGN.md's 21 presets with their parameter counts") {
   const Run y = invoke({"models", "--yaml"});
   CHECK(y.code == 0);
   CHECK(YAML::Load(y.out)["models"].size() == j.at("models").size());
+  // The mirrors (profiles/models/mirrors.yaml) with the preset each is read as.
+  CHECK(contains(t.out, "casperhansen/llama-3-70b-fp16        llama-3-70b (float16)  meta-llama/Meta-Llama-3-70B"));
+  bool nous = false;
+  for (const json& m : j.at("mirrors"))
+    if (m.at("id") == "NousResearch/Meta-Llama-3-8B") nous = m.at("preset") == "llama-3-8b" && contains(m.at("named_by").get<std::string>(), "axolotl");
+  CHECK(nous);
+}
+
+TEST_CASE("a file naming a mirror's Hub id is estimated offline as its preset, warned; check --model ID=MODEL accepts it") {
+  const std::string file = std::string(MEMPLAN_TEST_DATA) + "/formats/axolotl/03-llama-3-70b-qlora-fsdp.yaml";
+  memplan::testing::EnvGuard env;
+  memplan::testing::TempDir empty;
+  env.set("HF_HUB_CACHE", empty.path());
+  env.set("HF_HUB_OFFLINE", "1");
+  env.set("XDG_CACHE_HOME", empty.path());
+  const Run r = invoke({"estimate", "--config", file, "--gpu", "a100-80gb", "--gpus", "2", "--json"});
+  REQUIRE(r.code == 0);
+  const json j = parse_json(r);
+  CHECK(j.dump().find("casperhansen/llama-3-70b-fp16") != std::string::npos);
+  CHECK(contains(r.err, "03-llama-3-70b-qlora-fsdp.yaml:3:1: warning: 'casperhansen/llama-3-70b-fp16' is not in the Hugging Face "
+                        "cache: read as memplan's preset llama-3-70b"));
+  const Run strict = invoke({"check", file, "--gpu", "a100-80gb", "--gpus", "2", "--strict"});
+  CHECK(strict.code == 1);
+  CHECK(contains(strict.out, "1 warning (--strict fails on warnings)"));
+  const Run mapped = invoke({"check", file, "--gpu", "a100-80gb", "--gpus", "2", "--strict", "--model",
+                             "casperhansen/llama-3-70b-fp16=llama-3-70b"});
+  CHECK(mapped.code == 0);
+  CHECK_FALSE(contains(mapped.out, "warning"));
 }
 
 // ---- explain ------------------------------------------------------------------------------------

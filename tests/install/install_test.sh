@@ -55,4 +55,19 @@ code=$?
 set -e
 [ "$code" -eq 2 ] || fail "MEMPLAN_DATA_DIR=/nonexistent exited $code"
 [[ "$msg" == "error: MEMPLAN_DATA_DIR='/nonexistent' holds no gpus.yaml"* ]] || fail "unclear message: $msg"
+# The mirror table is installed and read from there; a broken entry is an error at its line.
+[ -f "$prefix/share/memplan/models/mirrors.yaml" ] || fail "no share/memplan/models/mirrors.yaml"
+HF_HUB_OFFLINE=1 HF_HUB_CACHE="$prefix/none" XDG_CACHE_HOME="$prefix/none" \
+  bin/memplan estimate --model NousResearch/Meta-Llama-3-8B --gpu a100-80gb --json > mirror.json 2> mirror.err ||
+  [ $? -le 1 ] || fail "a mirror did not resolve offline: $(cat mirror.err)"
+grep -q "read as memplan's preset llama-3-8b" mirror.err || fail "no mirror warning: $(cat mirror.err)"
+cp -r share/memplan broken
+printf 'mirrors:\n  - id: someone/x\n    preset: no-such-preset\n    upstream: a/b\n    named_by: f @ c\n' > broken/models/mirrors.yaml
+set +e
+msg=$(MEMPLAN_DATA_DIR="$prefix/broken" HF_HUB_OFFLINE=1 HF_HUB_CACHE="$prefix/none" bin/memplan estimate --model someone/x --gpu a100-80gb 2>&1)
+code=$?
+set -e
+[ "$code" -eq 2 ] || fail "a broken mirror table exited $code: $msg"
+[[ "$msg" == "$prefix/broken/models/mirrors.yaml:2:"*"error: mirror 'someone/x' names no preset 'no-such-preset'"* ]] ||
+  fail "unclear broken-table message: $msg"
 echo "install test: OK ($prefix)"

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "estimator/model.h"
@@ -171,6 +172,78 @@ TEST_CASE("a gated model: 401 without a token names the cause; HF_TOKEN is sent 
   CHECK(load_model("gated-org/other", Where{}).model_type == "llama");
 }
 
+TEST_CASE("a mirror in models/mirrors.yaml is read as its preset with a warning, before any network call") {
+  HubEnv w;
+  w.env.set("HF_ENDPOINT", "http://127.0.0.1:1");  // nothing listens: a fetch would fail
+  std::vector<Warning> warnings;
+  const ModelSpec m = load_model("NousResearch/Meta-Llama-3-8B", Where::at_file("run.yml", 3), &warnings);
+  const ModelSpec preset = load_model("llama-3-8b", Where{});
+  CHECK(count_model_parameters(m) == count_model_parameters(preset));
+  CHECK(m.num_layers == preset.num_layers);
+  CHECK(m.name == "NousResearch/Meta-Llama-3-8B");     // as the file wrote it ...
+  CHECK(m.hf_repo == "NousResearch/Meta-Llama-3-8B");  // ... which emitters write back, not the gated repository
+  CHECK(m.checkpoint_dtype == "bfloat16");
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].where.line == 3);
+  CHECK(warnings[0].message ==
+        "'NousResearch/Meta-Llama-3-8B' is not in the Hugging Face cache: read as memplan's preset llama-3-8b, whose weights it "
+        "re-uploads from meta-llama/Meta-Llama-3-8B (profiles/models/mirrors.yaml)");
+  CHECK(contains(warnings[0].hint, "memplan check --model NousResearch/Meta-Llama-3-8B=llama-3-8b"));
+  CHECK(w.hub.requests() == 0);
+
+  // Case-insensitive, and the stored dtype the mirror's name states.
+  warnings.clear();
+  const ModelSpec fp16 = load_model("CasperHansen/llama-3-70b-fp16", Where{}, &warnings);
+  CHECK(fp16.checkpoint_dtype == "float16");
+  CHECK(count_model_parameters(fp16) == count_model_parameters(load_model("llama-3-70b", Where{})));
+  REQUIRE(warnings.size() == 1);
+  CHECK(contains(warnings[0].message, "stored as float16"));
+
+  // The mirror's own config.json in the Hugging Face cache wins over the table: no warning.
+  const fs::path model = fs::path(w.dir.path()) / "hf-hub" / "models--NousResearch--Meta-Llama-3-8B";
+  fs::create_directories(model / "refs");
+  fs::create_directories(model / "snapshots" / "cccc");
+  std::ofstream(model / "refs" / "main") << "cccc";
+  std::ofstream(model / "snapshots" / "cccc" / "config.json") << kTinyLlama;
+  warnings.clear();
+  CHECK(load_model("NousResearch/Meta-Llama-3-8B", Where{}, &warnings).hidden_size == 256);
+  CHECK(warnings.empty());
+
+  // While --model replaces the file's model the assumption is not used: no warning.
+  warnings.clear();
+  {
+    hub::NoFetchScope replaced;
+    CHECK(load_model("NousResearch/Llama-3.2-1B", Where{}, &warnings).num_layers == load_model("llama-3.2-1b", Where{}).num_layers);
+  }
+  CHECK(warnings.empty());
+  // check --model ID=MODEL maps the id first: that model, no warning.
+  {
+    hub::ModelMapScope map(std::vector<std::pair<std::string, std::string>>{{"NousResearch/Llama-3.2-1B", "qwen2.5-0.5b"}});
+    CHECK(load_model("NousResearch/Llama-3.2-1B", Where{}, &warnings).model_type == "qwen2");
+  }
+  CHECK(warnings.empty());
+  CHECK(w.hub.requests() == 0);
+}
+
+TEST_CASE("the mirror table: every entry names a preset whose repository is its upstream, each id once, no preset's own id") {
+  const auto& mirrors = profiles::model_mirrors();
+  REQUIRE(mirrors.size() >= 6);
+  std::set<std::string> ids;
+  for (const auto& m : mirrors) {
+    CAPTURE(m.id);
+    std::string key = m.id;
+    for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    CHECK(ids.insert(key).second);
+    const auto preset = profiles::find_model_preset(m.preset);
+    REQUIRE(preset);
+    CHECK(hub::variant_key(preset->hf_repo) == hub::variant_key(m.upstream));
+    CHECK_FALSE(profiles::find_model_preset(m.id));
+    CHECK(contains(m.named_by, " @ "));  // a file at a commit
+    CHECK(profiles::find_model_mirror(m.id)->preset == m.preset);
+  }
+  CHECK_FALSE(profiles::find_model_mirror("meta-llama/Meta-Llama-3-8B"));
+}
+
 TEST_CASE("Hub errors name the model and the reason, and write nothing to the cache") {
   HubEnv w;
   SUBCASE("404") {
@@ -185,9 +258,9 @@ TEST_CASE("Hub errors name the model and the reason, and write nothing to the ca
     CHECK(contains(e, "'test-org/not-cached' is not in the Hugging Face cache (" + w.dir.path() + "/hf-hub)"));
     CHECK(contains(e, "HF_HUB_OFFLINE forbids fetching it"));
     CHECK_FALSE(contains(e, "memplan's preset"));  // no preset's name says test-org/not-cached
-    // A mirror's id (issue 26: 9 of 34 real configs named one): the hint names the preset its
-    // name says, and memplan does not use it in the id's place.
-    const std::string mirror = error_of("NousResearch/Meta-Llama-3-8B");
+    // An id outside the mirror table (issue 26: 9 of 34 real configs named one): the hint names the
+    // preset its name says, and memplan does not use it in the id's place.
+    const std::string mirror = error_of("someone/Meta-Llama-3-8B");
     CHECK(contains(mirror, "or memplan's preset llama-3-8b (meta-llama/Meta-Llama-3-8B), the model this id's name says (check that "
                            "it is the same architecture): --model llama-3-8b"));
     CHECK(contains(error_of("Qwen/Qwen3-4B-Instruct-2507"), "--model qwen3-4b"));
