@@ -103,6 +103,7 @@ nlohmann::json candidate_json(const planner::Candidate& c) {
           {"offload", to_string(s.parallel.offload)},
           {"fsdp", to_string(s.parallel.fsdp)},
           {"finetune", to_string(s.finetune.mode)},
+          {"liger", s.runtime.liger},
           {"peak_bytes", c.peak_bytes},
           {"host_per_node_bytes", c.host_per_node_bytes},
           {"host_fits", c.host_fits},
@@ -297,6 +298,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
   ask.zero_fixed = in.zero.has_value();
   ask.offload_fixed = in.offload.has_value();
   ask.fsdp_fixed = in.fsdp.has_value();
+  ask.liger_fixed = in.liger.has_value();  // --liger / --no-liger: as given, not searched
   std::vector<std::pair<std::string, DeviceSpec>> table;
   if (!f.table.empty()) {
     table = table_devices(f.table, b.setup);
@@ -437,14 +439,14 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
     report << fmt::format("  planned for {}'s runtime (--emit {}; --framework overrides it)\n", framework_from_emit, f.ask.emit);
   if (b.calibration) report << fmt::format("  calibrated with {}\n", b.calibration->file);
   report << fmt::format("  searched {} candidates in {:.1f} ms ({} activation timelines, {} memory compositions); {} fit\n",
-                        thousands(r.candidates), 1000 * r.seconds, r.timelines, thousands(r.compositions), thousands(r.fitting));
+                        thousands(r.candidates), 1000 * r.seconds, thousands(r.timelines), thousands(r.compositions), thousands(r.fitting));
   report << "\n  best (highest modelled throughput that fits, or a simpler plan within 2% of it):\n";
   report << fmt::format("    micro-batch {}, accumulation {}, global batch {}{}\n", w.batch.micro_batch, w.batch.grad_accum,
                         r.best.global_batch, r.batch_note.empty() ? " (exact)" : "");
   if (!r.batch_note.empty()) report << "    note: " << r.batch_note << "\n";
-  report << fmt::format("    precision {}, optimizer {}, checkpointing {}, attention {}, {}{}\n", to_string(w.precision),
+  report << fmt::format("    precision {}, optimizer {}, checkpointing {}, attention {}{}, {}{}\n", to_string(w.precision),
                         to_string(w.optimizer), to_string(w.checkpointing), to_string(w.attention),
-                        planner::sharding_of(w).describe(w.parallel.data_parallel()),
+                        w.runtime.liger ? ", Liger kernels" : "", planner::sharding_of(w).describe(w.parallel.data_parallel()),
                         w.finetune.mode == FinetuneMode::full ? "" : fmt::format(", {} r={}", to_string(w.finetune.mode), w.finetune.lora_rank));
   report << fmt::format("    peak {} ({}) of {}; headroom {} below the budget\n", gib(r.best.peak_bytes),
                         percent(static_cast<double>(r.best.peak_bytes) / static_cast<double>(s.device.capacity_bytes)),
@@ -473,9 +475,10 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
         continue;
       }
       const TrainingSetup& x = tp.best.setup;
-      report << fmt::format("    {:<10} {:>3.0f}%  micro-batch {} x {}, {}, {}, {}, {}: {} (~{} tokens/s)\n", tp.tier, 100 * tp.fraction,
+      report << fmt::format("    {:<10} {:>3.0f}%  micro-batch {} x {}, {}, {}, {}{}, {}: {} (~{} tokens/s)\n", tp.tier, 100 * tp.fraction,
                             x.batch.micro_batch, x.batch.grad_accum, to_string(x.precision), to_string(x.checkpointing),
-                            to_string(x.attention), planner::sharding_of(x).describe(x.parallel.data_parallel()), gib(tp.best.peak_bytes),
+                            to_string(x.attention), x.runtime.liger ? ", Liger" : "", planner::sharding_of(x).describe(x.parallel.data_parallel()),
+                            gib(tp.best.peak_bytes),
                             thousands(static_cast<int64_t>(tp.best.time.tokens_per_s)));
     }
   }

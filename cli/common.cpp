@@ -126,6 +126,7 @@ std::string describe(const TrainingSetup& s) {
     d += fmt::format(", {} r={}{}", to_string(s.finetune.mode), s.finetune.lora_rank,
                      s.finetune.adapter_fp32 ? "" : " (adapters in the model's dtype)");
   if (s.parallel.fsdp != FsdpMode::none) d += fmt::format(", FSDP {}", to_string(s.parallel.fsdp));
+  if (s.runtime.liger) d += ", Liger kernels";
   if (s.device.kind == DeviceKind::cpu) d += ", CPU";
   return d;
 }

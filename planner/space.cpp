@@ -267,7 +267,13 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
                      "no sharding/offload choice is left once the constraints and the card are applied",
                      sp.left_out.empty() ? "relax --zero, --fsdp or --offload" : sp.left_out.back().option + ": " + sp.left_out.back().why);
   sp.finetunes = {base.finetune.mode};
+  // Liger's fused kernels where the Trainer applies them to this model on this card (as fit).
   sp.ligers = {base.runtime.liger};
+  if (!base.runtime.liger) {
+    if (c.liger_fixed) sp.left_out.push_back({"Liger kernels", "--no-liger"});
+    else if (liger_applies(base, &why)) sp.ligers.push_back(true);
+    else sp.left_out.push_back({"Liger kernels", why});
+  }
   return sp;
 }
 

@@ -50,7 +50,7 @@ struct SearchSpace {
   std::vector<Sharding> shardings;
   std::vector<FinetuneMode> finetunes;        // fit adds LoRA/QLoRA ("changes what you train")
   // Liger's kernels off or on (runtime.liger, with its fused linear cross-entropy when turned on);
-  // empty: the base's. fit adds them where liger_applies.
+  // empty: the base's. fit and plan add them where liger_applies (plan: unless --liger/--no-liger fixed it).
   std::vector<bool> ligers;
   std::vector<LeftOut> left_out;
 };
@@ -65,6 +65,7 @@ struct Constraints {
   std::optional<Offload> offload;             // --offload: only that
   std::optional<FsdpMode> fsdp;               // --fsdp: only that mode (no DeepSpeed)
   bool no_deepspeed = false;                  // --no-deepspeed
+  bool liger_fixed = false;                   // --liger / --no-liger: the base's, not searched
   bool allow_offload = true;                  // --no-offload clears it
 };
 

@@ -69,6 +69,19 @@ json parse_json(const Run& r) {
   return j;
 }
 
+// The estimate --json of the command a plan report says re-checks its file ("re-check it: memplan ...").
+json recheck_json(const std::string& report) {
+  const size_t at = report.find("re-check it: memplan ");
+  REQUIRE(at != std::string::npos);
+  std::istringstream cmd(line(report.substr(at + 21), 0));
+  std::vector<std::string> recheck;
+  for (std::string w; cmd >> w;) recheck.push_back(w);
+  recheck.push_back("--json");
+  const Run e = invoke(recheck);
+  REQUIRE(e.code <= 1);  // 1: does not fit the target, still estimated
+  return parse_json(e);
+}
+
 // DESIGN.md's term list, in its order (the JSON, the table and explain use these names).
 const std::vector<std::string> kTerms = {"weights",     "gradients", "master_weights", "optimizer_states",
                                          "activations", "logits_and_loss", "transient", "workspace",
@@ -1298,12 +1311,12 @@ TEST_CASE("plan --emit FORMAT over a config in that format keeps the user's file
        "batch_size: 4 -> 1"},
       {formats + "axolotl/01-llama-3.2-1b-qlora.yml", "axolotl", {"--gpu-memory", "6GiB"},
        {"base_model: NousResearch/Llama-3.2-1B", "sample_packing: true", "learning_rate: 0.0002", "special_tokens:"},
-       "micro_batch_size: 2 -> 1"},
+       "micro_batch_size: 2 -> 4"},  // with Liger's kernels (plan searches them where the Trainer applies them)
       {formats + "hf-trl/01-zephyr-7b-sft-qlora.yaml", "hf", {"--gpu", "rtx-4090"},
        {"torch_dtype: bfloat16", "model_name_or_path: mistralai/Mistral-7B-v0.1", "learning_rate: 2.0e-04", "lora_target_modules:"},
        "per_device_train_batch_size: 4 -> 8"},
       {formats + "hf-trl/09-run-clm-bf16-qwen.json", "hf", {"--gpu", "rtx-3060"},
-       {"\"dataset_name\": \"wikitext\"", "\"block_size\": 1024"}, "per_device_train_batch_size: 4 -> 2"},
+       {"\"dataset_name\": \"wikitext\"", "\"block_size\": 1024"}, "+ use_liger_kernel: true"},
       {formats + "llamafactory/qwen3_full_sft.yaml", "llamafactory", {"--model", "qwen3-4b", "--gpu", "a100-80gb", "--gpus", "2"},
        {"model_name_or_path: Qwen/Qwen3-4B-Instruct-2507", "learning_rate: 1.0e-5", "cutoff_len: 2048"},
        "per_device_train_batch_size: 1 -> 2"},
@@ -1316,8 +1329,8 @@ TEST_CASE("plan --emit FORMAT over a config in that format keeps the user's file
        {"\"steps_per_print\": 1", "\"lr\": 0.00015"}, "- fp16"},
       {formats + "accelerate/02-alignment-handbook-zero3.yaml", "accelerate",
        {"--model", "llama-3.1-8b", "--gpu", "a100-40gb", "--gpus", "8", "--global-batch", "64", "--seq-len", "2048"},
-       {"  zero3_init_flag: true", "main_training_function: main"}, "+ deepspeed_config.gradient_accumulation_steps: 2"},
-      {kExamples + "/quickstart.yaml", "memplan", {"--gpu", "rtx-3060"}, {"  preset: qwen2.5-0.5b"}, "training.micro_batch_size: 1 -> 4"},
+       {"  zero3_init_flag: true", "main_training_function: main"}, "+ deepspeed_config.gradient_accumulation_steps: 4"},
+      {kExamples + "/quickstart.yaml", "memplan", {"--gpu", "rtx-3060"}, {"  preset: qwen2.5-0.5b"}, "training.micro_batch_size: 1 -> 16"},
   };
   for (const Row& row : rows) {
     CAPTURE(row.config);
@@ -1354,15 +1367,7 @@ TEST_CASE("plan --emit FORMAT over a config in that format keeps the user's file
       CHECK(missing <= changes.size());
     }
     // The re-check the report states gives the plan's peak within 0.5%.
-    const size_t at = text.out.find("re-check it: memplan ");
-    REQUIRE(at != std::string::npos);
-    std::istringstream cmd(line(text.out.substr(at + 21), 0));
-    std::vector<std::string> recheck;
-    for (std::string w; cmd >> w;) recheck.push_back(w);
-    recheck.push_back("--json");
-    const Run e = invoke(recheck);
-    REQUIRE(e.code == 0);
-    const double peak = parse_json(e).at("per_gpu").at("peak_bytes").get<double>();
+    const double peak = recheck_json(text.out).at("per_gpu").at("peak_bytes").get<double>();
     const double planned = doc.at("best").at("peak_bytes").get<double>();
     CHECK(std::abs(peak - planned) <= 0.005 * planned);
     // --fresh writes memplan's own file.
@@ -1372,6 +1377,62 @@ TEST_CASE("plan --emit FORMAT over a config in that format keeps the user's file
     REQUIRE(f.code == 0);
     CHECK_FALSE(contains(f.out, "  kept "));
     CHECK_FALSE(contains(slurp_file(out), "as it was, with"));
+  }
+  fs::remove_all(dir);
+}
+
+// Issue 26: advice that searches Liger too. plan turns Liger's kernels on where the HF Trainer
+// applies them (planner::liger_applies) and they buy a faster fitting plan; every format that can
+// hold them writes them, and what it wrote re-estimates to the plan's peak with Liger on.
+TEST_CASE("plan searches Liger's kernels where the Trainer applies them; each format writes them and reads back") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-liger";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::vector<std::string> base = {"plan", "--model", "qwen2.5-0.5b", "--gpu", "rtx-3060", "--global-batch", "32", "--seq-len", "2048"};
+  for (const char* format : {"memplan", "train-config", "deepspeed", "hf", "trl", "axolotl", "accelerate", "llamafactory"}) {
+    CAPTURE(format);
+    const std::string out = (dir / (std::string(format) + (std::string(format) == "deepspeed" ? ".json" : ".yaml"))).string();
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--emit", format, "--out", out, "--force"});
+    const Run text = invoke(args);
+    REQUIRE(text.code == 0);
+    CHECK(contains(text.out, ", Liger kernels, "));
+    args.push_back("--json");
+    const Run p = invoke(args);
+    REQUIRE(p.code == 0);
+    const json doc = parse_json(p);
+    CHECK(doc.at("best").at("liger") == true);
+    const json est = recheck_json(text.out);
+    CHECK(est.at("setup").at("runtime").at("liger") == true);
+    CHECK(est.at("setup").at("runtime").at("loss") == "fused-linear");
+    const double planned = doc.at("best").at("peak_bytes").get<double>();
+    CHECK(std::abs(est.at("per_gpu").at("peak_bytes").get<double>() - planned) <= 0.005 * planned);
+  }
+  // The same plan without Liger (--no-liger fixes the kernels as given) is slower: Liger won on speed.
+  std::vector<std::string> off = base;
+  off.insert(off.end(), {"--no-liger", "--json"});
+  const Run r = invoke(off);
+  REQUIRE(r.code == 0);
+  const json without = parse_json(r);
+  CHECK(without.at("best").at("liger") == false);
+  bool said = false;
+  for (const auto& l : without.at("left_out")) said = said || (l.at("option") == "Liger kernels" && l.at("why") == "--no-liger");
+  CHECK(said);
+  std::vector<std::string> on = base;
+  on.push_back("--json");
+  const json with = parse_json(invoke(on));
+  CHECK(with.at("best").at("modelled_tokens_per_s").get<double>() > 1.02 * without.at("best").at("modelled_tokens_per_s").get<double>());
+  // Runtimes that do not apply Liger never get it, and say why.
+  for (const char* format : {"torchtune", "litgpt", "lightning"}) {
+    CAPTURE(format);
+    const Run t = invoke({"plan", "--model", "llama-3.2-1b", "--gpu", "rtx-3060", "--global-batch", "8", "--finetune", "lora", "--emit",
+                          format, "--out", (dir / (std::string(format) + ".yaml")).string(), "--force", "--json"});
+    REQUIRE(t.code == 0);
+    const json d = parse_json(t);
+    CHECK(d.at("best").at("liger") == false);
+    bool why = false;
+    for (const auto& l : d.at("left_out")) why = why || (l.at("option") == "Liger kernels" && contains(l.at("why").get<std::string>(), "HF Trainer"));
+    CHECK(why);
   }
   fs::remove_all(dir);
 }
