@@ -132,6 +132,7 @@ const char* term_meaning(Term t) {
     case Term::cuda_context: return "the CUDA context and loaded kernels, outside the caching allocator";
     case Term::allocator_overhead: return "caching-allocator rounding (2 MiB above 10 MiB) and fragmentation";
     case Term::comm_buffers: return "DDP gradient buckets, ZeRO reduce/all-gather buckets, stage-3 prefetch";
+    case Term::count: break;
   }
   return "";
 }

@@ -56,10 +56,6 @@ std::function<void(const std::string&)> progress(std::ostream& err, const char* 
 
 std::string device_of(const profiles::SetupInputs& in) { return in.device.value_or("cpu"); }
 
-double rel(int64_t est, int64_t meas) {
-  return meas > 0 ? (static_cast<double>(est) - static_cast<double>(meas)) / static_cast<double>(meas) : 0;
-}
-
 int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, const OutputFlags& o) {
   const profiles::BuiltSetup b = profiles::build_setup(in);
   print_warnings(io.err, b.warnings);

@@ -27,8 +27,20 @@ enum class Term {
   cuda_context,        // CUDA context and loaded kernels (outside the allocator)
   allocator_overhead,  // caching-allocator rounding and fragmentation
   comm_buffers,        // DDP buckets, ZeRO reduce/all-gather buckets and prefetch
+  count                // not a term: how many there are (a new term goes above it, its name below)
 };
-constexpr int kNumTerms = 11;
+constexpr int kNumTerms = static_cast<int>(Term::count);
+// The names, indexed by Term: a term without one leaves an empty slot and fails to compile.
+inline constexpr std::array<const char*, kNumTerms> kTermNames = {
+    "weights",   "gradients", "master_weights", "optimizer_states", "activations",       "logits_and_loss",
+    "transient", "workspace", "cuda_context",   "allocator_overhead", "comm_buffers"};
+template <size_t N>
+constexpr bool all_named(const std::array<const char*, N>& names) {
+  for (const char* n : names)
+    if (n == nullptr || *n == '\0') return false;
+  return true;
+}
+static_assert(all_named(kTermNames), "every Term needs its name in kTermNames");
 const char* term_name(Term t);
 Term term_at(int i);
 
@@ -44,8 +56,15 @@ int64_t sum_of(const std::array<int64_t, kNumTerms>& bytes, const std::array<Ter
   return s;
 }
 
-enum class Phase { forward, backward, optimizer_step };
-constexpr int kNumPhases = 3;
+enum class Phase {
+  forward,
+  backward,
+  optimizer_step,
+  count  // not a phase: how many there are
+};
+constexpr int kNumPhases = static_cast<int>(Phase::count);
+inline constexpr std::array<const char*, kNumPhases> kPhaseNames = {"forward", "backward", "optimizer_step"};
+static_assert(all_named(kPhaseNames), "every Phase needs its name in kPhaseNames");
 const char* phase_name(Phase p);
 
 struct TermText {
@@ -95,13 +114,13 @@ struct MemoryBreakdown {
   bool calibrated = false;
   std::string calibration;  // profile file and device when calibrated
   // The allocator_overhead term came from replaying the step's allocation sequence through the
-  // caching-allocator model (estimate.cpp replay_allocator), not from the percentage formula.
+  // caching-allocator model (replay.cpp replay_allocator), not from the percentage formula.
   bool allocator_replayed = false;
   // What the verdict holds against the card, where the replay found it below the peak: the step
   // runs in less memory than the allocator caches when it has room (a failed cudaMalloc frees the
   // cached blocks and retries), so with the replay the least device memory known to run it is
   // the context plus the smallest allocator limit tried that the step ran in (the target's share,
-  // then the card's; estimate.cpp replay_allocator). -1: the peak itself.
+  // then the card's; replay.cpp replay_allocator). -1: the peak itself.
   int64_t needed_bytes = -1;
   // Whether the step runs on the card at all (the replay capped at the memory the allocator can
   // get): 1 runs, 0 runs out, -1 not replayed (the verdict then holds the peak to the card).
@@ -112,7 +131,7 @@ struct MemoryBreakdown {
   const PhaseState& peak() const;
   int64_t peak_bytes() const { return peak().total(); }
   Phase peak_phase() const { return peak().phase; }
-  const PhaseState& at(Phase p) const;
+  const PhaseState& at(Phase p) const;  // InternalError when the breakdown has no such phase
   int64_t host_bytes() const;         // host terms of one GPU rank
   int64_t host_pinned_bytes() const;  // the pinned part of them
 };

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <iterator>
+#include <set>
 #include <string>
 
 #include "estimator/estimate.h"
@@ -830,4 +831,22 @@ TEST_CASE("ZeRO-3's optimizer-step temporary is per partition: it shrinks with t
   CHECK(one > 0);
   CHECK(eight < one);
   CHECK(many < eight);
+}
+
+// Issue 25: the term and phase counts follow their enums (a sentinel ends each; a name left out
+// fails to compile), and a breakdown asked for a phase it lacks is a bug, not the first phase.
+TEST_CASE("terms and phases: counts from the enums, one name each, no silent phase fallback") {
+  static_assert(kNumTerms == 11 && kNumPhases == 3, "DESIGN.md's eleven terms and three phases");
+  std::set<std::string> names;
+  for (int i = 0; i < kNumTerms; ++i) names.insert(term_name(term_at(i)));
+  CHECK(names.size() == static_cast<size_t>(kNumTerms));
+  CHECK(std::string(term_name(Term::comm_buffers)) == "comm_buffers");
+  CHECK(std::string(phase_name(Phase::optimizer_step)) == "optimizer_step");
+  CHECK(std::string(term_name(Term::count)) == "?");
+  MemoryBreakdown b;
+  PhaseState fwd;
+  fwd.phase = Phase::forward;
+  b.phases = {fwd};
+  CHECK(&b.at(Phase::forward) == &b.phases[0]);
+  CHECK_THROWS_AS(b.at(Phase::backward), InternalError);
 }

@@ -1,0 +1,462 @@
+// The model states of one rank: weights, gradients, master weights, optimizer states and their
+// temporaries, communication buffers and host terms, under each precision regime and sharding
+// (DeepSpeed ZeRO, FSDP, Megatron's buffers); and the parameter summary compose() reads them from.
+#include "estimator/states.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "estimator/estimate.h"
+#include "estimator/layers.h"
+#include "estimator/model.h"
+#include "estimator/runtime.h"
+
+namespace memplan {
+
+// ---- model states ------------------------------------------------------------------------------
+
+namespace est {
+
+// Megatron's DistributedDataParallel keeps fp32 main gradients in one buffer allocated at start-up
+// (megatron/core/distributed/param_and_grad_buffer.py @ core_v0.13.0 L660-675): resident the whole run.
+bool megatron_grad_buffer(const TrainingSetup& s) { return s.runtime.framework == Framework::megatron; }
+
+// The KV cache an HF model returns with use_cache=True (DynamicCache): k after RoPE and v of every
+// layer, (b, k, s, d) each, in the compute dtype.
+int64_t kv_cache_bytes(const TrainingSetup& s) {
+  const ModelSpec& m = s.model;
+  const int64_t e = is_autocast(s.precision) ? 2 : weight_bytes_per_param(s.precision);
+  return 2 * m.num_layers * s.batch.micro_batch * s.batch.seq_len * m.num_key_value_heads * m.head_dim * e;
+}
+
+// The DeepSpeed engine runs the step: a ZeRO stage was asked for, or the framework is DeepSpeed.
+bool deepspeed_engine(const TrainingSetup& s) {
+  return s.parallel.zero_stage > 0 || s.runtime.framework == Framework::deepspeed;
+}
+
+// The model one rank holds: tensor parallelism shards heads, MLP width, vocabulary and experts
+// (Megatron-style, no sequence parallelism); pipeline parallelism keeps ceil(L/pp) layers.
+ModelSpec rank_model(const TrainingSetup& s) {
+  ModelSpec m = s.model;
+  const int64_t tp = s.parallel.tensor_parallel, pp = s.parallel.pipeline_parallel, ep = s.parallel.expert_parallel;
+  if (tp > 1) {
+    m.num_attention_heads = std::max<int64_t>(1, m.num_attention_heads / tp);
+    m.num_key_value_heads = std::max<int64_t>(1, m.num_key_value_heads / tp);
+    m.intermediate_size = std::max<int64_t>(1, m.intermediate_size / tp);
+    m.moe_intermediate_size = m.moe_intermediate_size > 0 ? std::max<int64_t>(1, m.moe_intermediate_size / tp) : 0;
+    m.shared_expert_intermediate_size /= tp;
+    m.vocab_size = (m.vocab_size + tp - 1) / tp;
+  }
+  if (ep > 1 && m.num_experts > 0) m.num_experts = std::max<int64_t>(m.experts_per_token, m.num_experts / ep);
+  if (pp > 1) m.num_layers = (m.num_layers + pp - 1) / pp;
+  return m;
+}
+
+
+// DeepSpeed's low-precision master state (Parallelism::half_master, half_optimizer_states): ZeRO
+// 1-3 under its mixed precision only (deepspeed/runtime/config.py @ v0.18.3 asserts the stage).
+bool half_master(const TrainingSetup& s) {
+  return s.parallel.half_master && s.parallel.zero_stage >= 1 && master_bytes_per_param(s.precision) > 0;
+}
+bool half_states(const TrainingSetup& s) { return half_master(s) && s.parallel.half_optimizer_states; }
+
+// Bytes per element of the gradients and optimizer states when the adapters are all that trains
+// (their own dtype), else those of the precision regime.
+int64_t trained_bytes(const TrainingSetup& s, const ParamSummary& ps, int64_t regime_bytes) {
+  return ps.counts.adapter == ps.counts.trainable && ps.counts.trainable > 0 ? adapter_bytes(s) : regime_bytes;
+}
+
+OptimizerImpl resolve_impl(const TrainingSetup& s) {
+  if (s.runtime.optimizer_impl != OptimizerImpl::automatic) return s.runtime.optimizer_impl;
+  if (master_bytes_per_param(s.precision) > 0) return OptimizerImpl::fused;  // DeepSpeed FusedAdam
+  if (s.device.kind == DeviceKind::cuda && s.runtime.torch_at_least(2, 0)) return OptimizerImpl::foreach;
+  return OptimizerImpl::for_loop;
+}
+
+OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, bool text) {
+  OptimizerCost c;
+  // When only LoRA adapters train, the states take the adapters' dtype (fp32 under PEFT).
+  const int64_t trainable = ps.counts.trainable, largest = ps.counts.largest_trainable;
+  const int64_t sb = trained_bytes(s, ps, half_states(s) ? 2 : state_bytes_per_element(s.precision));
+  const OptimizerImpl impl = resolve_impl(s);
+  const bool v2 = s.runtime.torch_at_least(2, 0);
+  auto per_param_loop = [&](int64_t temps, const char* what) {
+    c.per_param_transient = impl == OptimizerImpl::fused ? 0 : (impl == OptimizerImpl::foreach ? (v2 ? 1 : 2) : temps) * largest * sb;
+    switch (impl) {
+      case OptimizerImpl::fused:
+        c.transient = 0;
+        if (text) c.transient_formula = "fused kernel: no parameter-sized temporaries";
+        break;
+      case OptimizerImpl::foreach:
+        c.transient = (v2 ? 1 : 2) * trainable * sb;
+        if (text) c.transient_formula = fmt::format("foreach: {} x trainable params x {} B ({})", v2 ? 1 : 2, sb, what);
+        break;
+      default:
+        c.transient = temps * largest * sb;
+        if (text) c.transient_formula = fmt::format("for-loop: {} x largest tensor {} x {} B ({})", temps, largest, sb, what);
+    }
+  };
+  switch (s.optimizer) {
+    case OptimizerKind::adamw: case OptimizerKind::adam: case OptimizerKind::paged_adamw:
+      c.states = 2 * trainable * sb;
+      if (text) c.states_formula = fmt::format("2 moments x {} trainable params x {} B", trainable, sb);
+      per_param_loop(2, "sqrt(exp_avg_sq) and its scaled copy");
+      c.paged = s.optimizer == OptimizerKind::paged_adamw;
+      break;
+    case OptimizerKind::sgd:
+      if (text) c.states_formula = "plain SGD keeps no state";
+      if (text) c.transient_formula = "in-place update";
+      break;
+    case OptimizerKind::sgd_momentum:
+      c.states = trainable * sb;
+      if (text) c.states_formula = fmt::format("momentum buffer: {} trainable params x {} B", trainable, sb);
+      if (text) c.transient_formula = "in-place update";
+      break;
+    case OptimizerKind::lion:
+      c.states = trainable * sb;
+      c.transient = impl == OptimizerImpl::fused ? 0 : 2 * largest * sb;
+      c.per_param_transient = c.transient;
+      if (text) c.states_formula = fmt::format("exp_avg: {} trainable params x {} B", trainable, sb);
+      if (text) c.transient_formula = fmt::format("exp_avg.clone() and the update: 2 x largest tensor {} x {} B", largest, sb);
+      break;
+    case OptimizerKind::adafactor: case OptimizerKind::adafactor_momentum: {
+      // HF transformers Adafactor: exp_avg_sq_row/col for matrices (rows + cols), exp_avg_sq for
+      // vectors, in the gradient's dtype; beta1 adds exp_avg (trainable elements).
+      const bool momentum = s.optimizer == OptimizerKind::adafactor_momentum;
+      c.states = (ps.factored + (momentum ? trainable : 0)) * sb;
+      c.transient = 3 * largest * 4;
+      c.per_param_transient = c.transient;
+      if (text)
+        c.states_formula = momentum ? fmt::format("factored second moment sum(rows + cols) {} + first moment {} elements, x {} B",
+                                                  ps.factored, trainable, sb)
+                                    : fmt::format("factored second moment: sum(rows + cols) = {} x {} B (no first moment)", ps.factored, sb);
+      if (text) c.transient_formula = fmt::format("grad^2, the r*c approximation and the update: 3 x largest tensor {} x 4 B", largest);
+      break;
+    }
+    case OptimizerKind::adamw_8bit: case OptimizerKind::paged_adamw_8bit: {
+      // bitsandbytes: tensors >= 4096 elements keep two uint8 states with an fp32 absmax per
+      // 256-element block; smaller ones keep fp32 states (min_8bit_size).
+      const double per = 2.0 * (1.0 + 4.0 / 256.0);
+      c.states = static_cast<int64_t>(std::llround(per * static_cast<double>(ps.big8))) + 8 * ps.small8;
+      if (text) c.states_formula = fmt::format("2 x (1 B + 4 B/256) x {} params in 8-bit + 8 B x {} small params", ps.big8, ps.small8);
+      if (text) c.transient_formula = "fused 8-bit kernel: no parameter-sized temporaries";
+      c.paged = s.optimizer == OptimizerKind::paged_adamw_8bit;
+      break;
+    }
+  }
+  return c;
+}
+
+
+// The ranks one FSDP shard group spans: all data-parallel ranks, or one node's with hybrid sharding.
+int64_t fsdp_group(const TrainingSetup& s) {
+  const int64_t dp = s.parallel.data_parallel();
+  switch (s.parallel.fsdp) {
+    case FsdpMode::full_shard: case FsdpMode::shard_grad_op: return dp;
+    case FsdpMode::hybrid_shard: return std::max<int64_t>(1, std::min(dp, s.parallel.gpus_per_node));
+    default: return 1;
+  }
+}
+
+// PyTorch FSDP (FSDP2 fully_shard per block, as torchtitan and torchtune apply it; FSDP1's
+// strategies by name). Parameters, gradients and optimizer states are sharded over the shard
+// group; a block's parameters are gathered (in the compute dtype) for its forward and again for
+// its backward, the next block's prefetched meanwhile; gradients are reduce-scattered to shards.
+// Under mixed-bf16/fp16 (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), torchtitan
+// parallelize.py @ v0.2.2 L319-356) the sharded parameters are the fp32 master copy and gradient
+// shards are fp32; pure bf16 (torchtune, no policy) keeps everything in bf16; fp32/AMP in fp32.
+// CPU offload (FSDP CPUOffload) keeps shards, gradients and the step on the host.
+States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamSummary& ps, bool text) {
+  States st;
+  const FsdpMode mode = s.parallel.fsdp;
+  const int64_t group = fsdp_group(s);
+  const bool sharded = mode != FsdpMode::no_shard;
+  const bool mixed = master_bytes_per_param(s.precision) > 0;
+  const int64_t trainable = ps.counts.trainable, adapters = ps.counts.adapter;
+  const int64_t compute_b = is_autocast(s.precision) ? 4 : weight_bytes_per_param(s.precision);  // gathered dtype
+  const int64_t shard_b = mixed ? 4 : weight_bytes_per_param(s.precision);                         // stored dtype
+  const int64_t grad_b = mixed ? 4 : grad_bytes_per_param(s.precision);                             // reduce dtype
+  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * base_weight_bits(s) / 8.0));
+  const auto part = [&](int64_t bytes) { return sharded && group > 1 ? (bytes + group - 1) / group : bytes; };
+  const bool offload = s.parallel.offload != Offload::none;
+  st.trainable = trainable;
+  st.buffers = model_buffer_bytes(rs);
+  st.oc = optimizer_cost(s, ps, text);
+  const int64_t ab = adapter_bytes(s);
+  const int64_t stored = ps.plain * shard_b + adapters * ab + quantized;
+  const int64_t grad_bytes = (trainable - adapters) * grad_b + adapters * ab;
+  // Sharded fp32 parameters are the master copy under a mixed-precision policy.
+  st.weights = offload ? 0 : mixed ? part(adapters * ab + quantized) : part(stored);
+  st.master = offload || !mixed ? 0 : part(trainable * 4);
+  st.opt = offload || st.oc.paged ? 0 : part(st.oc.states);
+  st.opt_transient = offload ? 0 : (st.oc.transient + group - 1) / std::max<int64_t>(1, group);
+  st.grads_full = grad_bytes;
+  st.grads_partitioned = sharded && (group > 1 || offload);
+  st.grads_static = st.grads_partitioned ? (offload ? 0 : part(grad_bytes)) : 0;
+  // In flight: the running block and the prefetched one, gathered in the compute dtype, plus the
+  // root unit (embeddings, final norm, head) which stays gathered from forward into backward.
+  // SHARD_GRAD_OP keeps every gathered block until its backward. Backward adds a block's full
+  // gradient before its reduce-scatter (and its fp32 cast under a mixed policy).
+  const int64_t block = ps.layer_params + layer_norm_params(rs.model);
+  const int64_t root = std::max<int64_t>(0, ps.counts.total - ps.counts.adapter - rs.model.num_layers * block);
+  // FSDP2's per-parameter sharding (torchtune, torchtitan: fully_shard) makes gradients for the
+  // parameters that train only: under LoRA a block's adapters. FSDP1's FlatParameter gradient
+  // covers the whole block, frozen weights included.
+  const bool adapter_grads_only =
+      adapters > 0 && (s.runtime.framework == Framework::torchtune || s.runtime.framework == Framework::torchtitan);
+  if (sharded) {
+    const int64_t blocks = mode == FsdpMode::shard_grad_op ? rs.model.num_layers : 2;
+    // float8 all-gather (torchao enable_fsdp_float8_all_gather, torchtitan's fp8 recipes): the
+    // blocks' linear weights travel and stay gathered at 1 B/param.
+    const int64_t block_b = s.runtime.fp8 ? 1 : compute_b;
+    st.comm_fwd = blocks * block * block_b + root * compute_b;
+    if (adapter_grads_only)
+      st.comm_bwd_extra = (adapters + rs.model.num_layers - 1) / std::max<int64_t>(1, rs.model.num_layers) * ab;
+    else
+      st.comm_bwd_extra = block * (compute_b + (grad_b != compute_b ? grad_b : 0));
+  }
+  // FSDP1 no_sync() on the accumulating micro-steps (runtime.fsdp_no_sync): no reduce-scatter, so
+  // each unit accumulates its whole unsharded FlatParameter gradient until the micro-step that
+  // syncs (torch/distributed/fsdp/fully_sharded_data_parallel.py no_sync: "FSDP will accumulate
+  // the full model gradients (instead of gradient shards)"). A FlatParameter's gradient covers all
+  // of it, so under LoRA every block with an adapter keeps a gradient the size of the block, frozen
+  // weights included (use_orig_params=True lets them share the FlatParameter); the root unit
+  // (embeddings, final norm, head) only when one of its parameters trains.
+  if (sharded && group > 1 && s.runtime.fsdp_no_sync && s.batch.grad_accum > 1 && !offload) {
+    st.grads_no_sync = adapters > 0 ? rs.model.num_layers * block * grad_b + adapters * ab + (trainable > adapters ? root * grad_b : 0)
+                                    : grad_bytes;
+  }
+  for (const auto& [elements, count] : ps.sizes)
+    if (elements * compute_b >= 10 * kMiB) st.large_tensors += count;
+  if (offload) {
+    // FSDP2's CPUOffloadPolicy pins the shards by default (pin_memory=True).
+    st.host.push_back({"offloaded_parameters", part(stored), "parameter shards on the host", "torch FSDP CPUOffload(offload_params=True)", true});
+    st.host.push_back({"offloaded_gradients", part(grad_bytes), "gradient shards on the host", "torch FSDP CPUOffload: gradients to CPU", true});
+    st.host.push_back({"offloaded_optimizer_states", part(st.oc.states), text ? st.oc.states_formula + " on the host" : "",
+                       "torch FSDP CPUOffload: the optimizer steps on the CPU"});
+  }
+  if (!text) return st;
+  const std::string over = sharded && group > 1 ? fmt::format(" / {} ranks (FSDP {})", group, to_string(mode)) : "";
+  st.weights_formula = mixed ? fmt::format("none resident: the fp32 shards are the master copy; gathered blocks are in comm_buffers{}",
+                                           adapters ? fmt::format(" (+ {} LoRA params x {} B)", adapters, ab) : "")
+                             : fmt::format("{} params x {} B{}", ps.counts.total, shard_b, over);
+  st.master_formula = mixed ? fmt::format("{} trainable x 4 B fp32 shards{}", trainable, over) : "none: the shards are the master copy";
+  st.grads_formula = fmt::format("{} trainable x {} B{}", trainable, grad_b, st.grads_partitioned ? over : "");
+  if (st.grads_no_sync > 0)
+    st.grads_formula += fmt::format("; between accumulating micro-steps FSDP no_sync keeps the unsharded gradients: {}",
+                                    adapters > 0 ? fmt::format("{} layers x {} params x {} B (frozen weights share the FlatParameter) + "
+                                                               "{} LoRA params x {} B",
+                                                               rs.model.num_layers, block, grad_b, adapters, ab)
+                                                 : fmt::format("{} trainable x {} B", trainable, grad_b));
+  const std::string backward = adapter_grads_only
+                                   ? fmt::format("block's adapter gradients ({} B: FSDP2 makes none for frozen weights)", st.comm_bwd_extra)
+                                   : fmt::format("block's gradient ({} B{})", compute_b,
+                                                 grad_b != compute_b ? fmt::format(" + its {} B cast", grad_b) : "");
+  st.comm_formula = sharded ? fmt::format("gathered parameters in flight: {} blocks of {} + root unit {} params x {} B; backward adds one {}",
+                                          mode == FsdpMode::shard_grad_op ? "all" : "2", block, root, compute_b, backward)
+                            : "FSDP NO_SHARD: gradients all-reduced in place";
+  return st;
+}
+
+States model_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamSummary& ps, bool text) {
+  if (s.parallel.fsdp != FsdpMode::none) return fsdp_states(s, rs, ps, text);
+  States st;
+  const int64_t dp = s.parallel.data_parallel();
+  const int zero = s.parallel.zero_stage;
+  const int64_t gb = grad_bytes_per_param(s.precision), mb = half_master(s) ? 2 : master_bytes_per_param(s.precision);
+  const int64_t wb = weight_bytes_per_param(s.precision);
+  const int64_t trainable = ps.counts.trainable, adapters = ps.counts.adapter;
+  st.trainable = trainable;
+  // Adapters train in fp32 whatever the base precision; their grads are fp32. Quantized base
+  // weights are stored at their bit width (QLoRA), adapters in fp32 (PEFT autocast_adapter_dtype).
+  // Megatron accumulates into fp32 main gradients whatever the parameters' dtype.
+  const int64_t ab = adapter_bytes(s);
+  const int64_t grad_bytes = (trainable - adapters) * (megatron_grad_buffer(s) ? 4 : gb) + adapters * ab;
+  const int64_t quantized = static_cast<int64_t>(std::llround(static_cast<double>(ps.counts.quantized) * base_weight_bits(s) / 8.0));
+  const int64_t all_weights = ps.plain * wb + adapters * ab + quantized;
+  st.buffers = model_buffer_bytes(rs);
+  st.oc = optimizer_cost(s, ps, text);
+  const auto part = [&](int64_t bytes, bool on) { return on && dp > 1 ? (bytes + dp - 1) / dp : bytes; };
+
+  const bool off_opt = offloads_optimizer(s.parallel.offload);
+  const bool off_par = offloads_params(s.parallel.offload);
+  st.weights = off_par ? 0 : part(all_weights, zero >= 3);
+  st.master = off_opt ? 0 : part(trainable * mb, zero >= 1);
+  st.opt = (off_opt || st.oc.paged) ? 0 : part(st.oc.states, zero >= 1);
+  // ZeRO-1/2/3 step the optimizer on the rank's flat fp32 partition, so its temporaries are per
+  // partition too (stage_1_and_2.py @ v0.16.4 L401 builds single_partition_of_fp32_groups; stage3.py
+  // @ v0.16.4 L902-903 fp32_partitioned_groups_flat; the wrapped optimizer steps only those).
+  st.opt_transient = off_opt ? 0 : part(st.oc.transient, zero >= 1);
+  st.grads_full = grad_bytes;
+  st.grads_partitioned = gradients_partitioned(s);
+  st.grads_static = st.grads_partitioned ? (off_opt ? 0 : part(grad_bytes, true)) : 0;
+  // Mixed precision: the fp32 gradient of the rank's partition exists during the step (16-bit
+  // with DeepSpeed's bf16_master_weights_and_grads).
+  if (mb > 0 && !off_opt) st.step_extra = part(trainable * mb, zero >= 1);
+
+  // Communication buffers. DeepSpeed's buckets exist whenever a ZeRO stage runs (its engine
+  // reduces through them at any world size, one GPU included); DDP's only with several ranks.
+  const int64_t reduce = std::min(s.parallel.reduce_bucket_elems, trainable);
+  if (megatron_grad_buffer(s)) {
+    // Megatron's DDP all-reduces (or, with the distributed optimizer, reduce-scatters) the bucket
+    // views of its contiguous fp32 gradient buffer in place: no copy beside the gradients
+    // (megatron/core/distributed/param_and_grad_buffer.py @ d98e8a64 L708-732).
+    if (text) st.comm_formula = "Megatron reduces in place inside its gradient buffer: no communication buffers";
+  } else if (dp > 1 && zero == 0) {
+    st.comm_fwd = s.parallel.ddp_bucket_view ? 0 : grad_bytes;
+    if (text)
+      st.comm_formula = s.parallel.ddp_bucket_view
+                            ? "DDP gradient_as_bucket_view: buckets alias the gradients"
+                            : fmt::format("DDP buckets hold a copy of all gradients: {} B (gradient_as_bucket_view=False)", grad_bytes);
+  } else if (zero >= 1 && zero <= 2) {
+    // With contiguous_gradients (the default) backward allocates its reduce buffers at the full
+    // reduce_bucket_size whatever the model's size: buf_0, and buf_1 with overlap_comm
+    // (DeepSpeedZeroOptimizer.backward, deepspeed/runtime/zero/stage_1_and_2.py @ v0.9.5 L1881-1894).
+    const int64_t ipg = s.parallel.contiguous_gradients ? s.parallel.reduce_bucket_elems : 0;
+    const int64_t gather = std::min(s.parallel.allgather_bucket_elems, trainable);
+    st.comm_fwd = ipg * gb * (s.parallel.overlap_comm ? 2 : 1);
+    st.comm_step = gather * wb;
+    if (text)
+      st.comm_formula = s.parallel.contiguous_gradients
+                            ? fmt::format("reduce buffers of reduce_bucket_size {} elems x {} B{}; all-gather bucket {} elems x {} B in the step",
+                                          ipg, gb, s.parallel.overlap_comm ? " x 2 (overlap_comm)" : "", gather, wb)
+                            : fmt::format("no reduce buffers (contiguous_gradients false); all-gather bucket {} elems x {} B in the step",
+                                          gather, wb);
+  } else if (zero == 3) {
+    // Gathered parameters of the running layer and the next (prefetch) plus the reduce bucket.
+    const int64_t live = std::min(s.parallel.stage3_max_live_parameters, 2 * ps.layer_params);
+    const int64_t pre = std::min(s.parallel.stage3_prefetch_bucket_elems, ps.layer_params);
+    st.comm_fwd = (live + pre) * wb + reduce * gb;
+    if (text)
+      st.comm_formula = fmt::format("gathered params of 2 layers {} + prefetch {} elems x {} B + reduce bucket {} x {} B", live,
+                                    pre, wb, reduce, gb);
+  } else if (text) {
+    st.comm_formula = "single data-parallel rank: no communication buffers";
+  }
+
+  // Rounding: every tensor >= 10 MiB is rounded to 2 MiB (mean waste 1 MiB) by the caching
+  // allocator [CUDACachingAllocator.cpp kRoundLarge].
+  for (const auto& [elements, count] : ps.sizes)
+    if (elements * wb >= 10 * kMiB) st.large_tensors += count;
+
+  // Host memory.
+  // The offload buffers are page-locked with pin_memory: true (DeepSpeed's default is false:
+  // deepspeed/runtime/zero/offload_config.py @ v0.16.4 L45, L72).
+  const bool pin = s.parallel.offload_pin_memory;
+  if (off_opt) {
+    st.host.push_back({"offloaded_optimizer_states", part(st.oc.states, true), text ? st.oc.states_formula + " on the host" : "",
+                       "ZeRO-Offload (Ren et al. 2021): optimizer states in CPU memory", pin});
+    if (mb > 0)
+      st.host.push_back({"offloaded_master_weights", part(trainable * mb, true), text ? fmt::format("{} trainable x 4 B", trainable) : "",
+                         "ZeRO-Offload keeps the fp32 master parameters on the CPU", pin});
+    st.host.push_back({"offloaded_gradients", part(trainable * 4, true), text ? fmt::format("{} trainable x 4 B fp32", trainable) : "",
+                       "ZeRO-Offload copies gradient partitions to fp32 CPU buffers", pin});
+  }
+  if (st.oc.paged)
+    st.host.push_back({"paged_optimizer_states", st.oc.states, text ? st.oc.states_formula + " (paged to host)" : "",
+                       "bitsandbytes paged optimizers: unified memory evicted to the host under pressure"});
+  if (off_par)
+    st.host.push_back({"offloaded_parameters", part(all_weights, true), "parameters / ranks on the host",
+                       "ZeRO-Infinity / stage-3 offload_param", pin});
+  if (!text) return st;
+
+  st.weights_formula = quantized > 0
+                           ? fmt::format("{} params: {} B/param, {} quantized at {:.3f} bits{}", ps.counts.total, wb,
+                                         ps.counts.quantized, base_weight_bits(s),
+                                         s.model.quantized.any() ? fmt::format(" (the checkpoint's {})", s.model.quantized.method) : "")
+                           : fmt::format("{} params x {} B ({}){}", ps.counts.total, wb, to_string(s.precision),
+                                         zero >= 3 && dp > 1 ? fmt::format(" / {} ranks (ZeRO-3)", dp) : "");
+  if (adapters > 0) st.weights_formula += fmt::format(" + {} LoRA adapter params x {} B", adapters, ab);
+  st.master_formula = mb ? fmt::format("{} trainable x {} B {} master{}", trainable, mb, mb == 2 ? "16-bit (bf16_master_weights_and_grads)" : "fp32",
+                                       zero >= 1 && dp > 1 ? fmt::format(" / {} ranks", dp) : "")
+                         : "none: the parameters are the master copy in this regime";
+  st.grads_formula = st.grads_partitioned
+                         ? fmt::format("{} trainable x {} B / {} ranks (ZeRO-{} partition)", trainable, gb, dp, zero)
+                         : fmt::format("{} trainable x {} B", trainable, adapters ? ab : gb);
+  return st;
+}
+
+}  // namespace est
+
+using namespace est;
+
+ParamSummary summarize_parameters(const TrainingSetup& s) {
+  TrainingSetup rs = s;
+  rs.model = rank_model(s);
+  ParamSummary ps;
+  const std::vector<ParamTensor> tensors = parameter_tensors(rs);
+  for (const ParamTensor& p : tensors) {
+    const int64_t n = p.total();
+    if (!p.quantized && p.group != ParamGroup::adapter) ps.plain += n;
+    if (p.trainable) {
+      ps.factored += (p.rows > 0 && p.cols > 0 ? p.rows + p.cols : p.elements) * p.count;
+      (p.elements >= 4096 ? ps.big8 : ps.small8) += n;
+    }
+    ps.sizes.emplace_back(p.elements, p.count);
+  }
+  for (const auto& l : layer_linears(rs.model, rs.model.num_experts > 0)) ps.layer_params += l.elems();
+  ps.counts = count_parameters(rs, tensors);
+  return ps;
+}
+
+int64_t first_step_optimizer_peak(const TrainingSetup& s, const MemoryBreakdown& steady) {
+  // Step 1's step() creates each parameter's states just before updating it, in parameter
+  // order (LibTorch and torch.optim's for-loop), so a large tensor updated early sees few
+  // states around it. Only the for-loop implementation has per-parameter temporaries.
+  TrainingSetup rs = s;
+  rs.model = rank_model(s);
+  const PhaseState& opt = steady.at(Phase::optimizer_step);
+  const int64_t states = opt[Term::optimizer_states];
+  const int64_t transient = opt[Term::transient];
+  if (resolve_impl(s) != OptimizerImpl::for_loop || states == 0) return opt.total();
+  const int64_t base = opt.total() - states - transient;
+  const std::vector<ParamTensor> tensors = parameter_tensors(rs);
+  const ParameterCounts c = count_parameters(rs, tensors);
+  const double per_elem = c.trainable > 0 ? static_cast<double>(states) / static_cast<double>(c.trainable) : 0;
+  const double temp_per_elem = c.largest_trainable > 0 ? static_cast<double>(transient) / static_cast<double>(c.largest_trainable) : 0;
+  double created = 0, peak = 0;
+  for (const ParamTensor& p : tensors) {
+    if (!p.trainable) continue;
+    for (int64_t i = 0; i < p.count; ++i) {
+      created += per_elem * static_cast<double>(p.elements);
+      peak = std::max(peak, created + temp_per_elem * static_cast<double>(p.elements));
+    }
+  }
+  return base + static_cast<int64_t>(peak);
+}
+
+int64_t model_state_bytes(const TrainingSetup& s) {
+  TrainingSetup rs = s;
+  rs.model = rank_model(s);
+  const States st = model_states(s, rs, summarize_parameters(s), false);
+  return st.weights + (st.grads_partitioned ? st.grads_static : st.grads_full) + st.master + st.opt;
+}
+
+
+bool gradients_partitioned(const TrainingSetup& s) {
+  // ZeRO-2/3 reduce gradients bucket by bucket into the rank's partition, or with ZeRO-Offload
+  // straight to host buffers (one GPU included). Without offload, one rank's "partition" is all
+  // of them and DeepSpeed behaves like plain training. FSDP reduce-scatters each block's.
+  if (s.parallel.fsdp != FsdpMode::none && s.parallel.fsdp != FsdpMode::no_shard)
+    return fsdp_group(s) > 1 || s.parallel.offload != Offload::none;
+  return s.parallel.zero_stage >= 2 && (s.parallel.data_parallel() > 1 || s.parallel.offload != Offload::none);
+}
+
+// Gradients alive before backward starts (all of them, or the ZeRO partition): accumulation
+// adds into them, zero_grad(set_to_none=False) keeps them between steps, Megatron's buffer is
+// permanent. With the optimizer stepped in backward none survive the step.
+bool gradients_resident(const TrainingSetup& s) {
+  if (s.runtime.optimizer_in_backward) return false;
+  return s.batch.grad_accum > 1 || !s.runtime.zero_grad_set_to_none || megatron_grad_buffer(s);
+}
+
+bool gradients_persist(const TrainingSetup& s) {
+  // Micro-step 1 starts without gradients and keeps each as it appears; later micro-steps of
+  // accumulation add into existing ones (temporaries); ZeRO-2/3 reduce and drop them in buckets.
+  return !gradients_resident(s) && !gradients_partitioned(s);
+}
+
+}  // namespace memplan
