@@ -5,16 +5,42 @@
 #include "cli/cli.h"
 
 #include <new>
+#include <stdexcept>
 #include <ostream>
 
 #include <algorithm>
-#include <regex>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 
 #include "cli/commands.h"
 #include "estimator/error.h"
 #include "profiles/profiles.h"
 
 namespace memplan::cli {
+
+namespace {
+
+// The option of `app` whose value did not convert: run again, its callback throws again (CLI11
+// 2.1's ConversionError carries the option only in its message, which memplan does not parse).
+const CLI::Option* unconvertible(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->count() == 0) continue;
+    try {
+      opt->run_callback();
+    } catch (const CLI::ConversionError&) {
+      return opt;
+    } catch (const std::invalid_argument&) {  // CLI11 2.1 reads a flag's value with std::stoll
+      return opt;
+    } catch (const std::out_of_range&) {
+      return opt;
+    } catch (const CLI::Error&) {
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 int run_app(const std::vector<Registrar>& table, int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"memplan: how much GPU memory a training job needs, whether it fits, and what fits best.\n"
@@ -44,7 +70,35 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
       }
     }
     try {
-      app.parse(argc, argv);
+      try {
+        app.parse(argc, argv);
+      } catch (const std::logic_error& e) {
+        // std::stoll's invalid_argument or out_of_range from CLI11 2.1 reading a flag's value
+        // (--liger=maybe, --liger=99999999999999999999): name the flag from the command line.
+        if (!dynamic_cast<const std::invalid_argument*>(&e) && !dynamic_cast<const std::out_of_range*>(&e)) throw;
+        for (int i = 2; i < argc; ++i) {
+          const std::string a = argv[i];
+          const size_t eq = a.find('=');
+          if (a.rfind("--", 0) != 0 || eq == std::string::npos) continue;
+          for (const Command& c : commands) {
+            const CLI::Option* opt = c.app->get_option_no_throw(a.substr(0, eq));
+            if (!opt || !opt->get_type_name().empty()) continue;  // a flag has no value type
+            const std::string v = a.substr(eq + 1);
+            char* end = nullptr;
+            errno = 0;
+            std::strtoll(v.c_str(), &end, 10);
+            const bool number = !v.empty() && end && *end == '\0' && errno != ERANGE;
+            static const char* const kWords[] = {"true", "false", "yes", "no", "on", "off", "enable", "disable", "t", "f", "y", "n"};
+            std::string l = v;
+            std::transform(l.begin(), l.end(), l.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+            if (number || std::find(std::begin(kWords), std::end(kWords), l) != std::end(kWords)) continue;
+            err << "error: " << a.substr(0, eq) << ": cannot read '" << profiles::clip(v) << "' as its value\n";
+            err << "hint: a flag takes true or false (or nothing); memplan " << c.app->get_name() << " --help lists its flags\n";
+            return kExitInvalid;
+          }
+        }
+        throw CLI::ConversionError(e.what());
+      }
     } catch (const CLI::CallForHelp&) {
       out << app.help();
       return kExitOk;
@@ -65,39 +119,51 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
         out << app.help();
         return kExitOk;
       }
-      const CLI::App* sub = nullptr;
+      CLI::App* sub = nullptr;
       for (const Command& c : commands)
         if (c.app->parsed()) sub = c.app;
       const std::string cmd = sub ? sub->get_name() : "COMMAND";
       const std::string what = e.what();
-      std::smatch m;
-      // CLI11: "Could not convert: --micro-batch = abc" -> DESIGN.md's "error: --flag: ...".
-      if (std::regex_search(what, m, std::regex("Could not convert: (--[A-Za-z0-9-]+) = (.*)"))) {
-        err << "error: " << m[1] << ": cannot read '" << profiles::clip(m[2].str()) << "' as its value\n";
-        err << "hint: memplan " << cmd << " --help shows what " << m[1] << " takes\n";
-        return kExitInvalid;
-      }
-      // CLI11: "The following arguments were not expected: --micro-bach 4" -> nearest flag.
-      if (sub && what.find("not expected") != std::string::npos &&
-          std::regex_search(what, m, std::regex("(--[A-Za-z0-9_-]+)"))) {
-        std::vector<std::string> flags;
-        for (const CLI::Option* opt : sub->get_options())
-          for (const std::string& n : opt->get_lnames()) flags.push_back("--" + n);
-        // Python's spelling (--seq_len, the config key's) is the flag with dashes.
-        std::string dashed = m[1].str();
-        std::replace(dashed.begin(), dashed.end(), '_', '-');
-        auto near = profiles::nearest(dashed, flags);
-        if (std::find(flags.begin(), flags.end(), dashed) != flags.end()) near.insert(near.begin(), dashed);
-        err << "error: unknown flag '" << profiles::clip(m[1].str()) << "' for memplan " << cmd << "\n";
-        err << "hint: " << (near.empty() ? "" : "did you mean '" + near[0] + "'? ") << "memplan " << cmd << " --help lists its flags\n";
-        return kExitInvalid;
-      }
-      // A config file given without --config: say so rather than only "not expected".
-      if (sub && sub->get_option_no_throw("--config") != nullptr && what.find("not expected") != std::string::npos &&
-          std::regex_search(what, m, std::regex(R"(:\s*(\S+\.(ya?ml|json)))"))) {
-        err << "error: memplan " << cmd << " reads its configuration file from --config, not a bare argument ('" << m[1] << "')\n";
-        err << "hint: memplan " << cmd << " --config " << m[1] << "\n";
-        return kExitInvalid;
+      // A value CLI11 could not convert (--micro-batch abc) -> DESIGN.md's "error: --flag: ...".
+      if (dynamic_cast<const CLI::ConversionError*>(&e) && sub)
+        if (const CLI::Option* opt = unconvertible(*sub)) {
+          const std::vector<std::string> values = opt->results();
+          err << "error: " << opt->get_name() << ": cannot read '" << profiles::clip(values.empty() ? "" : values.back())
+              << "' as its value\n";
+          err << "hint: memplan " << cmd << " --help shows what " << opt->get_name() << " takes\n";
+          return kExitInvalid;
+        }
+      // Arguments the command does not take (CLI11 keeps them as the app's remaining ones).
+      if (dynamic_cast<const CLI::ExtrasError*>(&e) && sub) {
+        std::vector<std::string> extra = sub->remaining();
+        if (extra.empty()) extra = app.remaining(true);
+        // A flag: the nearest the command has (Python's spelling, --seq_len, is the flag with dashes).
+        for (const std::string& a : extra) {
+          if (a.rfind("--", 0) != 0) continue;
+          const std::string given = a.substr(0, a.find('='));
+          std::vector<std::string> flags;
+          for (const CLI::Option* opt : sub->get_options())
+            for (const std::string& n : opt->get_lnames()) flags.push_back("--" + n);
+          std::string dashed = given;
+          std::replace(dashed.begin(), dashed.end(), '_', '-');
+          auto near = profiles::nearest(dashed, flags);
+          if (std::find(flags.begin(), flags.end(), dashed) != flags.end()) near.insert(near.begin(), dashed);
+          err << "error: unknown flag '" << profiles::clip(given) << "' for memplan " << cmd << "\n";
+          err << "hint: " << (near.empty() ? "" : "did you mean '" + near[0] + "'? ") << "memplan " << cmd << " --help lists its flags\n";
+          return kExitInvalid;
+        }
+        // A config file given without --config: say so rather than only "not expected".
+        if (sub->get_option_no_throw("--config") != nullptr)
+          for (const std::string& a : extra) {
+            std::string l = a;
+            std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+            for (const char* ext : {".yaml", ".yml", ".json"})
+              if (l.size() > std::string(ext).size() && l.compare(l.size() - std::string(ext).size(), std::string::npos, ext) == 0) {
+                err << "error: memplan " << cmd << " reads its configuration file from --config, not a bare argument ('" << a << "')\n";
+                err << "hint: memplan " << cmd << " --config " << a << "\n";
+                return kExitInvalid;
+              }
+          }
       }
       err << "error: " << profiles::clip(what, 300) << "\n";
       err << "hint: memplan --help lists the commands; memplan " << cmd << " --help their flags\n";

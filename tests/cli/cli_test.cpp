@@ -572,6 +572,26 @@ TEST_CASE("a value that is not a number is reported as error: --flag (DESIGN.md)
   CHECK(line(r.err, 1) == "hint: memplan estimate --help shows what --micro-batch takes");
 }
 
+// Issue 25: the flag is found from CLI11's parse state, not its English message; a flag's value
+// CLI11 2.1 reads with std::stoll (--liger=maybe) was an internal error (exit 3).
+TEST_CASE("a bad value is named at its flag: an option's, a flag's, a number out of range") {
+  const Run eq = invoke({"plan", "--model", "gpt2", "--budget=x"});
+  CHECK(eq.code == 2);
+  CHECK(line(eq.err, 0) == "error: --budget: cannot read 'x' as its value");
+  for (const char* v : {"--liger=maybe", "--no-liger=99999999999999999999"}) {
+    CAPTURE(v);
+    const Run r = invoke({"estimate", "--model", "gpt2", v});
+    CHECK(r.code == 2);
+    const std::string flag(v, std::string(v).find('='));
+    CHECK(line(r.err, 0) == "error: " + flag + ": cannot read '" + std::string(v).substr(flag.size() + 1) + "' as its value");
+    CHECK(line(r.err, 1) == "hint: a flag takes true or false (or nothing); memplan estimate --help lists its flags");
+  }
+  CHECK(invoke({"estimate", "--model", "gpt2", "--liger=true"}).code == 0);
+  const Run py = invoke({"estimate", "--model", "gpt2", "--seq_len=128"});
+  CHECK(py.code == 2);
+  CHECK(line(py.err, 1) == "hint: did you mean '--seq-len'? memplan estimate --help lists its flags");
+}
+
 // STYLE.md: unknown names get "did you mean".
 TEST_CASE("a misspelt command is named in the error") {
   const Run r = invoke({"estimat", "--model", "gpt2"});
