@@ -18,6 +18,7 @@
 #include "planner/emit.h"
 #include "planner/keep.h"
 #include "planner/plan.h"
+#include "planner/request.h"
 
 namespace memplan::cli {
 namespace {
@@ -29,66 +30,6 @@ struct PlanFlags {
   std::string table;  // --table 8GiB,12GiB or GPU presets
   bool fresh = false;  // --fresh: memplan's own file for --emit even when --config is in that format
 };
-
-// "8GiB" -> "8 GiB"; other sizes as gib() prints them.
-std::string size_label(int64_t bytes) {
-  const int64_t g = int64_t{1} << 30;
-  return bytes % g == 0 ? fmt::format("{} GiB", bytes / g) : gib(bytes);
-}
-
-// The devices of --table: sizes (the base card's family with that capacity) or GPU presets.
-std::vector<std::pair<std::string, DeviceSpec>> table_devices(const std::string& list, const TrainingSetup& base) {
-  std::vector<std::pair<std::string, DeviceSpec>> out;
-  const auto& catalog = profiles::gpu_catalog();
-  std::string cur;
-  std::vector<std::string> items;
-  for (const char c : list + ",") {
-    if (c == ',') {
-      if (!cur.empty()) items.push_back(cur);
-      cur.clear();
-    } else if (c != ' ') {
-      cur += c;
-    }
-  }
-  if (items.empty())
-    throw InputError(Where::at_flag("--table"), "names no memory size or GPU", "e.g. --table 8GiB,12GiB,16GiB,24GiB or --table t4,l4,a100-40gb");
-  // Each row is a whole plan search (tens of milliseconds to a second): a table people read has a
-  // few rows, and a bound keeps a generated list from running for minutes.
-  constexpr size_t kMaxTableRows = 64;
-  if (items.size() > kMaxTableRows)
-    throw InputError(Where::at_flag("--table"), fmt::format("{} memory sizes or GPUs, over the {} a table holds", items.size(), kMaxTableRows),
-                     "split the list over several runs, or choose the sizes that decide the purchase");
-  for (const std::string& item : items) {
-    if (const profiles::GpuProfile* g = catalog.find(item)) {
-      TrainingSetup t = base;
-      profiles::apply_gpu(t, *g, catalog);
-      profiles::carry_allocator_cap(t.device, base.device);
-      out.emplace_back(fmt::format("{} ({})", g->name, size_label(t.device.capacity_bytes)), t.device);
-      continue;
-    }
-    const auto bytes = profiles::parse_size(item);
-    if (!bytes || *bytes <= 0) {
-      const auto near = catalog.suggest(item);
-      throw InputError(Where::at_flag("--table"), fmt::format("'{}' names no GPU preset and is not a memory size", item),
-                       near.empty() ? "write sizes like 12GiB or 24GB, or GPU presets (memplan gpus lists them)"
-                                    : fmt::format("did you mean '{}'? (or a size like 12GiB)", near.front()));
-    }
-    DeviceSpec d = base.device;
-    if (d.name == "unspecified") d.name = "custom";
-    d.capacity_bytes = *bytes;
-    profiles::carry_allocator_cap(d, base.device);
-    out.emplace_back(size_label(*bytes), d);
-  }
-  return out;
-}
-
-planner::ModelRef model_ref(const TrainingSetup& s) {
-  if (const auto p = profiles::find_model_preset(s.model.name); p && p->name == s.model.name)
-    return {planner::ModelRef::Kind::preset, p->name};
-  if (!s.model.hf_repo.empty())
-    if (const auto p = profiles::find_model_preset(s.model.hf_repo)) return {planner::ModelRef::Kind::preset, p->name};
-  return {planner::ModelRef::Kind::inline_spec, s.model.name};
-}
 
 nlohmann::json candidate_json(const planner::Candidate& c) {
   const TrainingSetup& s = c.setup;
@@ -119,9 +60,11 @@ void print_left_out(std::ostream& report, const planner::PlanResult& r) {
 }
 
 // --table: one plan per memory size, as the markdown table memory guides write by hand.
-int run_table(Io io, const TrainingSetup& s, const planner::PlanAsk& ask, const planner::PlanRequest& req,
-              const std::vector<std::pair<std::string, DeviceSpec>>& devices, const OutputFlags& o) {
-  const std::vector<planner::TableRow> rows = planner::plan_table(req, devices);
+int run_table(Io io, const planner::ResolvedPlan& rp, const OutputFlags& o) {
+  const TrainingSetup& s = rp.base();
+  const planner::PlanAsk& ask = rp.ask;
+  const planner::PlanRequest& req = rp.request;
+  const std::vector<planner::TableRow> rows = planner::plan_table(req, rp.table);
   if (o.format() != Format::table) {
     nlohmann::json doc = {{"schema", "memplan.plan-table/v1"}, {"memplan_version", MEMPLAN_VERSION}};
     doc["request"] = {{"model", s.model.name}, {"num_gpus", s.parallel.num_gpus}, {"global_batch", req.global_batch},
@@ -242,82 +185,61 @@ std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const pro
   return std::nullopt;
 }
 
-int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const OutputFlags& o) {
+// The command line's own contradictions, before anything is read.
+void check_flags(const profiles::SetupInputs& in, const PlanFlags& f, const OutputFlags& o) {
   if (!f.out.empty() && f.ask.emit.empty())
     throw InputError(Where::at_flag("--out"), "--out writes the emitted config, and no --emit format was given",
                      fmt::format("add --emit FORMAT ({})", fmt::join(planner::emit_format_names(), ", ")));
-  // The emitted config goes to stdout unless --out names a file; the report then goes to stderr.
-  const bool config_to_stdout = !f.ask.emit.empty() && f.out.empty();
-  if (config_to_stdout && o.format() != Format::table)
+  if (!f.ask.emit.empty() && f.out.empty() && o.format() != Format::table)
     throw InputError(Where::at_flag("--emit"), "--emit without --out prints the config on stdout, where --json/--yaml would print too",
                      "add --out FILE for the config, or drop --json/--yaml");
   if (!f.out.empty()) profiles::check_can_write(f.out, {f.force, Where::at_flag("--out"), "the config", profiles::input_files(in)});
-  std::ostream& report = config_to_stdout ? io.err : io.out;
   if (!f.table.empty() && !f.ask.emit.empty())
     throw InputError(Where::at_flag("--table"), "--table prints one plan per memory size; --emit writes one config",
                      "drop --emit (or --table)");
-  planner::EmitFormat fmt_out = planner::EmitFormat::memplan;
-  if (!f.ask.emit.empty() && !planner::parse_emit_format(f.ask.emit, &fmt_out))
-    throw InputError(Where::at_flag("--emit"), fmt::format("unknown format '{}'", f.ask.emit),
-                     fmt::format("expected one of: {}", fmt::join(planner::emit_format_names(), ", ")));
-  // A plan for a tool is made with that tool's runtime (its defaults decide memory), unless
-  // --framework or the config says which runs.
-  const profiles::LoadedConfig cfg = in.config ? profiles::load_config(*in.config, in.format.value_or("")) : profiles::LoadedConfig{};
-  profiles::SetupInputs setup_in = in;
-  std::string framework_from_emit;  // the tool --emit writes for, when it decides the runtime
-  if (!f.ask.emit.empty() && !in.framework && !cfg.origin.fields.count("runtime.framework"))
-    if (const auto fw = planner::emit_framework(fmt_out)) {
-      setup_in.framework = to_string(*fw);
-      framework_from_emit = to_string(*fw);
-    }
-  profiles::BuiltSetup b = profiles::build_setup(setup_in, cfg);
-  print_warnings(io.err, b.warnings);
-  // torchtune and LitGPT name models their own way, and LitGPT builds its own variant (untied,
-  // padded vocabulary): the plan is made for the model the tool trains.
-  planner::ToolModelName tool;
-  if (fmt_out == planner::EmitFormat::torchtune || fmt_out == planner::EmitFormat::litgpt) {
-    const auto t = profiles::tool_model(b.setup.model, f.ask.emit);
-    if (!t)
-      throw InputError(Where::at_flag("--emit"),
-                       fmt::format("{} has no model of {}'s architecture", f.ask.emit == "torchtune" ? "torchtune" : "LitGPT",
-                                   b.setup.model.name),
-                       f.ask.emit == "torchtune" ? "torchtune builds the models of torchtune/models/*/_model_builders.py @ v0.6.1"
-                                                 : "LitGPT builds the models of litgpt/config.py @ v0.5.13");
-    b.setup.model = t->spec;
-    tool = {t->name, t->tokenizer, t->checkpointer_type};
-  }
-  planner::PlanAsk ask = f.ask;
-  ask.config_global_batch = b.global_batch;
-  // A config (or flags) that give micro-batch x accumulation x GPUs give the global batch too.
-  if (b.origin.fields.count("batch.micro_batch"))
-    ask.given_batch = b.setup.batch.micro_batch * b.setup.batch.grad_accum * b.setup.parallel.data_parallel();
-  ask.optimizer_fixed = in.optimizer.has_value();
-  ask.precision_fixed = in.precision.has_value();
-  ask.attention_fixed = in.attention.has_value();
-  ask.checkpointing_fixed = in.checkpointing.has_value();
-  ask.zero_fixed = in.zero.has_value();
-  ask.offload_fixed = in.offload.has_value();
-  ask.fsdp_fixed = in.fsdp.has_value();
-  ask.liger_fixed = in.liger.has_value();  // --liger / --no-liger: as given, not searched
-  std::vector<std::pair<std::string, DeviceSpec>> table;
-  if (!f.table.empty()) {
-    table = table_devices(f.table, b.setup);
-    b.setup.device = table.front().second;  // a target for the request; each row replaces it
-  }
-  const TrainingSetup& s = b.setup;
-  const planner::PlanRequest req = planner::make_request(s, ask, calibration_of(b));
-  if (!table.empty()) return run_table(io, s, ask, req, table, o);
-  std::vector<std::pair<std::string, DeviceSpec>> cards;
-  const auto& catalog = profiles::gpu_catalog();
-  for (const profiles::GpuProfile* g : catalog.all()) {
-    TrainingSetup t = s;
-    profiles::apply_gpu(t, *g, catalog);
-    profiles::carry_allocator_cap(t.device, s.device);
-    cards.emplace_back(g->name, t.device);
-  }
-  const planner::PlanResult r = planner::plan(req, cards);
+}
 
-  const std::string target = fmt::format("{} x {} ({} each)", s.parallel.num_gpus, s.device.name, gib(s.device.capacity_bytes));
+// The config --emit asked for: written to --out (or printed on stdout), --config's own file with
+// the plan's changes where it is in that format and keeps the plan's peak.
+struct Emitted {
+  planner::EmitContext context;
+  std::string text;
+  std::string written;             // --out, once written
+  std::optional<KeptConfig> kept;  // --config's own file with the plan's changes
+  std::string not_kept;            // why it could not be kept
+};
+
+Emitted emit_config(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const planner::ResolvedPlan& rp,
+                    const planner::PlanResult& r) {
+  Emitted e;
+  e.context = planner::emit_context(rp, r);
+  if (!rp.emits) return e;
+  e.text = planner::emit(e.context, rp.format);
+  if (in.config && !f.fresh && planner::emit_format_of_config(rp.config.kind) == rp.format) {
+    planner::EmitContext users = e.context;
+    users.users_file = true;
+    e.kept = keep_config(in, rp.inputs, rp.config, users, rp.format, planner::emit(users, rp.format), f.out.empty() ? *in.config : f.out,
+                         rp.calibration(), r.best.peak_bytes, &e.not_kept);
+    if (e.kept) e.text = e.kept->file.text;
+  }
+  if (f.out.empty()) {
+    io.out << e.text;
+  } else {
+    profiles::write_file_atomically(f.out, e.text, {f.force, Where::at_flag("--out"), "the config", profiles::input_files(in)});
+    e.written = f.out;
+  }
+  return e;
+}
+
+std::string target_text(const TrainingSetup& s) {
+  return fmt::format("{} x {} ({} each)", s.parallel.num_gpus, s.device.name, gib(s.device.capacity_bytes));
+}
+
+// memplan.plan/v1: the request, what was searched, and the plan (or why none).
+nlohmann::json plan_document(const planner::ResolvedPlan& rp, const planner::PlanResult& r, const Emitted& e, const PlanFlags& f,
+                             const profiles::SetupInputs& in) {
+  const TrainingSetup& s = rp.base();
+  const planner::PlanRequest& req = rp.request;
   nlohmann::json doc = {{"schema", "memplan.plan/v1"}, {"memplan_version", MEMPLAN_VERSION}};
   doc["request"] = {{"model", s.model.name},
                     {"gpu", s.device.name},
@@ -325,7 +247,7 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
                     {"capacity_bytes", s.device.capacity_bytes},
                     {"global_batch", req.global_batch},
                     {"seq_len", s.batch.seq_len},
-                    {"global_batch_source", planner::global_batch_source(ask)},
+                    {"global_batch_source", planner::global_batch_source(rp.ask)},
                     {"budget_fraction", req.budget},
                     {"budget_bytes", r.budget_bytes},
                     {"host_memory_bytes", s.parallel.host_memory_bytes > 0 ? nlohmann::json(s.parallel.host_memory_bytes) : nlohmann::json(nullptr)},
@@ -346,67 +268,14 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
                    {"memory_compositions", r.compositions},
                    {"seconds", r.seconds}};
   doc["throughput_note"] = "step times and tokens/s are modelled from FLOPs and bandwidths, not measured";
-  doc["calibrated"] = b.calibration.has_value();
-  if (b.calibration) doc["calibration"] = b.calibration->file;
+  doc["calibrated"] = rp.built.calibration.has_value();
+  if (rp.built.calibration) doc["calibration"] = rp.built.calibration->file;
   if (!r.found) {
     doc["found"] = false;
     doc["why_not"] = r.why_not;
     doc["smallest_gpu_where_it_fits"] = r.smallest_gpu;
     doc["smallest_gpu_count_where_it_fits"] = r.smallest_gpu_count;
-    if (o.format() != Format::table) {
-      emit(report, doc, o.format());
-    } else {
-      report << fmt::format("memplan plan: {} on {}, global batch {} x {} tokens\n", s.model.name, target, req.global_batch, s.batch.seq_len);
-      // Nothing fits at all (why_not), or something fits that --emit's format cannot write (format_note).
-      const bool unexpressed = r.why_not.empty() && !r.format_note.empty();
-      report << "  cannot fit: " << (unexpressed ? r.format_note : r.why_not) << "\n";
-      if (!r.smallest_gpu.empty())
-        report << fmt::format("  smallest preset card where a plan exists ({} GPUs): {}\n", s.parallel.num_gpus, r.smallest_gpu);
-      if (r.smallest_gpu_count > 0)
-        report << fmt::format("  fewest {} GPUs where a plan exists: {}\n", s.device.name, r.smallest_gpu_count);
-      if (r.smallest_gpu.empty() && r.smallest_gpu_count == 0 && !unexpressed) {
-        const int64_t mp = s.parallel.tensor_parallel * s.parallel.pipeline_parallel;
-        const int64_t cap = std::min<int64_t>(4096, req.global_batch * mp);
-        report << fmt::format("  no preset card, and no count of these GPUs up to {}, makes it fit{}\n", cap,
-                              cap < 4096 ? fmt::format(" (global batch {} allows at most {} data-parallel ranks)", req.global_batch,
-                                                       req.global_batch)
-                                         : "");
-        if (!req.constraints.allow_offload)
-          report << "  offload was not allowed (--no-offload); it moves optimizer states and weights to the host\n";
-      }
-      if (!r.format_note.empty() && !unexpressed) report << "  " << r.format_note << "\n";
-      print_left_out(report, r);
-    }
-    return kExitDoesNotFit;
-  }
-  planner::EmitContext ec;
-  ec.setup = r.best.setup;
-  ec.model = model_ref(s);
-  ec.tool = tool;
-  if (!in.model && b.config_path.empty()) ec.model.kind = planner::ModelRef::Kind::inline_spec;
-  ec.gpu = s.device.name == "custom" ? "" : s.device.name;
-  ec.global_batch = r.best.global_batch;
-  ec.budget = req.budget;
-  ec.peak_bytes = r.best.peak_bytes;
-  ec.tokens_per_s = r.best.time.tokens_per_s;
-  std::string written, text;
-  std::optional<KeptConfig> kept;  // --config's own file with the plan's changes
-  std::string not_kept;            // why it could not be kept
-  if (!f.ask.emit.empty()) {
-    text = planner::emit(ec, fmt_out);
-    if (in.config && !f.fresh && planner::emit_format_of_config(cfg.kind) == fmt_out) {
-      planner::EmitContext users = ec;
-      users.users_file = true;
-      kept = keep_config(in, setup_in, cfg, users, fmt_out, planner::emit(users, fmt_out), f.out.empty() ? *in.config : f.out, calibration_of(b), r.best.peak_bytes,
-                         &not_kept);
-      if (kept) text = kept->file.text;
-    }
-    if (config_to_stdout) {
-      io.out << text;
-    } else {
-      profiles::write_file_atomically(f.out, text, {f.force, Where::at_flag("--out"), "the config", profiles::input_files(in)});
-      written = f.out;
-    }
+    return doc;
   }
   doc["found"] = true;
   doc["best"] = candidate_json(r.best);
@@ -424,20 +293,51 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
     j["why"] = ru.why;
     doc["runners_up"].push_back(j);
   }
-  if (!written.empty()) doc["emitted"] = {{"format", f.ask.emit}, {"path", written}};
-  if (kept) doc["emitted"]["kept"] = {{"from", *in.config}, {"changes", kept->file.changes}};
-  else if (!not_kept.empty()) doc["emitted"]["not_kept"] = {{"from", *in.config}, {"why", not_kept}};
-  if (o.format() != Format::table) {
-    emit(report, doc, o.format());
-    return kExitOk;
+  if (!e.written.empty()) doc["emitted"] = {{"format", f.ask.emit}, {"path", e.written}};
+  if (e.kept) doc["emitted"]["kept"] = {{"from", *in.config}, {"changes", e.kept->file.changes}};
+  else if (!e.not_kept.empty()) doc["emitted"]["not_kept"] = {{"from", *in.config}, {"why", e.not_kept}};
+  return doc;
+}
+
+// Nothing fits at all (why_not), or something fits that --emit's format cannot write (format_note).
+void print_no_plan(std::ostream& report, const planner::ResolvedPlan& rp, const planner::PlanResult& r) {
+  const TrainingSetup& s = rp.base();
+  const planner::PlanRequest& req = rp.request;
+  report << fmt::format("memplan plan: {} on {}, global batch {} x {} tokens\n", s.model.name, target_text(s), req.global_batch, s.batch.seq_len);
+  const bool unexpressed = r.why_not.empty() && !r.format_note.empty();
+  report << "  cannot fit: " << (unexpressed ? r.format_note : r.why_not) << "\n";
+  if (!r.smallest_gpu.empty())
+    report << fmt::format("  smallest preset card where a plan exists ({} GPUs): {}\n", s.parallel.num_gpus, r.smallest_gpu);
+  if (r.smallest_gpu_count > 0)
+    report << fmt::format("  fewest {} GPUs where a plan exists: {}\n", s.device.name, r.smallest_gpu_count);
+  if (r.smallest_gpu.empty() && r.smallest_gpu_count == 0 && !unexpressed) {
+    const int64_t mp = s.parallel.tensor_parallel * s.parallel.pipeline_parallel;
+    const int64_t cap = std::min<int64_t>(4096, req.global_batch * mp);
+    report << fmt::format("  no preset card, and no count of these GPUs up to {}, makes it fit{}\n", cap,
+                          cap < 4096 ? fmt::format(" (global batch {} allows at most {} data-parallel ranks)", req.global_batch,
+                                                   req.global_batch)
+                                     : "");
+    if (!req.constraints.allow_offload)
+      report << "  offload was not allowed (--no-offload); it moves optimizer states and weights to the host\n";
   }
+  if (!r.format_note.empty() && !unexpressed) report << "  " << r.format_note << "\n";
+  print_left_out(report, r);
+}
+
+// The plan: the best, its tiers, why each runner-up lost, what was left out, and the file written.
+void print_plan(std::ostream& report, const planner::ResolvedPlan& rp, const planner::PlanResult& r, const Emitted& e, const PlanFlags& f,
+                const profiles::SetupInputs& in) {
+  const TrainingSetup& s = rp.base();
+  const planner::PlanRequest& req = rp.request;
+  const planner::PlanAsk& ask = rp.ask;
+  const std::string target = target_text(s);
   const TrainingSetup& w = r.best.setup;
   report << fmt::format("memplan plan: {} on {}, global batch {} x {} tokens, tier {} ({:.0f}%: {})\n", s.model.name, target,
                         req.global_batch, s.batch.seq_len, f.ask.budget ? "custom" : f.ask.tier, 100 * req.budget, gib(r.budget_bytes));
   if (!ask.global_batch) report << fmt::format("  global batch {} from {}\n", req.global_batch, planner::global_batch_source(ask));
-  if (!framework_from_emit.empty())
-    report << fmt::format("  planned for {}'s runtime (--emit {}; --framework overrides it)\n", framework_from_emit, f.ask.emit);
-  if (b.calibration) report << fmt::format("  calibrated with {}\n", b.calibration->file);
+  if (!rp.framework_from_emit.empty())
+    report << fmt::format("  planned for {}'s runtime (--emit {}; --framework overrides it)\n", rp.framework_from_emit, f.ask.emit);
+  if (rp.built.calibration) report << fmt::format("  calibrated with {}\n", rp.built.calibration->file);
   report << fmt::format("  searched {} candidates in {:.1f} ms ({} activation timelines, {} memory compositions); {} fit\n",
                         thousands(r.candidates), 1000 * r.seconds, thousands(r.timelines), thousands(r.compositions), thousands(r.fitting));
   report << "\n  best (highest modelled throughput that fits, or a simpler plan within 2% of it):\n";
@@ -487,29 +387,42 @@ int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const O
     report << fmt::format("    {:<14} {:<28} {}\n", ru.dimension, ru.value, ru.why);
   print_left_out(report, r);
   if (!f.ask.emit.empty()) {
-    const std::string file = written.empty() ? planner::default_file_name(fmt_out) : written;
-    if (written.empty()) report << fmt::format("\n  printed the {} config on stdout (--out FILE writes it to a file)\n", f.ask.emit);
-    else report << fmt::format("\n  wrote {} ({})\n", written, f.ask.emit);
-    if (kept) {
-      const size_t n = kept->file.changes.size();
+    const std::string file = e.written.empty() ? planner::default_file_name(rp.format) : e.written;
+    if (e.written.empty()) report << fmt::format("\n  printed the {} config on stdout (--out FILE writes it to a file)\n", f.ask.emit);
+    else report << fmt::format("\n  wrote {} ({})\n", e.written, f.ask.emit);
+    if (e.kept) {
+      const size_t n = e.kept->file.changes.size();
       report << fmt::format("  kept {} and changed {} (--fresh writes memplan's own file instead){}\n", *in.config,
                             n == 0 ? "nothing: it holds the plan" : fmt::format("{} value{}", n, n == 1 ? "" : "s"), n == 0 ? "" : ":");
-      for (const std::string& c : kept->file.changes) report << "    " << c << "\n";
-    } else if (!not_kept.empty()) {
-      report << fmt::format("  note: memplan's own {} file, not {} with the plan's changes: {}\n", f.ask.emit, *in.config, not_kept);
+      for (const std::string& c : e.kept->file.changes) report << "    " << c << "\n";
+    } else if (!e.not_kept.empty()) {
+      report << fmt::format("  note: memplan's own {} file, not {} with the plan's changes: {}\n", f.ask.emit, *in.config, e.not_kept);
     }
     // A format whose header states how to re-check it (HF, Axolotl, accelerate) is taken at its word;
     // otherwise the flags the format cannot carry are added (recheck_flags).
-    std::string check = planner::recheck_from_header(text, file);
+    std::string check = planner::recheck_from_header(e.text, file);
     if (check.empty()) {
       check = fmt::format("memplan estimate --config {}", file);
-      for (const std::string& a : planner::recheck_flags(fmt_out, ec)) check += " " + a;
+      for (const std::string& a : planner::recheck_flags(rp.format, e.context)) check += " " + a;
     }
-    if (kept)
-      for (const std::string& a : kept->recheck_extra) check += " " + a;
+    if (e.kept)
+      for (const std::string& a : e.kept->recheck_extra) check += " " + a;
     report << "  re-check it: " << check << "\n";
   }
-  return kExitOk;
+}
+
+int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const OutputFlags& o) {
+  check_flags(in, f, o);
+  const planner::ResolvedPlan rp = planner::resolve_plan(in, f.ask, f.table);
+  print_warnings(io.err, rp.built.warnings);
+  if (!rp.table.empty()) return run_table(io, rp, o);
+  const planner::PlanResult r = planner::plan(rp.request, rp.cards);
+  std::ostream& report = rp.emits && f.out.empty() ? io.err : io.out;  // the config itself goes to stdout
+  const Emitted e = r.found ? emit_config(io, in, f, rp, r) : Emitted{};
+  if (o.format() != Format::table) emit(report, plan_document(rp, r, e, f, in), o.format());
+  else if (r.found) print_plan(report, rp, r, e, f, in);
+  else print_no_plan(report, rp, r);
+  return r.found ? kExitOk : kExitDoesNotFit;
 }
 
 }  // namespace

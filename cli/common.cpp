@@ -1,6 +1,8 @@
 // Flags, formatting and the JSON documents shared by the subcommands.
 #include "cli/common.h"
 
+#include "estimator/text.h"
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -100,15 +102,7 @@ void add_output_flags(CLI::App& app, OutputFlags& o) {
   app.add_flag("--yaml", o.yaml, "print the document as YAML")->excludes(j);
 }
 
-std::string gib(int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  const double a = b < 0 ? -b : b;
-  if (a >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
-  if (a >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
-  if (a >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
-  if (a >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
-  return fmt::format("{} B", bytes);
-}
+std::string gib(int64_t bytes) { return text::gib(bytes); }
 
 std::string percent(double f) { return fmt::format("{:.1f}%", 100.0 * f); }
 

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <fmt/format.h>
+
 namespace memplan::text {
 
 size_t utf8_length(const std::string& t, size_t i) {
@@ -131,6 +133,16 @@ std::string size_argument(int64_t bytes) {
   if (bytes > 0 && bytes % kGiB == 0) return std::to_string(bytes / kGiB) + "GiB";
   if (bytes > 0 && bytes % kMiB == 0) return std::to_string(bytes / kMiB) + "MiB";
   return std::to_string(bytes) + "B";
+}
+
+std::string gib(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  const double a = b < 0 ? -b : b;
+  if (a >= 1024.0 * 1024 * 1024 * 1024) return fmt::format("{:.2f} TiB", b / (1024.0 * 1024 * 1024 * 1024));
+  if (a >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  if (a >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+  if (a >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
 }
 
 }  // namespace memplan::text

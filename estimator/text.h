@@ -35,5 +35,7 @@ std::string comment_text(const std::string& v);
 std::string xml_text(const std::string& v);
 // An integer with thousands separators: 1,235,814,400.
 std::string thousands(int64_t n);
+// Bytes for people, binary units: "11.72 GiB", "512.0 MiB", "1.50 TiB", "12 B".
+std::string gib(int64_t bytes);
 
 }  // namespace memplan::text
