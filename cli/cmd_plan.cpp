@@ -413,8 +413,8 @@ void print_plan(std::ostream& report, const planner::ResolvedPlan& rp, const pla
 
 int run_plan(Io io, const profiles::SetupInputs& in, const PlanFlags& f, const OutputFlags& o) {
   check_flags(in, f, o);
-  const planner::ResolvedPlan rp = planner::resolve_plan(in, f.ask, f.table);
-  print_warnings(io.err, rp.built.warnings);
+  const auto resolved = planner::resolve_plan(in, f.ask, f.table, [&](const std::vector<Warning>& w) { print_warnings(io.err, w); });
+  const planner::ResolvedPlan& rp = *resolved;
   if (!rp.table.empty()) return run_table(io, rp, o);
   const planner::PlanResult r = planner::plan(rp.request, rp.cards);
   std::ostream& report = rp.emits && f.out.empty() ? io.err : io.out;  // the config itself goes to stdout

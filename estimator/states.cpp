@@ -18,11 +18,11 @@ namespace memplan {
 
 // ---- model states ------------------------------------------------------------------------------
 
-namespace est {
+namespace est {  // what states.h declares; helpers used only here are static
 
 // Megatron's DistributedDataParallel keeps fp32 main gradients in one buffer allocated at start-up
 // (megatron/core/distributed/param_and_grad_buffer.py @ core_v0.13.0 L660-675): resident the whole run.
-bool megatron_grad_buffer(const TrainingSetup& s) { return s.runtime.framework == Framework::megatron; }
+static bool megatron_grad_buffer(const TrainingSetup& s) { return s.runtime.framework == Framework::megatron; }
 
 // The KV cache an HF model returns with use_cache=True (DynamicCache): k after RoPE and v of every
 // layer, (b, k, s, d) each, in the compute dtype.
@@ -58,10 +58,10 @@ ModelSpec rank_model(const TrainingSetup& s) {
 
 // DeepSpeed's low-precision master state (Parallelism::half_master, half_optimizer_states): ZeRO
 // 1-3 under its mixed precision only (deepspeed/runtime/config.py @ v0.18.3 asserts the stage).
-bool half_master(const TrainingSetup& s) {
+static bool half_master(const TrainingSetup& s) {
   return s.parallel.half_master && s.parallel.zero_stage >= 1 && master_bytes_per_param(s.precision) > 0;
 }
-bool half_states(const TrainingSetup& s) { return half_master(s) && s.parallel.half_optimizer_states; }
+static bool half_states(const TrainingSetup& s) { return half_master(s) && s.parallel.half_optimizer_states; }
 
 // Bytes per element of the gradients and optimizer states when the adapters are all that trains
 // (their own dtype), else those of the precision regime.
@@ -69,7 +69,7 @@ int64_t trained_bytes(const TrainingSetup& s, const ParamSummary& ps, int64_t re
   return ps.counts.adapter == ps.counts.trainable && ps.counts.trainable > 0 ? adapter_bytes(s) : regime_bytes;
 }
 
-OptimizerImpl resolve_impl(const TrainingSetup& s) {
+static OptimizerImpl resolve_impl(const TrainingSetup& s) {
   if (s.runtime.optimizer_impl != OptimizerImpl::automatic) return s.runtime.optimizer_impl;
   if (master_bytes_per_param(s.precision) > 0) return OptimizerImpl::fused;  // DeepSpeed FusedAdam
   if (s.device.kind == DeviceKind::cuda && s.runtime.torch_at_least(2, 0)) return OptimizerImpl::foreach;
@@ -152,7 +152,7 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
 
 
 // The ranks one FSDP shard group spans: all data-parallel ranks, or one node's with hybrid sharding.
-int64_t fsdp_group(const TrainingSetup& s) {
+static int64_t fsdp_group(const TrainingSetup& s) {
   const int64_t dp = s.parallel.data_parallel();
   switch (s.parallel.fsdp) {
     case FsdpMode::full_shard: case FsdpMode::shard_grad_op: return dp;
@@ -169,7 +169,7 @@ int64_t fsdp_group(const TrainingSetup& s) {
 // parallelize.py @ v0.2.2 L319-356) the sharded parameters are the fp32 master copy and gradient
 // shards are fp32; pure bf16 (torchtune, no policy) keeps everything in bf16; fp32/AMP in fp32.
 // CPU offload (FSDP CPUOffload) keeps shards, gradients and the step on the host.
-States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamSummary& ps, bool text) {
+static States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamSummary& ps, bool text) {
   States st;
   const FsdpMode mode = s.parallel.fsdp;
   const int64_t group = fsdp_group(s);

@@ -148,7 +148,7 @@ PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calib
   if (ask.offload_fixed) c.offload = s.parallel.offload;
   if (ask.fsdp_fixed) c.fsdp = s.parallel.fsdp;
   c.no_deepspeed = ask.no_deepspeed;
-  c.liger_fixed = ask.liger_fixed;
+  c.liger_fixed_by = ask.liger_fixed_by;
   c.allow_offload = !ask.no_offload;
   // LitGPT replaces the optimizer of a quantized run with bitsandbytes' PagedAdamW
   // (instantiate_bnb_optimizer, litgpt/utils.py @ v0.5.13).

@@ -100,7 +100,7 @@ struct PlanAsk {
   bool optimizer_fixed = false, precision_fixed = false;  // --optimizer / --precision given
   bool attention_fixed = false, checkpointing_fixed = false;
   bool zero_fixed = false, offload_fixed = false, fsdp_fixed = false;  // --zero / --offload / --fsdp given
-  bool liger_fixed = false;                                             // --liger / --no-liger given
+  std::string liger_fixed_by;  // "--no-liger", "--liger", "--loss chunked": Liger as given, not searched
   bool no_deepspeed = false;                   // --no-deepspeed
   bool no_offload = false;
   int64_t max_micro_batch = 1024;

@@ -70,8 +70,10 @@ std::vector<std::pair<std::string, DeviceSpec>> table_devices(const std::string&
   return out;
 }
 
-ResolvedPlan resolve_plan(const profiles::SetupInputs& in, const PlanAsk& asked, const std::string& table) {
-  ResolvedPlan rp;
+std::unique_ptr<const ResolvedPlan> resolve_plan(const profiles::SetupInputs& in, const PlanAsk& asked, const std::string& table,
+                                                 const std::function<void(const std::vector<Warning>&)>& built) {
+  auto out = std::make_unique<ResolvedPlan>();
+  ResolvedPlan& rp = *out;
   rp.emits = !asked.emit.empty();
   if (rp.emits && !parse_emit_format(asked.emit, &rp.format))
     throw InputError(Where::at_flag("--emit"), fmt::format("unknown format '{}'", asked.emit),
@@ -86,6 +88,7 @@ ResolvedPlan resolve_plan(const profiles::SetupInputs& in, const PlanAsk& asked,
       rp.framework_from_emit = to_string(*fw);
     }
   rp.built = profiles::build_setup(rp.inputs, rp.config);
+  if (built) built(rp.built.warnings);
   TrainingSetup& s = rp.built.setup;
   // torchtune and LitGPT name models their own way, and LitGPT builds its own variant (untied,
   // padded vocabulary): the plan is made for the model the tool trains.
@@ -112,7 +115,9 @@ ResolvedPlan resolve_plan(const profiles::SetupInputs& in, const PlanAsk& asked,
   rp.ask.zero_fixed = in.zero.has_value();
   rp.ask.offload_fixed = in.offload.has_value();
   rp.ask.fsdp_fixed = in.fsdp.has_value();
-  rp.ask.liger_fixed = in.liger.has_value();  // --liger / --no-liger: as given, not searched
+  // --liger / --no-liger: as given, not searched; nor with --loss, which Liger's fused loss would replace.
+  if (in.liger) rp.ask.liger_fixed_by = *in.liger ? "--liger" : "--no-liger";
+  else if (in.loss) rp.ask.liger_fixed_by = fmt::format("--loss {} (Liger's fused loss would replace it)", *in.loss);
   if (!table.empty()) {
     rp.table = table_devices(table, s);
     s.device = rp.table.front().second;  // a target for the request; each row replaces it
@@ -127,7 +132,7 @@ ResolvedPlan resolve_plan(const profiles::SetupInputs& in, const PlanAsk& asked,
       rp.cards.emplace_back(g->name, t.device);
     }
   }
-  return rp;
+  return out;
 }
 
 EmitContext emit_context(const ResolvedPlan& rp, const PlanResult& r) {

@@ -4,6 +4,8 @@
 // for "where would it fit". The command line only parses flags and prints what plan() returns.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,7 +16,12 @@
 
 namespace memplan::planner {
 
+// Neither copied nor moved: the request points at the calibration the built setup holds.
 struct ResolvedPlan {
+  ResolvedPlan() = default;
+  ResolvedPlan(const ResolvedPlan&) = delete;
+  ResolvedPlan& operator=(const ResolvedPlan&) = delete;
+
   profiles::LoadedConfig config;     // --config as read (empty without one)
   profiles::SetupInputs inputs;      // the flags, with the framework --emit implies
   profiles::BuiltSetup built;        // the base setup; its model is the tool's for torchtune/LitGPT
@@ -33,7 +40,9 @@ struct ResolvedPlan {
 
 // InputError (at the flag) for an unknown --emit format, a model torchtune or LitGPT has no
 // builder for, a --table entry that is neither a size nor a preset, or what build_setup refuses.
-ResolvedPlan resolve_plan(const profiles::SetupInputs& in, const PlanAsk& ask, const std::string& table);
+// `built` sees the setup's warnings as soon as it is built, before anything after it can fail.
+std::unique_ptr<const ResolvedPlan> resolve_plan(const profiles::SetupInputs& in, const PlanAsk& ask, const std::string& table,
+                                                 const std::function<void(const std::vector<Warning>&)>& built);
 
 // The emitter's context for a plan's best: the model as a preset name or inline, the GPU preset,
 // the batch, budget, peak and modelled speed.

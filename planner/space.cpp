@@ -270,7 +270,7 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
   // Liger's fused kernels where the Trainer applies them to this model on this card (as fit).
   sp.ligers = {base.runtime.liger};
   if (!base.runtime.liger) {
-    if (c.liger_fixed) sp.left_out.push_back({"Liger kernels", "--no-liger"});
+    if (!c.liger_fixed_by.empty()) sp.left_out.push_back({"Liger kernels", c.liger_fixed_by});
     else if (liger_applies(base, &why)) sp.ligers.push_back(true);
     else sp.left_out.push_back({"Liger kernels", why});
   }

@@ -65,7 +65,7 @@ struct Constraints {
   std::optional<Offload> offload;             // --offload: only that
   std::optional<FsdpMode> fsdp;               // --fsdp: only that mode (no DeepSpeed)
   bool no_deepspeed = false;                  // --no-deepspeed
-  bool liger_fixed = false;                   // --liger / --no-liger: the base's, not searched
+  std::string liger_fixed_by;                 // the flag that fixes Liger as the base has it ("--no-liger"); empty: searched
   bool allow_offload = true;                  // --no-offload clears it
 };
 

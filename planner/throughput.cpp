@@ -1,6 +1,6 @@
 // The step-time model (see throughput.h). Its constants (named below, each with what it stands for)
-// are round numbers from datasheets and public MFU reports, chosen to order configurations, not to
-// predict a step's time.
+// are round numbers, from datasheets and public utilisation reports where one is cited and stated
+// as unmeasured where not, chosen to order configurations, not to predict a step's time.
 #include "planner/throughput.h"
 
 #include <algorithm>
@@ -18,11 +18,13 @@ namespace {
 // the order of an A10G/L4-class card (the catalog's cards carry their datasheet rate).
 constexpr double kDefaultPeakFlops = 100e12;
 // fp32 matmuls against the 16-bit tensor-core rate: PyTorch leaves TF32 off for matmuls by default
-// (torch.backends.cuda.matmul.allow_tf32 = False since 1.12), and an A100's fp32 CUDA-core rate is
-// 19.5 of its 156 (TF32) / 312 (bf16) TFLOP/s: about an eighth to a sixteenth; an eighth is used.
+// (torch.backends.cuda.matmul.allow_tf32 = False since 1.12), and an A100 runs fp32 on CUDA cores at
+// 19.5 TFLOP/s against 312 in bf16 (a sixteenth) or 156 in TF32 (an eighth). A round eighth is used:
+// the order is what the search needs, and fp32 plans are rarely close to 16-bit ones.
 constexpr double kFp32Slowdown = 8;
-// The model FLOPs utilisation a large micro-step approaches: about half the peak with fused
-// attention, as large dense training reports (PaLM 540B: 46.2% MFU, Chowdhery et al. 2022;
+// The utilisation a large micro-step approaches (the FLOPs counted include recomputation, so it is
+// the hardware-FLOPs rate): about half the peak with fused attention, as large dense training
+// reports (PaLM 540B: 46.2% model-FLOPs, 57.8% hardware-FLOPs utilisation, Chowdhery et al. 2022;
 // Megatron-LM on A100s: 52% of peak at the largest scale, Narayanan et al. 2021), less with eager
 // attention (the s x s scores through HBM).
 constexpr double kTopUtilisationFused = 0.50;
@@ -30,7 +32,7 @@ constexpr double kTopUtilisationEager = 0.40;
 // Tokens per micro-step at which utilisation reaches half its top: small matmuls leave the GPU idle.
 constexpr double kHalfUtilisationTokens = 1024;
 // 4-bit base weights are dequantized before every matmul (bitsandbytes' NF4 path): a round 30% more
-// compute time.
+// compute time, not measured.
 constexpr double kDequantizeSlowdown = 1.3;
 // Host <-> device bytes/s, effective: PCIe 4.0 x16 carries 31.5 GB/s per direction (16 GT/s x 16
 // lanes x 128/130), of which about 80% in practice.
@@ -44,7 +46,8 @@ constexpr double kHbmBytesPerS = 1.5e12;
 // and backward's critical path more often.
 constexpr double kExposedComm = 0.3;
 constexpr double kExposedCommZero3 = 0.5;
-// Parameters per second a CPU Adam step updates (DeepSpeed's vectorised CPU-Adam on a many-core host).
+// Parameters per second a CPU Adam step updates (DeepSpeed's vectorised CPU-Adam on a many-core
+// host): a round figure, not measured.
 constexpr double kCpuAdamParamsPerS = 1e9;
 
 // Attention matmul FLOPs per token of one forward on one rank: QK^T and PV, 2 * 2 * s * a * d

@@ -206,7 +206,8 @@ std::optional<ModelPreset> preset_named_like(const std::string& repo) {
 }
 
 // `mirror` read as its preset, named `name` (the id as the file wrote it, which emitters write back).
-ReadModel read_mirror(const ModelMirror& mirror, const std::string& name, const Where& origin) {
+// `warn`: say that the table was used (not when --model maps the id to this very preset).
+ReadModel read_mirror(const ModelMirror& mirror, const std::string& name, const Where& origin, bool warn) {
   const auto p = find_model_preset(mirror.preset);
   if (!p) throw InternalError("mirror table names a missing preset: " + mirror.preset);  // model_mirrors() checked it
   const Node root = detail::parse_json(detail::read_text_file(p->path), p->path);
@@ -215,7 +216,7 @@ ReadModel read_mirror(const ModelMirror& mirror, const std::string& name, const 
   m.spec.hf_repo = name;
   if (!mirror.dtype.empty()) m.spec.checkpoint_dtype = mirror.dtype;
   // With --model replacing the file's model (NoFetchScope) the assumption is not used: no warning.
-  if (!hub::NoFetchScope::active())
+  if (warn && !hub::NoFetchScope::active())
     m.warnings.push_back(
         {origin,
          fmt::format("'{}' is not in the Hugging Face cache: read as memplan's preset {}, whose weights it re-uploads "
@@ -251,6 +252,9 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
   if (hub::is_repo_id(name)) {
     // Mapped by the caller (memplan check --model ID=MODEL): that model, no lookup of the id.
     if (const auto to = hub::ModelMapScope::lookup(name); to && lower(*to) != lower(name)) {
+      // A mirror mapped to its own preset: the table's reading (the mirror's dtype too), accepted.
+      if (const auto mirror = find_model_mirror(name); mirror && lower(*to) == lower(mirror->preset))
+        return read_mirror(*mirror, name, origin, false);
       static thread_local int depth = 0;
       if (depth > 8) throw InputError(origin, fmt::format("--model mappings loop through '{}'", clip(name)), "map each id to a preset or a config.json");
       ++depth;
@@ -268,7 +272,7 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
     // A mirror of a preset's weights (models/mirrors.yaml) whose own config.json no cache holds:
     // the preset, said in a warning, before any network call.
     if (!hub::cached_config(name))
-      if (const auto mirror = find_model_mirror(name)) return read_mirror(*mirror, name, origin);
+      if (const auto mirror = find_model_mirror(name)) return read_mirror(*mirror, name, origin, true);
     try {
       return resolve_hub_model(name, origin);
     } catch (const InputError& e) {

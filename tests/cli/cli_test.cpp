@@ -572,6 +572,21 @@ TEST_CASE("a value that is not a number is reported as error: --flag (DESIGN.md)
   CHECK(line(r.err, 1) == "hint: memplan estimate --help shows what --micro-batch takes");
 }
 
+// A setup's warnings are printed before an error that comes after the setup is built (here: a model
+// torchtune has no builder for).
+TEST_CASE("plan prints the config's warnings before a later error") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-warn-then-fail";
+  fs::create_directories(dir);
+  const std::string cfg = (dir / "run.yaml").string();
+  std::ofstream(cfg) << "model:\n  preset: gpt2\ntraining:\n  micro_batch_sizee: 2\n";
+  const Run r = invoke({"plan", "--config", cfg, "--gpu", "rtx-3060", "--emit", "torchtune"});
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "warning: unknown key 'micro_batch_sizee'"));
+  CHECK(contains(r.err, "error: --emit: torchtune has no model of gpt2's architecture"));
+  CHECK(r.err.find("warning:") < r.err.find("error:"));
+  fs::remove_all(dir);
+}
+
 // Issue 25: the flag is found from CLI11's parse state, not its English message; a flag's value
 // CLI11 2.1 reads with std::stoll (--liger=maybe) was an internal error (exit 3).
 TEST_CASE("a bad value is named at its flag: an option's, a flag's, a number out of range") {
@@ -1442,6 +1457,15 @@ TEST_CASE("plan searches Liger's kernels where the Trainer applies them; each fo
   on.push_back("--json");
   const json with = parse_json(invoke(on));
   CHECK(with.at("best").at("modelled_tokens_per_s").get<double>() > 1.02 * without.at("best").at("modelled_tokens_per_s").get<double>());
+  // --loss keeps its loss: Liger (whose fused loss would replace it) is not searched, and that is said.
+  std::vector<std::string> loss = base;
+  loss.insert(loss.end(), {"--loss", "chunked", "--json"});
+  const json chunked = parse_json(invoke(loss));
+  CHECK(chunked.at("best").at("liger") == false);
+  bool kept_loss = false;
+  for (const auto& l : chunked.at("left_out"))
+    kept_loss = kept_loss || (l.at("option") == "Liger kernels" && l.at("why") == "--loss chunked (Liger's fused loss would replace it)");
+  CHECK(kept_loss);
   // Runtimes that do not apply Liger never get it, and say why.
   for (const char* format : {"torchtune", "litgpt", "lightning"}) {
     CAPTURE(format);

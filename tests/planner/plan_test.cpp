@@ -185,7 +185,7 @@ TEST_CASE("within the throughput model's resolution the plan that asks less of t
     req.base.finetune.mode = FinetuneMode::qlora;
     req.base.finetune.base_quant = BaseQuant::nf4;
     req.base.finetune.lora_rank = 8;
-    req.constraints.liger_fixed = true;  // the tie rule's case (Liger's bigger micro-batch is a real gain)
+    req.constraints.liger_fixed_by = "--no-liger";  // the tie rule's case (Liger's bigger micro-batch is a real gain)
     const PlanResult r = plan(req);
     REQUIRE(r.found);
     CHECK(r.best.setup.parallel.offload == Offload::none);

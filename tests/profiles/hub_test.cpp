@@ -216,6 +216,12 @@ TEST_CASE("a mirror in models/mirrors.yaml is read as its preset with a warning,
     CHECK(load_model("NousResearch/Llama-3.2-1B", Where{}, &warnings).num_layers == load_model("llama-3.2-1b", Where{}).num_layers);
   }
   CHECK(warnings.empty());
+  // Mapped to its own preset (the warning's hint): the mirror as the table reads it, dtype kept, no warning.
+  {
+    hub::ModelMapScope map(std::vector<std::pair<std::string, std::string>>{{"casperhansen/llama-3-70b-fp16", "llama-3-70b"}});
+    CHECK(load_model("casperhansen/llama-3-70b-fp16", Where{}, &warnings).checkpoint_dtype == "float16");
+  }
+  CHECK(warnings.empty());
   // check --model ID=MODEL maps the id first: that model, no warning.
   {
     hub::ModelMapScope map(std::vector<std::pair<std::string, std::string>>{{"NousResearch/Llama-3.2-1B", "qwen2.5-0.5b"}});
@@ -239,7 +245,9 @@ TEST_CASE("the mirror table: every entry names a preset whose repository is its 
     CHECK(hub::variant_key(preset->hf_repo) == hub::variant_key(m.upstream));
     CHECK_FALSE(profiles::find_model_preset(m.id));
     CHECK(contains(m.named_by, " @ "));  // a file at a commit
-    CHECK(profiles::find_model_mirror(m.id)->preset == m.preset);
+    const auto found = profiles::find_model_mirror(m.id);
+    REQUIRE(found);
+    CHECK(found->preset == m.preset);
   }
   CHECK_FALSE(profiles::find_model_mirror("meta-llama/Meta-Llama-3-8B"));
 }
