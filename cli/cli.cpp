@@ -9,13 +9,13 @@
 #include <ostream>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 
 #include "cli/commands.h"
 #include "estimator/error.h"
 #include "profiles/profiles.h"
+#include "profiles/reader.h"
 
 namespace memplan::cli {
 
@@ -89,8 +89,7 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
             std::strtoll(v.c_str(), &end, 10);
             const bool number = !v.empty() && end && *end == '\0' && errno != ERANGE;
             static const char* const kWords[] = {"true", "false", "yes", "no", "on", "off", "enable", "disable", "t", "f", "y", "n"};
-            std::string l = v;
-            std::transform(l.begin(), l.end(), l.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+            const std::string l = profiles::detail::lower(v);
             if (number || std::find(std::begin(kWords), std::end(kWords), l) != std::end(kWords)) continue;
             err << "error: " << a.substr(0, eq) << ": cannot read '" << profiles::clip(v) << "' as its value\n";
             err << "hint: a flag takes true or false (or nothing); memplan " << c.app->get_name() << " --help lists its flags\n";
@@ -155,10 +154,9 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
         // A config file given without --config: say so rather than only "not expected".
         if (sub->get_option_no_throw("--config") != nullptr)
           for (const std::string& a : extra) {
-            std::string l = a;
-            std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+            const std::string l = profiles::detail::lower(a);
             for (const char* ext : {".yaml", ".yml", ".json"})
-              if (l.size() > std::string(ext).size() && l.compare(l.size() - std::string(ext).size(), std::string::npos, ext) == 0) {
+              if (l.size() > std::string(ext).size() && profiles::detail::ends_with(l, ext)) {
                 err << "error: memplan " << cmd << " reads its configuration file from --config, not a bare argument ('" << a << "')\n";
                 err << "hint: memplan " << cmd << " --config " << a << "\n";
                 return kExitInvalid;

@@ -206,13 +206,20 @@ std::optional<ModelPreset> preset_named_like(const std::string& repo) {
 }
 
 // `mirror` read as its preset, named `name` (the id as the file wrote it, which emitters write back).
+// A bundled preset's config read under `name`; its fields come from the preset's name, not from
+// lines of a bundled file, so no positions.
+ReadModel read_preset(const ModelPreset& p, const std::string& name) {
+  const Node root = detail::parse_json(detail::read_text_file(p.path), p.path);
+  ReadModel m = read_hf_config(root, p.path, name);
+  m.origin = Provenance{};
+  return m;
+}
+
 // `warn`: say that the table was used (not when --model maps the id to this very preset).
 ReadModel read_mirror(const ModelMirror& mirror, const std::string& name, const Where& origin, bool warn) {
   const auto p = find_model_preset(mirror.preset);
   if (!p) throw InternalError("mirror table names a missing preset: " + mirror.preset);  // model_mirrors() checked it
-  const Node root = detail::parse_json(detail::read_text_file(p->path), p->path);
-  ReadModel m = read_hf_config(root, p->path, name);
-  m.origin = Provenance{};
+  ReadModel m = read_preset(*p, name);
   m.spec.hf_repo = name;
   if (!mirror.dtype.empty()) m.spec.checkpoint_dtype = mirror.dtype;
   // With --model replacing the file's model (NoFetchScope) the assumption is not used: no warning.
@@ -241,12 +248,7 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
   if (fs::is_regular_file(name, ec)) return read_hf_config_file(name, origin);
   if (const std::string kind = special_file_kind(name); !kind.empty())
     throw InputError(origin, fmt::format("'{}' is {}, not a config.json", clip(name, 200), kind), kTakes);
-  if (const auto p = find_model_preset(name)) {
-    const Node root = detail::parse_json(detail::read_text_file(p->path), p->path);
-    ReadModel m = read_hf_config(root, p->path, p->name);
-    m.origin = Provenance{};  // a preset's fields come from its name, not from lines of a bundled file
-    return m;
-  }
+  if (const auto p = find_model_preset(name)) return read_preset(*p, p->name);
   // A Hub id: a preset of the same architecture (its -Instruct/-chat/-it variants), else the
   // Hugging Face cache, memplan's cache or the Hub (profiles/hub.h).
   if (hub::is_repo_id(name)) {
@@ -263,12 +265,7 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
     }
     const std::string key = hub::variant_key(name);
     for (const ModelPreset& p : model_presets())
-      if (!p.hf_repo.empty() && hub::variant_key(p.hf_repo) == key) {
-        const Node root = detail::parse_json(detail::read_text_file(p.path), p.path);
-        ReadModel m = read_hf_config(root, p.path, p.name);
-        m.origin = Provenance{};
-        return m;
-      }
+      if (!p.hf_repo.empty() && hub::variant_key(p.hf_repo) == key) return read_preset(p, p.name);
     // A mirror of a preset's weights (models/mirrors.yaml) whose own config.json no cache holds:
     // the preset, said in a warning, before any network call.
     if (!hub::cached_config(name))
