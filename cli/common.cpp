@@ -45,19 +45,11 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
                  "fp32|model: LoRA adapters in fp32 (PEFT) or the model's dtype (torchtune, LitGPT: their default)")
       ->type_name("DTYPE");
   app.add_option("--freeze-layers", in.freeze_layers, "full fine-tuning with the first N layers frozen")->type_name("N");
-  app.add_flag_function("--double-quant,!--no-double-quant", [&in](int64_t n) { in.double_quant = n > 0; },
-                        "QLoRA: quantize the NF4 block scales too (default on)");
   app.add_option("--tensor-parallel", in.tensor_parallel, "tensor-parallel degree")->type_name("N");
-  app.add_flag_function("--sequence-parallel,!--no-sequence-parallel", [&in](int64_t n) { in.sequence_parallel = n > 0; },
-                        "with tensor parallelism: the norms' and residuals' activations sharded over the sequence "
-                        "(Megatron --sequence-parallel; torchtitan's default)");
   app.add_option("--pipeline-parallel", in.pipeline_parallel, "pipeline stages")->type_name("N");
   app.add_option("--device", in.device, "cuda (default) or cpu: whose memory behaviour to model")->type_name("cpu|cuda");
   app.add_option("--calibration", in.calibration, "calibration profile from memplan calibrate")->type_name("FILE");
   // The runtime: the stack that runs the step and its knobs (each overrides the framework's default).
-  auto flag = [&app](const char* names, std::optional<bool>& slot, const char* help) {
-    app.add_flag_function(names, [&slot](int64_t n) { slot = n > 0; }, help)->group("Runtime");
-  };
   app.add_option("--framework", in.framework,
                  "hf-trainer (default)|custom|lightning|torchtune|torchtitan|litgpt|deepspeed|megatron: the stack that runs "
                  "the step; sets the runtime defaults below")
@@ -67,25 +59,10 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
                  "transformers release the job runs (default 4.57): its modelling code decides what is saved")
       ->type_name("X.Y")
       ->group("Runtime");
-  flag("--keep-logits,!--no-keep-logits", in.keep_logits, "the loop keeps the logits until the next forward (custom loops, LitGPT)");
-  flag("--keep-cache,!--no-keep-cache", in.keep_cache, "the loop keeps the returned KV cache too (use_cache=True)");
   app.add_option("--loss", in.loss, "standard|chunked[:N]|chunked:Nt|fused-linear|vocab-parallel: how the loss is computed")
       ->type_name("IMPL")->group("Runtime");
-  flag("--liger,!--no-liger", in.liger, "Liger kernels: fused RMSNorm, SwiGLU, RoPE (and fused-linear loss)");
   app.add_option("--optimizer-impl", in.optimizer_impl, "auto|for-loop|foreach|fused: the optimizer kernel")
       ->type_name("IMPL")->group("Runtime");
-  flag("--optimizer-in-backward,!--no-optimizer-in-backward", in.optimizer_in_backward,
-       "step each parameter in backward and free its gradient (torchtune optimizer_in_bwd)");
-  flag("--activation-offload,!--no-activation-offload", in.activation_offload, "saved activations go to pinned host memory");
-  flag("--compile,!--no-compile", in.compile, "torch.compile per block (default partitioner; approximated)");
-  flag("--compile-loss,!--no-compile-loss", in.compile_loss,
-       "the loss compiled too: 16-bit logits and a logsumexp saved, not fp32 log-probabilities (default: with --compile "
-       "under torchtune, torchtitan and the HF Trainer)");
-  flag("--fsdp-no-sync,!--no-fsdp-no-sync", in.fsdp_no_sync,
-       "FSDP1 no_sync() on accumulating micro-steps: whole unsharded gradients kept (default: LitGPT)");
-  flag("--fp8,!--no-fp8", in.fp8, "float8 linears (torchao Float8Linear / Transformer Engine)");
-  flag("--fp8-recompute-weight,!--no-fp8-recompute-weight", in.fp8_recompute_weight,
-       "float8: the weight cast again in backward, not saved (force_recompute_fp8_weight_in_bwd)");
   app.add_option("--fsdp", in.fsdp, "none|full|shard-grad-op|hybrid|no-shard: PyTorch FSDP sharding")->type_name("MODE")->group("Runtime");
   app.add_option("--gpus-per-node", in.gpus_per_node, "GPUs per node (hybrid sharding, host memory per node; default 8)")
       ->type_name("N")->group("Runtime");
@@ -93,8 +70,13 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
                  "host RAM of one node, e.g. 512GiB (default: this machine's RAM with --device cpu, else unknown): "
                  "offload plans are checked against it")
       ->type_name("SIZE");
-  flag("--expandable-segments,!--no-expandable-segments", in.expandable_segments,
-       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (less fragmentation)");
+  // The yes/no switches, each --NAME and --no-NAME, from the registry (estimator/fields.h); the
+  // runtime's in the Runtime group.
+  for (const SwitchField& f : switch_fields()) {
+    std::optional<bool>& slot = in.switch_flag(f.id);
+    CLI::Option* o = app.add_flag_function(fmt::format("{},!{}", f.flag, f.negation()), [&slot](int64_t n) { slot = n > 0; }, f.help);
+    if (f.section() == "runtime") o->group("Runtime");
+  }
 }
 
 void add_output_flags(CLI::App& app, OutputFlags& o) {
@@ -142,23 +124,10 @@ std::string describe_runtime(const profiles::BuiltSetup& b) {
   const TrainingSetup& s = b.setup;
   const Runtime& r = s.runtime;
   std::vector<std::string> knobs;
-  auto on = [&](bool v, const char* name) {
-    if (v) knobs.emplace_back(name);
-  };
   knobs.push_back("loss " + to_string(r, r.loss) + (r.loss_upcast ? "" : " (no fp32 upcast)"));
   knobs.push_back(fmt::format("optimizer {}", to_string(r.optimizer_impl)));
-  on(r.keep_logits, "keeps logits");
-  on(r.keep_cache, "keeps KV cache");
-  on(r.zero_grad_after_forward, "zero_grad after forward");
-  on(r.liger, "Liger kernels");
-  on(r.optimizer_in_backward, "optimizer in backward");
-  on(r.activation_offload, "activation offload");
-  on(r.compile, "torch.compile");
-  on(r.compile_loss, "compiled loss");
-  on(r.fsdp_no_sync && s.parallel.fsdp != FsdpMode::none && s.batch.grad_accum > 1, "FSDP no_sync under accumulation");
-  on(r.fp8, "fp8 linears");
-  on(r.fp8 && r.fp8_recompute_weight, "fp8 weight recomputed in backward");
-  on(r.expandable_segments, "expandable segments");
+  for (const SwitchField& f : switch_fields())
+    if (f.shown && f.get(s) && (!f.in_effect || f.in_effect(s))) knobs.emplace_back(f.shown);
   std::vector<std::string> by_framework;
   for (const auto& [field, source] : b.origin.defaults)
     if (source.rfind(to_string(r.framework), 0) == 0) by_framework.push_back(field);
@@ -170,40 +139,26 @@ std::string describe_runtime(const profiles::BuiltSetup& b) {
 
 nlohmann::json runtime_json(const TrainingSetup& s) {
   const Runtime& r = s.runtime;
-  return {{"framework", to_string(r.framework)},
-          {"torch_version", fmt::format("{}.{}", r.torch_major, r.torch_minor)},
-          {"transformers_version", fmt::format("{}.{}", r.transformers_major, r.transformers_minor)},
-          {"loss", to_string(r, r.loss)},
-          {"loss_upcast", r.loss_upcast},
-          {"keep_logits", r.keep_logits},
-          {"keep_cache", r.keep_cache},
-          {"optimizer_impl", to_string(r.optimizer_impl)},
-          {"optimizer_in_backward", r.optimizer_in_backward},
-          {"zero_grad_set_to_none", r.zero_grad_set_to_none},
-          {"zero_grad_after_forward", r.zero_grad_after_forward},
-          {"liger", r.liger},
-          {"activation_offload", r.activation_offload},
-          {"compile", r.compile},
-          {"compile_loss", r.compile_loss},
-          {"fsdp_no_sync", r.fsdp_no_sync},
-          {"fp8", r.fp8},
-          {"fp8_recompute_weight", r.fp8_recompute_weight},
-          {"expandable_segments", r.expandable_segments}};
+  nlohmann::json j = {{"framework", to_string(r.framework)},
+                      {"torch_version", fmt::format("{}.{}", r.torch_major, r.torch_minor)},
+                      {"transformers_version", fmt::format("{}.{}", r.transformers_major, r.transformers_minor)},
+                      {"loss", to_string(r, r.loss)},
+                      {"optimizer_impl", to_string(r.optimizer_impl)}};
+  for (const SwitchField& f : switch_fields())
+    if (f.section() == "runtime") j[f.key()] = f.get(s);
+  return j;
 }
 
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
       "model.hidden_size", "precision", "optimizer", "batch.micro_batch", "batch.seq_len", "batch.grad_accum",
       "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory", "hardware.allocator_cap", "parallel.num_gpus", "parallel.zero_stage",
-      "parallel.offload", "parallel.fsdp", "parallel.tensor_parallel", "parallel.sequence_parallel", "parallel.pipeline_parallel", "finetune.mode",
-      "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "finetune.double_quant",
-      "runtime.framework", "runtime.torch_version",
-      "runtime.transformers_version", "runtime.loss", "runtime.loss_upcast", "runtime.keep_logits", "runtime.keep_cache",
-      "runtime.optimizer_impl", "runtime.optimizer_in_backward", "runtime.zero_grad_set_to_none",
-      "runtime.zero_grad_after_forward", "runtime.liger", "runtime.activation_offload", "runtime.compile", "runtime.compile_loss",
-      "runtime.fsdp_no_sync", "runtime.fp8", "runtime.fp8_recompute_weight", "runtime.expandable_segments"};
+      "parallel.offload", "parallel.fsdp", "parallel.tensor_parallel", "parallel.pipeline_parallel", "finetune.mode",
+      "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant",
+      "runtime.framework", "runtime.torch_version", "runtime.transformers_version", "runtime.loss", "runtime.optimizer_impl"};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
+  for (const SwitchField& f : switch_fields()) j[f.path] = source_of(b.origin, f.path);
   return j;
 }
 

@@ -2,6 +2,8 @@
 // version named in its citation; a row applies only where the user did not set the field.
 #include "estimator/runtime.h"
 
+#include "estimator/fields.h"
+
 #include <fmt/format.h>
 
 namespace memplan {
@@ -31,7 +33,7 @@ Row attention(AttentionImpl a, const char* source) {
   return {"attention", nullptr, [a](TrainingSetup& s) { s.attention = a; return std::string(to_string(a)); }, source};
 }
 Row keep_logits(bool v, const char* source) {
-  return {"runtime.keep_logits", nullptr, [v](TrainingSetup& s) { s.runtime.keep_logits = v; return yes(v); }, source};
+  return {path(Switch::keep_logits), nullptr, [v](TrainingSetup& s) { s.runtime.keep_logits = v; return yes(v); }, source};
 }
 Row loss(const char* spelling, const char* source) {
   return {"runtime.loss", nullptr,
@@ -42,7 +44,7 @@ Row loss(const char* spelling, const char* source) {
           source};
 }
 Row loss_upcast(bool upcast, const char* source) {
-  return {"runtime.loss_upcast", nullptr, [upcast](TrainingSetup& s) { s.runtime.loss_upcast = upcast; return yes(upcast); }, source};
+  return {path(Switch::loss_upcast), nullptr, [upcast](TrainingSetup& s) { s.runtime.loss_upcast = upcast; return yes(upcast); }, source};
 }
 Row optimizer_impl(OptimizerImpl impl, const char* source) {
   return {"runtime.optimizer_impl", nullptr,
@@ -50,7 +52,7 @@ Row optimizer_impl(OptimizerImpl impl, const char* source) {
 }
 // The loss compiled whenever the framework compiles (runtime.compile as the config or flag set it).
 Row compile_loss(const char* source) {
-  return {"runtime.compile_loss", nullptr,
+  return {path(Switch::compile_loss), nullptr,
           [](TrainingSetup& s) {
             s.runtime.compile_loss = s.runtime.compile;
             return yes(s.runtime.compile_loss);
@@ -62,7 +64,7 @@ Row adapters_in_model_dtype(const char* source) {
           source};
 }
 Row fsdp_no_sync(bool v, const char* source) {
-  return {"runtime.fsdp_no_sync", nullptr, [v](TrainingSetup& s) { s.runtime.fsdp_no_sync = v; return yes(v); }, source};
+  return {path(Switch::fsdp_no_sync), nullptr, [v](TrainingSetup& s) { s.runtime.fsdp_no_sync = v; return yes(v); }, source};
 }
 // Sharded data parallelism over several ranks, unless DeepSpeed or tensor/pipeline parallelism
 // was asked for.
@@ -99,7 +101,7 @@ const std::vector<Row>& rows(Framework f) {
       hf_attention("the LightningModule's model: HF models pick SDPA on torch >= 2.1.1 (import_utils.py @ v4.52.4)"),
       keep_logits(false, "src/lightning/pytorch/loops/optimization/automatic.py @ 2.5.1 L56-86: only training_step's "
                          "returned loss is kept"),
-      {"runtime.zero_grad_after_forward", nullptr,
+      {path(Switch::zero_grad_after_forward), nullptr,
        [](TrainingSetup& s) { s.runtime.zero_grad_after_forward = true; return std::string("true"); },
        "src/lightning/pytorch/loops/optimization/automatic.py @ 2.5.1 L130-140 (closure: training_step, then "
        "zero_grad, then backward)"},
@@ -118,7 +120,7 @@ const std::vector<Row>& rows(Framework f) {
                       "reshard_after_forward=True, no MixedPrecisionPolicy)"),
       adapters_in_model_dtype("recipes/lora_finetune_single_device.py @ v0.6.1 (the model, LoRA adapters included, built "
                               "under training.set_default_dtype(self._dtype))"),
-      {"runtime.compile_loss", nullptr,
+      {path(Switch::compile_loss), nullptr,
        [](TrainingSetup& s) {
          s.runtime.compile_loss =
              s.runtime.compile && (s.runtime.loss == LossImpl::chunked || s.finetune.mode != FinetuneMode::full);
@@ -137,7 +139,7 @@ const std::vector<Row>& rows(Framework f) {
       optimizer_impl(OptimizerImpl::fused, "torchtitan/config/job_config.py @ v0.2.2 L151-155 (implementation: fused)"),
       fsdp_when_ranks("torchtitan/models/llama3/infra/parallelize.py @ v0.2.2 L319-356 (fully_shard per block, "
                       "MixedPrecisionPolicy(bf16 params, fp32 reduce))"),
-      {"parallel.sequence_parallel", [](const TrainingSetup& s) { return s.parallel.tensor_parallel > 1; },
+      {path(Switch::sequence_parallel), [](const TrainingSetup& s) { return s.parallel.tensor_parallel > 1; },
        [](TrainingSetup& s) { s.parallel.sequence_parallel = true; return std::string("true"); },
        "torchtitan/models/llama3/infra/parallelize.py @ v0.2.2 apply_tp (SequenceParallel on the norms, the embedding's "
        "output Shard(1), the linears' inputs all-gathered from Shard(1))"},
@@ -186,10 +188,10 @@ const std::vector<Row>& rows(Framework f) {
 }  // namespace
 
 const std::vector<std::string>& framework_fields() {
-  static const std::vector<std::string> f = {"attention",        "runtime.keep_logits",    "runtime.loss",
-                                             "runtime.loss_upcast", "runtime.optimizer_impl", "runtime.zero_grad_after_forward",
-                                             "parallel.fsdp", "runtime.compile_loss", "runtime.fsdp_no_sync",
-                                             "finetune.adapter_dtype", "parallel.sequence_parallel"};
+  static const std::vector<std::string> f = {"attention",        path(Switch::keep_logits),    "runtime.loss",
+                                             path(Switch::loss_upcast), "runtime.optimizer_impl", path(Switch::zero_grad_after_forward),
+                                             "parallel.fsdp", path(Switch::compile_loss), path(Switch::fsdp_no_sync),
+                                             "finetune.adapter_dtype", path(Switch::sequence_parallel)};
   return f;
 }
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "estimator/attention_kernel.h"
+#include "estimator/fields.h"
 #include "estimator/layers.h"
 #include "estimator/model.h"
 #include "estimator/runtime.h"
@@ -210,14 +211,14 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   if (r.loss == LossImpl::chunked && (r.loss_chunks < 1 || r.loss_chunk_tokens < 0))
     p.push_back({"runtime.loss", "a chunked loss needs at least one chunk", "e.g. --loss chunked:8"});
   if (r.optimizer_in_backward && s.batch.grad_accum > 1)
-    p.push_back({"runtime.optimizer_in_backward",
+    p.push_back({path(Switch::optimizer_in_backward),
                  fmt::format("stepping the optimizer in backward cannot accumulate gradients (accumulation {})", s.batch.grad_accum),
                  "torchtune refuses it too (recipes/full_finetune_single_device.py @ v0.6.1 L147-156): use --grad-accum 1"});
   if (r.optimizer_in_backward && s.parallel.zero_stage > 0)
-    p.push_back({"runtime.optimizer_in_backward", "DeepSpeed's ZeRO steps its own optimizer; it cannot step in backward",
+    p.push_back({path(Switch::optimizer_in_backward), "DeepSpeed's ZeRO steps its own optimizer; it cannot step in backward",
                  "drop --optimizer-in-backward or --zero"});
   if (r.fp8 && s.device.kind == DeviceKind::cuda && s.device.family != "generic" && !s.device.fp8)
-    p.push_back({"runtime.fp8", fmt::format("{} has no fp8 tensor cores", s.device.name),
+    p.push_back({path(Switch::fp8), fmt::format("{} has no fp8 tensor cores", s.device.name),
                  "fp8 training needs Hopper, Ada, Blackwell or MI300 (memplan gpus lists fp8 support)"});
   if (s.parallel.fsdp != FsdpMode::none && s.parallel.zero_stage > 0)
     p.push_back({"parallel.fsdp", fmt::format("FSDP and DeepSpeed ZeRO-{} both shard the model; a job runs one of them", s.parallel.zero_stage),

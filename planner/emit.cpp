@@ -6,12 +6,14 @@
 #include "estimator/text.h"
 #include "planner/emit_detail.h"
 
+#include "estimator/fields.h"
 #include "estimator/runtime.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <set>
 
 namespace memplan::planner {
 
@@ -158,47 +160,75 @@ std::string memory_section(const EmitContext& c, const char* indent) {
                      indent, t.target, t.warning, t.critical, t.emergency);
 }
 
+// The runtime knobs the memplan file emitted for `s` must state (by setup path): those where `s`
+// differs from what the reader makes of the rest -- the default TrainingSetup with `s`'s
+// framework, versions, parallelism and device, the knobs stated, and the framework's defaults for
+// the others. A default may follow a stated knob (compile_loss follows compile and the loss), so
+// what is stated grows until it settles.
+std::set<std::string> stated_knobs(const TrainingSetup& s) {
+  TrainingSetup base;
+  base.runtime.framework = s.runtime.framework;
+  base.runtime.torch_major = s.runtime.torch_major;
+  base.runtime.torch_minor = s.runtime.torch_minor;
+  base.runtime.transformers_major = s.runtime.transformers_major;
+  base.runtime.transformers_minor = s.runtime.transformers_minor;
+  base.runtime.zero_grad_set_to_none = s.runtime.torch_major >= 2;
+  base.parallel = s.parallel;
+  base.parallel.fsdp = FsdpMode::none;
+  base.parallel.sequence_parallel = Parallelism{}.sequence_parallel;
+  base.finetune.mode = s.finetune.mode;
+  base.device = s.device;
+  std::set<std::string> stated;
+  TrainingSetup d;
+  for (size_t pass = 0; pass <= kSwitchCount + 3; ++pass) {
+    d = base;
+    for (const SwitchField& f : switch_fields())
+      if (stated.count(f.path)) f.set(d, f.get(s));
+    if (stated.count("runtime.loss")) {
+      d.runtime.loss = s.runtime.loss;
+      d.runtime.loss_chunks = s.runtime.loss_chunks;
+      d.runtime.loss_chunk_tokens = s.runtime.loss_chunk_tokens;
+    }
+    if (stated.count("runtime.optimizer_impl")) d.runtime.optimizer_impl = s.runtime.optimizer_impl;
+    if (stated.count("parallel.fsdp")) d.parallel.fsdp = s.parallel.fsdp;
+    apply_framework_defaults(d, [&stated](const std::string& f) { return stated.count(f) > 0; });
+    const size_t before = stated.size();
+    for (const SwitchField& f : switch_fields())
+      if (f.get(s) != f.get(d)) stated.insert(f.path);
+    if (to_string(s.runtime, s.runtime.loss) != to_string(d.runtime, d.runtime.loss)) stated.insert("runtime.loss");
+    if (s.runtime.optimizer_impl != d.runtime.optimizer_impl) stated.insert("runtime.optimizer_impl");
+    if (s.parallel.fsdp != d.parallel.fsdp) stated.insert("parallel.fsdp");
+    if (stated.size() == before) break;
+  }
+  return stated;
+}
+
+// The switches of `section` the file states, as (key, value) pairs.
+std::vector<std::pair<std::string, std::string>> switch_entries(const TrainingSetup& s, const std::string& section) {
+  const std::set<std::string> stated = stated_knobs(s);
+  std::vector<std::pair<std::string, std::string>> e;
+  for (const SwitchField& f : switch_fields())
+    if (f.section() == section && stated.count(f.path)) e.emplace_back(f.key(), yaml_bool(f.get(s)));
+  return e;
+}
+
 // The runtime as (key, value) pairs of memplan's runtime: section: the framework when it is not
 // the HF Trainer, and every knob that differs from what that framework's defaults give (a reader
 // applies them to what the file leaves out), so the file reads back to the same runtime.
 std::vector<std::pair<std::string, std::string>> runtime_entries(const TrainingSetup& s) {
-  TrainingSetup d;
-  d.runtime.framework = s.runtime.framework;
-  d.runtime.torch_major = s.runtime.torch_major;
-  d.runtime.torch_minor = s.runtime.torch_minor;
-  d.runtime.transformers_major = s.runtime.transformers_major;
-  d.runtime.transformers_minor = s.runtime.transformers_minor;
-  d.runtime.zero_grad_set_to_none = s.runtime.torch_major >= 2;
-  d.parallel = s.parallel;
-  d.parallel.fsdp = FsdpMode::none;
-  d.device = s.device;
-  apply_framework_defaults(d, [](const std::string&) { return false; });
+  const std::set<std::string> stated = stated_knobs(s);
   const Runtime& r = s.runtime;
-  const Runtime& x = d.runtime;
   const Runtime plain;
   std::vector<std::pair<std::string, std::string>> e;
-  auto flag = [&](const char* key, bool v, bool def) {
-    if (v != def) e.emplace_back(key, yaml_bool(v));
-  };
   if (r.framework != Framework::hf_trainer) e.emplace_back("framework", to_string(r.framework));
   if (r.torch_major != plain.torch_major || r.torch_minor != plain.torch_minor)
     e.emplace_back("torch_version", fmt::format("\"{}.{}\"", r.torch_major, r.torch_minor));
   if (r.transformers_major != plain.transformers_major || r.transformers_minor != plain.transformers_minor)
     e.emplace_back("transformers_version", fmt::format("\"{}.{}\"", r.transformers_major, r.transformers_minor));
-  if (to_string(r, r.loss) != to_string(x, x.loss)) e.emplace_back("loss", to_string(r, r.loss));
-  flag("loss_upcast", r.loss_upcast, x.loss_upcast);
-  flag("keep_logits", r.keep_logits, x.keep_logits);
-  flag("keep_cache", r.keep_cache, x.keep_cache);
-  if (r.optimizer_impl != x.optimizer_impl) e.emplace_back("optimizer_impl", to_string(r.optimizer_impl));
-  flag("zero_grad_set_to_none", r.zero_grad_set_to_none, x.zero_grad_set_to_none);
-  flag("zero_grad_after_forward", r.zero_grad_after_forward, x.zero_grad_after_forward);
-  flag("liger", r.liger, x.liger);
-  flag("optimizer_in_backward", r.optimizer_in_backward, x.optimizer_in_backward);
-  flag("activation_offload", r.activation_offload, x.activation_offload);
-  flag("compile", r.compile, x.compile);
-  flag("fp8", r.fp8, x.fp8);
-  flag("expandable_segments", r.expandable_segments, x.expandable_segments);
-  if (s.parallel.fsdp != d.parallel.fsdp) e.emplace_back("fsdp", to_string(s.parallel.fsdp));
+  if (stated.count("runtime.loss")) e.emplace_back("loss", to_string(r, r.loss));
+  if (stated.count("runtime.optimizer_impl")) e.emplace_back("optimizer_impl", to_string(r.optimizer_impl));
+  for (auto& kv : switch_entries(s, "runtime")) e.push_back(std::move(kv));
+  if (stated.count("parallel.fsdp")) e.emplace_back("fsdp", to_string(s.parallel.fsdp));
   return e;
 }
 
@@ -216,6 +246,7 @@ std::string finetune_section(const EmitContext& c) {
   std::string y = fmt::format("lora:\n  method: {}\n  r: {}\n  lora_alpha: {}\n  lora_dropout: {}\n", to_string(f.mode), f.lora_rank,
                               f.lora_alpha, f.lora_dropout);
   if (!f.lora_targets.empty()) y += fmt::format("  target_modules: [{}]\n", fmt::join(f.lora_targets, ", "));
+  for (const auto& [k, v] : switch_entries(c.setup, "finetune")) y += fmt::format("  {}: {}\n", k, v);
   return y;
 }
 
@@ -228,6 +259,9 @@ std::string emit_memplan(const EmitContext& c) {
                    "  precision: {}\n  optimizer: {}\n  gradient_checkpointing: {}\n",
                    s.batch.micro_batch, s.batch.grad_accum, c.global_batch, s.batch.seq_len, to_string(s.precision),
                    to_string(s.optimizer), checkpointing_value(s.checkpointing));
+  if (s.parallel.tensor_parallel > 1) y += fmt::format("  tensor_parallel: {}\n", s.parallel.tensor_parallel);
+  if (s.parallel.pipeline_parallel > 1) y += fmt::format("  pipeline_parallel: {}\n", s.parallel.pipeline_parallel);
+  for (const auto& [k, v] : switch_entries(s, "parallel")) y += fmt::format("  {}: {}\n", k, v);
   if (s.parallel.fsdp != FsdpMode::none) {
     if (s.parallel.offload != Offload::none) y += fmt::format("  offload: {}\n", to_string(s.parallel.offload));  // FSDP CPUOffload
   } else if (s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none) {
@@ -332,6 +366,8 @@ std::string emit_deepspeed(const EmitContext& c) {
     m["lora"] = {{"method", to_string(s.finetune.mode)}, {"r", s.finetune.lora_rank}, {"lora_alpha", s.finetune.lora_alpha},
                  {"lora_dropout", s.finetune.lora_dropout}};
     if (!s.finetune.lora_targets.empty()) m["lora"]["target_modules"] = s.finetune.lora_targets;
+    for (const SwitchField& f : switch_fields())
+      if (f.section() == "finetune" && stated_knobs(s).count(f.path)) m["lora"][f.key()] = f.get(s);
   }
   j["memplan"] = m;
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

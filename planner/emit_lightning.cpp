@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "estimator/error.h"
+#include "estimator/fields.h"
 #include "planner/emit.h"
 
 namespace memplan::planner {
@@ -38,15 +39,13 @@ std::string memplan_block(const EmitContext& c) {
     }
     doc.erase(at + 1, end - at - 1);
   }
-  doc += fmt::format(
-      "runtime:\n  framework: {}\n  torch_version: \"{}.{}\"\n  transformers_version: \"{}.{}\"\n  loss: {}\n  loss_upcast: {}\n"
-      "  keep_logits: {}\n  keep_cache: {}\n  zero_grad_set_to_none: {}\n  zero_grad_after_forward: {}\n  optimizer_impl: {}\n"
-      "  liger: {}\n  optimizer_in_backward: {}\n  activation_offload: {}\n  compile: {}\n  fp8: {}\n  expandable_segments: {}\n"
-      "  fsdp: {}\n",
-      to_string(r.framework), r.torch_major, r.torch_minor, r.transformers_major, r.transformers_minor, to_string(r, r.loss),
-      yes(r.loss_upcast), yes(r.keep_logits), yes(r.keep_cache), yes(r.zero_grad_set_to_none), yes(r.zero_grad_after_forward),
-      to_string(r.optimizer_impl), yes(r.liger), yes(r.optimizer_in_backward), yes(r.activation_offload), yes(r.compile), yes(r.fp8),
-      yes(r.expandable_segments), to_string(c.setup.parallel.fsdp));
+  doc += fmt::format("runtime:\n  framework: {}\n  torch_version: \"{}.{}\"\n  transformers_version: \"{}.{}\"\n  loss: {}\n"
+                     "  optimizer_impl: {}\n",
+                     to_string(r.framework), r.torch_major, r.torch_minor, r.transformers_major, r.transformers_minor,
+                     to_string(r, r.loss), to_string(r.optimizer_impl));
+  for (const SwitchField& f : switch_fields())
+    if (f.section() == "runtime") doc += fmt::format("  {}: {}\n", f.key(), yes(f.get(c.setup)));
+  doc += fmt::format("  fsdp: {}\n", to_string(c.setup.parallel.fsdp));
   // "# " before every line: the reader blanks the '#', so the YAML keeps its shape two columns in.
   std::istringstream in(doc);
   std::string out, line;

@@ -116,7 +116,7 @@ std::unique_ptr<const ResolvedPlan> resolve_plan(const profiles::SetupInputs& in
   rp.ask.offload_fixed = in.offload.has_value();
   rp.ask.fsdp_fixed = in.fsdp.has_value();
   // --liger / --no-liger: as given, not searched; nor with --loss, which Liger's fused loss would replace.
-  if (in.liger) rp.ask.liger_fixed_by = *in.liger ? "--liger" : "--no-liger";
+  if (const auto& l = in.switch_flag(Switch::liger)) rp.ask.liger_fixed_by = *l ? field(Switch::liger).flag : field(Switch::liger).negation();
   else if (in.loss) rp.ask.liger_fixed_by = fmt::format("--loss {} (Liger's fused loss would replace it)", *in.loss);
   if (!table.empty()) {
     rp.table = table_devices(table, s);

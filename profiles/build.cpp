@@ -212,7 +212,6 @@ void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
     f.adapter_fp32 = *v;
     o.set("finetune.adapter_dtype", Where::at_flag("--adapter-dtype"));
   }
-  from_flag(o, in.double_quant, "--double-quant", "finetune.double_quant", f.double_quant);
   from_flag(o, in.freeze_layers, "--freeze-layers", "finetune.freeze_layers", f.freeze_layers);
   if (in.lora_targets) {
     f.lora_targets = detail::split_list(*in.lora_targets);
@@ -233,15 +232,13 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
     std::tie(r.torch_major, r.torch_minor) = *v;
     o.set("runtime.torch_version", Where::at_flag("--torch-version"));
     // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
-    if (!o.given("runtime.zero_grad_set_to_none")) r.zero_grad_set_to_none = r.torch_major >= 2;
+    if (!o.given(Switch::zero_grad_set_to_none)) r.zero_grad_set_to_none = r.torch_major >= 2;
   }
   if (in.transformers_version) {
     std::tie(r.transformers_major, r.transformers_minor) =
         detail::transformers_version(*in.transformers_version, Where::at_flag("--transformers-version"));
     o.set("runtime.transformers_version", Where::at_flag("--transformers-version"));
   }
-  from_flag(o, in.keep_logits, "--keep-logits", "runtime.keep_logits", r.keep_logits);
-  from_flag(o, in.keep_cache, "--keep-cache", "runtime.keep_cache", r.keep_cache);
   if (in.loss) {
     if (!parse_loss(*in.loss, &r))
       throw InputError(Where::at_flag("--loss"), fmt::format("unknown loss '{}'", *in.loss),
@@ -249,17 +246,8 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
                        "tokens), fused-linear, vocab-parallel");
     o.set("runtime.loss", Where::at_flag("--loss"));
   }
-  from_flag(o, in.liger, "--liger", "runtime.liger", r.liger);
   choice_flag(o, in.optimizer_impl, "--optimizer-impl", "runtime.optimizer_impl", "optimizer implementation", parse_optimizer_impl,
               optimizer_impl_names(), r.optimizer_impl);
-  from_flag(o, in.optimizer_in_backward, "--optimizer-in-backward", "runtime.optimizer_in_backward", r.optimizer_in_backward);
-  from_flag(o, in.activation_offload, "--activation-offload", "runtime.activation_offload", r.activation_offload);
-  from_flag(o, in.compile, "--compile", "runtime.compile", r.compile);
-  from_flag(o, in.compile_loss, "--compile-loss", "runtime.compile_loss", r.compile_loss);
-  from_flag(o, in.fsdp_no_sync, "--fsdp-no-sync", "runtime.fsdp_no_sync", r.fsdp_no_sync);
-  from_flag(o, in.fp8, "--fp8", "runtime.fp8", r.fp8);
-  from_flag(o, in.fp8_recompute_weight, "--fp8-recompute-weight", "runtime.fp8_recompute_weight", r.fp8_recompute_weight);
-  from_flag(o, in.expandable_segments, "--expandable-segments", "runtime.expandable_segments", r.expandable_segments);
   choice_flag(o, in.fsdp, "--fsdp", "parallel.fsdp", "FSDP sharding", parse_fsdp, fsdp_names(), s.parallel.fsdp);
   from_flag(o, in.gpus_per_node, "--gpus-per-node", "parallel.gpus_per_node", s.parallel.gpus_per_node);
   if (const auto host = host_memory_flag(in)) {
@@ -396,6 +384,16 @@ void resolve_litgpt_batch(const SetupInputs& in, const LoadedConfig& cfg, BuiltS
                                                       *cfg.global_batch, world, s.batch.micro_batch);
 }
 
+// The yes/no switches of the registry (estimator/fields.h), each from its flag when given.
+void apply_switch_flags(const SetupInputs& in, BuiltSetup& b) {
+  for (const SwitchField& f : switch_fields()) {
+    const std::optional<bool>& v = in.switch_flag(f.id);
+    if (!v) continue;
+    f.set(b.setup, *v);
+    b.origin.set(f.id, Where::at_flag(f.flag));
+  }
+}
+
 void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
   Provenance& o = b.origin;
@@ -404,7 +402,6 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   from_flag(o, in.grad_accum, "--grad-accum", "batch.grad_accum", s.batch.grad_accum);
   from_flag(o, in.gpus, "--gpus", "parallel.num_gpus", s.parallel.num_gpus);
   from_flag(o, in.tensor_parallel, "--tensor-parallel", "parallel.tensor_parallel", s.parallel.tensor_parallel);
-  from_flag(o, in.sequence_parallel, "--sequence-parallel", "parallel.sequence_parallel", s.parallel.sequence_parallel);
   from_flag(o, in.pipeline_parallel, "--pipeline-parallel", "parallel.pipeline_parallel", s.parallel.pipeline_parallel);
   if (in.zero && (*in.zero < INT_MIN || *in.zero > INT_MAX))
     throw InputError(Where::at_flag("--zero"), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *in.zero),
@@ -567,6 +564,7 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   apply_device(in, cfg, b);
   apply_allocator_cap(in, cfg, b);
   apply_training_flags(in, b);
+  apply_switch_flags(in, b);
   resolve_deepspeed_batch(cfg, b);
   resolve_litgpt_batch(in, cfg, b);
   resolve_device_precision(in, cfg, b);

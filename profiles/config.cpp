@@ -78,6 +78,11 @@ struct ConfigState {
     slot = static_cast<T>(value);
     note(field, n);
   }
+  // A switch of the registry (estimator/fields.h).
+  void set(Switch id, bool value, const Node& n) {
+    memplan::field(id).set(s(), value);
+    note(memplan::path(id), n);
+  }
   // Records that `field` came from key `n` (its position and dotted path).
   void note(const std::string& field, const Node& n) { out.origin.set(field, keyed(n)); }
   template <class T, class V>
@@ -175,6 +180,23 @@ int as_zero_stage(const Node& n) {
 
 // ---- key factories: one row per key in the tables below ---------------------------------------
 
+// A switch of the registry (estimator/fields.h) under its key and aliases.
+Key<ConfigState> switch_key(Switch id) {
+  const SwitchField& f = field(id);
+  std::vector<std::string> names = {f.key()};
+  for (const char* a : f.aliases)
+    if (a) names.emplace_back(a);
+  return {std::move(names), [id](const Node& n, ConfigState& st) { st.set(id, as_bool(n), n); }};
+}
+// `t` with the registry's switches of `section` ("runtime": runtime.*) and the `more` switches of
+// other sections a dialect puts here.
+Table with_switches(Table t, const char* section, std::initializer_list<Switch> more = {}) {
+  for (const SwitchField& f : switch_fields())
+    if (f.section() == section) t.push_back(switch_key(f.id));
+  for (Switch id : more) t.push_back(switch_key(id));
+  return t;
+}
+
 // A key read with `read` into the setup field setup.*outer.*inner, noted as `field`.
 template <class Outer, class T, class Read>
 Key<ConfigState> setup_key(std::vector<std::string> names, const char* field, Outer TrainingSetup::*outer,
@@ -268,7 +290,7 @@ const Table& model_keys() {
 }
 
 const Table& training_keys() {
-  static const Table t = {
+  static const Table t = with_switches({
       setup_key({"micro_batch_size", "batch_size", "per_device_train_batch_size", "train_micro_batch_size_per_gpu"},
                 "batch.micro_batch", &TrainingSetup::batch, &Batch::micro_batch, as_field_count),
       setup_key({"gradient_accumulation_steps", "grad_accum"}, "batch.grad_accum", &TrainingSetup::batch,
@@ -291,12 +313,8 @@ const Table& training_keys() {
       // the host), wherever a memplan file puts them.
       fact_key({"checkpoint_every"}, &ConfigState::checkpoint_every, as_positive),
       {{"checkpoint_layers"}, note_checkpoint_layers},
-      setup_key({"offload_activations", "activation_offload"}, "runtime.activation_offload", &TrainingSetup::runtime,
-                &Runtime::activation_offload, as_bool),
       setup_key({"tensor_parallel_size", "tensor_parallel"}, "parallel.tensor_parallel", &TrainingSetup::parallel,
                 &Parallelism::tensor_parallel, as_field_count),
-      setup_key({"sequence_parallel"}, "parallel.sequence_parallel", &TrainingSetup::parallel, &Parallelism::sequence_parallel,
-                as_bool),
       setup_key({"pipeline_parallel_size", "pipeline_parallel"}, "parallel.pipeline_parallel", &TrainingSetup::parallel,
                 &Parallelism::pipeline_parallel, as_field_count),
       setup_key({"expert_parallel_size", "expert_parallel"}, "parallel.expert_parallel", &TrainingSetup::parallel,
@@ -308,7 +326,7 @@ const Table& training_keys() {
        }},
       {{"use_flash_attention"}, set_flash},
       {{"attention", "attention_type", "attn_implementation"}, set_attention},
-  };
+  }, "parallel", {Switch::activation_offload});
   return t;
 }
 
@@ -375,7 +393,7 @@ const Table& output_keys() {
 }
 
 const Table& finetune_keys() {  // lora: / peft: / finetune:
-  static const Table t = {
+  static const Table t = with_switches({
       fact_key({"method", "type"}, &ConfigState::method, [](const Node& n) {
         return as_choice<FinetuneMode>(n, "fine-tuning method", parse_finetune, finetune_names());
       }),
@@ -405,11 +423,9 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
        }},
       {{"load_in_4bit"}, [](const Node& n, ConfigState& st) { if (as_bool(n)) st.load_in_4bit = n.where; }},
       // bitsandbytes BitsAndBytesConfig: double quantization of the NF4 block scales.
-      setup_key({"bnb_4bit_use_double_quant", "double_quant", "use_double_quant"}, "finetune.double_quant",
-                &TrainingSetup::finetune, &Finetune::double_quant, as_bool),
       {{"load_in_8bit"}, [](const Node& n, ConfigState& st) { if (as_bool(n)) st.load_in_8bit = n.where; }},
       setup_key({"freeze_layers"}, "finetune.freeze_layers", &TrainingSetup::finetune, &Finetune::freeze_layers, as_int),
-  };
+  }, "finetune");
   return t;
 }
 
@@ -427,16 +443,12 @@ void set_torch_version(const Node& n, ConfigState& st) {
   st.s().runtime.torch_minor = minor;
   st.note("runtime.torch_version", n);
   // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
-  if (!st.out.origin.fields.count("runtime.zero_grad_set_to_none")) st.s().runtime.zero_grad_set_to_none = major >= 2;
+  if (!st.out.origin.fields.count(path(Switch::zero_grad_set_to_none))) st.s().runtime.zero_grad_set_to_none = major >= 2;
 }
 
 const Table& runtime_keys() {
-  static const Table t = {
+  static const Table t = with_switches({
       {{"torch_version", "torch"}, set_torch_version},
-      setup_key({"loss_upcast", "logits_upcast"}, "runtime.loss_upcast", &TrainingSetup::runtime, &Runtime::loss_upcast, as_bool),
-      setup_key({"keep_logits"}, "runtime.keep_logits", &TrainingSetup::runtime, &Runtime::keep_logits, as_bool),
-      setup_key({"zero_grad_set_to_none", "set_to_none"}, "runtime.zero_grad_set_to_none", &TrainingSetup::runtime,
-                &Runtime::zero_grad_set_to_none, as_bool),
       {{"optimizer_impl"}, [](const Node& n, ConfigState& st) {
          st.set("runtime.optimizer_impl", st.s().runtime.optimizer_impl,
                 as_choice<OptimizerImpl>(n, "optimizer implementation", parse_optimizer_impl, optimizer_impl_names()), n);
@@ -454,26 +466,10 @@ const Table& runtime_keys() {
                             "expected one of: standard, chunked, chunked:N, chunked:Nt, fused-linear, vocab-parallel");
          st.note("runtime.loss", n);
        }},
-      setup_key({"keep_cache"}, "runtime.keep_cache", &TrainingSetup::runtime, &Runtime::keep_cache, as_bool),
-      setup_key({"liger"}, "runtime.liger", &TrainingSetup::runtime, &Runtime::liger, as_bool),
-      setup_key({"optimizer_in_backward", "optimizer_in_bwd"}, "runtime.optimizer_in_backward", &TrainingSetup::runtime,
-                &Runtime::optimizer_in_backward, as_bool),
-      setup_key({"activation_offload", "offload_activations"}, "runtime.activation_offload", &TrainingSetup::runtime,
-                &Runtime::activation_offload, as_bool),
-      setup_key({"compile"}, "runtime.compile", &TrainingSetup::runtime, &Runtime::compile, as_bool),
-      setup_key({"compile_loss"}, "runtime.compile_loss", &TrainingSetup::runtime, &Runtime::compile_loss, as_bool),
-      setup_key({"fsdp_no_sync", "no_sync"}, "runtime.fsdp_no_sync", &TrainingSetup::runtime, &Runtime::fsdp_no_sync, as_bool),
-      setup_key({"fp8"}, "runtime.fp8", &TrainingSetup::runtime, &Runtime::fp8, as_bool),
-      setup_key({"fp8_recompute_weight", "force_recompute_fp8_weight_in_bwd"}, "runtime.fp8_recompute_weight",
-                &TrainingSetup::runtime, &Runtime::fp8_recompute_weight, as_bool),
-      setup_key({"expandable_segments"}, "runtime.expandable_segments", &TrainingSetup::runtime, &Runtime::expandable_segments,
-                as_bool),
-      setup_key({"zero_grad_after_forward"}, "runtime.zero_grad_after_forward", &TrainingSetup::runtime,
-                &Runtime::zero_grad_after_forward, as_bool),
       {{"fsdp"}, [](const Node& n, ConfigState& st) {
          st.set("parallel.fsdp", st.s().parallel.fsdp, as_choice<FsdpMode>(n, "FSDP sharding", parse_fsdp, fsdp_names()), n);
        }},
-  };
+  }, "runtime");
   return t;
 }
 

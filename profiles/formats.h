@@ -51,6 +51,11 @@ struct ReadState {
     slot = static_cast<T>(value);
     note(field, n);
   }
+  // Sets a switch of the registry (estimator/fields.h) and notes it as coming from key `n`.
+  void set(Switch id, bool value, const Node& n) {
+    memplan::field(id).set(s(), value);
+    note(memplan::path(id), n);
+  }
   void note(const std::string& field, const Node& n);
   // A memory-relevant key memplan does not model: "<key>: <value> is not modelled yet: <why>".
   void unmodelled(const Node& n, const std::string& why, const std::string& hint = "");

@@ -5,6 +5,7 @@
 // No memory arithmetic lives here.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "estimator/error.h"
 #include "estimator/estimate.h"
+#include "estimator/fields.h"
 #include "estimator/setup.h"
 
 namespace memplan::profiles {
@@ -148,6 +150,10 @@ struct Provenance {
   Where of(const std::string& field) const;  // empty Where when unknown
   void set(const std::string& field, const Where& w) { fields[field] = w; }
   bool given(const std::string& field) const { return fields.count(field) > 0 || defaults.count(field) > 0; }
+  // The same for a switch of the registry (estimator/fields.h), by its enumerator.
+  Where of(Switch id) const { return of(path(id)); }
+  void set(Switch id, const Where& w) { set(path(id), w); }
+  bool given(Switch id) const { return given(path(id)); }
   // The words that say where a field's value came from: the file key's text, else the default's
   // ("" when neither); set_text replaces them where they stand.
   std::string text_of(const std::string& field) const;
@@ -289,33 +295,24 @@ struct SetupInputs {
   std::optional<std::string> lora_targets;   // --lora-targets q,k,v,o | all-linear
   std::optional<double> lora_dropout;        // --lora-dropout
   std::optional<std::string> adapter_dtype;  // --adapter-dtype fp32|model
-  std::optional<bool> double_quant;          // --double-quant / --no-double-quant (QLoRA's nested quantization)
   std::optional<int64_t> freeze_layers;      // --freeze-layers
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
   std::optional<int64_t> tensor_parallel;    // --tensor-parallel
-  std::optional<bool> sequence_parallel;     // --sequence-parallel
   std::optional<int64_t> pipeline_parallel;  // --pipeline-parallel
   std::optional<std::string> calibration;    // --calibration FILE
   // The runtime: the framework and its knobs (estimator/runtime.h).
   std::optional<std::string> framework;      // --framework
-  std::optional<bool> keep_logits;           // --keep-logits / --no-keep-logits
-  std::optional<bool> keep_cache;            // --keep-cache
   std::optional<std::string> loss;           // --loss standard|chunked[:N]|fused-linear
-  std::optional<bool> liger;                 // --liger
   std::optional<std::string> optimizer_impl; // --optimizer-impl for-loop|foreach|fused
-  std::optional<bool> optimizer_in_backward; // --optimizer-in-backward
-  std::optional<bool> activation_offload;    // --activation-offload
-  std::optional<bool> compile;               // --compile
-  std::optional<bool> compile_loss;          // --compile-loss
-  std::optional<bool> fsdp_no_sync;          // --fsdp-no-sync
-  std::optional<bool> fp8;                   // --fp8
-  std::optional<bool> fp8_recompute_weight;  // --fp8-recompute-weight
   std::optional<std::string> fsdp;           // --fsdp full|shard-grad-op|hybrid|no-shard
   std::optional<std::string> torch_version;  // --torch-version 2.6
   std::optional<std::string> transformers_version;  // --transformers-version 4.57
-  std::optional<bool> expandable_segments;   // --expandable-segments
   std::optional<int64_t> gpus_per_node;      // --gpus-per-node
   std::optional<std::string> host_memory;    // --host-memory 512GiB (per node)
+  // The yes/no switches (estimator/fields.h), by Switch: --liger / --no-liger and the rest.
+  std::array<std::optional<bool>, kSwitchCount> switches;
+  std::optional<bool>& switch_flag(Switch id) { return switches[static_cast<size_t>(id)]; }
+  const std::optional<bool>& switch_flag(Switch id) const { return switches[static_cast<size_t>(id)]; }
 };
 
 struct BuiltSetup {

@@ -177,7 +177,7 @@ Launch apply_accelerate(const Node& root, ReadState& st, const DeepSpeedFill* tr
   }
   if (l.mixed_precision == "fp8") {
     s.runtime.fp8 = true;
-    note(st, "runtime.fp8", *l.mixed_node);
+    note(st, path(Switch::fp8), *l.mixed_node);
   }
   // Processes: the world size over all machines; num_machines splits it into nodes.
   const Node* procs = root.find("num_processes");
@@ -202,7 +202,7 @@ Launch apply_accelerate(const Node& root, ReadState& st, const DeepSpeedFill* tr
   if (!dynamo) dynamo = root.find("dynamo_backend");
   if (dynamo) {
     s.runtime.compile = upper_text(*dynamo) != "NO";
-    note(st, "runtime.compile", *dynamo);
+    note(st, path(Switch::compile), *dynamo);
   }
   if (const Node* mc = root.find("megatron_lm_config"); mc && mc->kind == Node::Kind::map) {
     if (const Node* n = mc->find("megatron_lm_tp_degree")) {

@@ -205,10 +205,10 @@ void read_axolotl(const Node& root, ReadState& st) {
       const Node* dq = kw && kw->kind == Node::Kind::map ? kw->find("bnb_4bit_use_double_quant") : nullptr;
       if (dq) {
         f.double_quant = yes(*dq);
-        note(st, "finetune.double_quant", *dq, "bnb_config_kwargs.bnb_4bit_use_double_quant (updates axolotl's BitsAndBytesConfig, "
+        note(st, path(Switch::double_quant), *dq, "bnb_config_kwargs.bnb_4bit_use_double_quant (updates axolotl's BitsAndBytesConfig, "
                                                "src/axolotl/loaders/model.py @ v0.18.0 L734-735)");
       } else {
-        note_default(st, "finetune.double_quant", "axolotl QLoRA: bnb_4bit_use_double_quant=True (src/axolotl/loaders/model.py @ v0.18.0 L712-721)");
+        note_default(st, path(Switch::double_quant), "axolotl QLoRA: bnb_4bit_use_double_quant=True (src/axolotl/loaders/model.py @ v0.18.0 L712-721)");
       }
     } else if (eight) {
       f.base_quant = BaseQuant::int8;
@@ -289,7 +289,7 @@ void read_axolotl(const Node& root, ReadState& st) {
       throw InputError(offload_node->where, "activation_offloading requires gradient_checkpointing",
                        "axolotl refuses it (validation.py @ v0.18.0 L1444-1447): set gradient_checkpointing: true");
     s.runtime.activation_offload = true;
-    note(st, "runtime.activation_offload", *offload_node);
+    note(st, path(Switch::activation_offload), *offload_node);
   }
 
   // Attention: attn_implementation (v0.12+) or the legacy switches (normalize_attn_implementation,
@@ -344,7 +344,7 @@ void read_axolotl(const Node& root, ReadState& st) {
     // memplan models Liger's RMSNorm, SwiGLU and RoPE kernels together (runtime.liger).
     if (rms && glu) {
       s.runtime.liger = true;
-      note(st, "runtime.liger", *root.find("liger_rms_norm"), "liger_rms_norm + liger_glu_activation (Liger plugin)");
+      note(st, path(Switch::liger), *root.find("liger_rms_norm"), "liger_rms_norm + liger_glu_activation (Liger plugin)");
       if (!rope) st.unmodelled(*root.find("liger_rms_norm"), "memplan models Liger's RMSNorm, SwiGLU and RoPE kernels together; "
                                                           "without liger_rope the estimate still counts Liger's RoPE");
     } else {
@@ -383,7 +383,7 @@ void read_axolotl(const Node& root, ReadState& st) {
     const bool on = (n->kind == Node::Kind::scalar && lower(n->text) == "auto") ? s.runtime.torch_at_least(2, 5)
                                                                                 : flag(*n, "axolotl reads torch_compile: true, false or auto");
     s.runtime.compile = on;
-    note(st, "runtime.compile", *n);
+    note(st, path(Switch::compile), *n);
   }
   if (const Node* n = root.find("auto_find_batch_size"); n && yes(*n))
     st.unmodelled(*n, "the Trainer halves the batch after an out-of-memory error; the estimate uses micro_batch_size as given");

@@ -438,20 +438,20 @@ constexpr const char* kFill =
     "(fill_match: \"auto\" takes the TrainingArguments value)";
 
 // The DeepSpeed "enabled" switch of a bf16/fp16 section: explicit, "auto", or the section absent.
-enum class Switch { absent, off, on, automatic };
-Switch half_switch(const Node& root, std::initializer_list<const char*> names, const Node** where) {
+enum class Toggle { absent, off, on, automatic };
+Toggle half_switch(const Node& root, std::initializer_list<const char*> names, const Node** where) {
   for (const char* name : names) {
     const Node* section = root.find(name);
     if (!section) continue;
     *where = section;
     if (section->kind != Node::Kind::map) not_a_map(*section);
     const Node* on = section->find("enabled");
-    if (!on) return Switch::off;  // DeepSpeed's "enabled" defaults to false
+    if (!on) return Toggle::off;  // DeepSpeed's "enabled" defaults to false
     *where = on;
-    if (on->kind == Node::Kind::scalar && on->text == "auto") return Switch::automatic;
-    return as_bool(*on) ? Switch::on : Switch::off;
+    if (on->kind == Node::Kind::scalar && on->text == "auto") return Toggle::automatic;
+    return as_bool(*on) ? Toggle::on : Toggle::off;
   }
-  return Switch::absent;
+  return Toggle::absent;
 }
 
 void copy_field(ReadState& st, const LoadedConfig& from, const std::string& field) {
@@ -525,13 +525,13 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
   // src/accelerate/utils/dataclasses.py @ v1.14.0 L1413-1440).
   const Node* bf_where = &named_by;
   const Node* fp_where = &named_by;
-  const Switch bf = half_switch(root, {"bf16", "bfloat16"}, &bf_where);
-  const Switch fp = half_switch(root, {"fp16"}, &fp_where);
-  auto check = [&](Switch sw, bool theirs, const Node* at, const std::string& their_key) {
-    if (!fill.must_match || (sw != Switch::on && sw != Switch::off)) return;
-    if ((sw == Switch::on) != theirs)
+  const Toggle bf = half_switch(root, {"bf16", "bfloat16"}, &bf_where);
+  const Toggle fp = half_switch(root, {"fp16"}, &fp_where);
+  auto check = [&](Toggle sw, bool theirs, const Node* at, const std::string& their_key) {
+    if (!fill.must_match || (sw != Toggle::on && sw != Toggle::off)) return;
+    if ((sw == Toggle::on) != theirs)
       throw InputError(at->where,
-                       fmt::format("{} is {} in the DeepSpeed config but {} is {}", at->path, sw == Switch::on ? "true" : "false",
+                       fmt::format("{} is {} in the DeepSpeed config but {} is {}", at->path, sw == Toggle::on ? "true" : "false",
                                    their_key, theirs ? "true" : "false"),
                        fmt::format("the HF Trainer refuses DeepSpeed values that differ from TrainingArguments ({}); write "
                                    "\"auto\" or the same value",
@@ -539,15 +539,15 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
   };
   check(bf, fill.bf16, bf_where, fill.bf16_key);
   check(fp, fill.fp16, fp_where, fill.fp16_key);
-  const bool bf_on = bf == Switch::on || ((bf == Switch::automatic || bf == Switch::absent) && fill.bf16);
-  const bool fp_on = fp == Switch::on || ((fp == Switch::automatic || fp == Switch::absent) && fill.fp16);
+  const bool bf_on = bf == Toggle::on || ((bf == Toggle::automatic || bf == Toggle::absent) && fill.bf16);
+  const bool fp_on = fp == Toggle::on || ((fp == Toggle::automatic || fp == Toggle::absent) && fill.fp16);
   if (bf_on && fp_on)
     throw InputError(fp_where->where, "the DeepSpeed config enables both bf16 and fp16",
                      "DeepSpeed trains in one 16-bit type: enable one of them");
-  const Node* at = bf_on ? bf_where : fp_on ? fp_where : bf != Switch::absent ? bf_where : fp_where;
+  const Node* at = bf_on ? bf_where : fp_on ? fp_where : bf != Toggle::absent ? bf_where : fp_where;
   r.precision = bf_on ? Precision::mixed_bf16 : fp_on ? Precision::mixed_fp16 : Precision::fp32;
   r.precision_where = at->where;
-  const bool from_launcher = (bf_on && bf != Switch::on) || (fp_on && fp != Switch::on);
+  const bool from_launcher = (bf_on && bf != Toggle::on) || (fp_on && fp != Toggle::on);
   r.precision_text = from_launcher ? fmt::format("{} (DeepSpeed {} from {})", at->path, bf_on ? "bf16" : "fp16",
                                                  bf_on ? fill.bf16_key : fill.fp16_key)
                                    : at->path;

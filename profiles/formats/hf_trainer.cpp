@@ -282,10 +282,10 @@ void read_peft(const Node& root, ReadState& st, HfRead& r) {
     }
     if (const Node* n = root.find("use_bnb_nested_quant")) {
       f.double_quant = flag_of(*n);
-      note(st, "finetune.double_quant", *n);
+      note(st, path(Switch::double_quant), *n);
     } else {
       f.double_quant = false;
-      note_default(st, "finetune.double_quant", "TRL ModelConfig use_bnb_nested_quant=False (trl/trainer/model_config.py @ v1.9.0 L164-165)");
+      note_default(st, path(Switch::double_quant), "TRL ModelConfig use_bnb_nested_quant=False (trl/trainer/model_config.py @ v1.9.0 L164-165)");
     }
   }
   if (const Node* n = root.find("use_dora"); n && flag_of(*n))
@@ -324,7 +324,7 @@ void read_runtime(const Node& root, ReadState& st, const HfRead& r) {
   const bool liger_on = liger && flag_of(*liger);
   if (liger) {
     s.runtime.liger = liger_on;
-    note(st, "runtime.liger", *liger);
+    note(st, path(Switch::liger), *liger);
   }
   if (const Node* n = root.find("liger_kernel_config"); n && liger_on && n->kind == Node::Kind::map)
     if (const Node* flce = n->find("fused_linear_cross_entropy"); flce && !flag_of(*flce)) {
@@ -337,12 +337,12 @@ void read_runtime(const Node& root, ReadState& st, const HfRead& r) {
       const bool on = std::string(k) == "torch_compile" ? flag_of(*n) : true;
       if (on || std::string(k) == "torch_compile") {
         s.runtime.compile = on;
-        note(st, "runtime.compile", *n);
+        note(st, path(Switch::compile), *n);
       }
     }
   if (const Node* n = root.find("activation_offloading")) {
     s.runtime.activation_offload = flag_of(*n);
-    note(st, "runtime.activation_offload", *n);
+    note(st, path(Switch::activation_offload), *n);
   }
   // The SFT loss: TRL 1.7+ defaults to chunked_nll, whose lm_head + cross-entropy run in
   // checkpointed chunks (no full logits): memplan's fused-linear loss.

@@ -435,7 +435,7 @@ void resolve_precision(Pl& t) {
   }
   if (t.precision) {
     t.st.set("precision", s.precision, v, *t.precision);
-    if (fp8) t.st.set("runtime.fp8", s.runtime.fp8, true, *t.precision);
+    if (fp8) t.st.set(Switch::fp8, true, *t.precision);
   } else {
     s.precision = v;
     t.st.by_default("precision", fmt::format("Lightning default: Trainer(precision=None) = \"32-true\" ({} "

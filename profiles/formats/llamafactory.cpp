@@ -200,9 +200,9 @@ void read_llamafactory(const Node& root, ReadState& st) {
       f.double_quant = true;
       if (const Node* d = root.find("double_quantization")) {
         f.double_quant = yes(*d);
-        note(st, "finetune.double_quant", *d);
+        note(st, path(Switch::double_quant), *d);
       } else {
-        note_default(st, "finetune.double_quant", fmt::format("LLaMA-Factory default double_quantization=True ({} L291-294)", kModelArgs));
+        note_default(st, path(Switch::double_quant), fmt::format("LLaMA-Factory default double_quantization=True ({} L291-294)", kModelArgs));
       }
     } else if (bits == 8) {
       f.mode = FinetuneMode::lora;
@@ -245,7 +245,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
   // linear cross-entropy; model/model_utils/liger_kernel.py, require_logits=stage not in pt/sft).
   if (const Node* n = root.find("enable_liger_kernel")) {
     s.runtime.liger = yes(*n);
-    note(st, "runtime.liger", *n);
+    note(st, path(Switch::liger), *n);
     if (s.runtime.liger && stage != "pt" && stage != "sft") {
       s.runtime.loss = LossImpl::standard;
       note(st, "runtime.loss", *n, fmt::format("enable_liger_kernel with stage {}: the logits are kept (no fused loss)", stage));
@@ -255,7 +255,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
   else note_default(st, "optimizer", fmt::format("TrainingArguments default optim: adamw_torch (adamw_torch_fused when torch >= 2.8) ({})", kTrainingArgs));
   if (const Node* n = root.find("torch_compile")) {
     s.runtime.compile = yes(*n);
-    note(st, "runtime.compile", *n);
+    note(st, path(Switch::compile), *n);
   }
   for (const char* k : {"fsdp", "fsdp_config"})
     if (const Node* n = root.find(k))

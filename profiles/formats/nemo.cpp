@@ -198,7 +198,7 @@ const Table& model_keys() {
          t.flash = as_bool(n);
          t.flash_node = &n;
        }},
-      {{"fp8"}, [](const Node& n, Nemo& t) { t.st.set("runtime.fp8", t.s().runtime.fp8, as_bool(n), n); }},
+      {{"fp8"}, [](const Node& n, Nemo& t) { t.st.set(Switch::fp8, as_bool(n), n); }},
       {{"fsdp"}, [](const Node& n, Nemo& t) {
          if (as_bool(n)) t.st.set("parallel.fsdp", t.s().parallel.fsdp, FsdpMode::full_shard, n);
        }},
@@ -210,14 +210,14 @@ const Table& model_keys() {
        }},
       {{"cpu_offloading"}, [](const Node& n, Nemo& t) {
          if (!as_bool(n)) return;
-         t.st.set("runtime.activation_offload", t.s().runtime.activation_offload, true, n);
+         t.st.set(Switch::activation_offload, true, n);
          t.st.unmodelled(n, "Transformer Engine offloads the activations of num_layers - 1 layers (and, with "
                             "cpu_offloading_weights, their weights) to the host; the estimate offloads every layer's activations "
                             "and keeps the weights");
        }},
       {{"fp16_lm_cross_entropy"}, [](const Node& n, Nemo& t) {
          // The unreduced cross-entropy in 16 bits: no fp32 copy of the logits.
-         if (as_bool(n)) t.st.set("runtime.loss_upcast", t.s().runtime.loss_upcast, false, n);
+         if (as_bool(n)) t.st.set(Switch::loss_upcast, false, n);
        }},
       {{"fp32_residual_connection"}, [](const Node& n, Nemo& t) {
          if (as_bool(n))
@@ -492,7 +492,7 @@ void resolve_parallel(Nemo& t) {
     t.st.defer("parallel.num_gpus", t.devices_node->where,
                "trainer.devices: -1 uses every visible GPU, a count the file does not hold; estimating 1 per node",
                "pass --gpus N (devices x num_nodes)");
-  if (t.sequence_parallel) t.st.set("parallel.sequence_parallel", p.sequence_parallel, true, *t.sequence_parallel);
+  if (t.sequence_parallel) t.st.set(Switch::sequence_parallel, true, *t.sequence_parallel);
   // Attention: Transformer Engine's fused attention, else the legacy path's flash-attn switch,
   // else Megatron's own DotProductAttention with the scores materialised.
   if (t.te) t.st.set("attention", s.attention, AttentionImpl::flash, *t.te_node);

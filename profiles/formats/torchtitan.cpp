@@ -193,7 +193,7 @@ const Table& training_keys() {
          if (as_bool(n)) t.cpu_offload = &n;
        }},
       {{"compile"}, [](const Node& n, Tt& t) {  // before 08b8b244f: [training] compile = true
-         t.st.set("runtime.compile", t.s().runtime.compile, as_bool(n), n);
+         t.st.set(Switch::compile, as_bool(n), n);
          t.old_compile = &n;
        }},
       {{"data_parallel_replicate_degree"}, [](const Node& n, Tt& t) { degree(n, t, &Tt::replicate, &Tt::replicate_node); }},
@@ -229,7 +229,7 @@ const Table& checkpoint_keys() {  // [activation_checkpoint]
 
 const Table& compile_keys() {
   static const Table k = {
-      {{"enable"}, [](const Node& n, Tt& t) { t.st.set("runtime.compile", t.s().runtime.compile, as_bool(n), n); }},
+      {{"enable"}, [](const Node& n, Tt& t) { t.st.set(Switch::compile, as_bool(n), n); }},
       // Which parts compile.enable compiles (torchtitan/config/job_config.py Compile.components,
       // default ["model", "loss"]): the loss only when "loss" is listed. The framework default
       // (runtime.compile_loss = runtime.compile) covers a section without it.
@@ -265,7 +265,7 @@ const Table& optimizer_keys() {
                   as_choice<OptimizerImpl>(n, "optimizer implementation", parse_optimizer_impl, {"for-loop", "foreach", "fused"}), n);
        }},
       {{"early_step_in_backward"}, [](const Node& n, Tt& t) {
-         t.st.set("runtime.optimizer_in_backward", t.s().runtime.optimizer_in_backward, as_bool(n), n);
+         t.st.set(Switch::optimizer_in_backward, as_bool(n), n);
        }},
       {{"lr", "eps", "weight_decay", "beta1", "beta2"}, [](const Node&, Tt&) {}},
   };
@@ -275,10 +275,10 @@ const Table& optimizer_keys() {
 const Table& float8_keys() {  // [float8] before 5b5d46856 (2025-09-26)
   static const Table k = {
       {{"enable_float8_linear"}, [](const Node& n, Tt& t) {
-         if (as_bool(n)) t.st.set("runtime.fp8", t.s().runtime.fp8, true, n);
+         if (as_bool(n)) t.st.set(Switch::fp8, true, n);
        }},
       {{"force_recompute_fp8_weight_in_bwd"}, [](const Node& n, Tt& t) {
-         t.st.set("runtime.fp8_recompute_weight", t.s().runtime.fp8_recompute_weight, as_bool(n), n);
+         t.st.set(Switch::fp8_recompute_weight, as_bool(n), n);
        }},
       {{"enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp", "filter_fqns", "recipe_name", "emulate"},
        [](const Node&, Tt&) {}},
@@ -322,7 +322,7 @@ const Table& root_keys() {
          const Node* lin = n.kind == Node::Kind::map ? n.find("linear") : nullptr;
          const Node* f8 = lin && lin->kind == Node::Kind::map ? lin->find("float8") : nullptr;
          if (const Node* r = f8 && f8->kind == Node::Kind::map ? f8->find("force_recompute_fp8_weight_in_bwd") : nullptr)
-           t.st.set("runtime.fp8_recompute_weight", t.s().runtime.fp8_recompute_weight, as_bool(*r), *r);
+           t.st.set(Switch::fp8_recompute_weight, as_bool(*r), *r);
        }},
       {{"job", "profiling", "metrics", "lr_scheduler", "checkpoint", "validation", "comm", "fault_tolerance",
         "memory_estimation", "debug", "mx", "dataloader"},
@@ -361,9 +361,9 @@ void resolve_parallel(Tt& t) {
   // The loss compiles with the model when [compile] lists it; the older [training] compile left
   // torch.compile(loss_fn) commented out (torchtitan train.py @ 9dec370a L136-138).
   if (t.components_node)
-    t.st.set("runtime.compile_loss", s.runtime.compile_loss, s.runtime.compile && t.components_loss, *t.components_node);
+    t.st.set(Switch::compile_loss, s.runtime.compile && t.components_loss, *t.components_node);
   else if (t.old_compile)
-    t.st.set("runtime.compile_loss", s.runtime.compile_loss, false, *t.old_compile);
+    t.st.set(Switch::compile_loss, false, *t.old_compile);
   if (t.tp_node) t.st.set("parallel.tensor_parallel", p.tensor_parallel, t.tp, *t.tp_node);
   if (t.pp_node) t.st.set("parallel.pipeline_parallel", p.pipeline_parallel, t.pp, *t.pp_node);
   if (t.ep_node) t.st.set("parallel.expert_parallel", p.expert_parallel, t.ep, *t.ep_node);
@@ -531,9 +531,9 @@ void resolve_checkpointing(Tt& t) {
 void resolve_converters(Tt& t) {
   for (const std::string& c : t.converters) {
     if (c == "float8" || c == "quantize.linear.float8" || c == "quantize.grouped_mm.float8") {
-      t.st.set("runtime.fp8", t.s().runtime.fp8, true, *t.converters_node);
+      t.st.set(Switch::fp8, true, *t.converters_node);
     } else if (c == "mx" || c == "quantize.linear.mx" || c == "quantize.grouped_mm.mx") {
-      t.st.set("runtime.fp8", t.s().runtime.fp8, true, *t.converters_node);
+      t.st.set(Switch::fp8, true, *t.converters_node);
       t.st.unmodelled(*t.converters_node, "MX (microscaling) training is estimated as float8 linears");
     }
   }

@@ -385,7 +385,7 @@ void set_loss(const Node& n, Tt& t) {
     r.loss_chunks = chunks;
   }
   t.st.note("runtime.loss", *c);
-  t.st.note("runtime.loss_upcast", *c);
+  t.st.note(path(Switch::loss_upcast), *c);
 }
 
 void distributed_key(const Node& n, Tt& t) {
@@ -435,7 +435,7 @@ const Table& root_keys() {
       {{"optimizer_in_bwd"}, [](const Node& n, Tt& t) {
          // Read by the full fine-tuning recipes only (the LoRA recipes have no such key).
          if (t.variant == Variant::full)
-           t.st.set("runtime.optimizer_in_backward", t.s().runtime.optimizer_in_backward, as_bool(n), n);
+           t.st.set(Switch::optimizer_in_backward, as_bool(n), n);
        }},
       {{"device"}, [](const Node& n, Tt& t) {
          const std::string d = lower(as_text(n));
@@ -449,11 +449,11 @@ const Table& root_keys() {
       {{"enable_activation_offloading"}, [](const Node& n, Tt& t) {
          if (!as_bool(n)) return;
          t.activation_offload = &n;
-         t.st.set("runtime.activation_offload", t.s().runtime.activation_offload, true, n);
+         t.st.set(Switch::activation_offload, true, n);
        }},
       {{"ac_mode"}, [](const Node& n, Tt& t) { t.ac_mode = &n; }},
       {{"ac_option"}, [](const Node& n, Tt& t) { t.ac_option = &n; }},
-      {{"compile"}, [](const Node& n, Tt& t) { t.st.set("runtime.compile", t.s().runtime.compile, as_bool(n), n); }},
+      {{"compile"}, [](const Node& n, Tt& t) { t.st.set(Switch::compile, as_bool(n), n); }},
       {{"fsdp_cpu_offload"}, [](const Node& n, Tt& t) {
          distributed_key(n, t);
          if (as_bool(n)) t.fsdp_cpu_offload = &n;

@@ -71,17 +71,22 @@ class ConfigWarning(UserWarning):
 
 
 _flag_cache = {}
+_negation_cache = {}  # command -> {keyword: "--no-NAME"} for the switches that have one
 
 
 def flags(command):
     """The keyword arguments ``memplan.COMMAND()`` takes: {keyword: (flag, takes a value, help)}."""
     if command not in _flag_cache:
-        table = {}
+        table, negations = {}, {}
         for names, _type_name, takes_value, description in _memplan.flags(command):
             if names[0] in _NOT_KEYWORDS:
                 continue
-            table[names[0].replace("-", "_")] = ("--" + names[0], takes_value, description)
+            key = names[0].replace("-", "_")
+            table[key] = ("--" + names[0], takes_value, description)
+            if not takes_value and "no-" + names[0] in names:
+                negations[key] = "--no-" + names[0]
         _flag_cache[command] = table
+        _negation_cache[command] = negations
     return _flag_cache[command]
 
 
@@ -188,8 +193,12 @@ def _run(command, kwargs):
                 if not isinstance(value, bool):
                     raise InputError(f"is a switch: pass True or False (got {value!r})", flag=flag, keyword=key,
                                      hint=f"{key}=True")
+                # A switch with a --no- form (liger=False: --no-liger) says so; a plain flag
+                # (strict=False) is simply not given.
                 if value:
                     args.append(flag)
+                elif key in _negation_cache[command]:
+                    args.append(_negation_cache[command][key])
                 continue
             args += [flag, _value_text(command, key, flag, value, temps)]
         args.append("--json")

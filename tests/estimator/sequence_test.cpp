@@ -215,7 +215,7 @@ TEST_CASE("sequence: H200 LoRA and compiled-loss loops, reserved and allocated")
       si.lora_targets = lo.at("targets").get<std::string>();
       si.adapter_dtype = lo.at("adapter_dtype").get<std::string>();
     }
-    if (c.value("loss", "") == "compiled") si.compile_loss = true;
+    if (c.value("loss", "") == "compiled") si.switch_flag(Switch::compile_loss) = true;
     TrainingSetup st = profiles::build_setup(si).setup;
     st.device.kind = DeviceKind::cuda;
     const ReservedPrediction p = predict_reserved(st, false);

@@ -133,13 +133,13 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
     in.lora_alpha = 64;
     in.lora_targets = "q,v";
     in.optimizer_impl = "fused";
-    in.compile = true;
+    in.switch_flag(Switch::compile) = true;
     cases.push_back({"torchtune LoRA, 2 GPUs, fused AdamW, compile", "torchtune", in, 32});
   }
   {
     profiles::SetupInputs in = inputs("llama-3.1-8b", "a10g", 8, 2048);
     in.checkpointing = "full";
-    in.activation_offload = true;
+    in.switch_flag(Switch::activation_offload) = true;
     in.loss = "fused-linear";
     cases.push_back({"torchtune full, offloaded activations, fused linear loss", "torchtune", in, 64});
   }

@@ -267,7 +267,7 @@ TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the
   auto with = [](const char* framework, bool compile, const char* loss) {
     SetupInputs in = with_model("llama-2-7b");
     in.framework = framework;
-    in.compile = compile;
+    in.switch_flag(Switch::compile) = compile;
     in.loss = loss;
     in.finetune = "lora";
     return build_setup(in).setup;
@@ -279,7 +279,7 @@ TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the
   {
     SetupInputs full = with_model("llama-2-7b");
     full.framework = "torchtune";
-    full.compile = true;
+    full.switch_flag(Switch::compile) = true;
     full.loss = "standard";
     CHECK_FALSE(build_setup(full).setup.runtime.compile_loss);  // the full recipes drop it
   }
@@ -301,10 +301,10 @@ TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the
   SetupInputs in = with_model("llama-2-7b");
   in.framework = "torchtune";
   in.finetune = "lora";
-  in.compile = true;
-  in.compile_loss = false;
+  in.switch_flag(Switch::compile) = true;
+  in.switch_flag(Switch::compile_loss) = false;
   in.adapter_dtype = "fp32";
-  in.fsdp_no_sync = true;
+  in.switch_flag(Switch::fsdp_no_sync) = true;
   const BuiltSetup b = build_setup(in);
   CHECK_FALSE(b.setup.runtime.compile_loss);
   CHECK(b.setup.finetune.adapter_fp32);

@@ -194,6 +194,17 @@ class Errors(unittest.TestCase):
         with self.assertRaises(memplan.InputError):
             memplan.plan(model="gpt2", gpu="rtx-4090", global_batch=8, no_offload="yes")
 
+    def test_a_false_switch_is_its_no_form(self):
+        # loss_upcast=False is --no-loss-upcast (the registry's negation), not "left to the default":
+        # the document shows it off and the keyword as where it came from.
+        doc = memplan.estimate(model="gpt2", seq_len=128, loss_upcast=False, from_interpreter=False)
+        self.assertFalse(doc["setup"]["runtime"]["loss_upcast"])
+        self.assertEqual(doc["setup"]["sources"]["runtime.loss_upcast"], "--loss-upcast")
+        doc = memplan.estimate(model="gpt2", seq_len=128, framework="litgpt", keep_logits=False, from_interpreter=False)
+        self.assertFalse(doc["setup"]["runtime"]["keep_logits"])  # LitGPT's default would keep them
+        # A plain flag without a --no- form: False leaves it out.
+        memplan.estimate(model="gpt2", seq_len=128, strict=False, from_interpreter=False)
+
     def test_dict_errors_name_the_argument(self):
         with self.assertRaises(memplan.InputError) as caught:
             memplan.estimate(model={"model_type": "gpt2", "n_embd": "wide"})

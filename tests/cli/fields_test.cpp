@@ -1,0 +1,197 @@
+// The switch registry (estimator/fields.h), row by row and both ways: the flag sets the field (its
+// provenance: the flag), `estimate --json` shows it in setup.runtime and setup.sources, the memplan
+// YAML `plan --emit memplan` writes carries it, and reading that file back builds the same setup;
+// every YAML key and alias of the row reads into the field with its file:line. A row added to the
+// table is covered here without a line of test; one that needs other settings to mean anything
+// (fp8_recompute_weight needs fp8) gets them in kContext.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "estimator/fields.h"
+#include "planner/emit.h"
+#include "profiles/profiles.h"
+
+using nlohmann::json;
+using namespace memplan;
+
+namespace {
+
+// What a switch needs around it to be in effect: flags, and the same as memplan YAML lines of
+// each section, each "  key: value\n" (the switch's own line is written by the test).
+struct Context {
+  std::vector<std::string> flags;
+  std::string hardware_yaml, training_yaml, runtime_yaml, lora_yaml;
+};
+const std::map<Switch, Context>& contexts() {
+  static const std::map<Switch, Context> c = {
+      {Switch::compile_loss, {{"--compile"}, "", "", "  compile: true\n", ""}},
+      {Switch::fsdp_no_sync,
+       {{"--fsdp", "full", "--gpus", "2", "--grad-accum", "2"}, "  num_gpus: 2\n", "  gradient_accumulation_steps: 2\n",
+        "  fsdp: full\n", ""}},
+      {Switch::fp8_recompute_weight, {{"--fp8"}, "", "", "  fp8: true\n", ""}},
+      {Switch::double_quant, {{"--finetune", "qlora"}, "", "", "", "  method: qlora\n"}},
+      {Switch::sequence_parallel, {{"--tensor-parallel", "2", "--gpus", "2"}, "  num_gpus: 2\n", "  tensor_parallel: 2\n", "", ""}},
+  };
+  return c;
+}
+Context context(Switch id) {
+  const auto it = contexts().find(id);
+  return it == contexts().end() ? Context{} : it->second;
+}
+
+const std::vector<std::string> kBase = {"--model", "llama-3.2-1b", "--gpu", "h100-80gb", "--seq-len", "256"};
+
+std::vector<std::string> flags_for(const SwitchField& f, bool v) {
+  std::vector<std::string> a = kBase;
+  for (const std::string& x : context(f.id).flags) a.push_back(x);
+  a.push_back(v ? std::string(f.flag) : f.negation());
+  return a;
+}
+
+profiles::BuiltSetup build_from_flags(const std::vector<std::string>& args) {
+  CLI::App app;
+  profiles::SetupInputs in;
+  cli::add_setup_flags(app, in);
+  std::vector<const char*> argv = {"memplan"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  return profiles::build_setup(in);
+}
+
+profiles::BuiltSetup build_from_yaml(const std::string& text) {
+  const profiles::LoadedConfig cfg = profiles::load_config_text(text, "switch.yaml", "switch.yaml");
+  profiles::SetupInputs in;
+  in.config = "switch.yaml";
+  return profiles::build_setup(in, cfg);
+}
+
+json estimate_json(const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"memplan", "estimate", "--json"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<const char*> argv;
+  for (const std::string& a : all) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  const int code = cli::run(static_cast<int>(argv.size()), argv.data(), out, err);
+  INFO(err.str());
+  REQUIRE((code == 0 || code == 1));
+  return json::parse(out.str());
+}
+
+}  // namespace
+
+TEST_CASE("switch registry: paths, flags and keys are unique, every row is in order and registered on the commands") {
+  std::set<std::string> paths, flags;
+  std::map<std::string, std::set<std::string>> keys;  // by section
+  CLI::App app;
+  profiles::SetupInputs in;
+  cli::add_setup_flags(app, in);
+  for (size_t i = 0; i < kSwitchCount; ++i) {
+    const SwitchField& f = switch_fields()[i];
+    const std::string shown_path = f.path;
+        CAPTURE(shown_path);
+    CHECK(static_cast<size_t>(f.id) == i);
+    CHECK(paths.insert(f.path).second);
+    CHECK(flags.insert(f.flag).second);
+    CHECK(std::string(f.flag).rfind("--", 0) == 0);
+    const std::string section = f.section();
+    CHECK((section == "runtime" || section == "finetune" || section == "parallel"));
+    CHECK(keys[section].insert(f.key()).second);
+    for (const char* a : f.aliases)
+      if (a) CHECK(keys[section].insert(a).second);
+    CHECK(std::string(f.help).size() > 10);
+    CHECK(std::string(f.default_source).size() > 10);
+    // Both spellings are options of every command that takes the setup flags.
+    CHECK(app.get_option_no_throw(f.flag) != nullptr);
+    CHECK(app.get_option_no_throw(f.negation()) != nullptr);
+    // The member behind the path: set and read back.
+    TrainingSetup s;
+    const bool was = f.get(s);
+    f.set(s, !was);
+    CHECK(f.get(s) == !was);
+  }
+}
+
+TEST_CASE("switch registry: flag -> setup -> estimate JSON -> memplan YAML -> setup, for every row and both values") {
+  for (const SwitchField& f : switch_fields()) {
+    for (const bool v : {true, false}) {
+      const std::string shown_path = f.path;
+        CAPTURE(shown_path);
+      CAPTURE(v);
+      const std::vector<std::string> args = flags_for(f, v);
+      const profiles::BuiltSetup b = build_from_flags(args);
+      CHECK(f.get(b.setup) == v);
+      CHECK(b.origin.of(f.id).flag == f.flag);
+
+      const json doc = estimate_json(args);
+      const json& setup = doc.at("setup");
+      if (f.section() == "runtime") CHECK(setup.at("runtime").at(f.key()) == v);
+      CHECK(setup.at("sources").at(f.path) == f.flag);
+
+      planner::EmitContext c;
+      c.setup = b.setup;
+      c.model = {planner::ModelRef::Kind::preset, "llama-3.2-1b"};
+      c.gpu = "h100-80gb";
+      c.global_batch = b.setup.batch.micro_batch * b.setup.batch.grad_accum * b.setup.parallel.data_parallel();
+      const std::string yaml = planner::emit(c, planner::EmitFormat::memplan);
+      CAPTURE(yaml);
+      const profiles::BuiltSetup back = build_from_yaml(yaml);
+      CHECK(f.get(back.setup) == v);
+      // The whole setup reads back, not only this switch.
+      CHECK(cli::setup_json(back.setup) == cli::setup_json(b.setup));
+    }
+  }
+}
+
+TEST_CASE("switch registry: each YAML key and alias reads into its field, noted at its line") {
+  for (const SwitchField& f : switch_fields()) {
+    std::vector<std::string> names = {f.key()};
+    for (const char* a : f.aliases)
+      if (a) names.emplace_back(a);
+    const Context ctx = context(f.id);
+    for (const std::string& name : names) {
+      for (const bool v : {true, false}) {
+        const std::string shown_path = f.path;
+        CAPTURE(shown_path);
+        CAPTURE(name);
+        std::string y = "model: llama-3.2-1b\nhardware:\n  gpu: h100-80gb\n" + ctx.hardware_yaml;
+        y += "training:\n  seq_len: 256\n" + ctx.training_yaml;
+        int line = 0;
+        auto count_lines = [&y] { return static_cast<int>(std::count(y.begin(), y.end(), '\n')); };
+        const std::string value = v ? "true" : "false";
+        const std::string section = f.section();
+        if (section == "parallel") {
+          line = count_lines() + 1;
+          y += fmt::format("  {}: {}\n", name, value);
+        }
+        if (section == "runtime" || !ctx.runtime_yaml.empty()) y += "runtime:\n" + ctx.runtime_yaml;
+        if (section == "runtime") {
+          line = count_lines() + 1;
+          y += fmt::format("  {}: {}\n", name, value);
+        }
+        if (section == "finetune" || !ctx.lora_yaml.empty()) {
+          y += "lora:\n" + ctx.lora_yaml;
+          if (section == "finetune") {
+            line = count_lines() + 1;
+            y += fmt::format("  {}: {}\n", name, value);
+          }
+        }
+        CAPTURE(y);
+        const profiles::BuiltSetup b = build_from_yaml(y);
+        CHECK(f.get(b.setup) == v);
+        const Where w = b.origin.of(f.id);
+        CHECK(w.file == "switch.yaml");
+        CHECK(w.line == line);
+      }
+    }
+  }
+}
