@@ -70,7 +70,7 @@ std::string live_line(double t, const std::vector<watch::DeviceReading>& r, cons
   } else {
     for (const auto& d : r) memory += fmt::format("{}GPU{} {}", memory.empty() ? "" : ", ", d.index, gb_pair(d.used_bytes, d.total_bytes));
   }
-  return fmt::format("[{:.1f}s] Memory: {}, Status: {}", t, memory, watch::band_of(fraction(top.used_bytes, top.total_bytes), th));
+  return fmt::format("[{:.1f}s] Memory: {}, Status: {}", t, memory, to_string(band_of(fraction(top.used_bytes, top.total_bytes), th)));
 }
 
 nlohmann::json devices_json(const std::vector<watch::DeviceReading>& r) {
@@ -247,9 +247,7 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
   double next_sample = 0, next_print = f.interval;
   watch::DeviceReading peak;
   double peak_t = 0;
-  std::string worst = "normal";
-  const char* kBands[] = {"normal", "warning", "critical", "emergency"};
-  const auto rank = [&](const std::string& b) { return static_cast<int>(std::find(std::begin(kBands), std::end(kBands), b) - std::begin(kBands)); };
+  Band worst = Band::normal;
   watch::ChildExit ended;
   // Sample before asking whether the child ended, so that even a command that exits at once has one reading
   // (and a GPU name) behind its peak line.
@@ -266,16 +264,16 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
         r = sampler->read();
       }
       const auto& top = fullest(r);
-      const std::string band = watch::band_of(fraction(top.used_bytes, top.total_bytes), th);
+      const Band band = band_of(fraction(top.used_bytes, top.total_bytes), th);
       if (top.used_bytes > peak.used_bytes) {
         peak = top;
         peak_t = t;
       }
-      const bool worse = rank(band) > rank(worst);
+      const bool worse = band > worst;
       if (worse) worst = band;
       nlohmann::json rec = {{"kind", "sample"}, {"t", t}, {"devices", devices_json(r)}, {"used_bytes", top.used_bytes},
                             {"capacity_bytes", top.total_bytes}, {"utilization", fraction(top.used_bytes, top.total_bytes)},
-                            {"band", band}};
+                            {"band", to_string(band)}};
       log.write(rec);
       if (t >= next_print || worse) {
         io.err << live_line(t, r, th) << "\n";
@@ -301,7 +299,7 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
                           strsignal(ended.signal), t, ended.exit_code);
   else
     io.err << fmt::format("memplan watch: '{}' exited with {} after {:.1f} s\n", cmd, ended.exit_code, t);
-  const std::string band = watch::band_of(fraction(peak.used_bytes, peak.total_bytes), th);
+  const std::string band = to_string(band_of(fraction(peak.used_bytes, peak.total_bytes), th));
   io.err << fmt::format("  peak: {} of {} ({:.1f}%, {}) on {}{}\n", gib(peak.used_bytes), gib(peak.total_bytes),
                         100 * fraction(peak.used_bytes, peak.total_bytes), band,
                         source == "process" ? "the process tree (RSS)" : fmt::format("GPU{} {}", peak.index, peak.name),
@@ -315,7 +313,7 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
   }
   log.write({{"kind", "end"}, {"t", t}, {"exit_code", ended.exit_code}, {"signal", ended.signal}, {"peak_bytes", peak.used_bytes},
              {"capacity_bytes", peak.total_bytes}, {"peak_t", peak_t >= 0 ? nlohmann::json(peak_t) : nlohmann::json(nullptr)},
-             {"band", band}, {"worst_band", worst}, {"max_rss_bytes", ended.max_rss_bytes},
+             {"band", band}, {"worst_band", to_string(worst)}, {"max_rss_bytes", ended.max_rss_bytes},
              {"estimate_peak_bytes", estimate_peak ? nlohmann::json(*estimate_peak) : nlohmann::json(nullptr)}});
   return ended.exit_code;
 }

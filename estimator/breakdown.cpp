@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
+
+#include "estimator/error.h"
+
 #include "estimator/checked.h"
 #include "estimator/estimate.h"
 
@@ -81,14 +85,34 @@ Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s) {
   v.fits = peak <= target_bytes(s);
   v.runs = b.runs >= 0 ? b.runs == 1 : peak <= cap;
   if (!v.runs) v.fits = false;  // what does not run on the card cannot fit its target
-  const Thresholds& t = s.thresholds;
-  if (v.utilization > 1.0) v.status = "out_of_memory";
-  else if (v.utilization >= t.emergency) v.status = "emergency";
-  else if (v.utilization >= t.critical) v.status = "critical";
-  else if (v.utilization >= t.warning) v.status = "warning";
-  else if (v.utilization > t.target) v.status = "above_target";
-  else v.status = "normal";
+  v.status = to_string(band_of(v.utilization, s.thresholds));
   return v;
+}
+
+Band band_of(double u, const Thresholds& t) {
+  if (u > 1.0) return Band::out_of_memory;
+  if (u >= t.emergency) return Band::emergency;
+  if (u >= t.critical) return Band::critical;
+  if (u >= t.warning) return Band::warning;
+  if (u > t.target) return Band::above_target;
+  return Band::normal;
+}
+
+namespace {
+constexpr const char* kBandNames[] = {"normal", "above_target", "warning", "critical", "emergency", "out_of_memory"};
+static_assert(std::size(kBandNames) == static_cast<size_t>(Band::count), "a band without a name");
+}  // namespace
+
+const char* to_string(Band b) {
+  const size_t i = static_cast<size_t>(b);
+  MEMPLAN_CHECK(i < std::size(kBandNames), "no such band");
+  return kBandNames[i];
+}
+
+std::optional<Band> parse_band(const std::string& name) {
+  for (size_t i = 0; i < std::size(kBandNames); ++i)
+    if (name == kBandNames[i]) return static_cast<Band>(i);
+  return std::nullopt;
 }
 
 }  // namespace memplan

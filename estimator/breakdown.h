@@ -5,6 +5,7 @@
 #include "estimator/checked.h"
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -136,6 +137,16 @@ struct MemoryBreakdown {
   int64_t host_pinned_bytes() const;  // the pinned part of them
 };
 
+// The memory bands (Thresholds, setup.h), the one definition the verdicts, `memplan watch`, its
+// monitor log and the Python monitor share: a fraction u of the device's memory is
+//   normal        u <= target           above_target  target < u < warning
+//   warning       warning <= u < critical   critical  critical <= u < emergency
+//   emergency     emergency <= u <= 1       out_of_memory  u > 1
+enum class Band { normal, above_target, warning, critical, emergency, out_of_memory, count };
+Band band_of(double utilization, const Thresholds& t);
+const char* to_string(Band b);  // "normal", "above_target", ...
+std::optional<Band> parse_band(const std::string& name);
+
 // Where a peak sits against the device's memory bands.
 struct Verdict {
   bool known = false;        // false when the device capacity is unknown
@@ -143,9 +154,7 @@ struct Verdict {
   bool runs = false;         // the step runs on the card at all (needed <= capacity, or the replay ran there)
   double utilization = 0;    // needed / capacity
   int64_t headroom_bytes = 0;  // target * capacity - needed (negative when over)
-  // The band (Thresholds, setup.h): normal (<= target), above_target (< warning),
-  // warning (< critical), critical (< emergency), emergency (<= 100%), out_of_memory.
-  std::string status;
+  std::string status;  // the band of `utilization` (band_of), by name
 };
 Verdict judge(const MemoryBreakdown& b, const TrainingSetup& s);
 

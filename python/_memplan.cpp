@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "cli/commands.h"
+#include "estimator/breakdown.h"
 #include "estimator/error.h"
 #include "profiles/profiles.h"
 
@@ -86,6 +87,16 @@ PYBIND11_MODULE(_memplan, m) {
   m.def("nearest", [](const std::string& word, const std::vector<std::string>& candidates) {
           return memplan::profiles::nearest(word, candidates);
         }, py::arg("word"), py::arg("candidates"), "The closest candidates within a typo's distance, best first (the CLI's did-you-mean)");
+  m.def("band_of", [](double utilization, double target, double warning, double critical, double emergency) {
+          return std::string(memplan::to_string(memplan::band_of(utilization, memplan::Thresholds{target, warning, critical, emergency})));
+        }, py::arg("utilization"), py::arg("target"), py::arg("warning"), py::arg("critical"), py::arg("emergency"),
+        "The memory band of a fraction of device memory: the estimator's one definition (estimator/breakdown.h)");
+  {
+    py::list bands;
+    for (int i = 0; i < static_cast<int>(memplan::Band::count); ++i)
+      bands.append(memplan::to_string(static_cast<memplan::Band>(i)));
+    m.attr("bands") = py::tuple(bands);
+  }
   m.attr("version") = MEMPLAN_VERSION;
   m.attr("exit_ok") = memplan::cli::kExitOk;
   m.attr("exit_does_not_fit") = memplan::cli::kExitDoesNotFit;

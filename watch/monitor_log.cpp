@@ -6,16 +6,10 @@
 #include <cmath>
 #include <sstream>
 
+#include "estimator/breakdown.h"
 #include "estimator/error.h"
 
 namespace memplan::watch {
-
-const char* band_of(double u, const Thresholds& t) {
-  if (u >= t.emergency) return "emergency";
-  if (u >= t.critical) return "critical";
-  if (u >= t.warning) return "warning";
-  return "normal";
-}
 
 namespace {
 
@@ -46,6 +40,13 @@ class Fields {
     if (!v) return "";
     if (!v->is_string()) bad(key, "a string", *v);
     return v->get<std::string>();
+  }
+  // A band's name (estimator/breakdown.h band_of); "" when absent.
+  std::string band(const std::string& key) const {
+    const std::string b = text(key);
+    if (!b.empty() && !parse_band(b))
+      bad(key, "a band: normal, above_target, warning, critical, emergency or out_of_memory", j_.at(key));
+    return b;
   }
   std::optional<double> number(const std::string& key, const json* obj = nullptr) const {
     const json* v = find(obj ? *obj : j_, key);
@@ -158,7 +159,7 @@ LogRecord typed(const json& j, const std::string& path, int line) {
       r.error = f.text("error");
       r.peak_used_bytes = f.bytes("peak_used_bytes");
       r.capacity_bytes = f.bytes("capacity_bytes");
-      r.band = f.text("band");
+      r.band = f.band("band");
       r.events = f.texts("events");
       if (const json* l = f.object("leak")) {
         r.leak_rate_bytes_per_step = f.number("rate_bytes_per_step", l).value_or(0.0);
@@ -175,7 +176,7 @@ LogRecord typed(const json& j, const std::string& path, int line) {
       r.peak_bytes = f.bytes("peak_bytes");
       r.capacity_bytes = f.bytes("capacity_bytes");
       r.steps = f.integer("steps", 0, int64_t{1} << 62).value_or(0);
-      r.worst_band = f.text("worst_band");
+      r.worst_band = f.band("worst_band");
       break;
   }
   return r;

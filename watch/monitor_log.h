@@ -16,10 +16,6 @@ namespace memplan::watch {
 
 constexpr const char* kMonitorSchema = "memplan.monitor/v1";
 
-// normal, warning, critical or emergency for a fraction of device memory (the guides' bands;
-// the target is fit's goal, not a band).
-const char* band_of(double utilization, const Thresholds& t);
-
 // One device of a sample record.
 struct LogDevice {
   int64_t index = 0;

@@ -77,7 +77,7 @@ def _hf_class():
 
         def on_step_end(self, args, state, control, **kwargs):
             self.last = self.monitor.step(state.global_step)
-            if self.stop_on_emergency and self.last.band == "emergency":
+            if self.stop_on_emergency and self.last.band in ("emergency", "out_of_memory"):
                 control.should_save = True
                 control.should_training_stop = True
             return control

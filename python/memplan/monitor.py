@@ -19,6 +19,7 @@ import math
 import os
 import time
 
+from . import _memplan
 from ._commands import InputError
 
 __all__ = ["Monitor", "Status", "install_cpu_counter", "read_log", "SCHEMA", "DEFAULT_THRESHOLDS", "band_of"]
@@ -27,7 +28,8 @@ SCHEMA = "memplan.monitor/v1"
 # The memory guides' bands (DESIGN.md "Memory thresholds"): target is fit's goal, the others name
 # the status of a reading.
 DEFAULT_THRESHOLDS = {"target": 0.90, "warning": 0.92, "critical": 0.95, "emergency": 0.97}
-BANDS = ("normal", "warning", "critical", "emergency")
+# The bands from the least to the most full, as the estimator names them (estimator/breakdown.h).
+BANDS = tuple(_memplan.bands)
 GIB = 1024 ** 3
 # Terms that exist only on a CUDA device; a CPU reading is compared with the estimate without them.
 _CUDA_ONLY_TERMS = ("cuda_context", "workspace", "allocator_overhead")
@@ -38,14 +40,11 @@ _logger = logging.getLogger("memplan.monitor")
 
 
 def band_of(utilization, thresholds=DEFAULT_THRESHOLDS):
-    """normal, warning, critical or emergency for a fraction of device memory."""
-    if utilization >= thresholds["emergency"]:
-        return "emergency"
-    if utilization >= thresholds["critical"]:
-        return "critical"
-    if utilization >= thresholds["warning"]:
-        return "warning"
-    return "normal"
+    """The band of a fraction of device memory: normal (up to the target), above_target, warning,
+    critical, emergency, out_of_memory (past 1.0); the estimator's own definition, so a reading and
+    `memplan estimate` name the same band for the same fraction."""
+    t = thresholds
+    return _memplan.band_of(utilization, t["target"], t["warning"], t["critical"], t["emergency"])
 
 
 def _pair(used, total):
@@ -493,13 +492,13 @@ class Monitor:
                         used_bytes=r.used, peak_used_bytes=r.peak_used, capacity_bytes=cap, utilization=util,
                         band=band, fragmentation=frag, fragmentation_bytes=frag_bytes, leak=leak,
                         departure=self._departure, events=events)
-        if band in ("critical", "emergency") and self._recommended_band != band:
+        if band in ("critical", "emergency", "out_of_memory") and self._recommended_band != band:
             self._recommended_band = band
             status.recommendation = self._recommend(r)
             events.append("recommendation")
         if self.peak is None or r.peak_used > self.peak.peak_used_bytes:
             self.peak = status
-        if events or band != "normal":
+        if events or BANDS.index(band) >= BANDS.index("warning"):
             self._log.warning("memplan monitor: %s", status.line())
         else:
             self._log.info("memplan monitor: %s", status.line())

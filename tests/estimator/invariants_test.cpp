@@ -850,3 +850,30 @@ TEST_CASE("terms and phases: counts from the enums, one name each, no silent pha
   CHECK(&b.at(Phase::forward) == &b.phases[0]);
   CHECK_THROWS_AS(b.at(Phase::backward), InternalError);
 }
+
+TEST_CASE("the memory bands: one definition, each boundary on its side, every band named and parsed back") {
+  const Thresholds t;  // 0.90 / 0.92 / 0.95 / 0.97
+  CHECK(band_of(0.0, t) == Band::normal);
+  CHECK(band_of(0.90, t) == Band::normal);  // the target itself fits
+  CHECK(band_of(0.905, t) == Band::above_target);
+  CHECK(band_of(0.92, t) == Band::warning);
+  CHECK(band_of(0.95, t) == Band::critical);
+  CHECK(band_of(0.97, t) == Band::emergency);
+  CHECK(band_of(1.0, t) == Band::emergency);
+  CHECK(band_of(1.0001, t) == Band::out_of_memory);
+  for (int i = 0; i < static_cast<int>(Band::count); ++i) {
+    const Band b = static_cast<Band>(i);
+    CHECK(parse_band(to_string(b)) == b);
+  }
+  CHECK_FALSE(parse_band("orange"));
+  // The verdict names the band of its utilization.
+  TrainingSetup s;
+  s.model = testing::gpt2();
+  s.device.capacity_bytes = int64_t{1} << 40;
+  const MemoryBreakdown b = estimate(s);
+  for (const double u : {0.5, 0.91, 0.93, 0.96, 0.98, 1.5}) {
+    s.device.capacity_bytes = static_cast<int64_t>(static_cast<double>(b.verdict_bytes()) / u);
+    const Verdict v = judge(b, s);
+    CHECK(v.status == to_string(band_of(v.utilization, s.thresholds)));
+  }
+}

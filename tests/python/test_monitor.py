@@ -167,6 +167,24 @@ class CpuMonitor(unittest.TestCase):
             self.assertIn("leak: +1.0 MiB/step", p.stdout)
 
 
+class Bands(unittest.TestCase):
+    def test_the_monitor_names_the_band_estimate_names(self):
+        # One definition (estimator/breakdown.h): the monitor's band of a fraction is the band
+        # `memplan estimate` gives a peak at that fraction of the card.
+        self.assertEqual(memplan.monitor.BANDS, ("normal", "above_target", "warning", "critical", "emergency", "out_of_memory"))
+        doc = memplan.estimate(model="gpt2", seq_len=128, from_interpreter=False)
+        peak = doc["verdict"]["needed_bytes"]
+        for u in (0.5, 0.905, 0.93, 0.96, 0.99, 1.2):
+            capacity = int(peak / u)
+            est = memplan.estimate(model="gpt2", seq_len=128, gpu_memory=f"{capacity}B", from_interpreter=False)
+            mine = memplan.monitor.band_of(est["verdict"]["utilization"])
+            self.assertEqual(mine, est["verdict"]["status"], u)
+        self.assertEqual(memplan.monitor.band_of(0.90), "normal")
+        self.assertEqual(memplan.monitor.band_of(0.91), "above_target")
+        self.assertEqual(memplan.monitor.band_of(0.93, {"target": 0.5, "warning": 0.6, "critical": 0.7, "emergency": 0.8}),
+                         "emergency")
+
+
 class BadInput(unittest.TestCase):
     def test_device_that_does_not_exist(self):
         for device in ("cuda:0", "cuda:7", "cuda"):

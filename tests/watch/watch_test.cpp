@@ -280,6 +280,10 @@ TEST_CASE("watch --replay: a typed reader, each wrong key at its line") {
       {R"({"schema":"memplan.monitor/v1","kind":"step","step":1,"recommendation":{"flags":["--x"]}})",
        "step record: 'flags' must be a string (got [\"--x\"])"},
       {R"({"schema":"memplan.monitor/v1","kind":"end","exit_code":"0"})", "end record: 'exit_code' must be a whole number (got \"0\")"},
+      {R"({"schema":"memplan.monitor/v1","kind":"step","step":1,"band":"orange"})",
+       "step record: 'band' must be a band: normal, above_target, warning, critical, emergency or out_of_memory (got \"orange\")"},
+      {R"({"schema":"memplan.monitor/v1","kind":"end","worst_band":"ok"})",
+       "end record: 'worst_band' must be a band: normal, above_target, warning, critical, emergency or out_of_memory (got \"ok\")"},
       {R"({"schema":"memplan.monitor/v1","kind":5})", "unknown record kind 5"},
   };
   for (const Bad& b : bad) {
