@@ -193,7 +193,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
       {"estimate", register_estimate}, {"fit", register_fit},         {"plan", register_plan},
       {"check", register_check},       {"gpus", register_gpus},       {"models", register_models},
       {"explain", register_explain},   {"measure", register_measure_forward}, {"calibrate", register_calibrate_forward},
-      {"watch", register_watch}};
+      {"watch", register_watch},       {"report", register_report}};
   return run_app(kCommands, argc, argv, out, err);
 }
 

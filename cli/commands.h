@@ -40,6 +40,7 @@ Command register_calibrate(CLI::App& root, Io io);
 Command register_plan(CLI::App& root, Io io);   // cmd_plan.cpp
 Command register_check(CLI::App& root, Io io);  // cmd_check.cpp
 Command register_watch(CLI::App& root, Io io);  // cmd_watch.cpp
+Command register_report(CLI::App& root, Io io);  // cmd_report.cpp
 
 // The app behind run() and run_companion(): registers `table`, parses argv, runs the chosen
 // command (or forwards it), and maps errors to exit codes.

@@ -1,0 +1,75 @@
+// memplan report: the estimate of a setup (the same flags and --config as estimate) written as
+// one self-contained HTML file, or one chart as SVG (--svg CHART), through report/.
+#include <fmt/format.h>
+
+#include <memory>
+#include <ostream>
+
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "profiles/files.h"
+#include "report/report.h"
+
+namespace memplan::cli {
+namespace {
+
+struct ReportFlags {
+  std::string out;
+  std::string svg;
+  bool force = false;
+};
+
+int run_report(Io io, const profiles::SetupInputs& in, const ReportFlags& f) {
+  if (f.out.empty())
+    throw InputError(Where::at_flag("--out"), "memplan report writes a file: --out is missing",
+                     "e.g. memplan report --config examples/quickstart.yaml --out report.html");
+  std::optional<report::Chart> chart;
+  if (!f.svg.empty()) {
+    chart = report::parse_chart(f.svg);
+    if (!chart)
+      throw InputError(Where::at_flag("--svg"), fmt::format("unknown chart '{}'", profiles::clip(f.svg)),
+                       fmt::format("expected one of: {}", fmt::join(report::chart_names(), ", ")));
+  }
+  const profiles::WriteOptions w{f.force, Where::at_flag("--out"), chart ? "the chart" : "the report", profiles::input_files(in)};
+  profiles::check_can_write(f.out, w);
+  const profiles::BuiltSetup b = profiles::build_setup(in);
+  print_warnings(io.err, b.warnings);
+  report::Input r;
+  r.setup = b.setup;
+  r.estimate = estimate(b.setup, calibration_of(b));
+  r.calibration = calibration_of(b);
+  r.version = MEMPLAN_VERSION;
+  const TrainingSetup& s = b.setup;
+  r.title = s.device.capacity_bytes > 0 ? fmt::format("{} on {}", s.model.name, s.device.name) : s.model.name;
+  r.lines.push_back(describe(s));
+  r.lines.push_back(describe_runtime(b));
+  if (!b.config_path.empty()) r.lines.push_back(fmt::format("config: {} (read as {})", b.config_path, b.config_format));
+  const Verdict v = judge(r.estimate, s);
+  const std::string verdict =
+      v.known ? fmt::format("{} of {} ({:.1f}%, {}): {}", gib(r.estimate.verdict_bytes()), gib(s.device.capacity_bytes), 100 * v.utilization,
+                            v.status, v.fits ? "fits the target" : v.runs ? "runs, above the target" : "does not fit")
+              : fmt::format("{} (no device capacity: pass --gpu or --gpu-memory for a verdict)", gib(r.estimate.verdict_bytes()));
+  r.lines.push_back("verdict: " + verdict);
+  const std::string text = chart ? report::svg(r, *chart) : report::html(r);
+  profiles::write_file_atomically(f.out, text, w);
+  io.out << fmt::format("wrote {} ({}, {} bytes): {}\n", f.out, chart ? fmt::format("the {} chart as SVG", report::to_string(*chart)) : "HTML report",
+                        text.size(), verdict);
+  return kExitOk;
+}
+
+}  // namespace
+
+Command register_report(CLI::App& root, Io io) {
+  auto* app = root.add_subcommand("report", "the estimate as pictures: one self-contained HTML file (or one chart as SVG)");
+  auto in = std::make_shared<profiles::SetupInputs>();
+  auto f = std::make_shared<ReportFlags>();
+  add_setup_flags(*app, *in);
+  app->add_option("--out", f->out, "the file to write (atomically): the HTML report, or the --svg chart")->type_name("FILE");
+  app->add_option("--svg", f->svg, "write only this chart, as SVG: breakdown|phases|micro-batch|seq-len|layers")->type_name("CHART");
+  app->add_flag("--force", f->force, "let --out replace an existing file");
+  app->footer("example: memplan report --config examples/quickstart.yaml --out report.html");
+  return {app, [io, in, f] { return run_report(io, *in, *f); }};
+}
+
+}  // namespace memplan::cli

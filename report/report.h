@@ -1,0 +1,54 @@
+// memplan report: one self-contained HTML file (inline SVG and CSS, nothing fetched) that shows
+// an estimate as pictures -- the breakdown against the card and its bands, the step's phases, peak
+// memory against micro-batch and against sequence length, and the saved tensors per layer kind --
+// and the same charts one at a time as SVG (--svg CHART) for docs. Torch-free: it reads a
+// TrainingSetup and its MemoryBreakdown (estimator/) and re-estimates the sweeps itself.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimator/estimate.h"
+#include "estimator/setup.h"
+
+namespace memplan::report {
+
+struct Input {
+  TrainingSetup setup;
+  MemoryBreakdown estimate;
+  const Calibration* calibration = nullptr;  // re-used by the sweeps; may be null
+  std::string title;                         // "llama-3.2-1b on rtx-3090"
+  std::vector<std::string> lines;            // what the header says under the title (setup, runtime, verdict)
+  std::string version;                       // memplan's
+};
+
+enum class Chart {
+  breakdown,   // the peak's terms as one stacked bar against the capacity and the bands
+  phases,      // forward, backward, optimizer step: each phase's peak, and its largest term
+  micro_batch, // peak against micro-batch, the capacity and the largest micro-batch that fits
+  seq_len,     // peak against sequence length, the same
+  layers,      // the saved tensors of each layer kind (explain's table)
+  count
+};
+const char* to_string(Chart c);  // "breakdown", "phases", "micro-batch", "seq-len", "layers"
+std::optional<Chart> parse_chart(const std::string& name);
+std::vector<std::string> chart_names();
+
+// One point of a sweep: the setup at `value`, its verdict bytes (the peak, or what the allocator
+// replay needs) and whether that fits the target.
+struct SweepPoint {
+  int64_t value = 0;
+  int64_t bytes = 0;
+  bool fits = false;
+};
+// The micro-batches 1, 2, 4, ... (or sequence lengths 128, 256, ...) the chart shows: doubling
+// until the capacity is well passed or the setup stops validating (a position table's end).
+std::vector<SweepPoint> sweep(const Input& in, Chart which);
+
+// One chart as a standalone SVG document (xmlns set), axes in GiB.
+std::string svg(const Input& in, Chart c);
+// The whole report: every chart, the terms table and the notes, as one HTML document.
+std::string html(const Input& in);
+
+}  // namespace memplan::report

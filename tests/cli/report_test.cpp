@@ -1,0 +1,207 @@
+// memplan report: the HTML file and the --svg charts from real setups (the bundled examples), read
+// back: well-formed markup, every chart with its labels, nothing fetched, text escaped, the sweeps
+// consistent with the estimator, and the errors of a command that writes a file.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/cli.h"
+#include "estimator/estimate.h"
+#include "profiles/profiles.h"
+#include "report/report.h"
+
+namespace fs = std::filesystem;
+using namespace memplan;
+
+namespace {
+
+const std::string kExamples = std::string(MEMPLAN_TEST_DATA) + "/../../examples";
+
+struct Run {
+  int code = -1;
+  std::string out, err;
+};
+
+Run memplan_run(const std::vector<std::string>& args) {
+  std::vector<const char*> argv = {"memplan"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  Run r;
+  r.code = cli::run(static_cast<int>(argv.size()), argv.data(), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_dir() {
+  const fs::path d = fs::temp_directory_path() / fmt::format("memplan-report-{}", ::getpid());
+  fs::create_directories(d);
+  return d.string();
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Every element closed in order (the report's markup has no comments, CDATA or scripts): returns
+// "" when balanced, else what is wrong. <!DOCTYPE> and the HTML void element <meta> stand alone.
+std::string unbalanced(const std::string& text) {
+  std::vector<std::string> open;
+  for (size_t at = text.find('<'); at != std::string::npos; at = text.find('<', at + 1)) {
+    const size_t end = text.find('>', at);
+    if (end == std::string::npos) return "a tag never closed";
+    const std::string tag = text.substr(at + 1, end - at - 1);
+    if (tag.empty()) return "an empty tag";
+    if (tag[0] == '!') continue;
+    if (tag[0] == '/') {
+      const std::string name = tag.substr(1);
+      if (open.empty() || open.back() != name) return "</" + name + "> closes " + (open.empty() ? "nothing" : "<" + open.back() + ">");
+      open.pop_back();
+      continue;
+    }
+    if (tag.back() == '/') continue;
+    const std::string name = tag.substr(0, tag.find_first_of(" \n\t"));
+    if (name == "meta") continue;
+    open.push_back(name);
+  }
+  return open.empty() ? "" : "<" + open.back() + "> left open";
+}
+
+}  // namespace
+
+TEST_CASE("memplan report: the quickstart as one self-contained HTML file with every chart") {
+  const std::string dir = temp_dir();
+  const std::string out = dir + "/quickstart.html";
+  fs::remove(out);
+  const Run r = memplan_run({"report", "--config", kExamples + "/quickstart.yaml", "--out", out});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.rfind("wrote " + out + " (HTML report, ", 0) == 0);
+  const std::string h = slurp(out);
+  CHECK(h.rfind("<!DOCTYPE html>\n<html lang=\"en\">", 0) == 0);
+  CHECK(unbalanced(h) == "");
+  CHECK(count(h, "<svg xmlns=\"http://www.w3.org/2000/svg\"") == 5);
+  for (const char* id : {"breakdown", "phases", "micro-batch", "seq-len", "layers", "terms"})
+    CHECK(h.find(fmt::format("<h2 id=\"{}\">", id)) != std::string::npos);
+  // The labels people read: the card, the bands, the phases, the three device figures, the sweeps.
+  for (const char* label : {"capacity 11.72 GiB (rtx-3060-12gb)", "90% target", "92% warning", "95% critical", "97% emergency",
+                            "allocated ", "reserved ", "device ", ">forward<", ">backward<", ">optimizer_step<", "largest that fits: ",
+                            ">micro-batch<", ">sequence length<", "saved for backward", ">weights<", ">optimizer_states<",
+                            "verdict: ", "fits the target"})
+    CHECK_MESSAGE(h.find(label) != std::string::npos, label);
+  // Nothing fetched: no script, no link, no source other than the SVG namespace's name.
+  CHECK(h.find("<script") == std::string::npos);
+  CHECK(h.find("href=") == std::string::npos);
+  CHECK(h.find("src=") == std::string::npos);
+  CHECK(count(h, "http") == count(h, "http://www.w3.org/2000/svg"));
+  // The terms table holds the estimate's own numbers.
+  CHECK(h.find("<th>peak (optimizer_step)</th>") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("memplan report --svg: each chart alone, as a standalone SVG") {
+  const std::string dir = temp_dir();
+  for (const std::string& c : report::chart_names()) {
+    CAPTURE(c);
+    const std::string out = dir + "/" + c + ".svg";
+    const Run r = memplan_run({"report", "--config", kExamples + "/quickstart.yaml", "--svg", c, "--out", out, "--force"});
+    REQUIRE(r.code == 0);
+    const std::string s = slurp(out);
+    CHECK(s.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+    CHECK(s.find("<title>") != std::string::npos);
+    CHECK(unbalanced(s) == "");
+    CHECK(count(s, "<svg") == 1);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("memplan report: names from files are escaped; a setup without a card says so") {
+  const std::string dir = temp_dir();
+  const std::string config = dir + "/a&b<c>.yaml";
+  fs::copy_file(kExamples + "/quickstart.yaml", config, fs::copy_options::overwrite_existing);
+  const std::string out = dir + "/r.html";
+  Run r = memplan_run({"report", "--config", config, "--out", out, "--force"});
+  REQUIRE(r.code == 0);
+  std::string h = slurp(out);
+  CHECK(h.find("a&amp;b&lt;c&gt;.yaml") != std::string::npos);
+  CHECK(h.find("a&b<c>") == std::string::npos);
+  CHECK(unbalanced(h) == "");
+  r = memplan_run({"report", "--model", "gpt2", "--seq-len", "256", "--out", out, "--force"});
+  REQUIRE(r.code == 0);
+  h = slurp(out);
+  CHECK(h.find("capacity unknown: pass --gpu or --gpu-memory") != std::string::npos);
+  CHECK(h.find("largest that fits: ") == std::string::npos);
+  CHECK(unbalanced(h) == "");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("memplan report: the sweeps are the estimator's numbers, doubling past the card") {
+  const profiles::SetupInputs in = [] {
+    profiles::SetupInputs i;
+    i.config = kExamples + "/quickstart.yaml";
+    return i;
+  }();
+  const profiles::BuiltSetup b = profiles::build_setup(in);
+  report::Input r;
+  r.setup = b.setup;
+  r.estimate = estimate(b.setup);
+  for (const report::Chart c : {report::Chart::micro_batch, report::Chart::seq_len}) {
+    const std::string chart = report::to_string(c);
+    CAPTURE(chart);
+    const auto pts = report::sweep(r, c);
+    REQUIRE(pts.size() >= 2);
+    for (size_t i = 0; i < pts.size(); ++i) {
+      TrainingSetup t = b.setup;
+      (c == report::Chart::micro_batch ? t.batch.micro_batch : t.batch.seq_len) = pts[i].value;
+      const MemoryBreakdown e = estimate(t);
+      CHECK(pts[i].bytes == e.verdict_bytes());
+      CHECK(pts[i].fits == judge(e, t).fits);
+      // (Not always monotone in bytes: what the allocator replay needs can dip by a few MiB where
+      // a larger batch rounds into the segments better.)
+      if (i > 0) CHECK(pts[i].value == 2 * pts[i - 1].value);
+    }
+    // The last point is past the card: the chart shows where it stops fitting.
+    CHECK(pts.back().bytes > b.setup.device.capacity_bytes);
+  }
+}
+
+TEST_CASE("memplan report: the errors of a command that writes a file") {
+  const std::string dir = temp_dir();
+  const std::string config = kExamples + "/quickstart.yaml";
+  Run r = memplan_run({"report", "--config", config});
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("error: --out: memplan report writes a file: --out is missing", 0) == 0);
+  r = memplan_run({"report", "--config", config, "--svg", "pie", "--out", dir + "/x.svg"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("unknown chart 'pie'") != std::string::npos);
+  CHECK(r.err.find("expected one of: breakdown, phases, micro-batch, seq-len, layers") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/x.svg"));
+  const std::string existing = dir + "/existing.html";
+  std::ofstream(existing) << "mine\n";
+  r = memplan_run({"report", "--config", config, "--out", existing});
+  CHECK(r.code == 2);
+  CHECK(slurp(existing) == "mine\n");
+  // Never the config it reads, --force or not.
+  const std::string copy = dir + "/train.yaml";
+  fs::copy_file(config, copy, fs::copy_options::overwrite_existing);
+  r = memplan_run({"report", "--config", copy, "--out", copy, "--force"});
+  CHECK(r.code == 2);
+  CHECK(slurp(copy) == slurp(config));
+  fs::remove_all(dir);
+}
