@@ -8,7 +8,9 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/run_trace.h"
 #include "profiles/files.h"
+#include "profiles/reader.h"
 #include "report/report.h"
 
 namespace memplan::cli {
@@ -17,13 +19,48 @@ namespace {
 struct ReportFlags {
   std::string out;
   std::string svg;
+  std::string monitor_log;
   bool force = false;
 };
+
+// A log of a day's watching is about 200 MB (memplan watch --replay reads as much).
+constexpr int64_t kMaxLogBytes = int64_t{1} << 30;
+
+// --monitor-log: the run's memory over time, against the estimate when the setup flags name a model.
+int run_log_report(Io io, const profiles::SetupInputs& in, const ReportFlags& f) {
+  if (!f.svg.empty() && f.svg != "run")
+    throw InputError(Where::at_flag("--svg"), fmt::format("with --monitor-log the one chart is 'run' (got '{}')", profiles::clip(f.svg)),
+                     "drop --monitor-log for the estimate's charts");
+  auto inputs = profiles::input_files(in);
+  inputs.emplace_back(f.monitor_log, "--monitor-log");
+  const profiles::WriteOptions w{f.force, Where::at_flag("--out"), f.svg.empty() ? "the report" : "the chart", inputs};
+  profiles::check_can_write(f.out, w);
+  std::string text;
+  try {
+    text = profiles::detail::read_text_file(f.monitor_log, Where::at_flag("--monitor-log"), kMaxLogBytes);
+  } catch (const InputError& e) {
+    throw InputError(e.where(), fmt::format("cannot read the log: {}", e.message()),
+                     "memplan watch --log FILE and memplan.Monitor(log=FILE) write these files");
+  }
+  const std::vector<watch::LogRecord> records = watch::parse_monitor_log(text, f.monitor_log);
+  std::optional<MemoryBreakdown> e;
+  if (in.model || in.config) {
+    const profiles::BuiltSetup b = profiles::build_setup(in);
+    print_warnings(io.err, b.warnings);
+    e = estimate(b.setup, calibration_of(b));
+  }
+  const report::RunTrace r = run_trace(records, e ? &*e : nullptr);
+  const std::string out = f.svg.empty() ? report::run_html(r) : report::run_svg(r);
+  profiles::write_file_atomically(f.out, out, w);
+  io.out << fmt::format("wrote {} ({} of {}, {} bytes)\n", f.out, f.svg.empty() ? "the run's report" : "the run chart", r.title, out.size());
+  return kExitOk;
+}
 
 int run_report(Io io, const profiles::SetupInputs& in, const ReportFlags& f) {
   if (f.out.empty())
     throw InputError(Where::at_flag("--out"), "memplan report writes a file: --out is missing",
                      "e.g. memplan report --config examples/quickstart.yaml --out report.html");
+  if (!f.monitor_log.empty()) return run_log_report(io, in, f);
   std::optional<report::Chart> chart;
   if (!f.svg.empty()) {
     chart = report::parse_chart(f.svg);
@@ -66,9 +103,15 @@ Command register_report(CLI::App& root, Io io) {
   auto f = std::make_shared<ReportFlags>();
   add_setup_flags(*app, *in);
   app->add_option("--out", f->out, "the file to write (atomically): the HTML report, or the --svg chart")->type_name("FILE");
-  app->add_option("--svg", f->svg, "write only this chart, as SVG: breakdown|phases|micro-batch|seq-len|layers")->type_name("CHART");
+  app->add_option("--svg", f->svg, "write only this chart, as SVG: breakdown|phases|micro-batch|seq-len|layers (run with --monitor-log)")
+      ->type_name("CHART");
+  app->add_option("--monitor-log", f->monitor_log,
+                  "a run's memory over time instead: a memplan.monitor/v1 log (memplan watch --log, memplan.Monitor(log=...)), "
+                  "against the estimate when setup flags name a model")
+      ->type_name("FILE");
   app->add_flag("--force", f->force, "let --out replace an existing file");
-  app->footer("example: memplan report --config examples/quickstart.yaml --out report.html");
+  app->footer("examples:\n  memplan report --config examples/quickstart.yaml --out report.html\n"
+              "  memplan report --monitor-log run.jsonl --model gpt2 --micro-batch 4 --out run.html");
   return {app, [io, in, f] { return run_report(io, *in, *f); }};
 }
 

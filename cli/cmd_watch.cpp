@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/run_trace.h"
 #include "profiles/files.h"
 #include "profiles/reader.h"
 #include "watch/child.h"
@@ -37,6 +38,7 @@ constexpr double kPeakSampleSeconds = 0.25;
 struct WatchFlags {
   double interval = 2.0;
   std::string log;
+  std::string html;
   bool force = false;
   std::string source = "auto";
   std::string replay;
@@ -79,24 +81,31 @@ nlohmann::json devices_json(const std::vector<watch::DeviceReading>& r) {
   return a;
 }
 
+// The memplan.monitor/v1 lines of the run: to --log as they come, and kept for --html.
 class Log {
  public:
-  Log(const std::string& path, bool force, std::vector<std::pair<std::string, std::string>> inputs) {
+  Log(const std::string& path, bool force, std::vector<std::pair<std::string, std::string>> inputs, bool keep) : keep_(keep) {
     if (path.empty()) return;
     profiles::check_can_write(path, {force, Where::at_flag("--log"), "the log", std::move(inputs)});
     out_.open(path, std::ios::trunc);
     if (!out_) throw InputError(Where::at_flag("--log"), fmt::format("cannot write '{}'", path), "check the folder exists and is writable");
   }
   void write(nlohmann::json record) {
-    if (!out_.is_open()) return;
+    if (!out_.is_open() && !keep_) return;
     nlohmann::json line = {{"schema", watch::kMonitorSchema}};
     line.update(record);
-    out_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";  // invalid UTF-8 (an argv byte) as U+FFFD
+    const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // invalid UTF-8 (an argv byte) as U+FFFD
+    if (keep_) kept_ += text;
+    if (!out_.is_open()) return;
+    out_ << text;
     out_.flush();
   }
+  const std::string& kept() const { return kept_; }
 
  private:
   std::ofstream out_;
+  bool keep_ = false;
+  std::string kept_;
 };
 
 std::unique_ptr<watch::Sampler> open_gpu_sampler(const std::string& source, std::string* notes) {
@@ -202,14 +211,24 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
 
   // The estimate to compare with, before anything runs: bad setup flags stop here (exit 2).
   std::optional<int64_t> estimate_peak;
+  std::optional<MemoryBreakdown> estimated;
   Thresholds th;
   if (in.model || in.config) {
     const profiles::BuiltSetup b = profiles::build_setup(in);
     print_warnings(io.err, b.warnings);
-    estimate_peak = estimate(b.setup, calibration_of(b)).peak_bytes();
+    estimated = estimate(b.setup, calibration_of(b));
+    estimate_peak = estimated->peak_bytes();
     th = b.setup.thresholds;
   }
-  Log log(f.log, f.force, profiles::input_files(in));
+  // --html: refused before anything runs when it cannot be written (or would replace --log or an input).
+  std::optional<profiles::WriteOptions> html;
+  if (!f.html.empty()) {
+    auto inputs = profiles::input_files(in);
+    if (!f.log.empty()) inputs.emplace_back(f.log, "--log");
+    html = profiles::WriteOptions{f.force, Where::at_flag("--html"), "the run's report", inputs};
+    profiles::check_can_write(f.html, *html);
+  }
+  Log log(f.log, f.force, profiles::input_files(in), html.has_value());
   std::string notes;
   std::unique_ptr<watch::Sampler> sampler = f.source == "process" ? nullptr : open_gpu_sampler(f.source, &notes);
 
@@ -315,6 +334,11 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
              {"capacity_bytes", peak.total_bytes}, {"peak_t", peak_t >= 0 ? nlohmann::json(peak_t) : nlohmann::json(nullptr)},
              {"band", band}, {"worst_band", to_string(worst)}, {"max_rss_bytes", ended.max_rss_bytes},
              {"estimate_peak_bytes", estimate_peak ? nlohmann::json(*estimate_peak) : nlohmann::json(nullptr)}});
+  if (html) {
+    const report::RunTrace r = run_trace(watch::parse_monitor_log(log.kept(), "(this run)"), estimated ? &*estimated : nullptr);
+    profiles::write_file_atomically(f.html, report::run_html(r), *html);
+    io.err << fmt::format("  wrote {} (the run's memory over time)\n", f.html);
+  }
   return ended.exit_code;
 }
 
@@ -327,7 +351,9 @@ Command register_watch(CLI::App& root, Io io) {
   add_setup_flags(*app, *in);
   app->add_option("--interval", f->interval, "seconds between printed lines (default 2; peaks are sampled every 0.25 s)")->type_name("S");
   app->add_option("--log", f->log, "write memplan.monitor/v1 JSON lines to FILE")->type_name("FILE");
-  app->add_flag("--force", f->force, "let --log replace an existing file");
+  app->add_option("--html", f->html, "when the command ends, write the run's memory over time as a self-contained HTML file")
+      ->type_name("FILE");
+  app->add_flag("--force", f->force, "let --log and --html replace an existing file");
   app->add_option("--source", f->source, "auto (NVML, then ROCm SMI, else the process tree), nvml, rocm-smi or process")->type_name("WHAT");
   app->add_option("--replay", f->replay, "print a memplan.monitor/v1 log (this command's --log or memplan.Monitor's) and exit")->type_name("FILE");
   app->add_option("command", f->command, "the training command and its arguments, after --")->type_name("-- COMMAND ARGS...");

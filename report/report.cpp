@@ -48,6 +48,17 @@ constexpr BandLine kBandLines[] = {
     {&Thresholds::emergency, "emergency", "#8b0000", "1 2"},
 };
 
+double s_of(const Thresholds& t, const BandLine& b) { return t.*b.at; }
+
+constexpr const char* kStyle =
+    "body { font-family: DejaVu Sans, Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 940px; color: #111; }\n"
+    "h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }\n"
+    "figure { margin: 8px 0 20px 0; } figcaption { font-size: 13px; color: #333; }\n"
+    "table { border-collapse: collapse; font-size: 13px; } td, th { padding: 2px 10px; border-bottom: 1px solid #ddd; }\n"
+    "td.n { text-align: right; font-variant-numeric: tabular-nums; } .meta { font-size: 13px; color: #333; }\n"
+    "svg { max-width: 100%; height: auto; }\n"
+    "@media print { body { margin: 0; } }\n";
+
 std::string esc(const std::string& s) { return text::xml_text(s); }
 double gib_of(int64_t b) { return static_cast<double>(b) / kGiB; }
 std::string gib(int64_t b) { return text::gib(b); }
@@ -351,7 +362,132 @@ std::string layers_svg(const Input& in) {
   return g;
 }
 
+// ---- a real run over time -------------------------------------------------------------------------
+
+// Series styles that differ without colour: solid, dashed, dotted, and darker to lighter.
+struct SeriesStyle {
+  const char* colour;
+  const char* dash;
+};
+constexpr SeriesStyle kSeriesStyles[] = {{"#1b3a5c", ""}, {"#c2571a", "8 4"}, {"#3f6e3a", "2 3"}, {"#5b4a8b", "12 4 2 4"},
+                                         {"#8c2d04", "4 2"}, {"#3e8fb0", "1 2"}};
+constexpr size_t kMaxPointsPerSeries = 4000;  // a long run is thinned to its per-bucket maxima
+
+// At most kMaxPointsPerSeries points, each bucket's highest kept (a peak is never thinned away).
+std::vector<RunTrace::Point> thinned(const std::vector<RunTrace::Point>& pts) {
+  if (pts.size() <= kMaxPointsPerSeries) return pts;
+  std::vector<RunTrace::Point> out;
+  const size_t per = (pts.size() + kMaxPointsPerSeries - 1) / kMaxPointsPerSeries;
+  for (size_t i = 0; i < pts.size(); i += per) {
+    RunTrace::Point best = pts[i];
+    for (size_t k = i; k < std::min(pts.size(), i + per); ++k)
+      if (pts[k].bytes > best.bytes) best = pts[k];
+    out.push_back(best);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string run_svg(const RunTrace& r) {
+  double t_end = 0;
+  int64_t most = 0;
+  for (const auto& s : r.series)
+    for (const auto& p : s.points) {
+      t_end = std::max(t_end, p.t);
+      most = std::max(most, p.bytes);
+    }
+  for (const auto& e : r.events) t_end = std::max(t_end, e.t);
+  for (const auto& l : r.estimate) most = std::max(most, l.bytes);
+  if (t_end <= 0) t_end = 1;
+  const double cap = static_cast<double>(r.capacity_bytes);
+  const double top_gib = nice_top(std::max(gib_of(r.capacity_bytes), gib_of(most)) * 1.05);
+  const double x0 = 70, x1 = kWidth - 170, y0 = 300, y1 = 50;
+  const auto X = [&](double t) { return x0 + (x1 - x0) * t / t_end; };
+  const auto Y = [&](double bytes) { return y0 - (y0 - y1) * (bytes / kGiB) / top_gib; };
+  const int legend_rows = static_cast<int>(r.series.size() + r.estimate.size());
+  std::string g = open_svg(360 + 16 * legend_rows, fmt::format("{}: memory over time", r.title));
+  g += gib_axis(x0, y0, x1, y1, top_gib);
+  // Ticks at a nice step (1, 2, 2.5 or 5 times a power of ten) up to the end.
+  const double step = nice_top(t_end / 5.0);
+  for (double t = 0; t <= t_end * 1.0001; t += step) {
+    g += line(X(t), y0, X(t), y0 + 4, "#000000", "", 1);
+    g += text_at(X(t), y0 + 16, fmt::format("{:g}", std::round(t * 1000) / 1000), "middle", " font-size=\"11\"");
+  }
+  g += text_at((x0 + x1) / 2, y0 + 34, "seconds", "middle", " font-weight=\"bold\"");
+  // The bands and the capacity, labelled at the right.
+  if (cap > 0) {
+    g += line(x0, Y(cap), x1, Y(cap), "#000000", "", 2.5);
+    g += text_at(x1 + 6, Y(cap) + 4, fmt::format("capacity {}", gib(r.capacity_bytes)), "start", " font-weight=\"bold\" font-size=\"11\"");
+    // Labels from the emergency line down, at least a line apart however close the bands are.
+    double label_y = Y(cap) + 4;
+    for (size_t k = std::size(kBandLines); k-- > 0;) {
+      const BandLine& b = kBandLines[k];
+      const double y = Y(s_of(r.thresholds, b) * cap);
+      g += line(x0, y, x1, y, b.colour, b.dash, 1);
+      label_y = std::max(y + 4, label_y + 12);
+      g += text_at(x1 + 6, label_y, fmt::format("{} {}", pct(s_of(r.thresholds, b)), b.name), "start", " font-size=\"10\"");
+    }
+  }
+  // The estimate's levels, grey and dash-dotted.
+  for (const auto& l : r.estimate) {
+    g += line(x0, Y(static_cast<double>(l.bytes)), x1, Y(static_cast<double>(l.bytes)), "#555555", "10 3 2 3", 1.2);
+  }
+  // The events: a vertical mark each, named at the top (alternating heights so neighbours do not collide).
+  for (size_t i = 0; i < r.events.size(); ++i) {
+    const auto& e = r.events[i];
+    g += line(X(e.t), y1 - 6, X(e.t), y0, "#8b0000", "3 3", 1);
+    g += text_at(X(e.t), y1 - 10 - 12.0 * static_cast<double>(i % 3), e.what, "middle", " font-size=\"10\" fill=\"#8b0000\"");
+  }
+  // The series.
+  for (size_t i = 0; i < r.series.size(); ++i) {
+    const SeriesStyle& st = kSeriesStyles[i % std::size(kSeriesStyles)];
+    std::string pts;
+    for (const auto& p : thinned(r.series[i].points)) pts += fmt::format("{:.1f},{:.1f} ", X(p.t), Y(static_cast<double>(p.bytes)));
+    if (!pts.empty())
+      g += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}><title>{}</title></polyline>\n", pts,
+                       st.colour, *st.dash ? fmt::format(" stroke-dasharray=\"{}\"", st.dash) : "", esc(r.series[i].name));
+  }
+  // The legend: each series and estimate level with its style and its highest value.
+  double ly = y0 + 58;
+  for (size_t i = 0; i < r.series.size(); ++i) {
+    const SeriesStyle& st = kSeriesStyles[i % std::size(kSeriesStyles)];
+    int64_t peak = 0;
+    for (const auto& p : r.series[i].points) peak = std::max(peak, p.bytes);
+    g += line(20, ly - 4, 60, ly - 4, st.colour, st.dash, 2);
+    g += text_at(68, ly, fmt::format("{}: peak {}", r.series[i].name, gib(peak)), "start", " font-size=\"11\"");
+    ly += 16;
+  }
+  for (const auto& l : r.estimate) {
+    g += line(20, ly - 4, 60, ly - 4, "#555555", "10 3 2 3", 1.2);
+    g += text_at(68, ly, fmt::format("{}: {}", l.name, gib(l.bytes)), "start", " font-size=\"11\"");
+    ly += 16;
+  }
+  g += "</svg>\n";
+  return g;
+}
+
+std::string run_html(const RunTrace& r) {
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  h += fmt::format("<title>memplan run: {}</title>\n", esc(r.title));
+  h += std::string("<style>\n") + kStyle + "</style>\n</head>\n<body>\n";
+  h += fmt::format("<h1>memplan run: {}</h1>\n", esc(r.title));
+  for (const std::string& l : r.lines) h += fmt::format("<p class=\"meta\">{}</p>\n", esc(l));
+  h += "<h2 id=\"run\">Memory over time</h2>\n<figure>\n" + run_svg(r);
+  h += "<figcaption>What was measured (per GPU, or the process tree; the monitor's per-step peaks) against the card's "
+       "capacity, the bands and the estimate with the same setup; the red marks are the events.</figcaption>\n</figure>\n";
+  h += "<h2 id=\"events\">Events</h2>\n";
+  if (r.events.empty()) {
+    h += "<p>none</p>\n";
+  } else {
+    h += "<table>\n<tr><th>seconds</th><th>event</th><th>detail</th></tr>\n";
+    for (const auto& e : r.events)
+      h += fmt::format("<tr><td class=\"n\">{:.2f}</td><td>{}</td><td>{}</td></tr>\n", e.t, esc(e.what), esc(e.detail));
+    h += "</table>\n";
+  }
+  h += fmt::format("<p class=\"meta\">memplan {}.</p>\n</body>\n</html>\n", esc(r.version));
+  return h;
+}
 
 const char* to_string(Chart c) {
   switch (c) {
@@ -417,15 +553,7 @@ std::string html(const Input& in) {
   const MemoryBreakdown& e = in.estimate;
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   h += fmt::format("<title>memplan report: {}</title>\n", esc(in.title));
-  h += "<style>\n"
-       "body { font-family: DejaVu Sans, Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 940px; color: #111; }\n"
-       "h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }\n"
-       "figure { margin: 8px 0 20px 0; } figcaption { font-size: 13px; color: #333; }\n"
-       "table { border-collapse: collapse; font-size: 13px; } td, th { padding: 2px 10px; border-bottom: 1px solid #ddd; }\n"
-       "td.n { text-align: right; font-variant-numeric: tabular-nums; } .meta { font-size: 13px; color: #333; }\n"
-       "svg { max-width: 100%; height: auto; }\n"
-       "@media print { body { margin: 0; } }\n"
-       "</style>\n</head>\n<body>\n";
+  h += std::string("<style>\n") + kStyle + "</style>\n</head>\n<body>\n";
   h += fmt::format("<h1>memplan report: {}</h1>\n", esc(in.title));
   for (const std::string& l : in.lines) h += fmt::format("<p class=\"meta\">{}</p>\n", esc(l));
   const struct {

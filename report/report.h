@@ -46,6 +46,41 @@ struct SweepPoint {
 // until the capacity is well passed or the setup stops validating (a position table's end).
 std::vector<SweepPoint> sweep(const Input& in, Chart which);
 
+// A real run's memory over time (memplan watch's samples, the Python monitor's steps), for the
+// run chart and its report. report/ does not read logs: cli/ turns a monitor log into this.
+struct RunTrace {
+  std::string title;               // "'python3 train.py'" or "monitor on cuda:0"
+  std::vector<std::string> lines;  // what the header says (sampler, exit, peak, worst band)
+  struct Point {
+    double t = 0;
+    int64_t bytes = 0;
+  };
+  struct Series {
+    std::string name;  // "GPU0 NVIDIA H200", "process tree", "step peaks"
+    std::vector<Point> points;
+  };
+  std::vector<Series> series;
+  int64_t capacity_bytes = 0;  // 0: unknown
+  Thresholds thresholds;
+  struct Level {
+    std::string name;  // "estimate (peak)", "estimate: backward"
+    int64_t bytes = 0;
+  };
+  std::vector<Level> estimate;  // the estimate's phases (or its peak alone), drawn across
+  struct Event {
+    double t = 0;
+    std::string what;  // "band:critical", "leak", "departure", "recommendation", "exit 0"
+    std::string detail;
+  };
+  std::vector<Event> events;
+  std::string version;
+};
+// The run chart: each series over time in GiB against the capacity, the bands and the estimate,
+// with the events marked.
+std::string run_svg(const RunTrace& r);
+// The run's report: the chart and its events as a table.
+std::string run_html(const RunTrace& r);
+
 // One chart as a standalone SVG document (xmlns set), axes in GiB.
 std::string svg(const Input& in, Chart c);
 // The whole report: every chart, the terms table and the notes, as one HTML document.

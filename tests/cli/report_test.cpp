@@ -205,3 +205,57 @@ TEST_CASE("memplan report: the errors of a command that writes a file") {
   CHECK(slurp(copy) == slurp(config));
   fs::remove_all(dir);
 }
+
+TEST_CASE("memplan report --monitor-log: a real H200 run against its estimate, and a monitor's events") {
+  const std::string dir = temp_dir();
+  const std::string log = std::string(MEMPLAN_TEST_DATA) + "/gpu/h200-knobs/watch-qwen05.jsonl";
+  const std::string out = dir + "/run.html";
+  Run r = memplan_run({"report", "--monitor-log", log, "--out", out, "--force"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  std::string h = slurp(out);
+  CHECK(unbalanced(h) == "");
+  for (const char* label : {"GPU0 NVIDIA H200: peak 23.33 GiB", "capacity 139.80 GiB", ">exit 0<", "estimate (peak): 25.60 GiB",
+                            "90% target", "97% emergency", ">seconds<", "measured by nvml"})
+    CHECK_MESSAGE(h.find(label) != std::string::npos, label);
+  // With the setup flags the run was estimated with (bf16, as the model loaded): the phases drawn.
+  r = memplan_run({"report", "--monitor-log", log, "--model", "qwen2.5-0.5b", "--micro-batch", "8", "--seq-len", "1024", "--grad-accum", "2",
+                   "--precision", "bf16", "--checkpointing", "full", "--gpu", "h200", "--transformers-version", "5.17", "--torch-version",
+                   "2.11", "--svg", "run", "--out", dir + "/run.svg"});
+  REQUIRE(r.code == 0);
+  const std::string s = slurp(dir + "/run.svg");
+  CHECK(s.rfind("<svg xmlns=", 0) == 0);
+  CHECK(s.find("estimate: backward (peak): 23.25 GiB") != std::string::npos);
+  CHECK(s.find("estimate: forward: ") != std::string::npos);
+
+  // A Python monitor's log: per-step peaks, a band change, a leak, a departure and a recommendation.
+  const std::string mlog = dir + "/monitor.jsonl";
+  std::ofstream(mlog)
+      << R"({"schema":"memplan.monitor/v1","kind":"start","source":"monitor","device":"cuda:0","reader":"torch.cuda","thresholds":{"target":0.9,"warning":0.92,"critical":0.95,"emergency":0.97}})" "\n"
+      << R"({"schema":"memplan.monitor/v1","kind":"step","t":1.0,"step":1,"peak_used_bytes":10737418240,"capacity_bytes":12884901888,"band":"normal","events":[]})" "\n"
+      << R"({"schema":"memplan.monitor/v1","kind":"step","t":2.0,"step":2,"peak_used_bytes":12348030976,"capacity_bytes":12884901888,"band":"critical","events":["band:critical","recommendation"],"recommendation":{"flags":"--micro-batch 2 --grad-accum 4"}})" "\n"
+      << R"({"schema":"memplan.monitor/v1","kind":"step","t":3.0,"step":3,"peak_used_bytes":12448030976,"capacity_bytes":12884901888,"band":"critical","events":["leak","departure"],"leak":{"rate_bytes_per_step":104857600,"since_step":1},"departure":{"error":0.12,"term":"activations"}})" "\n"
+      << R"({"schema":"memplan.monitor/v1","kind":"end","t":3.5,"steps":3,"peak_bytes":12448030976,"worst_band":"critical"})" "\n";
+  r = memplan_run({"report", "--monitor-log", mlog, "--out", dir + "/monitor.html"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  h = slurp(dir + "/monitor.html");
+  CHECK(unbalanced(h) == "");
+  for (const char* label : {"memplan run: monitor on cuda:0", "step peaks (monitor): peak 11.59 GiB", ">band:critical<", ">leak<",
+                            ">departure<", ">recommendation<", "memplan fit: --micro-batch 2 --grad-accum 4", "+12.0% against the estimate (likely activations)",
+                            "+100.0 MiB/step since step 1", "3 steps, worst band critical", "capacity 12.00 GiB"})
+    CHECK_MESSAGE(h.find(label) != std::string::npos, label);
+
+  // Errors: another chart with a log, a log that is not there, --out over the log.
+  r = memplan_run({"report", "--monitor-log", mlog, "--svg", "breakdown", "--out", dir + "/x.svg"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("with --monitor-log the one chart is 'run'") != std::string::npos);
+  r = memplan_run({"report", "--monitor-log", dir + "/missing.jsonl", "--out", dir + "/x.html"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("cannot read the log") != std::string::npos);
+  const std::string before = slurp(mlog);
+  r = memplan_run({"report", "--monitor-log", mlog, "--out", mlog, "--force"});
+  CHECK(r.code == 2);
+  CHECK(slurp(mlog) == before);
+  fs::remove_all(dir);
+}

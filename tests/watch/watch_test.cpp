@@ -113,6 +113,44 @@ TEST_CASE("watch runs a real child, samples its process tree and exits with its 
   }
 }
 
+TEST_CASE("watch --html: the run's memory over time as a report when the command ends") {
+  const std::string html = temp_path("run.html");
+  const std::string log = temp_path("run-html.jsonl");
+  fs::remove(html);
+  fs::remove(log);
+  const Run r = watch({"--source", "process", "--interval", "0.3", "--log", log, "--html", html, "--model", "gpt2", "--seq-len", "128",
+                       "--device", "cpu", "--", MEMPLAN_TEST_PYTHON, "-c", kAllocate});
+  CHECK(r.code == 3);
+  CHECK(r.err.find("wrote " + html + " (the run's memory over time)") != std::string::npos);
+  std::ifstream in(html);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string h = text.str();
+  CHECK(h.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(h.find("process tree: peak ") != std::string::npos);
+  CHECK(h.find("estimate: optimizer_step (peak): ") != std::string::npos);  // the setup flags' estimate, phase by phase
+  CHECK(h.find(">exit 3<") != std::string::npos);
+  CHECK(h.find("<svg xmlns=\"http://www.w3.org/2000/svg\"") != std::string::npos);
+  // The same report from the log it wrote.
+  const std::string again = temp_path("run-again.html");
+  fs::remove(again);
+  std::vector<const char*> argv = {"memplan", "report", "--monitor-log", log.c_str(), "--model", "gpt2", "--seq-len", "128", "--device",
+                                   "cpu", "--out", again.c_str()};
+  std::ostringstream out, err;
+  CHECK(memplan::cli::run(static_cast<int>(argv.size()), argv.data(), out, err) == 0);
+  std::ifstream in2(again);
+  std::stringstream text2;
+  text2 << in2.rdbuf();
+  CHECK(text2.str().find("process tree: peak ") != std::string::npos);
+  // An --html that cannot be written stops watch before the command runs.
+  const std::string marker = temp_path("ran-html");
+  fs::remove(marker);
+  const Run refused = watch({"--source", "process", "--html", html, "--", "touch", marker});
+  CHECK(refused.code == 2);
+  CHECK(refused.err.find("error: --html:") == 0);
+  CHECK(!fs::exists(marker));
+}
+
 TEST_CASE("watch compares the peak with the estimate of the setup flags") {
   const Run r = watch({"--source", "process", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128", "--device", "cpu",
                        "--", MEMPLAN_TEST_PYTHON, "-c", kAllocate});
