@@ -18,7 +18,8 @@ cd "$(dirname "$0")"
 # it Debian's LibTorch runs matrix products on the reference BLAS (about 10x slower CPU steps).
 # The Python module (python/) needs python3-dev and pybind11-dev; its monitor suites train real
 # models with python3-torch (whose C++ headers come with libtorch-dev); pip install . uses
-# python3-setuptools and python3-wheel.
+# python3-setuptools and python3-wheel. chromium (headless) opens memplan report's HTML in the
+# browser test (tests/browser/run.sh).
 CORE=(g++ cmake ninja-build libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev
       libcurl4-openssl-dev)  # curl.h only: memplan dlopens libcurl.so.4 for Hub fetches
 # The hardening build (ASan + UBSan, libFuzzer): clang, its sanitizer and fuzzer runtimes, and
@@ -26,7 +27,7 @@ CORE=(g++ cmake ninja-build libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-jso
 HARDEN=(clang libclang-rt-14-dev llvm)
 FULL=("${CORE[@]}" build-essential git pkg-config doctest-dev
       libtorch-dev libopenblas0-pthread libbenchmark-dev hyperfine time
-      python3-dev pybind11-dev python3-torch python3-setuptools python3-wheel "${HARDEN[@]}")
+      python3-dev pybind11-dev python3-torch python3-setuptools python3-wheel chromium "${HARDEN[@]}")
 
 install_missing() {
   local missing=() p
@@ -148,8 +149,8 @@ case "${1:-demo}" in
     build -DMEMPLAN_WITH_TORCH=AUTO -DMEMPLAN_PYTHON=AUTO -DMEMPLAN_TESTS=ON -DMEMPLAN_BENCH=ON
     torch26
     # -V: every suite's output reaches the log, so the CPU matrix and published tables are
-    # printed in every CI run, passing or not.
-    ctest --test-dir build -V
+    # printed in every CI run, passing or not. chromium is installed above: the browser test must run.
+    MEMPLAN_REQUIRE_BROWSER=1 ctest --test-dir build -V
     sanitize_test
     ;;
   sanitize)  # ./dev.sh sanitize [all]: the CI set, or every suite under the sanitizers

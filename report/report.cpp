@@ -64,11 +64,12 @@ double gib_of(int64_t b) { return static_cast<double>(b) / kGiB; }
 std::string gib(int64_t b) { return text::gib(b); }
 std::string pct(double f) { return fmt::format("{:.0f}%", 100.0 * f); }
 
-// A "nice" axis top at or above `v` GiB: 1, 2, 2.5, 5 times a power of ten.
+// A "nice" axis top at or above `v`: 1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten (five
+// ticks then fall on round numbers).
 double nice_top(double v) {
   if (v <= 0) return 1.0;
   const double p = std::pow(10.0, std::floor(std::log10(v)));
-  for (const double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+  for (const double m : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
     if (m * p >= v) return m * p;
   return 10.0 * p;
 }
@@ -285,7 +286,7 @@ std::string sweep_svg(const Input& in, Chart which) {
   if (best) {
     const double y = Y(static_cast<double>(best->bytes));
     g += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"8\" fill=\"none\" stroke=\"#2b7a2b\" stroke-width=\"2.5\"/>\n", X(best_i), y);
-    g += text_at(X(best_i) + (best_i + 1 < n ? 12 : -12), y - 12, fmt::format("largest that fits: {} ({})", best->value, gib(best->bytes)),
+    g += text_at(X(best_i) + (best_i + 1 < n ? 12 : -12), y + 22, fmt::format("largest that fits: {} ({})", best->value, gib(best->bytes)),
                  best_i + 1 < n ? "start" : "end", " font-weight=\"bold\"");
   } else if (cap > 0) {
     g += text_at((x0 + x1) / 2, y1 - 8, fmt::format("no {} shown fits the {} target", what, pct(s.thresholds.target)), "middle",
@@ -408,7 +409,7 @@ std::string run_svg(const RunTrace& r) {
   const int legend_rows = static_cast<int>(r.series.size() + r.estimate.size());
   std::string g = open_svg(360 + 16 * legend_rows, fmt::format("{}: memory over time", r.title));
   g += gib_axis(x0, y0, x1, y1, top_gib);
-  // Ticks at a nice step (1, 2, 2.5 or 5 times a power of ten) up to the end.
+  // Ticks at a nice step (nice_top of a fifth of the run) up to the end.
   const double step = nice_top(t_end / 5.0);
   for (double t = 0; t <= t_end * 1.0001; t += step) {
     g += line(X(t), y0, X(t), y0 + 4, "#000000", "", 1);
