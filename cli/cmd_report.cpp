@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/run_trace.h"
+#include "planner/request.h"
 #include "profiles/files.h"
 #include "profiles/reader.h"
 #include "report/report.h"
@@ -21,7 +22,30 @@ struct ReportFlags {
   std::string svg;
   std::string monitor_log;
   bool force = false;
+  bool plan = false;
+  std::optional<int64_t> global_batch;
 };
+
+// The most plan rows the chart shows (the fastest of each kind first).
+constexpr size_t kMaxPlanRows = 10;
+
+// A plan candidate in two short lines for the chart.
+report::PlanRow plan_row(const planner::Candidate& c, bool best) {
+  const TrainingSetup& s = c.setup;
+  report::PlanRow r;
+  r.label = fmt::format("micro-batch {} x {} accumulation", s.batch.micro_batch, s.batch.grad_accum);
+  std::string d = fmt::format("{}, {}, checkpointing {}, {}", to_string(s.precision), to_string(s.optimizer), to_string(s.checkpointing),
+                              to_string(s.attention));
+  if (s.parallel.zero_stage > 0) d += fmt::format(", ZeRO-{}", s.parallel.zero_stage);
+  if (s.parallel.fsdp != FsdpMode::none) d += fmt::format(", FSDP {}", to_string(s.parallel.fsdp));
+  if (s.parallel.offload != Offload::none) d += fmt::format(", offload {}", to_string(s.parallel.offload));
+  if (s.runtime.liger) d += ", Liger";
+  r.detail = d;
+  r.peak_bytes = c.peak_bytes;
+  r.tokens_per_s = c.time.tokens_per_s;
+  r.best = best;
+  return r;
+}
 
 // A log of a day's watching is about 200 MB (memplan watch --replay reads as much).
 constexpr int64_t kMaxLogBytes = int64_t{1} << 30;
@@ -68,11 +92,39 @@ int run_report(Io io, const profiles::SetupInputs& in, const ReportFlags& f) {
       throw InputError(Where::at_flag("--svg"), fmt::format("unknown chart '{}'", profiles::clip(f.svg)),
                        fmt::format("expected one of: {}", fmt::join(report::chart_names(), ", ")));
   }
+  if (chart == report::Chart::plan && !f.plan)
+    throw InputError(Where::at_flag("--svg"), "the plan chart needs --plan", "add --plan (and --global-batch N unless the setup gives one)");
+  if (f.global_batch && !f.plan)
+    throw InputError(Where::at_flag("--global-batch"), "--global-batch is the plan's: it needs --plan", "add --plan, or drop --global-batch");
   const profiles::WriteOptions w{f.force, Where::at_flag("--out"), chart ? "the chart" : "the report", profiles::input_files(in)};
   profiles::check_can_write(f.out, w);
-  const profiles::BuiltSetup b = profiles::build_setup(in);
-  print_warnings(io.err, b.warnings);
   report::Input r;
+  std::unique_ptr<const planner::ResolvedPlan> rp;
+  profiles::BuiltSetup built;
+  if (f.plan) {
+    // The plan `memplan plan` makes with the same flags: its request resolved the same way.
+    planner::PlanAsk ask;
+    ask.global_batch = f.global_batch;
+    rp = planner::resolve_plan(in, ask, "", [&](const std::vector<Warning>& warn) { print_warnings(io.err, warn); });
+    const planner::PlanResult p = planner::plan(rp->request, rp->cards);
+    r.plan_budget_bytes = p.budget_bytes;
+    r.plan_note = fmt::format("global batch {} x {} tokens ({}), budget {:.0f}% of the card: {} candidates, {} fit{}", rp->request.global_batch,
+                              rp->base().batch.seq_len, planner::global_batch_source(rp->ask), 100 * rp->request.budget,
+                              text::thousands(p.candidates), text::thousands(p.fitting), p.found ? "" : "; nothing fits");
+    if (p.found) {
+      r.plan.push_back(plan_row(p.best, true));
+      for (const planner::Candidate& c : p.group_bests) {
+        if (r.plan.size() >= kMaxPlanRows) break;
+        if (c.peak_bytes == p.best.peak_bytes && c.time.tokens_per_s == p.best.time.tokens_per_s && describe(c.setup) == describe(p.best.setup))
+          continue;
+        r.plan.push_back(plan_row(c, false));
+      }
+    }
+  } else {
+    built = profiles::build_setup(in);
+    print_warnings(io.err, built.warnings);
+  }
+  const profiles::BuiltSetup& b = rp ? rp->built : built;
   r.setup = b.setup;
   r.estimate = estimate(b.setup, calibration_of(b));
   r.calibration = calibration_of(b);
@@ -103,14 +155,17 @@ Command register_report(CLI::App& root, Io io) {
   auto f = std::make_shared<ReportFlags>();
   add_setup_flags(*app, *in);
   app->add_option("--out", f->out, "the file to write (atomically): the HTML report, or the --svg chart")->type_name("FILE");
-  app->add_option("--svg", f->svg, "write only this chart, as SVG: breakdown|phases|micro-batch|seq-len|layers (run with --monitor-log)")
+  app->add_option("--svg", f->svg, "write only this chart, as SVG: breakdown|phases|micro-batch|seq-len|layers|plan (with --plan), run (with --monitor-log)")
       ->type_name("CHART");
   app->add_option("--monitor-log", f->monitor_log,
                   "a run's memory over time instead: a memplan.monitor/v1 log (memplan watch --log, memplan.Monitor(log=...)), "
                   "against the estimate when setup flags name a model")
       ->type_name("FILE");
   app->add_flag("--force", f->force, "let --out replace an existing file");
+  app->add_flag("--plan", f->plan, "add the plan's candidates (memplan plan's search with the same flags), their peak and modelled speed");
+  app->add_option("--global-batch", f->global_batch, "with --plan: sequences per optimizer step (default: the setup's)")->type_name("N");
   app->footer("examples:\n  memplan report --config examples/quickstart.yaml --out report.html\n"
+              "  memplan report --config examples/quickstart.yaml --plan --out report.html\n"
               "  memplan report --monitor-log run.jsonl --model gpt2 --micro-batch 4 --out run.html");
   return {app, [io, in, f] { return run_report(io, *in, *f); }};
 }

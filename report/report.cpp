@@ -363,6 +363,60 @@ std::string layers_svg(const Input& in) {
   return g;
 }
 
+// ---- a plan's candidates side by side ------------------------------------------------------------
+
+std::string plan_svg(const Input& in) {
+  const std::vector<PlanRow>& rows = in.plan;
+  const double cap = capacity_of(in.setup);
+  const int row_h = 38;
+  const int height = 86 + row_h * static_cast<int>(std::max<size_t>(1, rows.size())) + 24;
+  std::string g = open_svg(height, fmt::format("{}: the plan's candidates", in.title));
+  g += text_at(20, 22, in.plan_note.empty() ? "the best configuration of each kind the plan found, fastest first" : in.plan_note, "start",
+               " font-weight=\"bold\"");
+  // Two panels: the peak against the budget and the card, and the modelled tokens/s.
+  const double m0 = 360, m1 = 620, s0 = 660, s1 = kWidth - 20, top = 56;
+  int64_t most = std::max<int64_t>(in.plan_budget_bytes, static_cast<int64_t>(cap));
+  double fastest = 0;
+  for (const PlanRow& r : rows) {
+    most = std::max(most, r.peak_bytes);
+    fastest = std::max(fastest, r.tokens_per_s);
+  }
+  const auto M = [&](double b) { return m0 + (m1 - m0) * b / (static_cast<double>(most) * 1.04); };
+  const auto S = [&](double v) { return s0 + (s1 - s0 - 60) * (fastest > 0 ? v / fastest : 0); };
+  g += text_at(m0, top - 10, "peak (GiB)", "start", " font-size=\"11\" font-weight=\"bold\"");
+  g += text_at(s0, top - 10, "modelled tokens/s", "start", " font-size=\"11\" font-weight=\"bold\"");
+  double y = top;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const PlanRow& r = rows[i];
+    const char* weight = r.best ? " font-weight=\"bold\"" : "";
+    std::string label = fmt::format("{}. {}{}", i + 1, r.label, r.best ? " (the pick)" : "");
+    if (label.size() > 52) label = label.substr(0, 49) + "...";
+    std::string detail = r.detail;
+    if (detail.size() > 58) detail = detail.substr(0, 55) + "...";
+    g += text_at(20, y + 13, label, "start", fmt::format(" font-size=\"11\"{}", weight).c_str());
+    g += text_at(20, y + 27, detail, "start", " font-size=\"10\" fill=\"#333333\"");
+    const char* fill = r.best ? kTermColours[0] : kTermColours[static_cast<int>(Term::logits_and_loss)];
+    g += rect(m0, y + 6, M(static_cast<double>(r.peak_bytes)) - m0, 20, fill, fmt::format("{}: peak {}", r.label, gib(r.peak_bytes)));
+    g += text_at(M(static_cast<double>(r.peak_bytes)) + 4, y + 20, gib(r.peak_bytes), "start", " font-size=\"10\"");
+    g += rect(s0, y + 6, S(r.tokens_per_s) - s0, 20, fill, fmt::format("{}: {:.0f} tokens/s (modelled)", r.label, r.tokens_per_s));
+    g += text_at(S(r.tokens_per_s) + 4, y + 20, fmt::format("{:.0f}", r.tokens_per_s), "start", " font-size=\"10\"");
+    y += row_h;
+  }
+  if (rows.empty()) g += text_at(20, y + 14, "nothing the plan searched fits the budget");
+  // The budget and the card across the peak panel.
+  if (in.plan_budget_bytes > 0) {
+    const double x = M(static_cast<double>(in.plan_budget_bytes));
+    g += line(x, top - 4, x, y, kBandLines[0].colour, kBandLines[0].dash);
+    g += text_at(x, y + 14, fmt::format("budget {}", gib(in.plan_budget_bytes)), "middle", " font-size=\"10\"");
+  }
+  if (cap > 0) {
+    g += line(M(cap), top - 4, M(cap), y, "#000000", "", 2);
+    g += text_at(M(cap), top - 22, fmt::format("capacity {}", gib(in.setup.device.capacity_bytes)), "middle", " font-size=\"10\"");
+  }
+  g += "</svg>\n";
+  return g;
+}
+
 // ---- a real run over time -------------------------------------------------------------------------
 
 // Series styles that differ without colour: solid, dashed, dotted, and darker to lighter.
@@ -497,6 +551,7 @@ const char* to_string(Chart c) {
     case Chart::micro_batch: return "micro-batch";
     case Chart::seq_len: return "seq-len";
     case Chart::layers: return "layers";
+    case Chart::plan: return "plan";
     case Chart::count: break;
   }
   return "?";
@@ -545,6 +600,7 @@ std::string svg(const Input& in, Chart c) {
     case Chart::micro_batch:
     case Chart::seq_len: return sweep_svg(in, c);
     case Chart::layers: return layers_svg(in);
+    case Chart::plan: return plan_svg(in);
     case Chart::count: break;
   }
   return "";
@@ -576,6 +632,12 @@ std::string html(const Input& in) {
                                                        "memplan explain lists them (a kind with many, such as a MoE layer's "
                                                        "experts, shows its largest and the rest as one row)."},
   };
+  if (!in.plan.empty()) {
+    h += "<h2 id=\"plan\">The plan's candidates</h2>\n<figure>\n" + svg(in, Chart::plan);
+    h += "<figcaption>The fastest configuration of each kind that fits the plan's budget (memplan plan's search with the "
+         "same flags), its peak against the budget and the card, and its modelled throughput; the pick in bold and dark.</figcaption>\n"
+         "</figure>\n";
+  }
   for (const auto& p : parts) {
     h += fmt::format("<h2 id=\"{}\">{}</h2>\n<figure>\n", to_string(p.chart), p.heading);
     h += svg(in, p.chart);

@@ -14,6 +14,15 @@
 
 namespace memplan::report {
 
+// One configuration of a plan (memplan plan's search), for the plan chart.
+struct PlanRow {
+  std::string label;   // "micro-batch 4 x 8 accumulation"
+  std::string detail;  // "amp-bf16, adamw, full checkpointing, ZeRO-2"
+  int64_t peak_bytes = 0;
+  double tokens_per_s = 0;  // modelled
+  bool best = false;        // the plan's pick
+};
+
 struct Input {
   TrainingSetup setup;
   MemoryBreakdown estimate;
@@ -21,6 +30,11 @@ struct Input {
   std::string title;                         // "llama-3.2-1b on rtx-3090"
   std::vector<std::string> lines;            // what the header says under the title (setup, runtime, verdict)
   std::string version;                       // memplan's
+  // --plan: the best of each group the search found, fastest first (the pick marked), and the
+  // budget they were held to. Empty: no plan chart.
+  std::vector<PlanRow> plan;
+  int64_t plan_budget_bytes = 0;
+  std::string plan_note;  // "global batch 64 x 384 tokens, balanced tier (90%): 1,234 candidates, 56 fit"
 };
 
 enum class Chart {
@@ -29,6 +43,7 @@ enum class Chart {
   micro_batch, // peak against micro-batch, the capacity and the largest micro-batch that fits
   seq_len,     // peak against sequence length, the same
   layers,      // the saved tensors of each layer kind (explain's table)
+  plan,        // with --plan: the plan's candidates side by side, peak and modelled speed
   count
 };
 const char* to_string(Chart c);  // "breakdown", "phases", "micro-batch", "seq-len", "layers"

@@ -92,6 +92,10 @@ check_report ds_config "$out/ds_config.html" 5 'capacity 39.59 GiB (a100-40gb)' 
 check_report quickstart-labels "$out/quickstart.html" 5 'capacity 11.72 GiB (rtx-3060-12gb)' '90% target' '92% warning' \
   '95% critical' '97% emergency' 'largest that fits: ' '>micro-batch<' '>sequence length<'
 
+# The quickstart with its plan: six charts, the pick marked.
+"$memplan" report --config "$repo/examples/quickstart.yaml" --plan --out "$out/quickstart-plan.html" >/dev/null
+check_report quickstart-plan "$out/quickstart-plan.html" 6 'id="plan"' '(the pick)' 'modelled tokens/s'
+
 # 2. The watched H200 run against its estimate.
 log="$repo/tests/data/gpu/h200-knobs/watch-qwen05.jsonl"
 "$memplan" report --monitor-log "$log" --model qwen2.5-0.5b --micro-batch 8 --seq-len 1024 --grad-accum 2 --precision bf16 \

@@ -3,6 +3,7 @@
 // consistent with the estimator, and the errors of a command that writes a file.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -120,7 +121,9 @@ TEST_CASE("memplan report --svg: each chart alone, as a standalone SVG") {
   for (const std::string& c : report::chart_names()) {
     CAPTURE(c);
     const std::string out = dir + "/" + c + ".svg";
-    const Run r = memplan_run({"report", "--config", kExamples + "/quickstart.yaml", "--svg", c, "--out", out, "--force"});
+    std::vector<std::string> args = {"report", "--config", kExamples + "/quickstart.yaml", "--svg", c, "--out", out, "--force"};
+    if (c == "plan") args.push_back("--plan");
+    const Run r = memplan_run(args);
     REQUIRE(r.code == 0);
     const std::string s = slurp(out);
     CHECK(s.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
@@ -190,7 +193,7 @@ TEST_CASE("memplan report: the errors of a command that writes a file") {
   r = memplan_run({"report", "--config", config, "--svg", "pie", "--out", dir + "/x.svg"});
   CHECK(r.code == 2);
   CHECK(r.err.find("unknown chart 'pie'") != std::string::npos);
-  CHECK(r.err.find("expected one of: breakdown, phases, micro-batch, seq-len, layers") != std::string::npos);
+  CHECK(r.err.find("expected one of: breakdown, phases, micro-batch, seq-len, layers, plan") != std::string::npos);
   CHECK_FALSE(fs::exists(dir + "/x.svg"));
   const std::string existing = dir + "/existing.html";
   std::ofstream(existing) << "mine\n";
@@ -257,5 +260,37 @@ TEST_CASE("memplan report --monitor-log: a real H200 run against its estimate, a
   r = memplan_run({"report", "--monitor-log", mlog, "--out", mlog, "--force"});
   CHECK(r.code == 2);
   CHECK(slurp(mlog) == before);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("memplan report --plan: the plan's candidates beside the estimate, the pick the one memplan plan prints") {
+  const std::string dir = temp_dir();
+  const std::string config = kExamples + "/quickstart.yaml";
+  Run r = memplan_run({"report", "--config", config, "--plan", "--out", dir + "/plan.html"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string h = slurp(dir + "/plan.html");
+  CHECK(unbalanced(h) == "");
+  CHECK(count(h, "<svg xmlns=\"http://www.w3.org/2000/svg\"") == 6);
+  for (const char* label : {"<h2 id=\"plan\">", "(the pick)", "modelled tokens/s", "peak (GiB)", "budget 10.55 GiB", "candidates, "})
+    CHECK_MESSAGE(h.find(label) != std::string::npos, label);
+  // The pick is plan's best with the same flags.
+  const Run p = memplan_run({"plan", "--config", config, "--json"});
+  REQUIRE(p.code == 0);
+  const auto doc = nlohmann::json::parse(p.out);
+  const std::string pick = fmt::format("1. micro-batch {} x {} accumulation (the pick)", doc["best"]["micro_batch"].get<int64_t>(),
+                                       doc["best"]["grad_accum"].get<int64_t>());
+  CHECK_MESSAGE(h.find(pick) != std::string::npos, pick);
+  CHECK(h.find(fmt::format("{:.0f}</text>", doc["best"]["modelled_tokens_per_s"].get<double>())) != std::string::npos);
+  // The chart alone, and what it needs.
+  r = memplan_run({"report", "--config", config, "--plan", "--svg", "plan", "--out", dir + "/plan.svg"});
+  CHECK(r.code == 0);
+  CHECK(unbalanced(slurp(dir + "/plan.svg")) == "");
+  r = memplan_run({"report", "--config", config, "--svg", "plan", "--out", dir + "/x.svg"});
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("error: --svg: the plan chart needs --plan", 0) == 0);
+  r = memplan_run({"report", "--config", config, "--global-batch", "64", "--out", dir + "/x.html"});
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("error: --global-batch: --global-batch is the plan's: it needs --plan", 0) == 0);
   fs::remove_all(dir);
 }
