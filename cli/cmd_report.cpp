@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/probes.h"
 #include "cli/run_trace.h"
 #include "planner/request.h"
 #include "profiles/files.h"
@@ -24,6 +25,7 @@ struct ReportFlags {
   bool force = false;
   bool plan = false;
   std::optional<int64_t> global_batch;
+  std::string probes;
 };
 
 // The most plan rows the chart shows (the fastest of each kind first).
@@ -94,11 +96,24 @@ int run_report(Io io, const profiles::SetupInputs& in, const ReportFlags& f) {
   }
   if (chart == report::Chart::plan && !f.plan)
     throw InputError(Where::at_flag("--svg"), "the plan chart needs --plan", "add --plan (and --global-batch N unless the setup gives one)");
+  if (chart == report::Chart::probes && f.probes.empty())
+    throw InputError(Where::at_flag("--svg"), "the probes chart needs --probes FILE", "a saved memplan calibrate --json document");
   if (f.global_batch && !f.plan)
     throw InputError(Where::at_flag("--global-batch"), "--global-batch is the plan's: it needs --plan", "add --plan, or drop --global-batch");
-  const profiles::WriteOptions w{f.force, Where::at_flag("--out"), chart ? "the chart" : "the report", profiles::input_files(in)};
+  auto inputs = profiles::input_files(in);
+  if (!f.probes.empty()) inputs.emplace_back(f.probes, "--probes");
+  const profiles::WriteOptions w{f.force, Where::at_flag("--out"), chart ? "the chart" : "the report", inputs};
   profiles::check_can_write(f.out, w);
   report::Input r;
+  if (!f.probes.empty()) {
+    const profiles::SavedCalibration saved = profiles::load_saved_calibration(f.probes);
+    const calibrate::FitReport fit = fit_saved(saved);
+    for (const calibrate::ProbeReport& p : fit.probes) r.probes.push_back({p.name, p.measured.device, p.uncalibrated.device, p.held_out});
+    const auto device = saved.stamp.find("device_name");
+    r.probes_note = fmt::format("{} probes on {}: fit {} ({}); mean |error| {:.1f}% uncalibrated, {:.1f}% held out", fit.probes.size(),
+                                device == saved.stamp.end() ? "?" : device->second, fit.model.empty() ? "nothing fitted" : fit.model,
+                                fit.accepted ? "accepted" : "refused", 100 * fit.mean_uncalibrated, 100 * fit.mean_held_out);
+  }
   std::unique_ptr<const planner::ResolvedPlan> rp;
   profiles::BuiltSetup built;
   if (f.plan) {
@@ -155,7 +170,8 @@ Command register_report(CLI::App& root, Io io) {
   auto f = std::make_shared<ReportFlags>();
   add_setup_flags(*app, *in);
   app->add_option("--out", f->out, "the file to write (atomically): the HTML report, or the --svg chart")->type_name("FILE");
-  app->add_option("--svg", f->svg, "write only this chart, as SVG: breakdown|phases|micro-batch|seq-len|layers|plan (with --plan), run (with --monitor-log)")
+  app->add_option("--svg", f->svg, "write only this chart, as SVG: breakdown|phases|micro-batch|seq-len|layers|plan (with --plan)|probes (with --probes), "
+                  "run (with --monitor-log)")
       ->type_name("CHART");
   app->add_option("--monitor-log", f->monitor_log,
                   "a run's memory over time instead: a memplan.monitor/v1 log (memplan watch --log, memplan.Monitor(log=...)), "
@@ -164,6 +180,10 @@ Command register_report(CLI::App& root, Io io) {
   app->add_flag("--force", f->force, "let --out replace an existing file");
   app->add_flag("--plan", f->plan, "add the plan's candidates (memplan plan's search with the same flags), their peak and modelled speed");
   app->add_option("--global-batch", f->global_batch, "with --plan: sequences per optimizer step (default: the setup's)")->type_name("N");
+  app->add_option("--probes", f->probes,
+                  "add a calibration run's probes (a saved memplan calibrate --json): measured against estimated, and against "
+                  "the fit made without each")
+      ->type_name("FILE");
   app->footer("examples:\n  memplan report --config examples/quickstart.yaml --out report.html\n"
               "  memplan report --config examples/quickstart.yaml --plan --out report.html\n"
               "  memplan report --monitor-log run.jsonl --model gpt2 --micro-batch 4 --out run.html");

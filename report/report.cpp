@@ -417,6 +417,51 @@ std::string plan_svg(const Input& in) {
   return g;
 }
 
+// ---- a calibration's probes: measured against estimated --------------------------------------------
+
+std::string probes_svg(const Input& in) {
+  const std::vector<ProbeRow>& rows = in.probes;
+  const int row_h = 52;
+  const int height = 70 + row_h * static_cast<int>(std::max<size_t>(1, rows.size())) + 40;
+  std::string g = open_svg(height, fmt::format("{}: calibration probes, measured against estimated", in.title));
+  g += text_at(20, 22, in.probes_note.empty() ? "each probe's device figure: measured, estimated, estimated by a fit without it" : in.probes_note,
+               "start", " font-weight=\"bold\"");
+  int64_t most = 1;
+  for (const ProbeRow& r : rows) most = std::max({most, r.measured, r.estimated, r.held_out});
+  const double x0 = 300, x1 = kWidth - 150;
+  const auto X = [&](double b) { return x0 + (x1 - x0) * b / static_cast<double>(most); };
+  const auto err = [](int64_t est, int64_t meas) {
+    return meas > 0 ? fmt::format("{:+.1f}%", 100.0 * (static_cast<double>(est) - static_cast<double>(meas)) / static_cast<double>(meas)) : "";
+  };
+  double y = 44;
+  for (const ProbeRow& r : rows) {
+    std::string name = r.name;
+    if (name.size() > 44) name = name.substr(0, 41) + "...";
+    g += text_at(x0 - 8, y + 24, name, "end", " font-size=\"11\"");
+    const struct {
+      const char* what;
+      int64_t bytes;
+      const char* fill;
+    } bars[] = {{"measured", r.measured, kTermColours[0]},
+                {"estimated", r.estimated, kTermColours[static_cast<int>(Term::logits_and_loss)]},
+                {"held out", r.held_out, kTermColours[static_cast<int>(Term::allocator_overhead)]}};
+    double by = y + 4;
+    for (const auto& b : bars) {
+      g += rect(x0, by, X(static_cast<double>(b.bytes)) - x0, 13, b.fill, fmt::format("{} {}: {}", r.name, b.what, gib(b.bytes)));
+      std::string text = fmt::format("{} {}", b.what, gib(b.bytes));
+      if (b.bytes != r.measured) text += " (" + err(b.bytes, r.measured) + ")";
+      g += text_at(X(static_cast<double>(b.bytes)) + 4, by + 11, text, "start", " font-size=\"10\"");
+      by += 15;
+    }
+    y += row_h;
+  }
+  if (rows.empty()) g += text_at(20, y + 14, "no probe ran");
+  g += text_at(20, y + 24, "bars: measured (dark), estimated without calibration (blue), estimated by the fit of the other probes (yellow)",
+               "start", " font-size=\"11\"");
+  g += "</svg>\n";
+  return g;
+}
+
 // ---- a real run over time -------------------------------------------------------------------------
 
 // Series styles that differ without colour: solid, dashed, dotted, and darker to lighter.
@@ -552,6 +597,7 @@ const char* to_string(Chart c) {
     case Chart::seq_len: return "seq-len";
     case Chart::layers: return "layers";
     case Chart::plan: return "plan";
+    case Chart::probes: return "probes";
     case Chart::count: break;
   }
   return "?";
@@ -601,6 +647,7 @@ std::string svg(const Input& in, Chart c) {
     case Chart::seq_len: return sweep_svg(in, c);
     case Chart::layers: return layers_svg(in);
     case Chart::plan: return plan_svg(in);
+    case Chart::probes: return probes_svg(in);
     case Chart::count: break;
   }
   return "";
@@ -632,6 +679,12 @@ std::string html(const Input& in) {
                                                        "memplan explain lists them (a kind with many, such as a MoE layer's "
                                                        "experts, shows its largest and the rest as one row)."},
   };
+  if (!in.probes.empty()) {
+    h += "<h2 id=\"probes\">The calibration's probes</h2>\n<figure>\n" + svg(in, Chart::probes);
+    h += "<figcaption>Each probe of the calibration run: the device figure it measured (peak reserved plus what lives outside "
+         "the allocator), the estimate without calibration, and the estimate of a fit made on the other probes (leave-one-out: "
+         "what the calibration will do for a setup it has not seen).</figcaption>\n</figure>\n";
+  }
   if (!in.plan.empty()) {
     h += "<h2 id=\"plan\">The plan's candidates</h2>\n<figure>\n" + svg(in, Chart::plan);
     h += "<figcaption>The fastest configuration of each kind that fits the plan's budget (memplan plan's search with the "

@@ -23,6 +23,13 @@ struct PlanRow {
   bool best = false;        // the plan's pick
 };
 
+// One calibration probe (a saved `memplan calibrate --json`), for the probes chart: the device
+// figure it measured, the uncalibrated estimate, and the estimate of a fit made without it.
+struct ProbeRow {
+  std::string name;  // "llama h1024 L4 b4 s1024 amp-bf16 none"
+  int64_t measured = 0, estimated = 0, held_out = 0;
+};
+
 struct Input {
   TrainingSetup setup;
   MemoryBreakdown estimate;
@@ -35,6 +42,9 @@ struct Input {
   std::vector<PlanRow> plan;
   int64_t plan_budget_bytes = 0;
   std::string plan_note;  // "global batch 64 x 384 tokens, balanced tier (90%): 1,234 candidates, 56 fit"
+  // --probes: the calibration's probes, and what the fit said. Empty: no probes chart.
+  std::vector<ProbeRow> probes;
+  std::string probes_note;
 };
 
 enum class Chart {
@@ -44,6 +54,7 @@ enum class Chart {
   seq_len,     // peak against sequence length, the same
   layers,      // the saved tensors of each layer kind (explain's table)
   plan,        // with --plan: the plan's candidates side by side, peak and modelled speed
+  probes,      // with --probes: a calibration's probes, measured against estimated
   count
 };
 const char* to_string(Chart c);  // "breakdown", "phases", "micro-batch", "seq-len", "layers"

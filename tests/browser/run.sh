@@ -95,6 +95,10 @@ check_report quickstart-labels "$out/quickstart.html" 5 'capacity 11.72 GiB (rtx
 # The quickstart with its plan: six charts, the pick marked.
 "$memplan" report --config "$repo/examples/quickstart.yaml" --plan --out "$out/quickstart-plan.html" >/dev/null
 check_report quickstart-plan "$out/quickstart-plan.html" 6 'id="plan"' '(the pick)' 'modelled tokens/s'
+# With the H200 calibration run's probes: measured against estimated and held out.
+"$memplan" report --config "$repo/examples/quickstart.yaml" --probes "$repo/tests/data/calibrate/h200-1a12cc5.json" \
+  --out "$out/quickstart-probes.html" >/dev/null
+check_report quickstart-probes "$out/quickstart-probes.html" 6 'id="probes"' '7 probes on NVIDIA H200' 'held out '
 
 # 2. The watched H200 run against its estimate.
 log="$repo/tests/data/gpu/h200-knobs/watch-qwen05.jsonl"

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "cli/probes.h"
+#include "estimator/text.h"
 #include "estimator/estimate.h"
 #include "profiles/profiles.h"
 #include "report/report.h"
@@ -123,6 +125,7 @@ TEST_CASE("memplan report --svg: each chart alone, as a standalone SVG") {
     const std::string out = dir + "/" + c + ".svg";
     std::vector<std::string> args = {"report", "--config", kExamples + "/quickstart.yaml", "--svg", c, "--out", out, "--force"};
     if (c == "plan") args.push_back("--plan");
+    if (c == "probes") args.insert(args.end(), {"--probes", std::string(MEMPLAN_TEST_DATA) + "/calibrate/h200-1a12cc5.json"});
     const Run r = memplan_run(args);
     REQUIRE(r.code == 0);
     const std::string s = slurp(out);
@@ -193,7 +196,7 @@ TEST_CASE("memplan report: the errors of a command that writes a file") {
   r = memplan_run({"report", "--config", config, "--svg", "pie", "--out", dir + "/x.svg"});
   CHECK(r.code == 2);
   CHECK(r.err.find("unknown chart 'pie'") != std::string::npos);
-  CHECK(r.err.find("expected one of: breakdown, phases, micro-batch, seq-len, layers, plan") != std::string::npos);
+  CHECK(r.err.find("expected one of: breakdown, phases, micro-batch, seq-len, layers, plan, probes") != std::string::npos);
   CHECK_FALSE(fs::exists(dir + "/x.svg"));
   const std::string existing = dir + "/existing.html";
   std::ofstream(existing) << "mine\n";
@@ -292,5 +295,40 @@ TEST_CASE("memplan report --plan: the plan's candidates beside the estimate, the
   r = memplan_run({"report", "--config", config, "--global-batch", "64", "--out", dir + "/x.html"});
   CHECK(r.code == 2);
   CHECK(r.err.rfind("error: --global-batch: --global-batch is the plan's: it needs --plan", 0) == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("memplan report --probes: a calibration run's probes, measured against estimated and held out") {
+  const std::string dir = temp_dir();
+  const std::string config = kExamples + "/quickstart.yaml";
+  const std::string probes = std::string(MEMPLAN_TEST_DATA) + "/calibrate/h200-1a12cc5.json";
+  Run r = memplan_run({"report", "--config", config, "--probes", probes, "--out", dir + "/p.html"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string h = slurp(dir + "/p.html");
+  CHECK(unbalanced(h) == "");
+  CHECK(count(h, "<svg xmlns=\"http://www.w3.org/2000/svg\"") == 6);
+  CHECK(h.find("<h2 id=\"probes\">") != std::string::npos);
+  CHECK(h.find("7 probes on NVIDIA H200: fit ") != std::string::npos);
+  // Each probe's bars are the fit's own numbers (calibrate --from's).
+  const calibrate::FitReport fit = cli::fit_saved(profiles::load_saved_calibration(probes));
+  REQUIRE(fit.probes.size() == 7);
+  for (const calibrate::ProbeReport& p : fit.probes) {
+    CAPTURE(p.name);
+    CHECK(h.find(">" + p.name + "<") != std::string::npos);
+    CHECK(h.find("measured " + text::gib(p.measured.device) + "<") != std::string::npos);
+    CHECK(h.find("estimated " + text::gib(p.uncalibrated.device) + " (") != std::string::npos);
+  }
+  r = memplan_run({"report", "--config", config, "--svg", "probes", "--out", dir + "/x.svg"});
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("error: --svg: the probes chart needs --probes FILE", 0) == 0);
+  // A broken measurements file: at its line, nothing written.
+  const std::string bad = dir + "/bad.json";
+  std::ofstream(bad) << "{\"schema\": \"memplan.calibrate/v1\", \"stamp\": {\"device_name\": \"x\", \"libtorch\": \"2.6\"}, \"cuda\": true,\n"
+                        " \"probes\": [{\"name\": \"no such probe\", \"ok\": true, \"measured_bytes\": 5}]}\n";
+  r = memplan_run({"report", "--config", config, "--probes", bad, "--out", dir + "/bad.html"});
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind(bad + ":2:", 0) == 0);
+  CHECK_FALSE(fs::exists(dir + "/bad.html"));
   fs::remove_all(dir);
 }
