@@ -50,10 +50,14 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
   app.require_subcommand(1);
   const Io io{out, err};
   std::vector<Command> commands;
+  const auto add = [&](const Registrar& r) {
+    commands.push_back(r.add(app, io));
+    commands.back().app->footer(std::string("examples:\n") + r.examples);
+  };
   for (const Registrar& r : table)
-    if (argc >= 2 && argv[1] == std::string(r.name)) commands.push_back(r.add(app, io));
+    if (argc >= 2 && argv[1] == std::string(r.name)) add(r);
   if (commands.empty())
-    for (const Registrar& r : table) commands.push_back(r.add(app, io));
+    for (const Registrar& r : table) add(r);
   try {
     // A misspelt command: name it and suggest the nearest (CLI11 only says one is required).
     if (argc >= 2 && argv[1][0] != '-') {
@@ -188,13 +192,35 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
   }
 }
 
-int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+const std::vector<Registrar>& command_table() {
   static const std::vector<Registrar> kCommands = {
-      {"estimate", register_estimate}, {"fit", register_fit},         {"plan", register_plan},
-      {"check", register_check},       {"gpus", register_gpus},       {"models", register_models},
-      {"explain", register_explain},   {"measure", register_measure_forward}, {"calibrate", register_calibrate_forward},
-      {"watch", register_watch},       {"report", register_report}};
-  return run_app(kCommands, argc, argv, out, err);
+      {"estimate", register_estimate,
+       "  memplan estimate --model llama-3.2-1b --gpu rtx-3090 --micro-batch 4 --seq-len 1024 --precision amp-bf16\n"
+       "  memplan estimate --config examples/quickstart.yaml --json"},
+      {"fit", register_fit, "  memplan fit --config examples/quickstart.yaml\n  memplan fit --model llama-3-8b --gpu rtx-4090 --seq-len 2048"},
+      {"plan", register_plan,
+       "  memplan plan --model llama-3-8b --gpu a100-40gb --gpus 4 --global-batch 256 --seq-len 2048\n"
+       "  memplan plan --config examples/quickstart.yaml --emit hf --out train.yaml"},
+      {"check", register_check, "  memplan check examples/ --gpu rtx-3090\n  memplan check configs/ --base-ref origin/main --max-growth 10%"},
+      {"gpus", register_gpus, "  memplan gpus\n  memplan gpus --json"},
+      {"models", register_models, "  memplan models\n  memplan models --json"},
+      {"explain", register_explain, "  memplan explain activations\n  memplan explain --config examples/quickstart.yaml"},
+      {"measure", register_measure_forward, kMeasureExamples},
+      {"calibrate", register_calibrate_forward, kCalibrateExamples},
+      {"watch", register_watch,
+       "  memplan watch --model gpt2 --micro-batch 4 --seq-len 512 -- python3 train.py\n"
+       "  memplan watch --log run.jsonl --html run.html --config train.yaml -- torchrun train.py"},
+      {"report", register_report,
+       "  memplan report --config examples/quickstart.yaml --out report.html\n"
+       "  memplan report --config examples/quickstart.yaml --plan --svg plan --out plan.svg\n"
+       "  memplan report --monitor-log run.jsonl --model gpt2 --micro-batch 4 --out run.html"},
+      {"completions", register_completions, "  memplan completions bash > /etc/bash_completion.d/memplan\n"
+                                             "  memplan completions zsh > \"${fpath[1]}/_memplan\""}};
+  return kCommands;
+}
+
+int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  return run_app(command_table(), argc, argv, out, err);
 }
 
 }  // namespace memplan::cli

@@ -31,6 +31,7 @@ struct MeasureFlags {
   std::string out;
   bool force = false;
   bool quick = false;
+  bool quiet = false;  // --quiet: no progress lines
   std::string from;  // calibrate --from: saved measurements to re-fit
 };
 
@@ -46,8 +47,11 @@ std::string default_profile_path(const std::string& device) {
   return fmt::format("{}/{}-{}.yaml", dir, name, stamp);
 }
 
-// Progress lines on stderr with the elapsed time, so a long run shows what runs and what is left.
-std::function<void(const std::string&)> progress(std::ostream& err, const char* who) {
+// Progress lines on stderr with the elapsed time, so a long run shows what runs and what is left
+// ("[calibrate   12.3s] probe 3/9: ..."). Plain lines, no colour and no carriage returns, so a log
+// or a pipe reads the same as a terminal; none with --quiet.
+std::function<void(const std::string&)> progress(std::ostream& err, const char* who, bool quiet) {
+  if (quiet) return {};
   const auto t0 = std::chrono::steady_clock::now();
   return [&err, who, t0](const std::string& line) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -65,7 +69,7 @@ int run_measure(Io io, const profiles::SetupInputs& in, const MeasureFlags& f, c
   mo.steps = f.steps;
   mo.threads = f.threads;
   mo.layers = f.layers;
-  mo.progress = progress(io.err, "measure");
+  mo.progress = progress(io.err, "measure", f.quiet);
   const calibrate::MeasureResult r = calibrate::measure(b.setup, mo);
   // Estimate the setup the harness ran (same device kind, LibTorch version, optimizer loop),
   // at full depth when the run was extrapolated.
@@ -202,7 +206,7 @@ int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f,
   co.device = device;
   co.quick = f.quick;
   co.threads = f.threads;
-  co.progress = progress(io.err, "calibrate");
+  co.progress = progress(io.err, "calibrate", f.quiet);
   const calibrate::CalibrationRun run = calibrate::run_calibration(co);
   const bool any = std::any_of(run.probes.begin(), run.probes.end(), [](const auto& p) { return p.ok; });
   if (!any) throw InputError(Where::at_flag("--device"), "no probe ran on this device", "see the notes above (each probe says why)");
@@ -220,6 +224,7 @@ Command register_measure(CLI::App& root, Io io) {
   app->add_option("--steps", f->steps, "training steps (>= 2; step 1 creates the optimizer state)")->type_name("N");
   app->add_option("--threads", f->threads, "CPU threads for LibTorch (default: LibTorch's)")->type_name("N");
   app->add_option("--layers", f->layers, "run at this depth instead of the model's")->type_name("N");
+  app->add_flag("--quiet", f->quiet, "no progress lines on stderr (the result, warnings and errors still print)");
   add_output_flags(*app, *o);
   return {app, [io, in, f, o] { return run_measure(io, *in, *f, *o); }};
 }
@@ -241,12 +246,14 @@ Command register_calibrate(CLI::App& root, Io io) {
   app->add_flag("--force", f->force, "replace --out if it exists");
   app->add_flag("--quick", f->quick, "fewer probes");
   app->add_option("--threads", f->threads, "CPU threads for LibTorch")->type_name("N");
+  app->add_flag("--quiet", f->quiet, "no progress lines on stderr (the fit, warnings and errors still print)");
   add_output_flags(*app, *o);
   return {app, [io, in, f, o] { return run_calibrate(io, *in, *f, *o); }};
 }
 
 int run_companion(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  return run_app({{"measure", register_measure}, {"calibrate", register_calibrate}}, argc, argv, out, err);
+  return run_app({{"measure", register_measure, kMeasureExamples}, {"calibrate", register_calibrate, kCalibrateExamples}}, argc, argv, out,
+                 err);
 }
 
 }  // namespace memplan::cli

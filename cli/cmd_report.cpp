@@ -184,9 +184,6 @@ Command register_report(CLI::App& root, Io io) {
                   "add a calibration run's probes (a saved memplan calibrate --json): measured against estimated, and against "
                   "the fit made without each")
       ->type_name("FILE");
-  app->footer("examples:\n  memplan report --config examples/quickstart.yaml --out report.html\n"
-              "  memplan report --config examples/quickstart.yaml --plan --out report.html\n"
-              "  memplan report --monitor-log run.jsonl --model gpt2 --micro-batch 4 --out run.html");
   return {app, [io, in, f] { return run_report(io, *in, *f); }};
 }
 

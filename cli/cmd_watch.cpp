@@ -39,6 +39,7 @@ struct WatchFlags {
   double interval = 2.0;
   std::string log;
   std::string html;
+  bool quiet = false;  // no live lines: the start and the summary only
   bool force = false;
   std::string source = "auto";
   std::string replay;
@@ -294,7 +295,7 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
                             {"capacity_bytes", top.total_bytes}, {"utilization", fraction(top.used_bytes, top.total_bytes)},
                             {"band", to_string(band)}};
       log.write(rec);
-      if (t >= next_print || worse) {
+      if (!f.quiet && (t >= next_print || worse)) {
         io.err << live_line(t, r, th) << "\n";
         io.err.flush();
         if (t >= next_print) next_print = t + f.interval;
@@ -354,6 +355,7 @@ Command register_watch(CLI::App& root, Io io) {
   app->add_option("--html", f->html, "when the command ends, write the run's memory over time as a self-contained HTML file")
       ->type_name("FILE");
   app->add_flag("--force", f->force, "let --log and --html replace an existing file");
+  app->add_flag("--quiet", f->quiet, "no live lines while the command runs: what is watched, then the summary");
   app->add_option("--source", f->source, "auto (NVML, then ROCm SMI, else the process tree), nvml, rocm-smi or process")->type_name("WHAT");
   app->add_option("--replay", f->replay, "print a memplan.monitor/v1 log (this command's --log or memplan.Monitor's) and exit")->type_name("FILE");
   app->add_option("command", f->command, "the training command and its arguments, after --")->type_name("-- COMMAND ARGS...");

@@ -41,6 +41,15 @@ Command register_plan(CLI::App& root, Io io);   // cmd_plan.cpp
 Command register_check(CLI::App& root, Io io);  // cmd_check.cpp
 Command register_watch(CLI::App& root, Io io);  // cmd_watch.cpp
 Command register_report(CLI::App& root, Io io);  // cmd_report.cpp
+Command register_completions(CLI::App& root, Io io);  // completions.cpp
+
+// The examples of measure and calibrate, shared by memplan (which forwards them) and memplan-measure.
+inline constexpr const char* kMeasureExamples =
+    "  memplan measure --model gpt2 --micro-batch 2 --seq-len 256 --device cpu\n"
+    "  memplan measure --config examples/quickstart.yaml --device cuda:0 --json";
+inline constexpr const char* kCalibrateExamples =
+    "  memplan calibrate --device cuda:0 --out my-gpu.yaml\n"
+    "  memplan calibrate --from saved-probes.json --out my-gpu.yaml";
 
 // The app behind run() and run_companion(): registers `table`, parses argv, runs the chosen
 // command (or forwards it), and maps errors to exit codes.
@@ -49,7 +58,10 @@ Command register_report(CLI::App& root, Io io);  // cmd_report.cpp
 struct Registrar {
   const char* name;
   Command (*add)(CLI::App&, Io);
+  const char* examples;  // the --help footer: command lines that work from a checkout, one per line
 };
 int run_app(const std::vector<Registrar>& table, int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+// memplan's commands (measure and calibrate as forwarded to memplan-measure), in --help's order.
+const std::vector<Registrar>& command_table();
 
 }  // namespace memplan::cli

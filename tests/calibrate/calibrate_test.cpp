@@ -56,6 +56,9 @@ TEST_CASE("calibrate --device cpu writes a profile that estimate applies and rep
   CHECK(cal.cuda_context_bytes == -1);
   CHECK(cal.overhead_fraction == -1);
   CHECK(c.out.find("held out (fitted without it)") != std::string::npos);
+  // Progress on stderr: the probe and how many, with the time since the start.
+  CHECK(c.err.find("s] probe 1/") != std::string::npos);
+  CHECK(c.err.find("[calibrate ") != std::string::npos);
   CHECK(c.out.find("CPU: no context, workspace or caching allocator to fit") != std::string::npos);
 
   const Run e = invoke({"estimate", "--model", "smollm2-135m", "--device", "cpu", "--gpu-memory", "8GiB", "--calibration", out, "--json"});
@@ -73,9 +76,10 @@ TEST_CASE("calibrate --device cpu writes a profile that estimate applies and rep
   const fs::path cache = fs::path(temp_path("cache"));
   fs::remove_all(cache);
   setenv("XDG_CACHE_HOME", cache.c_str(), 1);
-  const Run def = invoke({"calibrate", "--device", "cpu", "--quick", "--threads", "2", "--json"});
+  const Run def = invoke({"calibrate", "--device", "cpu", "--quick", "--threads", "2", "--json", "--quiet"});
   unsetenv("XDG_CACHE_HOME");
   REQUIRE(def.code == 0);
+  CHECK(def.err.find("[calibrate ") == std::string::npos);  // --quiet: no progress lines
   const std::string written = nlohmann::json::parse(def.out)["profile"];
   CHECK(written.rfind((cache / "memplan" / "calibrations" / "cpu-").string(), 0) == 0);
   CHECK(fs::exists(written));

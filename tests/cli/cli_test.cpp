@@ -1200,7 +1200,8 @@ TEST_CASE("running out of memory is an input problem (exit 2), not an internal e
   const std::vector<memplan::cli::Registrar> table = {
       {"grow", [](CLI::App& root, memplan::cli::Io) -> memplan::cli::Command {
          return {root.add_subcommand("grow", "allocates without bound"), []() -> int { throw std::bad_alloc(); }};
-       }}};
+       },
+       "  memplan grow"}};
   const char* argv[] = {"memplan", "grow"};
   std::ostringstream out, err;
   CHECK(memplan::cli::run_app(table, 2, argv, out, err) == 2);

@@ -151,6 +151,15 @@ TEST_CASE("watch --html: the run's memory over time as a report when the command
   CHECK(!fs::exists(marker));
 }
 
+TEST_CASE("watch --quiet: no live lines, the start and the summary still") {
+  const Run r = watch({"--source", "process", "--interval", "0.2", "--quiet", "--", MEMPLAN_TEST_PYTHON, "-c", kAllocate});
+  CHECK(r.code == 3);
+  CHECK(r.err.find("] Memory: ") == std::string::npos);
+  CHECK(r.err.find("memplan watch: pid ") != std::string::npos);
+  CHECK(r.err.find("exited with 3 after") != std::string::npos);
+  CHECK(r.err.find("  peak: ") != std::string::npos);
+}
+
 TEST_CASE("watch compares the peak with the estimate of the setup flags") {
   const Run r = watch({"--source", "process", "--model", "gpt2", "--micro-batch", "1", "--seq-len", "128", "--device", "cpu",
                        "--", MEMPLAN_TEST_PYTHON, "-c", kAllocate});
