@@ -195,7 +195,7 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
 const std::vector<Registrar>& command_table() {
   static const std::vector<Registrar> kCommands = {
       {"estimate", register_estimate,
-       "  memplan estimate --model llama-3.2-1b --gpu rtx-3090 --micro-batch 4 --seq-len 1024 --precision amp-bf16\n"
+       "  memplan estimate --model llama-3.2-1b --gpu rtx-3090 --micro-batch 4 --seq-len 1024 --precision bf16\n"
        "  memplan estimate --config examples/quickstart.yaml --json"},
       {"fit", register_fit, "  memplan fit --config examples/quickstart.yaml\n  memplan fit --model llama-3-8b --gpu rtx-4090 --seq-len 2048"},
       {"plan", register_plan,

@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/measure_flags.h"
 #include "cli/measure_report.h"
 #include "cli/probes.h"
 #include "profiles/files.h"
@@ -24,16 +25,6 @@
 namespace memplan::cli {
 namespace {
 
-struct MeasureFlags {
-  int steps = 2;
-  int threads = 0;
-  int64_t layers = 0;
-  std::string out;
-  bool force = false;
-  bool quick = false;
-  bool quiet = false;  // --quiet: no progress lines
-  std::string from;  // calibrate --from: saved measurements to re-fit
-};
 
 // Where calibrate writes without --out: <cache>/calibrations/<device>-<UTC time>.yaml.
 std::string default_profile_path(const std::string& device) {
@@ -216,39 +207,13 @@ int run_calibrate(Io io, const profiles::SetupInputs& in, const MeasureFlags& f,
 }  // namespace
 
 Command register_measure(CLI::App& root, Io io) {
-  auto* app = root.add_subcommand("measure", "run real LibTorch training steps and compare measured peaks with the estimate");
-  auto in = std::make_shared<profiles::SetupInputs>();
-  auto f = std::make_shared<MeasureFlags>();
-  auto o = std::make_shared<OutputFlags>();
-  add_setup_flags(*app, *in);
-  app->add_option("--steps", f->steps, "training steps (>= 2; step 1 creates the optimizer state)")->type_name("N");
-  app->add_option("--threads", f->threads, "CPU threads for LibTorch (default: LibTorch's)")->type_name("N");
-  app->add_option("--layers", f->layers, "run at this depth instead of the model's")->type_name("N");
-  app->add_flag("--quiet", f->quiet, "no progress lines on stderr (the result, warnings and errors still print)");
-  add_output_flags(*app, *o);
-  return {app, [io, in, f, o] { return run_measure(io, *in, *f, *o); }};
+  const MeasureCommand m = add_measure_command(root);
+  return {m.app, [io, m] { return run_measure(io, *m.in, *m.flags, *m.output); }};
 }
 
 Command register_calibrate(CLI::App& root, Io io) {
-  auto* app = root.add_subcommand("calibrate",
-                                  "measure a probe series of real steps on a device and fit what the estimate cannot know "
-                                  "there (context, workspace, allocator overhead), checked on held-out probes");
-  auto in = std::make_shared<profiles::SetupInputs>();
-  auto f = std::make_shared<MeasureFlags>();
-  auto o = std::make_shared<OutputFlags>();
-  app->add_option("--device", in->device, "cpu or cuda:N")->type_name("DEVICE");
-  app->add_option("--from", f->from,
-                  "re-fit from saved measurements (what calibrate --json printed, maybe on another machine) "
-                  "instead of running the probes")
-      ->type_name("FILE");
-  app->add_option("--out", f->out, "write the calibration profile (YAML) here (default: <cache>/memplan/calibrations/DEVICE-TIME.yaml); "
-                                   "nothing is written when the fit is worse than none on held-out probes (exit 1)")->type_name("FILE");
-  app->add_flag("--force", f->force, "replace --out if it exists");
-  app->add_flag("--quick", f->quick, "fewer probes");
-  app->add_option("--threads", f->threads, "CPU threads for LibTorch")->type_name("N");
-  app->add_flag("--quiet", f->quiet, "no progress lines on stderr (the fit, warnings and errors still print)");
-  add_output_flags(*app, *o);
-  return {app, [io, in, f, o] { return run_calibrate(io, *in, *f, *o); }};
+  const MeasureCommand m = add_calibrate_command(root);
+  return {m.app, [io, m] { return run_calibrate(io, *m.in, *m.flags, *m.output); }};
 }
 
 int run_companion(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {

@@ -54,6 +54,11 @@ constexpr int64_t kMaxLogBytes = int64_t{1} << 30;
 
 // --monitor-log: the run's memory over time, against the estimate when the setup flags name a model.
 int run_log_report(Io io, const profiles::SetupInputs& in, const ReportFlags& f) {
+  for (const auto& [given, flag] : {std::pair{f.plan, "--plan"}, std::pair{f.global_batch.has_value(), "--global-batch"},
+                                     std::pair{!f.probes.empty(), "--probes"}})
+    if (given)
+      throw InputError(Where::at_flag(flag), fmt::format("{} belongs to the estimate's report, not to a run's (--monitor-log)", flag),
+                       fmt::format("drop {}, or make two reports", flag));
   if (!f.svg.empty() && f.svg != "run")
     throw InputError(Where::at_flag("--svg"), fmt::format("with --monitor-log the one chart is 'run' (got '{}')", profiles::clip(f.svg)),
                      "drop --monitor-log for the estimate's charts");
@@ -90,6 +95,8 @@ int run_report(Io io, const profiles::SetupInputs& in, const ReportFlags& f) {
   std::optional<report::Chart> chart;
   if (!f.svg.empty()) {
     chart = report::parse_chart(f.svg);
+    if (!chart && f.svg == "run")
+      throw InputError(Where::at_flag("--svg"), "the run chart is a monitor log's", "add --monitor-log FILE (memplan watch --log writes one)");
     if (!chart)
       throw InputError(Where::at_flag("--svg"), fmt::format("unknown chart '{}'", profiles::clip(f.svg)),
                        fmt::format("expected one of: {}", fmt::join(report::chart_names(), ", ")));

@@ -131,7 +131,15 @@ std::unique_ptr<watch::Sampler> open_gpu_sampler(const std::string& source, std:
 // A watched run samples ten times a second at most: a day of it is about 200 MB of log.
 constexpr int64_t kMaxReplayBytes = int64_t{1} << 30;
 
-int replay(Io io, const std::string& path) {
+int replay(Io io, const std::string& path, const WatchFlags& f, const profiles::SetupInputs& in) {
+  // --html: the replayed run's report, refused before reading when it cannot be written.
+  std::optional<profiles::WriteOptions> html;
+  if (!f.html.empty()) {
+    auto inputs = profiles::input_files(in);
+    inputs.emplace_back(path, "--replay");
+    html = profiles::WriteOptions{f.force, Where::at_flag("--html"), "the run's report", inputs};
+    profiles::check_can_write(f.html, *html);
+  }
   // Through the bounded, non-blocking reader: a FIFO, a device or a file past 1 GiB is refused.
   std::string text;
   try {
@@ -146,9 +154,7 @@ int replay(Io io, const std::string& path) {
   for (const watch::LogRecord& r : records) {
     switch (r.kind) {
       case Kind::start: {
-        th.warning = r.thresholds.warning;
-        th.critical = r.thresholds.critical;
-        th.emergency = r.thresholds.emergency;
+        th = r.thresholds;
         const std::string what = r.source == "watch" && !r.command.empty()
                                      ? fmt::format("'{}'", fmt::join(r.command, " "))
                                      : fmt::format("monitor on {}", r.device.empty() ? "?" : r.device);
@@ -191,6 +197,16 @@ int replay(Io io, const std::string& path) {
         break;
     }
   }
+  if (html) {
+    std::optional<MemoryBreakdown> estimated;
+    if (in.model || in.config) {
+      const profiles::BuiltSetup b = profiles::build_setup(in);
+      print_warnings(io.err, b.warnings);
+      estimated = estimate(b.setup, calibration_of(b));
+    }
+    profiles::write_file_atomically(f.html, report::run_html(run_trace(records, estimated ? &*estimated : nullptr)), *html);
+    io.out << fmt::format("wrote {} (the run's memory over time)\n", f.html);
+  }
   return kExitOk;
 }
 
@@ -199,7 +215,7 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
     if (!f.command.empty())
       throw InputError(Where::at_flag("--replay"), "--replay reads a log; it runs no command",
                        "drop the command, or drop --replay to run it");
-    return replay(io, f.replay);
+    return replay(io, f.replay, f, in);
   }
   if (f.command.empty())
     throw InputError(Where{}, "memplan watch needs the training command to run",
@@ -352,7 +368,7 @@ Command register_watch(CLI::App& root, Io io) {
   add_setup_flags(*app, *in);
   app->add_option("--interval", f->interval, "seconds between printed lines (default 2; peaks are sampled every 0.25 s)")->type_name("S");
   app->add_option("--log", f->log, "write memplan.monitor/v1 JSON lines to FILE")->type_name("FILE");
-  app->add_option("--html", f->html, "when the command ends, write the run's memory over time as a self-contained HTML file")
+  app->add_option("--html", f->html, "when the command ends (or from the --replay log), write the run's memory over time as a self-contained HTML file")
       ->type_name("FILE");
   app->add_flag("--force", f->force, "let --log and --html replace an existing file");
   app->add_flag("--quiet", f->quiet, "no live lines while the command runs: what is watched, then the summary");

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "estimator/breakdown.h"
+#include "estimator/error.h"
 #include "estimator/text.h"
 
 namespace memplan::report {
@@ -67,8 +68,9 @@ std::string pct(double f) { return fmt::format("{:.0f}%", 100.0 * f); }
 // A "nice" axis top at or above `v`: 1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten (five
 // ticks then fall on round numbers).
 double nice_top(double v) {
-  if (v <= 0) return 1.0;
+  if (!(v > 0) || !std::isfinite(v)) return 1.0;
   const double p = std::pow(10.0, std::floor(std::log10(v)));
+  if (!(p > 0) || !std::isfinite(p)) return v;  // past double's range of powers of ten: v itself
   for (const double m : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
     if (m * p >= v) return m * p;
   return 10.0 * p;
@@ -447,6 +449,11 @@ std::string probes_svg(const Input& in) {
                 {"held out", r.held_out, kTermColours[static_cast<int>(Term::allocator_overhead)]}};
     double by = y + 4;
     for (const auto& b : bars) {
+      if (b.bytes <= 0 && std::string(b.what) == "held out") {  // fewer than two probes: no fit without it
+        g += text_at(x0 + 4, by + 11, "held out: none (no fit without this probe)", "start", " font-size=\"10\"");
+        by += 15;
+        continue;
+      }
       g += rect(x0, by, X(static_cast<double>(b.bytes)) - x0, 13, b.fill, fmt::format("{} {}: {}", r.name, b.what, gib(b.bytes)));
       std::string text = fmt::format("{} {}", b.what, gib(b.bytes));
       if (b.bytes != r.measured) text += " (" + err(b.bytes, r.measured) + ")";
@@ -503,16 +510,19 @@ std::string run_svg(const RunTrace& r) {
   const double cap = static_cast<double>(r.capacity_bytes);
   const double top_gib = nice_top(std::max(gib_of(r.capacity_bytes), gib_of(most)) * 1.05);
   const double x0 = 70, x1 = kWidth - 170, y0 = 300, y1 = 50;
-  const auto X = [&](double t) { return x0 + (x1 - x0) * t / t_end; };
+  const auto X = [&](double t) { return x0 + (x1 - x0) * (t / t_end); };  // t / t_end first: no overflow near 1e308
   const auto Y = [&](double bytes) { return y0 - (y0 - y1) * (bytes / kGiB) / top_gib; };
   const int legend_rows = static_cast<int>(r.series.size() + r.estimate.size());
   std::string g = open_svg(360 + 16 * legend_rows, fmt::format("{}: memory over time", r.title));
   g += gib_axis(x0, y0, x1, y1, top_gib);
-  // Ticks at a nice step (nice_top of a fifth of the run) up to the end.
+  // Ticks at a nice step (nice_top of a fifth of the run) up to the end: at most a dozen, counted
+  // by index so that no time (1e308, 1e-320) can keep the loop going.
   const double step = nice_top(t_end / 5.0);
-  for (double t = 0; t <= t_end * 1.0001; t += step) {
+  const int ticks = step > 0 && std::isfinite(step) ? static_cast<int>(std::min(12.0, std::floor(t_end / step * 1.0001))) : 0;
+  for (int k = 0; k <= ticks; ++k) {
+    const double t = k * step;
     g += line(X(t), y0, X(t), y0 + 4, "#000000", "", 1);
-    g += text_at(X(t), y0 + 16, fmt::format("{:g}", std::round(t * 1000) / 1000), "middle", " font-size=\"11\"");
+    g += text_at(X(t), y0 + 16, fmt::format("{:.4g}", t), "middle", " font-size=\"11\"");
   }
   g += text_at((x0 + x1) / 2, y0 + 34, "seconds", "middle", " font-weight=\"bold\"");
   // The bands and the capacity, labelled at the right.
@@ -628,7 +638,12 @@ std::vector<SweepPoint> sweep(const Input& in, Chart which) {
     TrainingSetup t = in.setup;
     (mb ? t.batch.micro_batch : t.batch.seq_len) = v;
     if (!validate(t).empty()) break;
-    const MemoryBreakdown e = estimate(t, in.calibration);
+    MemoryBreakdown e;
+    try {
+      e = estimate(t, in.calibration);
+    } catch (const InputError&) {
+      break;  // past what 64-bit byte counts hold: the sweep ends before it
+    }
     SweepPoint p{v, e.verdict_bytes(), false};
     p.fits = cap > 0 && judge(e, t).fits;
     out.push_back(p);
@@ -685,7 +700,7 @@ std::string html(const Input& in) {
          "the allocator), the estimate without calibration, and the estimate of a fit made on the other probes (leave-one-out: "
          "what the calibration will do for a setup it has not seen).</figcaption>\n</figure>\n";
   }
-  if (!in.plan.empty()) {
+  if (!in.plan_note.empty()) {  // --plan: its section, with "nothing fits" when nothing does
     h += "<h2 id=\"plan\">The plan's candidates</h2>\n<figure>\n" + svg(in, Chart::plan);
     h += "<figcaption>The fastest configuration of each kind that fits the plan's budget (memplan plan's search with the "
          "same flags), its peak against the budget and the card, and its modelled throughput; the pick in bold and dark.</figcaption>\n"

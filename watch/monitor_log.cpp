@@ -135,6 +135,7 @@ LogRecord typed(const json& j, const std::string& path, int line) {
           if (!(v > 0 && v <= 1)) f.bad(std::string("thresholds.") + key, "a fraction in (0, 1]", (*t)[key]);
           return v;
         };
+        r.thresholds.target = fraction("target", r.thresholds.target);
         r.thresholds.warning = fraction("warning", r.thresholds.warning);
         r.thresholds.critical = fraction("critical", r.thresholds.critical);
         r.thresholds.emergency = fraction("emergency", r.thresholds.emergency);

@@ -62,7 +62,7 @@ check_report() {
   local dom="$out/$name.dom" console="$out/$name.console"
   load "$file" "$dom" "$console"
   local n
-  n=$(grep -o '<svg xmlns="http://www.w3.org/2000/svg"' "$dom" | wc -l)
+  n=$({ grep -o '<svg xmlns="http://www.w3.org/2000/svg"' "$dom" || true; } | wc -l)
   [ "$n" -eq "$svgs" ] || fail "$name: $n charts in the DOM, expected $svgs"
   local label
   for label in "$@"; do

@@ -157,6 +157,17 @@ TEST_CASE("memplan report: names from files are escaped; a setup without a card 
   fs::remove_all(dir);
 }
 
+TEST_CASE("memplan report: a setup estimate takes whose sweep would overflow 64-bit bytes still reports") {
+  const std::string dir = temp_dir();
+  Run r = memplan_run({"estimate", "--model", "llama-3-8b", "--seq-len", "20000000"});
+  REQUIRE(r.code == 0);
+  r = memplan_run({"report", "--model", "llama-3-8b", "--seq-len", "20000000", "--out", dir + "/s.html"});
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(unbalanced(slurp(dir + "/s.html")) == "");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("memplan report: the sweeps are the estimator's numbers, doubling past the card") {
   const profiles::SetupInputs in = [] {
     profiles::SetupInputs i;
@@ -252,7 +263,38 @@ TEST_CASE("memplan report --monitor-log: a real H200 run against its estimate, a
                             "+100.0 MiB/step since step 1", "3 steps, worst band critical", "capacity 12.00 GiB"})
     CHECK_MESSAGE(h.find(label) != std::string::npos, label);
 
-  // Errors: another chart with a log, a log that is not there, --out over the log.
+  // The start record's thresholds, target included: a reading over a 0.5 target is above_target.
+  const std::string tlog = dir + "/target.jsonl";
+  std::ofstream(tlog)
+      << R"({"schema":"memplan.monitor/v1","kind":"start","source":"watch","command":["t"],"sampler":"process","thresholds":{"target":0.5,"warning":0.92,"critical":0.95,"emergency":0.97}})" "\n"
+      << R"({"schema":"memplan.monitor/v1","kind":"sample","t":1,"devices":[{"index":0,"name":"process tree","used_bytes":7000,"total_bytes":10000}]})" "\n";
+  r = memplan_run({"report", "--monitor-log", tlog, "--out", dir + "/target.html"});
+  REQUIRE(r.code == 0);
+  h = slurp(dir + "/target.html");
+  CHECK(h.find(">band:above_target<") != std::string::npos);
+  CHECK(h.find(">50% target<") != std::string::npos);
+  // Times at double's ends: the chart is drawn, finite, and the command ends.
+  for (const char* t : {"1.7976e308", "2e-323", "0"}) {
+    CAPTURE(t);
+    const std::string edge = dir + "/edge.jsonl";
+    std::ofstream(edge) << R"({"schema":"memplan.monitor/v1","kind":"start","source":"watch","command":["t"]})" "\n"
+                        << R"({"schema":"memplan.monitor/v1","kind":"sample","t":)" << t
+                        << R"(,"devices":[{"index":0,"name":"GPU","used_bytes":5,"total_bytes":10}]})" "\n";
+    r = memplan_run({"report", "--monitor-log", edge, "--svg", "run", "--out", dir + "/edge.svg", "--force"});
+    REQUIRE(r.code == 0);
+    const std::string e = slurp(dir + "/edge.svg");
+    CHECK(unbalanced(e) == "");
+    CHECK(e.find("inf") == std::string::npos);
+    CHECK(e.find("nan") == std::string::npos);
+  }
+
+  // Errors: the estimate's flags with a log, another chart with a log, a log that is not there, --out over the log.
+  r = memplan_run({"report", "--monitor-log", mlog, "--probes", dir + "/none.json", "--out", dir + "/x.html"});
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("error: --probes: --probes belongs to the estimate's report, not to a run's (--monitor-log)", 0) == 0);
+  r = memplan_run({"report", "--config", kExamples + "/quickstart.yaml", "--svg", "run", "--out", dir + "/x.svg"});
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("error: --svg: the run chart is a monitor log's\nhint: add --monitor-log FILE", 0) == 0);
   r = memplan_run({"report", "--monitor-log", mlog, "--svg", "breakdown", "--out", dir + "/x.svg"});
   CHECK(r.code == 2);
   CHECK(r.err.find("with --monitor-log the one chart is 'run'") != std::string::npos);
@@ -283,8 +325,12 @@ TEST_CASE("memplan report --plan: the plan's candidates beside the estimate, the
   const auto doc = nlohmann::json::parse(p.out);
   const std::string pick = fmt::format("1. micro-batch {} x {} accumulation (the pick)", doc["best"]["micro_batch"].get<int64_t>(),
                                        doc["best"]["grad_accum"].get<int64_t>());
-  CHECK_MESSAGE(h.find(pick) != std::string::npos, pick);
-  CHECK(h.find(fmt::format("{:.0f}</text>", doc["best"]["modelled_tokens_per_s"].get<double>())) != std::string::npos);
+  const size_t at = h.find(pick);
+  REQUIRE_MESSAGE(at != std::string::npos, pick);
+  // The pick's own row (up to the next row's number) holds its peak and its modelled speed.
+  const std::string row = h.substr(at, h.find(">2. ", at) - at);
+  CHECK(row.find(">" + text::gib(doc["best"]["peak_bytes"].get<int64_t>()) + "</text>") != std::string::npos);
+  CHECK(row.find(fmt::format(">{:.0f}</text>", doc["best"]["modelled_tokens_per_s"].get<double>())) != std::string::npos);
   // The chart alone, and what it needs.
   r = memplan_run({"report", "--config", config, "--plan", "--svg", "plan", "--out", dir + "/plan.svg"});
   CHECK(r.code == 0);
@@ -318,7 +364,19 @@ TEST_CASE("memplan report --probes: a calibration run's probes, measured against
     CHECK(h.find(">" + p.name + "<") != std::string::npos);
     CHECK(h.find("measured " + text::gib(p.measured.device) + "<") != std::string::npos);
     CHECK(h.find("estimated " + text::gib(p.uncalibrated.device) + " (") != std::string::npos);
+    REQUIRE(p.held_out > 0);
+    CHECK(h.find("held out " + text::gib(p.held_out) + " (") != std::string::npos);
   }
+  // One probe: no fit can leave it out, and the chart says so instead of drawing 0 B.
+  const std::string one = dir + "/one.json";
+  std::ofstream(one) << "{\"schema\": \"memplan.calibrate/v1\", \"stamp\": {\"device_name\": \"NVIDIA H200\", \"libtorch\": \"2.11\"},\n"
+                        " \"cuda\": true, \"probes\": [{\"name\": \"" << fit.probes.front().name << "\", \"ok\": true, \"measured_bytes\": "
+                     << fit.probes.front().measured.device << "}]}\n";
+  r = memplan_run({"report", "--config", config, "--probes", one, "--svg", "probes", "--out", dir + "/one.svg"});
+  REQUIRE(r.code == 0);
+  const std::string o = slurp(dir + "/one.svg");
+  CHECK(o.find("held out: none (no fit without this probe)") != std::string::npos);
+  CHECK(o.find("held out 0 B") == std::string::npos);
   r = memplan_run({"report", "--config", config, "--svg", "probes", "--out", dir + "/x.svg"});
   CHECK(r.code == 2);
   CHECK(r.err.rfind("error: --svg: the probes chart needs --probes FILE", 0) == 0);

@@ -142,6 +142,13 @@ TEST_CASE("watch --html: the run's memory over time as a report when the command
   std::stringstream text2;
   text2 << in2.rdbuf();
   CHECK(text2.str().find("process tree: peak ") != std::string::npos);
+  // And from watch --replay.
+  const std::string replayed = temp_path("run-replayed.html");
+  fs::remove(replayed);
+  const Run rp = watch({"--replay", log, "--html", replayed});
+  CHECK(rp.code == 0);
+  CHECK(rp.out.find("wrote " + replayed) != std::string::npos);
+  CHECK(fs::exists(replayed));
   // An --html that cannot be written stops watch before the command runs.
   const std::string marker = temp_path("ran-html");
   fs::remove(marker);
