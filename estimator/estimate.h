@@ -51,9 +51,16 @@ struct Timeline {
   PhaseState backward_head;  // dynamic terms only, the head's backward (loss spike)
   int64_t in_flight = 1;
   int64_t offloaded_bytes = 0;  // saved activations in pinned host memory (activation offload)
-  std::vector<SavedTensor> saved_per_layer;
+  std::vector<SavedTensor> saved_per_layer;  // empty unless asked for (with_rows)
 };
-Timeline activation_timeline(const TrainingSetup& s);
+// with_rows: also list each layer kind's saved tensors (saved_per_layer) for the breakdown's
+// table; the searches (fit, plan), which read only the peaks, leave it off: naming ~1,100 rows of
+// a MoE layer's experts cost more than simulating it.
+Timeline activation_timeline(const TrainingSetup& s, bool with_rows = true);
+// Micro-batches whose activations the first pipeline stage holds at once (1F1B: up to the
+// pipeline depth, at most the accumulation steps); 1 without pipeline parallelism. Part of the
+// timeline's key.
+int64_t micro_batches_in_flight(const TrainingSetup& s);
 // True when gradients stay as they appear during backward (micro-step 1, no ZeRO-2/3
 // partitioning); part of the timeline's key.
 bool gradients_persist(const TrainingSetup& s);
@@ -70,6 +77,11 @@ struct ParamSummary {
   ParameterCounts counts;       // trainable, quantized, adapter (all LoRA trains), largest_trainable
 };
 ParamSummary summarize_parameters(const TrainingSetup& s);
+// The optimizer stepped in backward (runtime.optimizer_in_backward): the step's temporaries per
+// byte of the gradient it steps, which the timeline charges after each op that makes one; 0
+// otherwise. The timeline depends on the optimizer (kind, implementation, state dtype) only
+// through this, so it is part of the timeline's key.
+double step_temps_per_grad_byte(const TrainingSetup& s, const ParamSummary& ps);
 
 // estimate() on a timeline computed for a setup with the same activation key.
 MemoryBreakdown estimate(const TrainingSetup& s, const Timeline& t, const Calibration* cal);

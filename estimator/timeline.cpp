@@ -40,7 +40,22 @@ int64_t cat(const sim::CatBytes& c, sim::Cat k) { return c[static_cast<int>(k)];
 
 using namespace est;
 
-Timeline activation_timeline(const TrainingSetup& s) {
+int64_t micro_batches_in_flight(const TrainingSetup& s) {
+  // Pipeline 1F1B: the first stage holds activations of up to pp micro-batches in flight.
+  return s.parallel.pipeline_parallel > 1 ? std::min(s.parallel.pipeline_parallel, s.batch.grad_accum) : 1;
+}
+
+double step_temps_per_grad_byte(const TrainingSetup& s, const ParamSummary& ps) {
+  if (!s.runtime.optimizer_in_backward) return 0;
+  // Each parameter is stepped right after its gradient is made, and the gradient dropped: the
+  // step's temporaries, scaled from the largest parameter's to each op's gradient.
+  const int64_t largest = ps.counts.largest_trainable;
+  const int64_t gb = trained_bytes(s, ps, grad_bytes_per_param(s.precision));
+  if (largest <= 0 || gb <= 0) return 0;
+  return static_cast<double>(optimizer_cost(s, ps, false).per_param_transient) / static_cast<double>(largest * gb);
+}
+
+Timeline activation_timeline(const TrainingSetup& s, bool with_rows) {
   Timeline out;
   TrainingSetup rs = s;
   rs.model = rank_model(s);
@@ -50,13 +65,7 @@ Timeline activation_timeline(const TrainingSetup& s) {
   sim::SimOptions so;
   so.grads_persist = grads_persist;
   if (s.runtime.optimizer_in_backward) {
-    // Each parameter is stepped right after its gradient is made, and the gradient dropped: the
-    // step's temporaries, scaled from the largest parameter's to each op's gradient.
-    const ParamSummary ps = summarize_parameters(s);
-    const int64_t largest = ps.counts.largest_trainable;
-    const int64_t gb = trained_bytes(s, ps, grad_bytes_per_param(s.precision));
-    if (largest > 0 && gb > 0)
-      so.step_temps_per_grad_byte = static_cast<double>(optimizer_cost(s, ps, false).per_param_transient) / static_cast<double>(largest * gb);
+    so.step_temps_per_grad_byte = step_temps_per_grad_byte(s, summarize_parameters(s));
     so.grads_persist = false;
   }
   const sim::Segment emb_seg = embedding_segment(rs);
@@ -78,27 +87,28 @@ Timeline activation_timeline(const TrainingSetup& s) {
       lo.input_requires_grad = key.input_rg;
       const sim::Segment seg = layer_segment(rs, key.moe, i);
       it = cache.emplace(key, seg.simulate(lo)).first;
-      // One table per layer variant, named after its first layer.
-      const std::string label = fmt::format("{} layer {}{}{}", key.moe ? "MoE" : "dense", i, key.frozen ? " (frozen)" : "",
-                                            key.input_rg ? "" : " (its input needs no gradient)");
-      if (!key.ckpt)
+      if (with_rows && !key.ckpt) {
+        // One table per layer variant, named after its first layer.
+        const std::string label = fmt::format("{} layer {}{}{}", key.moe ? "MoE" : "dense", i, key.frozen ? " (frozen)" : "",
+                                              key.input_rg ? "" : " (its input needs no gradient)");
         for (const auto& row : seg.saved_rows())
           out.saved_per_layer.push_back({label, row.op, row.bytes,
                                          row.cat == sim::Cat::loss ? "loss" : row.cat == sim::Cat::weight_copy ? "weight_copy" : "activation"});
+      }
     }
     layer[i] = &it->second;
   }
   const sim::Segment head_seg = head_segment(rs);
   const sim::Profile head = head_seg.simulate(so);
-  for (const auto& row : head_seg.saved_rows())
-    out.saved_per_layer.push_back({head_seg.name(), row.op, row.bytes, row.cat == sim::Cat::loss ? "loss" : "activation"});
+  if (with_rows)
+    for (const auto& row : head_seg.saved_rows())
+      out.saved_per_layer.push_back({head_seg.name(), row.op, row.bytes, row.cat == sim::Cat::loss ? "loss" : "activation"});
 
   const SharedTensors shared = shared_tensors(rs);
   const bool offload = s.runtime.activation_offload;
   bool any_ckpt = false;
   for (int64_t i = 0; i < m.num_layers; ++i) any_ckpt = any_ckpt || s.checkpointing.layer_checkpointed(i);
-  // Pipeline 1F1B: the first stage holds activations of up to pp micro-batches in flight.
-  const int64_t in_flight = s.parallel.pipeline_parallel > 1 ? std::min(s.parallel.pipeline_parallel, s.batch.grad_accum) : 1;
+  const int64_t in_flight = micro_batches_in_flight(s);
   out.in_flight = in_flight;
   sim::CatBytes layers_only{};  // what one micro-batch's layers keep (pipeline: earlier micro-batches in flight)
   if (in_flight > 1)

@@ -14,7 +14,7 @@ namespace {
 
 // What a verdict holds against the card (estimate.h estimate_verdict_bytes).
 int64_t peak(const TrainingSetup& s, const Calibration* cal) {
-  return estimate_verdict_bytes(s, activation_timeline(s), cal);
+  return estimate_verdict_bytes(s, activation_timeline(s, /*with_rows=*/false), cal);
 }
 
 std::string gib(int64_t b) {
@@ -231,7 +231,7 @@ int64_t largest_micro_batch(const TrainingSetup& s, const Calibration* cal, int6
 int64_t largest_micro_batch_that_runs(const TrainingSetup& s, const Calibration* cal, int64_t limit) {
   // The breakdown without its text (the search needs only the verdict).
   return largest_where(s, limit, [&](const TrainingSetup& t) {
-    return judge(compose(t, activation_timeline(t), cal, /*with_text=*/false, nullptr), t).runs;
+    return judge(compose(t, activation_timeline(t, /*with_rows=*/false), cal, /*with_text=*/false, nullptr), t).runs;
   });
 }
 

@@ -180,10 +180,17 @@ struct Group {
   FinetuneMode finetune;
 };
 
+// Activation timelines by what they depend on within one plan() call (estimate.h Timeline): the
+// searches over one card share them (the request's own and the feasibility searches over GPU
+// counts, where only the data-parallel ranks, and so the accumulation, differ).
+using TimelineKey = std::tuple<int64_t, int64_t, int, int64_t, int, int, bool, int, int64_t, bool, int, int64_t, double>;
+using TimelineCache = std::map<TimelineKey, Timeline>;
+
 class Search {
  public:
-  Search(const PlanRequest& req, const SearchSpace& space)
-      : req_(req), space_(space), dp_(req.base.parallel.data_parallel()) {
+  // timelines: a cache shared with other searches on the same card and model (null: its own).
+  Search(const PlanRequest& req, const SearchSpace& space, TimelineCache* timelines = nullptr)
+      : req_(req), space_(space), dp_(req.base.parallel.data_parallel()), timelines_(timelines ? timelines : &own_timelines_) {
     budgets_.push_back(req.budget);
     if (req.explain)
       for (const std::string& t : tier_names()) budgets_.push_back(tier_fraction(t));
@@ -225,13 +232,13 @@ class Search {
 
   // Peak and host memory of a candidate; timelines cached by their key.
   Eval evaluate_memory(const TrainingSetup& s) {
-    const auto key = std::make_tuple(s.batch.micro_batch, s.batch.seq_len, static_cast<int>(s.checkpointing.mode),
-                                     s.checkpointing.every_k, static_cast<int>(s.attention), static_cast<int>(s.precision),
-                                     gradients_persist(s), static_cast<int>(s.finetune.mode), s.finetune.lora_rank, s.runtime.liger,
-                                     static_cast<int>(s.runtime.loss));
-    auto it = timelines_.find(key);
-    if (it == timelines_.end()) {
-      it = timelines_.emplace(key, activation_timeline(s)).first;
+    const TimelineKey key{s.batch.micro_batch, s.batch.seq_len, static_cast<int>(s.checkpointing.mode),
+                          s.checkpointing.every_k, static_cast<int>(s.attention), static_cast<int>(s.precision),
+                          gradients_persist(s), static_cast<int>(s.finetune.mode), s.finetune.lora_rank, s.runtime.liger,
+                          static_cast<int>(s.runtime.loss), micro_batches_in_flight(s), step_temps_per_grad_byte(s, summary(s))};
+    auto it = timelines_->find(key);
+    if (it == timelines_->end()) {
+      it = timelines_->emplace(key, activation_timeline(s, /*with_rows=*/false)).first;
       ++timeline_count;
     }
     ++compositions;
@@ -426,7 +433,8 @@ class Search {
   int64_t host_capacity_ = 0;
   int64_t split_ = 0;  // largest micro-batch whose accumulation is >= 2
   std::map<std::tuple<int, int64_t, int>, ParamSummary> summaries_;
-  std::map<std::tuple<int64_t, int64_t, int, int64_t, int, int, bool, int, int64_t, bool, int>, Timeline> timelines_;
+  TimelineCache own_timelines_;
+  TimelineCache* timelines_;
 };
 
 std::string describe_value(const std::string& dim, const TrainingSetup& s) {
@@ -482,7 +490,8 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
   PlanResult r;
   const SearchSpace space = req.space ? *req.space : plan_space(req.base, req.constraints);
   r.left_out = space.left_out;
-  Search search(req, space);
+  TimelineCache timelines;  // this card's: the request's search and the GPU-count searches
+  Search search(req, space, &timelines);
   r.budget_bytes = search.budget();
   r.host_budget_bytes = search.host_budget();
   int64_t smallest = -1;
@@ -609,14 +618,15 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
     if (r.host_short > 0)
       r.why_not += fmt::format("; {} configurations fit the GPU but need more host RAM than the node's {} budget", r.host_short,
                                gib(r.host_budget_bytes));
-    auto feasible = [&](const PlanRequest& q) {
+    // same_card: q differs from req in the number of GPUs only, so the timelines carry over.
+    auto feasible = [&](const PlanRequest& q, bool same_card) {
       SearchSpace sp;
       try {
         sp = plan_space(q.base, q.constraints);  // another card runs other things
       } catch (const InputError&) {
         return false;
       }
-      Search s(q, sp);
+      Search s(q, sp, same_card ? &timelines : nullptr);
       bool ok = false;
       s.for_each_group([&](TrainingSetup t, Precision) {
         if (ok) return;
@@ -632,7 +642,7 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       if (dev.capacity_bytes <= req.base.device.capacity_bytes) continue;
       PlanRequest q = req;
       q.base.device = dev;
-      if (feasible(q)) {
+      if (feasible(q, /*same_card=*/false)) {
         r.smallest_gpu = name;
         break;
       }
@@ -642,7 +652,7 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       if (n % mp != 0 || n / mp > req.global_batch) continue;
       PlanRequest q = req;
       q.base.parallel.num_gpus = n;
-      if (feasible(q)) {
+      if (feasible(q, /*same_card=*/true)) {
         r.smallest_gpu_count = n;
         break;
       }

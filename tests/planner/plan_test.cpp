@@ -239,3 +239,39 @@ TEST_CASE("on one GPU ZeRO and offload only when nothing on the GPU fits; ties k
   REQUIRE(r8.found);
   CHECK(sharding_of(r8.best.setup).offload != Offload::none);
 }
+
+// A plan's peaks are estimate()'s: the timelines it shares between candidates (and between the
+// searches over GPU counts) are keyed by all they depend on. With the optimizer stepped in
+// backward the timeline holds the step's temporaries, so it depends on the optimizer too.
+TEST_CASE("every group's best has estimate()'s peak, optimizer in backward included") {
+  for (const bool in_backward : {false, true}) {
+    CAPTURE(in_backward);
+    PlanRequest req = request("qwen2.5-0.5b", "rtx-4090", 1, 16, 2048);
+    req.base.runtime.optimizer_in_backward = in_backward;
+    req.base.runtime.optimizer_impl = OptimizerImpl::for_loop;
+    req.constraints.optimizers = {OptimizerKind::adamw, OptimizerKind::sgd_momentum, OptimizerKind::lion};  // --optimizers
+    const PlanResult r = plan(req);
+    REQUIRE(r.found);
+    for (const Candidate& c : r.group_bests) {
+      CAPTURE(std::string(to_string(c.setup.optimizer)));
+      CHECK(estimate(c.setup).verdict_bytes() == c.peak_bytes);
+    }
+  }
+}
+
+// When nothing fits, the searches over more GPUs of the same card reuse the request's timelines;
+// what they find is what a plan with that many GPUs finds.
+TEST_CASE("the GPU-count searches agree with a plan at that count (a pipeline's micro-batches in flight)") {
+  PlanRequest req = request("llama-2-13b", "rtx-4090", 2, 64, 2048);
+  req.base.parallel.pipeline_parallel = 2;
+  req.constraints.allow_offload = false;
+  const PlanResult r = plan(req);
+  REQUIRE_FALSE(r.found);
+  REQUIRE(r.smallest_gpu_count > 2);
+  PlanRequest more = req;
+  more.base.parallel.num_gpus = r.smallest_gpu_count;
+  CHECK(plan(more).found);
+  PlanRequest fewer = req;
+  fewer.base.parallel.num_gpus = r.smallest_gpu_count / 2;
+  CHECK_FALSE(plan(fewer).found);
+}
