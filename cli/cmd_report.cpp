@@ -12,7 +12,6 @@
 #include "cli/run_trace.h"
 #include "planner/request.h"
 #include "profiles/files.h"
-#include "profiles/reader.h"
 #include "report/report.h"
 
 namespace memplan::cli {
@@ -49,8 +48,6 @@ report::PlanRow plan_row(const planner::Candidate& c, bool best) {
   return r;
 }
 
-// A log of a day's watching is about 200 MB (memplan watch --replay reads as much).
-constexpr int64_t kMaxLogBytes = int64_t{1} << 30;
 
 // --monitor-log: the run's memory over time, against the estimate when the setup flags name a model.
 int run_log_report(Io io, const profiles::SetupInputs& in, const ReportFlags& f) {
@@ -66,21 +63,9 @@ int run_log_report(Io io, const profiles::SetupInputs& in, const ReportFlags& f)
   inputs.emplace_back(f.monitor_log, "--monitor-log");
   const profiles::WriteOptions w{f.force, Where::at_flag("--out"), f.svg.empty() ? "the report" : "the chart", inputs};
   profiles::check_can_write(f.out, w);
-  std::string text;
-  try {
-    text = profiles::detail::read_text_file(f.monitor_log, Where::at_flag("--monitor-log"), kMaxLogBytes);
-  } catch (const InputError& e) {
-    throw InputError(e.where(), fmt::format("cannot read the log: {}", e.message()),
-                     "memplan watch --log FILE and memplan.Monitor(log=FILE) write these files");
-  }
-  const std::vector<watch::LogRecord> records = watch::parse_monitor_log(text, f.monitor_log);
-  std::optional<MemoryBreakdown> e;
-  if (in.model || in.config) {
-    const profiles::BuiltSetup b = profiles::build_setup(in);
-    print_warnings(io.err, b.warnings);
-    e = estimate(b.setup, calibration_of(b));
-  }
-  const report::RunTrace r = run_trace(records, e ? &*e : nullptr);
+  const std::vector<watch::LogRecord> records = read_monitor_log(f.monitor_log, Where::at_flag("--monitor-log"));
+  const auto e = estimate_of_flags(io.err, in);
+  const report::RunTrace r = run_trace(records, e ? &e->breakdown : nullptr);
   const std::string out = f.svg.empty() ? report::run_html(r) : report::run_svg(r);
   profiles::write_file_atomically(f.out, out, w);
   io.out << fmt::format("wrote {} ({} of {}, {} bytes)\n", f.out, f.svg.empty() ? "the run's report" : "the run chart", r.title, out.size());

@@ -21,7 +21,6 @@
 #include "cli/common.h"
 #include "cli/run_trace.h"
 #include "profiles/files.h"
-#include "profiles/reader.h"
 #include "watch/child.h"
 #include "watch/monitor_log.h"
 #include "watch/sampler.h"
@@ -128,9 +127,6 @@ std::unique_ptr<watch::Sampler> open_gpu_sampler(const std::string& source, std:
   return nullptr;
 }
 
-// A watched run samples ten times a second at most: a day of it is about 200 MB of log.
-constexpr int64_t kMaxReplayBytes = int64_t{1} << 30;
-
 int replay(Io io, const std::string& path, const WatchFlags& f, const profiles::SetupInputs& in) {
   // --html: the replayed run's report, refused before reading when it cannot be written.
   std::optional<profiles::WriteOptions> html;
@@ -140,15 +136,7 @@ int replay(Io io, const std::string& path, const WatchFlags& f, const profiles::
     html = profiles::WriteOptions{f.force, Where::at_flag("--html"), "the run's report", inputs};
     profiles::check_can_write(f.html, *html);
   }
-  // Through the bounded, non-blocking reader: a FIFO, a device or a file past 1 GiB is refused.
-  std::string text;
-  try {
-    text = profiles::detail::read_text_file(path, Where{}, kMaxReplayBytes);
-  } catch (const InputError& e) {
-    throw InputError(e.where(), fmt::format("cannot read the log: {}", e.message()),
-                     "memplan watch --log FILE and memplan.Monitor(log=FILE) write these files");
-  }
-  const std::vector<watch::LogRecord> records = watch::parse_monitor_log(text, path);
+  const std::vector<watch::LogRecord> records = read_monitor_log(path, Where{});
   Thresholds th;
   using Kind = watch::LogRecord::Kind;
   for (const watch::LogRecord& r : records) {
@@ -198,13 +186,8 @@ int replay(Io io, const std::string& path, const WatchFlags& f, const profiles::
     }
   }
   if (html) {
-    std::optional<MemoryBreakdown> estimated;
-    if (in.model || in.config) {
-      const profiles::BuiltSetup b = profiles::build_setup(in);
-      print_warnings(io.err, b.warnings);
-      estimated = estimate(b.setup, calibration_of(b));
-    }
-    profiles::write_file_atomically(f.html, report::run_html(run_trace(records, estimated ? &*estimated : nullptr)), *html);
+    const auto e = estimate_of_flags(io.err, in);
+    profiles::write_file_atomically(f.html, report::run_html(run_trace(records, e ? &e->breakdown : nullptr)), *html);
     io.out << fmt::format("wrote {} (the run's memory over time)\n", f.html);
   }
   return kExitOk;
@@ -230,12 +213,10 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
   std::optional<int64_t> estimate_peak;
   std::optional<MemoryBreakdown> estimated;
   Thresholds th;
-  if (in.model || in.config) {
-    const profiles::BuiltSetup b = profiles::build_setup(in);
-    print_warnings(io.err, b.warnings);
-    estimated = estimate(b.setup, calibration_of(b));
+  if (auto e = estimate_of_flags(io.err, in)) {
+    estimated = std::move(e->breakdown);
     estimate_peak = estimated->peak_bytes();
-    th = b.setup.thresholds;
+    th = e->thresholds;
   }
   // --html: refused before anything runs when it cannot be written (or would replace --log or an input).
   std::optional<profiles::WriteOptions> html;

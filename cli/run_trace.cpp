@@ -6,7 +6,9 @@
 
 #include <map>
 
+#include "cli/common.h"
 #include "estimator/text.h"
+#include "profiles/reader.h"
 
 namespace memplan::cli {
 
@@ -90,6 +92,29 @@ report::RunTrace run_trace(const std::vector<watch::LogRecord>& records, const M
     r.estimate.push_back({"estimate (peak)", *estimate_peak});
   }
   return r;
+}
+
+namespace {
+// A watched run samples ten times a second at most: a day of it is about 200 MB of log.
+constexpr int64_t kMaxLogBytes = int64_t{1} << 30;
+}  // namespace
+
+std::vector<watch::LogRecord> read_monitor_log(const std::string& path, const Where& named_at) {
+  std::string text;
+  try {
+    text = profiles::detail::read_text_file(path, named_at, kMaxLogBytes);
+  } catch (const InputError& e) {
+    throw InputError(e.where(), fmt::format("cannot read the log: {}", e.message()),
+                     "memplan watch --log FILE and memplan.Monitor(log=FILE) write these files");
+  }
+  return watch::parse_monitor_log(text, path);
+}
+
+std::optional<FlagsEstimate> estimate_of_flags(std::ostream& err, const profiles::SetupInputs& in) {
+  if (!in.model && !in.config) return std::nullopt;
+  const profiles::BuiltSetup b = profiles::build_setup(in);
+  print_warnings(err, b.warnings);
+  return FlagsEstimate{estimate(b.setup, calibration_of(b)), b.setup.thresholds};
 }
 
 }  // namespace memplan::cli

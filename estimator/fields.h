@@ -68,7 +68,5 @@ struct SwitchField {
 const std::array<SwitchField, kSwitchCount>& switch_fields();
 const SwitchField& field(Switch id);
 inline const char* path(Switch id) { return field(id).path; }
-inline bool get(const TrainingSetup& s, Switch id) { return field(id).get(s); }
-inline void set(TrainingSetup& s, Switch id, bool v) { field(id).set(s, v); }
 
 }  // namespace memplan

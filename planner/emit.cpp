@@ -203,9 +203,9 @@ std::set<std::string> stated_knobs(const TrainingSetup& s) {
   return stated;
 }
 
-// The switches of `section` the file states, as (key, value) pairs.
-std::vector<std::pair<std::string, std::string>> switch_entries(const TrainingSetup& s, const std::string& section) {
-  const std::set<std::string> stated = stated_knobs(s);
+// The switches of `section` among the `stated` knobs (stated_knobs(s)), as (key, value) pairs.
+std::vector<std::pair<std::string, std::string>> switch_entries(const TrainingSetup& s, const std::set<std::string>& stated,
+                                                                const std::string& section) {
   std::vector<std::pair<std::string, std::string>> e;
   for (const SwitchField& f : switch_fields())
     if (f.section() == section && stated.count(f.path)) e.emplace_back(f.key(), yaml_bool(f.get(s)));
@@ -215,8 +215,7 @@ std::vector<std::pair<std::string, std::string>> switch_entries(const TrainingSe
 // The runtime as (key, value) pairs of memplan's runtime: section: the framework when it is not
 // the HF Trainer, and every knob that differs from what that framework's defaults give (a reader
 // applies them to what the file leaves out), so the file reads back to the same runtime.
-std::vector<std::pair<std::string, std::string>> runtime_entries(const TrainingSetup& s) {
-  const std::set<std::string> stated = stated_knobs(s);
+std::vector<std::pair<std::string, std::string>> runtime_entries(const TrainingSetup& s, const std::set<std::string>& stated) {
   const Runtime& r = s.runtime;
   const Runtime plain;
   std::vector<std::pair<std::string, std::string>> e;
@@ -227,31 +226,32 @@ std::vector<std::pair<std::string, std::string>> runtime_entries(const TrainingS
     e.emplace_back("transformers_version", fmt::format("\"{}.{}\"", r.transformers_major, r.transformers_minor));
   if (stated.count("runtime.loss")) e.emplace_back("loss", to_string(r, r.loss));
   if (stated.count("runtime.optimizer_impl")) e.emplace_back("optimizer_impl", to_string(r.optimizer_impl));
-  for (auto& kv : switch_entries(s, "runtime")) e.push_back(std::move(kv));
+  for (auto& kv : switch_entries(s, stated, "runtime")) e.push_back(std::move(kv));
   if (stated.count("parallel.fsdp")) e.emplace_back("fsdp", to_string(s.parallel.fsdp));
   return e;
 }
 
-std::string runtime_section(const TrainingSetup& s, const char* indent) {
-  const auto e = runtime_entries(s);
+std::string runtime_section(const TrainingSetup& s, const std::set<std::string>& stated, const char* indent) {
+  const auto e = runtime_entries(s, stated);
   if (e.empty()) return "";
   std::string y = fmt::format("{}runtime:\n", indent);
   for (const auto& [k, v] : e) y += fmt::format("{}  {}: {}\n", indent, k, v);
   return y;
 }
 
-std::string finetune_section(const EmitContext& c) {
+std::string finetune_section(const EmitContext& c, const std::set<std::string>& stated) {
   const Finetune& f = c.setup.finetune;
   if (f.mode == FinetuneMode::full) return "";
   std::string y = fmt::format("lora:\n  method: {}\n  r: {}\n  lora_alpha: {}\n  lora_dropout: {}\n", to_string(f.mode), f.lora_rank,
                               f.lora_alpha, f.lora_dropout);
   if (!f.lora_targets.empty()) y += fmt::format("  target_modules: [{}]\n", fmt::join(f.lora_targets, ", "));
-  for (const auto& [k, v] : switch_entries(c.setup, "finetune")) y += fmt::format("  {}: {}\n", k, v);
+  for (const auto& [k, v] : switch_entries(c.setup, stated, "finetune")) y += fmt::format("  {}: {}\n", k, v);
   return y;
 }
 
 std::string emit_memplan(const EmitContext& c) {
   const TrainingSetup& s = c.setup;
+  const std::set<std::string> stated = stated_knobs(s);  // once: the runtime, training and lora sections share it
   std::string y = hash_header(c);
   y += model_section(c, true);
   y += hardware_section(c);
@@ -261,7 +261,7 @@ std::string emit_memplan(const EmitContext& c) {
                    to_string(s.optimizer), checkpointing_value(s.checkpointing));
   if (s.parallel.tensor_parallel > 1) y += fmt::format("  tensor_parallel: {}\n", s.parallel.tensor_parallel);
   if (s.parallel.pipeline_parallel > 1) y += fmt::format("  pipeline_parallel: {}\n", s.parallel.pipeline_parallel);
-  for (const auto& [k, v] : switch_entries(s, "parallel")) y += fmt::format("  {}: {}\n", k, v);
+  for (const auto& [k, v] : switch_entries(s, stated, "parallel")) y += fmt::format("  {}: {}\n", k, v);
   if (s.parallel.fsdp != FsdpMode::none) {
     if (s.parallel.offload != Offload::none) y += fmt::format("  offload: {}\n", to_string(s.parallel.offload));  // FSDP CPUOffload
   } else if (s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none) {
@@ -270,8 +270,8 @@ std::string emit_memplan(const EmitContext& c) {
                      yaml_bool(offloads_params(s.parallel.offload)));
   }
   y += memory_section(c, "  ");
-  y += runtime_section(s, "  ");
-  y += finetune_section(c);
+  y += runtime_section(s, stated, "  ");
+  y += finetune_section(c, stated);
   return y;
 }
 
@@ -302,8 +302,9 @@ std::string emit_train_config(const EmitContext& c) {
   y += fmt::format("data:\n  max_length: {}\n", s.batch.seq_len);
   y += fmt::format("output:\n  gradient_checkpointing: {}\n", checkpointing_value(s.checkpointing));
   y += hardware_section(c);
-  y += runtime_section(s, "");
-  y += finetune_section(c);
+  const std::set<std::string> stated = stated_knobs(s);
+  y += runtime_section(s, stated, "");
+  y += finetune_section(c, stated);
   return y;
 }
 
@@ -358,7 +359,8 @@ std::string emit_deepspeed(const EmitContext& c) {
                      {"critical_threshold", t.critical},
                      {"emergency_threshold", t.emergency}}}};
   nlohmann::ordered_json rt = nlohmann::ordered_json::object();
-  for (const auto& [k, v] : runtime_entries(s))
+  const std::set<std::string> stated = stated_knobs(s);
+  for (const auto& [k, v] : runtime_entries(s, stated))
     rt[k] = v == "true" ? nlohmann::ordered_json(true) : v == "false" ? nlohmann::ordered_json(false)
             : v.front() == '"' ? nlohmann::ordered_json(v.substr(1, v.size() - 2)) : nlohmann::ordered_json(v);
   if (!rt.empty()) m["runtime"] = rt;
@@ -367,7 +369,7 @@ std::string emit_deepspeed(const EmitContext& c) {
                  {"lora_dropout", s.finetune.lora_dropout}};
     if (!s.finetune.lora_targets.empty()) m["lora"]["target_modules"] = s.finetune.lora_targets;
     for (const SwitchField& f : switch_fields())
-      if (f.section() == "finetune" && stated_knobs(s).count(f.path)) m["lora"][f.key()] = f.get(s);
+      if (f.section() == "finetune" && stated.count(f.path)) m["lora"][f.key()] = f.get(s);
   }
   j["memplan"] = m;
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

@@ -49,8 +49,6 @@ constexpr BandLine kBandLines[] = {
     {&Thresholds::emergency, "emergency", "#8b0000", "1 2"},
 };
 
-double s_of(const Thresholds& t, const BandLine& b) { return t.*b.at; }
-
 constexpr const char* kStyle =
     "body { font-family: DejaVu Sans, Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 940px; color: #111; }\n"
     "h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }\n"
@@ -533,10 +531,10 @@ std::string run_svg(const RunTrace& r) {
     double label_y = Y(cap) + 4;
     for (size_t k = std::size(kBandLines); k-- > 0;) {
       const BandLine& b = kBandLines[k];
-      const double y = Y(s_of(r.thresholds, b) * cap);
+      const double y = Y((r.thresholds.*b.at) * cap);
       g += line(x0, y, x1, y, b.colour, b.dash, 1);
       label_y = std::max(y + 4, label_y + 12);
-      g += text_at(x1 + 6, label_y, fmt::format("{} {}", pct(s_of(r.thresholds, b)), b.name), "start", " font-size=\"10\"");
+      g += text_at(x1 + 6, label_y, fmt::format("{} {}", pct(r.thresholds.*b.at), b.name), "start", " font-size=\"10\"");
     }
   }
   // The estimate's levels, grey and dash-dotted.
