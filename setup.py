@@ -1,7 +1,7 @@
 """pip's entry to the memplan Python package: setuptools copies python/memplan/*.py, then this
 runs the project's CMake to build the compiled halves (_memplan, and _memplan_torch when the
 interpreter imports torch and LibTorch's headers are there) into the package, and copies the
-bundled data (profiles/gpus.yaml, profiles/models/) to memplan/data. The CMake build folder is
+bundled data (profiles/gpus.yaml, families.yaml, profiles/models/) to memplan/data. The CMake build folder is
 build/pip (beside a developer's build/); nothing is downloaded.
 """
 
@@ -40,6 +40,7 @@ class BuildWithCMake(build_py):
         shutil.rmtree(data, ignore_errors=True)
         os.makedirs(os.path.join(data, "models"))
         shutil.copy2(os.path.join(ROOT, "profiles", "gpus.yaml"), data)
+        shutil.copy2(os.path.join(ROOT, "profiles", "families.yaml"), data)
         models = os.path.join(ROOT, "profiles", "models")
         for name in os.listdir(models):
             if name.endswith(".json") or name == "README.md":

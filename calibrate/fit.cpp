@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "estimator/model.h"
+#include "profiles/profiles.h"
 
 namespace memplan::calibrate {
 namespace {
@@ -26,7 +27,7 @@ constexpr int64_t kContextSpread = 512 * kMiB;
 
 ModelSpec probe_model(const std::string& style, int64_t h, int64_t layers, int64_t vocab) {
   const bool gpt2 = style == "gpt2";
-  ModelSpec m = *family_defaults(gpt2 ? "gpt2" : "llama");
+  ModelSpec m = *profiles::family_defaults(gpt2 ? "gpt2" : "llama");
   m.name = fmt::format("probe-{}-h{}-l{}", style, h, layers);
   m.hidden_size = h;
   m.num_layers = layers;

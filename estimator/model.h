@@ -97,13 +97,6 @@ ParameterCounts count_parameters(const TrainingSetup& s, const std::vector<Param
 // Plain count for the architecture alone (no adapters), as model cards quote it.
 int64_t count_model_parameters(const ModelSpec& m);
 
-// The HF model_types memplan models (wrappers such as gemma3 and llama4 are read through the
-// text model of their text_config).
-const std::vector<std::string>& supported_model_types();
-// The architecture flags of an HF model_type (norm, activation, biases, tying, head; no sizes),
-// following each family's transformers Config defaults and modelling code. nullopt for an
-// unsupported type. The config readers and the measurement harness's models start here.
-std::optional<ModelSpec> family_defaults(const std::string& model_type);
 
 // Fine-tuning decisions shared by the parameter list and the layer builders.
 bool layer_frozen(const TrainingSetup& s, int64_t layer);      // whole layer frozen

@@ -117,7 +117,7 @@ struct ModelSpec {
   bool final_norm = true;
   bool bert_style = false;  // post-LN encoder with embedding LayerNorm, pooler, MLM transform
 
-  // Architecture features: the modelling code's quirks as data. family_defaults() and the config
+  // Architecture features: the modelling code's quirks as data. profiles/families.yaml and the config
   // readers set them once; the estimator and the harness read them, never model_type.
   bool fused_qkv = false;          // one q|k|v linear, then split (GPT-2 c_attn, GPT-NeoX, Phi-3)
   bool fused_gate_up = false;      // one gate|up linear, then chunk (Phi-3 gate_up_proj)

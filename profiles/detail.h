@@ -20,9 +20,13 @@ struct ReadModel {
   std::vector<Warning> warnings;
 };
 
-// family_defaults() (estimator/model.h) for a model_type that must be supported: InputError at
+// family_defaults() (profiles/families.yaml) for a model_type that must be supported: InputError at
 // `where` otherwise (with the supported list).
 ModelSpec family_defaults_or_throw(const std::string& model_type, const Where& where);
+
+// The family `type` as a families.yaml of this text gives it (family_defaults() reads the bundled
+// file once); InputError at the line of what is wrong in the text.
+std::optional<ModelSpec> family_from_text(const std::string& text, const std::string& path, const std::string& type);
 
 // An MLP activation by its HF name (hidden_act); InputError listing the known ones otherwise.
 Activation as_activation(const Node& n);

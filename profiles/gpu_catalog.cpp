@@ -107,13 +107,6 @@ const detail::KeyTable<GpuProfile>& gpu_keys() {
   return t;
 }
 
-// Moves a parsed entry's positions to where the entry sits in its file.
-void shift_lines(Node& n, int by) {
-  if (n.where.line > 0) n.where.line += by;
-  for (auto& [k, v] : n.entries) shift_lines(v, by);
-  for (auto& item : n.items) shift_lines(item, by);
-}
-
 std::string trim_left(const std::string& v) {
   const auto i = v.find_first_not_of(' ');
   return i == std::string::npos ? "" : v.substr(i);
@@ -179,7 +172,7 @@ struct GpuCatalog::Index {
   const T& parsed(LazyEntry<T>& e, Read read) const {
     std::call_once(e.once, [&] {
       Node root = detail::parse_yaml(e.text, path);
-      shift_lines(root, e.line - 1);
+      detail::shift_lines(root, e.line - 1);
       if (root.kind != Node::Kind::list || root.items.size() != 1)
         throw InputError(Where::at_file(path, e.line), "expected one entry ('- name: ...') here", "see profiles/gpus.yaml for the catalog's form");
       e.value = read(root.items[0]);
@@ -283,12 +276,7 @@ GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path) {
                        fmt::format("expected an entry ('  - name: ...') under '{}:'", section), "see profiles/gpus.yaml for the catalog's form");
     }
   };
-  size_t pos = 0;
-  for (int line = 1; pos < text.size(); ++line) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string l = text.substr(pos, end - pos);
-    pos = end + 1;
+  detail::for_each_line(text, [&](int line, const std::string& l) {
     if (!l.empty() && l[0] != ' ' && l[0] != '#' && l[0] != '\t' && l[0] != '\r') {
       const auto colon = l.find(':');
       section = l.substr(0, colon);
@@ -302,7 +290,7 @@ GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path) {
                            fmt::format("expected the entries of '{}' as a block list ('  - name: ...') on the lines below", section),
                            "see profiles/gpus.yaml for the catalog's form");
         head += "\n";
-        continue;
+        return;
       }
     }
     if (section == "families") append(ix.families, l, line);
@@ -311,7 +299,7 @@ GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path) {
       const auto first = l.find_first_not_of(' ');
       head += (first != std::string::npos && l[first] == '#' ? std::string() : l) + "\n";
     }
-  }
+  });
   const Node root = detail::parse_yaml(head, path);
   if (root.kind != Node::Kind::map) detail::not_a_map(root);
   const Node* schema = root.find("schema");

@@ -1,6 +1,6 @@
 // Hugging Face config.json -> ModelSpec. Each family is a mapping from its config keys (with the
 // defaults of its transformers Config class for keys a file leaves out) onto ModelSpec; the
-// architecture features come from family_defaults() (estimator/model.h) and are adjusted here by
+// architecture features come from family_defaults() (profiles/families.yaml) and are adjusted here by
 // the keys that switch them. Modelling code and Config classes are read at transformers v4.57.1
 // unless a family says otherwise (configuration_<type>.py / modeling_<type>.py); families that live
 // in remote code cite the checkpoint's own files.
@@ -135,7 +135,7 @@ void read_common(HfReader& r, bool intermediate_required) {
 }
 
 // sliding_window with the layer pattern: layer_types (every n-th "full_attention"), or the
-// family's fixed pattern from family_defaults(). Qwen2 carries a window it does not use unless
+// family's fixed pattern from profiles/families.yaml. Qwen2 carries a window it does not use unless
 // use_sliding_window is true.
 void read_sliding_window(HfReader& r) {
   ModelSpec& m = r.m();

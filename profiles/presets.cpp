@@ -28,7 +28,7 @@ std::string data_dir() {
       std::error_code ec;
       if (!fs::is_regular_file(fs::path(env) / "gpus.yaml", ec))
         throw InputError(Where{}, fmt::format("MEMPLAN_DATA_DIR='{}' holds no gpus.yaml", env),
-                         "point MEMPLAN_DATA_DIR at a folder with memplan's data (gpus.yaml, models/), or unset it");
+                         "point MEMPLAN_DATA_DIR at a folder with memplan's data (gpus.yaml, families.yaml, models/), or unset it");
       return std::string(env);
     }
     // Installed: <prefix>/bin/memplan reads <prefix>/share/memplan. In the build tree (the
@@ -44,7 +44,7 @@ std::string data_dir() {
 #endif
     for (const auto& d : tried)
       if (fs::is_regular_file(fs::path(d) / "gpus.yaml", ec)) return d;
-    throw InputError(Where{}, fmt::format("memplan cannot find its data files (gpus.yaml, models/); looked in {}", fmt::join(tried, ", ")),
+    throw InputError(Where{}, fmt::format("memplan cannot find its data files (gpus.yaml, families.yaml, models/); looked in {}", fmt::join(tried, ", ")),
                      "reinstall memplan (cmake --install), or set MEMPLAN_DATA_DIR to the folder holding gpus.yaml");
   }();
   return dir;

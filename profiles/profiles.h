@@ -23,10 +23,24 @@ namespace memplan::profiles {
 
 // ---- bundled data -----------------------------------------------------------------------------
 
-// The folder holding gpus.yaml and models/: $MEMPLAN_DATA_DIR if set; else
+// The folder holding gpus.yaml, families.yaml and models/: $MEMPLAN_DATA_DIR if set; else
 // <executable dir>/../share/memplan (an installed memplan); else the source tree's profiles/
 // (a build tree). InputError (exit 2) naming the places looked in when none has gpus.yaml.
 std::string data_dir();
+
+// ---- model families (families.yaml) ----------------------------------------------------------
+
+// The HF model_types memplan models, in families.yaml's order (wrappers such as gemma3 and llama4
+// are read through the text model of their text_config).
+const std::vector<std::string>& supported_model_types();
+// The architecture of an HF model_type (norm, activation, biases, tying, head, quirks; no sizes)
+// as families.yaml gives it from the family's transformers Config defaults and modelling code.
+// nullopt for an unsupported type. The config readers and the measurement harness's models start
+// here. Loaded once from data_dir()/families.yaml; InputError at its line if the file is broken.
+std::optional<ModelSpec> family_defaults(const std::string& model_type);
+// Every ModelSpec field by its member's name (families.yaml's keys) with its value in `m` as text
+// ("rms_norm", "0.25", "true"), in the struct's order.
+std::vector<std::pair<std::string, std::string>> model_fields_text(const ModelSpec& m);
 
 struct GpuFamily {
   std::string name;

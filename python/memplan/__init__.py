@@ -17,7 +17,7 @@ import os as _os
 
 
 def _data_dir():
-    # A pip-installed package carries the data (gpus.yaml, models/) in memplan/data; a build tree's
+    # A pip-installed package carries the data (gpus.yaml, families.yaml, models/) in memplan/data; a build tree's
     # package reads the source tree's profiles/ (written into _build_config.py by CMake).
     here = _os.path.dirname(_os.path.abspath(__file__))
     bundled = _os.path.join(here, "data")

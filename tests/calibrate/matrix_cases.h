@@ -12,11 +12,12 @@
 
 #include "estimator/model.h"
 #include "estimator/setup.h"
+#include "profiles/profiles.h"
 
 namespace memplan::testing {
 
 inline ModelSpec tiny_gpt2(int64_t h = 256, int64_t layers = 4, int64_t heads = 4, int64_t vocab = 8192) {
-  ModelSpec m = *family_defaults("gpt2");
+  ModelSpec m = *profiles::family_defaults("gpt2");
   m.name = "gpt2-tiny";
   m.hidden_size = h;
   m.num_layers = layers;
@@ -29,7 +30,7 @@ inline ModelSpec tiny_gpt2(int64_t h = 256, int64_t layers = 4, int64_t heads = 
 
 inline ModelSpec tiny_llama(int64_t h = 256, int64_t layers = 4, int64_t heads = 8, int64_t kv = 2, int64_t vocab = 8192,
                             const char* model_type = "llama") {
-  ModelSpec m = *family_defaults(model_type);
+  ModelSpec m = *profiles::family_defaults(model_type);
   m.name = "llama-tiny";
   m.hidden_size = h;
   m.num_layers = layers;
@@ -57,7 +58,7 @@ inline ModelSpec tiny_moe(int64_t experts = 4, int64_t top_k = 2, double capacit
 // Phi: attention and MLP in parallel off one LayerNorm, partial RoPE (0.5), gelu_new, biases,
 // an LM-head bias.
 inline ModelSpec tiny_phi() {
-  ModelSpec m = *family_defaults("phi");
+  ModelSpec m = *profiles::family_defaults("phi");
   m.name = "phi-tiny";
   m.hidden_size = 256;
   m.num_layers = 4;

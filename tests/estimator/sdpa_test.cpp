@@ -13,6 +13,7 @@
 #include "estimator/estimate.h"
 #include "estimator/layers.h"
 #include "estimator/model.h"
+#include "profiles/profiles.h"
 
 using namespace memplan;
 
@@ -22,7 +23,7 @@ constexpr int64_t kB = 2, kS = 100, kA = 8, kD = 32;  // s = 100: not a multiple
 
 TrainingSetup llama_sdpa(int64_t kv, int torch_minor, DeviceKind dev = DeviceKind::cpu) {
   TrainingSetup s;
-  s.model = *family_defaults("llama");
+  s.model = *profiles::family_defaults("llama");
   s.model.hidden_size = kA * kD;
   s.model.num_layers = 2;
   s.model.num_attention_heads = kA;

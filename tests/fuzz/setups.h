@@ -15,6 +15,7 @@
 
 #include "estimator/estimate.h"
 #include "estimator/model.h"
+#include "profiles/profiles.h"
 
 namespace memplan::fuzz {
 
@@ -104,8 +105,8 @@ E pick(D& d, std::initializer_list<E> values) {
 template <class D>
 inline TrainingSetup random_setup(D& d) {
   TrainingSetup s;
-  const auto types = supported_model_types();
-  s.model = *family_defaults(types[d.template ConsumeIntegralInRange<size_t>(0, types.size() - 1)]);
+  const auto types = profiles::supported_model_types();
+  s.model = *profiles::family_defaults(types[d.template ConsumeIntegralInRange<size_t>(0, types.size() - 1)]);
   ModelSpec& m = s.model;
   m.name = "fuzz";
   m.num_attention_heads = size_in(d, 1, 128);

@@ -11,6 +11,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 cmake --install "$build" --prefix "$prefix" >/dev/null
 [ -x "$prefix/bin/memplan" ] || fail "no bin/memplan"
 [ -f "$prefix/share/memplan/gpus.yaml" ] || fail "no share/memplan/gpus.yaml"
+[ -f "$prefix/share/memplan/families.yaml" ] || fail "no share/memplan/families.yaml"
 ls "$prefix"/share/memplan/models/*.json >/dev/null || fail "no share/memplan/models/*.json"
 # (grep reads all of ldd's output: with -q and pipefail, ldd's SIGPIPE would read as a failure)
 ldd "$prefix/bin/memplan" | grep -Ec 'libtorch|libc10|opencv|avformat' >/dev/null && fail "bin/memplan links LibTorch"
@@ -45,7 +46,7 @@ msg=$(bin/memplan estimate --model llama-3-8b --gpu a100-80gb 2>&1)
 code=$?
 set -e
 [ "$code" -eq 2 ] || fail "missing data exited $code: $msg"
-[[ "$msg" == "error: memplan cannot find its data files (gpus.yaml, models/); looked in $prefix/share/memplan"* ]] ||
+[[ "$msg" == "error: memplan cannot find its data files (gpus.yaml, families.yaml, models/); looked in $prefix/share/memplan"* ]] ||
   fail "unclear missing-data message: $msg"
 [[ "$msg" == *"hint: reinstall memplan"* ]] || fail "no hint: $msg"
 mv share/memplan.gone share/memplan

@@ -9,6 +9,7 @@
 
 #include "estimator/error.h"
 #include "estimator/model.h"
+#include "profiles/detail.h"
 #include "profiles/profiles.h"
 
 using namespace memplan;
@@ -328,6 +329,88 @@ TEST_CASE("every supported family has defaults, and the features it declares are
     if (m->parallel_shared_norm) CHECK(m->parallel_residual);
     CHECK(m->rotary_fraction > 0);
     CHECK(m->rotary_fraction <= 1);
+  }
+}
+
+// The table (profiles/families.yaml): an entry starts from ModelSpec's defaults or from what it is
+// `like`, and sets fields by their ModelSpec names; what is wrong in it is an error at its line.
+namespace {
+std::string table_error(const std::string& text, const std::string& type) {
+  try {
+    detail::family_from_text(text, "families.yaml", type);
+  } catch (const InputError& e) {
+    return e.where().str() + ": " + e.message() + " (" + e.hint() + ")";
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST_CASE("families.yaml: entries chain through like, fields by their names, errors at their lines") {
+  const std::string table =
+      "bases:\n"
+      "  - name: lineage\n"
+      "    norm: rms_norm\n"
+      "    tie_word_embeddings: false\n"
+      "families:\n"
+      "  - type: a\n"
+      "    like: lineage\n"
+      "    rotary_fraction: 0.5\n"
+      "  - type: b\n"
+      "    like: a\n"
+      "    source: a citation\n"
+      "    tie_word_embeddings: true\n"
+      "    router: topk_sigmoid\n";
+  const auto b = detail::family_from_text(table, "families.yaml", "b");
+  REQUIRE(b.has_value());
+  CHECK(b->model_type == "b");
+  CHECK(b->norm == NormKind::rms_norm);         // from the base, through a
+  CHECK(b->rotary_fraction == 0.5);             // from a
+  CHECK(b->tie_word_embeddings);                // its own, over the base's
+  CHECK(b->router == RouterKind::topk_sigmoid);
+  CHECK(b->activation == ModelSpec{}.activation);  // unwritten: ModelSpec's default
+  CHECK_FALSE(detail::family_from_text(table, "families.yaml", "lineage").has_value());  // a base is no family
+  CHECK_FALSE(detail::family_from_text(table, "families.yaml", "c").has_value());
+
+  const std::string head = "bases:\nfamilies:\n  - type: a\n";
+  CHECK(table_error(head + "    norm_topk_prb: false\n", "a") == "families.yaml:4:5: unknown key 'norm_topk_prb' (did you mean 'norm_topk_prob'?)");
+  CHECK(table_error(head + "    router: sigmoidal\n", "a") ==
+        "families.yaml:4:5: unknown router 'sigmoidal' (expected one of: softmax_topk, topk_softmax, sigmoid, topk_sigmoid)");
+  CHECK(table_error(head + "    like: nowhere\n", "a").rfind("families.yaml:4:", 0) == 0);
+  CHECK(table_error(head + "    like: nowhere\n", "a").find("'a' is like 'nowhere', which has no entry") != std::string::npos);
+  CHECK(table_error(head + "    like: a\n", "a").find("'a' is its own ancestor through `like`") != std::string::npos);
+  CHECK(table_error(head + "  - type: a\n", "a") == "families.yaml:4:5: 'a' has two entries (the first is at line 3)");
+  CHECK(table_error(head + "    rotary_fraction: half\n", "a").rfind("families.yaml:4:", 0) == 0);
+  CHECK(table_error("models:\n", "a").rfind("families.yaml:1:1: unexpected 'models:' at the top level", 0) == 0);
+  CHECK(table_error("families\n", "a").rfind("families.yaml:1:1: unexpected 'families' at the top level", 0) == 0);
+  CHECK(table_error("  - type: a\n", "a").rfind("families.yaml:1:3: expected an entry", 0) == 0);  // before any list
+  CHECK(table_error("bases:\n  - type: a\n", "a").rfind("families.yaml:2:5: an entry of 'bases' starts with 'name:'", 0) == 0);
+  CHECK(table_error("bases:\n", "a").find("no families") != std::string::npos);
+}
+
+// Every field the table can set reads back as written (the names are ModelSpec's members).
+TEST_CASE("families.yaml: every ModelSpec field by name") {
+  const std::vector<std::pair<std::string, std::string>> fields = model_fields_text(ModelSpec{});
+  CHECK(fields.size() >= 79);
+  std::string table = "bases:\nfamilies:\n  - type: all\n";
+  for (const auto& [name, value] : fields) {
+    if (name == "name" || name == "model_type") continue;
+    // A value that differs from the default where the kind allows one.
+    std::string v = value == "true" ? "false" : value == "false" ? "true" : value;
+    if (name == "hidden_size" || name == "num_experts") v = "7";
+    if (name == "norm") v = "rms_norm";
+    if (name == "qk_norm") v = "full_width";
+    if (name == "logit_scale") v = "0.25";
+    table += "    " + name + ": " + (v.empty() ? "\"x\"" : v) + "\n";
+  }
+  const auto m = detail::family_from_text(table, "families.yaml", "all");
+  REQUIRE(m.has_value());
+  for (const auto& [name, value] : model_fields_text(*m)) {
+    CAPTURE(name);
+    if (name == "hidden_size" || name == "num_experts") CHECK(value == "7");
+    if (name == "tie_word_embeddings") CHECK(value == "false");
+    if (name == "norm") CHECK(value == "rms_norm");
+    if (name == "qk_norm") CHECK(value == "full_width");
+    if (name == "logit_scale") CHECK(value == "0.25");
   }
 }
 
