@@ -27,7 +27,12 @@ constexpr int64_t kContextSpread = 512 * kMiB;
 
 ModelSpec probe_model(const std::string& style, int64_t h, int64_t layers, int64_t vocab) {
   const bool gpt2 = style == "gpt2";
-  ModelSpec m = *profiles::family_defaults(gpt2 ? "gpt2" : "llama");
+  const char* type = gpt2 ? "gpt2" : "llama";
+  const std::optional<ModelSpec> base = profiles::family_defaults(type);
+  if (!base)
+    throw InputError(Where{}, fmt::format("the probes' architecture '{}' is not in memplan's families.yaml", type),
+                     "reinstall memplan's data files (profiles/families.yaml)");
+  ModelSpec m = *base;
   m.name = fmt::format("probe-{}-h{}-l{}", style, h, layers);
   m.hidden_size = h;
   m.num_layers = layers;

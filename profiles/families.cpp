@@ -162,9 +162,11 @@ struct Entry {
   int line = 0;      // the "  - " line
   std::string text;  // the entry's lines
   std::string name;  // its `name` (a base) or `type` (a family)
+  bool base = false;
 };
 
 const char* kHint = "see profiles/families.yaml for the table's form";
+constexpr size_t kMaxLike = 32;  // entries a family may be built from (the table's deepest chain is 4)
 
 struct Families {
   std::string path;
@@ -178,12 +180,18 @@ struct Families {
     const Entry& e = entries.at(name);
     if (std::find(chain.begin(), chain.end(), name) != chain.end())
       throw InputError(Where::at_file(path, e.line), fmt::format("'{}' is its own ancestor through `like`", name), kHint);
+    if (chain.size() >= kMaxLike)
+      throw InputError(Where::at_file(path, e.line), fmt::format("'{}' is more than {} entries down a `like` chain", name, kMaxLike), kHint);
     chain.push_back(name);
-    Node root = detail::parse_yaml(e.text, path);
-    detail::shift_lines(root, e.line - 1);
+    // Parsed alone, the entry keeps its lines: blank lines stand for the file above it (so a YAML
+    // syntax error in it is reported at its line of the file too).
+    const Node root = detail::parse_yaml(std::string(static_cast<size_t>(e.line - 1), '\n') + e.text, path);
     if (root.kind != Node::Kind::list || root.items.size() != 1 || root.items[0].kind != Node::Kind::map)
       throw InputError(Where::at_file(path, e.line), "expected one entry ('- type: ...') here", kHint);
     const Node& item = root.items[0];
+    if (const Node* other = item.find(e.base ? "type" : "name"))
+      throw InputError(other->where, e.base ? "a base has a name, not a type" : "a family has a type, not a name",
+                       "bases: entries are '- name: ...', families: entries '- type: ...'");
     ModelSpec m;
     if (const Node* like = item.find("like")) {
       const std::string base = detail::as_text(*like);
@@ -202,13 +210,17 @@ struct Families {
   }
 };
 
+// A one-line scalar's text: quoted ("a #b", 'x'), or up to a comment.
 std::string trimmed(std::string v) {
-  if (const auto hash = v.find(" #"); hash != std::string::npos) v.resize(hash);
   const auto b = v.find_first_not_of(' ');
   if (b == std::string::npos) return "";
   v = v.substr(b);
+  if (v[0] == '"' || v[0] == '\'') {
+    const auto close = v.find(v[0], 1);
+    return close == std::string::npos ? v : v.substr(1, close - 1);
+  }
+  if (const auto hash = v.find(" #"); hash != std::string::npos) v.resize(hash);
   while (!v.empty() && (v.back() == ' ' || v.back() == '\r')) v.pop_back();
-  if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front()) v = v.substr(1, v.size() - 2);
   return v;
 }
 
@@ -234,7 +246,7 @@ std::unique_ptr<Families> index_families(const std::string& text, const std::str
         throw InputError(Where::at_file(path, line, 5), fmt::format("an entry of '{}' starts with '{}'", section, key), kHint);
       const std::string name = trimmed(first.substr(5));
       if (name.empty()) throw InputError(Where::at_file(path, line, 5), fmt::format("'{}' has no value", key), kHint);
-      const auto [it, fresh] = f->entries.emplace(name, Entry{line, "", name});
+      const auto [it, fresh] = f->entries.emplace(name, Entry{line, "", name, section == "bases"});
       if (!fresh)
         throw InputError(Where::at_file(path, line, 5), fmt::format("'{}' has two entries", clip(name)),
                          fmt::format("the first is at line {}", it->second.line));

@@ -171,8 +171,8 @@ struct GpuCatalog::Index {
   template <class T, class Read>
   const T& parsed(LazyEntry<T>& e, Read read) const {
     std::call_once(e.once, [&] {
-      Node root = detail::parse_yaml(e.text, path);
-      detail::shift_lines(root, e.line - 1);
+      // Blank lines stand for the file above the entry: positions, syntax errors' too, are the file's.
+      const Node root = detail::parse_yaml(std::string(static_cast<size_t>(e.line - 1), '\n') + e.text, path);
       if (root.kind != Node::Kind::list || root.items.size() != 1)
         throw InputError(Where::at_file(path, e.line), "expected one entry ('- name: ...') here", "see profiles/gpus.yaml for the catalog's form");
       e.value = read(root.items[0]);

@@ -851,12 +851,6 @@ void check_text(const std::string& text, const std::string& path, int64_t max_by
 }
 void set_read_limits(const ReadLimits& limits) { limits_slot() = limits; }
 
-void shift_lines(Node& n, int by) {
-  if (n.where.line > 0) n.where.line += by;
-  for (auto& [k, v] : n.entries) shift_lines(v, by);
-  for (auto& item : n.items) shift_lines(item, by);
-}
-
 }  // namespace memplan::profiles::detail
 
 namespace memplan::profiles {

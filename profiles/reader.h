@@ -88,8 +88,7 @@ std::string special_file_kind(const std::string& path);
 Node parse_yaml(const std::string& text, const std::string& path);
 Node parse_json(const std::string& text, const std::string& path);
 // A bundled table read by lines and its entries parsed one at a time (gpus.yaml, families.yaml):
-// f(line number, line without its newline) for each line, and an entry's parsed positions moved
-// by `by` lines to where the entry sits in its file.
+// f(line number, line without its newline) for each line.
 template <class F>
 void for_each_line(const std::string& text, F&& f) {
   size_t pos = 0;
@@ -100,7 +99,7 @@ void for_each_line(const std::string& text, F&& f) {
     pos = end + 1;
   }
 }
-void shift_lines(Node& n, int by);
+
 // What every parser checks first: at most `max_bytes` bytes, UTF-8 without NUL bytes; InputError
 // at the file, or at the offending byte, naming `syntax` ("TOML").
 void check_text(const std::string& text, const std::string& path, int64_t max_bytes, const char* syntax);

@@ -333,7 +333,7 @@ void read_architecture(Nemo& t) {
                                 "pass --model PRESET|HF_ID|config.json for the architecture"};
     return;
   }
-  ModelSpec m = *family_defaults("llama");
+  ModelSpec m = family_defaults_or_throw("llama", Where{});
   m.name = t.st.file.stem().string();
   m.model_type = "llama";
   m.hidden_size = count_of(t.hidden, 0);

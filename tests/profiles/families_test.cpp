@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+
+#include <fmt/format.h>
 #include <string>
 
 #include "estimator/error.h"
@@ -385,6 +387,16 @@ TEST_CASE("families.yaml: entries chain through like, fields by their names, err
   CHECK(table_error("  - type: a\n", "a").rfind("families.yaml:1:3: expected an entry", 0) == 0);  // before any list
   CHECK(table_error("bases:\n  - type: a\n", "a").rfind("families.yaml:2:5: an entry of 'bases' starts with 'name:'", 0) == 0);
   CHECK(table_error("bases:\n", "a").find("no families") != std::string::npos);
+  // A YAML syntax error in an entry is reported at its line of the file, not of the entry.
+  CHECK(table_error(head + "    rotary_fraction: 0.5: x\n", "a").rfind("families.yaml:4:", 0) == 0);
+  CHECK(table_error("bases:\n  - name: b\n    gated_mlp: true\nfamilies:\n  - type: a\n    name: x\n", "a") ==
+        "families.yaml:6:5: a family has a type, not a name (bases: entries are '- name: ...', families: entries '- type: ...')");
+  std::string deep = "bases:\n  - name: b0\n";
+  for (int i = 1; i <= 40; ++i) deep += fmt::format("  - name: b{}\n    like: b{}\n", i, i - 1);
+  CHECK(table_error(deep + "families:\n  - type: a\n    like: b40\n", "a").find("more than 32 entries down a `like` chain") != std::string::npos);
+  const auto quoted = detail::family_from_text("families:\n  - type: \"a #1\"  # a comment\n", "families.yaml", "a #1");
+  REQUIRE(quoted.has_value());
+  CHECK(quoted->model_type == "a #1");
 }
 
 // Every field the table can set reads back as written (the names are ModelSpec's members).
