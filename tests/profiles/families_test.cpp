@@ -416,7 +416,9 @@ TEST_CASE("families.yaml: every ModelSpec field by name") {
   }
   const auto m = detail::family_from_text(table, "families.yaml", "all");
   REQUIRE(m.has_value());
-  for (const auto& [name, value] : model_fields_text(*m)) {
+  for (const auto& field : model_fields_text(*m)) {
+    const std::string& name = field.first;
+    const std::string& value = field.second;
     CAPTURE(name);
     if (name == "hidden_size" || name == "num_experts") CHECK(value == "7");
     if (name == "tie_word_embeddings") CHECK(value == "false");
