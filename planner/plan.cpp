@@ -232,17 +232,18 @@ class Search {
 
   // Peak and host memory of a candidate; timelines cached by their key.
   Eval evaluate_memory(const TrainingSetup& s) {
+    const ParamSummary& ps = summary(s);
     const TimelineKey key{s.batch.micro_batch, s.batch.seq_len, static_cast<int>(s.checkpointing.mode),
                           s.checkpointing.every_k, static_cast<int>(s.attention), static_cast<int>(s.precision),
                           gradients_persist(s), static_cast<int>(s.finetune.mode), s.finetune.lora_rank, s.runtime.liger,
-                          static_cast<int>(s.runtime.loss), micro_batches_in_flight(s), step_temps_per_grad_byte(s, summary(s))};
+                          static_cast<int>(s.runtime.loss), micro_batches_in_flight(s), step_temps_per_grad_byte(s, ps)};
     auto it = timelines_->find(key);
     if (it == timelines_->end()) {
       it = timelines_->emplace(key, activation_timeline(s, /*with_rows=*/false)).first;
       ++timeline_count;
     }
     ++compositions;
-    const MemoryBreakdown b = compose(s, it->second, req_.calibration, /*with_text=*/false, &summary(s));
+    const MemoryBreakdown b = compose(s, it->second, req_.calibration, /*with_text=*/false, &ps);
     return {b.verdict_bytes(), b.host_bytes() * s.parallel.ranks_per_node()};
   }
 

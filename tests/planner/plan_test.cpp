@@ -43,6 +43,16 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return path;
 }
 
+// The GPU count a failed plan names has a plan, and half of it has none.
+void check_smallest_gpu_count(const PlanRequest& req, const PlanResult& r) {
+  PlanRequest more = req;
+  more.base.parallel.num_gpus = r.smallest_gpu_count;
+  CHECK(plan(more).found);
+  PlanRequest fewer = req;
+  fewer.base.parallel.num_gpus = r.smallest_gpu_count / 2;
+  CHECK_FALSE(plan(fewer).found);
+}
+
 }  // namespace
 
 TEST_CASE("every emitted config reads back to the plan's setup and stays within the budget") {
@@ -149,13 +159,7 @@ TEST_CASE("a model that cannot fit says the smallest card and GPU count where it
   CHECK(r.why_not.find("nothing fits") != std::string::npos);
   CHECK(r.smallest_gpu.empty());  // 70B full fine-tuning fits no single card without offload
   REQUIRE(r.smallest_gpu_count > 1);
-  // And the count it names really has a plan.
-  PlanRequest more = req;
-  more.base.parallel.num_gpus = r.smallest_gpu_count;
-  CHECK(plan(more).found);
-  PlanRequest fewer = req;
-  fewer.base.parallel.num_gpus = r.smallest_gpu_count / 2;
-  CHECK_FALSE(plan(fewer).found);
+  check_smallest_gpu_count(req, r);  // the count it names really has a plan
 }
 
 TEST_CASE("--emit deepspeed writes only DeepSpeed precisions; HF only none/full checkpointing") {
@@ -268,10 +272,5 @@ TEST_CASE("the GPU-count searches agree with a plan at that count (a pipeline's 
   const PlanResult r = plan(req);
   REQUIRE_FALSE(r.found);
   REQUIRE(r.smallest_gpu_count > 2);
-  PlanRequest more = req;
-  more.base.parallel.num_gpus = r.smallest_gpu_count;
-  CHECK(plan(more).found);
-  PlanRequest fewer = req;
-  fewer.base.parallel.num_gpus = r.smallest_gpu_count / 2;
-  CHECK_FALSE(plan(fewer).found);
+  check_smallest_gpu_count(req, r);
 }
