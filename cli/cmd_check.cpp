@@ -67,7 +67,7 @@ profiles::BuiltSetup build(const std::string& path, const profiles::LoadedConfig
     in.gpu = f.gpu;
     in.gpu_memory = f.gpu_memory;
   }
-  if (!cfg.origin.fields.count("parallel.num_gpus")) in.gpus = f.gpus;
+  if (!cfg.origin.fields.count(memplan::path(Count::num_gpus))) in.count_flag(Count::num_gpus) = f.gpus;
   return profiles::build_setup(in, cfg);
 }
 

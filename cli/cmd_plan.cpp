@@ -116,13 +116,13 @@ std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const pro
     bi.gpu = in.gpu;
     bi.gpu_memory = in.gpu_memory;
     bi.allocator_cap = in.allocator_cap;
-    bi.gpus = in.gpus;
+    bi.count_flag(Count::num_gpus) = in.count_flag(Count::num_gpus);
     bi.device = in.device;
     bi.calibration = in.calibration;
     bi.framework = setup_in.framework;
     bi.torch_version = in.torch_version;
     bi.transformers_version = in.transformers_version;
-    bi.gpus_per_node = in.gpus_per_node;
+    bi.count_flag(Count::gpus_per_node) = in.count_flag(Count::gpus_per_node);
     bi.host_memory = in.host_memory;
     planner::EmitContext eb = ec;
     eb.setup = profiles::build_setup(bi, cfg).setup;
@@ -159,9 +159,10 @@ std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const pro
       extra("--gpu", ci.gpu, in.gpu);
       extra("--gpu-memory", ci.gpu_memory, in.gpu_memory);
     }
-    if (!ci.gpus && in.gpus && *in.gpus > 1) {
-      ci.gpus = in.gpus;
-      k.recheck_extra.insert(k.recheck_extra.end(), {"--gpus", std::to_string(*in.gpus)});
+    const std::optional<int64_t>& gpus = in.count_flag(Count::num_gpus);
+    if (!ci.count_flag(Count::num_gpus) && gpus && *gpus > 1) {
+      ci.count_flag(Count::num_gpus) = gpus;
+      k.recheck_extra.insert(k.recheck_extra.end(), {field(Count::num_gpus).flag, std::to_string(*gpus)});
     }
     extra("--model", ci.model, in.model);
     if (in.format) k.recheck_extra.insert(k.recheck_extra.end(), {"--format", *in.format});

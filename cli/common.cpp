@@ -26,10 +26,16 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
                  "torch.cuda.set_per_process_memory_fraction: the most the caching allocator may hold, a size (11GiB) "
                  "or a fraction of the card (0.5); verdicts hold the step to it")
       ->type_name("SIZE|FRACTION");
-  app.add_option("--gpus", in.gpus, "number of GPUs (data-parallel world size)")->type_name("N");
-  app.add_option("--micro-batch", in.micro_batch, "sequences per GPU per forward")->type_name("N");
-  app.add_option("--seq-len", in.seq_len, "tokens per sequence")->type_name("N");
-  app.add_option("--grad-accum", in.grad_accum, "micro-batches per optimizer step")->type_name("N");
+  // The counts, each --NAME N, from the registry (estimator/fields.h): the fine-tuning ones after
+  // --finetune, the others here.
+  auto add_counts = [&app, &in](bool finetune) {
+    for (const CountField& f : count_fields()) {
+      if ((std::string(f.section) == "finetune") != finetune) continue;
+      CLI::Option* o = app.add_option(f.flag, in.count_flag(f.id), f.help)->type_name("N");
+      if (f.group) o->group(f.group);
+    }
+  };
+  add_counts(false);
   app.add_option("--precision", in.precision, "fp32|amp-fp16|amp-bf16|bf16|fp16|mixed-fp16|mixed-bf16")->type_name("P");
   app.add_option("--optimizer", in.optimizer, "adamw|adam|sgd|sgd-momentum|adafactor|adafactor-momentum|adamw-8bit|lion|paged-adamw|paged-adamw-8bit")->type_name("O");
   app.add_option("--checkpointing", in.checkpointing, "none|full|selective|selective-op|every:K|layers:I,J,...")->type_name("MODE");
@@ -37,16 +43,13 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--zero", in.zero, "DeepSpeed ZeRO stage 0-3")->type_name("STAGE");
   app.add_option("--offload", in.offload, "none|optimizer|optimizer+params|params (params: DeepSpeed ZeRO-3 offload_param alone)")->type_name("WHAT");
   app.add_option("--finetune", in.finetune, "full|lora|qlora")->type_name("MODE");
-  app.add_option("--lora-rank", in.lora_rank, "LoRA rank r (default 8)")->type_name("N");
+  add_counts(true);
   app.add_option("--lora-alpha", in.lora_alpha, "LoRA alpha")->type_name("A");
   app.add_option("--lora-targets", in.lora_targets, "q,k,v,o,gate,up,down or all-linear")->type_name("LIST");
   app.add_option("--lora-dropout", in.lora_dropout, "LoRA dropout on the adapters' input (default 0)")->type_name("P");
   app.add_option("--adapter-dtype", in.adapter_dtype,
                  "fp32|model: LoRA adapters in fp32 (PEFT) or the model's dtype (torchtune, LitGPT: their default)")
       ->type_name("DTYPE");
-  app.add_option("--freeze-layers", in.freeze_layers, "full fine-tuning with the first N layers frozen")->type_name("N");
-  app.add_option("--tensor-parallel", in.tensor_parallel, "tensor-parallel degree")->type_name("N");
-  app.add_option("--pipeline-parallel", in.pipeline_parallel, "pipeline stages")->type_name("N");
   app.add_option("--device", in.device, "cuda (default) or cpu: whose memory behaviour to model")->type_name("cpu|cuda");
   app.add_option("--calibration", in.calibration, "calibration profile from memplan calibrate")->type_name("FILE");
   // The runtime: the stack that runs the step and its knobs (each overrides the framework's default).
@@ -64,8 +67,6 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--optimizer-impl", in.optimizer_impl, "auto|for-loop|foreach|fused: the optimizer kernel")
       ->type_name("IMPL")->group("Runtime");
   app.add_option("--fsdp", in.fsdp, "none|full|shard-grad-op|hybrid|no-shard: PyTorch FSDP sharding")->type_name("MODE")->group("Runtime");
-  app.add_option("--gpus-per-node", in.gpus_per_node, "GPUs per node (hybrid sharding, host memory per node; default 8)")
-      ->type_name("N")->group("Runtime");
   app.add_option("--host-memory", in.host_memory,
                  "host RAM of one node, e.g. 512GiB (default: this machine's RAM with --device cpu, else unknown): "
                  "offload plans are checked against it")
@@ -151,14 +152,14 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
 
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
-      "model.hidden_size", "precision", "optimizer", "batch.micro_batch", "batch.seq_len", "batch.grad_accum",
-      "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory", "hardware.allocator_cap", "parallel.num_gpus", "parallel.zero_stage",
-      "parallel.offload", "parallel.fsdp", "parallel.tensor_parallel", "parallel.pipeline_parallel", "finetune.mode",
-      "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant",
-      "runtime.framework", "runtime.torch_version", "runtime.transformers_version", "runtime.loss", "runtime.optimizer_impl"};
+      "model.hidden_size", "precision", "optimizer", "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory",
+      "hardware.allocator_cap", "parallel.zero_stage", "parallel.offload", "parallel.fsdp", "finetune.mode", "finetune.lora_alpha",
+      "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "runtime.framework", "runtime.torch_version",
+      "runtime.transformers_version", "runtime.loss", "runtime.optimizer_impl"};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
   for (const SwitchField& f : switch_fields()) j[f.path] = source_of(b.origin, f.path);
+  for (const CountField& f : count_fields()) j[f.path] = source_of(b.origin, f.path);
   return j;
 }
 
@@ -188,30 +189,26 @@ nlohmann::json setup_json(const TrainingSetup& s) {
                          {"num_shared_experts", m.num_shared_experts}};
   j["precision"] = to_string(s.precision);
   j["optimizer"] = to_string(s.optimizer);
-  j["batch"] = {{"micro_batch", s.batch.micro_batch}, {"seq_len", s.batch.seq_len}, {"grad_accum", s.batch.grad_accum},
-                {"global_batch", saturating_mul(saturating_mul(s.batch.micro_batch, s.batch.grad_accum), s.parallel.data_parallel())}};
+  j["batch"] = {{"global_batch", saturating_mul(saturating_mul(s.batch.micro_batch, s.batch.grad_accum), s.parallel.data_parallel())}};
   j["checkpointing"] = to_string(s.checkpointing);
   j["attention"] = to_string(s.attention);
-  j["parallel"] = {{"num_gpus", s.parallel.num_gpus},
-                   {"data_parallel", s.parallel.data_parallel()},
-                   {"tensor_parallel", s.parallel.tensor_parallel},
+  j["parallel"] = {{"data_parallel", s.parallel.data_parallel()},
                    {"sequence_parallel", s.parallel.sequence_parallel},
-                   {"pipeline_parallel", s.parallel.pipeline_parallel},
                    {"zero_stage", s.parallel.zero_stage},
                    {"offload", to_string(s.parallel.offload)},
-                   {"fsdp", to_string(s.parallel.fsdp)},
-                   {"gpus_per_node", s.parallel.gpus_per_node}};
+                   {"fsdp", to_string(s.parallel.fsdp)}};
   j["runtime"] = runtime_json(s);
   j["finetune"] = {{"mode", to_string(s.finetune.mode)}};
   if (s.finetune.mode != FinetuneMode::full) {
-    j["finetune"]["lora_rank"] = s.finetune.lora_rank;
     j["finetune"]["lora_alpha"] = s.finetune.lora_alpha;
     j["finetune"]["lora_targets"] = s.finetune.lora_targets;
     j["finetune"]["adapter_dtype"] = s.finetune.adapter_fp32 ? "fp32" : "model";
     j["finetune"]["base_quant"] = to_string(s.finetune.base_quant);
     if (s.finetune.base_quant == BaseQuant::nf4) j["finetune"]["double_quant"] = s.finetune.double_quant;
   }
-  if (s.finetune.freeze_layers > 0) j["finetune"]["freeze_layers"] = s.finetune.freeze_layers;
+  // The counts at their paths (setup.batch.micro_batch), each where the setup shows it.
+  for (const CountField& f : count_fields())
+    if (!f.shown || f.shown(s)) j[f.json_section()][f.json_key()] = f.get(s);
   j["device_kind"] = to_string(s.device.kind);
   j["thresholds"] = {{"target", s.thresholds.target},
                      {"warning", s.thresholds.warning},

@@ -1,6 +1,8 @@
 // Device capabilities against a setup (capability.h).
 #include "estimator/capability.h"
 
+#include "estimator/fields.h"
+
 #include <fmt/format.h>
 
 namespace memplan {
@@ -73,7 +75,7 @@ std::vector<Problem> device_problems(const TrainingSetup& s) {
        "use a 32-bit optimizer (adamw) and a 16-bit base (--finetune lora) on this card"},
       {Feature::deepspeed, "parallel.zero_stage", "run without DeepSpeed (--zero 0; FSDP shards across GPUs)"},
       {Feature::deepspeed_offload, "parallel.offload", "drop --offload"},
-      {Feature::multi_gpu, "parallel.num_gpus", "plan for one GPU (--gpus 1)"},
+      {Feature::multi_gpu, memplan::path(Count::num_gpus), "plan for one GPU (--gpus 1)"},
   };
   for (const Ask& a : asks) {
     if (!setup_uses(s, a.f)) continue;

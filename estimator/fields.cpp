@@ -87,6 +87,94 @@ std::array<SwitchField, kSwitchCount> make_rows() {
 
 }  // namespace
 
+namespace {
+
+// One count row: the path is the member's own spelling (batch.micro_batch reads s.batch.micro_batch).
+#define MEMPLAN_COUNT(id, member, flag, help, group, section, keys, read, words, default_source, shown)                \
+  CountField {                                                                                                         \
+    Count::id, #member, flag, help, group, section, keys, CountRead::read, words,                                      \
+        [](const TrainingSetup& s) -> int64_t { return s.member; }, [](TrainingSetup& s, int64_t v) { s.member = v; }, \
+        default_source, shown                                                                                          \
+  }
+
+using Keys = std::array<const char*, 5>;
+
+std::array<CountField, kCountCount> make_count_rows() {
+  return {{
+      MEMPLAN_COUNT(num_gpus, parallel.num_gpus, "--gpus", "number of GPUs (data-parallel world size)", nullptr, "hardware",
+                    (Keys{"num_gpus", "gpus", nullptr, nullptr, nullptr}), whole, "GPUs",
+                    "one GPU unless the config or --gpus says more", nullptr),
+      MEMPLAN_COUNT(micro_batch, batch.micro_batch, "--micro-batch", "sequences per GPU per forward", nullptr, "training",
+                    (Keys{"micro_batch_size", "batch_size", "per_device_train_batch_size", "train_micro_batch_size_per_gpu",
+                          nullptr}),
+                    whole, "micro-batch", "memplan: one sequence per forward unless the config or --micro-batch says", nullptr),
+      MEMPLAN_COUNT(seq_len, batch.seq_len, "--seq-len", "tokens per sequence", nullptr, "data",
+                    (Keys{"seq_len", "max_seq_len", "max_seq_length", "max_length", "seq_length"}), whole, "sequence length",
+                    "memplan: 512 tokens, or the model's position table when that is shorter", nullptr),
+      MEMPLAN_COUNT(grad_accum, batch.grad_accum, "--grad-accum", "micro-batches per optimizer step", nullptr, "training",
+                    (Keys{"gradient_accumulation_steps", "grad_accum", nullptr, nullptr, nullptr}), whole, "accumulation",
+                    "HF TrainingArguments.gradient_accumulation_steps defaults to 1 (src/transformers/training_args.py)",
+                    nullptr),
+      MEMPLAN_COUNT(tensor_parallel, parallel.tensor_parallel, "--tensor-parallel", "tensor-parallel degree", nullptr, "training",
+                    (Keys{"tensor_parallel", "tensor_parallel_size", nullptr, nullptr, nullptr}), whole, "tensor parallel",
+                    "Megatron's --tensor-model-parallel-size defaults to 1 (megatron/training/arguments.py)", nullptr),
+      MEMPLAN_COUNT(pipeline_parallel, parallel.pipeline_parallel, "--pipeline-parallel", "pipeline stages", nullptr, "training",
+                    (Keys{"pipeline_parallel", "pipeline_parallel_size", nullptr, nullptr, nullptr}), whole, "pipeline stages",
+                    "Megatron's --pipeline-model-parallel-size defaults to 1 (megatron/training/arguments.py)", nullptr),
+      MEMPLAN_COUNT(expert_parallel, parallel.expert_parallel, "--expert-parallel",
+                    "expert-parallel degree: each rank holds 1/N of a MoE model's routed experts", nullptr, "training",
+                    (Keys{"expert_parallel", "expert_parallel_size", nullptr, nullptr, nullptr}), whole, "expert parallel",
+                    "Megatron's --expert-model-parallel-size defaults to 1 (megatron/training/arguments.py)", nullptr),
+      MEMPLAN_COUNT(gpus_per_node, parallel.gpus_per_node, "--gpus-per-node",
+                    "GPUs per node (hybrid sharding, host memory per node; default 8)", "Runtime", "hardware",
+                    (Keys{"gpus_per_node", nullptr, nullptr, nullptr, nullptr}), whole, "GPUs per node",
+                    "memplan: 8 GPUs per node (an HGX/DGX node; torchrun --nproc-per-node is the user's)", nullptr),
+      MEMPLAN_COUNT(lora_rank, finetune.lora_rank, "--lora-rank", "LoRA rank r (default 8)", nullptr, "finetune",
+                    (Keys{"r", "rank", "lora_rank", "lora_r", nullptr}), at_least_one, "LoRA rank",
+                    "PEFT LoraConfig.r defaults to 8 (src/peft/tuners/lora/config.py)",
+                    [](const TrainingSetup& s) { return s.finetune.mode != FinetuneMode::full; }),
+      MEMPLAN_COUNT(freeze_layers, finetune.freeze_layers, "--freeze-layers", "full fine-tuning with the first N layers frozen",
+                    nullptr, "finetune", (Keys{"freeze_layers", nullptr, nullptr, nullptr, nullptr}), integer, "frozen layers",
+                    "full fine-tuning trains every layer", [](const TrainingSetup& s) { return s.finetune.freeze_layers > 0; }),
+  }};
+}
+
+#undef MEMPLAN_COUNT
+
+}  // namespace
+
+const std::array<CountField, kCountCount>& count_fields() {
+  static const std::array<CountField, kCountCount> rows = [] {
+    auto r = make_count_rows();
+    for (size_t i = 0; i < r.size(); ++i)
+      MEMPLAN_CHECK(static_cast<size_t>(r[i].id) == i, std::string("count registry: row ") + r[i].path + " out of order");
+    return r;
+  }();
+  return rows;
+}
+
+const CountField& field(Count id) {
+  const size_t i = static_cast<size_t>(id);
+  MEMPLAN_CHECK(i < kCountCount, "count registry: no such count");
+  return count_fields()[i];
+}
+
+const CountField* count_at(const std::string& p) {
+  for (const CountField& f : count_fields())
+    if (p == f.path) return &f;
+  return nullptr;
+}
+
+std::string CountField::json_section() const {
+  const std::string p = path;
+  return p.substr(0, p.find('.'));
+}
+
+std::string CountField::json_key() const {
+  const std::string p = path;
+  return p.substr(p.rfind('.') + 1);
+}
+
 const std::array<SwitchField, kSwitchCount>& switch_fields() {
   static const std::array<SwitchField, kSwitchCount> rows = [] {
     auto r = make_rows();

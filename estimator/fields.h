@@ -1,7 +1,8 @@
-// The registry of setup fields: each knob of TrainingSetup that is a yes/no switch, declared once
-// with everything the layers above need to speak it -- its setup path (provenance, `sources` JSON,
-// validation problems), its flag and the flag's help, its YAML keys and aliases, its default and
-// the source of that default, and the words the runtime line shows when it is on.
+// The registry of setup fields: each knob of TrainingSetup that is a yes/no switch or a count,
+// declared once with everything the layers above need to speak it -- its setup path (provenance,
+// `sources` JSON, validation problems), its flag and the flag's help, its YAML keys and aliases, its
+// default and the source of that default, and (switches) the words the runtime line shows when it
+// is on, (counts) the words `memplan check` names it by.
 //
 // The flag parser (cli/common.cpp), the flags-to-setup step (profiles/build.cpp), the memplan YAML
 // reader (profiles/config.cpp), the `runtime` and `sources` JSON (cli/common.cpp), the runtime line,
@@ -9,7 +10,9 @@
 // iterate this table; the format readers and the rule sets name a switch by its enumerator, so a
 // misspelt path does not compile. Adding a switch is one enumerator, one row and its formula.
 //
-// Values that are not yes/no (sizes, counts, choices, versions) are still written out by hand in
+// The counts (micro-batch, sequence length, accumulation, GPUs, parallel degrees, LoRA rank, frozen
+// layers) are iterated by the same places and by `memplan check`'s field list (planner/check.cpp).
+// Values that are neither (sizes, choices, versions, fractions) are still written out by hand in
 // those places; they join the registry as it grows (issue 25).
 #pragma once
 
@@ -68,5 +71,60 @@ struct SwitchField {
 const std::array<SwitchField, kSwitchCount>& switch_fields();
 const SwitchField& field(Switch id);
 inline const char* path(Switch id) { return field(id).path; }
+
+// ---- counts ------------------------------------------------------------------------------------
+
+enum class Count {
+  num_gpus,
+  micro_batch,
+  seq_len,
+  grad_accum,
+  tensor_parallel,
+  pipeline_parallel,
+  expert_parallel,
+  gpus_per_node,
+  lora_rank,
+  freeze_layers,
+  count  // sentinel: the number of counts
+};
+constexpr size_t kCountCount = static_cast<size_t>(Count::count);
+
+// How a config file's value is read (profiles/reader.h): any whole number, its range left to
+// validate() (`whole`: as_field_count, "a positive integer"; `integer`: as_int, "an integer"), or
+// refused at the key below 1 (`at_least_one`: as_count).
+enum class CountRead { whole, integer, at_least_one };
+
+struct CountField {
+  Count id;
+  // The setup path, the spelling of the member: "batch.micro_batch". It is also the count's place
+  // in the `setup` JSON (setup.batch.micro_batch) and in `sources`.
+  const char* path;
+  const char* flag;   // "--micro-batch"
+  const char* help;   // the flag's help
+  const char* group;  // the flag's help group (nullptr: the commands' options)
+  // The memplan YAML section whose table reads it ("training": also at the top level and under
+  // policy:; "data", "hardware", "finetune": also lora:/peft:) and its keys there, the first the
+  // one the memplan YAML writer uses (nullptr: no more).
+  const char* section;
+  std::array<const char*, 5> keys;
+  CountRead read;
+  const char* words;  // `memplan check`'s name for it: "micro-batch"
+  int64_t (*get)(const TrainingSetup&);
+  void (*set)(TrainingSetup&, int64_t);
+  const char* default_source;  // where TrainingSetup's default comes from
+  // Whether the `setup` JSON shows it for this setup (the LoRA rank only with adapters); nullptr:
+  // always.
+  bool (*shown)(const TrainingSetup&);
+
+  std::string json_section() const;  // "batch" (the path's first part)
+  std::string json_key() const;      // "micro_batch" (its last part)
+};
+
+// Every count, in enumerator order (row i has id == Count(i); checked at start-up).
+const std::array<CountField, kCountCount>& count_fields();
+const CountField& field(Count id);
+inline const char* path(Count id) { return field(id).path; }
+// The count whose setup path is `p`, if any.
+const CountField* count_at(const std::string& p);
 
 }  // namespace memplan

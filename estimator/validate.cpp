@@ -32,19 +32,19 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   positive("model.head_dim", m.head_dim, 100'000);
   positive("model.intermediate_size", m.intermediate_size > 0 ? m.intermediate_size : m.expert_width(), 10'000'000);
   positive("model.vocab_size", m.vocab_size, 100'000'000);
-  positive("batch.micro_batch", s.batch.micro_batch, 1'000'000);
-  positive("batch.seq_len", s.batch.seq_len, 100'000'000);
-  positive("batch.grad_accum", s.batch.grad_accum, 1'000'000);
-  positive("parallel.num_gpus", s.parallel.num_gpus, 1'000'000);
+  positive(memplan::path(Count::micro_batch), s.batch.micro_batch, 1'000'000);
+  positive(memplan::path(Count::seq_len), s.batch.seq_len, 100'000'000);
+  positive(memplan::path(Count::grad_accum), s.batch.grad_accum, 1'000'000);
+  positive(memplan::path(Count::num_gpus), s.parallel.num_gpus, 1'000'000);
   // Every other number, once, here: non-negative, within a physical bound, finite. Products of
   // these stay inside int64 (the largest tensors are bounded below); parallel degrees are
   // bounded before they are multiplied.
   auto range = [&](const char* field, int64_t v, int64_t lo, int64_t hi, const char* hint) {
     if (v < lo || v > hi) p.push_back({field, fmt::format("must be between {} and {} (got {})", lo, hi, v), hint});
   };
-  positive("parallel.tensor_parallel", s.parallel.tensor_parallel, 1'000'000);
-  positive("parallel.pipeline_parallel", s.parallel.pipeline_parallel, 1'000'000);
-  positive("parallel.expert_parallel", s.parallel.expert_parallel, 1'000'000);
+  positive(memplan::path(Count::tensor_parallel), s.parallel.tensor_parallel, 1'000'000);
+  positive(memplan::path(Count::pipeline_parallel), s.parallel.pipeline_parallel, 1'000'000);
+  positive(memplan::path(Count::expert_parallel), s.parallel.expert_parallel, 1'000'000);
   range("model.max_position_embeddings", m.max_position_embeddings, 0, 100'000'000,
         "the longest sequence the model's position table or mask covers (n_positions, max_position_embeddings)");
   range("model.num_labels", m.num_labels, 0, 100'000'000, "a classifier head has one output per label");
@@ -127,9 +127,9 @@ std::vector<Problem> validate(const TrainingSetup& s) {
         p.push_back({field, fmt::format("is too large to estimate: {} alone would be about {:.3g} bytes", what, static_cast<double>(v)),
                      "memplan counts bytes in 64-bit integers (up to 4.6e18); check the sizes"});
     };
-    too_big("batch.seq_len", scores, "the attention scores");
-    too_big("batch.seq_len", logits, "the logits");
-    too_big("batch.micro_batch", mlp, "the MLP activations");
+    too_big(memplan::path(Count::seq_len), scores, "the attention scores");
+    too_big(memplan::path(Count::seq_len), logits, "the logits");
+    too_big(memplan::path(Count::micro_batch), mlp, "the MLP activations");
     too_big("model.hidden_size", params, "the model states");
     if (!p.empty()) return p;
   }
@@ -160,14 +160,14 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     p.push_back({"parallel.zero_stage", fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", s.parallel.zero_stage), "DeepSpeed ZeRO has stages 0 to 3"});
   const int64_t mp = s.parallel.tensor_parallel * s.parallel.pipeline_parallel;
   if (s.parallel.tensor_parallel < 1 || s.parallel.pipeline_parallel < 1 || s.parallel.expert_parallel < 1)
-    p.push_back({"parallel.tensor_parallel", "parallel degrees must be at least 1", "a parallel degree is a number of GPUs"});
+    p.push_back({memplan::path(Count::tensor_parallel), "parallel degrees must be at least 1", "a parallel degree is a number of GPUs"});
   else if (s.parallel.num_gpus % mp != 0)
-    p.push_back({"parallel.num_gpus",
+    p.push_back({memplan::path(Count::num_gpus),
                  fmt::format("{} GPUs cannot be split into tensor x pipeline = {} groups", s.parallel.num_gpus, mp),
                  "num_gpus must be a multiple of tensor_parallel * pipeline_parallel"});
   else if (s.parallel.tensor_parallel > 1 &&
            (m.num_attention_heads % s.parallel.tensor_parallel != 0))
-    p.push_back({"parallel.tensor_parallel", "tensor parallel degree must divide the attention heads", "each tensor-parallel rank holds a whole number of heads"});
+    p.push_back({memplan::path(Count::tensor_parallel), "tensor parallel degree must divide the attention heads", "each tensor-parallel rank holds a whole number of heads"});
   const bool fsdp = s.parallel.fsdp != FsdpMode::none;
   if (offloads_params(s.parallel.offload) && s.parallel.zero_stage != 3 && !fsdp)
     p.push_back({"parallel.offload", "parameter offload needs ZeRO stage 3 or FSDP", "use --zero 3 or --offload optimizer"});
@@ -177,14 +177,14 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   if (offloads_optimizer(s.parallel.offload) && s.parallel.zero_stage == 0 && !fsdp)
     p.push_back({"parallel.offload", "optimizer offload needs ZeRO stage 1 or higher, or FSDP", "use --zero 2 --offload optimizer"});
   if (s.finetune.mode != FinetuneMode::full && (s.finetune.lora_rank < 1 || s.finetune.lora_rank > 100'000))
-    p.push_back({"finetune.lora_rank", fmt::format("must be between 1 and 100000 (got {})", s.finetune.lora_rank), "PEFT's r, usually 8 to 64"});
+    p.push_back({memplan::path(Count::lora_rank), fmt::format("must be between 1 and 100000 (got {})", s.finetune.lora_rank), "PEFT's r, usually 8 to 64"});
   if (m.quantized.any() && s.finetune.mode == FinetuneMode::full)
     p.push_back({"finetune.mode",
                  fmt::format("'{}' is a pre-quantized checkpoint ({}, {:.3g} bits per weight): its weights cannot train, and "
                              "transformers' Trainer refuses to fine-tune a purely quantized model", m.name, m.quantized.method, m.quantized.bits),
                  "train adapters on it: --finetune lora (or qlora), or start from the unquantized checkpoint"});
   if (s.finetune.freeze_layers < 0 || s.finetune.freeze_layers > m.num_layers)
-    p.push_back({"finetune.freeze_layers", fmt::format("must be between 0 and the {} layers", m.num_layers), "freeze_layers counts layers from the bottom"});
+    p.push_back({memplan::path(Count::freeze_layers), fmt::format("must be between 0 and the {} layers", m.num_layers), "freeze_layers counts layers from the bottom"});
   auto frac = [&](const char* f, double v) {
     if (!(v >= 0 && v < 1)) p.push_back({f, fmt::format("must be in [0, 1) (got {})", v), "a dropout probability such as 0.1"});
   };
@@ -225,7 +225,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
                  "drop --fsdp or --zero"});
   if (s.parallel.host_memory_bytes < 0) p.push_back({"parallel.host_memory_bytes", "must not be negative", ""});
   if (s.parallel.gpus_per_node < 1 || s.parallel.gpus_per_node > 1'000'000)
-    p.push_back({"parallel.gpus_per_node", fmt::format("must be at least 1 (got {})", s.parallel.gpus_per_node), "GPUs per node, usually 8"});
+    p.push_back({memplan::path(Count::gpus_per_node), fmt::format("must be at least 1 (got {})", s.parallel.gpus_per_node), "GPUs per node, usually 8"});
   return p;
 }
 

@@ -5,6 +5,8 @@
 // it alone.
 #include "planner/check.h"
 
+#include "estimator/fields.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,6 +34,13 @@ std::string num(T v) {
 
 bool adapters(const TrainingSetup& a, const TrainingSetup& b) {
   return a.finetune.mode != FinetuneMode::full || b.finetune.mode != FinetuneMode::full;
+}
+
+// A count of the registry (estimator/fields.h): its path, its words, its member.
+FieldSpec count_spec(Count id, std::function<bool(const TrainingSetup&, const TrainingSetup&)> relevant = nullptr) {
+  const CountField& f = field(id);
+  return {f.path, f.words, [&f](const TrainingSetup& s) { return num(f.get(s)); },
+          [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }, std::move(relevant)};
 }
 
 // The architecture fields compared when the model keeps its name (an inline model edited in place).
@@ -70,12 +79,9 @@ const std::vector<FieldSpec>& arch_fields() {
 // Everything else, in report order.
 const std::vector<FieldSpec>& setup_fields() {
   static const std::vector<FieldSpec> t = {
-      {"batch.micro_batch", "micro-batch", [](const TrainingSetup& s) { return num(s.batch.micro_batch); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.batch.micro_batch = b.batch.micro_batch; }},
-      {"batch.seq_len", "sequence length", [](const TrainingSetup& s) { return num(s.batch.seq_len); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.batch.seq_len = b.batch.seq_len; }},
-      {"batch.grad_accum", "accumulation", [](const TrainingSetup& s) { return num(s.batch.grad_accum); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.batch.grad_accum = b.batch.grad_accum; }},
+      count_spec(Count::micro_batch),
+      count_spec(Count::seq_len),
+      count_spec(Count::grad_accum),
       {"precision", "precision", [](const TrainingSetup& s) { return std::string(to_string(s.precision)); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.precision = b.precision; }},
       {"optimizer", "optimizer", [](const TrainingSetup& s) { return std::string(to_string(s.optimizer)); },
@@ -84,28 +90,21 @@ const std::vector<FieldSpec>& setup_fields() {
        [](TrainingSetup& s, const TrainingSetup& b) { s.checkpointing = b.checkpointing; }},
       {"attention", "attention", [](const TrainingSetup& s) { return std::string(to_string(s.attention)); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.attention = b.attention; }},
-      {"parallel.num_gpus", "GPUs", [](const TrainingSetup& s) { return num(s.parallel.num_gpus); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.num_gpus = b.parallel.num_gpus; }},
+      count_spec(Count::num_gpus),
       {"parallel.zero_stage", "ZeRO stage", [](const TrainingSetup& s) { return num(s.parallel.zero_stage); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.zero_stage = b.parallel.zero_stage; }},
       {"parallel.offload", "offload", [](const TrainingSetup& s) { return std::string(to_string(s.parallel.offload)); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.offload = b.parallel.offload; }},
-      {"parallel.tensor_parallel", "tensor parallel", [](const TrainingSetup& s) { return num(s.parallel.tensor_parallel); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.tensor_parallel = b.parallel.tensor_parallel; }},
-      {"parallel.pipeline_parallel", "pipeline stages",
-       [](const TrainingSetup& s) { return num(s.parallel.pipeline_parallel); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.pipeline_parallel = b.parallel.pipeline_parallel; }},
-      {"parallel.expert_parallel", "expert parallel", [](const TrainingSetup& s) { return num(s.parallel.expert_parallel); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.expert_parallel = b.parallel.expert_parallel; }},
+      count_spec(Count::tensor_parallel),
+      count_spec(Count::pipeline_parallel),
+      count_spec(Count::expert_parallel),
       {"finetune.mode", "fine-tuning", [](const TrainingSetup& s) { return std::string(to_string(s.finetune.mode)); },
        [](TrainingSetup& s, const TrainingSetup& b) {
          s.finetune.mode = b.finetune.mode;
          s.finetune.base_quant = b.finetune.base_quant;
        }},
-      {"finetune.lora_rank", "LoRA rank", [](const TrainingSetup& s) { return num(s.finetune.lora_rank); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.finetune.lora_rank = b.finetune.lora_rank; }, adapters},
-      {"finetune.freeze_layers", "frozen layers", [](const TrainingSetup& s) { return num(s.finetune.freeze_layers); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.finetune.freeze_layers = b.finetune.freeze_layers; }},
+      count_spec(Count::lora_rank, adapters),
+      count_spec(Count::freeze_layers),
       // The target: a different card, or the same one with another capacity (hardware.gpu_memory).
       {"hardware.gpu", "GPU", [](const TrainingSetup& s) { return s.device.name; },
        [](TrainingSetup& s, const TrainingSetup& b) { s.device = b.device; }},
@@ -239,10 +238,10 @@ Comparison compare(const TrainingSetup& base, const Calibration* base_cal, const
 std::string largest_contributor(const std::array<int64_t, kNumTerms>& t, const std::vector<std::string>& fields_in_file) {
   const int64_t activation_like = sum_of(t, kDynamicTerms);
   const int64_t state_like = sum_of(t, kModelStateTerms);
-  static const std::vector<std::string> batch_first = {"batch.micro_batch", "batch.seq_len", "checkpointing", "attention",
+  static const std::vector<std::string> batch_first = {memplan::path(Count::micro_batch), memplan::path(Count::seq_len), "checkpointing", "attention",
                                                        "model"};
   static const std::vector<std::string> model_first = {"model", "precision", "optimizer", "parallel.zero_stage",
-                                                       "batch.micro_batch"};
+                                                       memplan::path(Count::micro_batch)};
   const std::vector<std::string>& order = activation_like >= state_like ? batch_first : model_first;
   for (const std::string& f : order) {
     // The model counts as set when the file names it (its size fields then point at that line).

@@ -139,12 +139,25 @@ std::string model_section(const EmitContext& c, bool with_attention) {
   return y;
 }
 
+// The counts of the registry (estimator/fields.h) that memplan YAML section `section` reads and
+// does not write anyway (`written`), where `s` differs from the default the reader starts from, as
+// "  key: value" lines under their first key.
+std::string count_lines(const TrainingSetup& s, const char* section, std::initializer_list<Count> written) {
+  const TrainingSetup plain;
+  std::string y;
+  for (const CountField& f : count_fields())
+    if (std::string(f.section) == section && std::find(written.begin(), written.end(), f.id) == written.end() &&
+        f.get(s) != f.get(plain))
+      y += fmt::format("  {}: {}\n", f.keys[0], f.get(s));
+  return y;
+}
+
 std::string hardware_section(const EmitContext& c) {
   std::string y = "hardware:\n";
   if (!c.gpu.empty()) y += fmt::format("  gpu: {}\n", text::yaml_scalar(c.gpu));
   else y += fmt::format("  gpu_memory: {}\n", c.setup.device.capacity_bytes);
-  y += fmt::format("  num_gpus: {}\n", c.setup.parallel.num_gpus);
-  return y;
+  y += fmt::format("  {}: {}\n", field(Count::num_gpus).keys[0], c.setup.parallel.num_gpus);
+  return y + count_lines(c.setup, "hardware", {Count::num_gpus});
 }
 
 // The planning budget as the target; the default bands above it, raised to it when it is higher.
@@ -241,10 +254,12 @@ std::string runtime_section(const TrainingSetup& s, const std::set<std::string>&
 
 std::string finetune_section(const EmitContext& c, const std::set<std::string>& stated) {
   const Finetune& f = c.setup.finetune;
-  if (f.mode == FinetuneMode::full) return "";
-  std::string y = fmt::format("lora:\n  method: {}\n  r: {}\n  lora_alpha: {}\n  lora_dropout: {}\n", to_string(f.mode), f.lora_rank,
-                              f.lora_alpha, f.lora_dropout);
+  const std::string counts = count_lines(c.setup, "finetune", {Count::lora_rank});
+  if (f.mode == FinetuneMode::full) return counts.empty() ? "" : "finetune:\n" + counts;  // freeze_layers
+  std::string y = fmt::format("lora:\n  method: {}\n  {}: {}\n  lora_alpha: {}\n  lora_dropout: {}\n", to_string(f.mode),
+                              field(Count::lora_rank).keys[0], f.lora_rank, f.lora_alpha, f.lora_dropout);
   if (!f.lora_targets.empty()) y += fmt::format("  target_modules: [{}]\n", fmt::join(f.lora_targets, ", "));
+  y += counts;
   for (const auto& [k, v] : switch_entries(c.setup, stated, "finetune")) y += fmt::format("  {}: {}\n", k, v);
   return y;
 }
@@ -255,12 +270,12 @@ std::string emit_memplan(const EmitContext& c) {
   std::string y = hash_header(c);
   y += model_section(c, true);
   y += hardware_section(c);
-  y += fmt::format("training:\n  micro_batch_size: {}\n  gradient_accumulation_steps: {}\n  global_batch_size: {}\n  seq_len: {}\n"
+  y += fmt::format("training:\n  {}: {}\n  {}: {}\n  global_batch_size: {}\n  {}: {}\n"
                    "  precision: {}\n  optimizer: {}\n  gradient_checkpointing: {}\n",
-                   s.batch.micro_batch, s.batch.grad_accum, c.global_batch, s.batch.seq_len, to_string(s.precision),
+                   field(Count::micro_batch).keys[0], s.batch.micro_batch, field(Count::grad_accum).keys[0], s.batch.grad_accum,
+                   c.global_batch, field(Count::seq_len).keys[0], s.batch.seq_len, to_string(s.precision),
                    to_string(s.optimizer), checkpointing_value(s.checkpointing));
-  if (s.parallel.tensor_parallel > 1) y += fmt::format("  tensor_parallel: {}\n", s.parallel.tensor_parallel);
-  if (s.parallel.pipeline_parallel > 1) y += fmt::format("  pipeline_parallel: {}\n", s.parallel.pipeline_parallel);
+  y += count_lines(s, "training", {Count::micro_batch, Count::grad_accum});  // the parallel degrees
   for (const auto& [k, v] : switch_entries(s, stated, "parallel")) y += fmt::format("  {}: {}\n", k, v);
   if (s.parallel.fsdp != FsdpMode::none) {
     if (s.parallel.offload != Offload::none) y += fmt::format("  offload: {}\n", to_string(s.parallel.offload));  // FSDP CPUOffload

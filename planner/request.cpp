@@ -105,7 +105,7 @@ std::unique_ptr<const ResolvedPlan> resolve_plan(const profiles::SetupInputs& in
   rp.ask = asked;
   rp.ask.config_global_batch = rp.built.global_batch;
   // A config (or flags) that give micro-batch x accumulation x GPUs give the global batch too.
-  if (rp.built.origin.fields.count("batch.micro_batch"))
+  if (rp.built.origin.fields.count(memplan::path(Count::micro_batch)))
     rp.ask.given_batch = s.batch.micro_batch * s.batch.grad_accum * s.parallel.data_parallel();
   // An explicit flag fixes its dimension; the rest is searched.
   rp.ask.optimizer_fixed = in.optimizer.has_value();

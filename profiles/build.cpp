@@ -201,7 +201,6 @@ void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
   Provenance& o = b.origin;
   choice_flag(o, in.finetune, "--finetune", "finetune.mode", "fine-tuning method", parse_finetune, finetune_names(), f.mode);
   if (in.finetune) f.base_quant = f.mode == FinetuneMode::qlora ? BaseQuant::nf4 : BaseQuant::none;
-  from_flag(o, in.lora_rank, "--lora-rank", "finetune.lora_rank", f.lora_rank);
   from_flag(o, in.lora_alpha, "--lora-alpha", "finetune.lora_alpha", f.lora_alpha);
   from_flag(o, in.lora_dropout, "--lora-dropout", "finetune.lora_dropout", f.lora_dropout);
   if (in.adapter_dtype) {
@@ -212,7 +211,6 @@ void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
     f.adapter_fp32 = *v;
     o.set("finetune.adapter_dtype", Where::at_flag("--adapter-dtype"));
   }
-  from_flag(o, in.freeze_layers, "--freeze-layers", "finetune.freeze_layers", f.freeze_layers);
   if (in.lora_targets) {
     f.lora_targets = detail::split_list(*in.lora_targets);
     o.set("finetune.lora_targets", Where::at_flag("--lora-targets"));
@@ -249,7 +247,6 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
   choice_flag(o, in.optimizer_impl, "--optimizer-impl", "runtime.optimizer_impl", "optimizer implementation", parse_optimizer_impl,
               optimizer_impl_names(), r.optimizer_impl);
   choice_flag(o, in.fsdp, "--fsdp", "parallel.fsdp", "FSDP sharding", parse_fsdp, fsdp_names(), s.parallel.fsdp);
-  from_flag(o, in.gpus_per_node, "--gpus-per-node", "parallel.gpus_per_node", s.parallel.gpus_per_node);
   if (const auto host = host_memory_flag(in)) {
     s.parallel.host_memory_bytes = *host;
     o.set("parallel.host_memory_bytes", Where::at_flag("--host-memory"));
@@ -317,8 +314,8 @@ void resolve_deepspeed_batch(const LoadedConfig& cfg, BuiltSetup& b) {
   const int64_t tbs = *cfg.global_batch;
   const Where at = cfg.origin.of("batch.global_batch");
   const int64_t world = std::max<int64_t>(1, s.parallel.data_parallel());
-  const bool has_mb = b.origin.fields.count("batch.micro_batch") > 0;
-  const bool has_gas = b.origin.fields.count("batch.grad_accum") > 0;
+  const bool has_mb = b.origin.fields.count(memplan::path(Count::micro_batch)) > 0;
+  const bool has_gas = b.origin.fields.count(memplan::path(Count::grad_accum)) > 0;
   // A stated count below 1 is validation's to report, at its key (nothing is derived from it).
   if ((has_mb && s.batch.micro_batch < 1) || (has_gas && s.batch.grad_accum < 1)) return;
   const std::string ranks = fmt::format("{} data-parallel rank{}", world, world == 1 ? "" : "s");
@@ -342,17 +339,17 @@ void resolve_deepspeed_batch(const LoadedConfig& cfg, BuiltSetup& b) {
   };
   if (has_mb) {
     s.batch.grad_accum = share(s.batch.micro_batch, "micro-batch");
-    b.origin.defaults["batch.grad_accum"] = fmt::format("train_batch_size {} / (micro-batch {} x {}) (DeepSpeed's _set_batch_related_parameters)", tbs,
+    b.origin.defaults[memplan::path(Count::grad_accum)] = fmt::format("train_batch_size {} / (micro-batch {} x {}) (DeepSpeed's _set_batch_related_parameters)", tbs,
                                                         s.batch.micro_batch, ranks);
   } else if (has_gas) {
     s.batch.micro_batch = share(s.batch.grad_accum, "accumulation");
-    b.origin.defaults["batch.micro_batch"] = fmt::format("train_batch_size {} / (accumulation {} x {}) (DeepSpeed's _set_batch_related_parameters)",
+    b.origin.defaults[memplan::path(Count::micro_batch)] = fmt::format("train_batch_size {} / (accumulation {} x {}) (DeepSpeed's _set_batch_related_parameters)",
                                                          tbs, s.batch.grad_accum, ranks);
   } else {
     s.batch.grad_accum = 1;
     s.batch.micro_batch = share(1, "accumulation");
-    b.origin.defaults["batch.micro_batch"] = fmt::format("train_batch_size {} / {}, accumulation 1 (DeepSpeed's _set_batch_related_parameters)", tbs, ranks);
-    b.origin.defaults["batch.grad_accum"] = "1: train_batch_size without a micro-batch or accumulation (DeepSpeed's _set_batch_related_parameters)";
+    b.origin.defaults[memplan::path(Count::micro_batch)] = fmt::format("train_batch_size {} / {}, accumulation 1 (DeepSpeed's _set_batch_related_parameters)", tbs, ranks);
+    b.origin.defaults[memplan::path(Count::grad_accum)] = "1: train_batch_size without a micro-batch or accumulation (DeepSpeed's _set_batch_related_parameters)";
   }
 }
 
@@ -360,26 +357,27 @@ void resolve_deepspeed_batch(const LoadedConfig& cfg, BuiltSetup& b) {
 // (TrainArgs.gradient_accumulation_iters, litgpt/args.py @ v0.5.13: global // (devices x num_nodes)
 // // micro_batch_size): with --gpus or --micro-batch the file's global batch is spread again.
 void resolve_litgpt_batch(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
+  const bool gpus = in.count_flag(Count::num_gpus).has_value(), micro_batch = in.count_flag(Count::micro_batch).has_value();
   // The checkpointing the tool decides by the device count, for the count --gpus gives.
-  if (cfg.checkpointing_by_devices && in.gpus && !in.checkpointing) {
+  if (cfg.checkpointing_by_devices && gpus && !in.checkpointing) {
     const bool several = b.setup.parallel.num_gpus > 1;
     b.setup.checkpointing = several ? cfg.checkpointing_by_devices->several : cfg.checkpointing_by_devices->one;
     b.origin.defaults["checkpointing"] = fmt::format("{} ({} GPU{} from --gpus)", several ? cfg.checkpointing_by_devices->why_several
                                                                                           : cfg.checkpointing_by_devices->why_one,
                                                      b.setup.parallel.num_gpus, several ? "s" : "");
   }
-  if (cfg.kind != "litgpt" || !cfg.global_batch || in.grad_accum || (!in.gpus && !in.micro_batch)) return;
+  if (cfg.kind != "litgpt" || !cfg.global_batch || in.count_flag(Count::grad_accum) || (!gpus && !micro_batch)) return;
   TrainingSetup& s = b.setup;
   const int64_t world = std::max<int64_t>(1, s.parallel.num_gpus);
   const int64_t accum = *cfg.global_batch / world / std::max<int64_t>(1, s.batch.micro_batch);
   if (accum < 1)
-    throw InputError(Where::at_flag(in.gpus ? "--gpus" : "--micro-batch"),
+    throw InputError(Where::at_flag(field(gpus ? Count::num_gpus : Count::micro_batch).flag),
                      fmt::format("train.global_batch_size {} over {} device(s) leaves less than one micro-batch of {} per step (LitGPT "
                                  "asserts gradient_accumulation_iters > 0)",
                                  *cfg.global_batch, world, s.batch.micro_batch),
                      "lower --gpus or --micro-batch, or raise train.global_batch_size");
   s.batch.grad_accum = accum;
-  b.origin.defaults["batch.grad_accum"] = fmt::format("train.global_batch_size {} // {} device(s) // micro-batch {} (LitGPT "
+  b.origin.defaults[memplan::path(Count::grad_accum)] = fmt::format("train.global_batch_size {} // {} device(s) // micro-batch {} (LitGPT "
                                                       "TrainArgs.gradient_accumulation_iters, litgpt/args.py @ v0.5.13)",
                                                       *cfg.global_batch, world, s.batch.micro_batch);
 }
@@ -397,12 +395,13 @@ void apply_switch_flags(const SetupInputs& in, BuiltSetup& b) {
 void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
   Provenance& o = b.origin;
-  from_flag(o, in.micro_batch, "--micro-batch", "batch.micro_batch", s.batch.micro_batch);
-  from_flag(o, in.seq_len, "--seq-len", "batch.seq_len", s.batch.seq_len);
-  from_flag(o, in.grad_accum, "--grad-accum", "batch.grad_accum", s.batch.grad_accum);
-  from_flag(o, in.gpus, "--gpus", "parallel.num_gpus", s.parallel.num_gpus);
-  from_flag(o, in.tensor_parallel, "--tensor-parallel", "parallel.tensor_parallel", s.parallel.tensor_parallel);
-  from_flag(o, in.pipeline_parallel, "--pipeline-parallel", "parallel.pipeline_parallel", s.parallel.pipeline_parallel);
+  // The counts of the registry (estimator/fields.h), each from its flag when given.
+  for (const CountField& f : count_fields()) {
+    const std::optional<int64_t>& v = in.count_flag(f.id);
+    if (!v) continue;
+    f.set(s, *v);
+    o.set(f.id, Where::at_flag(f.flag));
+  }
   if (in.zero && (*in.zero < INT_MIN || *in.zero > INT_MAX))
     throw InputError(Where::at_flag("--zero"), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *in.zero),
                      "DeepSpeed ZeRO has stages 0 to 3");
@@ -507,10 +506,7 @@ void resolve_auto_buckets(const LoadedConfig& cfg, BuiltSetup& b) {
 
 // True when a flag sets `field` (the fields a file may leave to the command line).
 bool set_by_flag(const SetupInputs& in, const std::string& field) {
-  if (field == "batch.seq_len") return in.seq_len.has_value();
-  if (field == "parallel.num_gpus") return in.gpus.has_value();
-  if (field == "batch.micro_batch") return in.micro_batch.has_value();
-  if (field == "batch.grad_accum") return in.grad_accum.has_value();
+  if (const CountField* c = count_at(field)) return in.count_flag(c->id).has_value();
   if (field == "precision") return in.precision.has_value();
   if (field == "optimizer") return in.optimizer.has_value();
   if (field == "model") return in.model.has_value();
@@ -602,7 +598,7 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   }
   // A sequence longer than a learned position table cannot run; 512 is the default otherwise.
   const int64_t positions = s.model.max_position_embeddings;
-  if (!b.origin.given("batch.seq_len") && positions > 0 && positions < s.batch.seq_len) s.batch.seq_len = positions;
+  if (!b.origin.given(memplan::path(Count::seq_len)) && positions > 0 && positions < s.batch.seq_len) s.batch.seq_len = positions;
   detail::throw_first_problem(s, b.origin, "", Where{});
   check_device_support(in, b);
   return b;

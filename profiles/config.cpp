@@ -188,11 +188,29 @@ Key<ConfigState> switch_key(Switch id) {
     if (a) names.emplace_back(a);
   return {std::move(names), [id](const Node& n, ConfigState& st) { st.set(id, as_bool(n), n); }};
 }
-// `t` with the registry's switches of `section` ("runtime": runtime.*) and the `more` switches of
-// other sections a dialect puts here.
-Table with_switches(Table t, const char* section, std::initializer_list<Switch> more = {}) {
-  for (const SwitchField& f : switch_fields())
-    if (f.section() == section) t.push_back(switch_key(f.id));
+// A count of the registry under its keys, read as the row says (estimator/fields.h CountRead).
+Key<ConfigState> count_key(Count id) {
+  const CountField& f = field(id);
+  std::vector<std::string> names;
+  for (const char* k : f.keys)
+    if (k) names.emplace_back(k);
+  return {std::move(names), [id](const Node& n, ConfigState& st) {
+            const CountField& c = field(id);
+            const int64_t v = c.read == CountRead::whole ? as_field_count(n) : c.read == CountRead::integer ? as_int(n) : as_count(n);
+            c.set(st.s(), v);
+            st.note(c.path, n);
+            if (id == Count::lora_rank) st.adapters = n.where;  // a rank says adapters are trained (LoRA unless stated)
+          }};
+}
+// `t` with the registry's counts read in memplan YAML section `section` ("training", "data",
+// "hardware", "finetune"), its switches of setup section `switches` ("runtime": runtime.*; nullptr:
+// none) and the `more` switches of other sections a dialect puts here.
+Table with_fields(Table t, const char* section, std::initializer_list<Switch> more = {}, const char* switches = nullptr) {
+  for (const CountField& f : count_fields())
+    if (std::string(f.section) == section) t.push_back(count_key(f.id));
+  if (switches)
+    for (const SwitchField& f : switch_fields())
+      if (f.section() == switches) t.push_back(switch_key(f.id));
   for (Switch id : more) t.push_back(switch_key(id));
   return t;
 }
@@ -290,11 +308,7 @@ const Table& model_keys() {
 }
 
 const Table& training_keys() {
-  static const Table t = with_switches({
-      setup_key({"micro_batch_size", "batch_size", "per_device_train_batch_size", "train_micro_batch_size_per_gpu"},
-                "batch.micro_batch", &TrainingSetup::batch, &Batch::micro_batch, as_field_count),
-      setup_key({"gradient_accumulation_steps", "grad_accum"}, "batch.grad_accum", &TrainingSetup::batch,
-                &Batch::grad_accum, as_field_count),
+  static const Table t = with_fields({
       {{"global_batch_size"}, set_global_batch},
       fact_key({"precision"}, &ConfigState::precision, as_text),
       fact_key({"mixed_precision"}, &ConfigState::mixed_precision, as_text),
@@ -313,12 +327,6 @@ const Table& training_keys() {
       // the host), wherever a memplan file puts them.
       fact_key({"checkpoint_every"}, &ConfigState::checkpoint_every, as_positive),
       {{"checkpoint_layers"}, note_checkpoint_layers},
-      setup_key({"tensor_parallel_size", "tensor_parallel"}, "parallel.tensor_parallel", &TrainingSetup::parallel,
-                &Parallelism::tensor_parallel, as_field_count),
-      setup_key({"pipeline_parallel_size", "pipeline_parallel"}, "parallel.pipeline_parallel", &TrainingSetup::parallel,
-                &Parallelism::pipeline_parallel, as_field_count),
-      setup_key({"expert_parallel_size", "expert_parallel"}, "parallel.expert_parallel", &TrainingSetup::parallel,
-                &Parallelism::expert_parallel, as_field_count),
       setup_key({"zero_stage"}, "parallel.zero_stage", &TrainingSetup::parallel, &Parallelism::zero_stage, as_zero_stage),
       offload_switch({"offload_optimizer"}, Offload::optimizer),
       {{"offload"}, [](const Node& n, ConfigState& st) {
@@ -326,23 +334,21 @@ const Table& training_keys() {
        }},
       {{"use_flash_attention"}, set_flash},
       {{"attention", "attention_type", "attn_implementation"}, set_attention},
-  }, "parallel", {Switch::activation_offload});
+  }, "training", {Switch::activation_offload}, "parallel");
   return t;
 }
 
 const Table& data_keys() {
-  static const Table t = {
-      setup_key({"seq_len", "max_seq_len", "max_seq_length", "max_length", "seq_length"}, "batch.seq_len",
-                &TrainingSetup::batch, &Batch::seq_len, as_field_count),
+  static const Table t = with_fields({
       setup_key({"num_workers"}, "data.num_workers", &TrainingSetup::data, &DataLoading::num_workers, as_int),
       setup_key({"prefetch_factor"}, "data.prefetch_factor", &TrainingSetup::data, &DataLoading::prefetch_factor, as_int),
       setup_key({"pin_memory"}, "data.pin_memory", &TrainingSetup::data, &DataLoading::pin_memory, as_bool),
-  };
+  }, "data");
   return t;
 }
 
 const Table& hardware_keys() {
-  static const Table t = {
+  static const Table t = with_fields({
       {{"gpu"}, [](const Node& n, ConfigState& st) { st.set("hardware.gpu", st.out.gpu, as_text(n), n); }},
       {{"gpu_memory"}, [](const Node& n, ConfigState& st) {
          const int64_t bytes = as_size(n);
@@ -352,14 +358,12 @@ const Table& hardware_keys() {
       {{"allocator_cap"}, [](const Node& n, ConfigState& st) {
          st.set("hardware.allocator_cap", st.out.allocator_cap, as_text(n), n);
        }},
-      setup_key({"num_gpus", "gpus"}, "parallel.num_gpus", &TrainingSetup::parallel, &Parallelism::num_gpus, as_field_count),
-      setup_key({"gpus_per_node"}, "parallel.gpus_per_node", &TrainingSetup::parallel, &Parallelism::gpus_per_node, as_field_count),
       {{"host_memory"}, [](const Node& n, ConfigState& st) {
          const int64_t bytes = as_size(n);
          if (bytes <= 0) type_error(n, "a size above 0 (the RAM of one node)");
          st.set("parallel.host_memory_bytes", st.s().parallel.host_memory_bytes, bytes, n);
        }},
-  };
+  }, "hardware");
   return t;
 }
 
@@ -393,14 +397,10 @@ const Table& output_keys() {
 }
 
 const Table& finetune_keys() {  // lora: / peft: / finetune:
-  static const Table t = with_switches({
+  static const Table t = with_fields({
       fact_key({"method", "type"}, &ConfigState::method, [](const Node& n) {
         return as_choice<FinetuneMode>(n, "fine-tuning method", parse_finetune, finetune_names());
       }),
-      {{"r", "rank", "lora_rank", "lora_r"}, [](const Node& n, ConfigState& st) {
-         st.set("finetune.lora_rank", st.s().finetune.lora_rank, as_count(n), n);
-         st.adapters = n.where;
-       }},
       setup_key({"lora_alpha", "alpha"}, "finetune.lora_alpha", &TrainingSetup::finetune, &Finetune::lora_alpha, as_number),
       setup_key({"lora_dropout", "dropout"}, "finetune.lora_dropout", &TrainingSetup::finetune, &Finetune::lora_dropout,
                 as_number),
@@ -424,8 +424,7 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
       {{"load_in_4bit"}, [](const Node& n, ConfigState& st) { if (as_bool(n)) st.load_in_4bit = n.where; }},
       // bitsandbytes BitsAndBytesConfig: double quantization of the NF4 block scales.
       {{"load_in_8bit"}, [](const Node& n, ConfigState& st) { if (as_bool(n)) st.load_in_8bit = n.where; }},
-      setup_key({"freeze_layers"}, "finetune.freeze_layers", &TrainingSetup::finetune, &Finetune::freeze_layers, as_int),
-  }, "finetune");
+  }, "finetune", {}, "finetune");
   return t;
 }
 
@@ -447,7 +446,7 @@ void set_torch_version(const Node& n, ConfigState& st) {
 }
 
 const Table& runtime_keys() {
-  static const Table t = with_switches({
+  static const Table t = with_fields({
       {{"torch_version", "torch"}, set_torch_version},
       {{"optimizer_impl"}, [](const Node& n, ConfigState& st) {
          st.set("runtime.optimizer_impl", st.s().runtime.optimizer_impl,
@@ -469,7 +468,7 @@ const Table& runtime_keys() {
       {{"fsdp"}, [](const Node& n, ConfigState& st) {
          st.set("parallel.fsdp", st.s().parallel.fsdp, as_choice<FsdpMode>(n, "FSDP sharding", parse_fsdp, fsdp_names()), n);
        }},
-  }, "runtime");
+  }, "runtime", {}, "runtime");
   return t;
 }
 
@@ -617,9 +616,9 @@ const Table& ds_zero_keys() {
 
 const Table& ds_root_keys() {
   static const Table t = {
-      setup_key({"train_micro_batch_size_per_gpu"}, "batch.micro_batch", &TrainingSetup::batch, &Batch::micro_batch,
+      setup_key({"train_micro_batch_size_per_gpu"}, memplan::path(Count::micro_batch), &TrainingSetup::batch, &Batch::micro_batch,
                 as_field_count),
-      setup_key({"gradient_accumulation_steps"}, "batch.grad_accum", &TrainingSetup::batch, &Batch::grad_accum, as_field_count),
+      setup_key({"gradient_accumulation_steps"}, memplan::path(Count::grad_accum), &TrainingSetup::batch, &Batch::grad_accum, as_field_count),
       {{"train_batch_size"}, set_global_batch},
       {{"zero_optimization"},
        [](const Node& n, ConfigState& st) {
@@ -639,7 +638,7 @@ const Table& ds_root_keys() {
          if (n.kind != Node::Kind::map) type_error(n, "a mapping ({\"autotp_size\": N})");
          for (const auto& [key, value] : n.entries) {
            if (key == "autotp_size") {
-             st.set("parallel.tensor_parallel", st.out.setup.parallel.tensor_parallel, as_field_count(value), value);
+             st.set(memplan::path(Count::tensor_parallel), st.out.setup.parallel.tensor_parallel, as_field_count(value), value);
              st.autotp = &value;
            } else if (key != "tp_overlap_comm" && key != "tp_grain_size" && key != "partition_config") {
              st.out.warnings.push_back({value.where, fmt::format("tensor_parallel.{} is not an AutoTP training key memplan knows", key),

@@ -645,8 +645,8 @@ void throw_first_problem(const TrainingSetup& s, const Provenance& origin, const
     Where where = origin.of(p.field);
     // A GPU count nothing stated that the parallel degrees cannot split: the degree the file or
     // a flag stated is where the problem is (DeepSpeed's autotp_size 4 on the default one GPU).
-    if (where.empty() && p.field == "parallel.num_gpus")
-      for (const char* degree : {"parallel.tensor_parallel", "parallel.pipeline_parallel"})
+    if (where.empty() && p.field == memplan::path(Count::num_gpus))
+      for (const char* degree : {memplan::path(Count::tensor_parallel), memplan::path(Count::pipeline_parallel)})
         if (where.empty()) where = origin.of(degree);
     if (where.empty()) where = fallback;
     // A flag already names the field ("error: --micro-batch: ..."); a file line does not.

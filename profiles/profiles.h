@@ -168,6 +168,10 @@ struct Provenance {
   Where of(Switch id) const { return of(path(id)); }
   void set(Switch id, const Where& w) { set(path(id), w); }
   bool given(Switch id) const { return given(path(id)); }
+  // And for a count (estimator/fields.h).
+  Where of(Count id) const { return of(path(id)); }
+  void set(Count id, const Where& w) { set(path(id), w); }
+  bool given(Count id) const { return given(path(id)); }
   // The words that say where a field's value came from: the file key's text, else the default's
   // ("" when neither); set_text replaces them where they stand.
   std::string text_of(const std::string& field) const;
@@ -293,10 +297,6 @@ struct SetupInputs {
   std::optional<std::string> gpu;            // --gpu PRESET
   std::optional<std::string> gpu_memory;     // --gpu-memory 12GiB
   std::optional<std::string> allocator_cap;  // --allocator-cap 11GiB | 0.5 (set_per_process_memory_fraction)
-  std::optional<int64_t> gpus;               // --gpus N
-  std::optional<int64_t> micro_batch;        // --micro-batch
-  std::optional<int64_t> seq_len;            // --seq-len
-  std::optional<int64_t> grad_accum;         // --grad-accum
   std::optional<std::string> precision;      // --precision
   std::optional<std::string> optimizer;      // --optimizer
   std::optional<std::string> checkpointing;  // --checkpointing
@@ -304,15 +304,11 @@ struct SetupInputs {
   std::optional<int64_t> zero;               // --zero
   std::optional<std::string> offload;        // --offload
   std::optional<std::string> finetune;       // --finetune
-  std::optional<int64_t> lora_rank;          // --lora-rank
   std::optional<double> lora_alpha;          // --lora-alpha
   std::optional<std::string> lora_targets;   // --lora-targets q,k,v,o | all-linear
   std::optional<double> lora_dropout;        // --lora-dropout
   std::optional<std::string> adapter_dtype;  // --adapter-dtype fp32|model
-  std::optional<int64_t> freeze_layers;      // --freeze-layers
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
-  std::optional<int64_t> tensor_parallel;    // --tensor-parallel
-  std::optional<int64_t> pipeline_parallel;  // --pipeline-parallel
   std::optional<std::string> calibration;    // --calibration FILE
   // The runtime: the framework and its knobs (estimator/runtime.h).
   std::optional<std::string> framework;      // --framework
@@ -321,12 +317,15 @@ struct SetupInputs {
   std::optional<std::string> fsdp;           // --fsdp full|shard-grad-op|hybrid|no-shard
   std::optional<std::string> torch_version;  // --torch-version 2.6
   std::optional<std::string> transformers_version;  // --transformers-version 4.57
-  std::optional<int64_t> gpus_per_node;      // --gpus-per-node
   std::optional<std::string> host_memory;    // --host-memory 512GiB (per node)
   // The yes/no switches (estimator/fields.h), by Switch: --liger / --no-liger and the rest.
   std::array<std::optional<bool>, kSwitchCount> switches;
   std::optional<bool>& switch_flag(Switch id) { return switches[static_cast<size_t>(id)]; }
   const std::optional<bool>& switch_flag(Switch id) const { return switches[static_cast<size_t>(id)]; }
+  // The counts (estimator/fields.h), by Count: --gpus, --micro-batch, --seq-len and the rest.
+  std::array<std::optional<int64_t>, kCountCount> counts;
+  std::optional<int64_t>& count_flag(Count id) { return counts[static_cast<size_t>(id)]; }
+  const std::optional<int64_t>& count_flag(Count id) const { return counts[static_cast<size_t>(id)]; }
 };
 
 struct BuiltSetup {

@@ -132,7 +132,7 @@ void read_deepspeed_launch(const Node& cfg, ReadState& st, const Node& type_node
   device("offload_param_device", Offload::params);
   if (const Node* n = cfg.find("gradient_accumulation_steps"); n && !(n->kind == Node::Kind::scalar && n->text == "auto")) {
     s.batch.grad_accum = positive(*n, "gradient_accumulation_steps counts micro-batches per optimizer step");
-    note(st, "batch.grad_accum", *n);
+    note(st, memplan::path(Count::grad_accum), *n);
   }
   // The generated config sets no buckets: DeepSpeed's defaults, overlap_comm only at stage 3
   // (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353).
@@ -183,16 +183,16 @@ Launch apply_accelerate(const Node& root, ReadState& st, const DeepSpeedFill* tr
   const Node* procs = root.find("num_processes");
   if (kind == "NO") {
     s.parallel.num_gpus = 1;  // one process (simple_launcher), whatever num_processes says
-    note(st, "parallel.num_gpus", *type, "distributed_type: NO (one process)");
+    note(st, memplan::path(Count::num_gpus), *type, "distributed_type: NO (one process)");
   } else if (procs) {
     s.parallel.num_gpus = positive(*procs, "num_processes is the number of processes (GPUs) over all machines");
-    note(st, "parallel.num_gpus", *procs);
+    note(st, memplan::path(Count::num_gpus), *procs);
   }
   if (const Node* m = root.find("num_machines")) {
     const int64_t machines = positive(*m, "num_machines is the number of nodes");
     if (procs && s.parallel.num_gpus % machines == 0) {
       s.parallel.gpus_per_node = s.parallel.num_gpus / machines;
-      note(st, "parallel.gpus_per_node", *m, fmt::format("num_processes / num_machines = {}", s.parallel.gpus_per_node));
+      note(st, memplan::path(Count::gpus_per_node), *m, fmt::format("num_processes / num_machines = {}", s.parallel.gpus_per_node));
     }
   }
   // torch.compile: a dynamo backend other than NO (dynamo_config, or the legacy top-level dynamo_backend).
@@ -207,11 +207,11 @@ Launch apply_accelerate(const Node& root, ReadState& st, const DeepSpeedFill* tr
   if (const Node* mc = root.find("megatron_lm_config"); mc && mc->kind == Node::Kind::map) {
     if (const Node* n = mc->find("megatron_lm_tp_degree")) {
       s.parallel.tensor_parallel = positive(*n, "the tensor-parallel degree");
-      note(st, "parallel.tensor_parallel", *n);
+      note(st, memplan::path(Count::tensor_parallel), *n);
     }
     if (const Node* n = mc->find("megatron_lm_pp_degree")) {
       s.parallel.pipeline_parallel = positive(*n, "the pipeline-parallel degree");
-      note(st, "parallel.pipeline_parallel", *n);
+      note(st, memplan::path(Count::pipeline_parallel), *n);
     }
   }
   if (const Node* pc = root.find("parallelism_config"); pc && pc->kind == Node::Kind::map) {
@@ -219,7 +219,7 @@ Launch apply_accelerate(const Node& root, ReadState& st, const DeepSpeedFill* tr
       const std::string k = key.rfind("parallelism_config_", 0) == 0 ? key.substr(19) : key;
       if (k == "tp_size" && as_int(value) > 1) {
         s.parallel.tensor_parallel = positive(value, "the tensor-parallel degree");
-        note(st, "parallel.tensor_parallel", value);
+        note(st, memplan::path(Count::tensor_parallel), value);
       } else if ((k == "cp_size" || k == "sp_size") && as_int(value) > 1) {
         st.unmodelled(value, "context/sequence parallelism splits each sequence over GPUs; the estimate keeps whole sequences");
       } else if (k == "dp_replicate_size" && as_int(value) > 1) {
@@ -258,7 +258,7 @@ Launch apply_accelerate(const Node& root, ReadState& st, const DeepSpeedFill* tr
     st.unmodelled(*type, "it does not run on CUDA GPUs (CPU, TPU or another accelerator); the estimate is for a CUDA GPU");
   }
   if (!procs && kind != "NO")
-    note_default(st, "parallel.num_gpus", "not in the file: accelerate launch --num_processes decides; pass --gpus");
+    note_default(st, memplan::path(Count::num_gpus), "not in the file: accelerate launch --num_processes decides; pass --gpus");
   return l;
 }
 
@@ -284,12 +284,12 @@ void read_accelerate(const Node& root, ReadState& st) {
   TrainingSetup& s = st.s();
   // The training script decides the batch and the sequence; a DeepSpeed config may state the
   // micro-batch. Said unless a flag gives them.
-  if (!st.out.origin.fields.count("batch.micro_batch"))
-    st.defer("batch.micro_batch", Where::at_file(st.path),
+  if (!st.out.origin.fields.count(memplan::path(Count::micro_batch)))
+    st.defer(memplan::path(Count::micro_batch), Where::at_file(st.path),
              fmt::format("the micro-batch is the training script's, not in this accelerate config: estimated at {}", s.batch.micro_batch),
              "pass --micro-batch N (the script's per-GPU batch)");
-  if (!st.out.origin.fields.count("batch.seq_len"))
-    st.defer("batch.seq_len", Where::at_file(st.path),
+  if (!st.out.origin.fields.count(memplan::path(Count::seq_len)))
+    st.defer(memplan::path(Count::seq_len), Where::at_file(st.path),
              fmt::format("the sequence length is the training script's, not in this accelerate config: estimated at {}", s.batch.seq_len),
              "pass --seq-len N");
   const std::string mp = l.mixed_precision.empty() ? "no" : l.mixed_precision;

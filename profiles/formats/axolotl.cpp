@@ -128,17 +128,17 @@ void read_axolotl(const Node& root, ReadState& st) {
                      "axolotl refuses the config otherwise (src/axolotl/utils/schemas/validation.py @ v0.18.0 L218-226)");
   if (mbs) {
     s.batch.micro_batch = positive(*mbs, "micro_batch_size is the number of sequences per GPU per forward");
-    note(st, "batch.micro_batch", *mbs);
+    note(st, memplan::path(Count::micro_batch), *mbs);
   } else {
     s.batch.micro_batch = 1;
-    note_default(st, "batch.micro_batch", fmt::format("axolotl default micro_batch_size=1 ({} L77-78)", kTrainingSchema));
+    note_default(st, memplan::path(Count::micro_batch), fmt::format("axolotl default micro_batch_size=1 ({} L77-78)", kTrainingSchema));
   }
   if (ga) {
     s.batch.grad_accum = positive(*ga, "gradient_accumulation_steps counts micro-batches per optimizer step");
-    note(st, "batch.grad_accum", *ga);
+    note(st, memplan::path(Count::grad_accum), *ga);
   } else {
     s.batch.grad_accum = 1;
-    note_default(st, "batch.grad_accum", fmt::format("axolotl default gradient_accumulation_steps=1 ({} L71-72)", kTrainingSchema));
+    note_default(st, memplan::path(Count::grad_accum), fmt::format("axolotl default gradient_accumulation_steps=1 ({} L71-72)", kTrainingSchema));
     if (bs)
       st.out.warnings.push_back({bs->where,
                                  "batch_size does not set the accumulation: axolotl keeps its default "
@@ -160,10 +160,10 @@ void read_axolotl(const Node& root, ReadState& st) {
   const int64_t written = seq;
   if (padded) seq = 64 * ((seq + 63) / 64);
   s.batch.seq_len = seq;
-  if (len) note(st, "batch.seq_len", *len, seq != written
+  if (len) note(st, memplan::path(Count::seq_len), *len, seq != written
                                               ? fmt::format("sequence_len padded to a multiple of 64 ({})", seq)
                                               : std::string(packed ? "sequence_len (sample_packing fills every row)" : ""));
-  else note_default(st, "batch.seq_len", fmt::format("axolotl default sequence_len=512 ({} L665-666)", kConfigSchema));
+  else note_default(st, memplan::path(Count::seq_len), fmt::format("axolotl default sequence_len=512 ({} L665-666)", kConfigSchema));
 
   // Fine-tuning.
   const Node* adapter = root.find("adapter");
@@ -228,7 +228,7 @@ void read_axolotl(const Node& root, ReadState& st) {
                        "axolotl has no default for lora_r and lora_alpha: PEFT fails without them (src/axolotl/loaders/"
                        "adapter.py @ v0.18.0 L187-201); set both, e.g. lora_r: 16 and lora_alpha: 32");
     f.lora_rank = positive(*r, "lora_r is the LoRA rank");
-    note(st, "finetune.lora_rank", *r);
+    note(st, memplan::path(Count::lora_rank), *r);
     f.lora_alpha = as_number(*alpha);
     note(st, "finetune.lora_alpha", *alpha);
     if (const Node* n = root.find("lora_dropout")) {
@@ -427,11 +427,11 @@ void read_axolotl(const Node& root, ReadState& st) {
       if ((g = res->find("GPU"))) per = positive(*g, "resources_per_worker.GPU is the GPUs per Ray worker");
     s.parallel.num_gpus = count_product({{workers, w}, {per, g}}, kMaxGpus,
                                         "ray_num_workers x resources_per_worker.GPU (the GPU count)", ray->where);
-    note(st, "parallel.num_gpus", w ? *w : *ray, fmt::format("use_ray: ray_num_workers {} x {} GPU per worker", workers, per));
+    note(st, memplan::path(Count::num_gpus), w ? *w : *ray, fmt::format("use_ray: ray_num_workers {} x {} GPU per worker", workers, per));
   }
   if (const Node* n = root.find("tensor_parallel_size"); n && as_int(*n) > 1) {
     s.parallel.tensor_parallel = positive(*n, "tensor_parallel_size is the tensor-parallel degree");
-    note(st, "parallel.tensor_parallel", *n);
+    note(st, memplan::path(Count::tensor_parallel), *n);
   }
   if (const Node* n = root.find("dp_shard_size"); n && as_int(*n) > 1)
     st.unmodelled(*n, "an explicit FSDP shard mesh is not modelled; the estimate shards over every data-parallel GPU");
@@ -541,8 +541,8 @@ void read_axolotl(const Node& root, ReadState& st) {
   }
   // bf16: auto is decided by the GPU (is_torch_bf16_gpu_available): the builder knows it.
   st.out.precision_follows_device = d.bf16_auto;
-  if (!st.out.origin.fields.count("parallel.num_gpus") && (s.parallel.zero_stage > 0 || s.parallel.fsdp != FsdpMode::none))
-    note_default(st, "parallel.num_gpus", "not in the file: axolotl runs on the launcher's WORLD_SIZE; pass --gpus");
+  if (!st.out.origin.fields.count(memplan::path(Count::num_gpus)) && (s.parallel.zero_stage > 0 || s.parallel.fsdp != FsdpMode::none))
+    note_default(st, memplan::path(Count::num_gpus), "not in the file: axolotl runs on the launcher's WORLD_SIZE; pass --gpus");
 }
 
 }  // namespace

@@ -52,17 +52,17 @@ void read_training_args_batch(const Node& root, ReadState& st) {
   TrainingSetup& s = st.s();
   if (const Node* n = root.find("per_device_train_batch_size")) {
     s.batch.micro_batch = positive(*n, "per_device_train_batch_size is the number of sequences per GPU per forward");
-    note(st, "batch.micro_batch", *n);
+    note(st, memplan::path(Count::micro_batch), *n);
   } else {
     s.batch.micro_batch = 8;
-    note_default(st, "batch.micro_batch", fmt::format("TrainingArguments default per_device_train_batch_size=8 ({})", kTrainingArgs));
+    note_default(st, memplan::path(Count::micro_batch), fmt::format("TrainingArguments default per_device_train_batch_size=8 ({})", kTrainingArgs));
   }
   if (const Node* n = root.find("gradient_accumulation_steps")) {
     s.batch.grad_accum = positive(*n, "gradient_accumulation_steps counts micro-batches per optimizer step");
-    note(st, "batch.grad_accum", *n);
+    note(st, memplan::path(Count::grad_accum), *n);
   } else {
     s.batch.grad_accum = 1;
-    note_default(st, "batch.grad_accum", fmt::format("TrainingArguments default gradient_accumulation_steps=1 ({})", kTrainingArgs));
+    note_default(st, memplan::path(Count::grad_accum), fmt::format("TrainingArguments default gradient_accumulation_steps=1 ({})", kTrainingArgs));
   }
 }
 
@@ -480,9 +480,9 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
                         "parallel.contiguous_gradients"})
     copy_field(st, d.cfg, f);
   // AutoTP training's degree (tensor_parallel.autotp_size), which the HF Trainer passes through.
-  if (d.cfg.origin.fields.count("parallel.tensor_parallel")) {
+  if (d.cfg.origin.fields.count(memplan::path(Count::tensor_parallel))) {
     s.parallel.tensor_parallel = ds.parallel.tensor_parallel;
-    copy_field(st, d.cfg, "parallel.tensor_parallel");
+    copy_field(st, d.cfg, memplan::path(Count::tensor_parallel));
   }
   if (!d.cfg.origin.fields.count("parallel.zero_stage")) note(st, "parallel.zero_stage", named_by, "DeepSpeed config without zero_optimization.stage: ZeRO stage 0");
   // overlap_comm defaults to true at stage 3 only (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353).
@@ -518,8 +518,8 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
       st.out.origin.set(field, it->second);
     }
   };
-  batch("batch.micro_batch", &Batch::micro_batch, fill.micro_batch, "per_device_train_batch_size");
-  batch("batch.grad_accum", &Batch::grad_accum, fill.grad_accum, "gradient_accumulation_steps");
+  batch(memplan::path(Count::micro_batch), &Batch::micro_batch, fill.micro_batch, "per_device_train_batch_size");
+  batch(memplan::path(Count::grad_accum), &Batch::grad_accum, fill.grad_accum, "gradient_accumulation_steps");
   // Precision: DeepSpeed's bf16/fp16 sections. "auto" takes the launcher's flag; an absent section
   // is added by accelerate when the launcher runs mixed precision (DeepSpeedPlugin.set_mixed_precision,
   // src/accelerate/utils/dataclasses.py @ v1.14.0 L1413-1440).

@@ -185,11 +185,11 @@ void read_batch(const Node& root, ReadState& st, HfRead& r) {
   if (!len) len = root.find("block_size");
   if (len) {
     s.batch.seq_len = positive(*len, "the sequence length in tokens");
-    note(st, "batch.seq_len", *len,
+    note(st, memplan::path(Count::seq_len), *len,
          len->path == "max_seq_length" ? "max_seq_length (TRL's name before 0.16; max_length since)" : "");
   } else if (r.trl) {
     s.batch.seq_len = 1024;
-    note_default(st, "batch.seq_len", r.dpo ? "TRL DPOConfig max_length=1024 (trl/trainer/dpo_config.py @ v1.9.0 L188-189)"
+    note_default(st, memplan::path(Count::seq_len), r.dpo ? "TRL DPOConfig max_length=1024 (trl/trainer/dpo_config.py @ v1.9.0 L188-189)"
                                             : r.release->max_length_source);
   }
   // DPO: the chosen and the rejected completion of each prompt are concatenated on the batch
@@ -198,8 +198,8 @@ void read_batch(const Node& root, ReadState& st, HfRead& r) {
     s.batch.micro_batch = 2 * r.micro_batch;
     const Node* n = root.find("per_device_train_batch_size");
     const std::string text = "per_device_train_batch_size x 2 (DPO runs chosen and rejected in one forward)";
-    if (n) note(st, "batch.micro_batch", *n, text);
-    else note_default(st, "batch.micro_batch", "TrainingArguments default 8 x 2 (DPO runs chosen and rejected in one forward)");
+    if (n) note(st, memplan::path(Count::micro_batch), *n, text);
+    else note_default(st, memplan::path(Count::micro_batch), "TrainingArguments default 8 x 2 (DPO runs chosen and rejected in one forward)");
   }
 }
 
@@ -260,7 +260,7 @@ void read_peft(const Node& root, ReadState& st, HfRead& r) {
     return decltype(read(std::declval<const Node&>()))(fallback);
   };
   const auto number = [](const Node& n) { return as_number(n); };
-  f.lora_rank = field("lora_r", "finetune.lora_rank", [](const Node& n) { return positive(n, "lora_r is the LoRA rank"); }, 16, "L107-108");
+  f.lora_rank = field("lora_r", memplan::path(Count::lora_rank), [](const Node& n) { return positive(n, "lora_r is the LoRA rank"); }, 16, "L107-108");
   f.lora_alpha = field("lora_alpha", "finetune.lora_alpha", number, 32, "L111-112");
   f.lora_dropout = field("lora_dropout", "finetune.lora_dropout", number, 0.05, "L115-116");
   if (const Node* n = root.find("lora_target_modules")) {
@@ -372,7 +372,7 @@ void read_runtime(const Node& root, ReadState& st, const HfRead& r) {
   // A `trl <command> --config` file passes num_processes to accelerate launch (trl/cli/commands/training.py @ v1.9.0).
   if (const Node* n = root.find("num_processes")) {
     s.parallel.num_gpus = positive(*n, "num_processes is the number of GPUs accelerate launches");
-    note(st, "parallel.num_gpus", *n);
+    note(st, memplan::path(Count::num_gpus), *n);
   }
 }
 
@@ -434,16 +434,16 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
     fill.bf16 = r.bf16;
     fill.fp16 = r.fp16;
     fill.bf16_key = r.bf16_node ? "bf16" : r.trl ? "bf16 (TRL default true)" : "bf16 (default false)";
-    const std::optional<int64_t> gpus = st.out.origin.fields.count("parallel.num_gpus") ? std::optional<int64_t>(s.parallel.num_gpus)
+    const std::optional<int64_t> gpus = st.out.origin.fields.count(memplan::path(Count::num_gpus)) ? std::optional<int64_t>(s.parallel.num_gpus)
                                                                                         : std::nullopt;
-    const Where gpus_where = st.out.origin.of("parallel.num_gpus");
+    const Where gpus_where = st.out.origin.of(memplan::path(Count::num_gpus));
     const Launch l = apply_accelerate(launch, st, &fill);
     if (trl_accelerate_config(name))
       for (auto& [field, w] : st.out.origin.fields)
         if (w.file != shown && w.file.rfind(shown, 0) == 0) w = keyed(*ac, fmt::format("accelerate_config: {} ({})", name, w.key));
     if (gpus) {  // num_processes in this file overrides the accelerate config's
       s.parallel.num_gpus = *gpus;
-      st.out.origin.set("parallel.num_gpus", gpus_where);
+      st.out.origin.set(memplan::path(Count::num_gpus), gpus_where);
     }
     if (l.ds) {
       dsr = l.ds;
@@ -609,8 +609,8 @@ void read_hf_trainer(const Node& root, ReadState& st) {
            "counts one model",
            "use_peft: true (the reference is the base without adapters) or precompute_ref_log_probs: true removes it"});
   }
-  if (!st.out.origin.fields.count("parallel.num_gpus") && (st.s().parallel.zero_stage > 0 || st.s().parallel.fsdp != FsdpMode::none))
-    note_default(st, "parallel.num_gpus",
+  if (!st.out.origin.fields.count(memplan::path(Count::num_gpus)) && (st.s().parallel.zero_stage > 0 || st.s().parallel.fsdp != FsdpMode::none))
+    note_default(st, memplan::path(Count::num_gpus),
                  "not in the file: the launcher decides (torchrun --nproc_per_node, accelerate num_processes); pass --gpus");
 }
 

@@ -284,7 +284,7 @@ const Table& trainer_keys() {
            t.st.unmodelled(n, "a scheduled accumulation (epoch -> factor) is estimated with the memplan default of 1");
            return;
          }
-         t.st.set("batch.grad_accum", t.s().batch.grad_accum, as_count(n), n);
+         t.st.set(memplan::path(Count::grad_accum), t.s().batch.grad_accum, as_count(n), n);
        }},
       {{"accelerator"}, [](const Node& n, Pl& t) {
          if (n.kind != Node::Kind::scalar) return;
@@ -342,8 +342,8 @@ void read_data(const Node& n, Pl& t) {
   const Node* m = args && args->kind == Node::Kind::map ? args : &n;
   const char* why = "LightningDataModule argument, a convention and not a Lightning key";
   if (const Node* b = m->find("batch_size")) {
-    const bool same = t.from_block && t.st.out.origin.fields.count("batch.micro_batch") && as_count(*b) == t.s().batch.micro_batch;
-    t.st.set("batch.micro_batch", t.s().batch.micro_batch, as_count(*b), *b);
+    const bool same = t.from_block && t.st.out.origin.fields.count(memplan::path(Count::micro_batch)) && as_count(*b) == t.s().batch.micro_batch;
+    t.st.set(memplan::path(Count::micro_batch), t.s().batch.micro_batch, as_count(*b), *b);
     if (!same)
       t.st.out.warnings.push_back({b->where, fmt::format("{} is read as the per-device micro-batch ({})", b->path, why),
                                    "pass --micro-batch N if your module batches otherwise"});
@@ -351,8 +351,8 @@ void read_data(const Node& n, Pl& t) {
   for (const char* key : {"max_seq_length", "max_seq_len", "seq_len", "seq_length", "block_size", "max_length"}) {
     const Node* s = m->find(key);
     if (!s || s->kind != Node::Kind::scalar) continue;
-    const bool same = t.from_block && t.st.out.origin.fields.count("batch.seq_len") && as_count(*s) == t.s().batch.seq_len;
-    t.st.set("batch.seq_len", t.s().batch.seq_len, as_count(*s), *s);
+    const bool same = t.from_block && t.st.out.origin.fields.count(memplan::path(Count::seq_len)) && as_count(*s) == t.s().batch.seq_len;
+    t.st.set(memplan::path(Count::seq_len), t.s().batch.seq_len, as_count(*s), *s);
     if (!same)
       t.st.out.warnings.push_back({s->where, fmt::format("{} is read as the sequence length ({})", s->path, why),
                                    "pass --seq-len N if the batches are otherwise long"});
@@ -449,12 +449,12 @@ void resolve_parallel(Pl& t) {
   if (t.devices || !t.from_block) {
     p.num_gpus = count_product({{t.per_node, t.devices}, {t.nodes, t.nodes_node}}, kMaxGpus,
                                "trainer.devices x trainer.num_nodes (the GPU count)", Where::at_file(t.st.path));
-    if (t.devices) t.st.note("parallel.num_gpus", *t.devices);
+    if (t.devices) t.st.note(memplan::path(Count::num_gpus), *t.devices);
   }
-  if (t.nodes > 1) t.st.set("parallel.gpus_per_node", p.gpus_per_node, t.per_node, *t.nodes_node);
+  if (t.nodes > 1) t.st.set(memplan::path(Count::gpus_per_node), p.gpus_per_node, t.per_node, *t.nodes_node);
   if (t.devices_auto && !(t.from_block && !t.devices)) {
     const Where w = t.devices ? t.devices->where : Where::at_file(t.st.path);
-    t.st.defer("parallel.num_gpus", w,
+    t.st.defer(memplan::path(Count::num_gpus), w,
                "trainer.devices is \"auto\" (Lightning's default): every visible GPU, a count the file does not hold; "
                "estimating 1 per node",
                "pass --gpus N (devices x num_nodes)");
@@ -538,18 +538,18 @@ void read_lightning(const Node& file_root, ReadState& st) {
   resolve_precision(t);
   resolve_parallel(t);
   if (!t.from_block) {
-    if (!st.out.origin.fields.count("batch.micro_batch"))
-      st.defer("batch.micro_batch", Where::at_file(st.path),
+    if (!st.out.origin.fields.count(memplan::path(Count::micro_batch)))
+      st.defer(memplan::path(Count::micro_batch), Where::at_file(st.path),
                "the micro-batch is not in a Lightning config (the DataLoader's batch size is the user's code); estimating 1",
                "pass --micro-batch N");
-    if (!st.out.origin.fields.count("batch.seq_len"))
-      st.defer("batch.seq_len", Where::at_file(st.path),
+    if (!st.out.origin.fields.count(memplan::path(Count::seq_len)))
+      st.defer(memplan::path(Count::seq_len), Where::at_file(st.path),
                fmt::format("the sequence length is not in a Lightning config (the user's data module decides it); "
                            "estimating {} tokens",
                            st.s().batch.seq_len),
                "pass --seq-len N");
-    if (!st.out.origin.fields.count("batch.grad_accum"))
-      st.by_default("batch.grad_accum", fmt::format("Lightning default: accumulate_grad_batches=1 ({} trainer.py)", kPl));
+    if (!st.out.origin.fields.count(memplan::path(Count::grad_accum)))
+      st.by_default(memplan::path(Count::grad_accum), fmt::format("Lightning default: accumulate_grad_batches=1 ({} trainer.py)", kPl));
   }
 }
 

@@ -219,7 +219,7 @@ const Table& train_keys() {  // TrainArgs (litgpt/args.py @ v0.5.13)
        }},
       {{"max_seq_length"}, [](const Node& n, Lit& t) {
          t.seq_node = &n;
-         t.st.set("batch.seq_len", t.s().batch.seq_len, as_count(n), n);
+         t.st.set(memplan::path(Count::seq_len), t.s().batch.seq_len, as_count(n), n);
        }},
       {{"save_interval", "log_interval", "lr_warmup_steps", "lr_warmup_fraction", "epochs", "max_tokens", "max_steps",
         "tie_embeddings", "max_norm", "min_lr", "max_time"},
@@ -295,7 +295,7 @@ const Table& root_keys() {
        }},
       {{"lora_r"}, [](const Node& n, Lit& t) {
          lora_key(n, t);
-         t.st.set("finetune.lora_rank", t.s().finetune.lora_rank, as_count(n), n);
+         t.st.set(memplan::path(Count::lora_rank), t.s().finetune.lora_rank, as_count(n), n);
        }},
       {{"lora_alpha"}, [](const Node& n, Lit& t) {
          lora_key(n, t);
@@ -404,7 +404,7 @@ void resolve_finetune(Lit& t) {
   if (!t.lora) return;  // finetune_full
   f.mode = FinetuneMode::lora;
   const std::string src = fmt::format("LitGPT default: {} setup()", kLora);
-  if (!t.st.out.origin.fields.count("finetune.lora_rank")) t.st.by_default("finetune.lora_rank", src + " lora_r=8");
+  if (!t.st.out.origin.fields.count(memplan::path(Count::lora_rank))) t.st.by_default(memplan::path(Count::lora_rank), src + " lora_r=8");
   if (!t.st.out.origin.fields.count("finetune.lora_alpha")) {
     f.lora_alpha = 16;
     t.st.by_default("finetune.lora_alpha", src + " lora_alpha=16");
@@ -458,17 +458,17 @@ void resolve_finetune(Lit& t) {
 void resolve_parallel(Lit& t) {
   TrainingSetup& s = t.s();
   if (!t.devices_node)
-    t.st.by_default("parallel.num_gpus", t.pretrain ? "LitGPT default: devices=\"auto\" (pretrain.py setup()): every visible GPU"
+    t.st.by_default(memplan::path(Count::num_gpus), t.pretrain ? "LitGPT default: devices=\"auto\" (pretrain.py setup()): every visible GPU"
                                                     : "LitGPT default: devices=1, num_nodes=1 (finetune setup())");
   const int64_t world = count_product({{t.devices, t.devices_node}, {t.nodes, t.nodes_node}}, kMaxGpus,
                                       "devices x num_nodes (the GPU count)", Where::at_file(t.st.path));
   s.parallel.num_gpus = world;
-  if (t.devices_node) t.st.note("parallel.num_gpus", *t.devices_node);
+  if (t.devices_node) t.st.note(memplan::path(Count::num_gpus), *t.devices_node);
   if (t.nodes > 1) {
-    t.st.set("parallel.gpus_per_node", s.parallel.gpus_per_node, t.devices, t.nodes_node ? *t.nodes_node : *t.devices_node);
+    t.st.set(memplan::path(Count::gpus_per_node), s.parallel.gpus_per_node, t.devices, t.nodes_node ? *t.nodes_node : *t.devices_node);
   }
   if (t.devices_auto)
-    t.st.defer("parallel.num_gpus", (t.devices_node ? t.devices_node : t.model_name)->where,
+    t.st.defer(memplan::path(Count::num_gpus), (t.devices_node ? t.devices_node : t.model_name)->where,
                "devices: auto/-1 uses every visible GPU (parse_devices, litgpt/utils.py @ v0.5.13): the count is not in the "
                "file; estimating 1 per node",
                "pass --gpus N (devices x num_nodes)");
@@ -510,10 +510,10 @@ void resolve_batch(Lit& t) {
   TrainingSetup& s = t.s();
   const std::string src = t.pretrain ? "LitGPT default: pretrain.py setup() TrainArgs(global_batch_size=512, micro_batch_size=4) @ v0.5.13"
                                      : "LitGPT default: finetune setup() TrainArgs(global_batch_size=16, micro_batch_size=1) @ v0.5.13";
-  if (t.micro_node) t.st.set("batch.micro_batch", s.batch.micro_batch, t.micro, *t.micro_node);
+  if (t.micro_node) t.st.set(memplan::path(Count::micro_batch), s.batch.micro_batch, t.micro, *t.micro_node);
   else {
     s.batch.micro_batch = t.micro;
-    t.st.by_default("batch.micro_batch", src);
+    t.st.by_default(memplan::path(Count::micro_batch), src);
   }
   // TrainArgs.gradient_accumulation_iters (litgpt/args.py @ v0.5.13):
   // (global_batch_size // (devices * num_nodes)) // micro_batch_size, which must be > 0.
@@ -532,18 +532,18 @@ void resolve_batch(Lit& t) {
                                    : "set train.global_batch_size to a multiple of devices x num_nodes x micro_batch_size");
   }
   s.batch.grad_accum = accum;
-  if (t.global_node) t.st.note("batch.grad_accum", *t.global_node);
-  else t.st.by_default("batch.grad_accum", src);
+  if (t.global_node) t.st.note(memplan::path(Count::grad_accum), *t.global_node);
+  else t.st.by_default(memplan::path(Count::grad_accum), src);
   t.st.out.global_batch = t.global;
   if (t.seq_node) return;
   if (t.pretrain) {  // pretrain.py: model.max_seq_length = train.max_seq_length or the config's block_size
     s.batch.seq_len = s.model.max_position_embeddings;
-    t.st.by_default("batch.seq_len", fmt::format("LitGPT pretrain.py @ v0.5.13: train.max_seq_length null trains at the model's block_size ({})",
+    t.st.by_default(memplan::path(Count::seq_len), fmt::format("LitGPT pretrain.py @ v0.5.13: train.max_seq_length null trains at the model's block_size ({})",
                                                  s.model.max_position_embeddings));
     return;
   }
   const Where w = t.checkpoint_dir ? t.checkpoint_dir->where : Where::at_file(t.st.path);
-  t.st.defer("batch.seq_len", w,
+  t.st.defer(memplan::path(Count::seq_len), w,
              fmt::format("train.max_seq_length is null: LitGPT trains at the longest sample of the dataset (capped by the "
                          "model's block_size, {}), so the sequence length depends on the data; estimating {} tokens",
                          s.model.max_position_embeddings, s.batch.seq_len),

@@ -95,10 +95,10 @@ void read_llamafactory(const Node& root, ReadState& st) {
   // to cutoff_len: the estimate takes cutoff_len either way.
   if (const Node* n = root.find("cutoff_len")) {
     s.batch.seq_len = positive(*n, "cutoff_len is the longest row in tokens");
-    note(st, "batch.seq_len", *n);
+    note(st, memplan::path(Count::seq_len), *n);
   } else {
     s.batch.seq_len = 2048;
-    note_default(st, "batch.seq_len", fmt::format("LLaMA-Factory default cutoff_len=2048 ({} L46-49)", kDataArgs));
+    note_default(st, memplan::path(Count::seq_len), fmt::format("LLaMA-Factory default cutoff_len=2048 ({} L46-49)", kDataArgs));
   }
 
   // Fine-tuning: lora (the default), freeze, full; oft is not modelled.
@@ -125,10 +125,10 @@ void read_llamafactory(const Node& root, ReadState& st) {
     note_type("finetune.mode");
     if (const Node* n = root.find("lora_rank")) {
       f.lora_rank = positive(*n, "lora_rank is the LoRA rank r");
-      note(st, "finetune.lora_rank", *n);
+      note(st, memplan::path(Count::lora_rank), *n);
     } else {
       f.lora_rank = 8;
-      note_default(st, "finetune.lora_rank", fmt::format("LLaMA-Factory default lora_rank=8 ({} L77-80)", kFinetuningArgs));
+      note_default(st, memplan::path(Count::lora_rank), fmt::format("LLaMA-Factory default lora_rank=8 ({} L77-80)", kFinetuningArgs));
     }
     if (const Node* n = root.find("lora_alpha")) {
       f.lora_alpha = as_number(*n);
@@ -169,8 +169,8 @@ void read_llamafactory(const Node& root, ReadState& st) {
       trainable = -trainable;
     }
     f.freeze_layers = layers > 0 ? std::max<int64_t>(0, layers - std::min(trainable, layers)) : 0;
-    if (n) note(st, "finetune.freeze_layers", *n, fmt::format("freeze_trainable_layers {}: the top {} of {} layers train", as_text(*n), trainable, layers));
-    else note_default(st, "finetune.freeze_layers", fmt::format("LLaMA-Factory default freeze_trainable_layers=2: the top 2 of {} layers train ({} L23-32)", layers, kFinetuningArgs));
+    if (n) note(st, memplan::path(Count::freeze_layers), *n, fmt::format("freeze_trainable_layers {}: the top {} of {} layers train", as_text(*n), trainable, layers));
+    else note_default(st, memplan::path(Count::freeze_layers), fmt::format("LLaMA-Factory default freeze_trainable_layers=2: the top 2 of {} layers train ({} L23-32)", layers, kFinetuningArgs));
     if (f.freeze_layers > 0)
       st.out.warnings.push_back({type_node->where,
                                  "finetuning_type freeze leaves the output head frozen; memplan's partial freeze trains it",
@@ -319,8 +319,8 @@ void read_llamafactory(const Node& root, ReadState& st) {
   } else {
     set(Precision::fp32, model, fmt::format("no bf16/fp16: the trainable weights upcast to fp32 ({})", kAdapter));
   }
-  if (!st.out.origin.fields.count("parallel.num_gpus") && (s.parallel.zero_stage > 0 || s.parallel.fsdp != FsdpMode::none))
-    note_default(st, "parallel.num_gpus", "not in the file: the launcher decides (FORCE_TORCHRUN=1, NPROC_PER_NODE); pass --gpus");
+  if (!st.out.origin.fields.count(memplan::path(Count::num_gpus)) && (s.parallel.zero_stage > 0 || s.parallel.fsdp != FsdpMode::none))
+    note_default(st, memplan::path(Count::num_gpus), "not in the file: the launcher decides (FORCE_TORCHRUN=1, NPROC_PER_NODE); pass --gpus");
 }
 
 }  // namespace

@@ -116,7 +116,7 @@ const Table& peft_keys() {
       {{"lora_tuning"}, [](const Node& n, Nemo& t) {
          if (n.kind != Node::Kind::map) not_a_map(n);
          Finetune& f = t.s().finetune;
-         if (const Node* r = n.find("adapter_dim")) t.st.set("finetune.lora_rank", f.lora_rank, as_count(*r), *r);
+         if (const Node* r = n.find("adapter_dim")) t.st.set(memplan::path(Count::lora_rank), f.lora_rank, as_count(*r), *r);
          if (const Node* a = n.find("alpha"); a && !interpolation(*a)) t.st.set("finetune.lora_alpha", f.lora_alpha, as_number(*a), *a);
          if (const Node* d = n.find("adapter_dropout")) t.st.set("finetune.lora_dropout", f.lora_dropout, as_number(*d), *d);
          if (const Node* m = n.find("target_modules")) {
@@ -150,19 +150,19 @@ const Table& model_keys() {
        }},
       {{"encoder_seq_length", "seq_length"}, [](const Node& n, Nemo& t) {
          t.seq_node = &n;
-         t.st.set("batch.seq_len", t.s().batch.seq_len, as_count(n), n);
+         t.st.set(memplan::path(Count::seq_len), t.s().batch.seq_len, as_count(n), n);
        }},
       {{"tensor_model_parallel_size"}, [](const Node& n, Nemo& t) {
          t.tp = as_count(n);
          t.tp_node = &n;
-         t.st.set("parallel.tensor_parallel", t.s().parallel.tensor_parallel, t.tp, n);
+         t.st.set(memplan::path(Count::tensor_parallel), t.s().parallel.tensor_parallel, t.tp, n);
        }},
       {{"pipeline_model_parallel_size"}, [](const Node& n, Nemo& t) {
          t.pp = as_count(n);
-         t.st.set("parallel.pipeline_parallel", t.s().parallel.pipeline_parallel, t.pp, n);
+         t.st.set(memplan::path(Count::pipeline_parallel), t.s().parallel.pipeline_parallel, t.pp, n);
        }},
       {{"expert_model_parallel_size"}, [](const Node& n, Nemo& t) {
-         t.st.set("parallel.expert_parallel", t.s().parallel.expert_parallel, as_count(n), n);
+         t.st.set(memplan::path(Count::expert_parallel), t.s().parallel.expert_parallel, as_count(n), n);
        }},
       {{"virtual_pipeline_model_parallel_size"}, [](const Node& n, Nemo& t) {
          if (as_int(n) > 1)
@@ -265,7 +265,7 @@ const Table& model_keys() {
          if (const Node* train = n.find("train_ds"); train && train->kind == Node::Kind::map)
            if (const Node* m = train->find("max_seq_length"); m && !interpolation(*m)) {
              t.seq_node = m;
-             t.st.set("batch.seq_len", t.s().batch.seq_len, as_count(*m), *m);
+             t.st.set(memplan::path(Count::seq_len), t.s().batch.seq_len, as_count(*m), *m);
            }
        }},
       {{"ffn_dropout", "init_method_std", "use_scaled_init_method", "apply_query_key_layer_scaling", "layernorm_epsilon",
@@ -485,11 +485,11 @@ void resolve_parallel(Nemo& t) {
   TrainingSetup& s = t.s();
   Parallelism& p = s.parallel;
   p.num_gpus = t.devices * t.nodes;
-  if (t.devices_node) t.st.note("parallel.num_gpus", *t.devices_node);
-  else t.st.by_default("parallel.num_gpus", "Lightning default: trainer.devices 1, num_nodes 1");
-  if (t.nodes > 1) t.st.set("parallel.gpus_per_node", p.gpus_per_node, t.devices, *t.nodes_node);
+  if (t.devices_node) t.st.note(memplan::path(Count::num_gpus), *t.devices_node);
+  else t.st.by_default(memplan::path(Count::num_gpus), "Lightning default: trainer.devices 1, num_nodes 1");
+  if (t.nodes > 1) t.st.set(memplan::path(Count::gpus_per_node), p.gpus_per_node, t.devices, *t.nodes_node);
   if (t.devices_auto)
-    t.st.defer("parallel.num_gpus", t.devices_node->where,
+    t.st.defer(memplan::path(Count::num_gpus), t.devices_node->where,
                "trainer.devices: -1 uses every visible GPU, a count the file does not hold; estimating 1 per node",
                "pass --gpus N (devices x num_nodes)");
   if (t.sequence_parallel) t.st.set(Switch::sequence_parallel, true, *t.sequence_parallel);
@@ -506,7 +506,7 @@ void resolve_parallel(Nemo& t) {
 
 void resolve_batch(Nemo& t) {
   TrainingSetup& s = t.s();
-  if (t.micro_node) t.st.set("batch.micro_batch", s.batch.micro_batch, t.micro, *t.micro_node);
+  if (t.micro_node) t.st.set(memplan::path(Count::micro_batch), s.batch.micro_batch, t.micro, *t.micro_node);
   const int64_t dp = s.parallel.num_gpus / std::max<int64_t>(1, saturating_mul(t.tp, t.pp));
   // A micro-batch or data-parallel size below 1 is reported by validate() at its line; the
   // calculator below must not divide by it first (fuzz_load_config: division by zero).
@@ -524,10 +524,10 @@ void resolve_batch(Nemo& t) {
                                    "ranks (Megatron's microbatch calculator requires it)",
                                    t.global, t.micro, dp),
                        "make global_batch_size a multiple of micro_batch_size x devices x num_nodes / (TP x PP)");
-    t.st.set("batch.grad_accum", s.batch.grad_accum, t.global / per_step, *t.global_node);
+    t.st.set(memplan::path(Count::grad_accum), s.batch.grad_accum, t.global / per_step, *t.global_node);
   }
   if (!t.seq_node)
-    t.st.defer("batch.seq_len", Where::at_file(t.st.path),
+    t.st.defer(memplan::path(Count::seq_len), Where::at_file(t.st.path),
                fmt::format("model.encoder_seq_length is not set; estimating {} tokens", s.batch.seq_len),
                "set model.encoder_seq_length (or data.train_ds.max_seq_length), or pass --seq-len N");
 }

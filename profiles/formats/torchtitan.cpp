@@ -180,7 +180,7 @@ const Table& training_keys() {
          if (t.global_batch >= 0) as_count(n);
          t.global_node = &n;
        }},
-      {{"seq_len"}, [](const Node& n, Tt& t) { t.st.set("batch.seq_len", t.s().batch.seq_len, as_count(n), n); }},
+      {{"seq_len"}, [](const Node& n, Tt& t) { t.st.set(memplan::path(Count::seq_len), t.s().batch.seq_len, as_count(n), n); }},
       {{"dtype"}, [](const Node& n, Tt& t) {
          t.dtype = lower(as_text(n));
          t.dtype_node = &n;
@@ -364,9 +364,9 @@ void resolve_parallel(Tt& t) {
     t.st.set(Switch::compile_loss, s.runtime.compile && t.components_loss, *t.components_node);
   else if (t.old_compile)
     t.st.set(Switch::compile_loss, false, *t.old_compile);
-  if (t.tp_node) t.st.set("parallel.tensor_parallel", p.tensor_parallel, t.tp, *t.tp_node);
-  if (t.pp_node) t.st.set("parallel.pipeline_parallel", p.pipeline_parallel, t.pp, *t.pp_node);
-  if (t.ep_node) t.st.set("parallel.expert_parallel", p.expert_parallel, t.ep, *t.ep_node);
+  if (t.tp_node) t.st.set(memplan::path(Count::tensor_parallel), p.tensor_parallel, t.tp, *t.tp_node);
+  if (t.pp_node) t.st.set(memplan::path(Count::pipeline_parallel), p.pipeline_parallel, t.pp, *t.pp_node);
+  if (t.ep_node) t.st.set(memplan::path(Count::expert_parallel), p.expert_parallel, t.ep, *t.ep_node);
   // ParallelDims' world size: dp_replicate x dp_shard x cp x tp x pp.
   const Where at_file = Where::at_file(t.st.path);
   const char* world = "data_parallel_replicate x shard x context x tensor x pipeline degrees (the GPU count)";
@@ -374,13 +374,13 @@ void resolve_parallel(Tt& t) {
     p.num_gpus = count_product({{t.replicate, t.replicate_node}, {t.shard, t.shard_node}, {t.cp, t.cp_node}, {t.tp, t.tp_node},
                                 {t.pp, t.pp_node}},
                                kMaxGpus, world, at_file);
-    if (t.degree_node) t.st.note("parallel.num_gpus", *t.degree_node);
+    if (t.degree_node) t.st.note(memplan::path(Count::num_gpus), *t.degree_node);
   } else {
     // shard -1: the world is the launcher's; the file gives the other degrees' product.
     const int64_t others = count_product({{t.replicate, t.replicate_node}, {t.cp, t.cp_node}, {t.tp, t.tp_node}, {t.pp, t.pp_node}},
                                          kMaxGpus, world, at_file);
     const Where w = t.shard_node ? t.shard_node->where : at_file;
-    t.st.defer("parallel.num_gpus", w,
+    t.st.defer(memplan::path(Count::num_gpus), w,
                fmt::format("the GPU count is not in this torchtitan config (data_parallel_shard_degree = -1 takes what the "
                            "launcher starts: NGPU / torchrun --nproc_per_node); estimating {} GPU(s), sharded with FSDP",
                            others),
@@ -399,7 +399,7 @@ void resolve_parallel(Tt& t) {
     if (t.replicate > 1 && t.shard > 1) {
       // HSDP: shards within each group of shard x cp ranks, replicated across groups.
       t.st.set("parallel.fsdp", p.fsdp, FsdpMode::hybrid_shard, *t.shard_node);
-      t.st.set("parallel.gpus_per_node", p.gpus_per_node, t.shard * t.cp, *t.shard_node);
+      t.st.set(memplan::path(Count::gpus_per_node), p.gpus_per_node, t.shard * t.cp, *t.shard_node);
     } else if (t.replicate > 1) {
       t.st.unmodelled(*t.replicate_node, "HSDP with data_parallel_shard_degree = -1: the estimate shards over every "
                                       "data-parallel rank (an under-estimate of the sharded states)");
@@ -451,35 +451,35 @@ void resolve_parallel(Tt& t) {
 
 void resolve_batch(Tt& t) {
   TrainingSetup& s = t.s();
-  if (t.local_node) t.st.set("batch.micro_batch", s.batch.micro_batch, t.local_batch, *t.local_node);
+  if (t.local_node) t.st.set(memplan::path(Count::micro_batch), s.batch.micro_batch, t.local_batch, *t.local_node);
   else {
     s.batch.micro_batch = t.local_batch;
-    t.st.by_default("batch.micro_batch", fmt::format("default of torchtitan's JobConfig: training.local_batch_size = 8 ({})", kJob));
+    t.st.by_default(memplan::path(Count::micro_batch), fmt::format("default of torchtitan's JobConfig: training.local_batch_size = 8 ({})", kJob));
   }
-  if (!t.st.out.origin.fields.count("batch.seq_len")) {
+  if (!t.st.out.origin.fields.count(memplan::path(Count::seq_len))) {
     s.batch.seq_len = 2048;
-    t.st.by_default("batch.seq_len", fmt::format("default of torchtitan's JobConfig: training.seq_len = 2048 ({})", kJob));
+    t.st.by_default(memplan::path(Count::seq_len), fmt::format("default of torchtitan's JobConfig: training.seq_len = 2048 ({})", kJob));
   }
   // With pipeline parallelism each stage runs micro-batches of pipeline_parallel_microbatch_size.
   int64_t micro = t.local_batch;
   if (t.pp > 1) {
     micro = t.pp_microbatch;
-    if (t.pp_micro_node) t.st.set("batch.micro_batch", s.batch.micro_batch, micro, *t.pp_micro_node);
+    if (t.pp_micro_node) t.st.set(memplan::path(Count::micro_batch), s.batch.micro_batch, micro, *t.pp_micro_node);
     else {
       s.batch.micro_batch = micro;
-      t.st.by_default("batch.micro_batch", fmt::format("default of torchtitan's JobConfig: pipeline_parallel_microbatch_size = 1 ({})", kJob));
+      t.st.by_default(memplan::path(Count::micro_batch), fmt::format("default of torchtitan's JobConfig: pipeline_parallel_microbatch_size = 1 ({})", kJob));
     }
   }
   if (t.global_batch <= 0) {
     s.batch.grad_accum = 1;  // -1: local_batch_size x data-parallel ranks, no accumulation (torchtitan/train.py @ v0.2.2)
-    t.st.by_default("batch.grad_accum", "default of torchtitan's JobConfig: training.global_batch_size = -1 (no accumulation)");
+    t.st.by_default(memplan::path(Count::grad_accum), "default of torchtitan's JobConfig: training.global_batch_size = -1 (no accumulation)");
     return;
   }
   t.st.out.global_batch = t.global_batch;
   t.st.note("batch.global_batch", *t.global_node);
   const int64_t dp = t.replicate * (t.shard > 0 ? t.shard : 1);
   if (t.shard <= 0)
-    t.st.defer("batch.grad_accum", t.global_node->where,
+    t.st.defer(memplan::path(Count::grad_accum), t.global_node->where,
                "gradient accumulation = global_batch_size / (local_batch_size x data-parallel ranks) needs the GPU count, "
                "which this torchtitan config leaves to the launcher; estimating with the data-parallel ranks the file gives",
                "pass --gpus N and --grad-accum global / (local x data-parallel ranks)");
@@ -489,7 +489,7 @@ void resolve_batch(Tt& t) {
                                  "ranks (torchtitan asserts it)",
                                  t.global_batch, t.local_batch, dp),
                      "make global_batch_size a multiple of local_batch_size x data-parallel ranks");
-  t.st.set("batch.grad_accum", s.batch.grad_accum, t.global_batch / (t.local_batch * dp) * (t.local_batch / micro), *t.global_node);
+  t.st.set(memplan::path(Count::grad_accum), s.batch.grad_accum, t.global_batch / (t.local_batch * dp) * (t.local_batch / micro), *t.global_node);
 }
 
 void resolve_checkpointing(Tt& t) {

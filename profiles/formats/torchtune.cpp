@@ -251,7 +251,7 @@ const Table& builder_keys() {
        }},
       {{"lora_rank"}, [](const Node& n, Tt& t) {
          lora_key(t, n);
-         t.st.set("finetune.lora_rank", t.s().finetune.lora_rank, as_count(n), n);
+         t.st.set(memplan::path(Count::lora_rank), t.s().finetune.lora_rank, as_count(n), n);
        }},
       {{"lora_alpha"}, [](const Node& n, Tt& t) {
          lora_key(t, n);
@@ -304,7 +304,7 @@ void read_model(const Node& n, Tt& t) {
     f.lora_dropout = 0.0;
     const std::string src = fmt::format("default of torchtune's lora_{}() (torchtune/models/{}/_model_builders.py @ v0.6.1)",
                                         b.builder->fn, b.builder->module);
-    for (const char* f : {"finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_dropout"}) t.st.by_default(f, src);
+    for (const char* f : {memplan::path(Count::lora_rank), "finetune.lora_alpha", "finetune.lora_dropout"}) t.st.by_default(f, src);
     t.st.note("finetune.mode", *c);
   }
   read_section(n, {&builder_keys()}, t, &t.st.out.warnings);
@@ -400,7 +400,7 @@ const Table& root_keys() {
          if (n.kind != Node::Kind::map) not_a_map(n);
          t.tokenizer = &n;
          t.max_seq_len = n.find("max_seq_len");
-         if (t.max_seq_len) t.st.set("batch.seq_len", t.s().batch.seq_len, as_count(*t.max_seq_len), *t.max_seq_len);
+         if (t.max_seq_len) t.st.set(memplan::path(Count::seq_len), t.s().batch.seq_len, as_count(*t.max_seq_len), *t.max_seq_len);
        }},
       {{"dataset"}, [](const Node& n, Tt& t) {
          // One dataset, or a list of them (ConcatDataset): any packed one packs the batch.
@@ -416,9 +416,9 @@ const Table& root_keys() {
            look(n);
          }
        }},
-      {{"batch_size"}, [](const Node& n, Tt& t) { t.st.set("batch.micro_batch", t.s().batch.micro_batch, as_count(n), n); }},
+      {{"batch_size"}, [](const Node& n, Tt& t) { t.st.set(memplan::path(Count::micro_batch), t.s().batch.micro_batch, as_count(n), n); }},
       {{"gradient_accumulation_steps"},
-       [](const Node& n, Tt& t) { t.st.set("batch.grad_accum", t.s().batch.grad_accum, as_count(n), n); }},
+       [](const Node& n, Tt& t) { t.st.set(memplan::path(Count::grad_accum), t.s().batch.grad_accum, as_count(n), n); }},
       {{"dtype"}, [](const Node& n, Tt& t) {
          // training.get_dtype (torchtune/training/precision.py @ v0.6.1): PRECISION_STR_TO_DTYPE.
          const std::string d = lower(as_text(n));
@@ -468,7 +468,7 @@ const Table& root_keys() {
       {{"custom_sharded_layers"}, [](const Node& n, Tt& t) { distributed_key(n, t); }},
       {{"tensor_parallel_dim"}, [](const Node& n, Tt& t) {
          distributed_key(n, t);
-         t.st.set("parallel.tensor_parallel", t.s().parallel.tensor_parallel, as_count(n), n);
+         t.st.set(memplan::path(Count::tensor_parallel), t.s().parallel.tensor_parallel, as_count(n), n);
        }},
       {{"tensor_parallel_plan"}, [](const Node& n, Tt& t) { distributed_key(n, t); }},
       {{"data_parallel_shard_dim"}, [](const Node& n, Tt& t) { distributed_key(n, t); }},
@@ -536,7 +536,7 @@ void resolve_sequence(Tt& t) {
                      "set tokenizer.max_seq_len: the packed length");
   if (t.max_seq_len) return;
   const Where w = t.tokenizer ? t.tokenizer->where : Where::at_file(t.st.path);
-  t.st.defer("batch.seq_len", w,
+  t.st.defer(memplan::path(Count::seq_len), w,
              fmt::format("tokenizer.max_seq_len is null: torchtune pads each batch to its longest sample, so the sequence "
                          "length depends on the data; estimating {} tokens",
                          t.s().batch.seq_len),
@@ -555,7 +555,7 @@ void resolve_gpus(Tt& t) {
     // data parallelism (the distributed recipes build a (dp, tp) mesh of world / tp x tp).
     const int64_t tp = t.s().parallel.tensor_parallel;
     t.s().parallel.num_gpus = tp;
-    t.st.defer("parallel.num_gpus", w,
+    t.st.defer(memplan::path(Count::num_gpus), w,
                fmt::format("the GPU count is not in a torchtune config (tune run --nproc_per_node N [--nnodes M] sets it) and this "
                            "one is for a distributed recipe; estimating {}",
                            tp > 1 ? fmt::format("{} GPUs (one tensor_parallel_dim group, no data parallelism)", tp) : std::string("1 GPU")),
@@ -563,7 +563,7 @@ void resolve_gpus(Tt& t) {
                                     "as torchtune does", tp)
                       : "pass --gpus N (nproc_per_node x nnodes); several GPUs are sharded with FSDP2 as torchtune does");
   } else if (named_single) {
-    t.st.by_default("parallel.num_gpus", "a torchtune single-device recipe config (the file name): 1 GPU");
+    t.st.by_default(memplan::path(Count::num_gpus), "a torchtune single-device recipe config (the file name): 1 GPU");
   }
   // FSDP2 CPUOffloadPolicy: parameters, gradients and the optimizer step on the CPU
   // (training.shard_model, torchtune/training/_distributed.py @ v0.6.1); it exists only with FSDP.
@@ -639,8 +639,8 @@ void read_torchtune(const Node& root, ReadState& st) {
              "set dtype: bf16 (what torchtune's configs use) or fp32");
     s.precision = Precision::fp32;
   }
-  if (!st.out.origin.fields.count("batch.micro_batch"))
-    st.defer("batch.micro_batch", Where::at_file(st.path), "batch_size is not set (torchtune's recipes require it); estimating 1",
+  if (!st.out.origin.fields.count(memplan::path(Count::micro_batch)))
+    st.defer(memplan::path(Count::micro_batch), Where::at_file(st.path), "batch_size is not set (torchtune's recipes require it); estimating 1",
              "set batch_size, or pass --micro-batch");
   resolve_checkpointing(t);
   resolve_sequence(t);

@@ -1,9 +1,10 @@
-// The switch registry (estimator/fields.h), row by row and both ways: the flag sets the field (its
-// provenance: the flag), `estimate --json` shows it in setup.runtime and setup.sources, the memplan
-// YAML `plan --emit memplan` writes carries it, and reading that file back builds the same setup;
-// every YAML key and alias of the row reads into the field with its file:line. A row added to the
-// table is covered here without a line of test; one that needs other settings to mean anything
-// (fp8_recompute_weight needs fp8) gets them in kContext.
+// The setup registry (estimator/fields.h), row by row and both ways, switches and counts: the flag
+// sets the field (its provenance: the flag), `estimate --json` shows it in setup and setup.sources,
+// the memplan YAML `plan --emit memplan` writes carries it, and reading that file back builds the
+// same setup; every YAML key and alias of the row reads into the field with its file:line. A row
+// added to a table is covered here without a line of test; one that needs other settings to mean
+// anything (fp8_recompute_weight needs fp8, tensor_parallel more GPUs) gets them in contexts() or
+// count_case().
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -75,6 +76,16 @@ profiles::BuiltSetup build_from_yaml(const std::string& text) {
   return profiles::build_setup(in, cfg);
 }
 
+// The memplan YAML `plan --emit memplan` writes for `s` (llama-3.2-1b on an h100-80gb).
+std::string emitted_yaml(const TrainingSetup& s) {
+  planner::EmitContext c;
+  c.setup = s;
+  c.model = {planner::ModelRef::Kind::preset, "llama-3.2-1b"};
+  c.gpu = "h100-80gb";
+  c.global_batch = s.batch.micro_batch * s.batch.grad_accum * s.parallel.data_parallel();
+  return planner::emit(c, planner::EmitFormat::memplan);
+}
+
 json estimate_json(const std::vector<std::string>& args) {
   std::vector<std::string> all = {"memplan", "estimate", "--json"};
   all.insert(all.end(), args.begin(), args.end());
@@ -137,12 +148,7 @@ TEST_CASE("switch registry: flag -> setup -> estimate JSON -> memplan YAML -> se
       if (f.section() == "runtime") CHECK(setup.at("runtime").at(f.key()) == v);
       CHECK(setup.at("sources").at(f.path) == f.flag);
 
-      planner::EmitContext c;
-      c.setup = b.setup;
-      c.model = {planner::ModelRef::Kind::preset, "llama-3.2-1b"};
-      c.gpu = "h100-80gb";
-      c.global_batch = b.setup.batch.micro_batch * b.setup.batch.grad_accum * b.setup.parallel.data_parallel();
-      const std::string yaml = planner::emit(c, planner::EmitFormat::memplan);
+      const std::string yaml = emitted_yaml(b.setup);
       CAPTURE(yaml);
       const profiles::BuiltSetup back = build_from_yaml(yaml);
       CHECK(f.get(back.setup) == v);
@@ -192,6 +198,164 @@ TEST_CASE("switch registry: each YAML key and alias reads into its field, noted 
         CHECK(w.file == "switch.yaml");
         CHECK(w.line == line);
       }
+    }
+  }
+}
+
+// ---- counts ------------------------------------------------------------------------------------
+
+namespace {
+
+// A count's test value and what it needs around it: flags, and memplan YAML lines by section.
+struct CountCase {
+  int64_t value;
+  std::vector<std::string> flags;
+  std::map<std::string, std::string> yaml;  // section -> "  key: value\n" lines
+};
+CountCase count_case(Count id) {
+  switch (id) {
+    case Count::num_gpus: return {2, {}, {}};
+    case Count::micro_batch: return {3, {}, {}};
+    case Count::seq_len: return {384, {}, {}};
+    case Count::grad_accum: return {4, {}, {}};
+    case Count::tensor_parallel: return {2, {"--gpus", "2"}, {{"hardware", "  num_gpus: 2\n"}}};
+    case Count::pipeline_parallel: return {2, {"--gpus", "2"}, {{"hardware", "  num_gpus: 2\n"}}};
+    case Count::expert_parallel: return {2, {"--gpus", "2"}, {{"hardware", "  num_gpus: 2\n"}}};
+    case Count::gpus_per_node: return {4, {}, {}};
+    case Count::lora_rank: return {16, {"--finetune", "lora"}, {{"finetune", "  method: lora\n"}}};
+    case Count::freeze_layers: return {4, {}, {}};
+    case Count::count: break;
+  }
+  FAIL("no test case for a count");
+  return {};
+}
+
+std::vector<std::string> count_flags(const CountField& f) {
+  std::vector<std::string> a = {"--model", "llama-3.2-1b", "--gpu", "h100-80gb"};
+  if (f.id != Count::seq_len) a.insert(a.end(), {"--seq-len", "256"});
+  const CountCase c = count_case(f.id);
+  a.insert(a.end(), c.flags.begin(), c.flags.end());
+  a.insert(a.end(), {f.flag, std::to_string(c.value)});
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("count registry: paths, flags and keys are unique, every row is in order and registered on the commands") {
+  std::set<std::string> paths, flags;
+  std::map<std::string, std::set<std::string>> keys;  // by section
+  CLI::App app;
+  profiles::SetupInputs in;
+  cli::add_setup_flags(app, in);
+  for (const SwitchField& f : switch_fields()) {  // unique across both registries
+    paths.insert(f.path);
+    flags.insert(f.flag);
+  }
+  for (size_t i = 0; i < kCountCount; ++i) {
+    const CountField& f = count_fields()[i];
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    CHECK(static_cast<size_t>(f.id) == i);
+    CHECK(paths.insert(f.path).second);
+    CHECK(flags.insert(f.flag).second);
+    CHECK(app.get_option_no_throw(f.flag) != nullptr);
+    const std::string section = f.section;
+    CHECK((section == "training" || section == "data" || section == "hardware" || section == "finetune"));
+    REQUIRE(f.keys[0] != nullptr);
+    for (const char* k : f.keys)
+      if (k) CHECK(keys[section].insert(k).second);
+    CHECK(std::string(f.help).size() > 10);
+    CHECK(std::string(f.words).size() > 3);
+    CHECK(std::string(f.default_source).size() > 10);
+    CHECK(count_at(f.path) == &f);
+    TrainingSetup s;
+    f.set(s, f.get(s) + 5);
+    CHECK(f.get(s) == f.get(TrainingSetup{}) + 5);
+  }
+  CHECK(count_at("batch.micro_batches") == nullptr);
+}
+
+TEST_CASE("count registry: flag -> setup -> estimate JSON -> memplan YAML -> setup, for every row") {
+  for (const CountField& f : count_fields()) {
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    const int64_t v = count_case(f.id).value;
+    REQUIRE(v != f.get(TrainingSetup{}));  // a value the reader would not give by default
+    const std::vector<std::string> args = count_flags(f);
+    const profiles::BuiltSetup b = build_from_flags(args);
+    CHECK(f.get(b.setup) == v);
+    CHECK(b.origin.of(f.id).flag == f.flag);
+
+    const json doc = estimate_json(args);
+    const json& setup = doc.at("setup");
+    CHECK(setup.at(f.json_section()).at(f.json_key()) == v);
+    CHECK(setup.at("sources").at(f.path) == f.flag);
+
+    const std::string yaml = emitted_yaml(b.setup);
+    CAPTURE(yaml);
+    const profiles::BuiltSetup back = build_from_yaml(yaml);
+    CHECK(f.get(back.setup) == v);
+    CHECK(cli::setup_json(back.setup) == cli::setup_json(b.setup));
+  }
+}
+
+TEST_CASE("count registry: each YAML key reads into its field in its section, noted at its line") {
+  for (const CountField& f : count_fields()) {
+    const CountCase c = count_case(f.id);
+    for (const char* key : f.keys) {
+      if (!key) continue;
+      const std::string shown_path = f.path;
+      CAPTURE(shown_path);
+      CAPTURE(key);
+      std::map<std::string, std::string> sections = c.yaml;
+      sections["hardware"] = "  gpu: h100-80gb\n" + sections["hardware"];
+      if (f.id != Count::seq_len) sections["training"] += "  seq_len: 256\n";
+      std::string y = "model: llama-3.2-1b\n";
+      int line = 0;
+      for (const char* name : {"hardware", "training", "data", "finetune"}) {
+        const bool own = f.section == std::string(name);
+        if (sections[name].empty() && !own) continue;
+        y += std::string(name) + ":\n" + sections[name];
+        if (own) {
+          line = static_cast<int>(std::count(y.begin(), y.end(), '\n')) + 1;
+          y += fmt::format("  {}: {}\n", key, c.value);
+        }
+      }
+      CAPTURE(y);
+      const profiles::BuiltSetup b = build_from_yaml(y);
+      CHECK(f.get(b.setup) == c.value);
+      const Where w = b.origin.of(f.id);
+      CHECK(w.file == "switch.yaml");
+      CHECK(w.line == line);
+    }
+  }
+}
+
+TEST_CASE("count registry: a count below its floor is refused at the key or by validate(), at the file's line") {
+  for (const CountField& f : count_fields()) {
+    if (f.id == Count::freeze_layers) continue;  // 0 is its default; validate() bounds it by the layers
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    const CountCase c = count_case(f.id);
+    std::map<std::string, std::string> sections = c.yaml;
+    sections["hardware"] = "  gpu: h100-80gb\n" + sections["hardware"];
+    std::string y = "model: llama-3.2-1b\n";
+    int line = 0;
+    for (const char* name : {"hardware", "training", "data", "finetune"}) {
+      const bool own = f.section == std::string(name);
+      if (sections[name].empty() && !own) continue;
+      y += std::string(name) + ":\n" + sections[name];
+      if (own) {
+        line = static_cast<int>(std::count(y.begin(), y.end(), '\n')) + 1;
+        y += fmt::format("  {}: 0\n", f.keys[0]);
+      }
+    }
+    CAPTURE(y);
+    try {
+      (void)build_from_yaml(y);
+      FAIL("accepted 0");
+    } catch (const InputError& e) {
+      CHECK(e.where().line == line);
     }
   }
 }

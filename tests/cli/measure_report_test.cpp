@@ -24,8 +24,8 @@ profiles::SetupInputs qwen05_amp_gc_inputs() {
   profiles::SetupInputs in;
   in.model = "qwen2.5-0.5b";
   in.gpu = "h200";
-  in.micro_batch = 4;
-  in.seq_len = 1024;
+  in.count_flag(Count::micro_batch) = 4;
+  in.count_flag(Count::seq_len) = 1024;
   in.precision = "amp-bf16";
   in.checkpointing = "full";
   return in;

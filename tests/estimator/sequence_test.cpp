@@ -210,7 +210,7 @@ TEST_CASE("sequence: H200 LoRA and compiled-loss loops, reserved and allocated")
     if (c.contains("lora")) {
       const auto& lo = c.at("lora");
       si.finetune = "lora";
-      si.lora_rank = lo.at("r").get<int64_t>();
+      si.count_flag(Count::lora_rank) = lo.at("r").get<int64_t>();
       si.lora_alpha = lo.at("alpha").get<double>();
       si.lora_targets = lo.at("targets").get<std::string>();
       si.adapter_dtype = lo.at("adapter_dtype").get<std::string>();
@@ -263,7 +263,7 @@ TEST_CASE("sequence: H200 LoRA loops held out from its development") {
                                            weights == "bf16" ? "bf16" : "amp-bf16", c.value("checkpointing", "none"));
     const auto& lo = c.at("lora");
     si.finetune = "lora";
-    si.lora_rank = lo.at("r").get<int64_t>();
+    si.count_flag(Count::lora_rank) = lo.at("r").get<int64_t>();
     si.lora_alpha = lo.at("alpha").get<double>();
     si.lora_targets = lo.at("targets").is_string() ? lo.at("targets").get<std::string>() : std::string("q,v");
     TrainingSetup st = profiles::build_setup(si).setup;

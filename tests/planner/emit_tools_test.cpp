@@ -108,8 +108,8 @@ profiles::SetupInputs inputs(const char* model, const char* gpu, int64_t gpus, i
   profiles::SetupInputs in;
   in.model = model;
   in.gpu = gpu;
-  in.gpus = gpus;
-  in.seq_len = seq;
+  in.count_flag(Count::num_gpus) = gpus;
+  in.count_flag(Count::seq_len) = seq;
   return in;
 }
 
@@ -122,14 +122,14 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
   {
     profiles::SetupInputs in = inputs("llama-3.1-8b", "rtx-4090", 1, 1024);
     in.finetune = "qlora";
-    in.lora_rank = 16;
+    in.count_flag(Count::lora_rank) = 16;
     in.lora_targets = "q,k,v,o,gate,up,down";
     cases.push_back({"torchtune QLoRA", "torchtune", in, 16});
   }
   {
     profiles::SetupInputs in = inputs("qwen2.5-7b", "a100-80gb", 2, 4096);
     in.finetune = "lora";
-    in.lora_rank = 32;
+    in.count_flag(Count::lora_rank) = 32;
     in.lora_alpha = 64;
     in.lora_targets = "q,v";
     in.optimizer_impl = "fused";
@@ -148,7 +148,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
   {
     profiles::SetupInputs in = inputs("phi-3-mini", "a10g", 1, 512);
     in.finetune = "lora";
-    in.lora_rank = 8;
+    in.count_flag(Count::lora_rank) = 8;
     in.lora_alpha = 16;
     in.lora_dropout = 0.05;
     in.lora_targets = "q,k,v,o";
@@ -157,7 +157,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
   {
     profiles::SetupInputs in = inputs("llama-3.1-8b", "a10g", 1, 512);
     in.finetune = "qlora";
-    in.lora_rank = 32;
+    in.count_flag(Count::lora_rank) = 32;
     cases.push_back({"LitGPT QLoRA", "litgpt", in, 8});
   }
   cases.push_back({"Lightning, 1 GPU", "lightning", inputs("llama-3.2-1b", "rtx-3090", 1, 1024), 8});
@@ -183,7 +183,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
     // Only what the header says the format cannot hold.
     if (p.format == EmitFormat::torchtune) {
       back.gpu = p.context.gpu;
-      back.gpus = p.context.setup.parallel.num_gpus;
+      back.count_flag(Count::num_gpus) = p.context.setup.parallel.num_gpus;
     }
     if (p.format == EmitFormat::litgpt) back.gpu = p.context.gpu;
     const profiles::BuiltSetup b = profiles::build_setup(back);

@@ -76,7 +76,7 @@ TEST_CASE("every emitted config reads back to the plan's setup and stays within 
     in.config = path;
     if (f == EmitFormat::hf) {  // HF's file has no target: give it on the command line
       in.gpu = "rtx-3090";
-      in.gpus = 2;
+      in.count_flag(Count::num_gpus) = 2;
     }
     const profiles::BuiltSetup b = profiles::build_setup(in);
     const TrainingSetup& s = b.setup;
@@ -235,7 +235,7 @@ TEST_CASE("on one GPU ZeRO and offload only when nothing on the GPU fits; ties k
   profiles::SetupInputs big;
   big.model = "llama-3.1-8b";
   big.gpu = "rtx-4090";
-  big.seq_len = 1024;
+  big.count_flag(Count::seq_len) = 1024;
   const profiles::BuiltSetup bb = profiles::build_setup(big);
   PlanAsk ask8;
   ask8.global_batch = 16;

@@ -37,7 +37,7 @@ SetupInputs with_model(const char* model) {
 TEST_CASE("flags win over the config file and become the field's origin") {
   SetupInputs in;
   in.config = kData + "ava.yaml";
-  in.micro_batch = 4;
+  in.count_flag(Count::micro_batch) = 4;
   in.precision = "bf16";
   in.gpu = "a100-80gb";
   const BuiltSetup b = build_setup(in);
@@ -59,13 +59,13 @@ TEST_CASE("flags win over the config file and become the field's origin") {
 TEST_CASE("a flag fixes a problem in the file; a flag's own problem names the flag") {
   SetupInputs in;
   in.config = kData + "bad/zero_micro_batch.yaml";
-  in.micro_batch = 2;
+  in.count_flag(Count::micro_batch) = 2;
   CHECK(build_setup(in).setup.batch.micro_batch == 2);
-  in.micro_batch = 0;
+  in.count_flag(Count::micro_batch) = 0;
   CHECK(render_error(in) == "error: --micro-batch: must be at least 1 (got 0)\nhint: a size or count: a whole number of 1 or more");
   SetupInputs tp = with_model("llama-2-7b");
-  tp.gpus = 3;
-  tp.tensor_parallel = 3;
+  tp.count_flag(Count::num_gpus) = 3;
+  tp.count_flag(Count::tensor_parallel) = 3;
   CHECK(render_error(tp) == "error: --tensor-parallel: tensor parallel degree must divide the attention heads\nhint: each tensor-parallel rank holds a whole number of heads");
   SetupInputs off = with_model("gpt2");
   off.offload = "optimizer";
@@ -98,7 +98,7 @@ TEST_CASE("defaults when nothing says otherwise") {
   // A model with fewer positions than 512 defaults to its own length.
   CHECK(build_setup(with_model((kData + "models/tiny-llama").c_str())).setup.batch.seq_len == 256);
   SetupInputs explicit_len = with_model((kData + "models/tiny-llama").c_str());
-  explicit_len.seq_len = 400;
+  explicit_len.count_flag(Count::seq_len) = 400;
   CHECK(build_setup(explicit_len).setup.batch.seq_len == 400);
 }
 
@@ -175,7 +175,7 @@ TEST_CASE("enumerated flags list the accepted values") {
 TEST_CASE("fine-tuning flags") {
   SetupInputs in = with_model("llama-2-7b");
   in.finetune = "qlora";
-  in.lora_rank = 64;
+  in.count_flag(Count::lora_rank) = 64;
   in.lora_targets = "q, k,v ,o";
   TrainingSetup s = build_setup(in).setup;
   CHECK(s.finetune.mode == FinetuneMode::qlora);
@@ -184,7 +184,7 @@ TEST_CASE("fine-tuning flags") {
   CHECK(s.finetune.lora_targets == std::vector<std::string>{"q", "k", "v", "o"});
   in.finetune = "lora";
   CHECK(build_setup(in).setup.finetune.base_quant == BaseQuant::none);
-  in.lora_rank = 0;
+  in.count_flag(Count::lora_rank) = 0;
   CHECK(render_error(in) == "error: --lora-rank: must be between 1 and 100000 (got 0)\nhint: PEFT's r, usually 8 to 64");
 }
 
@@ -210,7 +210,7 @@ TEST_CASE("a model loaded in bfloat16 under DeepSpeed is DeepSpeed's mixed preci
   SetupInputs in;
   in.config = path;
   in.gpu = "a100-80gb";
-  in.gpus = 8;
+  in.count_flag(Count::num_gpus) = 8;
   const BuiltSetup b = build_setup(in);
   CHECK(b.setup.parallel.zero_stage == 3);
   CHECK(b.setup.precision == Precision::mixed_bf16);
@@ -224,7 +224,7 @@ TEST_CASE("a model loaded in bfloat16 under DeepSpeed is DeepSpeed's mixed preci
   SetupInputs flag;
   flag.model = "gpt2";
   flag.gpu = "a100-80gb";
-  flag.gpus = 8;
+  flag.count_flag(Count::num_gpus) = 8;
   flag.zero = 2;
   flag.precision = "bf16";
   const BuiltSetup f = build_setup(flag);
@@ -332,9 +332,9 @@ TEST_CASE("DeepSpeed train_batch_size sets the micro-batch or the accumulation, 
   CHECK(b.setup.batch.micro_batch == 16);
   CHECK(b.setup.batch.grad_accum == 1);
   CHECK(b.origin.defaults.at("batch.micro_batch").find("train_batch_size 16 / (accumulation 1 x 1 data-parallel rank)") == 0);
-  megatron.gpus = 4;  // 16 / (1 x 4)
+  megatron.count_flag(Count::num_gpus) = 4;  // 16 / (1 x 4)
   CHECK(build_setup(megatron).setup.batch.micro_batch == 4);
-  megatron.micro_batch = 2;  // with the file's accumulation 1: 2 x 1 x 4 = 8, not 16
+  megatron.count_flag(Count::micro_batch) = 2;  // with the file's accumulation 1: 2 x 1 x 4 = 8, not 16
   CHECK(render_error(megatron) ==
         dir + "megatron-ds_zero2_config.json:2:3: error: train_batch_size 16 is not micro-batch 2 x accumulation 1 x 4 "
               "data-parallel ranks = 8\nhint: DeepSpeed asserts train_batch_size == train_micro_batch_size_per_gpu x "
@@ -344,17 +344,17 @@ TEST_CASE("DeepSpeed train_batch_size sets the micro-batch or the accumulation, 
   b = build_setup(cifar);
   CHECK(b.setup.batch.micro_batch == 4);
   CHECK(b.setup.batch.grad_accum == 1);
-  cifar.micro_batch = 2;  // a micro-batch given: accumulation 4 / (2 x 1)
+  cifar.count_flag(Count::micro_batch) = 2;  // a micro-batch given: accumulation 4 / (2 x 1)
   b = build_setup(cifar);
   CHECK(b.setup.batch.grad_accum == 2);
   CHECK(b.origin.defaults.at("batch.grad_accum").find("train_batch_size 4 / (micro-batch 2 x 1 data-parallel rank)") == 0);
-  cifar.micro_batch = 3;
+  cifar.count_flag(Count::micro_batch) = 3;
   CHECK(render_error(cifar) ==
         dir + "cifar-ds_config.json:2:3: error: train_batch_size 4 is not a multiple of micro-batch 3 x 1 data-parallel "
               "rank\nhint: DeepSpeed asserts train_batch_size == train_micro_batch_size_per_gpu x gradient_accumulation_steps "
               "x data-parallel ranks: change one of them, or drop train_batch_size");
-  cifar.micro_batch.reset();
-  cifar.gpus = 8;  // 4 sequences cannot be shared by 8 ranks
+  cifar.count_flag(Count::micro_batch).reset();
+  cifar.count_flag(Count::num_gpus) = 8;  // 4 sequences cannot be shared by 8 ranks
   CHECK(render_error(cifar).find("error: train_batch_size 4 is not a multiple of accumulation 1 x 8 data-parallel ranks") != std::string::npos);
 }
 
@@ -364,7 +364,7 @@ TEST_CASE("DeepSpeed tensor_parallel.autotp_size is the tensor-parallel degree; 
   const std::string dir = std::string(MEMPLAN_TEST_DATA) + "/formats/deepspeed/";
   SetupInputs in = with_model("llama-3.1-8b");
   in.config = dir + "autotp-training.json";
-  in.gpus = 8;
+  in.count_flag(Count::num_gpus) = 8;
   const BuiltSetup b = build_setup(in);
   CHECK(b.setup.parallel.tensor_parallel == 4);
   CHECK(b.setup.parallel.data_parallel() == 2);
@@ -379,13 +379,13 @@ TEST_CASE("DeepSpeed tensor_parallel.autotp_size is the tensor-parallel degree; 
                        "deepspeed:\n  zero_optimization: {stage: 1}\n  tensor_parallel: {autotp_size: 2, tp_overlap_comm: true}\n";
   SetupInputs h = with_model("llama-3.1-8b");
   h.config = hf;
-  h.gpus = 4;
+  h.count_flag(Count::num_gpus) = 4;
   CHECK(build_setup(h).setup.parallel.tensor_parallel == 2);
   // ZeRO-3 with AutoTP, and a key AutoTP does not read.
   std::ofstream(tmp / "z3.json") << "{\"zero_optimization\": {\"stage\": 3},\n \"tensor_parallel\": {\"autotp_size\": 2}}\n";
   SetupInputs z = with_model("llama-3.1-8b");
   z.config = (tmp / "z3.json").string();
-  z.gpus = 4;
+  z.count_flag(Count::num_gpus) = 4;
   CHECK(render_error(z) == z.config.value() + ":2:22: error: tensor_parallel.autotp_size with ZeRO stage 3: DeepSpeed's AutoTP training "
                                               "runs with ZeRO 0, 1 or 2\nhint: use zero_optimization.stage 2 (or 1) with autotp_size, or "
                                               "drop tensor_parallel for ZeRO-3 (https://www.deepspeed.ai/tutorials/autotp-training/)");

@@ -20,8 +20,8 @@ const std::string kBad = kDir + "bad.yaml";
 BuiltSetup launch(const std::string& file) {
   return built("accelerate/" + file, [](SetupInputs& in) {
     in.model = "llama-3.2-1b";
-    in.micro_batch = 4;
-    in.seq_len = 1024;
+    in.count_flag(Count::micro_batch) = 4;
+    in.count_flag(Count::seq_len) = 1024;
   });
 }
 

@@ -58,7 +58,7 @@ TEST_CASE("llama-3 qlora-1b: QLoRA with double-quantized NF4, bf16: auto, packed
 
 TEST_CASE("llama-3 fft-8b-liger-fsdp: FSDP full_shard with offload, Liger's plugin, mixed precision shards") {
   FormatsEnv env;
-  const BuiltSetup b = built("axolotl/02-llama-3.1-8b-fft-liger-fsdp.yaml", [](SetupInputs& in) { in.gpus = 8; });
+  const BuiltSetup b = built("axolotl/02-llama-3.1-8b-fft-liger-fsdp.yaml", [](SetupInputs& in) { in.count_flag(Count::num_gpus) = 8; });
   const TrainingSetup& s = b.setup;
   CHECK(b.warnings.empty());  // fsdp_sharding_strategy FULL_SHARD agrees with fsdp: [full_shard, auto_wrap]
   CHECK(s.model.name == "NousResearch/Meta-Llama-3.1-8B");
@@ -82,7 +82,7 @@ TEST_CASE("llama-3 fft-8b-liger-fsdp: FSDP full_shard with offload, Liger's plug
 
 TEST_CASE("llama-3 qlora-fsdp-70b: QLoRA under FSDP, every linear adapted") {
   FormatsEnv env;
-  const BuiltSetup b = built("axolotl/03-llama-3-70b-qlora-fsdp.yaml", [](SetupInputs& in) { in.gpus = 2; });
+  const BuiltSetup b = built("axolotl/03-llama-3-70b-qlora-fsdp.yaml", [](SetupInputs& in) { in.count_flag(Count::num_gpus) = 2; });
   const TrainingSetup& s = b.setup;
   CHECK(b.warnings.empty());
   CHECK(s.model.name == "casperhansen/llama-3-70b-fp16");
@@ -141,7 +141,7 @@ TEST_CASE("llama-3 lora-1b-kernels: the fused LoRA kernels are warnings; lora_dr
 
 TEST_CASE("alst llama3-8b: 500_000 tokens, Cut Cross Entropy, legacy activation offloading, ZeRO-3 offload") {
   FormatsEnv env;
-  const BuiltSetup b = built("axolotl/06-llama-3.1-8b-alst-deepspeed.yaml", [](SetupInputs& in) { in.gpus = 8; });
+  const BuiltSetup b = built("axolotl/06-llama-3.1-8b-alst-deepspeed.yaml", [](SetupInputs& in) { in.count_flag(Count::num_gpus) = 8; });
   const TrainingSetup& s = b.setup;
   CHECK(s.model.name == "llama-3.1-8b");
   CHECK(s.batch.seq_len == 500032);  // 500_000 (YAML 1.1 digit separators) padded to a multiple of 64
@@ -336,8 +336,8 @@ TEST_CASE("deepspeed_configs/zero3_bf16_cpuoffload_params.json: the parameters a
   FormatsEnv env;
   auto with_model = [](SetupInputs& in) {
     in.model = "llama-3.2-1b";
-    in.micro_batch = 1;
-    in.seq_len = 2048;
+    in.count_flag(Count::micro_batch) = 1;
+    in.count_flag(Count::seq_len) = 2048;
   };
   const BuiltSetup params = built("axolotl/deepspeed_configs/zero3_bf16_cpuoffload_params.json", with_model);
   const BuiltSetup all = built("axolotl/deepspeed_configs/zero3_bf16_cpuoffload_all.json", with_model);

@@ -92,7 +92,7 @@ TEST_CASE("run_clm.py JSON with fsdp \"full_shard auto_wrap\": FSDP with mixed p
   const BuiltSetup one = built("hf-trl/03-run-clm-fsdp.json");
   CHECK(one.setup.parallel.num_gpus == 1);
   CHECK(contains(default_of(one.origin, "parallel.num_gpus"), "pass --gpus"));
-  const BuiltSetup b = built("hf-trl/03-run-clm-fsdp.json", [](SetupInputs& in) { in.gpus = 8; });
+  const BuiltSetup b = built("hf-trl/03-run-clm-fsdp.json", [](SetupInputs& in) { in.count_flag(Count::num_gpus) = 8; });
   const TrainingSetup& s = b.setup;
   CHECK(b.warnings.empty());
   CHECK(s.model.name == "llama-3.1-8b");
@@ -150,7 +150,7 @@ TEST_CASE("alignment-handbook SmolLM2 DPO: chosen and rejected in one forward; t
 
 TEST_CASE("TrainingArguments with a DeepSpeed file beside it: ZeRO-3 offload, \"auto\" filled as the HF Trainer does") {
   FormatsEnv env;
-  const BuiltSetup b = built("hf-trl/06-training-args-zero3-offload.yaml", [](SetupInputs& in) { in.gpus = 4; });
+  const BuiltSetup b = built("hf-trl/06-training-args-zero3-offload.yaml", [](SetupInputs& in) { in.count_flag(Count::num_gpus) = 4; });
   const TrainingSetup& s = b.setup;
   CHECK(b.warnings.empty());  // the "auto" values are the Trainer's to fill: no warning
   CHECK(s.model.name == "llama-3.2-1b");

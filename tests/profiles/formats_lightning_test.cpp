@@ -71,7 +71,7 @@ TEST_CASE("lightning: FSDPStrategy class_path: SHARD_GRAD_OP, CPU offload, a che
     CHECK(e.hint() == "pass --model PRESET|HF_ID|config.json, or give the module a model_name_or_path argument");
   }
   in.model = "llama-3.2-1b";
-  in.seq_len = 1024;
+  in.count_flag(Count::seq_len) = 1024;
   const BuiltSetup b = build_setup(in);
   CHECK(b.setup.model.name == "llama-3.2-1b");
   CHECK(b.warnings.size() == 1);

@@ -248,14 +248,14 @@ TEST_CASE("litgpt: pretrain/tinyllama.yaml: model_name, no activation checkpoint
   CHECK(c.deferred[0].field == "parallel.num_gpus");
   SetupInputs in;
   in.config = kDir + "pretrain-tinyllama.yaml";
-  in.gpus = 8;
+  in.count_flag(Count::num_gpus) = 8;
   const BuiltSetup b = build_setup(in, c);
   CHECK(b.setup.batch.grad_accum == 16);
   CHECK(b.setup.checkpointing.mode == CheckpointMode::none);
   CHECK(b.setup.parallel.fsdp == FsdpMode::full_shard);  // HYBRID_SHARD on one node
   CHECK(b.origin.defaults.at("batch.grad_accum").find("512 // 8 device(s) // micro-batch 4") != std::string::npos);
   CHECK(b.warnings.empty());  // --gpus answers devices: auto
-  in.gpus = 256;  // 512 // 256 // 4 = 0
+  in.count_flag(Count::num_gpus) = 256;  // 512 // 256 // 4 = 0
   try {
     build_setup(in, c);
     CHECK(false);
@@ -285,7 +285,7 @@ TEST_CASE("litgpt: fine-tuning checkpointing follows the device count --gpus giv
       CAPTURE(gpus);
       SetupInputs in;
       in.config = kDir + file;
-      in.gpus = gpus;
+      in.count_flag(Count::num_gpus) = gpus;
       const BuiltSetup b = build_setup(in, c);
       CHECK(b.setup.checkpointing.mode == (gpus > 1 ? CheckpointMode::full : CheckpointMode::none));
       CHECK(b.origin.defaults.at("checkpointing").find(fmt::format("({} GPU{} from --gpus)", gpus, gpus > 1 ? "s" : "")) != std::string::npos);

@@ -66,7 +66,7 @@ TEST_CASE("torchtitan: llama3_8b.toml (v0.2.2): per-op selective checkpointing, 
   // NGPU=64: FSDP over 64 ranks, the framework's default for several ranks.
   SetupInputs in;
   in.config = kDir + "llama3_8b.toml";
-  in.gpus = 64;
+  in.count_flag(Count::num_gpus) = 64;
   in.gpu = "a100-80gb";
   const BuiltSetup b = build_setup(in);
   CHECK(b.warnings.empty());
@@ -89,7 +89,7 @@ TEST_CASE("torchtitan: llama3_70b.toml: full checkpointing and 8-way tensor para
   CHECK(c.deferred.size() == 1);
   SetupInputs in;
   in.config = kDir + "llama3_70b.toml";
-  in.gpus = 64;
+  in.count_flag(Count::num_gpus) = 64;
   in.gpu = "a100-80gb";
   const BuiltSetup b = build_setup(in);
   CHECK(b.setup.parallel.data_parallel() == 8);

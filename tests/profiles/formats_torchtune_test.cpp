@@ -127,7 +127,7 @@ TEST_CASE("torchtune: llama3/8B_qlora_single_device: NF4 base, output projection
   // The estimate keeps lm_head out of the NF4 base, as torchtune's builders do.
   SetupInputs in;
   in.config = kDir + "llama3_8B_qlora_single_device.yaml";
-  in.seq_len = 512;
+  in.count_flag(Count::seq_len) = 512;
   const BuiltSetup b = build_setup(in);
   CHECK(b.warnings.empty());  // --seq-len answers the deferred warning
   CHECK(b.setup.precision == Precision::bf16);
@@ -154,7 +154,7 @@ TEST_CASE("torchtune: llama3_3/70B_full_multinode: packed data, compile, FSDP ov
   // tune run --nnodes 2 --nproc_per_node 8: FSDP2 full sharding (the framework's default).
   SetupInputs in;
   in.config = kDir + "llama3_3_70B_full_multinode.yaml";
-  in.gpus = 16;
+  in.count_flag(Count::num_gpus) = 16;
   in.gpu = "h100-80gb";
   const BuiltSetup b = build_setup(in);
   CHECK(b.warnings.empty());
@@ -163,7 +163,7 @@ TEST_CASE("torchtune: llama3_3/70B_full_multinode: packed data, compile, FSDP ov
   CHECK(b.setup.parallel.zero_stage == 0);
   CHECK(b.origin.defaults.at("parallel.fsdp").find("torchtune/training/_distributed.py @ v0.6.1") != std::string::npos);
   // Without --gpus the deferred warning is reported, and --strict refuses it.
-  in.gpus.reset();
+  in.count_flag(Count::num_gpus).reset();
   CHECK(build_setup(in).warnings.size() == 1);
   in.strict = true;
   CHECK_THROWS_AS(build_setup(in), InputError);

@@ -19,8 +19,8 @@ inline profiles::SetupInputs h200_inputs(const std::string& model, int64_t batch
   si.framework = "hf-trainer";
   si.torch_version = "2.11";
   si.transformers_version = "5.17";  // shared/gpu/h200-env.txt
-  si.micro_batch = batch;
-  si.seq_len = seq;
+  si.count_flag(Count::micro_batch) = batch;
+  si.count_flag(Count::seq_len) = seq;
   si.precision = precision;
   si.checkpointing = checkpointing;
   return si;

@@ -21,8 +21,8 @@ BuiltSetup build(const std::string& model, const char* finetune, const char* pre
   in.model = model;
   if (finetune) in.finetune = finetune;
   in.precision = precision;
-  in.micro_batch = 1;
-  in.seq_len = 256;
+  in.count_flag(Count::micro_batch) = 1;
+  in.count_flag(Count::seq_len) = 256;
   in.gpu = "a100-80gb";
   return build_setup(in);
 }
@@ -81,8 +81,8 @@ TEST_CASE("LoRA on a pre-quantized checkpoint stores the base linears at the che
 TEST_CASE("LoRA on a bitsandbytes NF4 checkpoint estimates what QLoRA on the 16-bit checkpoint does") {
   // Both take QLoRA's recipe when precision and checkpointing are not given (amp-bf16, full).
   SetupInputs in;
-  in.micro_batch = 1;
-  in.seq_len = 256;
+  in.count_flag(Count::micro_batch) = 1;
+  in.count_flag(Count::seq_len) = 256;
   in.gpu = "a100-80gb";
   in.model = fixture("llama-3-8b-bnb-4bit");
   in.finetune = "lora";
@@ -102,10 +102,10 @@ TEST_CASE("FSDP shards a pre-quantized checkpoint's weights at its bits too") {
     in.model = model;
     in.finetune = "lora";
     in.precision = "bf16";
-    in.micro_batch = 1;
-    in.seq_len = 256;
+    in.count_flag(Count::micro_batch) = 1;
+    in.count_flag(Count::seq_len) = 256;
     in.gpu = "a100-80gb";
-    in.gpus = 1;
+    in.count_flag(Count::num_gpus) = 1;
     in.fsdp = "full";
     return estimate(build_setup(in).setup).at(Phase::forward)[Term::weights];
   };
