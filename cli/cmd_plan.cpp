@@ -119,7 +119,7 @@ std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const pro
     bi.count_flag(Count::num_gpus) = in.count_flag(Count::num_gpus);
     bi.device = in.device;
     bi.calibration = in.calibration;
-    bi.framework = setup_in.framework;
+    bi.choice_flag(Choice::framework) = setup_in.choice_flag(Choice::framework);
     bi.torch_version = in.torch_version;
     bi.transformers_version = in.transformers_version;
     bi.count_flag(Count::gpus_per_node) = in.count_flag(Count::gpus_per_node);

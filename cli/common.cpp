@@ -53,10 +53,9 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--device", in.device, "cuda (default) or cpu: whose memory behaviour to model")->type_name("cpu|cuda");
   app.add_option("--calibration", in.calibration, "calibration profile from memplan calibrate")->type_name("FILE");
   // The runtime: the stack that runs the step and its knobs (each overrides the framework's default).
-  app.add_option("--framework", in.framework,
-                 "hf-trainer (default)|custom|lightning|torchtune|torchtitan|litgpt|deepspeed|megatron: the stack that runs "
-                 "the step; sets the runtime defaults below")
-      ->type_name("NAME")->group("Runtime");
+  // Its choices (--framework, --optimizer-impl, --fsdp) from the registry (estimator/fields.h).
+  for (const ChoiceField& f : choice_fields())
+    app.add_option(f.flag, in.choice_flag(f.id), f.help)->type_name(f.type_name)->group("Runtime");
   app.add_option("--torch-version", in.torch_version, "PyTorch release the job runs (default 2.6)")->type_name("X.Y")->group("Runtime");
   app.add_option("--transformers-version", in.transformers_version,
                  "transformers release the job runs (default 4.57): its modelling code decides what is saved")
@@ -64,9 +63,6 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
       ->group("Runtime");
   app.add_option("--loss", in.loss, "standard|chunked[:N]|chunked:Nt|fused-linear|vocab-parallel: how the loss is computed")
       ->type_name("IMPL")->group("Runtime");
-  app.add_option("--optimizer-impl", in.optimizer_impl, "auto|for-loop|foreach|fused: the optimizer kernel")
-      ->type_name("IMPL")->group("Runtime");
-  app.add_option("--fsdp", in.fsdp, "none|full|shard-grad-op|hybrid|no-shard: PyTorch FSDP sharding")->type_name("MODE")->group("Runtime");
   app.add_option("--host-memory", in.host_memory,
                  "host RAM of one node, e.g. 512GiB (default: this machine's RAM with --device cpu, else unknown): "
                  "offload plans are checked against it")
@@ -140,11 +136,11 @@ std::string describe_runtime(const profiles::BuiltSetup& b) {
 
 nlohmann::json runtime_json(const TrainingSetup& s) {
   const Runtime& r = s.runtime;
-  nlohmann::json j = {{"framework", to_string(r.framework)},
-                      {"torch_version", fmt::format("{}.{}", r.torch_major, r.torch_minor)},
+  nlohmann::json j = {{"torch_version", fmt::format("{}.{}", r.torch_major, r.torch_minor)},
                       {"transformers_version", fmt::format("{}.{}", r.transformers_major, r.transformers_minor)},
-                      {"loss", to_string(r, r.loss)},
-                      {"optimizer_impl", to_string(r.optimizer_impl)}};
+                      {"loss", to_string(r, r.loss)}};
+  for (const ChoiceField& f : choice_fields())
+    if (f.json_section() == "runtime") j[f.json_key()] = f.get(s);
   for (const SwitchField& f : switch_fields())
     if (f.section() == "runtime") j[f.key()] = f.get(s);
   return j;
@@ -153,13 +149,14 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
       "model.hidden_size", "precision", "optimizer", "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory",
-      "hardware.allocator_cap", "parallel.zero_stage", "parallel.offload", "parallel.fsdp", "finetune.mode", "finetune.lora_alpha",
-      "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "runtime.framework", "runtime.torch_version",
-      "runtime.transformers_version", "runtime.loss", "runtime.optimizer_impl"};
+      "hardware.allocator_cap", "parallel.zero_stage", "parallel.offload", "finetune.mode", "finetune.lora_alpha",
+      "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "runtime.torch_version",
+      "runtime.transformers_version", "runtime.loss"};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
   for (const SwitchField& f : switch_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const CountField& f : count_fields()) j[f.path] = source_of(b.origin, f.path);
+  for (const ChoiceField& f : choice_fields()) j[f.path] = source_of(b.origin, f.path);
   return j;
 }
 
@@ -195,8 +192,7 @@ nlohmann::json setup_json(const TrainingSetup& s) {
   j["parallel"] = {{"data_parallel", s.parallel.data_parallel()},
                    {"sequence_parallel", s.parallel.sequence_parallel},
                    {"zero_stage", s.parallel.zero_stage},
-                   {"offload", to_string(s.parallel.offload)},
-                   {"fsdp", to_string(s.parallel.fsdp)}};
+                   {"offload", to_string(s.parallel.offload)}};
   j["runtime"] = runtime_json(s);
   j["finetune"] = {{"mode", to_string(s.finetune.mode)}};
   if (s.finetune.mode != FinetuneMode::full) {
@@ -206,9 +202,12 @@ nlohmann::json setup_json(const TrainingSetup& s) {
     j["finetune"]["base_quant"] = to_string(s.finetune.base_quant);
     if (s.finetune.base_quant == BaseQuant::nf4) j["finetune"]["double_quant"] = s.finetune.double_quant;
   }
-  // The counts at their paths (setup.batch.micro_batch), each where the setup shows it.
+  // The counts at their paths (setup.batch.micro_batch), each where the setup shows it; the choices
+  // outside the runtime (setup.parallel.fsdp).
   for (const CountField& f : count_fields())
     if (!f.shown || f.shown(s)) j[f.json_section()][f.json_key()] = f.get(s);
+  for (const ChoiceField& f : choice_fields())
+    if (f.json_section() != "runtime") j[f.json_section()][f.json_key()] = f.get(s);
   j["device_kind"] = to_string(s.device.kind);
   j["thresholds"] = {{"target", s.thresholds.target},
                      {"warning", s.thresholds.warning},

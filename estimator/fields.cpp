@@ -143,21 +143,91 @@ std::array<CountField, kCountCount> make_count_rows() {
 
 }  // namespace
 
-const std::array<CountField, kCountCount>& count_fields() {
-  static const std::array<CountField, kCountCount> rows = [] {
-    auto r = make_count_rows();
-    for (size_t i = 0; i < r.size(); ++i)
-      MEMPLAN_CHECK(static_cast<size_t>(r[i].id) == i, std::string("count registry: row ") + r[i].path + " out of order");
-    return r;
-  }();
+
+namespace {
+
+// One choice row: the path is the member's spelling; `parse` and `to_string` are the setup's own.
+#define MEMPLAN_CHOICE(id, member, flag, type_name, help, what, section, key, parse, names, default_source)            \
+  ChoiceField {                                                                                                        \
+    Choice::id, #member, flag, type_name, help, what, section, key, names,                                             \
+        [](const TrainingSetup& s) { return std::string(to_string(s.member)); },                                      \
+        [](TrainingSetup& s, const std::string& v) {                                                                   \
+          const auto p = parse(v);                                                                                     \
+          if (p) s.member = *p;                                                                                        \
+          return p.has_value();                                                                                        \
+        },                                                                                                             \
+        default_source                                                                                                 \
+  }
+
+std::array<ChoiceField, kChoiceCount> make_choice_rows() {
+  return {{
+      MEMPLAN_CHOICE(framework, runtime.framework, "--framework", "NAME",
+                     "hf-trainer (default)|custom|lightning|torchtune|torchtitan|litgpt|deepspeed|megatron: the stack that runs "
+                     "the step; sets the runtime defaults below",
+                     "framework", "runtime", "framework", parse_framework, framework_names,
+                     "the HF Trainer unless the config's format or --framework says otherwise"),
+      MEMPLAN_CHOICE(optimizer_impl, runtime.optimizer_impl, "--optimizer-impl", "IMPL",
+                     "auto|for-loop|foreach|fused: the optimizer kernel", "optimizer implementation", "runtime", "optimizer_impl",
+                     parse_optimizer_impl, optimizer_impl_names,
+                     "auto: DeepSpeed's FusedAdam under its mixed precision, else PyTorch's default for the device: foreach "
+                     "on CUDA with torch >= 2.0, for-loop otherwise (torch/optim/optimizer.py _default_to_fused_or_foreach)"),
+      MEMPLAN_CHOICE(fsdp, parallel.fsdp, "--fsdp", "MODE", "none|full|shard-grad-op|hybrid|no-shard: PyTorch FSDP sharding",
+                     "FSDP sharding", "runtime", "fsdp", parse_fsdp, fsdp_names, "no FSDP unless the config wraps the model in it"),
+  }};
+}
+
+#undef MEMPLAN_CHOICE
+
+}  // namespace
+
+
+
+// ---- the tables' accessors, one way for the three ---------------------------------------------
+
+namespace {
+
+// The rows `make` builds, checked once: row i has id i (the enumerators index the table).
+template <class Row, size_t N>
+std::array<Row, N> checked(std::array<Row, N> rows, const char* registry) {
+  for (size_t i = 0; i < N; ++i)
+    MEMPLAN_CHECK(static_cast<size_t>(rows[i].id) == i, std::string(registry) + " registry: row " + rows[i].path + " out of order");
   return rows;
 }
 
-const CountField& field(Count id) {
+template <class Row, size_t N, class Id>
+const Row& row(const std::array<Row, N>& rows, Id id, const char* registry) {
   const size_t i = static_cast<size_t>(id);
-  MEMPLAN_CHECK(i < kCountCount, "count registry: no such count");
-  return count_fields()[i];
+  MEMPLAN_CHECK(i < N, std::string(registry) + " registry: no such row");
+  return rows[i];
 }
+
+// A setup path's first part ("runtime" of "runtime.liger") and its last ("liger").
+std::string head(const char* path) {
+  const std::string p = path;
+  return p.substr(0, p.find('.'));
+}
+std::string tail(const char* path) {
+  const std::string p = path;
+  return p.substr(p.rfind('.') + 1);
+}
+
+}  // namespace
+
+const std::array<SwitchField, kSwitchCount>& switch_fields() {
+  static const auto rows = checked(make_rows(), "switch");
+  return rows;
+}
+const SwitchField& field(Switch id) { return row(switch_fields(), id, "switch"); }
+std::string SwitchField::section() const { return head(path); }
+std::string SwitchField::key() const { return tail(path); }
+
+const std::array<CountField, kCountCount>& count_fields() {
+  static const auto rows = checked(make_count_rows(), "count");
+  return rows;
+}
+const CountField& field(Count id) { return row(count_fields(), id, "count"); }
+std::string CountField::json_section() const { return head(path); }
+std::string CountField::json_key() const { return tail(path); }
 
 const CountField* count_at(const std::string& p) {
   for (const CountField& f : count_fields())
@@ -165,41 +235,13 @@ const CountField* count_at(const std::string& p) {
   return nullptr;
 }
 
-std::string CountField::json_section() const {
-  const std::string p = path;
-  return p.substr(0, p.find('.'));
-}
-
-std::string CountField::json_key() const {
-  const std::string p = path;
-  return p.substr(p.rfind('.') + 1);
-}
-
-const std::array<SwitchField, kSwitchCount>& switch_fields() {
-  static const std::array<SwitchField, kSwitchCount> rows = [] {
-    auto r = make_rows();
-    for (size_t i = 0; i < r.size(); ++i)
-      MEMPLAN_CHECK(static_cast<size_t>(r[i].id) == i, std::string("switch registry: row ") + r[i].path + " out of order");
-    return r;
-  }();
+const std::array<ChoiceField, kChoiceCount>& choice_fields() {
+  static const auto rows = checked(make_choice_rows(), "choice");
   return rows;
 }
-
-const SwitchField& field(Switch id) {
-  const size_t i = static_cast<size_t>(id);
-  MEMPLAN_CHECK(i < kSwitchCount, "switch registry: no such switch");
-  return switch_fields()[i];
-}
-
-std::string SwitchField::section() const {
-  const std::string p = path;
-  return p.substr(0, p.find('.'));
-}
-
-std::string SwitchField::key() const {
-  const std::string p = path;
-  return p.substr(p.rfind('.') + 1);
-}
+const ChoiceField& field(Choice id) { return row(choice_fields(), id, "choice"); }
+std::string ChoiceField::json_section() const { return head(path); }
+std::string ChoiceField::json_key() const { return tail(path); }
 
 std::string SwitchField::negation() const { return std::string("--no-") + (flag + 2); }
 

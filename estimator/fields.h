@@ -11,14 +11,17 @@
 // misspelt path does not compile. Adding a switch is one enumerator, one row and its formula.
 //
 // The counts (micro-batch, sequence length, accumulation, GPUs, parallel degrees, LoRA rank, frozen
-// layers) are iterated by the same places and by `memplan check`'s field list (planner/check.cpp).
-// Values that are neither (sizes, choices, versions, fractions) are still written out by hand in
-// those places; they join the registry as it grows (issue 25).
+// layers) are iterated by the same places and by `memplan check`'s field list (planner/check.cpp);
+// the runtime's choices (framework, optimizer kernel, FSDP sharding) by the flags, the reader, the
+// JSON and the writer. Values that are none of these (sizes, versions, fractions, and the choices a
+// file can state several ways: precision, checkpointing, offload, attention, the fine-tuning
+// method) are still written out by hand in those places (issue 25).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "estimator/setup.h"
 
@@ -126,5 +129,39 @@ const CountField& field(Count id);
 inline const char* path(Count id) { return field(id).path; }
 // The count whose setup path is `p`, if any.
 const CountField* count_at(const std::string& p);
+
+// ---- choices -----------------------------------------------------------------------------------
+
+// A runtime setting that is one name of a fixed set, stated by one flag and one key.
+enum class Choice {
+  framework,
+  optimizer_impl,
+  fsdp,
+  count  // sentinel: the number of choices
+};
+constexpr size_t kChoiceCount = static_cast<size_t>(Choice::count);
+
+struct ChoiceField {
+  Choice id;
+  const char* path;       // the member's spelling: "runtime.optimizer_impl" (its place in the setup JSON too)
+  const char* flag;       // "--optimizer-impl"
+  const char* type_name;  // the flag's value in the help: "IMPL"
+  const char* help;
+  const char* what;       // the refusal's words: "unknown <what> 'x'" ("optimizer implementation")
+  const char* section;    // the memplan YAML section that reads it ("runtime")
+  const char* key;        // its key there
+  std::vector<std::string> (*names)();           // the names it takes, for the refusal's hint
+  std::string (*get)(const TrainingSetup&);      // the name of the setup's value
+  bool (*set)(TrainingSetup&, const std::string&);  // false: not one of its names (nothing set)
+  const char* default_source;
+
+  std::string json_section() const;  // "runtime"
+  std::string json_key() const;      // "optimizer_impl"
+};
+
+// Every choice, in enumerator order (row i has id == Choice(i); checked at start-up).
+const std::array<ChoiceField, kChoiceCount>& choice_fields();
+const ChoiceField& field(Choice id);
+inline const char* path(Choice id) { return field(id).path; }
 
 }  // namespace memplan

@@ -47,7 +47,7 @@ Row loss_upcast(bool upcast, const char* source) {
   return {path(Switch::loss_upcast), nullptr, [upcast](TrainingSetup& s) { s.runtime.loss_upcast = upcast; return yes(upcast); }, source};
 }
 Row optimizer_impl(OptimizerImpl impl, const char* source) {
-  return {"runtime.optimizer_impl", nullptr,
+  return {memplan::path(Choice::optimizer_impl), nullptr,
           [impl](TrainingSetup& s) { s.runtime.optimizer_impl = impl; return std::string(to_string(impl)); }, source};
 }
 // The loss compiled whenever the framework compiles (runtime.compile as the config or flag set it).
@@ -69,7 +69,7 @@ Row fsdp_no_sync(bool v, const char* source) {
 // Sharded data parallelism over several ranks, unless DeepSpeed or tensor/pipeline parallelism
 // was asked for.
 Row fsdp_when_ranks(const char* source) {
-  return {"parallel.fsdp",
+  return {memplan::path(Choice::fsdp),
           [](const TrainingSetup& s) { return s.parallel.data_parallel() > 1 && s.parallel.zero_stage == 0; },
           [](TrainingSetup& s) { s.parallel.fsdp = FsdpMode::full_shard; return std::string("full"); }, source};
 }
@@ -189,8 +189,8 @@ const std::vector<Row>& rows(Framework f) {
 
 const std::vector<std::string>& framework_fields() {
   static const std::vector<std::string> f = {"attention",        path(Switch::keep_logits),    "runtime.loss",
-                                             path(Switch::loss_upcast), "runtime.optimizer_impl", path(Switch::zero_grad_after_forward),
-                                             "parallel.fsdp", path(Switch::compile_loss), path(Switch::fsdp_no_sync),
+                                             path(Switch::loss_upcast), memplan::path(Choice::optimizer_impl), path(Switch::zero_grad_after_forward),
+                                             memplan::path(Choice::fsdp), path(Switch::compile_loss), path(Switch::fsdp_no_sync),
                                              "finetune.adapter_dtype", path(Switch::sequence_parallel)};
   return f;
 }

@@ -221,7 +221,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     p.push_back({path(Switch::fp8), fmt::format("{} has no fp8 tensor cores", s.device.name),
                  "fp8 training needs Hopper, Ada, Blackwell or MI300 (memplan gpus lists fp8 support)"});
   if (s.parallel.fsdp != FsdpMode::none && s.parallel.zero_stage > 0)
-    p.push_back({"parallel.fsdp", fmt::format("FSDP and DeepSpeed ZeRO-{} both shard the model; a job runs one of them", s.parallel.zero_stage),
+    p.push_back({memplan::path(Choice::fsdp), fmt::format("FSDP and DeepSpeed ZeRO-{} both shard the model; a job runs one of them", s.parallel.zero_stage),
                  "drop --fsdp or --zero"});
   if (s.parallel.host_memory_bytes < 0) p.push_back({"parallel.host_memory_bytes", "must not be negative", ""});
   if (s.parallel.gpus_per_node < 1 || s.parallel.gpus_per_node > 1'000'000)

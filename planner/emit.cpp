@@ -202,15 +202,15 @@ std::set<std::string> stated_knobs(const TrainingSetup& s) {
       d.runtime.loss_chunks = s.runtime.loss_chunks;
       d.runtime.loss_chunk_tokens = s.runtime.loss_chunk_tokens;
     }
-    if (stated.count("runtime.optimizer_impl")) d.runtime.optimizer_impl = s.runtime.optimizer_impl;
-    if (stated.count("parallel.fsdp")) d.parallel.fsdp = s.parallel.fsdp;
+    for (const ChoiceField& f : choice_fields())  // the framework is the base's already
+      if (f.id != Choice::framework && stated.count(f.path)) f.set(d, f.get(s));
     apply_framework_defaults(d, [&stated](const std::string& f) { return stated.count(f) > 0; });
     const size_t before = stated.size();
     for (const SwitchField& f : switch_fields())
       if (f.get(s) != f.get(d)) stated.insert(f.path);
     if (to_string(s.runtime, s.runtime.loss) != to_string(d.runtime, d.runtime.loss)) stated.insert("runtime.loss");
-    if (s.runtime.optimizer_impl != d.runtime.optimizer_impl) stated.insert("runtime.optimizer_impl");
-    if (s.parallel.fsdp != d.parallel.fsdp) stated.insert("parallel.fsdp");
+    for (const ChoiceField& f : choice_fields())
+      if (f.get(s) != f.get(d)) stated.insert(f.path);
     if (stated.size() == before) break;
   }
   return stated;
@@ -232,15 +232,16 @@ std::vector<std::pair<std::string, std::string>> runtime_entries(const TrainingS
   const Runtime& r = s.runtime;
   const Runtime plain;
   std::vector<std::pair<std::string, std::string>> e;
-  if (r.framework != Framework::hf_trainer) e.emplace_back("framework", to_string(r.framework));
+  auto choice = [&](Choice id) { e.emplace_back(field(id).key, field(id).get(s)); };
+  if (r.framework != Framework::hf_trainer) choice(Choice::framework);
   if (r.torch_major != plain.torch_major || r.torch_minor != plain.torch_minor)
     e.emplace_back("torch_version", fmt::format("\"{}.{}\"", r.torch_major, r.torch_minor));
   if (r.transformers_major != plain.transformers_major || r.transformers_minor != plain.transformers_minor)
     e.emplace_back("transformers_version", fmt::format("\"{}.{}\"", r.transformers_major, r.transformers_minor));
   if (stated.count("runtime.loss")) e.emplace_back("loss", to_string(r, r.loss));
-  if (stated.count("runtime.optimizer_impl")) e.emplace_back("optimizer_impl", to_string(r.optimizer_impl));
+  if (stated.count(path(Choice::optimizer_impl))) choice(Choice::optimizer_impl);
   for (auto& kv : switch_entries(s, stated, "runtime")) e.push_back(std::move(kv));
-  if (stated.count("parallel.fsdp")) e.emplace_back("fsdp", to_string(s.parallel.fsdp));
+  if (stated.count(path(Choice::fsdp))) choice(Choice::fsdp);
   return e;
 }
 

@@ -82,9 +82,9 @@ std::unique_ptr<const ResolvedPlan> resolve_plan(const profiles::SetupInputs& in
   // --framework or the config says which runs.
   if (in.config) rp.config = profiles::load_config(*in.config, in.format.value_or(""));
   rp.inputs = in;
-  if (rp.emits && !in.framework && !rp.config.origin.fields.count("runtime.framework"))
+  if (rp.emits && !in.choice_flag(Choice::framework) && !rp.config.origin.fields.count(path(Choice::framework)))
     if (const auto fw = emit_framework(rp.format)) {
-      rp.inputs.framework = to_string(*fw);
+      rp.inputs.choice_flag(Choice::framework) = to_string(*fw);
       rp.framework_from_emit = to_string(*fw);
     }
   rp.built = profiles::build_setup(rp.inputs, rp.config);
@@ -114,7 +114,7 @@ std::unique_ptr<const ResolvedPlan> resolve_plan(const profiles::SetupInputs& in
   rp.ask.checkpointing_fixed = in.checkpointing.has_value();
   rp.ask.zero_fixed = in.zero.has_value();
   rp.ask.offload_fixed = in.offload.has_value();
-  rp.ask.fsdp_fixed = in.fsdp.has_value();
+  rp.ask.fsdp_fixed = in.choice_flag(Choice::fsdp).has_value();
   // --liger / --no-liger: as given, not searched; nor with --loss, which Liger's fused loss would replace.
   if (const auto& l = in.switch_flag(Switch::liger)) rp.ask.liger_fixed_by = *l ? field(Switch::liger).flag : field(Switch::liger).negation();
   else if (in.loss) rp.ask.liger_fixed_by = fmt::format("--loss {} (Liger's fused loss would replace it)", *in.loss);

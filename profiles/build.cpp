@@ -221,7 +221,15 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
   Runtime& r = s.runtime;
   Provenance& o = b.origin;
-  choice_flag(o, in.framework, "--framework", "runtime.framework", "framework", parse_framework, framework_names(), r.framework);
+  // The choices of the registry (estimator/fields.h): the framework, the optimizer kernel, FSDP.
+  for (const ChoiceField& f : choice_fields()) {
+    const std::optional<std::string>& v = in.choice_flag(f.id);
+    if (!v) continue;
+    if (!f.set(s, *v))
+      throw InputError(Where::at_flag(f.flag), fmt::format("unknown {} '{}'", f.what, clip(*v)),
+                       fmt::format("expected one of: {}", fmt::join(f.names(), ", ")));
+    o.set(f.id, Where::at_flag(f.flag));
+  }
   if (in.torch_version) {
     const auto v = parse_version(*in.torch_version);
     if (!v || v->first > 9)
@@ -244,9 +252,6 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
                        "tokens), fused-linear, vocab-parallel");
     o.set("runtime.loss", Where::at_flag("--loss"));
   }
-  choice_flag(o, in.optimizer_impl, "--optimizer-impl", "runtime.optimizer_impl", "optimizer implementation", parse_optimizer_impl,
-              optimizer_impl_names(), r.optimizer_impl);
-  choice_flag(o, in.fsdp, "--fsdp", "parallel.fsdp", "FSDP sharding", parse_fsdp, fsdp_names(), s.parallel.fsdp);
   if (const auto host = host_memory_flag(in)) {
     s.parallel.host_memory_bytes = *host;
     o.set("parallel.host_memory_bytes", Where::at_flag("--host-memory"));

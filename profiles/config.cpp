@@ -162,7 +162,7 @@ void set_ds_optimizer(const Node& n, ConfigState& st) {
   const Node* params = n.find("params");
   const Node* torch_adam = params && params->kind == Node::Kind::map ? params->find("torch_adam") : nullptr;
   if (torch_adam && as_bool(*torch_adam))
-    st.set("runtime.optimizer_impl", st.s().runtime.optimizer_impl, OptimizerImpl::foreach, *torch_adam);
+    st.set(memplan::path(Choice::optimizer_impl), st.s().runtime.optimizer_impl, OptimizerImpl::foreach, *torch_adam);
 }
 
 void set_global_batch(const Node& n, ConfigState& st) {
@@ -202,12 +202,25 @@ Key<ConfigState> count_key(Count id) {
             if (id == Count::lora_rank) st.adapters = n.where;  // a rank says adapters are trained (LoRA unless stated)
           }};
 }
-// `t` with the registry's counts read in memplan YAML section `section` ("training", "data",
+// A choice of the registry under its key: one of its names, else "unknown <what> 'x'" at the value.
+Key<ConfigState> choice_key(Choice id) {
+  return {{field(id).key}, [id](const Node& n, ConfigState& st) {
+            const ChoiceField& c = field(id);
+            const std::string v = as_text(n);
+            if (!c.set(st.s(), v))
+              throw InputError(n.where, fmt::format("unknown {} '{}'", c.what, clip(v)),
+                               fmt::format("expected one of: {}", fmt::join(c.names(), ", ")));
+            st.note(c.path, n);
+          }};
+}
+// `t` with the registry's counts and choices read in memplan YAML section `section` ("training", "data",
 // "hardware", "finetune"), its switches of setup section `switches` ("runtime": runtime.*; nullptr:
 // none) and the `more` switches of other sections a dialect puts here.
 Table with_fields(Table t, const char* section, std::initializer_list<Switch> more = {}, const char* switches = nullptr) {
   for (const CountField& f : count_fields())
     if (std::string(f.section) == section) t.push_back(count_key(f.id));
+  for (const ChoiceField& f : choice_fields())
+    if (std::string(f.section) == section) t.push_back(choice_key(f.id));
   if (switches)
     for (const SwitchField& f : switch_fields())
       if (f.section() == switches) t.push_back(switch_key(f.id));
@@ -448,13 +461,6 @@ void set_torch_version(const Node& n, ConfigState& st) {
 const Table& runtime_keys() {
   static const Table t = with_fields({
       {{"torch_version", "torch"}, set_torch_version},
-      {{"optimizer_impl"}, [](const Node& n, ConfigState& st) {
-         st.set("runtime.optimizer_impl", st.s().runtime.optimizer_impl,
-                as_choice<OptimizerImpl>(n, "optimizer implementation", parse_optimizer_impl, optimizer_impl_names()), n);
-       }},
-      {{"framework"}, [](const Node& n, ConfigState& st) {
-         st.set("runtime.framework", st.s().runtime.framework, as_choice<Framework>(n, "framework", parse_framework, framework_names()), n);
-       }},
       {{"transformers_version", "transformers"}, [](const Node& n, ConfigState& st) {
          std::tie(st.s().runtime.transformers_major, st.s().runtime.transformers_minor) = transformers_version(as_text(n), n.where);
          st.note("runtime.transformers_version", n);
@@ -464,9 +470,6 @@ const Table& runtime_keys() {
            throw InputError(n.where, fmt::format("unknown loss '{}'", as_text(n)),
                             "expected one of: standard, chunked, chunked:N, chunked:Nt, fused-linear, vocab-parallel");
          st.note("runtime.loss", n);
-       }},
-      {{"fsdp"}, [](const Node& n, ConfigState& st) {
-         st.set("parallel.fsdp", st.s().parallel.fsdp, as_choice<FsdpMode>(n, "FSDP sharding", parse_fsdp, fsdp_names()), n);
        }},
   }, "runtime", {}, "runtime");
   return t;

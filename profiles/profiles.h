@@ -172,6 +172,10 @@ struct Provenance {
   Where of(Count id) const { return of(path(id)); }
   void set(Count id, const Where& w) { set(path(id), w); }
   bool given(Count id) const { return given(path(id)); }
+  // And for a choice.
+  Where of(Choice id) const { return of(path(id)); }
+  void set(Choice id, const Where& w) { set(path(id), w); }
+  bool given(Choice id) const { return given(path(id)); }
   // The words that say where a field's value came from: the file key's text, else the default's
   // ("" when neither); set_text replaces them where they stand.
   std::string text_of(const std::string& field) const;
@@ -311,10 +315,7 @@ struct SetupInputs {
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
   std::optional<std::string> calibration;    // --calibration FILE
   // The runtime: the framework and its knobs (estimator/runtime.h).
-  std::optional<std::string> framework;      // --framework
   std::optional<std::string> loss;           // --loss standard|chunked[:N]|fused-linear
-  std::optional<std::string> optimizer_impl; // --optimizer-impl for-loop|foreach|fused
-  std::optional<std::string> fsdp;           // --fsdp full|shard-grad-op|hybrid|no-shard
   std::optional<std::string> torch_version;  // --torch-version 2.6
   std::optional<std::string> transformers_version;  // --transformers-version 4.57
   std::optional<std::string> host_memory;    // --host-memory 512GiB (per node)
@@ -326,6 +327,10 @@ struct SetupInputs {
   std::array<std::optional<int64_t>, kCountCount> counts;
   std::optional<int64_t>& count_flag(Count id) { return counts[static_cast<size_t>(id)]; }
   const std::optional<int64_t>& count_flag(Count id) const { return counts[static_cast<size_t>(id)]; }
+  // The runtime's choices (estimator/fields.h), by Choice: --framework, --optimizer-impl, --fsdp.
+  std::array<std::optional<std::string>, kChoiceCount> choices;
+  std::optional<std::string>& choice_flag(Choice id) { return choices[static_cast<size_t>(id)]; }
+  const std::optional<std::string>& choice_flag(Choice id) const { return choices[static_cast<size_t>(id)]; }
 };
 
 struct BuiltSetup {

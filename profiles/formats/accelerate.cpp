@@ -52,13 +52,13 @@ void read_fsdp(const Node& cfg, ReadState& st, const Node& type_node) {
     if (version != 1 && version != 2) throw InputError(v->where, fmt::format("unknown FSDP version {}", version), "FSDP is version 1 or 2");
   }
   s.parallel.fsdp = FsdpMode::full_shard;  // launch default fsdp_sharding_strategy FULL_SHARD / reshard_after_forward true
-  note(st, "parallel.fsdp", type_node, "distributed_type: FSDP (FULL_SHARD by default)");
+  note(st, memplan::path(Choice::fsdp), type_node, "distributed_type: FSDP (FULL_SHARD by default)");
   const Node* strategy = fsdp_key(cfg, "sharding_strategy");
   const Node* reshard = fsdp_key(cfg, "reshard_after_forward");
   bool hybrid_zero2 = false;
   if (version == 2 && reshard) {
     s.parallel.fsdp = yes(*reshard) ? FsdpMode::full_shard : FsdpMode::shard_grad_op;
-    note(st, "parallel.fsdp", *reshard);
+    note(st, memplan::path(Choice::fsdp), *reshard);
   } else if (const Node* n = strategy ? strategy : (version == 1 ? reshard : nullptr)) {
     const auto m = fsdp_strategy(as_text(*n), &hybrid_zero2);
     if (!m)
@@ -66,7 +66,7 @@ void read_fsdp(const Node& cfg, ReadState& st, const Node& type_node) {
                        "accelerate takes FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2 or their "
                        "numbers 1-5 (src/accelerate/utils/constants.py @ v1.14.0 FSDP_SHARDING_STRATEGY)");
     s.parallel.fsdp = *m;
-    note(st, "parallel.fsdp", *n);
+    note(st, memplan::path(Choice::fsdp), *n);
     if (hybrid_zero2) st.unmodelled(*n, "HYBRID_SHARD_ZERO2 keeps gathered parameters until backward; estimated as hybrid_shard");
   }
   if (const Node* n = fsdp_key(cfg, "offload_params"); n && yes(*n)) {
@@ -140,7 +140,7 @@ void read_deepspeed_launch(const Node& cfg, ReadState& st, const Node& type_node
   note_default(st, "parallel.overlap_comm",
                "DeepSpeed default: overlap_comm = (stage == 3) (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353)");
   s.runtime.framework = Framework::deepspeed;
-  note(st, "runtime.framework", type_node, "distributed_type: DEEPSPEED (the DeepSpeed engine runs the step)");
+  note(st, memplan::path(Choice::framework), type_node, "distributed_type: DEEPSPEED (the DeepSpeed engine runs the step)");
   // The 16-bit type: the launcher's (accelerate adds {"bf16": {"enabled": true}} or fp16, set_mixed_precision L1413-1440).
   DeepSpeedRead r;
   r.precision = fill.bf16 ? Precision::mixed_bf16 : fill.fp16 ? Precision::mixed_fp16 : Precision::fp32;

@@ -108,7 +108,7 @@ void read_axolotl(const Node& root, ReadState& st) {
   check_keys(root, st, known_keys(), "Axolotl");
   TrainingSetup& s = st.s();
   s.runtime.framework = Framework::hf_trainer;
-  note_default(st, "runtime.framework", "an Axolotl config: the transformers Trainer runs the step (axolotl v0.18.0)");
+  note_default(st, memplan::path(Choice::framework), "an Axolotl config: the transformers Trainer runs the step (axolotl v0.18.0)");
 
   // Model: base_model_config (else base_model) names the architecture (normalize_config).
   const Node* model = root.find("base_model_config");
@@ -321,7 +321,7 @@ void read_axolotl(const Node& root, ReadState& st) {
     s.optimizer = OptimizerKind::adamw;
     s.runtime.optimizer_impl = OptimizerImpl::fused;
     note_default(st, "optimizer", fmt::format("axolotl default optimizer=adamw_torch_fused ({} L122-123)", kTrainingSchema));
-    note_default(st, "runtime.optimizer_impl", fmt::format("axolotl default optimizer=adamw_torch_fused ({} L122-123)", kTrainingSchema));
+    note_default(st, memplan::path(Choice::optimizer_impl), fmt::format("axolotl default optimizer=adamw_torch_fused ({} L122-123)", kTrainingSchema));
   }
 
   // Plugins: Liger's kernels and Cut Cross Entropy (their keys are dropped unless the plugin is listed).
@@ -449,10 +449,10 @@ void read_axolotl(const Node& root, ReadState& st) {
     fill.fp16 = d.fp16;
     fill.bf16_key = d.bf16_auto ? "bf16: auto" : "bf16";
     dsr = read_deepspeed(*ds, st, fill);
-    if (!dsr->optimizer_block && !st.out.origin.fields.count("runtime.optimizer_impl") &&
-        !st.out.origin.defaults.count("runtime.optimizer_impl")) {
+    if (!dsr->optimizer_block && !st.out.origin.fields.count(memplan::path(Choice::optimizer_impl)) &&
+        !st.out.origin.defaults.count(memplan::path(Choice::optimizer_impl))) {
       s.runtime.optimizer_impl = OptimizerImpl::automatic;
-      note_default(st, "runtime.optimizer_impl", "the HF Trainer builds the optimizer when the DeepSpeed config has none");
+      note_default(st, memplan::path(Choice::optimizer_impl), "the HF Trainer builds the optimizer when the DeepSpeed config has none");
     }
   }
   const bool use_fsdp = !ds && (fsdp || fsdp_cfg);
@@ -464,8 +464,8 @@ void read_axolotl(const Node& root, ReadState& st) {
     std::optional<FsdpWords> words = fsdp ? fsdp_words(*fsdp) : std::nullopt;
     FsdpWords w = words ? *words : FsdpWords{};
     s.parallel.fsdp = w.mode;
-    if (fsdp) st.out.origin.set("parallel.fsdp", w.where);
-    else note(st, "parallel.fsdp", *fsdp_cfg, "fsdp_config without fsdp: (full_shard)");
+    if (fsdp) st.out.origin.set(memplan::path(Choice::fsdp), w.where);
+    else note(st, memplan::path(Choice::fsdp), *fsdp_cfg, "fsdp_config without fsdp: (full_shard)");
     if (w.zero2_hybrid) st.unmodelled(*fsdp, "hybrid_shard_zero2 keeps gathered parameters until backward; estimated as hybrid_shard");
     if (w.offload) {
       s.parallel.offload = Offload::optimizer_and_params;
@@ -492,7 +492,7 @@ void read_axolotl(const Node& root, ReadState& st) {
       }
       if (const Node* r = cfg.find("reshard_after_forward"); r && version == 2) {
         s.parallel.fsdp = yes(*r) ? FsdpMode::full_shard : FsdpMode::shard_grad_op;
-        note(st, "parallel.fsdp", *r);
+        note(st, memplan::path(Choice::fsdp), *r);
       }
       if (const Node* ss = cfg.find("sharding_strategy")) {
         bool hybrid = false;

@@ -264,7 +264,7 @@ void read_optimizer(const Node& n, ReadState& st, bool axolotl, const Node* opti
   note(st, "optimizer", n, text.empty() ? "" : fmt::format("{}: {}", n.path, text));
   if (o->impl) {
     st.s().runtime.optimizer_impl = *o->impl;
-    note(st, "runtime.optimizer_impl", n);
+    note(st, memplan::path(Choice::optimizer_impl), n);
   }
 }
 
@@ -496,10 +496,10 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
     s.optimizer = ds.optimizer;
     copy_field(st, d.cfg, "optimizer");
     r.optimizer_block = true;
-    st.out.origin.fields.erase("runtime.optimizer_impl");
-    if (d.cfg.origin.fields.count("runtime.optimizer_impl")) {  // torch_adam: torch.optim's AdamW, not FusedAdam
+    st.out.origin.fields.erase(memplan::path(Choice::optimizer_impl));
+    if (d.cfg.origin.fields.count(memplan::path(Choice::optimizer_impl))) {  // torch_adam: torch.optim's AdamW, not FusedAdam
       s.runtime.optimizer_impl = ds.runtime.optimizer_impl;
-      copy_field(st, d.cfg, "runtime.optimizer_impl");
+      copy_field(st, d.cfg, memplan::path(Choice::optimizer_impl));
     }
   }
   // Micro-batch and accumulation: "auto" takes the launcher's value; an explicit one must match it.
@@ -558,7 +558,7 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
   }
   st.out.warnings.insert(st.out.warnings.end(), d.cfg.warnings.begin(), d.cfg.warnings.end());
   s.runtime.framework = Framework::deepspeed;
-  note(st, "runtime.framework", named_by, fmt::format("{} (the DeepSpeed engine runs the step)", named_by.path));
+  note(st, memplan::path(Choice::framework), named_by, fmt::format("{} (the DeepSpeed engine runs the step)", named_by.path));
   return r;
 }
 

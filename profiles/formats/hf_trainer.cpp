@@ -464,10 +464,10 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
     fill.fp16_key = "fp16";
     dsr = read_deepspeed(*ds, st, fill);
   }
-  if (dsr && !dsr->optimizer_block && !st.out.origin.fields.count("runtime.optimizer_impl")) {
+  if (dsr && !dsr->optimizer_block && !st.out.origin.fields.count(memplan::path(Choice::optimizer_impl))) {
     // The Trainer's own optimizer, wrapped by DeepSpeed (deepspeed_optim_sched: no optimizer block).
     s.runtime.optimizer_impl = OptimizerImpl::automatic;
-    note_default(st, "runtime.optimizer_impl",
+    note_default(st, memplan::path(Choice::optimizer_impl),
                  "the HF Trainer builds its optimizer (torch AdamW, foreach on CUDA) when the DeepSpeed config has no "
                  "optimizer block (transformers integrations/deepspeed.py deepspeed_optim_sched)");
   }
@@ -476,7 +476,7 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
   Node cfg;  // fsdp_config with the fsdp_ prefix stripped; ac_node points into it
   if (words) {
     s.parallel.fsdp = words->mode;
-    st.out.origin.set("parallel.fsdp", words->where);
+    st.out.origin.set(memplan::path(Choice::fsdp), words->where);
     if (words->zero2_hybrid)
       st.unmodelled(*fsdp, "hybrid_shard_zero2 keeps gathered parameters until backward within a node; estimated as hybrid_shard");
     if (words->offload) {
@@ -500,7 +500,7 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
           throw InputError(v->where, fmt::format("unknown reshard_after_forward '{}' for FSDP1", as_text(*v)),
                            "FSDP1 takes a strategy name here (full_shard, shard_grad_op, hybrid_shard, ...); FSDP2 takes true/false");
         }
-        note(st, "parallel.fsdp", *v);
+        note(st, memplan::path(Choice::fsdp), *v);
       }
       if ((ac_node = cfg.find("activation_checkpointing"))) fsdp_ac = flag_of(*ac_node);
       if (const Node* v = cfg.find("cpu_offload"); v && flag_of(*v)) {
@@ -590,7 +590,7 @@ void read_hf_trainer(const Node& root, ReadState& st) {
   r.dpo = r.trl && is_dpo(root);
   r.release = root.find("max_seq_length") ? &kTrl019 : (root.find("torch_dtype") && !root.find("dtype")) ? &kTrl026 : &kTrl19;
   st.s().runtime.framework = Framework::hf_trainer;
-  note_default(st, "runtime.framework",
+  note_default(st, memplan::path(Choice::framework),
                r.trl ? fmt::format("a TRL config: the transformers Trainer runs the step (defaults of {})", r.release->name)
                      : std::string("a TrainingArguments config: the transformers Trainer runs the step"));
   read_model(root, st);

@@ -189,7 +189,7 @@ void read_fsdp_args(const Node& a, Pl& t) {
         throw InputError(v.where, fmt::format("unknown sharding_strategy '{}'", as_text(v)),
                          "expected one of: FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, _HYBRID_SHARD_ZERO2");
       }
-      t.st.note("parallel.fsdp", v);
+      t.st.note(memplan::path(Choice::fsdp), v);
     } else if (key == "cpu_offload") {
       t.fsdp_cpu_offload = truthy(v);
       t.st.note("parallel.offload", v);
@@ -384,9 +384,9 @@ void read_optimizer(const Node& n, Pl& t) {
   if (!args || args->kind != Node::Kind::map) return;
   Runtime& r = t.s().runtime;
   if (const Node* fused = args->find("fused"); fused && as_bool(*fused))
-    t.st.set("runtime.optimizer_impl", r.optimizer_impl, OptimizerImpl::fused, *fused);
+    t.st.set(memplan::path(Choice::optimizer_impl), r.optimizer_impl, OptimizerImpl::fused, *fused);
   else if (const Node* fe = args->find("foreach"))
-    t.st.set("runtime.optimizer_impl", r.optimizer_impl, as_bool(*fe) ? OptimizerImpl::foreach : OptimizerImpl::for_loop, *fe);
+    t.st.set(memplan::path(Choice::optimizer_impl), r.optimizer_impl, as_bool(*fe) ? OptimizerImpl::foreach : OptimizerImpl::for_loop, *fe);
 }
 
 const Table& root_keys() {
@@ -486,7 +486,7 @@ void resolve_parallel(Pl& t) {
     case StrategyKind::fsdp:
       p.zero_stage = 0;
       p.fsdp = t.fsdp;
-      note("parallel.fsdp");
+      note(memplan::path(Choice::fsdp));
       if (t.fsdp == FsdpMode::hybrid_shard && t.nodes == 1) p.gpus_per_node = t.per_node;
       p.offload = t.fsdp_cpu_offload ? Offload::optimizer_and_params : Offload::none;
       note("parallel.offload");
@@ -504,7 +504,7 @@ void resolve_parallel(Pl& t) {
       p.offload = Offload::none;
       if (at) {
         note("parallel.zero_stage");
-        note("parallel.fsdp");
+        note(memplan::path(Choice::fsdp));
       } else {
         t.st.by_default("parallel.zero_stage", fmt::format("Lightning default: strategy \"auto\" is DDP over several devices "
                                                            "({} accelerator_connector.py _choose_strategy)", kPl));
@@ -526,9 +526,9 @@ void read_lightning(const Node& file_root, ReadState& st) {
     st.out = load_config_text(block, st.path, st.file.string(), "memplan");
     t.from_block = true;
   }
-  if (!st.out.origin.fields.count("runtime.framework")) {
+  if (!st.out.origin.fields.count(memplan::path(Choice::framework))) {
     st.s().runtime.framework = Framework::lightning;
-    st.by_default("runtime.framework", "a LightningCLI config (trainer:)");
+    st.by_default(memplan::path(Choice::framework), "a LightningCLI config (trainer:)");
   }
   read_section(*root, {&root_keys()}, t, &st.out.warnings);
   if (!st.out.has_model && !st.out.no_model)

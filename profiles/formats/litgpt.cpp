@@ -252,9 +252,9 @@ void read_optimizer(const Node& n, Lit& t) {
   if (const Node* args = n.find("init_args")) {
     Runtime& r = t.s().runtime;
     if (const Node* fused = args->find("fused"); fused && as_bool(*fused))
-      t.st.set("runtime.optimizer_impl", r.optimizer_impl, OptimizerImpl::fused, *fused);
+      t.st.set(memplan::path(Choice::optimizer_impl), r.optimizer_impl, OptimizerImpl::fused, *fused);
     else if (const Node* fe = args->find("foreach"))
-      t.st.set("runtime.optimizer_impl", r.optimizer_impl, as_bool(*fe) ? OptimizerImpl::foreach : OptimizerImpl::for_loop, *fe);
+      t.st.set(memplan::path(Choice::optimizer_impl), r.optimizer_impl, as_bool(*fe) ? OptimizerImpl::foreach : OptimizerImpl::for_loop, *fe);
   }
 }
 
@@ -486,7 +486,7 @@ void resolve_parallel(Lit& t) {
                                      "over several devices, no activation checkpointing on any count");
     if (t.nodes > 1) {
       s.parallel.fsdp = FsdpMode::hybrid_shard;
-      t.st.by_default("parallel.fsdp", "LitGPT pretrain.py @ v0.5.13: sharding_strategy=\"HYBRID_SHARD\" (sharded within a node)");
+      t.st.by_default(memplan::path(Choice::fsdp), "LitGPT pretrain.py @ v0.5.13: sharding_strategy=\"HYBRID_SHARD\" (sharded within a node)");
     }
   } else {
     // Decided by the device count, which --gpus may still change (build_setup applies it).
@@ -572,7 +572,7 @@ std::optional<ToolModelRef> litgpt_model_for(const ModelSpec& m) {
 void read_litgpt(const Node& root, ReadState& st) {
   Lit t(st);
   st.s().runtime.framework = Framework::litgpt;
-  st.by_default("runtime.framework", "a LitGPT config (checkpoint_dir or model_name, train:)");
+  st.by_default(memplan::path(Choice::framework), "a LitGPT config (checkpoint_dir or model_name, train:)");
   read_section(root, {&root_keys()}, t, &st.out.warnings);
   t.pretrain = !t.checkpoint_dir && t.model_name;
   if (t.pretrain) {

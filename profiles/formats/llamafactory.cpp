@@ -66,7 +66,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
   TrainingSetup& s = st.s();
   Finetune& f = s.finetune;
   s.runtime.framework = Framework::hf_trainer;
-  note_default(st, "runtime.framework", fmt::format("a LLaMA-Factory config: the transformers Trainer runs the step ({})", kVersion));
+  note_default(st, memplan::path(Choice::framework), fmt::format("a LLaMA-Factory config: the transformers Trainer runs the step ({})", kVersion));
 
   const Node* model = root.find("model_name_or_path");
   if (!model)
@@ -280,9 +280,9 @@ void read_llamafactory(const Node& root, ReadState& st) {
     fill.bf16 = bf16 || pure_bf16;
     fill.fp16 = fp16;
     dsr = read_deepspeed(*ds, st, fill);
-    if (!dsr->optimizer_block && !st.out.origin.fields.count("runtime.optimizer_impl")) {
+    if (!dsr->optimizer_block && !st.out.origin.fields.count(memplan::path(Choice::optimizer_impl))) {
       s.runtime.optimizer_impl = OptimizerImpl::automatic;
-      note_default(st, "runtime.optimizer_impl", "the HF Trainer builds the optimizer when the DeepSpeed config has none");
+      note_default(st, memplan::path(Choice::optimizer_impl), "the HF Trainer builds the optimizer when the DeepSpeed config has none");
     }
   }
   const bool zero3 = s.parallel.zero_stage == 3;

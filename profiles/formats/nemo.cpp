@@ -200,13 +200,13 @@ const Table& model_keys() {
        }},
       {{"fp8"}, [](const Node& n, Nemo& t) { t.st.set(Switch::fp8, as_bool(n), n); }},
       {{"fsdp"}, [](const Node& n, Nemo& t) {
-         if (as_bool(n)) t.st.set("parallel.fsdp", t.s().parallel.fsdp, FsdpMode::full_shard, n);
+         if (as_bool(n)) t.st.set(memplan::path(Choice::fsdp), t.s().parallel.fsdp, FsdpMode::full_shard, n);
        }},
       {{"fsdp_sharding_strategy"}, [](const Node& n, Nemo& t) {
          if (t.s().parallel.fsdp == FsdpMode::none) return;
          const std::string v = lower(as_text(n));
          const FsdpMode m = v == "grad" ? FsdpMode::shard_grad_op : v == "hybrid" ? FsdpMode::hybrid_shard : FsdpMode::full_shard;
-         t.st.set("parallel.fsdp", t.s().parallel.fsdp, m, n);
+         t.st.set(memplan::path(Choice::fsdp), t.s().parallel.fsdp, m, n);
        }},
       {{"cpu_offloading"}, [](const Node& n, Nemo& t) {
          if (!as_bool(n)) return;
@@ -477,7 +477,7 @@ void resolve_precision(Nemo& t) {
   else t.st.by_default("optimizer", "NeMo example default: optim.name fused_adam");
   if (t.optim_name == "distributed_fused_adam" || t.optim_name == "mcore_distributed_optim") {
     t.st.set("parallel.zero_stage", s.parallel.zero_stage, 1, *t.optim);
-    t.st.set("runtime.optimizer_impl", r.optimizer_impl, OptimizerImpl::fused, *t.optim);
+    t.st.set(memplan::path(Choice::optimizer_impl), r.optimizer_impl, OptimizerImpl::fused, *t.optim);
   }
 }
 
@@ -586,7 +586,7 @@ void resolve_checkpointing(Nemo& t) {
 void read_nemo(const Node& root, ReadState& st) {
   Nemo t(st);
   st.s().runtime.framework = Framework::megatron;
-  st.by_default("runtime.framework", "a NeMo / Megatron config (trainer: + model: with Megatron keys)");
+  st.by_default(memplan::path(Choice::framework), "a NeMo / Megatron config (trainer: + model: with Megatron keys)");
   read_section(root, {&root_keys()}, t, &st.out.warnings);
   resolve_parallel(t);
   read_architecture(t);

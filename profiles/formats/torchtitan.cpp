@@ -261,7 +261,7 @@ const Table& optimizer_keys() {
                             "torchtitan builds Adam or AdamW (torchtitan/components/optimizer.py @ v0.2.2)");
        }},
       {{"implementation"}, [](const Node& n, Tt& t) {
-         t.st.set("runtime.optimizer_impl", t.s().runtime.optimizer_impl,
+         t.st.set(memplan::path(Choice::optimizer_impl), t.s().runtime.optimizer_impl,
                   as_choice<OptimizerImpl>(n, "optimizer implementation", parse_optimizer_impl, {"for-loop", "foreach", "fused"}), n);
        }},
       {{"early_step_in_backward"}, [](const Node& n, Tt& t) {
@@ -398,7 +398,7 @@ void resolve_parallel(Tt& t) {
   if (fsdp) {
     if (t.replicate > 1 && t.shard > 1) {
       // HSDP: shards within each group of shard x cp ranks, replicated across groups.
-      t.st.set("parallel.fsdp", p.fsdp, FsdpMode::hybrid_shard, *t.shard_node);
+      t.st.set(memplan::path(Choice::fsdp), p.fsdp, FsdpMode::hybrid_shard, *t.shard_node);
       t.st.set(memplan::path(Count::gpus_per_node), p.gpus_per_node, t.shard * t.cp, *t.shard_node);
     } else if (t.replicate > 1) {
       t.st.unmodelled(*t.replicate_node, "HSDP with data_parallel_shard_degree = -1: the estimate shards over every "
@@ -407,22 +407,22 @@ void resolve_parallel(Tt& t) {
     const bool keep = t.reshard == "never" || (t.reshard == "default" && t.pp > 1);
     if (keep && p.fsdp != FsdpMode::hybrid_shard) {
       // default: reshard after forward unless pipeline parallel (apply_fsdp, torchtitan/models/llama3/infra/parallelize.py).
-      if (t.reshard_node) t.st.set("parallel.fsdp", p.fsdp, FsdpMode::shard_grad_op, *t.reshard_node);
+      if (t.reshard_node) t.st.set(memplan::path(Choice::fsdp), p.fsdp, FsdpMode::shard_grad_op, *t.reshard_node);
       else {
         p.fsdp = FsdpMode::shard_grad_op;
-        t.st.by_default("parallel.fsdp", "default of torchtitan's JobConfig: fsdp_reshard_after_forward = \"default\" keeps the gathered "
+        t.st.by_default(memplan::path(Choice::fsdp), "default of torchtitan's JobConfig: fsdp_reshard_after_forward = \"default\" keeps the gathered "
                                          "parameters with pipeline parallelism (apply_fsdp, torchtitan/models/llama3/infra/"
                                          "parallelize.py @ v0.2.2)");
       }
     }
   } else {
     p.fsdp = FsdpMode::none;
-    t.st.by_default("parallel.fsdp", "data_parallel_shard_degree = 1 and no context parallelism: no FSDP "
+    t.st.by_default(memplan::path(Choice::fsdp), "data_parallel_shard_degree = 1 and no context parallelism: no FSDP "
                                      "(torchtitan/models/llama3/infra/parallelize.py @ v0.2.2)");
   }
   if (t.cpu_offload) {
     t.st.set("parallel.offload", p.offload, Offload::optimizer_and_params, *t.cpu_offload);
-    if (p.fsdp == FsdpMode::none) t.st.set("parallel.fsdp", p.fsdp, FsdpMode::full_shard, *t.cpu_offload);
+    if (p.fsdp == FsdpMode::none) t.st.set(memplan::path(Choice::fsdp), p.fsdp, FsdpMode::full_shard, *t.cpu_offload);
   }
 
   // Precision (maybe_enable_amp, torchtitan/distributed/utils.py; MixedPrecisionPolicy in apply_fsdp @ v0.2.2):
@@ -544,7 +544,7 @@ void resolve_converters(Tt& t) {
 void read_torchtitan(const Node& root, ReadState& st) {
   Tt t(st);
   st.s().runtime.framework = Framework::torchtitan;
-  st.by_default("runtime.framework", "a torchtitan TOML job config ([model] name and flavor)");
+  st.by_default(memplan::path(Choice::framework), "a torchtitan TOML job config ([model] name and flavor)");
   read_section(root, {&root_keys()}, t, &st.out.warnings);
   resolve_model(t);
   resolve_parallel(t);

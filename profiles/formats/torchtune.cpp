@@ -348,9 +348,9 @@ void set_optimizer(const Node& n, Tt& t) {
   t.st.note("optimizer", *c);
   Runtime& r = t.s().runtime;
   if (const Node* fused = n.find("fused"); fused && as_bool(*fused)) {
-    t.st.set("runtime.optimizer_impl", r.optimizer_impl, OptimizerImpl::fused, *fused);
+    t.st.set(memplan::path(Choice::optimizer_impl), r.optimizer_impl, OptimizerImpl::fused, *fused);
   } else if (const Node* fe = n.find("foreach")) {
-    t.st.set("runtime.optimizer_impl", r.optimizer_impl, as_bool(*fe) ? OptimizerImpl::foreach : OptimizerImpl::for_loop, *fe);
+    t.st.set(memplan::path(Choice::optimizer_impl), r.optimizer_impl, as_bool(*fe) ? OptimizerImpl::foreach : OptimizerImpl::for_loop, *fe);
   }
 }
 
@@ -462,7 +462,7 @@ const Table& root_keys() {
          distributed_key(n, t);
          // False keeps each layer's gathered parameters from forward to backward (SHARD_GRAD_OP),
          // recipes/full_finetune_distributed.py @ v0.6.1 L53-55.
-         if (!as_bool(n)) t.st.set("parallel.fsdp", t.s().parallel.fsdp, FsdpMode::shard_grad_op, n);
+         if (!as_bool(n)) t.st.set(memplan::path(Choice::fsdp), t.s().parallel.fsdp, FsdpMode::shard_grad_op, n);
        }},
       // Shards the embeddings and output as FSDP units of their own: all-gather sizes only.
       {{"custom_sharded_layers"}, [](const Node& n, Tt& t) { distributed_key(n, t); }},
@@ -569,7 +569,7 @@ void resolve_gpus(Tt& t) {
   // (training.shard_model, torchtune/training/_distributed.py @ v0.6.1); it exists only with FSDP.
   if (t.fsdp_cpu_offload) {
     t.st.set("parallel.offload", t.s().parallel.offload, Offload::optimizer_and_params, *t.fsdp_cpu_offload);
-    if (t.s().parallel.fsdp == FsdpMode::none) t.st.set("parallel.fsdp", t.s().parallel.fsdp, FsdpMode::full_shard, *t.fsdp_cpu_offload);
+    if (t.s().parallel.fsdp == FsdpMode::none) t.st.set(memplan::path(Choice::fsdp), t.s().parallel.fsdp, FsdpMode::full_shard, *t.fsdp_cpu_offload);
   }
 }
 
@@ -613,7 +613,7 @@ void read_torchtune(const Node& root, ReadState& st) {
   Tt t(st);
   TrainingSetup& s = st.s();
   s.runtime.framework = Framework::torchtune;
-  st.by_default("runtime.framework", "a torchtune recipe config (its torchtune.* _component_ keys)");
+  st.by_default(memplan::path(Choice::framework), "a torchtune recipe config (its torchtune.* _component_ keys)");
   if (const Node* m = root.find("model")) read_model(*m, t);
   read_section(root, {&root_keys()}, t, &st.out.warnings);
   if (!t.builder) {

@@ -98,6 +98,25 @@ json estimate_json(const std::vector<std::string>& args) {
   return json::parse(out.str());
 }
 
+// One row set to `v` by `args`, both ways: the flag sets the field (its provenance: the flag),
+// `estimate --json` names the flag in setup.sources, the memplan YAML `plan --emit memplan` writes
+// for the setup reads back to the same setup. Returns estimate's `setup` document.
+template <class Field, class Value>
+json check_round_trip(const Field& f, const std::vector<std::string>& args, const Value& v) {
+  const profiles::BuiltSetup b = build_from_flags(args);
+  CHECK(f.get(b.setup) == v);
+  CHECK(b.origin.of(f.id).flag == f.flag);
+  const json setup = estimate_json(args).at("setup");
+  CHECK(setup.at("sources").at(f.path) == f.flag);
+  const std::string yaml = emitted_yaml(b.setup);
+  CAPTURE(yaml);
+  const profiles::BuiltSetup back = build_from_yaml(yaml);
+  CHECK(f.get(back.setup) == v);
+  // The whole setup reads back, not only this row.
+  CHECK(cli::setup_json(back.setup) == cli::setup_json(b.setup));
+  return setup;
+}
+
 }  // namespace
 
 TEST_CASE("switch registry: paths, flags and keys are unique, every row is in order and registered on the commands") {
@@ -138,22 +157,8 @@ TEST_CASE("switch registry: flag -> setup -> estimate JSON -> memplan YAML -> se
       const std::string shown_path = f.path;
         CAPTURE(shown_path);
       CAPTURE(v);
-      const std::vector<std::string> args = flags_for(f, v);
-      const profiles::BuiltSetup b = build_from_flags(args);
-      CHECK(f.get(b.setup) == v);
-      CHECK(b.origin.of(f.id).flag == f.flag);
-
-      const json doc = estimate_json(args);
-      const json& setup = doc.at("setup");
+      const json setup = check_round_trip(f, flags_for(f, v), v);
       if (f.section() == "runtime") CHECK(setup.at("runtime").at(f.key()) == v);
-      CHECK(setup.at("sources").at(f.path) == f.flag);
-
-      const std::string yaml = emitted_yaml(b.setup);
-      CAPTURE(yaml);
-      const profiles::BuiltSetup back = build_from_yaml(yaml);
-      CHECK(f.get(back.setup) == v);
-      // The whole setup reads back, not only this switch.
-      CHECK(cli::setup_json(back.setup) == cli::setup_json(b.setup));
     }
   }
 }
@@ -281,21 +286,8 @@ TEST_CASE("count registry: flag -> setup -> estimate JSON -> memplan YAML -> set
     CAPTURE(shown_path);
     const int64_t v = count_case(f.id).value;
     REQUIRE(v != f.get(TrainingSetup{}));  // a value the reader would not give by default
-    const std::vector<std::string> args = count_flags(f);
-    const profiles::BuiltSetup b = build_from_flags(args);
-    CHECK(f.get(b.setup) == v);
-    CHECK(b.origin.of(f.id).flag == f.flag);
-
-    const json doc = estimate_json(args);
-    const json& setup = doc.at("setup");
+    const json setup = check_round_trip(f, count_flags(f), v);
     CHECK(setup.at(f.json_section()).at(f.json_key()) == v);
-    CHECK(setup.at("sources").at(f.path) == f.flag);
-
-    const std::string yaml = emitted_yaml(b.setup);
-    CAPTURE(yaml);
-    const profiles::BuiltSetup back = build_from_yaml(yaml);
-    CHECK(f.get(back.setup) == v);
-    CHECK(cli::setup_json(back.setup) == cli::setup_json(b.setup));
   }
 }
 
@@ -356,6 +348,96 @@ TEST_CASE("count registry: a count below its floor is refused at the key or by v
       FAIL("accepted 0");
     } catch (const InputError& e) {
       CHECK(e.where().line == line);
+    }
+  }
+}
+
+// ---- choices -----------------------------------------------------------------------------------
+
+namespace {
+
+// What a choice's value needs around it (flags): FSDP shards over more than one GPU.
+std::vector<std::string> choice_context(Choice id) {
+  if (id == Choice::fsdp) return {"--gpus", "2"};
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("choice registry: rows in order, paths and flags unique across the registry, registered on the commands") {
+  std::set<std::string> paths, flags;
+  for (const SwitchField& f : switch_fields()) paths.insert(f.path), flags.insert(f.flag);
+  for (const CountField& f : count_fields()) paths.insert(f.path), flags.insert(f.flag);
+  CLI::App app;
+  profiles::SetupInputs in;
+  cli::add_setup_flags(app, in);
+  for (size_t i = 0; i < kChoiceCount; ++i) {
+    const ChoiceField& f = choice_fields()[i];
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    CHECK(static_cast<size_t>(f.id) == i);
+    CHECK(paths.insert(f.path).second);
+    CHECK(flags.insert(f.flag).second);
+    CHECK(app.get_option_no_throw(f.flag) != nullptr);
+    CHECK(std::string(f.default_source).size() > 10);
+    REQUIRE(f.names().size() >= 2);
+    // Every name sets the member and reads back as itself; a name of none is refused and changes nothing.
+    for (const std::string& name : f.names()) {
+      TrainingSetup s;
+      CHECK(f.set(s, name));
+      CHECK(f.get(s) == name);
+    }
+    TrainingSetup s;
+    const std::string before = f.get(s);
+    CHECK_FALSE(f.set(s, "no-such-name"));
+    CHECK(f.get(s) == before);
+  }
+}
+
+TEST_CASE("choice registry: flag -> setup -> estimate JSON -> memplan YAML -> setup, for every name of every row") {
+  for (const ChoiceField& f : choice_fields()) {
+    for (const std::string& name : f.names()) {
+      const std::string shown_path = f.path;
+      CAPTURE(shown_path);
+      CAPTURE(name);
+      std::vector<std::string> args = {"--model", "llama-3.2-1b", "--gpu", "h100-80gb", "--seq-len", "256"};
+      for (const std::string& a : choice_context(f.id)) args.push_back(a);
+      args.insert(args.end(), {f.flag, name});
+      const json setup = check_round_trip(f, args, name);
+      CHECK(setup.at(f.json_section()).at(f.json_key()) == name);
+
+      // Its key reads it at its line, in its section.
+      std::string y = "model: llama-3.2-1b\nhardware:\n  gpu: h100-80gb\n";
+      if (f.id == Choice::fsdp) y += "  num_gpus: 2\n";
+      y += std::string(f.section) + ":\n";
+      const int line = static_cast<int>(std::count(y.begin(), y.end(), '\n')) + 1;
+      y += fmt::format("  {}: {}\n", f.key, name);
+      const profiles::BuiltSetup read = build_from_yaml(y);
+      CHECK(f.get(read.setup) == name);
+      CHECK(read.origin.of(f.id).line == line);
+    }
+  }
+}
+
+TEST_CASE("choice registry: an unknown name is refused with the names, at the flag and at the key") {
+  for (const ChoiceField& f : choice_fields()) {
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    const std::string expected = fmt::format("unknown {} 'nope'", f.what);
+    try {
+      (void)build_from_flags({"--model", "llama-3.2-1b", f.flag, "nope"});
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CHECK(e.where().flag == f.flag);
+      CHECK(e.message().find(expected) != std::string::npos);
+      CHECK(e.hint().find(f.names().front()) != std::string::npos);
+    }
+    try {
+      (void)build_from_yaml(fmt::format("model: llama-3.2-1b\n{}:\n  {}: nope\n", f.section, f.key));
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CHECK(e.where().line == 3);
+      CHECK(e.message().find(expected) != std::string::npos);
     }
   }
 }

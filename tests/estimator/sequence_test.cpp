@@ -55,7 +55,7 @@ std::vector<LoopCase> loop_cases() {
         c.value("checkpointing", "none"));
     if (c.contains("attention")) si.attention = c.at("attention").get<std::string>();
     if (c.contains("optimizer")) si.optimizer = c.at("optimizer").get<std::string>();
-    if (c.contains("optimizer_impl")) si.optimizer_impl = c.at("optimizer_impl").get<std::string>();
+    if (c.contains("optimizer_impl")) si.choice_flag(Choice::optimizer_impl) = c.at("optimizer_impl").get<std::string>();
     LoopCase lc;
     lc.id = c.at("id").get<std::string>();
     lc.conf = d.at("alloc_conf").get<std::string>();

@@ -43,7 +43,7 @@ Planned plan_for(const Case& c) {
   Planned p;
   REQUIRE(parse_emit_format(c.format, &p.format));
   profiles::SetupInputs in = c.in;
-  in.framework = to_string(*emit_framework(p.format));
+  in.choice_flag(Choice::framework) = to_string(*emit_framework(p.format));
   profiles::BuiltSetup b = profiles::build_setup(in);
   if (p.format != EmitFormat::lightning) {
     const auto t = profiles::tool_model(b.setup.model, c.format);
@@ -132,7 +132,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
     in.count_flag(Count::lora_rank) = 32;
     in.lora_alpha = 64;
     in.lora_targets = "q,v";
-    in.optimizer_impl = "fused";
+    in.choice_flag(Choice::optimizer_impl) = "fused";
     in.switch_flag(Switch::compile) = true;
     cases.push_back({"torchtune LoRA, 2 GPUs, fused AdamW, compile", "torchtune", in, 32});
   }
@@ -164,7 +164,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
   cases.push_back({"Lightning, DeepSpeed over 4", "lightning", inputs("llama-3.1-8b", "a100-40gb", 4, 2048), 256});
   {
     profiles::SetupInputs in = inputs("llama-3.2-3b", "a100-80gb", 16, 2048);
-    in.fsdp = "full";
+    in.choice_flag(Choice::fsdp) = "full";
     in.precision = "amp-bf16";
     cases.push_back({"Lightning, FSDP over 2 nodes", "lightning", in, 128});
   }

@@ -266,7 +266,7 @@ TEST_CASE("allocator cap: hardware.allocator_cap and --allocator-cap, a size or 
 TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the adapters' dtype; flags override each") {
   auto with = [](const char* framework, bool compile, const char* loss) {
     SetupInputs in = with_model("llama-2-7b");
-    in.framework = framework;
+    in.choice_flag(Choice::framework) = framework;
     in.switch_flag(Switch::compile) = compile;
     in.loss = loss;
     in.finetune = "lora";
@@ -278,7 +278,7 @@ TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the
   CHECK(with("torchtune", true, "standard").runtime.compile_loss);  // the LoRA recipes keep the compiled loss
   {
     SetupInputs full = with_model("llama-2-7b");
-    full.framework = "torchtune";
+    full.choice_flag(Choice::framework) = "torchtune";
     full.switch_flag(Switch::compile) = true;
     full.loss = "standard";
     CHECK_FALSE(build_setup(full).setup.runtime.compile_loss);  // the full recipes drop it
@@ -299,7 +299,7 @@ TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the
   CHECK_FALSE(with("torchtitan", false, "standard").runtime.fsdp_no_sync);
   // Each can be set on its own.
   SetupInputs in = with_model("llama-2-7b");
-  in.framework = "torchtune";
+  in.choice_flag(Choice::framework) = "torchtune";
   in.finetune = "lora";
   in.switch_flag(Switch::compile) = true;
   in.switch_flag(Switch::compile_loss) = false;

@@ -16,7 +16,7 @@ inline profiles::SetupInputs h200_inputs(const std::string& model, int64_t batch
   si.model = model;
   si.gpu = "h200";
   si.device = "cuda";
-  si.framework = "hf-trainer";
+  si.choice_flag(Choice::framework) = "hf-trainer";
   si.torch_version = "2.11";
   si.transformers_version = "5.17";  // shared/gpu/h200-env.txt
   si.count_flag(Count::micro_batch) = batch;

@@ -106,7 +106,7 @@ TEST_CASE("FSDP shards a pre-quantized checkpoint's weights at its bits too") {
     in.count_flag(Count::seq_len) = 256;
     in.gpu = "a100-80gb";
     in.count_flag(Count::num_gpus) = 1;
-    in.fsdp = "full";
+    in.choice_flag(Choice::fsdp) = "full";
     return estimate(build_setup(in).setup).at(Phase::forward)[Term::weights];
   };
   const int64_t linears = int64_t{32} * (4 * 4096 * 4096 + 3 * 4096 * 11008);
