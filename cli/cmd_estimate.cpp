@@ -142,7 +142,10 @@ int run_fit(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
                      "pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 12GiB");
   const Calibration* cal = calibration_of(b);
   const MemoryBreakdown e = estimate(s, cal);
-  const planner::FitReport r = planner::fit(s, cal);
+  // --no-liger: the user cannot use Liger's kernels, so fit does not offer them (plan keeps it too).
+  planner::FitAsk ask;
+  if (const auto& liger = in.switch_flag(Switch::liger); liger && !*liger) ask.liger_fixed_by = field(Switch::liger).negation();
+  const planner::FitReport r = planner::fit(s, cal, ask);
   const bool ok = r.verdict.fits && r.host.fits;
   if (o.format() != Format::table) {
     nlohmann::json doc = estimate_json(b, e);

@@ -235,7 +235,7 @@ int64_t largest_micro_batch_that_runs(const TrainingSetup& s, const Calibration*
   });
 }
 
-SearchSpace fit_space(const TrainingSetup& s) {
+SearchSpace fit_space(const TrainingSetup& s, const FitAsk& ask) {
   SearchSpace sp;
   const DeviceSpec& d = s.device;
   const int64_t dp = s.parallel.data_parallel();
@@ -321,7 +321,8 @@ SearchSpace fit_space(const TrainingSetup& s) {
   // applies them to this model on this card.
   sp.ligers = {s.runtime.liger};
   if (!s.runtime.liger) {
-    if (liger_applies(s, &why)) sp.ligers.push_back(true);
+    if (!ask.liger_fixed_by.empty()) sp.left_out.push_back({"Liger kernels", ask.liger_fixed_by + " keeps them off"});
+    else if (liger_applies(s, &why)) sp.ligers.push_back(true);
     else sp.left_out.push_back({"Liger kernels", why});
   }
   // Fine-tuning: adapters only ("changes what you train").
@@ -334,7 +335,7 @@ SearchSpace fit_space(const TrainingSetup& s) {
   return sp;
 }
 
-FitReport fit(const TrainingSetup& s, const Calibration* cal) {
+FitReport fit(const TrainingSetup& s, const Calibration* cal, const FitAsk& ask) {
   FitReport r;
   const MemoryBreakdown e = estimate(s, cal);
   r.peak_bytes = e.peak_bytes();
@@ -349,7 +350,7 @@ FitReport fit(const TrainingSetup& s, const Calibration* cal) {
   }
   if (r.verdict.fits && r.host.fits) return r;
 
-  const SearchSpace space = fit_space(s);
+  const SearchSpace space = fit_space(s, ask);
   r.left_out = space.left_out;
   const int64_t effective = s.batch.micro_batch * s.batch.grad_accum;
   auto search = [&](const TrainingSetup& base) {

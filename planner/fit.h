@@ -63,8 +63,15 @@ struct FitReport {
   int64_t searched = 0;            // candidates classified
 };
 
+// What the user fixed by a flag: fit keeps it as given and does not offer to change it.
+struct FitAsk {
+  // The flag that turned Liger's kernels off ("--no-liger"); empty: fit may offer them. (--liger
+  // turns them on, and fit never offers to turn them off.)
+  std::string liger_fixed_by;
+};
+
 // REQUIRES: validate(s) is empty and s.device.capacity_bytes > 0.
-FitReport fit(const TrainingSetup& s, const Calibration* cal = nullptr);
+FitReport fit(const TrainingSetup& s, const Calibration* cal = nullptr, const FitAsk& ask = {});
 
 // Largest micro-batch in [1, limit] whose peak stays within the target (0 if even 1 does not).
 // Memory never falls as the micro-batch grows, so this is a binary search.
@@ -78,6 +85,6 @@ bool fits(const TrainingSetup& s, const Calibration* cal = nullptr);
 
 // The space fit searches for a setup: its own value in every dimension plus the alternatives that
 // use less memory and run on its card (the reasons for the rest in left_out).
-SearchSpace fit_space(const TrainingSetup& s);
+SearchSpace fit_space(const TrainingSetup& s, const FitAsk& ask = {});
 
 }  // namespace memplan::planner

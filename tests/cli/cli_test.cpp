@@ -272,6 +272,28 @@ TEST_CASE("fit: the issue's acceptance command does not fit and shows a change t
   CHECK(j.at("largest_micro_batch") == 0);
 }
 
+TEST_CASE("fit --no-liger offers no change with Liger's kernels and says they are kept off") {
+  const std::vector<std::string> base = {"fit", "--model", "llama-3.2-1b", "--gpu", "rtx-4090", "--micro-batch", "16", "--seq-len", "2048", "--json"};
+  auto offers_liger = [](const json& j) {
+    for (const char* list : {"single", "options", "training_changes"})
+      for (const json& o : j.at(list))
+        if (contains(o.at("flags").get<std::string>(), "--liger")) return true;
+    return false;
+  };
+  const Run plain = invoke(base);
+  REQUIRE(plain.code == 1);
+  CHECK(offers_liger(parse_json(plain)));  // without the flag it is offered: the check below can fail
+  std::vector<std::string> args = base;
+  args.push_back("--no-liger");
+  const Run r = invoke(args);
+  REQUIRE(r.code == 1);
+  const json j = parse_json(r);
+  CHECK_FALSE(offers_liger(j));
+  bool said = false;
+  for (const json& l : j.at("left_out")) said = said || (l.at("option") == "Liger kernels" && l.at("why") == "--no-liger keeps them off");
+  CHECK(said);
+}
+
 TEST_CASE("fit: a setup that fits exits 0 and its largest micro-batch is the last that fits") {
   const Run r = invoke({"fit", "--model", "gpt2", "--gpu", "a100-80gb", "--micro-batch", "1", "--seq-len", "256"});
   CHECK(r.code == 0);

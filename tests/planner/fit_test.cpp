@@ -148,4 +148,18 @@ TEST_CASE("fit offers Liger's kernels where they apply, and says why not elsewhe
   bool left_out = false;
   for (const auto& l : planner::fit_space(g).left_out) left_out = left_out || l.option == "Liger kernels";
   CHECK(left_out);
+  // --no-liger: the user cannot use them; fit offers them nowhere and says why.
+  planner::FitAsk no_liger;
+  no_liger.liger_fixed_by = "--no-liger";
+  const planner::FitReport n = planner::fit(b.setup, nullptr, no_liger);
+  for (const auto& c : n.single) CHECK_FALSE(c.setup.runtime.liger);
+  for (const auto* list : {&n.options, &n.training_changes})
+    for (const auto& o : *list) {
+      CAPTURE(o.flags);
+      CHECK_FALSE(o.setup.runtime.liger);
+    }
+  if (n.fewest) CHECK_FALSE(n.fewest->setup.runtime.liger);
+  bool said = false;
+  for (const auto& l : n.left_out) said = said || (l.option == "Liger kernels" && l.why == "--no-liger keeps them off");
+  CHECK(said);
 }
