@@ -168,6 +168,14 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   else if (s.parallel.tensor_parallel > 1 &&
            (m.num_attention_heads % s.parallel.tensor_parallel != 0))
     p.push_back({memplan::path(Count::tensor_parallel), "tensor parallel degree must divide the attention heads", "each tensor-parallel rank holds a whole number of heads"});
+  // Expert parallelism groups ranks: Megatron asserts world % (expert TP x EP x PP) == 0
+  // (megatron/core/parallel_state.py initialize_model_parallel), torchtitan that EP divides
+  // dp_shard x cp (x tp) (torchtitan/distributed/parallel_dims.py _validate); either way EP divides
+  // the GPU count.
+  else if (s.parallel.expert_parallel > 1 && s.parallel.num_gpus % s.parallel.expert_parallel != 0)
+    p.push_back({memplan::path(Count::expert_parallel),
+                 fmt::format("{} GPUs cannot be split into expert-parallel groups of {}", s.parallel.num_gpus, s.parallel.expert_parallel),
+                 "expert_parallel must divide num_gpus (--gpus): each expert-parallel group is that many GPUs"});
   const bool fsdp = s.parallel.fsdp != FsdpMode::none;
   if (offloads_params(s.parallel.offload) && s.parallel.zero_stage != 3 && !fsdp)
     p.push_back({"parallel.offload", "parameter offload needs ZeRO stage 3 or FSDP", "use --zero 3 or --offload optimizer"});

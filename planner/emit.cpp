@@ -141,14 +141,22 @@ std::string model_section(const EmitContext& c, bool with_attention) {
 
 // The counts of the registry (estimator/fields.h) that memplan YAML section `section` reads and
 // does not write anyway (`written`), where `s` differs from the default the reader starts from, as
-// "  key: value" lines under their first key.
-std::string count_lines(const TrainingSetup& s, const char* section, std::initializer_list<Count> written) {
+// (first key, value).
+std::vector<std::pair<std::string, int64_t>> count_entries(const TrainingSetup& s, const char* section,
+                                                            std::initializer_list<Count> written) {
   const TrainingSetup plain;
-  std::string y;
+  std::vector<std::pair<std::string, int64_t>> e;
   for (const CountField& f : count_fields())
     if (std::string(f.section) == section && std::find(written.begin(), written.end(), f.id) == written.end() &&
         f.get(s) != f.get(plain))
-      y += fmt::format("  {}: {}\n", f.keys[0], f.get(s));
+      e.emplace_back(f.keys[0], f.get(s));
+  return e;
+}
+
+// The same as "  key: value" lines.
+std::string count_lines(const TrainingSetup& s, const char* section, std::initializer_list<Count> written) {
+  std::string y;
+  for (const auto& [k, v] : count_entries(s, section, written)) y += fmt::format("  {}: {}\n", k, v);
   return y;
 }
 
@@ -306,6 +314,7 @@ std::string emit_train_config(const EmitContext& c) {
     default: y += fmt::format("  precision: {}\n", to_string(s.precision));
   }
   y += fmt::format("  optimizer: {}\n", to_string(s.optimizer));
+  y += count_lines(s, "training", {Count::micro_batch, Count::grad_accum});  // the parallel degrees
   if (s.parallel.fsdp != FsdpMode::none) {
     if (s.parallel.offload != Offload::none) y += fmt::format("  offload: {}\n", to_string(s.parallel.offload));  // FSDP CPUOffload
   } else {
@@ -364,6 +373,7 @@ std::string emit_deepspeed(const EmitContext& c) {
   else if (c.model.kind == ModelRef::Kind::file) m["model"] = {{"hf_config", c.model.value}};
   if (!c.gpu.empty()) m["hardware"] = {{"gpu", c.gpu}, {"num_gpus", s.parallel.num_gpus}};
   else m["hardware"] = {{"gpu_memory", s.device.capacity_bytes}, {"num_gpus", s.parallel.num_gpus}};
+  for (const auto& [k, v] : count_entries(s, "hardware", {Count::num_gpus})) m["hardware"][k] = v;
   const Thresholds t = emitted_thresholds(c.budget);
   m["training"] = {{"seq_len", s.batch.seq_len},
                    {"attention", to_string(s.attention)},
@@ -374,6 +384,9 @@ std::string emit_deepspeed(const EmitContext& c) {
                      {"warning_threshold", t.warning},
                      {"critical_threshold", t.critical},
                      {"emergency_threshold", t.emergency}}}};
+  // The parallel degrees DeepSpeed's keys do not hold (tensor parallelism is its AutoTP above).
+  for (const auto& [k, v] : count_entries(s, "training", {Count::micro_batch, Count::grad_accum, Count::tensor_parallel}))
+    m["training"][k] = v;
   nlohmann::ordered_json rt = nlohmann::ordered_json::object();
   const std::set<std::string> stated = stated_knobs(s);
   for (const auto& [k, v] : runtime_entries(s, stated))
@@ -387,6 +400,8 @@ std::string emit_deepspeed(const EmitContext& c) {
     for (const SwitchField& f : switch_fields())
       if (f.section() == "finetune" && stated.count(f.path)) m["lora"][f.key()] = f.get(s);
   }
+  for (const auto& [k, v] : count_entries(s, "finetune", {Count::lora_rank}))  // freeze_layers
+    m[s.finetune.mode == FinetuneMode::full ? "finetune" : "lora"][k] = v;
   j["memplan"] = m;
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

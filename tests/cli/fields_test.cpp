@@ -69,10 +69,10 @@ profiles::BuiltSetup build_from_flags(const std::vector<std::string>& args) {
   return profiles::build_setup(in);
 }
 
-profiles::BuiltSetup build_from_yaml(const std::string& text) {
-  const profiles::LoadedConfig cfg = profiles::load_config_text(text, "switch.yaml", "switch.yaml");
+profiles::BuiltSetup build_from_yaml(const std::string& text, const std::string& name = "switch.yaml") {
+  const profiles::LoadedConfig cfg = profiles::load_config_text(text, name, name);
   profiles::SetupInputs in;
-  in.config = "switch.yaml";
+  in.config = name;
   return profiles::build_setup(in, cfg);
 }
 
@@ -348,8 +348,61 @@ TEST_CASE("count registry: a count below its floor is refused at the key or by v
       FAIL("accepted 0");
     } catch (const InputError& e) {
       CHECK(e.where().line == line);
+      // Refused at the key ("lora.r must be a positive integer") or by validate() ("batch.micro_batch:
+      // must be at least 1 (got 0)"), as the row's reader says.
+      CAPTURE(e.message());
+      if (f.read == CountRead::at_least_one) CHECK(e.message().find("must be a positive integer") != std::string::npos);
+      else CHECK(e.message().rfind(std::string(f.path) + ": ", 0) == 0);
     }
   }
+}
+
+TEST_CASE("count registry: the emitted files carry each count to a re-check, and none at its default") {
+  // At the defaults: the memplan YAML writes only the counts it always writes.
+  const profiles::BuiltSetup plain = build_from_flags({"--model", "llama-3.2-1b", "--gpu", "h100-80gb"});
+  const std::string yaml = emitted_yaml(plain.setup);
+  CAPTURE(yaml);
+  for (const CountField& f : count_fields()) {
+    const bool always = f.id == Count::num_gpus || f.id == Count::micro_batch || f.id == Count::grad_accum || f.id == Count::seq_len;
+    CHECK((yaml.find(fmt::format("\n  {}: ", f.keys[0])) != std::string::npos) == always);
+  }
+  CHECK(yaml.find("finetune:") == std::string::npos);
+  // Each count set: the training script's config and the DeepSpeed config (its memplan block)
+  // read back to the same value (DeepSpeed's own keys or AutoTP hold the batch and tensor parallelism).
+  for (const CountField& f : count_fields()) {
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    std::vector<std::string> args = count_flags(f);
+    args.insert(args.end(), {"--zero", "1"});
+    const profiles::BuiltSetup b = build_from_flags(args);
+    for (const planner::EmitFormat format : {planner::EmitFormat::train_config, planner::EmitFormat::deepspeed}) {
+      planner::EmitContext c;
+      c.setup = b.setup;
+      c.model = {planner::ModelRef::Kind::preset, "llama-3.2-1b"};
+      c.gpu = "h100-80gb";
+      c.global_batch = b.setup.batch.micro_batch * b.setup.batch.grad_accum * b.setup.parallel.data_parallel();
+      const std::string text = planner::emit(c, format);
+      CAPTURE(text);
+      CHECK(f.get(build_from_yaml(text, format == planner::EmitFormat::deepspeed ? "ds_config.json" : "train.yaml").setup) ==
+            count_case(f.id).value);
+    }
+  }
+}
+
+TEST_CASE("expert parallelism: its degree divides the GPUs, and only the files that state it are written with it") {
+  try {
+    (void)build_from_flags({"--model", "qwen3-30b-a3b", "--gpu", "h100-80gb", "--expert-parallel", "64"});
+    FAIL("accepted EP 64 on one GPU");
+  } catch (const InputError& e) {
+    CHECK(e.where().flag == "--expert-parallel");
+    CHECK(e.message() == "1 GPUs cannot be split into expert-parallel groups of 64");
+  }
+  const profiles::BuiltSetup b = build_from_flags({"--model", "qwen3-30b-a3b", "--gpu", "h100-80gb", "--gpus", "8", "--expert-parallel", "4"});
+  CHECK(b.setup.parallel.expert_parallel == 4);
+  std::string why;
+  CHECK_FALSE(planner::can_express(planner::EmitFormat::hf, b.setup, &why));
+  CHECK(why == "this format has no expert-parallel setting (--expert-parallel 4): plan with --emit memplan");
+  CHECK(planner::can_express(planner::EmitFormat::memplan, b.setup, &why));
 }
 
 // ---- choices -----------------------------------------------------------------------------------
