@@ -142,9 +142,11 @@ int run_fit(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
                      "pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 12GiB");
   const Calibration* cal = calibration_of(b);
   const MemoryBreakdown e = estimate(s, cal);
-  // --no-liger: the user cannot use Liger's kernels, so fit does not offer them (plan keeps it too).
+  // --no-liger (the user cannot use Liger's kernels) or --loss (Liger's fused loss would replace
+  // it): fit does not offer them, as plan does not search them.
   planner::FitAsk ask;
-  if (const auto& liger = in.switch_flag(Switch::liger); liger && !*liger) ask.liger_fixed_by = field(Switch::liger).negation();
+  if (const auto& liger = in.switch_flag(Switch::liger); liger && !*liger) ask.liger_off = field(Switch::liger).negation() + " keeps them off";
+  else if (!liger && in.loss) ask.liger_off = fmt::format("--loss {}: Liger's fused loss would replace it", *in.loss);
   const planner::FitReport r = planner::fit(s, cal, ask);
   const bool ok = r.verdict.fits && r.host.fits;
   if (o.format() != Format::table) {

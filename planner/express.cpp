@@ -75,9 +75,15 @@ bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why) {
   const bool writes_deepspeed = f == EmitFormat::deepspeed || f == EmitFormat::hf || f == EmitFormat::axolotl || f == EmitFormat::llamafactory;
   if (writes_deepspeed && sh.deepspeed && s.parallel.tensor_parallel > 1 && sh.zero == 3)
     return no("DeepSpeed's AutoTP training (tensor_parallel.autotp_size) runs with ZeRO 0, 1 or 2, not ZeRO-3");
-  // Expert parallelism is the model code's (Megatron's, torchtitan's, DeepSpeed-MoE's ep_size): of
-  // the files memplan writes, only its own YAML (and the DeepSpeed config's memplan block) state it.
-  if (s.parallel.expert_parallel > 1 && f != EmitFormat::memplan && f != EmitFormat::train_config && f != EmitFormat::deepspeed)
+  // Pipeline and expert parallelism are the model code's (Megatron's, torchtitan's, DeepSpeed's
+  // PipelineModule and MoE ep_size): of the files memplan writes, only its own YAML, the training
+  // script's config and the DeepSpeed config's memplan block state them; the others' re-check
+  // would drop them.
+  const bool states_degrees = f == EmitFormat::memplan || f == EmitFormat::train_config || f == EmitFormat::deepspeed;
+  if (!states_degrees && s.parallel.pipeline_parallel > 1)
+    return no(fmt::format("this format has no pipeline-parallel setting (--pipeline-parallel {}): plan with --emit memplan",
+                          s.parallel.pipeline_parallel));
+  if (!states_degrees && s.parallel.expert_parallel > 1)
     return no(fmt::format("this format has no expert-parallel setting (--expert-parallel {}): plan with --emit memplan",
                           s.parallel.expert_parallel));
   switch (f) {

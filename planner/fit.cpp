@@ -321,7 +321,7 @@ SearchSpace fit_space(const TrainingSetup& s, const FitAsk& ask) {
   // applies them to this model on this card.
   sp.ligers = {s.runtime.liger};
   if (!s.runtime.liger) {
-    if (!ask.liger_fixed_by.empty()) sp.left_out.push_back({"Liger kernels", ask.liger_fixed_by + " keeps them off"});
+    if (!ask.liger_off.empty()) sp.left_out.push_back({"Liger kernels", ask.liger_off});
     else if (liger_applies(s, &why)) sp.ligers.push_back(true);
     else sp.left_out.push_back({"Liger kernels", why});
   }

@@ -65,9 +65,9 @@ struct FitReport {
 
 // What the user fixed by a flag: fit keeps it as given and does not offer to change it.
 struct FitAsk {
-  // The flag that turned Liger's kernels off ("--no-liger"); empty: fit may offer them. (--liger
-  // turns them on, and fit never offers to turn them off.)
-  std::string liger_fixed_by;
+  // Why Liger's kernels stay off, the flag that says so ("--no-liger keeps them off"); empty: fit
+  // may offer them. (--liger turns them on, and fit never offers to turn them off.)
+  std::string liger_off;
 };
 
 // REQUIRES: validate(s) is empty and s.device.capacity_bytes > 0.

@@ -393,7 +393,7 @@ void apply_switch_flags(const SetupInputs& in, BuiltSetup& b) {
     const std::optional<bool>& v = in.switch_flag(f.id);
     if (!v) continue;
     f.set(b.setup, *v);
-    b.origin.set(f.id, Where::at_flag(f.flag));
+    b.origin.set(f.id, Where::at_flag(*v ? std::string(f.flag) : f.negation()));  // as the user spelt it
   }
 }
 

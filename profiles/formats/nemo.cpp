@@ -6,6 +6,8 @@
 // megatron_base_model.py and megatron_gpt_model.py @ v2.4.0), not the example files' values.
 #include <fmt/format.h>
 
+#include <numeric>
+
 #include "estimator/model.h"
 #include "profiles/formats.h"
 
@@ -484,13 +486,20 @@ void resolve_precision(Nemo& t) {
 void resolve_parallel(Nemo& t) {
   TrainingSetup& s = t.s();
   Parallelism& p = s.parallel;
+  // devices -1 (every visible GPU): estimated with the fewest per node the model-parallel and
+  // expert-parallel degrees allow (Megatron: world % (TP x PP) and world % EP), 1 without them.
+  if (t.devices_auto) {
+    const int64_t mp = p.tensor_parallel * p.pipeline_parallel;
+    t.devices = std::lcm(mp, p.expert_parallel);
+  }
   p.num_gpus = t.devices * t.nodes;
   if (t.devices_node) t.st.note(memplan::path(Count::num_gpus), *t.devices_node);
   else t.st.by_default(memplan::path(Count::num_gpus), "Lightning default: trainer.devices 1, num_nodes 1");
   if (t.nodes > 1) t.st.set(memplan::path(Count::gpus_per_node), p.gpus_per_node, t.devices, *t.nodes_node);
   if (t.devices_auto)
     t.st.defer(memplan::path(Count::num_gpus), t.devices_node->where,
-               "trainer.devices: -1 uses every visible GPU, a count the file does not hold; estimating 1 per node",
+               fmt::format("trainer.devices: -1 uses every visible GPU, a count the file does not hold; estimating {} per node",
+                           t.devices),
                "pass --gpus N (devices x num_nodes)");
   if (t.sequence_parallel) t.st.set(Switch::sequence_parallel, true, *t.sequence_parallel);
   // Attention: Transformer Engine's fused attention, else the legacy path's flash-attn switch,

@@ -6,6 +6,8 @@
 // launcher's (NGPU / torchrun) unless every parallel degree is given.
 #include <fmt/format.h>
 
+#include <numeric>
+
 #include "profiles/formats/tool_models.h"
 
 namespace memplan::profiles::detail {
@@ -376,9 +378,13 @@ void resolve_parallel(Tt& t) {
                                kMaxGpus, world, at_file);
     if (t.degree_node) t.st.note(memplan::path(Count::num_gpus), *t.degree_node);
   } else {
-    // shard -1: the world is the launcher's; the file gives the other degrees' product.
-    const int64_t others = count_product({{t.replicate, t.replicate_node}, {t.cp, t.cp_node}, {t.tp, t.tp_node}, {t.pp, t.pp_node}},
-                                         kMaxGpus, world, at_file);
+    // shard -1: the world is the launcher's; the file gives the other degrees' product, and the
+    // expert-parallel groups must fit in it (ParallelDims._validate: EP divides dp_shard x cp x tp),
+    // so the smallest world is a multiple of both.
+    const int64_t product = count_product({{t.replicate, t.replicate_node}, {t.cp, t.cp_node}, {t.tp, t.tp_node}, {t.pp, t.pp_node}},
+                                          kMaxGpus, world, at_file);
+    const int64_t others = t.ep > 1 ? count_product({{product, nullptr}, {t.ep / std::gcd(product, t.ep), t.ep_node}}, kMaxGpus, world, at_file)
+                                    : product;
     const Where w = t.shard_node ? t.shard_node->where : at_file;
     t.st.defer(memplan::path(Count::num_gpus), w,
                fmt::format("the GPU count is not in this torchtitan config (data_parallel_shard_degree = -1 takes what the "

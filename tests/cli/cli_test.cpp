@@ -272,7 +272,7 @@ TEST_CASE("fit: the issue's acceptance command does not fit and shows a change t
   CHECK(j.at("largest_micro_batch") == 0);
 }
 
-TEST_CASE("fit --no-liger offers no change with Liger's kernels and says they are kept off") {
+TEST_CASE("fit --no-liger (or --loss) offers no change with Liger's kernels and says why") {
   const std::vector<std::string> base = {"fit", "--model", "llama-3.2-1b", "--gpu", "rtx-4090", "--micro-batch", "16", "--seq-len", "2048", "--json"};
   auto offers_liger = [](const json& j) {
     for (const char* list : {"single", "options", "training_changes"})
@@ -291,6 +291,17 @@ TEST_CASE("fit --no-liger offers no change with Liger's kernels and says they ar
   CHECK_FALSE(offers_liger(j));
   bool said = false;
   for (const json& l : j.at("left_out")) said = said || (l.at("option") == "Liger kernels" && l.at("why") == "--no-liger keeps them off");
+  CHECK(said);
+  // --loss too: Liger's fused loss would replace the loss asked for (plan does not search it either).
+  std::vector<std::string> with_loss = base;
+  with_loss.insert(with_loss.end(), {"--loss", "chunked"});
+  const Run rl = invoke(with_loss);
+  REQUIRE(rl.code == 1);
+  const json jl = parse_json(rl);
+  CHECK_FALSE(offers_liger(jl));
+  said = false;
+  for (const json& l : jl.at("left_out"))
+    said = said || (l.at("option") == "Liger kernels" && l.at("why") == "--loss chunked: Liger's fused loss would replace it");
   CHECK(said);
 }
 

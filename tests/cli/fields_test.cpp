@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cli/cli.h"
@@ -98,16 +99,18 @@ json estimate_json(const std::vector<std::string>& args) {
   return json::parse(out.str());
 }
 
-// One row set to `v` by `args`, both ways: the flag sets the field (its provenance: the flag),
-// `estimate --json` names the flag in setup.sources, the memplan YAML `plan --emit memplan` writes
-// for the setup reads back to the same setup. Returns estimate's `setup` document.
+// One row set to `v` by `args` (its flag last, with its value after it unless a switch), both ways:
+// the flag sets the field (its provenance: the flag as given, --no-liger for off), `estimate --json`
+// names that flag in setup.sources, and the memplan YAML `plan --emit memplan` writes for the setup
+// reads back to the same setup. Returns estimate's `setup` document.
 template <class Field, class Value>
 json check_round_trip(const Field& f, const std::vector<std::string>& args, const Value& v) {
+  const std::string& flag = args.at(args.size() - (std::is_same_v<Value, bool> ? 1 : 2));  // as given: --liger, --no-liger
   const profiles::BuiltSetup b = build_from_flags(args);
   CHECK(f.get(b.setup) == v);
-  CHECK(b.origin.of(f.id).flag == f.flag);
+  CHECK(b.origin.of(f.id).flag == flag);
   const json setup = estimate_json(args).at("setup");
-  CHECK(setup.at("sources").at(f.path) == f.flag);
+  CHECK(setup.at("sources").at(f.path) == flag);
   const std::string yaml = emitted_yaml(b.setup);
   CAPTURE(yaml);
   const profiles::BuiltSetup back = build_from_yaml(yaml);

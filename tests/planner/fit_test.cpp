@@ -150,7 +150,7 @@ TEST_CASE("fit offers Liger's kernels where they apply, and says why not elsewhe
   CHECK(left_out);
   // --no-liger: the user cannot use them; fit offers them nowhere and says why.
   planner::FitAsk no_liger;
-  no_liger.liger_fixed_by = "--no-liger";
+  no_liger.liger_off = "--no-liger keeps them off";
   const planner::FitReport n = planner::fit(b.setup, nullptr, no_liger);
   for (const auto& c : n.single) CHECK_FALSE(c.setup.runtime.liger);
   for (const auto* list : {&n.options, &n.training_changes})

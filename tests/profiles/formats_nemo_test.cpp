@@ -289,3 +289,22 @@ TEST_CASE("nemo: fp16_lm_cross_entropy keeps the logits in 16 bits; fp32 residua
   CHECK(c.warnings[0].message.rfind("model.fp32_residual_connection: True is not modelled yet", 0) == 0);
   CHECK(c.warnings[1].message.rfind("model.ub_tp_comm_overlap: True is not modelled yet", 0) == 0);
 }
+
+// trainer.devices: -1 is estimated with the fewest GPUs per node the model-parallel and
+// expert-parallel degrees allow (1 without them), not refused by validate().
+TEST_CASE("nemo: devices -1 with tensor and expert parallelism estimates the fewest GPUs the grid allows") {
+  std::string y = gpt("  tensor_model_parallel_size: 2\n  expert_model_parallel_size: 4\n");
+  y.replace(y.find("devices: 1"), 10, "devices: -1");
+  y.replace(y.find("global_batch_size: 1"), 20, "global_batch_size: 2");  // 2 data-parallel ranks
+  const LoadedConfig c = load_config_text(y, "nemo.yaml", "nemo.yaml");
+  CHECK(c.setup.parallel.num_gpus == 4);  // lcm(2, 4)
+  REQUIRE(c.deferred.size() == 1);
+  CHECK(c.deferred[0].warning.message.find("estimating 4 per node") != std::string::npos);
+  SetupInputs in;
+  in.config = "nemo.yaml";
+  in.gpu = "h100-80gb";
+  CHECK(build_setup(in, c).setup.parallel.num_gpus == 4);
+  std::string plain = gpt("");
+  plain.replace(plain.find("devices: 1"), 10, "devices: -1");
+  CHECK(load_config_text(plain, "nemo.yaml", "nemo.yaml").deferred.at(0).warning.message.find("estimating 1 per node") != std::string::npos);
+}

@@ -3,6 +3,9 @@
 // JobConfig defaults a file leaves out, the GPU count from the parallel degrees, and broken files.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "profiles/profiles.h"
 
 using namespace memplan;
@@ -273,4 +276,31 @@ TEST_CASE("torchtitan: the compiled loss follows [compile] components; float8 we
   CHECK(error_of(model + "[compile]\nenable = true\ncomponents = [\"model\", \"optimizer\"]\n") ==
         "job.toml:6:24: error: unknown compile component 'optimizer'\n"
         "hint: expected some of: model, loss (torchtitan/config/job_config.py Compile.components)");
+}
+
+// A launcher-decided GPU count (data_parallel_shard_degree = -1) is estimated with the fewest GPUs
+// the grid allows: the expert-parallel groups fit in it (validate() refuses EP that does not divide
+// the GPUs, and used to refuse these files).
+TEST_CASE("torchtitan: shard -1 with expert parallelism estimates the smallest world EP fits in") {
+  std::ifstream f(kDir + "llama4_17bx16e.toml");
+  std::stringstream text;
+  text << f.rdbuf();
+  std::string toml = text.str();
+  auto replace = [&toml](const std::string& from, const std::string& to) {
+    const size_t at = toml.find(from);
+    REQUIRE(at != std::string::npos);
+    toml.replace(at, from.size(), to);
+  };
+  replace("\nexpert_parallel_degree = 1\n", "\nexpert_parallel_degree = 16\n");  // with tensor_parallel_degree = 8
+  const LoadedConfig c = load_config_text(toml, "ep.toml", "ep.toml");
+  CHECK(c.setup.parallel.expert_parallel == 16);
+  CHECK(c.setup.parallel.num_gpus == 16);  // lcm(8, 16)
+  REQUIRE(c.deferred.size() == 1);
+  CHECK(c.deferred[0].warning.message.find("estimating 16 GPU(s)") != std::string::npos);
+  CHECK(c.deferred[0].warning.hint == "pass --gpus N (a multiple of 16)");
+  SetupInputs in;
+  in.config = "ep.toml";
+  in.gpu = "h100-80gb";
+  const BuiltSetup b = build_setup(in, c);  // not refused
+  CHECK(b.setup.parallel.num_gpus == 16);
 }

@@ -196,10 +196,10 @@ class Errors(unittest.TestCase):
 
     def test_a_false_switch_is_its_no_form(self):
         # loss_upcast=False is --no-loss-upcast (the registry's negation), not "left to the default":
-        # the document shows it off and the keyword as where it came from.
+        # the document shows it off and the flag the keyword became as where it came from.
         doc = memplan.estimate(model="gpt2", seq_len=128, loss_upcast=False, from_interpreter=False)
         self.assertFalse(doc["setup"]["runtime"]["loss_upcast"])
-        self.assertEqual(doc["setup"]["sources"]["runtime.loss_upcast"], "--loss-upcast")
+        self.assertEqual(doc["setup"]["sources"]["runtime.loss_upcast"], "--no-loss-upcast")
         doc = memplan.estimate(model="gpt2", seq_len=128, framework="litgpt", keep_logits=False, from_interpreter=False)
         self.assertFalse(doc["setup"]["runtime"]["keep_logits"])  # LitGPT's default would keep them
         # A plain flag without a --no- form: False leaves it out.
