@@ -392,7 +392,7 @@ TEST_CASE("count registry: the emitted files carry each count to a re-check, and
   }
 }
 
-TEST_CASE("expert parallelism: its degree divides the GPUs, and only the files that state it are written with it") {
+TEST_CASE("expert and pipeline parallelism: EP divides the GPUs, and only the files that state them are written with them") {
   try {
     (void)build_from_flags({"--model", "qwen3-30b-a3b", "--gpu", "h100-80gb", "--expert-parallel", "64"});
     FAIL("accepted EP 64 on one GPU");
@@ -406,6 +406,16 @@ TEST_CASE("expert parallelism: its degree divides the GPUs, and only the files t
   CHECK_FALSE(planner::can_express(planner::EmitFormat::hf, b.setup, &why));
   CHECK(why == "this format has no expert-parallel setting (--expert-parallel 4): plan with --emit memplan");
   CHECK(planner::can_express(planner::EmitFormat::memplan, b.setup, &why));
+  // Pipeline stages the same way: the files that cannot state them are not written with them.
+  const profiles::BuiltSetup pp =
+      build_from_flags({"--model", "llama-3.2-1b", "--gpu", "h100-80gb", "--gpus", "8", "--pipeline-parallel", "2"});
+  for (const planner::EmitFormat f : {planner::EmitFormat::hf, planner::EmitFormat::axolotl, planner::EmitFormat::accelerate,
+                                      planner::EmitFormat::lightning, planner::EmitFormat::llamafactory}) {
+    CHECK_FALSE(planner::can_express(f, pp.setup, &why));
+    CHECK(why == "this format has no pipeline-parallel setting (--pipeline-parallel 2): plan with --emit memplan");
+  }
+  for (const planner::EmitFormat f : {planner::EmitFormat::memplan, planner::EmitFormat::train_config})
+    CHECK(planner::can_express(f, pp.setup, &why));
 }
 
 // ---- choices -----------------------------------------------------------------------------------
