@@ -489,8 +489,9 @@ void resolve_parallel(Nemo& t) {
   // devices -1 (every visible GPU): estimated with the fewest per node the model-parallel and
   // expert-parallel degrees allow (Megatron: world % (TP x PP) and world % EP), 1 without them.
   if (t.devices_auto) {
-    const int64_t mp = p.tensor_parallel * p.pipeline_parallel;
-    t.devices = std::lcm(mp, p.expert_parallel);
+    const int64_t tp = p.tensor_parallel, pp = p.pipeline_parallel, ep = p.expert_parallel;
+    const int64_t bound = 1'000'000;  // validate()'s bound on a degree: beyond it the product could wrap
+    if (tp >= 1 && pp >= 1 && ep >= 1 && tp <= bound && pp <= bound && ep <= bound) t.devices = std::lcm(tp * pp, ep);
   }
   p.num_gpus = t.devices * t.nodes;
   if (t.devices_node) t.st.note(memplan::path(Count::num_gpus), *t.devices_node);

@@ -155,8 +155,9 @@ inline TrainingSetup random_setup(D& d) {
   p.expert_parallel = d.ConsumeBool() ? 1 : size_in(d, 1, 8);
   // Expert-parallel groups divide the GPUs (validate() refuses the rest; tests/cli/fields_test.cpp
   // checks that): the draw is kept as the largest degree that divides, so that as many setups as
-  // before reach the estimator.
-  if (p.expert_parallel > 1) p.expert_parallel = std::gcd(p.expert_parallel, p.num_gpus);
+  // before reach the estimator. (A GPU count drawn from all of int64 is left to validate(): gcd of
+  // INT64_MIN is undefined.)
+  if (p.expert_parallel > 1 && p.num_gpus > 0) p.expert_parallel = std::gcd(p.expert_parallel, p.num_gpus);
   p.zero_stage = static_cast<int>(d.template ConsumeIntegralInRange<int64_t>(-1, 4));
   p.offload = pick(d, {Offload::none, Offload::optimizer, Offload::optimizer_and_params});
   if (d.ConsumeBool()) {
