@@ -12,35 +12,13 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "api/flags.h"
 #include "cli/commands.h"
 #include "estimator/error.h"
 #include "profiles/profiles.h"
 #include "profiles/reader.h"
 
 namespace memplan::cli {
-
-namespace {
-
-// The option of `app` whose value did not convert: run again, its callback throws again (CLI11
-// 2.1's ConversionError carries the option only in its message, which memplan does not parse).
-const CLI::Option* unconvertible(CLI::App& app) {
-  for (CLI::Option* opt : app.get_options()) {
-    if (opt->count() == 0) continue;
-    try {
-      opt->run_callback();
-    } catch (const CLI::ConversionError&) {
-      return opt;
-    } catch (const std::invalid_argument&) {  // CLI11 2.1 reads a flag's value with std::stoll
-      return opt;
-    } catch (const std::out_of_range&) {
-      return opt;
-    } catch (const CLI::Error&) {
-    }
-  }
-  return nullptr;
-}
-
-}  // namespace
 
 int run_app(const std::vector<Registrar>& table, int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"memplan: how much GPU memory a training job needs, whether it fits, and what fits best.\n"
@@ -129,13 +107,7 @@ int run_app(const std::vector<Registrar>& table, int argc, const char* const* ar
       const std::string what = e.what();
       // A value CLI11 could not convert (--micro-batch abc) -> DESIGN.md's "error: --flag: ...".
       if (dynamic_cast<const CLI::ConversionError*>(&e) && sub)
-        if (const CLI::Option* opt = unconvertible(*sub)) {
-          const std::vector<std::string> values = opt->results();
-          err << "error: " << opt->get_name() << ": cannot read '" << profiles::clip(values.empty() ? "" : values.back())
-              << "' as its value\n";
-          err << "hint: memplan " << cmd << " --help shows what " << opt->get_name() << " takes\n";
-          return kExitInvalid;
-        }
+        if (const auto bad = api::unconvertible_value(*sub, cmd)) throw *bad;
       // Arguments the command does not take (CLI11 keeps them as the app's remaining ones).
       if (dynamic_cast<const CLI::ExtrasError*>(&e) && sub) {
         std::vector<std::string> extra = sub->remaining();

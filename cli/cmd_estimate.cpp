@@ -109,25 +109,6 @@ int run_estimate(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
   return v.known && !v.fits ? kExitDoesNotFit : kExitOk;
 }
 
-nlohmann::json change_json(const planner::Change& c) {
-  return {{"step", c.step}, {"flags", c.flags}, {"cost", c.cost}, {"peak_bytes", c.peak_bytes}, {"fits", c.fits}};
-}
-
-nlohmann::json option_json(const planner::FitOption& o) {
-  nlohmann::json changes = nlohmann::json::array();
-  for (const auto& c : o.changes) changes.push_back({{"dimension", c.step}, {"flags", c.flags}, {"what", c.cost}});
-  return {{"flags", o.flags},
-          {"changes", changes},
-          {"peak_bytes", o.peak_bytes},
-          {"fits", true},
-          {"modelled_tokens_per_s", o.time.tokens_per_s},
-          {"relative_speed", o.relative_speed},
-          {"host_per_node_bytes", o.host_per_node_bytes},
-          {"host_checked", o.host_known},
-          {"changes_training", o.changes_training},
-          {"changes_learning", o.changes_learning}};
-}
-
 void print_option(std::ostream& out, const planner::FitOption& o, const std::string& lead) {
   out << fmt::format("    {}{:<66} {:>11}  {:>4.0f}% speed\n", lead, o.flags, gib(o.peak_bytes), 100 * o.relative_speed);
   for (const auto& c : o.changes) out << fmt::format("        {}: {}\n", c.step, c.cost);
@@ -142,27 +123,10 @@ int run_fit(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
                      "pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 12GiB");
   const Calibration* cal = calibration_of(b);
   const MemoryBreakdown e = estimate(s, cal);
-  // --no-liger (the user cannot use Liger's kernels) or --loss (Liger's fused loss would replace
-  // it): fit does not offer them, as plan does not search them.
-  planner::FitAsk ask;
-  if (const auto& liger = in.switch_flag(Switch::liger); liger && !*liger) ask.liger_off = field(Switch::liger).negation() + " keeps them off";
-  else if (!liger && in.loss) ask.liger_off = fmt::format("--loss {}: Liger's fused loss would replace it", *in.loss);
-  const planner::FitReport r = planner::fit(s, cal, ask);
+  const planner::FitReport r = planner::fit(s, cal, api::fit_ask(in));
   const bool ok = r.verdict.fits && r.host.fits;
   if (o.format() != Format::table) {
-    nlohmann::json doc = estimate_json(b, e);
-    doc["schema"] = "memplan.fit/v1";
-    doc["largest_micro_batch"] = r.largest_micro_batch;
-    doc["largest_micro_batch_peak_bytes"] = r.largest_micro_batch_peak;
-    doc["largest_micro_batch_that_runs"] = r.largest_micro_batch_runs;
-    doc["searched"] = r.searched;
-    for (const char* k : {"single", "options", "training_changes", "left_out"}) doc[k] = nlohmann::json::array();
-    for (const auto& c : r.single) doc["single"].push_back(change_json(c));
-    for (const auto& c : r.options) doc["options"].push_back(option_json(c));
-    for (const auto& c : r.training_changes) doc["training_changes"].push_back(option_json(c));
-    doc["fewest_changes"] = r.fewest ? option_json(*r.fewest) : nlohmann::json(nullptr);
-    for (const auto& l : r.left_out) doc["left_out"].push_back({{"option", l.option}, {"why", l.why}});
-    emit(io.out, doc, o.format());
+    emit(io.out, api::fit_json(b, e, r), o.format());
     return ok ? kExitOk : kExitDoesNotFit;
   }
   print_header(io.out, "fit", b, e);

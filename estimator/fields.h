@@ -4,8 +4,8 @@
 // default and the source of that default, and (switches) the words the runtime line shows when it
 // is on, (counts) the words `memplan check` names it by.
 //
-// The flag parser (cli/common.cpp), the flags-to-setup step (profiles/build.cpp), the memplan YAML
-// reader (profiles/config.cpp), the `runtime` and `sources` JSON (cli/common.cpp), the runtime line,
+// The flag parser (api/flags.cpp), the flags-to-setup step (profiles/build.cpp), the memplan YAML
+// reader (profiles/config.cpp), the `runtime` and `sources` JSON (api/documents.cpp), the runtime line,
 // the memplan YAML writer (planner/emit.cpp) and the Python keywords (the flags, python/memplan)
 // iterate this table; the format readers and the rule sets name a switch by its enumerator, so a
 // misspelt path does not compile. Adding a switch is one enumerator, one row and its formula.

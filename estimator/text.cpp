@@ -135,6 +135,8 @@ std::string size_argument(int64_t bytes) {
   return std::to_string(bytes) + "B";
 }
 
+std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
+
 std::string gib(int64_t bytes) {
   const double b = static_cast<double>(bytes);
   const double a = b < 0 ? -b : b;

@@ -37,5 +37,7 @@ std::string xml_text(const std::string& v);
 std::string thousands(int64_t n);
 // Bytes for people, binary units: "11.72 GiB", "512.0 MiB", "1.50 TiB", "12 B".
 std::string gib(int64_t bytes);
+// A fraction as a percentage with one decimal: "87.5%".
+std::string percent(double fraction);
 
 }  // namespace memplan::text

@@ -1,20 +1,28 @@
-// _memplan: the compiled half of the memplan Python package. It runs the CLI's own command
-// handlers (cli/commands.h) on captured streams, so `memplan.estimate(...)` returns exactly the
-// document `memplan estimate --json` prints. Keyword checking, did-you-mean and JSON decoding live
-// in memplan/__init__.py; this file only parses flags, runs the handler and hands InputError's
-// parts (message, where, hint) back to Python, which raises memplan.InputError from them.
+// _memplan: the compiled half of the memplan Python package. It binds the library, not the
+// command line's handlers: a call's keywords are read by the flags `memplan COMMAND` declares
+// (api/flags.h) into profiles::SetupInputs, profiles::build_setup builds the setup, the estimator
+// and planner compute, and the documents (api/documents.h) come back as Python objects with no
+// JSON text in between. `Setup` and `Breakdown` are the setup and the per-GPU breakdown themselves;
+// memplan/_commands.py turns keywords into flags and InputErrorParts into memplan.InputError.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <sstream>
+#include <exception>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "cli/cli.h"
-#include "cli/commands.h"
+#include "api/documents.h"
+#include "api/flags.h"
+#include "api/plan_file.h"
 #include "estimator/breakdown.h"
 #include "estimator/error.h"
+#include "estimator/estimate.h"
+#include "planner/fit.h"
+#include "planner/plan.h"
+#include "planner/request.h"
 #include "profiles/profiles.h"
 
 namespace py = pybind11;
@@ -22,68 +30,288 @@ namespace py = pybind11;
 namespace memplan::python {
 namespace {
 
-// The commands the module offers, each registered the way `memplan COMMAND` registers it.
-cli::Command register_command(const std::string& name, CLI::App& root, cli::Io io) {
-  if (name == "estimate") return cli::register_estimate(root, io);
-  if (name == "fit") return cli::register_fit(root, io);
-  if (name == "plan") return cli::register_plan(root, io);
-  throw py::value_error("memplan has no command '" + name + "' in Python (estimate, fit, plan)");
+// The exit codes of DESIGN.md's contract, for callers that mirror the CLI's.
+constexpr int kExitOk = 0;
+constexpr int kExitDoesNotFit = 1;
+
+// A document as Python objects: dicts, lists, str, int, float, bool, None. Text that is not UTF-8
+// (a file name is bytes) becomes U+FFFD, as the CLI's JSON writes it.
+py::object to_python(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::object: {
+      py::dict d;
+      for (auto it = j.begin(); it != j.end(); ++it) d[to_python(nlohmann::json(it.key()))] = to_python(it.value());
+      return d;
+    }
+    case nlohmann::json::value_t::array: {
+      py::list l;
+      for (const auto& v : j) l.append(to_python(v));
+      return l;
+    }
+    case nlohmann::json::value_t::string: {
+      const std::string& s = j.get_ref<const std::string&>();
+      PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+      if (!o) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(o);
+    }
+    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer: return py::int_(j.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<uint64_t>());
+    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
+    default: return py::none();
+  }
+}
+
+std::vector<std::string> rendered(const std::vector<Warning>& warnings) {
+  std::vector<std::string> out;
+  for (const Warning& w : warnings) out.push_back(w.render());
+  return out;
+}
+
+// What memplan COMMAND takes, registered on `app` into `in` (and `plan` for plan).
+void add_flags(const std::string& command, CLI::App& app, profiles::SetupInputs& in, api::PlanFlags& plan) {
+  if (command != "estimate" && command != "fit" && command != "plan")
+    throw py::value_error("memplan has no command '" + command + "' in Python (estimate, fit, plan)");
+  api::add_setup_flags(app, in);
+  if (command == "plan") api::add_plan_flags(app, plan);
+}
+
+// Reads `args` (flags and values, as on the command line) with the command's flags. A value the
+// flag cannot take is an InputError naming the flag, as the CLI says it.
+void parse(const std::string& command, const std::vector<std::string>& args, profiles::SetupInputs& in, api::PlanFlags& plan) {
+  CLI::App app;
+  add_flags(command, app, in, plan);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    if (dynamic_cast<const CLI::ConversionError*>(&e))
+      if (auto bad = api::unconvertible_value(app, command)) throw *bad;
+    throw InputError(Where{}, profiles::clip(e.what(), 300), "memplan.flags('" + command + "') lists the keyword arguments");
+  } catch (const std::logic_error&) {  // CLI11 2.1 reads a flag's value with std::stoll
+    if (auto bad = api::unconvertible_value(app, command)) throw *bad;
+    throw;
+  }
+}
+
+// One step's per-GPU breakdown of a built setup.
+class Breakdown {
+ public:
+  Breakdown(std::shared_ptr<const profiles::BuiltSetup> b, MemoryBreakdown e) : b_(std::move(b)), e_(std::move(e)) {}
+  int64_t peak_bytes() const { return e_.peak_bytes(); }
+  int64_t verdict_bytes() const { return e_.verdict_bytes(); }
+  int64_t allocated_peak_bytes() const {
+    int64_t allocated = 0;
+    for (const PhaseState& ph : e_.phases) allocated = std::max(allocated, ph.allocated());
+    return allocated;
+  }
+  int64_t reserved_peak_bytes() const { return e_.peak().reserved(); }
+  std::string peak_phase() const { return phase_name(e_.peak_phase()); }
+  std::string peak_at() const { return e_.peak().at; }
+  py::dict terms() const { return terms_of(e_.peak()); }
+  py::list phases() const {
+    py::list out;
+    for (const PhaseState& ph : e_.phases) {
+      py::dict d;
+      d["name"] = phase_name(ph.phase);
+      d["bytes"] = ph.total();
+      d["allocated_bytes"] = ph.allocated();
+      d["reserved_bytes"] = ph.reserved();
+      d["at"] = ph.at;
+      d["terms"] = terms_of(ph);
+      out.append(d);
+    }
+    return out;
+  }
+  py::dict parameters() const {
+    py::dict d;
+    d["total"] = e_.params.total;
+    d["trainable"] = e_.params.trainable;
+    d["active_per_token"] = e_.params.active_per_token;
+    return d;
+  }
+  py::object verdict() const {
+    nlohmann::json v = api::verdict_json(judge(e_, b_->setup), b_->setup);
+    v["needed_bytes"] = e_.verdict_bytes();
+    return to_python(v);
+  }
+  std::string band() const {
+    const Verdict v = judge(e_, b_->setup);
+    return v.known ? v.status : "unknown";
+  }
+  py::object host() const { return to_python(api::host_json(e_, b_->setup)); }
+  std::vector<std::string> notes() const { return e_.notes; }
+  bool calibrated() const { return e_.calibrated; }
+  py::object document() const { return to_python(api::estimate_json(*b_, e_)); }
+  int exit_code() const {
+    const Verdict v = judge(e_, b_->setup);
+    return v.known && !v.fits ? kExitDoesNotFit : kExitOk;
+  }
+
+ private:
+  static py::dict terms_of(const PhaseState& ph) {
+    py::dict d;
+    for (int i = 0; i < kNumTerms; ++i) d[term_name(term_at(i))] = ph.bytes[i];
+    return d;
+  }
+  std::shared_ptr<const profiles::BuiltSetup> b_;
+  MemoryBreakdown e_;
+};
+
+// A training setup as the library built it from a call's keywords: the model, batch, precision,
+// parallelism, runtime and device, with where each value came from.
+class Setup {
+ public:
+  Setup(const std::string& command, const std::vector<std::string>& args) : command_(command) {
+    if (command == "plan") throw py::value_error("a plan searches many setups: memplan.plan() takes the keywords itself");
+    api::PlanFlags unused;
+    parse(command, args, in_, unused);
+    py::gil_scoped_release unlocked;  // reading a config or a Hub model can take a while
+    b_ = std::make_shared<const profiles::BuiltSetup>(profiles::build_setup(in_));
+  }
+  std::shared_ptr<Breakdown> estimate() const {
+    py::gil_scoped_release unlocked;
+    return std::make_shared<Breakdown>(b_, memplan::estimate(b_->setup, calibration()));
+  }
+  // memplan.fit/v1 of this setup, with fit's options.
+  std::tuple<py::object, int> fit() const {
+    const TrainingSetup& s = b_->setup;
+    if (s.device.capacity_bytes <= 0)
+      throw InputError(Where::at_flag("--gpu"), "fit needs a device capacity",
+                       "pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 12GiB");
+    nlohmann::json doc;
+    bool ok = false;
+    {
+      py::gil_scoped_release unlocked;
+      const MemoryBreakdown e = memplan::estimate(s, calibration());
+      const planner::FitReport r = planner::fit(s, calibration(), api::fit_ask(in_));
+      ok = r.verdict.fits && r.host.fits;
+      doc = api::fit_json(*b_, e, r);
+    }
+    return {to_python(doc), ok ? kExitOk : kExitDoesNotFit};
+  }
+  py::object setup() const {
+    nlohmann::json j = api::setup_json(b_->setup);
+    j["sources"] = api::sources_json(*b_);
+    return to_python(j);
+  }
+  py::object sources() const { return to_python(api::sources_json(*b_)); }
+  std::vector<std::string> warnings() const { return rendered(b_->warnings); }
+  std::string describe() const { return api::describe(b_->setup); }
+  std::string describe_runtime() const { return api::describe_runtime(*b_); }
+  std::string model() const { return b_->setup.model.name; }
+  std::string config_path() const { return b_->config_path; }
+  std::string config_format() const { return b_->config_format; }
+
+ private:
+  const Calibration* calibration() const { return b_->calibration ? &*b_->calibration : nullptr; }
+  std::string command_;
+  profiles::SetupInputs in_;
+  std::shared_ptr<const profiles::BuiltSetup> b_;
+};
+
+// memplan.plan/v1 for the keywords, the reader warnings, and the exit code the CLI would give.
+std::tuple<py::object, std::vector<std::string>, int> plan(const std::vector<std::string>& args) {
+  profiles::SetupInputs in;
+  api::PlanFlags f;
+  parse("plan", args, in, f);
+  std::vector<std::string> warnings;
+  nlohmann::json doc;
+  int code = kExitOk;
+  {
+    py::gil_scoped_release unlocked;  // plan searches for tens of milliseconds; let other threads run
+    api::check_plan_flags(in, f, true);
+    const auto resolved = planner::resolve_plan(in, f.ask, f.table, [&](const std::vector<Warning>& w) {
+      const std::vector<std::string> r = rendered(w);
+      warnings.insert(warnings.end(), r.begin(), r.end());
+    });
+    const planner::ResolvedPlan& rp = *resolved;
+    if (!rp.table.empty()) {
+      doc = api::plan_table_json(rp, planner::plan_table(rp.request, rp.table));
+    } else {
+      const planner::PlanResult r = planner::plan(rp.request, rp.cards);
+      const api::EmittedConfig e = r.found ? api::emit_plan_config(in, f, rp, r) : api::EmittedConfig{};
+      doc = api::plan_json(rp, r, e, f, in);
+      code = r.found ? kExitOk : kExitDoesNotFit;
+    }
+  }
+  return {to_python(doc), warnings, code};
 }
 
 // One flag of a command: (long names without dashes, the value's type name, takes a value, help).
 using FlagInfo = std::tuple<std::vector<std::string>, std::string, bool, std::string>;
 
 std::vector<FlagInfo> flags(const std::string& command) {
-  std::ostringstream out, err;
-  CLI::App root;
-  const cli::Command c = register_command(command, root, {out, err});
+  CLI::App app;
+  profiles::SetupInputs in;
+  api::PlanFlags plan;
+  add_flags(command, app, in, plan);
   std::vector<FlagInfo> result;
-  for (const CLI::Option* o : c.app->get_options()) {
+  for (const CLI::Option* o : app.get_options()) {
     if (o->get_lnames().empty()) continue;
-    result.emplace_back(o->get_lnames(), o->get_type_name(), o->get_items_expected_max() > 0,
-                        o->get_description());
+    result.emplace_back(o->get_lnames(), o->get_type_name(), o->get_items_expected_max() > 0, o->get_description());
   }
   return result;
 }
 
-// Result of a run, as plain values Python turns into a document or an exception:
-// kind "ok" (exit code, stdout, stderr), "input_error" (message, file, line, col, flag, hint,
-// stderr), "parse_error" (CLI11's message), "internal_error" (message).
-py::tuple run(const std::string& command, const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  CLI::App root;
-  const cli::Command c = register_command(command, root, {out, err});
-  std::vector<std::string> argv = {"memplan", command};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<const char*> ptrs;
-  for (const std::string& a : argv) ptrs.push_back(a.c_str());
+// memplan::InputError -> _memplan.InputErrorParts(message, file, line, col, flag, hint), which
+// memplan/_commands.py raises as memplan.InputError; anything else escaping the library is a bug.
+PyObject* g_input_error = nullptr;
+
+void translate(std::exception_ptr p) {
   try {
-    root.parse(static_cast<int>(ptrs.size()), ptrs.data());
-  } catch (const CLI::ParseError& e) {
-    return py::make_tuple("parse_error", std::string(e.what()));
-  }
-  int code = 0;
-  try {
-    py::gil_scoped_release unlocked;  // plan searches for tens of milliseconds; let other threads run
-    code = c.run();
+    if (p) std::rethrow_exception(p);
   } catch (const InputError& e) {
     const Where& w = e.where();
-    return py::make_tuple("input_error", e.message(), w.file, w.line, w.col, w.flag, e.hint(), err.str());
-  } catch (const std::exception& e) {
-    return py::make_tuple("internal_error", std::string(e.what()));
+    const py::tuple args = py::make_tuple(e.message(), w.file, w.line, w.col, w.flag, e.hint());
+    PyErr_SetObject(g_input_error, args.ptr());
   }
-  return py::make_tuple("ok", code, out.str(), err.str());
 }
 
 }  // namespace
 }  // namespace memplan::python
 
 PYBIND11_MODULE(_memplan, m) {
-  m.doc() = "memplan's C++ core: the CLI's estimate, fit and plan handlers on captured streams";
-  m.def("run", &memplan::python::run, py::arg("command"), py::arg("args"),
-        "Runs `memplan COMMAND ARGS...`; returns a tuple whose first item says how it ended");
-  m.def("flags", &memplan::python::flags, py::arg("command"),
-        "The command's flags: (long names, type name, takes a value, description) each");
+  namespace mp = memplan::python;
+  m.doc() = "memplan's C++ library: setups, their per-GPU breakdown, fit and plan, and the memory bands";
+  mp::g_input_error = PyErr_NewException("_memplan.InputErrorParts", PyExc_ValueError, nullptr);
+  m.attr("InputErrorParts") = py::handle(mp::g_input_error);
+  py::register_exception_translator(&mp::translate);
+
+  py::class_<mp::Breakdown, std::shared_ptr<mp::Breakdown>>(m, "Breakdown",
+                                                          "One training step's memory on one GPU, term by term and phase by phase")
+      .def_property_readonly("peak_bytes", &mp::Breakdown::peak_bytes, "the step's peak on the device (torch + allocator + context)")
+      .def_property_readonly("verdict_bytes", &mp::Breakdown::verdict_bytes, "what the verdict holds against the card's target")
+      .def_property_readonly("allocated_peak_bytes", &mp::Breakdown::allocated_peak_bytes, "torch.cuda.max_memory_allocated()'s figure")
+      .def_property_readonly("reserved_peak_bytes", &mp::Breakdown::reserved_peak_bytes, "torch.cuda.max_memory_reserved()'s figure")
+      .def_property_readonly("peak_phase", &mp::Breakdown::peak_phase, "forward, backward or optimizer_step")
+      .def_property_readonly("peak_at", &mp::Breakdown::peak_at, "where in the phase the peak falls")
+      .def_property_readonly("terms", &mp::Breakdown::terms, "{term: bytes} at the peak")
+      .def_property_readonly("phases", &mp::Breakdown::phases, "each phase's total, allocated, reserved and terms")
+      .def_property_readonly("parameters", &mp::Breakdown::parameters, "{total, trainable, active_per_token}")
+      .def_property_readonly("verdict", &mp::Breakdown::verdict, "the verdict document (fits, runs, utilization, headroom, status)")
+      .def_property_readonly("band", &mp::Breakdown::band, "the peak's memory band on the card (memplan.bands), or 'unknown'")
+      .def_property_readonly("host", &mp::Breakdown::host, "host memory per GPU and per node")
+      .def_property_readonly("notes", &mp::Breakdown::notes)
+      .def_property_readonly("calibrated", &mp::Breakdown::calibrated)
+      .def_property_readonly("exit_code", &mp::Breakdown::exit_code, "memplan estimate's exit code: 0 fits or unknown, 1 does not fit")
+      .def("document", &mp::Breakdown::document, "the memplan.estimate/v1 document");
+
+  py::class_<mp::Setup, std::shared_ptr<mp::Setup>>(m, "Setup", "A training setup as memplan built it, with each value's source")
+      .def(py::init<const std::string&, const std::vector<std::string>&>(), py::arg("command"), py::arg("args"))
+      .def("estimate", &mp::Setup::estimate, "the per-GPU breakdown of one step")
+      .def("fit", &mp::Setup::fit, "(memplan.fit/v1 document, exit code)")
+      .def_property_readonly("setup", &mp::Setup::setup, "the setup document (as in memplan.estimate/v1's 'setup', with sources)")
+      .def_property_readonly("sources", &mp::Setup::sources, "where each value came from")
+      .def_property_readonly("warnings", &mp::Setup::warnings, "the readers' warnings, as the CLI prints them")
+      .def_property_readonly("model", &mp::Setup::model)
+      .def_property_readonly("config_path", &mp::Setup::config_path)
+      .def_property_readonly("config_format", &mp::Setup::config_format)
+      .def("describe", &mp::Setup::describe, "the one-line description memplan estimate prints")
+      .def("describe_runtime", &mp::Setup::describe_runtime, "the runtime line memplan estimate prints");
+
+  m.def("plan", &mp::plan, py::arg("args"), "(memplan.plan/v1 document, warnings, exit code) of `memplan plan ARGS... --json`");
+  m.def("flags", &mp::flags, py::arg("command"), "The command's flags: (long names, type name, takes a value, description) each");
   m.def("nearest", [](const std::string& word, const std::vector<std::string>& candidates) {
           return memplan::profiles::nearest(word, candidates);
         }, py::arg("word"), py::arg("candidates"), "The closest candidates within a typo's distance, best first (the CLI's did-you-mean)");
@@ -98,6 +326,6 @@ PYBIND11_MODULE(_memplan, m) {
     m.attr("bands") = py::tuple(bands);
   }
   m.attr("version") = MEMPLAN_VERSION;
-  m.attr("exit_ok") = memplan::cli::kExitOk;
-  m.attr("exit_does_not_fit") = memplan::cli::kExitDoesNotFit;
+  m.attr("exit_ok") = mp::kExitOk;
+  m.attr("exit_does_not_fit") = mp::kExitDoesNotFit;
 }

@@ -1,8 +1,10 @@
-"""memplan from Python: the estimate, fit and plan of the memplan CLI, and a live memory monitor.
+"""memplan from Python: its setups, estimates, fit and plan (the CLI's flags as keywords), and a live memory monitor.
 
     import memplan
     doc = memplan.estimate(model="gpt2", micro_batch=1, seq_len=512)   # memplan estimate --json
     doc["per_gpu"]["peak_bytes"]
+    step = memplan.setup(model="gpt2", micro_batch=1, seq_len=512, gpu="t4").estimate()
+    step.peak_bytes, step.terms, step.band                              # the library's breakdown
 
     monitor = memplan.Monitor(device="cuda:0", estimate=doc)   # before building the model
     for i, batch in enumerate(loader):
@@ -34,10 +36,10 @@ def _data_dir():
 if not _os.environ.get("MEMPLAN_DATA_DIR") and _data_dir():
     _os.environ["MEMPLAN_DATA_DIR"] = _data_dir()
 
-from ._commands import ConfigWarning, InputError, estimate, fit, flags, plan  # noqa: E402
+from ._commands import Breakdown, ConfigWarning, InputError, Setup, estimate, fit, flags, plan, setup  # noqa: E402
 from ._memplan import version as __version__  # noqa: E402
 from .monitor import Monitor, Status, install_cpu_counter, read_log  # noqa: E402
 from . import integrations  # noqa: E402,F401  (imports no framework until a callback is used)
 
-__all__ = ["estimate", "fit", "plan", "flags", "InputError", "ConfigWarning", "Monitor", "Status",
+__all__ = ["setup", "Setup", "Breakdown", "estimate", "fit", "plan", "flags", "InputError", "ConfigWarning", "Monitor", "Status",
            "install_cpu_counter", "read_log", "integrations", "__version__"]

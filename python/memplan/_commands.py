@@ -1,9 +1,11 @@
-"""estimate(), fit() and plan(): the CLI's commands as functions.
+"""setup(), estimate(), fit() and plan(): memplan's library with the CLI's flags as keywords.
 
-Each keyword argument is the CLI flag of the same name (``micro_batch=4`` is ``--micro-batch 4``);
-the compiled core runs the very handler ``memplan COMMAND --json`` runs and the JSON document it
-prints comes back as Python objects. Bad input raises InputError with the CLI's message, location
-and hint. Nothing here computes memory.
+Each keyword argument is the CLI flag of the same name (``micro_batch=4`` is ``--micro-batch 4``),
+read by the flags the CLI declares (api/flags.h); the compiled core (python/_memplan.cpp) builds
+the setup and runs the estimator and planner, and the documents ``memplan COMMAND --json`` prints
+come back as Python objects, with no text in between. ``setup()`` returns the setup itself, whose
+``estimate()`` is the per-GPU Breakdown. Bad input raises InputError with the CLI's message,
+location and hint. Nothing here computes memory.
 """
 
 import json
@@ -15,10 +17,14 @@ import warnings
 
 from . import _memplan
 
-__all__ = ["InputError", "ConfigWarning", "estimate", "fit", "plan", "flags"]
+__all__ = ["InputError", "ConfigWarning", "Setup", "Breakdown", "setup", "estimate", "fit", "plan", "flags"]
 
-# Flags a function does not take as keywords: the output format is always JSON.
-_NOT_KEYWORDS = {"help", "json", "yaml"}
+# The library's setup and per-GPU breakdown (python/_memplan.cpp).
+Setup = _memplan.Setup
+Breakdown = _memplan.Breakdown
+
+# Flags a function does not take as keywords: CLI11's own --help.
+_NOT_KEYWORDS = {"help"}
 
 
 class InputError(ValueError):
@@ -174,79 +180,98 @@ def _interpreter_versions(command, kwargs, table):
     return out
 
 
-def _run(command, kwargs):
+def _args(command, kwargs, temps):
+    """The call's keywords as the command's flags and values, and the versions filled from the
+    interpreter ({keyword: (version, found, module)})."""
     kwargs = dict(kwargs)
     from_interpreter = kwargs.pop("from_interpreter", True)
     table = flags(command)
     filled = _interpreter_versions(command, kwargs, table) if from_interpreter else {}
     kwargs.update({key: v[0] for key, v in filled.items()})
+    args = []
+    for key, value in kwargs.items():
+        if key not in table:
+            raise _unknown_keyword(command, key, table)
+        flag, takes_value, _ = table[key]
+        if value is None:
+            continue
+        if not takes_value:
+            if not isinstance(value, bool):
+                raise InputError(f"is a switch: pass True or False (got {value!r})", flag=flag, keyword=key,
+                                 hint=f"{key}=True")
+            # A switch with a --no- form (liger=False: --no-liger) says so; a plain flag
+            # (strict=False) is simply not given.
+            if value:
+                args.append(flag)
+            elif key in _negation_cache[command]:
+                args.append(_negation_cache[command][key])
+            continue
+        args += [flag, _value_text(command, key, flag, value, temps)]
+    return args, filled
+
+
+def _said(command, doc, filled):
+    # Say where the versions came from, in the document's notes and as its own field.
+    if filled:
+        doc["from_interpreter"] = {key: {"version": v[0], "found": v[1], "module": v[2]} for key, v in filled.items()}
+        doc.setdefault("notes", []).extend(
+            f"runtime.{key} {v[0]} from this interpreter's {v[2]} {v[1]} (memplan.{command}() filled it; "
+            f"pass {key}= to say otherwise, or from_interpreter=False for memplan's default)"
+            for key, v in filled.items())
+    return doc
+
+
+def _call(command, kwargs, compute, stacklevel=4):
+    """compute(args) -> (result, reader warnings) for the call's keywords. The warnings become
+    ConfigWarning and the library's InputError memplan.InputError, dict arguments named as such."""
     temps = _Temporaries()
     try:
-        args = []
-        for key, value in kwargs.items():
-            if key not in table:
-                raise _unknown_keyword(command, key, table)
-            flag, takes_value, _ = table[key]
-            if value is None:
-                continue
-            if not takes_value:
-                if not isinstance(value, bool):
-                    raise InputError(f"is a switch: pass True or False (got {value!r})", flag=flag, keyword=key,
-                                     hint=f"{key}=True")
-                # A switch with a --no- form (liger=False: --no-liger) says so; a plain flag
-                # (strict=False) is simply not given.
-                if value:
-                    args.append(flag)
-                elif key in _negation_cache[command]:
-                    args.append(_negation_cache[command][key])
-                continue
-            args += [flag, _value_text(command, key, flag, value, temps)]
-        args.append("--json")
-        result = _memplan.run(command, args)
-        kind = result[0]
-        if kind == "ok":
-            _, code, out, err = result
-            _warn(temps.rename(err))
-            doc = json.loads(out)
-            if filled:
-                # Say where the versions came from, in the document's notes and as its own field.
-                doc["from_interpreter"] = {key: {"version": v[0], "found": v[1], "module": v[2]} for key, v in filled.items()}
-                doc.setdefault("notes", []).extend(
-                    f"runtime.{key} {v[0]} from this interpreter's {v[2]} {v[1]} (memplan.{command}() filled it; "
-                    f"pass {key}= to say otherwise, or from_interpreter=False for memplan's default)"
-                    for key, v in filled.items())
-            return doc
-        if kind == "input_error":
-            _, message, file, line, col, flag, hint, err = result
-            _warn(temps.rename(err))
-            raise InputError(temps.rename(message), temps.rename(file), line, col, flag, temps.rename(hint))
-        if kind == "parse_error":
-            raise _parse_error(command, result[1])
-        raise RuntimeError(f"memplan internal error: {result[1]} (please report this with the arguments)")
+        args, filled = _args(command, kwargs, temps)
+        try:
+            result, warned = compute(args)
+        except _memplan.InputErrorParts as e:
+            message, file, line, col, flag, hint = e.args
+            raise InputError(temps.rename(message), temps.rename(file), line, col, flag, temps.rename(hint)) from None
+        except Exception as e:  # anything else escaping the library is a bug
+            raise RuntimeError(f"memplan internal error: {e} (please report this with the arguments)") from e
+        for w in warned:
+            warnings.warn(temps.rename(w), ConfigWarning, stacklevel=stacklevel)
+        return result, filled
     finally:
         temps.close()
 
 
-def _parse_error(command, what):
-    # The CLI's wording for the same CLI11 errors (cli/cli.cpp).
-    m = re.search(r"Could not convert: (--[A-Za-z0-9-]+) = (.*)", what)
-    if m:
-        return InputError(f"cannot read '{m.group(2)}' as its value", flag=m.group(1),
-                          hint=f"memplan {command} --help shows what {m.group(1)} takes")
-    m = re.search(r"(--[A-Za-z0-9-]+)", what)
-    return InputError(what, flag=m.group(1) if m else "", hint=f"memplan {command} --help lists its flags")
+def _run(command, kwargs):
+    if command == "plan":
+        def compute(args):
+            doc, warned, _code = _memplan.plan(args)
+            return doc, warned
+    else:
+        def compute(args):
+            s = _memplan.Setup(command, args)
+            return (s.estimate().document() if command == "estimate" else s.fit()[0]), s.warnings
+    doc, filled = _call(command, kwargs, compute)
+    return _said(command, doc, filled)
 
 
-def _warn(err):
-    # The CLI prints each reader warning as "LOCATION: warning: ...\nhint: ..."; one Python warning each.
-    block = []
-    for line in err.splitlines():
-        if block and not line.startswith("hint: "):
-            warnings.warn("\n".join(block), ConfigWarning, stacklevel=4)
-            block = []
-        block.append(line)
-    if block:
-        warnings.warn("\n".join(block), ConfigWarning, stacklevel=4)
+def setup(command="estimate", **kwargs):
+    """The training setup memplan builds from the keywords (those of estimate(), or of fit() with
+    ``command="fit"``), as a ``memplan.Setup``: ``setup`` is the setup document with each value's
+    source, ``warnings`` what the readers warned about (also issued as ConfigWarning),
+    ``estimate()`` the per-GPU ``memplan.Breakdown`` (``peak_bytes``, ``terms``, ``phases``,
+    ``verdict``, ``band``, ``document()``), ``fit()`` the fit document and its exit code.
+
+    >>> s = memplan.setup(model="gpt2", micro_batch=1, seq_len=512, gpu="t4")
+    >>> s.estimate().band
+    'normal'
+    """
+    if command not in ("estimate", "fit"):
+        raise ValueError(f"memplan.setup() builds the setup of estimate or fit, not {command!r}")
+
+    def compute(args):
+        s = _memplan.Setup(command, args)
+        return s, s.warnings
+    return _call(command, kwargs, compute, stacklevel=3)[0]
 
 
 def estimate(**kwargs):

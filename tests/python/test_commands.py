@@ -1,5 +1,6 @@
 """memplan.estimate / fit / plan against the CLI: the same documents for the bundled examples,
-the same errors (message, location, hint), and keyword checking with did-you-mean.
+the same errors (message, location, hint), and keyword checking with did-you-mean; memplan.setup()
+and its Breakdown, the library's own objects, against the documents and the CLI.
 
 Run by ctest (tests/python/CMakeLists.txt) with PYTHONPATH=build/python and MEMPLAN_BIN=build/memplan.
 """
@@ -210,6 +211,100 @@ class Errors(unittest.TestCase):
             memplan.estimate(model={"model_type": "gpt2", "n_embd": "wide"})
         self.assertEqual(caught.exception.file, "<model dict>")
         self.assertNotIn("memplan-", str(caught.exception))  # no temporary path leaks out
+
+
+class Library(unittest.TestCase):
+    """memplan.setup() binds the library: the Setup and its Breakdown hold the same numbers as the
+    documents the CLI prints, without a command handler or JSON text in between."""
+
+    KW = dict(model="llama-3.2-1b", gpu="h100-80gb", micro_batch=2, seq_len=1024, precision="amp-bf16",
+              checkpointing="full", from_interpreter=False)
+    ARGS = ["--model", "llama-3.2-1b", "--gpu", "h100-80gb", "--micro-batch", "2", "--seq-len", "1024",
+            "--precision", "amp-bf16", "--checkpointing", "full"]
+
+    def test_breakdown_is_the_document(self):
+        s = memplan.setup(**self.KW)
+        self.assertIsInstance(s, memplan.Setup)
+        b = s.estimate()
+        self.assertIsInstance(b, memplan.Breakdown)
+        code, out, err = cli("estimate", *self.ARGS, "--json")
+        self.assertEqual(code, 0, err)
+        doc = json.loads(out)
+        self.assertEqual(b.document(), doc)
+        g = doc["per_gpu"]
+        self.assertEqual(b.peak_bytes, g["peak_bytes"])
+        self.assertEqual(b.allocated_peak_bytes, g["allocated_peak_bytes"])
+        self.assertEqual(b.reserved_peak_bytes, g["reserved_peak_bytes"])
+        self.assertEqual((b.peak_phase, b.peak_at), (g["peak_phase"], g["peak_at"]))
+        self.assertEqual(b.terms, {t["name"]: t["bytes"] for t in g["terms"]})
+        self.assertEqual(sum(b.terms.values()), b.peak_bytes)
+        self.assertEqual([(p["name"], p["bytes"], p["terms"]) for p in b.phases],
+                         [(p["name"], p["bytes"], p["terms"]) for p in g["phases"]])
+        self.assertEqual(b.verdict, doc["verdict"])
+        self.assertEqual(b.band, doc["verdict"]["status"])
+        self.assertIn(b.band, memplan.monitor.BANDS)
+        self.assertEqual(b.parameters["total"], doc["model"]["parameters"])
+        self.assertEqual(b.host, doc["host"])
+        self.assertEqual(b.notes, doc["notes"])
+        self.assertEqual(s.setup, doc["setup"])
+        self.assertEqual(s.sources, doc["setup"]["sources"])
+        self.assertEqual(s.model, doc["model"]["name"])
+        self.assertEqual(b.exit_code, code)
+        # The lines memplan estimate's table prints about the setup.
+        code, table, _ = cli("estimate", *self.ARGS)
+        self.assertIn("  " + s.describe() + "\n", table)
+        self.assertIn("  " + s.describe_runtime() + "\n", table)
+
+    def test_over_the_card(self):
+        s = memplan.setup(model="llama-3-8b", gpu="t4", seq_len=2048, from_interpreter=False)
+        b = s.estimate()
+        code, out, _ = cli("estimate", "--model", "llama-3-8b", "--gpu", "t4", "--seq-len", "2048", "--json")
+        self.assertEqual((b.exit_code, code), (1, 1))
+        self.assertEqual(b.band, json.loads(out)["verdict"]["status"])
+        self.assertIn(b.band, ("emergency", "out_of_memory"))
+        self.assertGreater(b.verdict["utilization"], 1.0)
+
+    def test_fit_of_a_setup(self):
+        kw = dict(self.KW, micro_batch=64)
+        doc, code = memplan.setup("fit", **kw).fit()
+        args = [a if a != "2" else "64" for a in self.ARGS]
+        cli_code, out, err = cli("fit", *args, "--json")
+        self.assertIn(cli_code, (0, 1), err)
+        self.assertEqual((doc, code), (json.loads(out), cli_code))
+        self.assertEqual(doc, memplan.fit(**kw))
+
+    def test_no_device_no_band(self):
+        b = memplan.setup(model="gpt2", seq_len=128, from_interpreter=False).estimate()
+        self.assertEqual(b.band, "unknown")
+        self.assertIsNone(b.verdict["fits"])
+        self.assertEqual(b.exit_code, 0)
+
+    def test_setup_warnings(self):
+        # A near-miss key: the reader's warning, as the CLI prints it, on the Setup and as a ConfigWarning.
+        config = {"model": {"preset": "gpt2"}, "training": {"micro_batch_sise": 2, "seq_len": 128}}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            s = memplan.setup(config=config, from_interpreter=False)
+        self.assertTrue(s.warnings, "a near-miss key warns")
+        self.assertTrue(any("micro_batch_size" in w for w in s.warnings), s.warnings)
+        said = [str(w.message) for w in caught if issubclass(w.category, memplan.ConfigWarning)]
+        self.assertEqual(len(said), len(s.warnings))
+        self.assertTrue(all("<config dict>" in w for w in said), said)  # the temporary path is named as the argument
+        self.assertEqual(caught[0].filename, __file__)  # attributed to the caller
+
+    def test_bad_input(self):
+        with self.assertRaises(memplan.InputError) as caught:
+            memplan.setup(model="gpt2", micro_batch="abc")
+        self.assertEqual(caught.exception.flag, "--micro-batch")
+        with self.assertRaises(ValueError):
+            memplan.setup("plan", model="gpt2")
+
+    def test_no_command_handler(self):
+        # The module binds the library (api/, estimator/, planner/, profiles/), not cli/: no run(),
+        # and its source includes no command-line header.
+        self.assertFalse(hasattr(memplan._memplan, "run"))
+        with open(os.path.join(ROOT, "python", "_memplan.cpp")) as f:
+            self.assertNotIn('#include "cli/', f.read())
 
 
 if __name__ == "__main__":

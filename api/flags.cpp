@@ -1,0 +1,130 @@
+// The setup's and plan's flags (api/flags.h).
+#include "api/flags.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <stdexcept>
+
+#include "estimator/fields.h"
+#include "planner/emit.h"
+
+namespace memplan::api {
+
+void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
+  app.add_option("--config", in.config,
+                 "training config: memplan YAML, DeepSpeed JSON, HF config.json, HF TrainingArguments/TRL, Axolotl, "
+                 "torchtune, torchtitan TOML, LitGPT, LightningCLI, accelerate or NeMo (detected from its keys)")
+      ->type_name("FILE");
+  app.add_option("--format", in.format, "read --config as this format instead of detecting it")->type_name("NAME");
+  app.add_flag("--strict", in.strict, "refuse a config with keys memplan cannot model or near-miss keys (exit 2)");
+  app.add_option("--model", in.model, "preset (memplan models), HF repo id, config.json or model directory")->type_name("NAME|FILE|DIR");
+  app.add_option("--gpu", in.gpu, "GPU preset (memplan gpus)")->type_name("PRESET");
+  app.add_option("--gpu-memory", in.gpu_memory, "device memory, e.g. 12GiB (overrides the preset's)")->type_name("SIZE");
+  app.add_option("--allocator-cap", in.allocator_cap,
+                 "torch.cuda.set_per_process_memory_fraction: the most the caching allocator may hold, a size (11GiB) "
+                 "or a fraction of the card (0.5); verdicts hold the step to it")
+      ->type_name("SIZE|FRACTION");
+  // The counts, each --NAME N, from the registry (estimator/fields.h): the fine-tuning ones after
+  // --finetune, the others here.
+  auto add_counts = [&app, &in](bool finetune) {
+    for (const CountField& f : count_fields()) {
+      if ((std::string(f.section) == "finetune") != finetune) continue;
+      CLI::Option* o = app.add_option(f.flag, in.count_flag(f.id), f.help)->type_name("N");
+      if (f.group) o->group(f.group);
+    }
+  };
+  add_counts(false);
+  app.add_option("--precision", in.precision, "fp32|amp-fp16|amp-bf16|bf16|fp16|mixed-fp16|mixed-bf16")->type_name("P");
+  app.add_option("--optimizer", in.optimizer, "adamw|adam|sgd|sgd-momentum|adafactor|adafactor-momentum|adamw-8bit|lion|paged-adamw|paged-adamw-8bit")->type_name("O");
+  app.add_option("--checkpointing", in.checkpointing, "none|full|selective|selective-op|every:K|layers:I,J,...")->type_name("MODE");
+  app.add_option("--attention", in.attention, "eager|sdpa|flash")->type_name("IMPL");
+  app.add_option("--zero", in.zero, "DeepSpeed ZeRO stage 0-3")->type_name("STAGE");
+  app.add_option("--offload", in.offload, "none|optimizer|optimizer+params|params (params: DeepSpeed ZeRO-3 offload_param alone)")->type_name("WHAT");
+  app.add_option("--finetune", in.finetune, "full|lora|qlora")->type_name("MODE");
+  add_counts(true);
+  app.add_option("--lora-alpha", in.lora_alpha, "LoRA alpha")->type_name("A");
+  app.add_option("--lora-targets", in.lora_targets, "q,k,v,o,gate,up,down or all-linear")->type_name("LIST");
+  app.add_option("--lora-dropout", in.lora_dropout, "LoRA dropout on the adapters' input (default 0)")->type_name("P");
+  app.add_option("--adapter-dtype", in.adapter_dtype,
+                 "fp32|model: LoRA adapters in fp32 (PEFT) or the model's dtype (torchtune, LitGPT: their default)")
+      ->type_name("DTYPE");
+  app.add_option("--device", in.device, "cuda (default) or cpu: whose memory behaviour to model")->type_name("cpu|cuda");
+  app.add_option("--calibration", in.calibration, "calibration profile from memplan calibrate")->type_name("FILE");
+  // The runtime: the stack that runs the step and its knobs (each overrides the framework's default).
+  // Its choices (--framework, --optimizer-impl, --fsdp) from the registry (estimator/fields.h).
+  for (const ChoiceField& f : choice_fields())
+    app.add_option(f.flag, in.choice_flag(f.id), f.help)->type_name(f.type_name)->group("Runtime");
+  app.add_option("--torch-version", in.torch_version, "PyTorch release the job runs (default 2.6)")->type_name("X.Y")->group("Runtime");
+  app.add_option("--transformers-version", in.transformers_version,
+                 "transformers release the job runs (default 4.57): its modelling code decides what is saved")
+      ->type_name("X.Y")
+      ->group("Runtime");
+  app.add_option("--loss", in.loss, "standard|chunked[:N]|chunked:Nt|fused-linear|vocab-parallel: how the loss is computed")
+      ->type_name("IMPL")->group("Runtime");
+  app.add_option("--host-memory", in.host_memory,
+                 "host RAM of one node, e.g. 512GiB (default: this machine's RAM with --device cpu, else unknown): "
+                 "offload plans are checked against it")
+      ->type_name("SIZE");
+  // The yes/no switches, each --NAME and --no-NAME, from the registry (estimator/fields.h); the
+  // runtime's in the Runtime group.
+  for (const SwitchField& f : switch_fields()) {
+    std::optional<bool>& slot = in.switch_flag(f.id);
+    CLI::Option* o = app.add_flag_function(fmt::format("{},!{}", f.flag, f.negation()), [&slot](int64_t n) { slot = n > 0; }, f.help);
+    if (f.section() == "runtime") o->group("Runtime");
+  }
+}
+
+void add_plan_flags(CLI::App& app, PlanFlags& f) {
+  app.add_option("--global-batch", f.ask.global_batch,
+                 "sequences per optimizer step over all GPUs (default: the config's, or micro-batch x accumulation x GPUs)")
+      ->type_name("N");
+  app.add_option("--tier", f.ask.tier, "memory budget: safe (85%), balanced (90%), aggressive (95%)")->type_name("TIER");
+  app.add_option("--budget", f.ask.budget, "memory budget as a fraction of the card (overrides --tier)")->type_name("F");
+  app.add_option("--optimizers", f.ask.optimizers, "optimizers the plan may pick (comma list; default: --optimizer or adamw)")->type_name("LIST");
+  app.add_option("--precisions", f.ask.precisions, "precision regimes the plan may pick (comma list)")->type_name("LIST");
+  app.add_flag("--no-offload", f.ask.no_offload, "never offload to the host");
+  app.add_flag("--no-deepspeed", f.ask.no_deepspeed, "never plan DeepSpeed (ZeRO); DDP and FSDP stay (--zero 0 says the same)");
+  app.add_option("--table", f.table,
+                 "one plan per memory size or GPU preset (8GiB,12GiB,16GiB,24GiB or t4,l4,...; at most 64), printed as a markdown table")
+      ->type_name("LIST");
+  app.add_option("--max-micro-batch", f.ask.max_micro_batch, "largest micro-batch to consider (default 1024, at most 65536)")->type_name("N");
+  app.add_option("--emit", f.ask.emit, "print the plan as a " + fmt::format("{}", fmt::join(planner::emit_format_names(), "|")) +
+                                            " config (on stdout; the report goes to stderr)")->type_name("FORMAT");
+  app.add_option("--out", f.out, "write the --emit config to this file instead (atomically)")->type_name("FILE");
+  app.add_flag("--force", f.force, "let --out replace an existing file");
+  app.add_flag("--fresh", f.fresh,
+               "with --emit for a --config in that format: write memplan's own file instead of the config with only the plan's changes");
+}
+
+planner::FitAsk fit_ask(const profiles::SetupInputs& in) {
+  planner::FitAsk ask;
+  if (const auto& liger = in.switch_flag(Switch::liger); liger && !*liger) ask.liger_off = field(Switch::liger).negation() + " keeps them off";
+  else if (!liger && in.loss) ask.liger_off = fmt::format("--loss {}: Liger's fused loss would replace it", *in.loss);
+  return ask;
+}
+
+std::optional<InputError> unconvertible_value(CLI::App& app, const std::string& command) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->count() == 0) continue;
+    bool fails = false;
+    try {
+      opt->run_callback();
+    } catch (const CLI::ConversionError&) {
+      fails = true;
+    } catch (const std::invalid_argument&) {  // CLI11 2.1 reads a flag's value with std::stoll
+      fails = true;
+    } catch (const std::out_of_range&) {
+      fails = true;
+    } catch (const CLI::Error&) {
+    }
+    if (!fails) continue;
+    const std::vector<std::string> values = opt->results();
+    return InputError(Where::at_flag(opt->get_name()),
+                      "cannot read '" + profiles::clip(values.empty() ? "" : values.back()) + "' as its value",
+                      "memplan " + command + " --help shows what " + opt->get_name() + " takes");
+  }
+  return std::nullopt;
+}
+
+}  // namespace memplan::api
