@@ -2,21 +2,13 @@
 // runners-up, and the emitted config file (written atomically).
 #include <fmt/format.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <ostream>
-#include <sstream>
 
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "profiles/files.h"
-#include "profiles/reader.h"
-#include "estimator/checked.h"
 #include "estimator/estimate.h"
 #include "planner/emit.h"
-#include "planner/keep.h"
 #include "planner/plan.h"
 #include "planner/request.h"
 

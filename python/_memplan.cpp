@@ -7,7 +7,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <fmt/format.h>
+
 #include <exception>
+#include <optional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -68,6 +71,37 @@ std::vector<std::string> rendered(const std::vector<Warning>& warnings) {
   return out;
 }
 
+// The runtime versions the Python call filled from the interpreter's imported modules
+// (memplan/_commands.py): (keyword, version memplan read, the module's full version, module).
+using Filled = std::vector<std::tuple<std::string, std::string, std::string, std::string>>;
+
+// What the call filled, said in the document: `from_interpreter` and one note each.
+void say_filled(nlohmann::json& doc, const Filled& filled, const std::string& caller) {
+  for (const auto& [key, version, found, module] : filled) {
+    doc["from_interpreter"][key] = {{"version", version}, {"found", found}, {"module", module}};
+    doc["notes"].push_back(fmt::format("runtime.{} {} from this interpreter's {} {} ({} filled it; pass {}= to say otherwise, or "
+                                       "from_interpreter=False for memplan's default)",
+                                       key, version, module, found, caller, key));
+  }
+}
+
+// Text with the temporary files written for dict arguments named as those arguments
+// ("<config dict>"), as memplan/_commands.py names them in errors and warnings.
+using Renames = std::vector<std::pair<std::string, std::string>>;
+std::string renamed(std::string text, const Renames& renames) {
+  for (const auto& [from, to] : renames)
+    for (size_t at = text.find(from); !from.empty() && at != std::string::npos; at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+  return text;
+}
+
+// An InputError after the reader warnings that came first (plan reads the config before it finds
+// what is missing): Python issues the warnings, then raises the error, as the CLI prints them.
+struct WarnedInputError : InputError {
+  WarnedInputError(const InputError& e, std::vector<std::string> w) : InputError(e), warnings(std::move(w)) {}
+  std::vector<std::string> warnings;
+};
+
 // What memplan COMMAND takes, registered on `app` into `in` (and `plan` for plan).
 void add_flags(const std::string& command, CLI::App& app, profiles::SetupInputs& in, api::PlanFlags& plan) {
   if (command != "estimate" && command != "fit" && command != "plan")
@@ -97,7 +131,8 @@ void parse(const std::string& command, const std::vector<std::string>& args, pro
 // One step's per-GPU breakdown of a built setup.
 class Breakdown {
  public:
-  Breakdown(std::shared_ptr<const profiles::BuiltSetup> b, MemoryBreakdown e) : b_(std::move(b)), e_(std::move(e)) {}
+  Breakdown(std::shared_ptr<const profiles::BuiltSetup> b, MemoryBreakdown e, Filled filled, std::string caller)
+      : b_(std::move(b)), e_(std::move(e)), filled_(std::move(filled)), caller_(std::move(caller)) {}
   int64_t peak_bytes() const { return e_.peak_bytes(); }
   int64_t verdict_bytes() const { return e_.verdict_bytes(); }
   int64_t allocated_peak_bytes() const {
@@ -140,9 +175,9 @@ class Breakdown {
     return v.known ? v.status : "unknown";
   }
   py::object host() const { return to_python(api::host_json(e_, b_->setup)); }
-  std::vector<std::string> notes() const { return e_.notes; }
+  std::vector<std::string> notes() const { return document_json()["notes"].get<std::vector<std::string>>(); }
   bool calibrated() const { return e_.calibrated; }
-  py::object document() const { return to_python(api::estimate_json(*b_, e_)); }
+  py::object document() const { return to_python(document_json()); }
   int exit_code() const {
     const Verdict v = judge(e_, b_->setup);
     return v.known && !v.fits ? kExitDoesNotFit : kExitOk;
@@ -154,15 +189,25 @@ class Breakdown {
     for (int i = 0; i < kNumTerms; ++i) d[term_name(term_at(i))] = ph.bytes[i];
     return d;
   }
+  nlohmann::json document_json() const {
+    nlohmann::json doc = api::estimate_json(*b_, e_);
+    say_filled(doc, filled_, caller_);
+    return doc;
+  }
   std::shared_ptr<const profiles::BuiltSetup> b_;
   MemoryBreakdown e_;
+  Filled filled_;
+  std::string caller_;
 };
 
 // A training setup as the library built it from a call's keywords: the model, batch, precision,
 // parallelism, runtime and device, with where each value came from.
 class Setup {
  public:
-  Setup(const std::string& command, const std::vector<std::string>& args) : command_(command) {
+  // `filled`: the versions the call took from the interpreter; `caller`: the function that says so
+  // ("memplan.setup()"); `renames`: the temporary files of dict arguments and the names they go by.
+  Setup(const std::string& command, const std::vector<std::string>& args, Filled filled, std::string caller, Renames renames)
+      : command_(command), filled_(std::move(filled)), caller_(std::move(caller)), renames_(std::move(renames)) {
     if (command == "plan") throw py::value_error("a plan searches many setups: memplan.plan() takes the keywords itself");
     api::PlanFlags unused;
     parse(command, args, in_, unused);
@@ -170,8 +215,12 @@ class Setup {
     b_ = std::make_shared<const profiles::BuiltSetup>(profiles::build_setup(in_));
   }
   std::shared_ptr<Breakdown> estimate() const {
-    py::gil_scoped_release unlocked;
-    return std::make_shared<Breakdown>(b_, memplan::estimate(b_->setup, calibration()));
+    std::optional<MemoryBreakdown> e;
+    {
+      py::gil_scoped_release unlocked;
+      e = memplan::estimate(b_->setup, calibration());
+    }
+    return std::make_shared<Breakdown>(b_, std::move(*e), filled_, caller_);
   }
   // memplan.fit/v1 of this setup, with fit's options.
   std::tuple<py::object, int> fit() const {
@@ -187,6 +236,7 @@ class Setup {
       const planner::FitReport r = planner::fit(s, calibration(), api::fit_ask(in_));
       ok = r.verdict.fits && r.host.fits;
       doc = api::fit_json(*b_, e, r);
+      say_filled(doc, filled_, caller_);
     }
     return {to_python(doc), ok ? kExitOk : kExitDoesNotFit};
   }
@@ -196,45 +246,58 @@ class Setup {
     return to_python(j);
   }
   py::object sources() const { return to_python(api::sources_json(*b_)); }
-  std::vector<std::string> warnings() const { return rendered(b_->warnings); }
+  std::vector<std::string> warnings() const {
+    std::vector<std::string> out;
+    for (const std::string& w : rendered(b_->warnings)) out.push_back(renamed(w, renames_));
+    return out;
+  }
   std::string describe() const { return api::describe(b_->setup); }
   std::string describe_runtime() const { return api::describe_runtime(*b_); }
   std::string model() const { return b_->setup.model.name; }
-  std::string config_path() const { return b_->config_path; }
+  std::string config_path() const { return renamed(b_->config_path, renames_); }
   std::string config_format() const { return b_->config_format; }
 
  private:
   const Calibration* calibration() const { return b_->calibration ? &*b_->calibration : nullptr; }
   std::string command_;
+  Filled filled_;
+  std::string caller_;
+  Renames renames_;
   profiles::SetupInputs in_;
   std::shared_ptr<const profiles::BuiltSetup> b_;
 };
 
-// memplan.plan/v1 for the keywords, the reader warnings, and the exit code the CLI would give.
-std::tuple<py::object, std::vector<std::string>, int> plan(const std::vector<std::string>& args) {
+// The plan document of `memplan plan --json` for the flags read into `in` and `f`, the reader
+// warnings added to `warnings` as they come, and the exit code the CLI would give.
+nlohmann::json plan_document(const profiles::SetupInputs& in, const api::PlanFlags& f, std::vector<std::string>& warnings, int& code) {
+  api::check_plan_flags(in, f, true);
+  const auto resolved = planner::resolve_plan(in, f.ask, f.table, [&](const std::vector<Warning>& w) {
+    const std::vector<std::string> r = rendered(w);
+    warnings.insert(warnings.end(), r.begin(), r.end());
+  });
+  const planner::ResolvedPlan& rp = *resolved;
+  if (!rp.table.empty()) return api::plan_table_json(rp, planner::plan_table(rp.request, rp.table));
+  const planner::PlanResult r = planner::plan(rp.request, rp.cards);
+  const api::EmittedConfig e = r.found ? api::emit_plan_config(in, f, rp, r) : api::EmittedConfig{};
+  code = r.found ? kExitOk : kExitDoesNotFit;
+  return api::plan_json(rp, r, e, f, in);
+}
+
+// (memplan.plan/v1 or plan-table/v1, the reader warnings, the exit code) for the keywords.
+std::tuple<py::object, std::vector<std::string>, int> plan(const std::vector<std::string>& args, const Filled& filled) {
   profiles::SetupInputs in;
   api::PlanFlags f;
   parse("plan", args, in, f);
   std::vector<std::string> warnings;
   nlohmann::json doc;
   int code = kExitOk;
-  {
+  try {
     py::gil_scoped_release unlocked;  // plan searches for tens of milliseconds; let other threads run
-    api::check_plan_flags(in, f, true);
-    const auto resolved = planner::resolve_plan(in, f.ask, f.table, [&](const std::vector<Warning>& w) {
-      const std::vector<std::string> r = rendered(w);
-      warnings.insert(warnings.end(), r.begin(), r.end());
-    });
-    const planner::ResolvedPlan& rp = *resolved;
-    if (!rp.table.empty()) {
-      doc = api::plan_table_json(rp, planner::plan_table(rp.request, rp.table));
-    } else {
-      const planner::PlanResult r = planner::plan(rp.request, rp.cards);
-      const api::EmittedConfig e = r.found ? api::emit_plan_config(in, f, rp, r) : api::EmittedConfig{};
-      doc = api::plan_json(rp, r, e, f, in);
-      code = r.found ? kExitOk : kExitDoesNotFit;
-    }
+    doc = plan_document(in, f, warnings, code);
+  } catch (const InputError& e) {
+    throw WarnedInputError(e, warnings);
   }
+  say_filled(doc, filled, "memplan.plan()");
   return {to_python(doc), warnings, code};
 }
 
@@ -254,7 +317,8 @@ std::vector<FlagInfo> flags(const std::string& command) {
   return result;
 }
 
-// memplan::InputError -> _memplan.InputErrorParts(message, file, line, col, flag, hint), which
+// memplan::InputError -> _memplan.InputErrorParts(message, file, line, col, flag, hint, the reader
+// warnings that came before it), which
 // memplan/_commands.py raises as memplan.InputError; anything else escaping the library is a bug.
 PyObject* g_input_error = nullptr;
 
@@ -263,7 +327,9 @@ void translate(std::exception_ptr p) {
     if (p) std::rethrow_exception(p);
   } catch (const InputError& e) {
     const Where& w = e.where();
-    const py::tuple args = py::make_tuple(e.message(), w.file, w.line, w.col, w.flag, e.hint());
+    const auto* warned = dynamic_cast<const WarnedInputError*>(&e);
+    const py::tuple args = py::make_tuple(e.message(), w.file, w.line, w.col, w.flag, e.hint(),
+                                          warned ? warned->warnings : std::vector<std::string>{});
     PyErr_SetObject(g_input_error, args.ptr());
   }
 }
@@ -298,7 +364,8 @@ PYBIND11_MODULE(_memplan, m) {
       .def("document", &mp::Breakdown::document, "the memplan.estimate/v1 document");
 
   py::class_<mp::Setup, std::shared_ptr<mp::Setup>>(m, "Setup", "A training setup as memplan built it, with each value's source")
-      .def(py::init<const std::string&, const std::vector<std::string>&>(), py::arg("command"), py::arg("args"))
+      .def(py::init<const std::string&, const std::vector<std::string>&, mp::Filled, std::string, mp::Renames>(), py::arg("command"),
+           py::arg("args"), py::arg("filled") = mp::Filled{}, py::arg("caller") = "memplan.setup()", py::arg("renames") = mp::Renames{})
       .def("estimate", &mp::Setup::estimate, "the per-GPU breakdown of one step")
       .def("fit", &mp::Setup::fit, "(memplan.fit/v1 document, exit code)")
       .def_property_readonly("setup", &mp::Setup::setup, "the setup document (as in memplan.estimate/v1's 'setup', with sources)")
@@ -310,7 +377,7 @@ PYBIND11_MODULE(_memplan, m) {
       .def("describe", &mp::Setup::describe, "the one-line description memplan estimate prints")
       .def("describe_runtime", &mp::Setup::describe_runtime, "the runtime line memplan estimate prints");
 
-  m.def("plan", &mp::plan, py::arg("args"), "(memplan.plan/v1 document, warnings, exit code) of `memplan plan ARGS... --json`");
+  m.def("plan", &mp::plan, py::arg("args"), py::arg("filled") = mp::Filled{}, "(memplan.plan/v1 document, warnings, exit code) of `memplan plan ARGS... --json`");
   m.def("flags", &mp::flags, py::arg("command"), "The command's flags: (long names, type name, takes a value, description) each");
   m.def("nearest", [](const std::string& word, const std::vector<std::string>& candidates) {
           return memplan::profiles::nearest(word, candidates);

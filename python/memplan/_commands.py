@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import warnings
 
@@ -166,7 +167,6 @@ def _interpreter_versions(command, kwargs, table):
     them itself, so nothing is filled when config= is given."""
     if "config" in kwargs:
         return {}
-    import sys
     out = {}
     for key, module in _INTERPRETER_RUNTIME:
         mod = sys.modules.get(module)
@@ -210,48 +210,49 @@ def _args(command, kwargs, temps):
     return args, filled
 
 
-def _said(command, doc, filled):
-    # Say where the versions came from, in the document's notes and as its own field.
-    if filled:
-        doc["from_interpreter"] = {key: {"version": v[0], "found": v[1], "module": v[2]} for key, v in filled.items()}
-        doc.setdefault("notes", []).extend(
-            f"runtime.{key} {v[0]} from this interpreter's {v[2]} {v[1]} (memplan.{command}() filled it; "
-            f"pass {key}= to say otherwise, or from_interpreter=False for memplan's default)"
-            for key, v in filled.items())
-    return doc
-
-
-def _call(command, kwargs, compute, stacklevel=4):
-    """compute(args) -> (result, reader warnings) for the call's keywords. The warnings become
-    ConfigWarning and the library's InputError memplan.InputError, dict arguments named as such."""
+def _call(command, kwargs, compute):
+    """compute(args, filled, renames, warn) for the call's keywords: ``filled`` the versions taken
+    from the interpreter as (keyword, version, found, module), ``renames`` the temporary files of
+    dict arguments with the names they go by, ``warn(texts)`` issues reader warnings as
+    ConfigWarning. The library's InputError becomes memplan.InputError, after the warnings that
+    came before it; anything else escaping the library is a bug."""
     temps = _Temporaries()
+
+    def warn(texts):
+        # Attributed to the caller's line: the first frame outside this module.
+        frame, level = sys._getframe(1), 2
+        while frame is not None and frame.f_globals.get("__name__") == __name__:
+            frame, level = frame.f_back, level + 1
+        for text in texts:
+            warnings.warn(temps.rename(text), ConfigWarning, stacklevel=level)
     try:
         args, filled = _args(command, kwargs, temps)
+        filled = [(key, v[0], v[1], v[2]) for key, v in filled.items()]
         try:
-            result, warned = compute(args)
+            return compute(args, filled, list(temps.names.items()), warn)
         except _memplan.InputErrorParts as e:
-            message, file, line, col, flag, hint = e.args
+            message, file, line, col, flag, hint, warned = e.args
+            warn(warned)
             raise InputError(temps.rename(message), temps.rename(file), line, col, flag, temps.rename(hint)) from None
-        except Exception as e:  # anything else escaping the library is a bug
+        except (RuntimeError, MemoryError) as e:
             raise RuntimeError(f"memplan internal error: {e} (please report this with the arguments)") from e
-        for w in warned:
-            warnings.warn(temps.rename(w), ConfigWarning, stacklevel=stacklevel)
-        return result, filled
     finally:
         temps.close()
 
 
 def _run(command, kwargs):
+    caller = f"memplan.{command}()"
     if command == "plan":
-        def compute(args):
-            doc, warned, _code = _memplan.plan(args)
-            return doc, warned
+        def compute(args, filled, _renames, warn):
+            doc, warned, _code = _memplan.plan(args, filled)
+            warn(warned)
+            return doc
     else:
-        def compute(args):
-            s = _memplan.Setup(command, args)
-            return (s.estimate().document() if command == "estimate" else s.fit()[0]), s.warnings
-    doc, filled = _call(command, kwargs, compute)
-    return _said(command, doc, filled)
+        def compute(args, filled, renames, warn):
+            s = _memplan.Setup(command, args, filled, caller, renames)
+            warn(s.warnings)  # before fit's own refusal, as the CLI prints them
+            return s.estimate().document() if command == "estimate" else s.fit()[0]
+    return _call(command, kwargs, compute)
 
 
 def setup(command="estimate", **kwargs):
@@ -259,7 +260,8 @@ def setup(command="estimate", **kwargs):
     ``command="fit"``), as a ``memplan.Setup``: ``setup`` is the setup document with each value's
     source, ``warnings`` what the readers warned about (also issued as ConfigWarning),
     ``estimate()`` the per-GPU ``memplan.Breakdown`` (``peak_bytes``, ``terms``, ``phases``,
-    ``verdict``, ``band``, ``document()``), ``fit()`` the fit document and its exit code.
+    ``verdict``, ``band``, ``document()``), ``fit()`` the fit document and its exit code. The
+    runtime versions are filled from the interpreter as for estimate(), and its documents say so.
 
     >>> s = memplan.setup(model="gpt2", micro_batch=1, seq_len=512, gpu="t4")
     >>> s.estimate().band
@@ -268,10 +270,11 @@ def setup(command="estimate", **kwargs):
     if command not in ("estimate", "fit"):
         raise ValueError(f"memplan.setup() builds the setup of estimate or fit, not {command!r}")
 
-    def compute(args):
-        s = _memplan.Setup(command, args)
-        return s, s.warnings
-    return _call(command, kwargs, compute, stacklevel=3)[0]
+    def compute(args, filled, renames, warn):
+        s = _memplan.Setup(command, args, filled, "memplan.setup()", renames)
+        warn(s.warnings)
+        return s
+    return _call(command, kwargs, compute)
 
 
 def estimate(**kwargs):

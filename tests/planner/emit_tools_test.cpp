@@ -32,7 +32,7 @@ struct Case {
   int64_t global_batch;
 };
 
-// What `memplan plan --emit FORMAT` does (cli/cmd_plan.cpp): the tool's framework and model.
+// What `memplan plan --emit FORMAT` does (planner/request.cpp): the tool's framework and model.
 struct Planned {
   PlanResult result;
   EmitContext context;

@@ -128,6 +128,20 @@ class FromInterpreter(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertEqual(doc["per_gpu"]["peak_bytes"], json.loads(out)["per_gpu"]["peak_bytes"])
 
+    def test_setup_says_so_too(self):
+        s = memplan.setup(model="gpt2", micro_batch=1, seq_len=128)
+        b = s.estimate()
+        doc = b.document()
+        self.assertEqual(doc["setup"]["runtime"]["torch_version"], "2.11")
+        self.assertEqual(doc["from_interpreter"]["torch_version"]["found"], "2.11.0+cu130")
+        self.assertTrue(any(n.startswith("runtime.torch_version 2.11 from this interpreter's torch 2.11.0+cu130 (memplan.setup() filled it")
+                            for n in doc["notes"]), doc["notes"])
+        self.assertEqual(b.notes, doc["notes"])
+        fit_doc, _code = memplan.setup("fit", model="gpt2", micro_batch=1, seq_len=128, gpu="t4").fit()
+        self.assertIn("from_interpreter", fit_doc)
+        plan_doc = memplan.plan(model="gpt2", gpu="t4", seq_len=128, global_batch=8)
+        self.assertEqual(plan_doc["from_interpreter"]["transformers_version"]["version"], "5.17")
+
     def test_what_the_call_says_wins(self):
         doc = memplan.estimate(model="gpt2", micro_batch=1, seq_len=128, torch_version="2.4")
         self.assertEqual(doc["setup"]["runtime"]["torch_version"], "2.4")
@@ -291,6 +305,33 @@ class Library(unittest.TestCase):
         self.assertEqual(len(said), len(s.warnings))
         self.assertTrue(all("<config dict>" in w for w in said), said)  # the temporary path is named as the argument
         self.assertEqual(caught[0].filename, __file__)  # attributed to the caller
+
+    def test_warnings_before_an_error(self):
+        # The CLI prints the reader's warning and then fit's / plan's refusal; Python issues the
+        # warning, then raises.
+        config = {"model": {"preset": "gpt2"}, "training": {"micro_batch_sise": 1, "seq_len": 128}}
+        for command in ("fit", "plan"):
+            with self.subTest(command=command):
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    with self.assertRaises(memplan.InputError):
+                        getattr(memplan, command)(config=config, from_interpreter=False)
+                said = [str(w.message) for w in caught if issubclass(w.category, memplan.ConfigWarning)]
+                self.assertEqual(len(said), 1, said)
+                self.assertIn("micro_batch_size", said[0])
+                self.assertEqual(caught[0].filename, __file__)
+
+    def test_a_dict_argument_is_named(self):
+        config = {"model": {"preset": "gpt2"}, "training": {"micro_batch_sise": 2, "seq_len": 128}}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", memplan.ConfigWarning)
+            s = memplan.setup(config=config, from_interpreter=False)
+        self.assertEqual(s.config_path, "<config dict>")
+        self.assertTrue(all("memplan-" not in w and "<config dict>" in w for w in s.warnings), s.warnings)
+
+    def test_wrong_argument_type_is_not_an_internal_error(self):
+        with self.assertRaises(TypeError):
+            memplan._memplan.Setup("estimate", [1, 2])
 
     def test_bad_input(self):
         with self.assertRaises(memplan.InputError) as caught:
