@@ -63,9 +63,8 @@ std::string describe_runtime(const profiles::BuiltSetup& b) {
 
 nlohmann::json runtime_json(const TrainingSetup& s) {
   const Runtime& r = s.runtime;
-  nlohmann::json j = {{"torch_version", fmt::format("{}.{}", r.torch_major, r.torch_minor)},
-                      {"transformers_version", fmt::format("{}.{}", r.transformers_major, r.transformers_minor)},
-                      {"loss", to_string(r, r.loss)}};
+  nlohmann::json j = {{"loss", to_string(r, r.loss)}};
+  for (const VersionField& f : version_fields()) j[f.json_key()] = f.text(s);
   for (const ChoiceField& f : choice_fields())
     if (f.json_section() == "runtime") j[f.json_key()] = f.get(s);
   for (const SwitchField& f : switch_fields())
@@ -77,13 +76,13 @@ nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
       "model.hidden_size", "precision", "optimizer", "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory",
       "hardware.allocator_cap", "parallel.zero_stage", "parallel.offload", "finetune.mode", "finetune.lora_alpha",
-      "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "runtime.torch_version",
-      "runtime.transformers_version", "runtime.loss"};
+      "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "runtime.loss"};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
   for (const SwitchField& f : switch_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const CountField& f : count_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const ChoiceField& f : choice_fields()) j[f.path] = source_of(b.origin, f.path);
+  for (const VersionField& f : version_fields()) j[f.path] = source_of(b.origin, f.path);
   return j;
 }
 

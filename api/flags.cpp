@@ -52,14 +52,12 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--device", in.device, "cuda (default) or cpu: whose memory behaviour to model")->type_name("cpu|cuda");
   app.add_option("--calibration", in.calibration, "calibration profile from memplan calibrate")->type_name("FILE");
   // The runtime: the stack that runs the step and its knobs (each overrides the framework's default).
-  // Its choices (--framework, --optimizer-impl, --fsdp) from the registry (estimator/fields.h).
+  // Its choices (--framework, --optimizer-impl, --fsdp) and releases (--torch-version,
+  // --transformers-version) from the registry (estimator/fields.h).
   for (const ChoiceField& f : choice_fields())
     app.add_option(f.flag, in.choice_flag(f.id), f.help)->type_name(f.type_name)->group("Runtime");
-  app.add_option("--torch-version", in.torch_version, "PyTorch release the job runs (default 2.6)")->type_name("X.Y")->group("Runtime");
-  app.add_option("--transformers-version", in.transformers_version,
-                 "transformers release the job runs (default 4.57): its modelling code decides what is saved")
-      ->type_name("X.Y")
-      ->group("Runtime");
+  for (const VersionField& f : version_fields())
+    app.add_option(f.flag, in.version_flag(f.id), f.help)->type_name("X.Y")->group("Runtime");
   app.add_option("--loss", in.loss, "standard|chunked[:N]|chunked:Nt|fused-linear|vocab-parallel: how the loss is computed")
       ->type_name("IMPL")->group("Runtime");
   app.add_option("--host-memory", in.host_memory,

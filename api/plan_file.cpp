@@ -38,8 +38,7 @@ std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const pro
     bi.device = in.device;
     bi.calibration = in.calibration;
     bi.choice_flag(Choice::framework) = setup_in.choice_flag(Choice::framework);
-    bi.torch_version = in.torch_version;
-    bi.transformers_version = in.transformers_version;
+    bi.versions = in.versions;
     bi.count_flag(Count::gpus_per_node) = in.count_flag(Count::gpus_per_node);
     bi.host_memory = in.host_memory;
     planner::EmitContext eb = ec;

@@ -4,6 +4,9 @@
 
 #include "estimator/error.h"
 
+#include <string>
+#include <utility>
+
 namespace memplan {
 
 namespace {
@@ -178,6 +181,37 @@ std::array<ChoiceField, kChoiceCount> make_choice_rows() {
 
 #undef MEMPLAN_CHOICE
 
+// One version row: major and minor are Runtime members.
+#define MEMPLAN_VERSION_ROW(id, major, minor, flag, help, library, keys, max_major, examples, hint, default_source)      \
+  VersionField {                                                                                                       \
+    Version::id, "runtime." #id "_version", flag, help, library, keys, max_major, examples, hint,                      \
+        [](const TrainingSetup& s) { return std::make_pair(s.runtime.major, s.runtime.minor); },                      \
+        [](TrainingSetup& s, int a, int b) {                                                                           \
+          s.runtime.major = a;                                                                                         \
+          s.runtime.minor = b;                                                                                         \
+        },                                                                                                             \
+        default_source                                                                                                 \
+  }
+
+std::array<VersionField, kVersionCount> make_version_rows() {
+  using Keys = std::array<const char*, 2>;
+  return {{
+      MEMPLAN_VERSION_ROW(torch, torch_major, torch_minor, "--torch-version", "PyTorch release the job runs (default 2.6)", "torch",
+                          (Keys{"torch_version", "torch"}), 9, "2.6 or 1.13",
+                          "the PyTorch release the job runs: python -c 'import torch; print(torch.__version__)'",
+                          "memplan's default release, torch 2.6 (estimator/setup.h Runtime), unless the config states one or a "
+                          "Python caller has imported torch"),
+      MEMPLAN_VERSION_ROW(transformers, transformers_major, transformers_minor, "--transformers-version",
+                          "transformers release the job runs (default 4.57): its modelling code decides what is saved",
+                          "transformers", (Keys{"transformers_version", "transformers"}), 0, "4.52 or 5.17",
+                          "the transformers release the job runs: python -c 'import transformers; print(transformers.__version__)'",
+                          "memplan's default release, transformers 4.57 (estimator/setup.h Runtime), unless the config states one "
+                          "or a Python caller has imported transformers"),
+  }};
+}
+
+#undef MEMPLAN_VERSION_ROW
+
 }  // namespace
 
 
@@ -242,6 +276,17 @@ const std::array<ChoiceField, kChoiceCount>& choice_fields() {
 const ChoiceField& field(Choice id) { return row(choice_fields(), id, "choice"); }
 std::string ChoiceField::json_section() const { return head(path); }
 std::string ChoiceField::json_key() const { return tail(path); }
+
+const std::array<VersionField, kVersionCount>& version_fields() {
+  static const auto rows = checked(make_version_rows(), "version");
+  return rows;
+}
+const VersionField& field(Version id) { return row(version_fields(), id, "version"); }
+std::string VersionField::json_key() const { return tail(path); }
+std::string VersionField::text(const TrainingSetup& s) const {
+  const auto [major, minor] = get(s);
+  return std::to_string(major) + "." + std::to_string(minor);
+}
 
 std::string SwitchField::negation() const { return std::string("--no-") + (flag + 2); }
 

@@ -13,9 +13,11 @@
 // The counts (micro-batch, sequence length, accumulation, GPUs, parallel degrees, LoRA rank, frozen
 // layers) are iterated by the same places and by `memplan check`'s field list (planner/check.cpp);
 // the runtime's choices (framework, optimizer kernel, FSDP sharding) by the flags, the reader, the
-// JSON and the writer. Values that are none of these (sizes, versions, fractions, and the choices a
-// file can state several ways: precision, checkpointing, offload, attention, the fine-tuning
-// method) are still written out by hand in those places (issue 25).
+// JSON and the writer; the release versions (torch, transformers) by the flags, the reader, the
+// runtime JSON, the writer and the Python keywords filled from the interpreter. Values that are
+// none of these (sizes, fractions, and the choices a file can state several ways: precision,
+// checkpointing, offload, attention, the fine-tuning method) are still written out by hand in those
+// places (issue 25).
 #pragma once
 
 #include <array>
@@ -163,5 +165,40 @@ struct ChoiceField {
 const std::array<ChoiceField, kChoiceCount>& choice_fields();
 const ChoiceField& field(Choice id);
 inline const char* path(Choice id) { return field(id).path; }
+
+// ---- versions ----------------------------------------------------------------------------------
+
+// A release of a library the job runs, major.minor: it decides what the library's code saves.
+enum class Version {
+  torch,
+  transformers,
+  count  // sentinel: the number of versions
+};
+constexpr size_t kVersionCount = static_cast<size_t>(Version::count);
+
+struct VersionField {
+  Version id;
+  const char* path;  // the setup path: "runtime.torch_version" (its place in the runtime JSON and sources)
+  const char* flag;  // "--torch-version"
+  const char* help;
+  // The library: its name in errors ("the torch version ...") and the Python module whose
+  // __version__ a memplan.estimate() call fills it from.
+  const char* library;
+  std::array<const char*, 2> keys;  // its keys in memplan YAML's runtime: section, the first the writer's
+  int max_major;                    // the largest major release it reads (torch 9); 0: any
+  const char* examples;             // "2.6 or 1.13": the refusal's words
+  const char* hint;                 // where the user finds the release
+  std::pair<int, int> (*get)(const TrainingSetup&);
+  void (*set)(TrainingSetup&, int major, int minor);
+  const char* default_source;
+
+  std::string json_key() const;                     // "torch_version"
+  std::string text(const TrainingSetup& s) const;   // "2.6"
+};
+
+// Every version, in enumerator order (row i has id == Version(i); checked at start-up).
+const std::array<VersionField, kVersionCount>& version_fields();
+const VersionField& field(Version id);
+inline const char* path(Version id) { return field(id).path; }
 
 }  // namespace memplan

@@ -238,14 +238,12 @@ std::vector<std::pair<std::string, std::string>> switch_entries(const TrainingSe
 // applies them to what the file leaves out), so the file reads back to the same runtime.
 std::vector<std::pair<std::string, std::string>> runtime_entries(const TrainingSetup& s, const std::set<std::string>& stated) {
   const Runtime& r = s.runtime;
-  const Runtime plain;
+  const TrainingSetup plain;
   std::vector<std::pair<std::string, std::string>> e;
   auto choice = [&](Choice id) { e.emplace_back(field(id).key, field(id).get(s)); };
   if (r.framework != Framework::hf_trainer) choice(Choice::framework);
-  if (r.torch_major != plain.torch_major || r.torch_minor != plain.torch_minor)
-    e.emplace_back("torch_version", fmt::format("\"{}.{}\"", r.torch_major, r.torch_minor));
-  if (r.transformers_major != plain.transformers_major || r.transformers_minor != plain.transformers_minor)
-    e.emplace_back("transformers_version", fmt::format("\"{}.{}\"", r.transformers_major, r.transformers_minor));
+  for (const VersionField& f : version_fields())
+    if (f.get(s) != f.get(plain)) e.emplace_back(f.keys[0], "\"" + f.text(s) + "\"");
   if (stated.count("runtime.loss")) e.emplace_back("loss", to_string(r, r.loss));
   if (stated.count(path(Choice::optimizer_impl))) choice(Choice::optimizer_impl);
   for (auto& kv : switch_entries(s, stated, "runtime")) e.push_back(std::move(kv));

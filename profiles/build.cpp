@@ -230,21 +230,15 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
                        fmt::format("expected one of: {}", fmt::join(f.names(), ", ")));
     o.set(f.id, Where::at_flag(f.flag));
   }
-  if (in.torch_version) {
-    const auto v = parse_version(*in.torch_version);
-    if (!v || v->first > 9)
-      throw InputError(Where::at_flag("--torch-version"), fmt::format("the torch version must look like 2.6 or 1.13 (got '{}')", *in.torch_version),
-                       "the PyTorch release the job runs: python -c 'import torch; print(torch.__version__)'");
-    std::tie(r.torch_major, r.torch_minor) = *v;
-    o.set("runtime.torch_version", Where::at_flag("--torch-version"));
-    // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
-    if (!o.given(Switch::zero_grad_set_to_none)) r.zero_grad_set_to_none = r.torch_major >= 2;
+  for (const VersionField& f : version_fields()) {
+    const std::optional<std::string>& v = in.version_flag(f.id);
+    if (!v) continue;
+    const auto [major, minor] = detail::read_version(f, *v, Where::at_flag(f.flag), fmt::format("the {} version", f.library));
+    f.set(s, major, minor);
+    o.set(f.id, Where::at_flag(f.flag));
   }
-  if (in.transformers_version) {
-    std::tie(r.transformers_major, r.transformers_minor) =
-        detail::transformers_version(*in.transformers_version, Where::at_flag("--transformers-version"));
-    o.set("runtime.transformers_version", Where::at_flag("--transformers-version"));
-  }
+  // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
+  if (in.version_flag(Version::torch) && !o.given(Switch::zero_grad_set_to_none)) r.zero_grad_set_to_none = r.torch_major >= 2;
   if (in.loss) {
     if (!parse_loss(*in.loss, &r))
       throw InputError(Where::at_flag("--loss"), fmt::format("unknown loss '{}'", *in.loss),

@@ -213,14 +213,30 @@ Key<ConfigState> choice_key(Choice id) {
             st.note(c.path, n);
           }};
 }
+// A release of the registry under its keys: "2.6", "5.17.0"; refused at the value naming the key's path.
+Key<ConfigState> version_key(Version id) {
+  std::vector<std::string> names;
+  for (const char* k : field(id).keys) names.emplace_back(k);
+  return {std::move(names), [id](const Node& n, ConfigState& st) {
+            const VersionField& f = field(id);
+            const auto [major, minor] = read_version(f, as_text(n), n.where, f.path);
+            f.set(st.s(), major, minor);
+            st.note(f.path, n);
+            // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
+            if (id == Version::torch && !st.out.origin.fields.count(path(Switch::zero_grad_set_to_none)))
+              st.s().runtime.zero_grad_set_to_none = major >= 2;
+          }};
+}
 // `t` with the registry's counts and choices read in memplan YAML section `section` ("training", "data",
-// "hardware", "finetune"), its switches of setup section `switches` ("runtime": runtime.*; nullptr:
+// "hardware", "finetune"; "runtime" also its versions), its switches of setup section `switches` ("runtime": runtime.*; nullptr:
 // none) and the `more` switches of other sections a dialect puts here.
 Table with_fields(Table t, const char* section, std::initializer_list<Switch> more = {}, const char* switches = nullptr) {
   for (const CountField& f : count_fields())
     if (std::string(f.section) == section) t.push_back(count_key(f.id));
   for (const ChoiceField& f : choice_fields())
     if (std::string(f.section) == section) t.push_back(choice_key(f.id));
+  if (std::string(section) == "runtime")
+    for (const VersionField& f : version_fields()) t.push_back(version_key(f.id));
   if (switches)
     for (const SwitchField& f : switch_fields())
       if (f.section() == switches) t.push_back(switch_key(f.id));
@@ -444,27 +460,8 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
 // Sections that may sit at the top or inside training:/policy:.
 // runtime: what memplan cannot read from a config but the framework decides (torch version,
 // HF's logits upcast, a loop holding its logits, zero_grad's set_to_none, the optimizer kernel).
-void set_torch_version(const Node& n, ConfigState& st) {
-  const std::string v = as_text(n);
-  const auto parsed = parse_version(v);
-  if (!parsed || parsed->first > 9)
-    throw InputError(n.where, fmt::format("runtime.torch_version must look like 2.6 or 1.13 (got '{}')", v),
-                     "the PyTorch release the job runs: python -c 'import torch; print(torch.__version__)'");
-  const auto [major, minor] = *parsed;
-  st.s().runtime.torch_major = major;
-  st.s().runtime.torch_minor = minor;
-  st.note("runtime.torch_version", n);
-  // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
-  if (!st.out.origin.fields.count(path(Switch::zero_grad_set_to_none))) st.s().runtime.zero_grad_set_to_none = major >= 2;
-}
-
 const Table& runtime_keys() {
   static const Table t = with_fields({
-      {{"torch_version", "torch"}, set_torch_version},
-      {{"transformers_version", "transformers"}, [](const Node& n, ConfigState& st) {
-         std::tie(st.s().runtime.transformers_major, st.s().runtime.transformers_minor) = transformers_version(as_text(n), n.where);
-         st.note("runtime.transformers_version", n);
-       }},
       {{"loss"}, [](const Node& n, ConfigState& st) {
          if (!parse_loss(as_text(n), &st.s().runtime))
            throw InputError(n.where, fmt::format("unknown loss '{}'", as_text(n)),

@@ -52,9 +52,10 @@ void set_model_origin(Provenance& origin, const Where& where);
 void throw_first_problem(const TrainingSetup& s, const Provenance& origin, const std::string& prefix,
                          const Where& fallback);
 
-// runtime.transformers_version (a config key) and --transformers-version: "4.52" or "5.17.0" as
-// (major, minor); an InputError at `where` otherwise.
-std::pair<int, int> transformers_version(const std::string& text, const Where& where);
+// A release of the version registry's row `f` (estimator/fields.h), "2.6" or "5.17.0", as (major,
+// minor); otherwise an InputError at `where`: "<subject> must look like <examples> (got 'x')" with
+// the row's hint. `subject`: the key's path for a config, "the torch version" for a flag.
+std::pair<int, int> read_version(const VersionField& f, const std::string& text, const Where& where, const std::string& subject);
 
 // The device for a GPU preset and/or an explicit capacity (either may be absent). An unknown GPU
 // is an InputError at `gpu_where` with the nearest presets as a hint.

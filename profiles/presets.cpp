@@ -300,11 +300,10 @@ void set_model_origin(Provenance& origin, const Where& where) {
     origin.set(f, where);
 }
 
-std::pair<int, int> transformers_version(const std::string& text, const Where& where) {
+std::pair<int, int> read_version(const VersionField& f, const std::string& text, const Where& where, const std::string& subject) {
   const auto v = parse_version(text);
-  if (!v)
-    throw InputError(where, fmt::format("the transformers version must look like 4.52 or 5.17 (got '{}')", clip(text)),
-                     "the transformers release the job runs: python -c 'import transformers; print(transformers.__version__)'");
+  if (!v || (f.max_major > 0 && v->first > f.max_major))
+    throw InputError(where, fmt::format("{} must look like {} (got '{}')", subject, f.examples, clip(text)), f.hint);
   return *v;
 }
 

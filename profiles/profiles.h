@@ -176,6 +176,10 @@ struct Provenance {
   Where of(Choice id) const { return of(path(id)); }
   void set(Choice id, const Where& w) { set(path(id), w); }
   bool given(Choice id) const { return given(path(id)); }
+  // And for a version.
+  Where of(Version id) const { return of(path(id)); }
+  void set(Version id, const Where& w) { set(path(id), w); }
+  bool given(Version id) const { return given(path(id)); }
   // The words that say where a field's value came from: the file key's text, else the default's
   // ("" when neither); set_text replaces them where they stand.
   std::string text_of(const std::string& field) const;
@@ -316,8 +320,6 @@ struct SetupInputs {
   std::optional<std::string> calibration;    // --calibration FILE
   // The runtime: the framework and its knobs (estimator/runtime.h).
   std::optional<std::string> loss;           // --loss standard|chunked[:N]|fused-linear
-  std::optional<std::string> torch_version;  // --torch-version 2.6
-  std::optional<std::string> transformers_version;  // --transformers-version 4.57
   std::optional<std::string> host_memory;    // --host-memory 512GiB (per node)
   // The yes/no switches (estimator/fields.h), by Switch: --liger / --no-liger and the rest.
   std::array<std::optional<bool>, kSwitchCount> switches;
@@ -331,6 +333,10 @@ struct SetupInputs {
   std::array<std::optional<std::string>, kChoiceCount> choices;
   std::optional<std::string>& choice_flag(Choice id) { return choices[static_cast<size_t>(id)]; }
   const std::optional<std::string>& choice_flag(Choice id) const { return choices[static_cast<size_t>(id)]; }
+  // The releases (estimator/fields.h), by Version: --torch-version, --transformers-version.
+  std::array<std::optional<std::string>, kVersionCount> versions;
+  std::optional<std::string>& version_flag(Version id) { return versions[static_cast<size_t>(id)]; }
+  const std::optional<std::string>& version_flag(Version id) const { return versions[static_cast<size_t>(id)]; }
 };
 
 struct BuiltSetup {

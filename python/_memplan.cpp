@@ -23,6 +23,7 @@
 #include "estimator/breakdown.h"
 #include "estimator/error.h"
 #include "estimator/estimate.h"
+#include "estimator/fields.h"
 #include "planner/fit.h"
 #include "planner/plan.h"
 #include "planner/request.h"
@@ -378,6 +379,11 @@ PYBIND11_MODULE(_memplan, m) {
       .def("describe_runtime", &mp::Setup::describe_runtime, "the runtime line memplan estimate prints");
 
   m.def("plan", &mp::plan, py::arg("args"), py::arg("filled") = mp::Filled{}, "(memplan.plan/v1 document, warnings, exit code) of `memplan plan ARGS... --json`");
+  m.def("versions", [] {
+          std::vector<std::tuple<std::string, std::string, int>> out;
+          for (const memplan::VersionField& f : memplan::version_fields()) out.emplace_back(f.flag, f.library, f.max_major);
+          return out;
+        }, "The releases memplan models (estimator/fields.h): (flag, the Python module whose __version__ it is, the largest major it reads; 0: any)");
   m.def("flags", &mp::flags, py::arg("command"), "The command's flags: (long names, type name, takes a value, description) each");
   m.def("nearest", [](const std::string& word, const std::vector<std::string>& candidates) {
           return memplan::profiles::nearest(word, candidates);

@@ -156,9 +156,10 @@ def _value_text(command, key, flag, value, temps):
     return str(value)
 
 
-# The releases a script's own interpreter runs, for the runtime keys memplan models them by: only
-# modules the script has already imported (the torch that will train, not whatever is installed).
-_INTERPRETER_RUNTIME = (("torch_version", "torch"), ("transformers_version", "transformers"))
+# The releases a script's own interpreter runs, for the runtime keys memplan models them by (the
+# version registry, estimator/fields.h): only modules the script has already imported (the torch
+# that will train, not whatever is installed). (keyword, module, the largest major memplan reads; 0: any)
+_INTERPRETER_RUNTIME = tuple((flag[2:].replace("-", "_"), module, max_major) for flag, module, max_major in _memplan.versions())
 
 
 def _interpreter_versions(command, kwargs, table):
@@ -168,14 +169,14 @@ def _interpreter_versions(command, kwargs, table):
     if "config" in kwargs:
         return {}
     out = {}
-    for key, module in _INTERPRETER_RUNTIME:
+    for key, module, max_major in _INTERPRETER_RUNTIME:
         mod = sys.modules.get(module)
         if key in kwargs or key not in table or mod is None:
             continue
         full = str(getattr(mod, "__version__", "") or "")
         m = re.match(r"(\d{1,3})\.(\d{1,3})", full)
         # Only what memplan reads as a release (a torch major 1-9; else the call's own defaults).
-        if m and 1 <= int(m.group(1)) and (module != "torch" or int(m.group(1)) <= 9):
+        if m and 1 <= int(m.group(1)) and (max_major == 0 or int(m.group(1)) <= max_major):
             out[key] = (f"{m.group(1)}.{m.group(2)}", full, module)
     return out
 

@@ -507,3 +507,116 @@ TEST_CASE("choice registry: an unknown name is refused with the names, at the fl
     }
   }
 }
+
+namespace {
+
+// Releases each version row is tried with (each differs from memplan's default); a new row fails
+// the tests below until it has its own.
+const std::map<Version, std::vector<std::pair<int, int>>>& version_values() {
+  static const std::map<Version, std::vector<std::pair<int, int>>> v = {
+      {Version::torch, {{1, 13}, {2, 11}}},
+      {Version::transformers, {{4, 52}, {5, 17}}},
+  };
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("version registry: rows in order, paths, flags and runtime keys unique across the registries, registered on the commands") {
+  std::set<std::string> paths, flags, runtime_keys = {"loss"};
+  for (const SwitchField& f : switch_fields()) {
+    paths.insert(f.path), flags.insert(f.flag);
+    if (f.section() == "runtime") {
+      runtime_keys.insert(f.key());
+      for (const char* a : f.aliases)
+        if (a) runtime_keys.insert(a);
+    }
+  }
+  for (const CountField& f : count_fields()) paths.insert(f.path), flags.insert(f.flag);
+  for (const ChoiceField& f : choice_fields()) {
+    paths.insert(f.path), flags.insert(f.flag);
+    if (std::string(f.section) == "runtime") runtime_keys.insert(f.key);
+  }
+  CLI::App app;
+  profiles::SetupInputs in;
+  cli::add_setup_flags(app, in);
+  for (size_t i = 0; i < kVersionCount; ++i) {
+    const VersionField& f = version_fields()[i];
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    CHECK(static_cast<size_t>(f.id) == i);
+    CHECK(paths.insert(f.path).second);
+    CHECK(flags.insert(f.flag).second);
+    for (const char* k : f.keys) CHECK(runtime_keys.insert(k).second);
+    CHECK(std::string(f.keys[0]) == f.json_key());
+    CHECK(app.get_option_no_throw(f.flag) != nullptr);
+    CHECK(std::string(f.default_source).size() > 10);
+    REQUIRE(version_values().count(f.id) == 1);
+    TrainingSetup s;
+    for (const auto& [major, minor] : version_values().at(f.id)) {
+      CHECK(std::make_pair(major, minor) != f.get(TrainingSetup{}));
+      f.set(s, major, minor);
+      CHECK(f.get(s) == std::make_pair(major, minor));
+      CHECK(f.text(s) == fmt::format("{}.{}", major, minor));
+    }
+  }
+}
+
+TEST_CASE("version registry: flag -> setup -> estimate JSON -> memplan YAML -> setup, and each key at its line") {
+  for (const VersionField& f : version_fields()) {
+    for (const auto& v : version_values().at(f.id)) {
+      const std::string text = fmt::format("{}.{}", v.first, v.second);
+      const std::string shown_path = f.path;
+      CAPTURE(shown_path);
+      CAPTURE(text);
+      std::vector<std::string> args = kBase;
+      args.insert(args.end(), {f.flag, text + ".0"});  // a full release ("5.17.0") reads as major.minor
+      const json setup = check_round_trip(f, args, v);
+      CHECK(setup.at("runtime").at(f.json_key()) == text);
+      for (const char* key : f.keys) {
+        CAPTURE(key);
+        const std::string y = fmt::format("model: llama-3.2-1b\nhardware:\n  gpu: h100-80gb\nruntime:\n  {}: \"{}\"\n", key, text);
+        const profiles::BuiltSetup read = build_from_yaml(y);
+        CHECK(f.get(read.setup) == v);
+        CHECK(read.origin.of(f.id).line == 5);
+      }
+    }
+  }
+}
+
+TEST_CASE("version registry: a release that is none is refused at the flag and at the key, with the row's hint") {
+  for (const VersionField& f : version_fields()) {
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    std::vector<std::string> bad = {"latest", "2"};
+    if (f.max_major > 0) bad.push_back(fmt::format("{}.1", f.max_major + 1));  // torch 10.1 is not a torch
+    for (const std::string& v : bad) {
+      CAPTURE(v);
+      try {
+        (void)build_from_flags({"--model", "llama-3.2-1b", f.flag, v});
+        FAIL("accepted");
+      } catch (const InputError& e) {
+        CHECK(e.where().flag == f.flag);
+        CHECK(e.message() == fmt::format("the {} version must look like {} (got '{}')", f.library, f.examples, v));
+        CHECK(e.hint() == f.hint);
+      }
+      try {
+        (void)build_from_yaml(fmt::format("model: llama-3.2-1b\nruntime:\n  {}: \"{}\"\n", f.keys[0], v));
+        FAIL("accepted");
+      } catch (const InputError& e) {
+        CHECK(e.where().line == 3);
+        CHECK(e.message() == fmt::format("{} must look like {} (got '{}')", f.path, f.examples, v));
+      }
+    }
+    if (f.max_major == 0) CHECK(f.get(build_from_flags({"--model", "llama-3.2-1b", f.flag, "10.1"}).setup) == std::make_pair(10, 1));
+  }
+}
+
+TEST_CASE("version registry: torch 1.x keeps zero_grad's gradients (set_to_none=False) unless the setup says otherwise") {
+  const SwitchField& zg = field(Switch::zero_grad_set_to_none);
+  CHECK_FALSE(zg.get(build_from_flags({"--model", "gpt2", "--torch-version", "1.13"}).setup));
+  CHECK(zg.get(build_from_flags({"--model", "gpt2", "--torch-version", "2.4"}).setup));
+  CHECK(zg.get(build_from_flags({"--model", "gpt2", "--torch-version", "1.13", zg.flag}).setup));
+  CHECK_FALSE(zg.get(build_from_yaml("model: gpt2\nruntime:\n  torch: \"1.13\"\n").setup));
+  CHECK(zg.get(build_from_yaml("model: gpt2\nruntime:\n  zero_grad_set_to_none: true\n  torch_version: \"1.13\"\n").setup));
+}

@@ -439,7 +439,7 @@ TEST_CASE("no load dtype in the file: fp32 weights under autocast with transform
   CHECK(v4.setup.model.checkpoint_dtype == "bfloat16");
   CHECK(v4.setup.precision == Precision::amp_bf16);
   CHECK(contains(set_at(v4.origin, "precision"), "transformers 4.x from_pretrained loads fp32 without dtype"));
-  const BuiltSetup v5 = built("hf-trl/09-run-clm-bf16-qwen.json", [](SetupInputs& in) { in.transformers_version = "5.0"; });
+  const BuiltSetup v5 = built("hf-trl/09-run-clm-bf16-qwen.json", [](SetupInputs& in) { in.version_flag(Version::transformers) = "5.0"; });
   CHECK(v5.setup.precision == Precision::bf16);
   CHECK(contains(set_at(v5.origin, "precision"), "from_pretrained's dtype=\"auto\" loads the checkpoint's bfloat16"));
   CHECK(contains(set_at(v5.origin, "precision"), "torch_dtype: float32 in the file (or --precision amp-bf16)"));
@@ -447,12 +447,12 @@ TEST_CASE("no load dtype in the file: fp32 weights under autocast with transform
   CHECK(estimate(v5.setup).peak_bytes() < estimate(v4.setup).peak_bytes());
   // --precision decides instead.
   const BuiltSetup asked = built("hf-trl/09-run-clm-bf16-qwen.json", [](SetupInputs& in) {
-    in.transformers_version = "5.0";
+    in.version_flag(Version::transformers) = "5.0";
     in.precision = "amp-bf16";
   });
   CHECK(asked.setup.precision == Precision::amp_bf16);
   // A checkpoint config without a dtype (GPT-2's) stays fp32, and says so.
-  const BuiltSetup gpt2 = built("hf-trl/08-run-clm-defaults.json", [](SetupInputs& in) { in.transformers_version = "5.0"; });
+  const BuiltSetup gpt2 = built("hf-trl/08-run-clm-defaults.json", [](SetupInputs& in) { in.version_flag(Version::transformers) = "5.0"; });
   CHECK(gpt2.setup.model.checkpoint_dtype.empty());
   CHECK(gpt2.setup.precision == Precision::fp32);
   CHECK(contains(default_of(gpt2.origin, "precision"), "not stated in the model's config.json: fp32 assumed"));

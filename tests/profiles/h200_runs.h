@@ -17,8 +17,8 @@ inline profiles::SetupInputs h200_inputs(const std::string& model, int64_t batch
   si.gpu = "h200";
   si.device = "cuda";
   si.choice_flag(Choice::framework) = "hf-trainer";
-  si.torch_version = "2.11";
-  si.transformers_version = "5.17";  // shared/gpu/h200-env.txt
+  si.version_flag(Version::torch) = "2.11";
+  si.version_flag(Version::transformers) = "5.17";  // shared/gpu/h200-env.txt
   si.count_flag(Count::micro_batch) = batch;
   si.count_flag(Count::seq_len) = seq;
   si.precision = precision;
