@@ -39,13 +39,12 @@ std::string memplan_block(const EmitContext& c) {
     }
     doc.erase(at + 1, end - at - 1);
   }
-  doc += fmt::format("runtime:\n  framework: {}\n  torch_version: \"{}.{}\"\n  transformers_version: \"{}.{}\"\n  loss: {}\n"
-                     "  optimizer_impl: {}\n",
-                     to_string(r.framework), r.torch_major, r.torch_minor, r.transformers_major, r.transformers_minor,
-                     to_string(r, r.loss), to_string(r.optimizer_impl));
+  doc += fmt::format("runtime:\n  {}: {}\n", field(Choice::framework).key, field(Choice::framework).get(c.setup));
+  for (const VersionField& f : version_fields()) doc += fmt::format("  {}: \"{}\"\n", f.keys[0], f.text(c.setup));
+  doc += fmt::format("  loss: {}\n  {}: {}\n", to_string(r, r.loss), field(Choice::optimizer_impl).key, field(Choice::optimizer_impl).get(c.setup));
   for (const SwitchField& f : switch_fields())
     if (f.section() == "runtime") doc += fmt::format("  {}: {}\n", f.key(), yes(f.get(c.setup)));
-  doc += fmt::format("  fsdp: {}\n", to_string(c.setup.parallel.fsdp));
+  doc += fmt::format("  {}: {}\n", field(Choice::fsdp).key, field(Choice::fsdp).get(c.setup));
   // "# " before every line: the reader blanks the '#', so the YAML keeps its shape two columns in.
   std::istringstream in(doc);
   std::string out, line;
