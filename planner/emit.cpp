@@ -189,10 +189,10 @@ std::string memory_section(const EmitContext& c, const char* indent) {
 std::set<std::string> stated_knobs(const TrainingSetup& s) {
   TrainingSetup base;
   base.runtime.framework = s.runtime.framework;
-  base.runtime.torch_major = s.runtime.torch_major;
-  base.runtime.torch_minor = s.runtime.torch_minor;
-  base.runtime.transformers_major = s.runtime.transformers_major;
-  base.runtime.transformers_minor = s.runtime.transformers_minor;
+  for (const VersionField& f : version_fields()) {
+    const auto [major, minor] = f.get(s);
+    f.set(base, major, minor);
+  }
   base.runtime.zero_grad_set_to_none = s.runtime.torch_major >= 2;
   base.parallel = s.parallel;
   base.parallel.fsdp = FsdpMode::none;

@@ -96,7 +96,17 @@ const detail::KeyTable<GpuProfile>& gpu_keys() {
        }},
       {{"unified_memory"}, [](const Node& n, GpuProfile& g) { g.unified_memory = as_bool(n); }},
       {{"usable_fraction"}, [](const Node& n, GpuProfile& g) { g.usable_fraction = as_number(n); }},
-      {{"compute_capability"}, [](const Node& n, GpuProfile& g) { g.compute_capability = as_text(n); }},
+      {{"compute_capability"}, [](const Node& n, GpuProfile& g) {
+         // CUDA's "major.minor" (9.0, 12.1): a one- or two-digit major, a one-digit minor.
+         const std::string cc = as_text(n);
+         const size_t dot = cc.find('.');
+         bool ok = dot != std::string::npos && dot >= 1 && dot <= 2 && dot + 2 == cc.size();
+         for (size_t i = 0; ok && i < cc.size(); ++i) ok = i == dot || (cc[i] >= '0' && cc[i] <= '9');
+         if (!ok)
+           throw InputError(n.where, fmt::format("compute_capability must look like 9.0 or 12.1 (got '{}')", clip(cc)),
+                            "CUDA's compute capability of the card, as nvidia-smi --query-gpu=compute_cap reports it");
+         g.compute_capability = cc;
+       }},
       {{"bf16"}, [](const Node& n, GpuProfile& g) { g.bf16 = as_bool(n); }},
       {{"fp8"}, [](const Node& n, GpuProfile& g) { g.fp8 = as_bool(n); }},
       {{"peak_bf16_flops"}, [](const Node& n, GpuProfile& g) { g.peak_bf16_flops = as_number(n); }},

@@ -38,22 +38,32 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitDoesNotFit = 1;
 
-// A document as Python objects: dicts, lists, str, int, float, bool, None. Text that is not UTF-8
-// (a file name is bytes) becomes U+FFFD, as the CLI's JSON writes it.
-py::object to_python(const nlohmann::json& j) {
+// Text with the temporary files written for dict arguments named as those arguments
+// ("<config dict>"), as memplan/_commands.py names them in errors and warnings.
+using Renames = std::vector<std::pair<std::string, std::string>>;
+std::string renamed(std::string text, const Renames& renames) {
+  for (const auto& [from, to] : renames)
+    for (size_t at = text.find(from); !from.empty() && at != std::string::npos; at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+  return text;
+}
+
+// A document as Python objects: dicts, lists, str, int, float, bool, None, its text with `renames`
+// applied. Text that is not UTF-8 (a file name is bytes) becomes U+FFFD, as the CLI's JSON writes it.
+py::object to_python(const nlohmann::json& j, const Renames& renames = {}) {
   switch (j.type()) {
     case nlohmann::json::value_t::object: {
       py::dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d[to_python(nlohmann::json(it.key()))] = to_python(it.value());
+      for (auto it = j.begin(); it != j.end(); ++it) d[to_python(nlohmann::json(it.key()), renames)] = to_python(it.value(), renames);
       return d;
     }
     case nlohmann::json::value_t::array: {
       py::list l;
-      for (const auto& v : j) l.append(to_python(v));
+      for (const auto& v : j) l.append(to_python(v, renames));
       return l;
     }
     case nlohmann::json::value_t::string: {
-      const std::string& s = j.get_ref<const std::string&>();
+      const std::string s = renamed(j.get_ref<const std::string&>(), renames);
       PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
       if (!o) throw py::error_already_set();
       return py::reinterpret_steal<py::object>(o);
@@ -84,16 +94,6 @@ void say_filled(nlohmann::json& doc, const Filled& filled, const std::string& ca
                                        "from_interpreter=False for memplan's default)",
                                        key, version, module, found, caller, key));
   }
-}
-
-// Text with the temporary files written for dict arguments named as those arguments
-// ("<config dict>"), as memplan/_commands.py names them in errors and warnings.
-using Renames = std::vector<std::pair<std::string, std::string>>;
-std::string renamed(std::string text, const Renames& renames) {
-  for (const auto& [from, to] : renames)
-    for (size_t at = text.find(from); !from.empty() && at != std::string::npos; at = text.find(from, at + to.size()))
-      text.replace(at, from.size(), to);
-  return text;
 }
 
 // An InputError after the reader warnings that came first (plan reads the config before it finds
@@ -132,8 +132,8 @@ void parse(const std::string& command, const std::vector<std::string>& args, pro
 // One step's per-GPU breakdown of a built setup.
 class Breakdown {
  public:
-  Breakdown(std::shared_ptr<const profiles::BuiltSetup> b, MemoryBreakdown e, Filled filled, std::string caller)
-      : b_(std::move(b)), e_(std::move(e)), filled_(std::move(filled)), caller_(std::move(caller)) {}
+  Breakdown(std::shared_ptr<const profiles::BuiltSetup> b, MemoryBreakdown e, Filled filled, std::string caller, Renames renames)
+      : b_(std::move(b)), e_(std::move(e)), filled_(std::move(filled)), caller_(std::move(caller)), renames_(std::move(renames)) {}
   int64_t peak_bytes() const { return e_.peak_bytes(); }
   int64_t verdict_bytes() const { return e_.verdict_bytes(); }
   int64_t allocated_peak_bytes() const {
@@ -175,10 +175,10 @@ class Breakdown {
     const Verdict v = judge(e_, b_->setup);
     return v.known ? v.status : "unknown";
   }
-  py::object host() const { return to_python(api::host_json(e_, b_->setup)); }
-  std::vector<std::string> notes() const { return document_json()["notes"].get<std::vector<std::string>>(); }
+  py::object host() const { return to_python(api::host_json(e_, b_->setup), renames_); }
+  py::object notes() const { return to_python(document_json()["notes"], renames_); }
   bool calibrated() const { return e_.calibrated; }
-  py::object document() const { return to_python(document_json()); }
+  py::object document() const { return to_python(document_json(), renames_); }
   int exit_code() const {
     const Verdict v = judge(e_, b_->setup);
     return v.known && !v.fits ? kExitDoesNotFit : kExitOk;
@@ -199,6 +199,7 @@ class Breakdown {
   MemoryBreakdown e_;
   Filled filled_;
   std::string caller_;
+  Renames renames_;
 };
 
 // A training setup as the library built it from a call's keywords: the model, batch, precision,
@@ -221,7 +222,7 @@ class Setup {
       py::gil_scoped_release unlocked;
       e = memplan::estimate(b_->setup, calibration());
     }
-    return std::make_shared<Breakdown>(b_, std::move(*e), filled_, caller_);
+    return std::make_shared<Breakdown>(b_, std::move(*e), filled_, caller_, renames_);
   }
   // memplan.fit/v1 of this setup, with fit's options.
   std::tuple<py::object, int> fit() const {
@@ -239,21 +240,21 @@ class Setup {
       doc = api::fit_json(*b_, e, r);
       say_filled(doc, filled_, caller_);
     }
-    return {to_python(doc), ok ? kExitOk : kExitDoesNotFit};
+    return {to_python(doc, renames_), ok ? kExitOk : kExitDoesNotFit};
   }
   py::object setup() const {
     nlohmann::json j = api::setup_json(b_->setup);
     j["sources"] = api::sources_json(*b_);
-    return to_python(j);
+    return to_python(j, renames_);
   }
-  py::object sources() const { return to_python(api::sources_json(*b_)); }
+  py::object sources() const { return to_python(api::sources_json(*b_), renames_); }
   std::vector<std::string> warnings() const {
     std::vector<std::string> out;
     for (const std::string& w : rendered(b_->warnings)) out.push_back(renamed(w, renames_));
     return out;
   }
   std::string describe() const { return api::describe(b_->setup); }
-  std::string describe_runtime() const { return api::describe_runtime(*b_); }
+  std::string describe_runtime() const { return renamed(api::describe_runtime(*b_), renames_); }
   std::string model() const { return b_->setup.model.name; }
   std::string config_path() const { return renamed(b_->config_path, renames_); }
   std::string config_format() const { return b_->config_format; }
@@ -285,7 +286,7 @@ nlohmann::json plan_document(const profiles::SetupInputs& in, const api::PlanFla
 }
 
 // (memplan.plan/v1 or plan-table/v1, the reader warnings, the exit code) for the keywords.
-std::tuple<py::object, std::vector<std::string>, int> plan(const std::vector<std::string>& args, const Filled& filled) {
+std::tuple<py::object, std::vector<std::string>, int> plan(const std::vector<std::string>& args, const Filled& filled, const Renames& renames) {
   profiles::SetupInputs in;
   api::PlanFlags f;
   parse("plan", args, in, f);
@@ -299,7 +300,7 @@ std::tuple<py::object, std::vector<std::string>, int> plan(const std::vector<std
     throw WarnedInputError(e, warnings);
   }
   say_filled(doc, filled, "memplan.plan()");
-  return {to_python(doc), warnings, code};
+  return {to_python(doc, renames), warnings, code};
 }
 
 // One flag of a command: (long names without dashes, the value's type name, takes a value, help).
@@ -319,9 +320,10 @@ std::vector<FlagInfo> flags(const std::string& command) {
 }
 
 // memplan::InputError -> _memplan.InputErrorParts(message, file, line, col, flag, hint, the reader
-// warnings that came before it), which
-// memplan/_commands.py raises as memplan.InputError; anything else escaping the library is a bug.
+// warnings that came before it), which memplan/_commands.py raises as memplan.InputError; any other
+// C++ exception escaping the library is a bug: _memplan.InternalError (the CLI's exit 3).
 PyObject* g_input_error = nullptr;
+PyObject* g_internal_error = nullptr;
 
 void translate(std::exception_ptr p) {
   try {
@@ -332,6 +334,12 @@ void translate(std::exception_ptr p) {
     const py::tuple args = py::make_tuple(e.message(), w.file, w.line, w.col, w.flag, e.hint(),
                                           warned ? warned->warnings : std::vector<std::string>{});
     PyErr_SetObject(g_input_error, args.ptr());
+  } catch (const py::error_already_set&) {
+    throw;  // a Python error raised on the way: pybind11's own translation
+  } catch (const py::builtin_exception&) {
+    throw;
+  } catch (const std::exception& e) {
+    PyErr_SetString(g_internal_error, e.what());  // a bug (the CLI's exit 3)
   }
 }
 
@@ -343,6 +351,8 @@ PYBIND11_MODULE(_memplan, m) {
   m.doc() = "memplan's C++ library: setups, their per-GPU breakdown, fit and plan, and the memory bands";
   mp::g_input_error = PyErr_NewException("_memplan.InputErrorParts", PyExc_ValueError, nullptr);
   m.attr("InputErrorParts") = py::handle(mp::g_input_error);
+  mp::g_internal_error = PyErr_NewException("_memplan.InternalError", PyExc_RuntimeError, nullptr);
+  m.attr("InternalError") = py::handle(mp::g_internal_error);
   py::register_exception_translator(&mp::translate);
 
   py::class_<mp::Breakdown, std::shared_ptr<mp::Breakdown>>(m, "Breakdown",
@@ -378,7 +388,7 @@ PYBIND11_MODULE(_memplan, m) {
       .def("describe", &mp::Setup::describe, "the one-line description memplan estimate prints")
       .def("describe_runtime", &mp::Setup::describe_runtime, "the runtime line memplan estimate prints");
 
-  m.def("plan", &mp::plan, py::arg("args"), py::arg("filled") = mp::Filled{}, "(memplan.plan/v1 document, warnings, exit code) of `memplan plan ARGS... --json`");
+  m.def("plan", &mp::plan, py::arg("args"), py::arg("filled") = mp::Filled{}, py::arg("renames") = mp::Renames{}, "(memplan.plan/v1 document, warnings, exit code) of `memplan plan ARGS... --json`");
   m.def("versions", [] {
           std::vector<std::tuple<std::string, std::string, int>> out;
           for (const memplan::VersionField& f : memplan::version_fields()) out.emplace_back(f.flag, f.library, f.max_major);

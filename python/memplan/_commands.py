@@ -220,9 +220,10 @@ def _call(command, kwargs, compute):
     temps = _Temporaries()
 
     def warn(texts):
-        # Attributed to the caller's line: the first frame outside this module.
+        # Attributed to the caller's line: the first frame outside the memplan package (the monitor
+        # and the callbacks call these functions too).
         frame, level = sys._getframe(1), 2
-        while frame is not None and frame.f_globals.get("__name__") == __name__:
+        while frame is not None and str(frame.f_globals.get("__name__", "")).split(".")[0] == "memplan":
             frame, level = frame.f_back, level + 1
         for text in texts:
             warnings.warn(temps.rename(text), ConfigWarning, stacklevel=level)
@@ -235,7 +236,7 @@ def _call(command, kwargs, compute):
             message, file, line, col, flag, hint, warned = e.args
             warn(warned)
             raise InputError(temps.rename(message), temps.rename(file), line, col, flag, temps.rename(hint)) from None
-        except (RuntimeError, MemoryError) as e:
+        except _memplan.InternalError as e:
             raise RuntimeError(f"memplan internal error: {e} (please report this with the arguments)") from e
     finally:
         temps.close()
@@ -244,8 +245,8 @@ def _call(command, kwargs, compute):
 def _run(command, kwargs):
     caller = f"memplan.{command}()"
     if command == "plan":
-        def compute(args, filled, _renames, warn):
-            doc, warned, _code = _memplan.plan(args, filled)
+        def compute(args, filled, renames, warn):
+            doc, warned, _code = _memplan.plan(args, filled, renames)
             warn(warned)
             return doc
     else:

@@ -620,3 +620,48 @@ TEST_CASE("version registry: torch 1.x keeps zero_grad's gradients (set_to_none=
   CHECK_FALSE(zg.get(build_from_yaml("model: gpt2\nruntime:\n  torch: \"1.13\"\n").setup));
   CHECK(zg.get(build_from_yaml("model: gpt2\nruntime:\n  zero_grad_set_to_none: true\n  torch_version: \"1.13\"\n").setup));
 }
+
+TEST_CASE("version registry: a flag overrides the config's release, each names its source, long values are clipped") {
+  const std::string y = "model: gpt2\nruntime:\n  torch: \"1.13\"\n  transformers: \"4.52\"\n";
+  const profiles::LoadedConfig cfg = profiles::load_config_text(y, "v.yaml", "v.yaml");
+  profiles::SetupInputs in;
+  in.config = "v.yaml";
+  const profiles::BuiltSetup from_file = profiles::build_setup(in, cfg);
+  CHECK(field(Version::torch).text(from_file.setup) == "1.13");
+  CHECK_FALSE(from_file.setup.runtime.zero_grad_set_to_none);
+  CHECK(from_file.origin.of(Version::torch).line == 3);
+  CHECK(from_file.origin.of(Version::transformers).line == 4);
+  CHECK(cli::sources_json(from_file).at(path(Version::torch)) == "v.yaml:3:3 (runtime.torch)");
+  in.version_flag(Version::torch) = "2.4";
+  const profiles::BuiltSetup flagged = profiles::build_setup(in, cfg);
+  CHECK(field(Version::torch).text(flagged.setup) == "2.4");
+  CHECK(flagged.setup.runtime.zero_grad_set_to_none);  // torch 2's default again
+  CHECK(cli::sources_json(flagged).at(path(Version::torch)) == "--torch-version");
+  CHECK(field(Version::transformers).text(flagged.setup) == "4.52");  // the other row as the file says
+  // A stated zero_grad_set_to_none is kept whatever the release.
+  profiles::SetupInputs kept;
+  kept.config = "z.yaml";
+  kept.version_flag(Version::torch) = "1.13";
+  CHECK(profiles::build_setup(kept, profiles::load_config_text("model: gpt2\nruntime:\n  zero_grad_set_to_none: true\n", "z.yaml", "z.yaml"))
+            .setup.runtime.zero_grad_set_to_none);
+
+  const std::string long_value(100, '7');
+  for (const VersionField& f : version_fields()) {
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    try {
+      (void)build_from_flags({"--model", "gpt2", f.flag, long_value});
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CHECK(e.message().find(profiles::clip(long_value)) != std::string::npos);
+      CHECK(e.message().find(long_value) == std::string::npos);
+    }
+    try {
+      (void)build_from_yaml(fmt::format("model: gpt2\nruntime:\n  {}: \"{}\"\n", f.keys[1], long_value));
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CHECK(e.where().line == 3);
+      CHECK(e.message().find(long_value) == std::string::npos);
+    }
+  }
+}

@@ -325,3 +325,21 @@ TEST_CASE("the 8-12 GB consumer cards people ask about are presets") {
   }
   CHECK(c.find("NVIDIA GeForce RTX 4070")->name == "rtx-4070");
 }
+
+TEST_CASE("gpus.yaml: a compute capability that is not CUDA's major.minor is refused at its line, not an internal error") {
+  const std::string head = "schema: memplan.gpus/v1\nfamilies:\n  - name: ampere\n    cuda_context_bytes: 1\n    cublas_workspace_bytes: 2\n"
+                           "gpus:\n  - name: card-a\n    vendor: nvidia\n    family: ampere\n    memory_bytes: 1000\n";
+  // 99999999999.5 overflowed std::stoi when the card was used ("internal error: stoi").
+  for (const std::string bad : {"99999999999.5", "123.4", "9", "9.10", ".5", "9.x", "sm_90"}) {
+    CAPTURE(bad);
+    try {
+      parse_gpu_catalog(head + "    compute_capability: \"" + bad + "\"\n", "cat.yaml").find("card-a");
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CHECK(e.where().line == 11);
+      CHECK(e.message() == "compute_capability must look like 9.0 or 12.1 (got '" + bad + "')");
+    }
+  }
+  for (const std::string good : {"7.5", "9.0", "12.1"})
+    CHECK(parse_gpu_catalog(head + "    compute_capability: \"" + good + "\"\n", "cat.yaml").find("card-a")->compute_capability == good);
+}

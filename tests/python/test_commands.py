@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 import warnings
 
@@ -328,6 +329,26 @@ class Library(unittest.TestCase):
             s = memplan.setup(config=config, from_interpreter=False)
         self.assertEqual(s.config_path, "<config dict>")
         self.assertTrue(all("memplan-" not in w and "<config dict>" in w for w in s.warnings), s.warnings)
+        # Every document names it so, not a temporary file that no longer exists.
+        doc = s.estimate().document()
+        self.assertNotIn(tempfile.gettempdir() + "/memplan-", json.dumps([doc, s.setup, s.sources, s.estimate().notes]))
+        self.assertTrue(doc["warnings"] and all("<config dict>" in w for w in doc["warnings"]), doc["warnings"])
+        self.assertTrue(any(v.startswith("<config dict>:") for v in s.sources.values()), s.sources)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", memplan.ConfigWarning)
+            self.assertEqual(memplan.estimate(config=config, from_interpreter=False)["warnings"], doc["warnings"])
+
+    def test_warnings_name_the_callers_line_through_the_package(self):
+        # memplan's own modules (the monitor, the callbacks) call setup() and estimate() too: the
+        # warning is the caller's, not the package's.
+        config = {"model": {"preset": "gpt2"}, "training": {"micro_batch_sise": 2, "seq_len": 128}}
+        ns = {"__name__": "memplan._inside", "memplan": memplan}
+        exec("def call(**kw):\n    return memplan.setup(**kw)\n", ns)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ns["call"](config=config, from_interpreter=False)
+        self.assertTrue(caught)
+        self.assertEqual(caught[0].filename, __file__)
 
     def test_wrong_argument_type_is_not_an_internal_error(self):
         with self.assertRaises(TypeError):
