@@ -212,8 +212,7 @@ nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdow
     saved.push_back({{"segment", r.layer}, {"op", r.op}, {"bytes", r.bytes}, {"category", r.category}});
   // The figures a user compares with what the GPU shows: torch.cuda.max_memory_allocated() (the
   // tensors; its peak may fall in another phase), max_memory_reserved(), and the device figure.
-  int64_t allocated = 0;
-  for (const PhaseState& ph : e.phases) allocated = std::max(allocated, ph.allocated());
+  const int64_t allocated = e.allocated_peak_bytes();
   j["per_gpu"] = {{"terms", terms},
                   {"peak_bytes", e.peak_bytes()},
                   {"allocated_peak_bytes", allocated},

@@ -80,8 +80,7 @@ void print_table(std::ostream& out, const MemoryBreakdown& e, const TrainingSetu
                           &ph == &pk ? " (peak)" : "");
   out << "  phases: " << phases << "\n";
   if (s.device.kind == DeviceKind::cuda) {
-    int64_t allocated = 0;
-    for (const PhaseState& ph : e.phases) allocated = std::max(allocated, ph.allocated());
+    const int64_t allocated = e.allocated_peak_bytes();
     out << fmt::format("  on the GPU: allocated {} (tensors: torch.cuda.max_memory_allocated), reserved {} (+ the caching "
                        "allocator's overhead: max_memory_reserved), device {} (+ {} outside the allocator: cudaMemGetInfo's used)\n",
                        gib(allocated), gib(pk.reserved()), gib(total), gib(pk[Term::cuda_context]));

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iterator>
 
 #include "estimator/error.h"
@@ -43,6 +44,12 @@ const PhaseState& MemoryBreakdown::at(Phase p) const {
     if (ph.phase == p) return ph;
   throw InternalError(fmt::format("a breakdown of {} phases has no {} phase", phases.size(), phase_name(p)));
 }
+int64_t MemoryBreakdown::allocated_peak_bytes() const {
+  int64_t allocated = 0;
+  for (const PhaseState& ph : phases) allocated = std::max(allocated, ph.allocated());
+  return allocated;
+}
+
 int64_t MemoryBreakdown::host_bytes() const {
   int64_t t = 0;
   for (const auto& h : host) t = checked_add(t, h.bytes, "the host memory total");

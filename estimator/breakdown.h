@@ -133,6 +133,9 @@ struct MemoryBreakdown {
   int64_t peak_bytes() const { return peak().total(); }
   Phase peak_phase() const { return peak().phase; }
   const PhaseState& at(Phase p) const;  // InternalError when the breakdown has no such phase
+  // torch.cuda.max_memory_allocated()'s figure: the tensors' largest total over the phases (its
+  // phase may differ from the device peak's).
+  int64_t allocated_peak_bytes() const;
   int64_t host_bytes() const;         // host terms of one GPU rank
   int64_t host_pinned_bytes() const;  // the pinned part of them
 };

@@ -87,12 +87,17 @@ std::vector<std::string> rendered(const std::vector<Warning>& warnings) {
 using Filled = std::vector<std::tuple<std::string, std::string, std::string, std::string>>;
 
 // What the call filled, said in the document: `from_interpreter` and one note each.
+std::string filled_note(const std::tuple<std::string, std::string, std::string, std::string>& f, const std::string& caller) {
+  const auto& [key, version, found, module] = f;
+  return fmt::format("runtime.{} {} from this interpreter's {} {} ({} filled it; pass {}= to say otherwise, or "
+                     "from_interpreter=False for memplan's default)",
+                     key, version, module, found, caller, key);
+}
 void say_filled(nlohmann::json& doc, const Filled& filled, const std::string& caller) {
-  for (const auto& [key, version, found, module] : filled) {
+  for (const auto& f : filled) {
+    const auto& [key, version, found, module] = f;
     doc["from_interpreter"][key] = {{"version", version}, {"found", found}, {"module", module}};
-    doc["notes"].push_back(fmt::format("runtime.{} {} from this interpreter's {} {} ({} filled it; pass {}= to say otherwise, or "
-                                       "from_interpreter=False for memplan's default)",
-                                       key, version, module, found, caller, key));
+    doc["notes"].push_back(filled_note(f, caller));
   }
 }
 
@@ -136,11 +141,7 @@ class Breakdown {
       : b_(std::move(b)), e_(std::move(e)), filled_(std::move(filled)), caller_(std::move(caller)), renames_(std::move(renames)) {}
   int64_t peak_bytes() const { return e_.peak_bytes(); }
   int64_t verdict_bytes() const { return e_.verdict_bytes(); }
-  int64_t allocated_peak_bytes() const {
-    int64_t allocated = 0;
-    for (const PhaseState& ph : e_.phases) allocated = std::max(allocated, ph.allocated());
-    return allocated;
-  }
+  int64_t allocated_peak_bytes() const { return e_.allocated_peak_bytes(); }
   int64_t reserved_peak_bytes() const { return e_.peak().reserved(); }
   std::string peak_phase() const { return phase_name(e_.peak_phase()); }
   std::string peak_at() const { return e_.peak().at; }
@@ -176,7 +177,13 @@ class Breakdown {
     return v.known ? v.status : "unknown";
   }
   py::object host() const { return to_python(api::host_json(e_, b_->setup), renames_); }
-  py::object notes() const { return to_python(document_json()["notes"], renames_); }
+  // The estimator's notes and the versions the call filled (the document's `notes`).
+  std::vector<std::string> notes() const {
+    std::vector<std::string> out;
+    for (const std::string& n : e_.notes) out.push_back(renamed(n, renames_));
+    for (const auto& f : filled_) out.push_back(filled_note(f, caller_));
+    return out;
+  }
   bool calibrated() const { return e_.calibrated; }
   py::object document() const { return to_python(document_json(), renames_); }
   int exit_code() const {
