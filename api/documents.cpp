@@ -74,9 +74,8 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
 
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
-      "model.hidden_size", "precision", "optimizer", "checkpointing", "attention", "hardware.gpu", "hardware.gpu_memory",
-      "hardware.allocator_cap", "parallel.zero_stage", "parallel.offload", "finetune.mode", "finetune.lora_alpha",
-      "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "runtime.loss"};
+      "model.hidden_size", "hardware.gpu", "hardware.gpu_memory", "hardware.allocator_cap", "parallel.zero_stage",
+      "finetune.lora_alpha", "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "runtime.loss"};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
   for (const SwitchField& f : switch_fields()) j[f.path] = source_of(b.origin, f.path);
@@ -110,17 +109,11 @@ nlohmann::json setup_json(const TrainingSetup& s) {
                          {"expert_intermediate_size", m.expert_width()},
                          {"capacity_factor", m.capacity_factor},
                          {"num_shared_experts", m.num_shared_experts}};
-  j["precision"] = to_string(s.precision);
-  j["optimizer"] = to_string(s.optimizer);
   j["batch"] = {{"global_batch", saturating_mul(saturating_mul(s.batch.micro_batch, s.batch.grad_accum), s.parallel.data_parallel())}};
-  j["checkpointing"] = to_string(s.checkpointing);
-  j["attention"] = to_string(s.attention);
   j["parallel"] = {{"data_parallel", s.parallel.data_parallel()},
                    {"sequence_parallel", s.parallel.sequence_parallel},
-                   {"zero_stage", s.parallel.zero_stage},
-                   {"offload", to_string(s.parallel.offload)}};
+                   {"zero_stage", s.parallel.zero_stage}};
   j["runtime"] = runtime_json(s);
-  j["finetune"] = {{"mode", to_string(s.finetune.mode)}};
   if (s.finetune.mode != FinetuneMode::full) {
     j["finetune"]["lora_alpha"] = s.finetune.lora_alpha;
     j["finetune"]["lora_targets"] = s.finetune.lora_targets;
@@ -129,11 +122,13 @@ nlohmann::json setup_json(const TrainingSetup& s) {
     if (s.finetune.base_quant == BaseQuant::nf4) j["finetune"]["double_quant"] = s.finetune.double_quant;
   }
   // The counts at their paths (setup.batch.micro_batch), each where the setup shows it; the choices
-  // outside the runtime (setup.parallel.fsdp).
+  // outside the runtime at theirs (setup.precision, setup.parallel.offload, setup.finetune.mode).
   for (const CountField& f : count_fields())
     if (!f.shown || f.shown(s)) j[f.json_section()][f.json_key()] = f.get(s);
-  for (const ChoiceField& f : choice_fields())
-    if (f.json_section() != "runtime") j[f.json_section()][f.json_key()] = f.get(s);
+  for (const ChoiceField& f : choice_fields()) {
+    if (f.json_section().empty()) j[f.json_key()] = f.get(s);
+    else if (f.json_section() != "runtime") j[f.json_section()][f.json_key()] = f.get(s);
+  }
   j["device_kind"] = to_string(s.device.kind);
   j["thresholds"] = {{"target", s.thresholds.target},
                      {"warning", s.thresholds.warning},

@@ -35,13 +35,12 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
     }
   };
   add_counts(false);
-  app.add_option("--precision", in.precision, "fp32|amp-fp16|amp-bf16|bf16|fp16|mixed-fp16|mixed-bf16")->type_name("P");
-  app.add_option("--optimizer", in.optimizer, "adamw|adam|sgd|sgd-momentum|adafactor|adafactor-momentum|adamw-8bit|lion|paged-adamw|paged-adamw-8bit")->type_name("O");
-  app.add_option("--checkpointing", in.checkpointing, "none|full|selective|selective-op|every:K|layers:I,J,...")->type_name("MODE");
-  app.add_option("--attention", in.attention, "eager|sdpa|flash")->type_name("IMPL");
-  app.add_option("--zero", in.zero, "DeepSpeed ZeRO stage 0-3")->type_name("STAGE");
-  app.add_option("--offload", in.offload, "none|optimizer|optimizer+params|params (params: DeepSpeed ZeRO-3 offload_param alone)")->type_name("WHAT");
-  app.add_option("--finetune", in.finetune, "full|lora|qlora")->type_name("MODE");
+  // The training's choices (--precision ... --finetune) from the registry, --zero before --offload.
+  for (const ChoiceField& f : choice_fields()) {
+    if (f.runtime()) continue;
+    if (f.id == Choice::offload) app.add_option("--zero", in.zero, "DeepSpeed ZeRO stage 0-3")->type_name("STAGE");
+    app.add_option(f.flag, in.choice_flag(f.id), f.help)->type_name(f.type_name);
+  }
   add_counts(true);
   app.add_option("--lora-alpha", in.lora_alpha, "LoRA alpha")->type_name("A");
   app.add_option("--lora-targets", in.lora_targets, "q,k,v,o,gate,up,down or all-linear")->type_name("LIST");
@@ -55,7 +54,7 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   // Its choices (--framework, --optimizer-impl, --fsdp) and releases (--torch-version,
   // --transformers-version) from the registry (estimator/fields.h).
   for (const ChoiceField& f : choice_fields())
-    app.add_option(f.flag, in.choice_flag(f.id), f.help)->type_name(f.type_name)->group("Runtime");
+    if (f.runtime()) app.add_option(f.flag, in.choice_flag(f.id), f.help)->type_name(f.type_name)->group("Runtime");
   for (const VersionField& f : version_fields())
     app.add_option(f.flag, in.version_flag(f.id), f.help)->type_name("X.Y")->group("Runtime");
   app.add_option("--loss", in.loss, "standard|chunked[:N]|chunked:Nt|fused-linear|vocab-parallel: how the loss is computed")

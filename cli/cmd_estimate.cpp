@@ -20,7 +20,7 @@ void print_header(std::ostream& out, const char* verb, const profiles::BuiltSetu
   if (!b.config_path.empty()) out << fmt::format("  config: {} (read as {})\n", b.config_path, b.config_format);
   // Where the weights' dtype came from when from_pretrained's default decided it (issue 23: an HF
   // file without a dtype trains fp32 weights under transformers 4.x, the checkpoint's under 5).
-  const std::string load = b.origin.text_of("precision");
+  const std::string load = b.origin.text_of(memplan::path(Choice::precision));
   if (load.find("from_pretrained") != std::string::npos || load.find("dtype") != std::string::npos) out << fmt::format("  weights: {} ({})\n", to_string(s.precision), load);
   out << "  " << describe(s) << "\n";
   out << "  " << describe_runtime(b) << "\n";

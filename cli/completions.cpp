@@ -35,26 +35,18 @@ struct Cmd {
 // The values an option accepts, by command and long name ("" command: any command).
 std::vector<std::string> choices_of(const std::string& command, const std::string& option) {
   static const std::map<std::string, std::vector<std::string> (*)()> kLists = {
-      {"--precision", precision_names},       {"--optimizer", optimizer_names},
-      {"--attention", attention_names},       {"--offload", offload_names},
-      {"--finetune", finetune_names},         {"--framework", framework_names},
-      {"--fsdp", fsdp_names},                 {"--optimizer-impl", optimizer_impl_names},
       {"--emit", planner::emit_format_names},
       {"--svg", report::chart_names},
   };
+  // The registry's choices (estimator/fields.h): the values each takes; the forms with a number
+  // (checkpointing's every:K) by an instance.
+  for (const ChoiceField& f : choice_fields())
+    if (option == f.flag) return f.samples();
   if (command == "check" && option == "--format") return {"text", "json", "github", "junit"};
   if (option == "--format") return profiles::config_format_names();
   if (option == "--svg") {
     auto v = report::chart_names();
     v.push_back("run");
-    return v;
-  }
-  if (option == "--checkpointing") {
-    // The forms with a number stand for themselves (every:K, layers:I,J,...): offer an instance.
-    std::vector<std::string> v;
-    for (const std::string& n : checkpointing_names())
-      if (n.find(':') == std::string::npos) v.push_back(n);
-    v.insert(v.end(), {"every:2", "every:4"});
     return v;
   }
   if (const auto it = kLists.find(option); it != kLists.end()) return it->second();

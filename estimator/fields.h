@@ -12,12 +12,12 @@
 //
 // The counts (micro-batch, sequence length, accumulation, GPUs, parallel degrees, LoRA rank, frozen
 // layers) are iterated by the same places and by `memplan check`'s field list (planner/check.cpp);
-// the runtime's choices (framework, optimizer kernel, FSDP sharding) by the flags, the reader, the
-// JSON and the writer; the release versions (torch, transformers) by the flags, the reader, the
-// runtime JSON, the writer and the Python keywords filled from the interpreter. Values that are
-// none of these (sizes, fractions, and the choices a file can state several ways: precision,
-// checkpointing, offload, attention, the fine-tuning method) are still written out by hand in those
-// places (issue 25).
+// the choices (precision, optimizer, checkpointing, attention, offload, the fine-tuning method, and
+// the runtime's framework, optimizer kernel and FSDP sharding) by the flags, the reader (the
+// runtime's; the config's facts read the training's), the JSON, the writer and the completions;
+// the release versions (torch, transformers) by the flags, the reader, the runtime JSON, the writer
+// and the Python keywords filled from the interpreter. Values that are none of these (sizes,
+// fractions, lists, the ZeRO stage) are still written out by hand in those places (issue 25).
 #pragma once
 
 #include <array>
@@ -134,8 +134,19 @@ const CountField* count_at(const std::string& p);
 
 // ---- choices -----------------------------------------------------------------------------------
 
-// A runtime setting that is one name of a fixed set, stated by one flag and one key.
+// A setting that is one name of a fixed set, stated by one flag. The runtime's (framework,
+// optimizer kernel, FSDP sharding) are read under one key of the memplan YAML runtime: section; the
+// training's (precision, optimizer, checkpointing, attention, offload, the fine-tuning method) are
+// stated several ways by a file (bf16: true, torch_dtype, mixed_precision, a DeepSpeed section, a
+// peft: section...), so the config's facts read them (profiles/config.cpp resolve) and every format
+// reader names them by their path here.
 enum class Choice {
+  precision,
+  optimizer,
+  checkpointing,
+  attention,
+  offload,
+  finetune,
   framework,
   optimizer_impl,
   fsdp,
@@ -145,20 +156,34 @@ constexpr size_t kChoiceCount = static_cast<size_t>(Choice::count);
 
 struct ChoiceField {
   Choice id;
-  const char* path;       // the member's spelling: "runtime.optimizer_impl" (its place in the setup JSON too)
+  // The member's spelling: "runtime.optimizer_impl", "precision", "parallel.offload" (its place in
+  // the setup JSON and in `sources` too).
+  const char* path;
   const char* flag;       // "--optimizer-impl"
   const char* type_name;  // the flag's value in the help: "IMPL"
   const char* help;
   const char* what;       // the refusal's words: "unknown <what> 'x'" ("optimizer implementation")
-  const char* section;    // the memplan YAML section that reads it ("runtime")
-  const char* key;        // its key there
+  // The memplan YAML section that states it ("runtime", "training", "finetune") and its key there,
+  // the one the memplan YAML writer uses.
+  const char* section;
+  const char* key;
+  // Whether the config's facts read it (profiles/config.cpp resolve: the training's choices, which
+  // a file states several ways); false: the section's key table reads the key (with_fields).
+  bool by_facts;
   std::vector<std::string> (*names)();           // the names it takes, for the refusal's hint
+  // Values standing for the names that are forms, not values (checkpointing's every:K ->
+  // every:2, every:4); nullptr: none.
+  std::array<const char*, 2> instances;
   std::string (*get)(const TrainingSetup&);      // the name of the setup's value
   bool (*set)(TrainingSetup&, const std::string&);  // false: not one of its names (nothing set)
   const char* default_source;
 
-  std::string json_section() const;  // "runtime"
-  std::string json_key() const;      // "optimizer_impl"
+  // Values it takes, each reading back as itself: its names that are values, then the instances
+  // (what the shell completions offer and the round-trip tests try).
+  std::vector<std::string> samples() const;
+  bool runtime() const;               // stated under runtime: (its flag in the Runtime group)
+  std::string json_section() const;  // "runtime", "parallel"; "" for a top-level path ("precision")
+  std::string json_key() const;      // "optimizer_impl", "offload", "precision"
 };
 
 // Every choice, in enumerator order (row i has id == Choice(i); checked at start-up).

@@ -22,7 +22,7 @@ std::string yes(bool b) { return b ? "true" : "false"; }
 // HF models pick SDPA when torch has it (is_torch_sdpa_available: torch >= 2.1.1 in 4.x; always
 // in 5.x) and eager before; so do the frameworks that run HF models.
 Row hf_attention(const char* source) {
-  return {"attention", nullptr,
+  return {path(Choice::attention), nullptr,
           [](TrainingSetup& s) {
             s.attention = s.runtime.torch_at_least(2, 1) ? AttentionImpl::sdpa : AttentionImpl::eager;
             return std::string(to_string(s.attention));
@@ -30,7 +30,7 @@ Row hf_attention(const char* source) {
           source};
 }
 Row attention(AttentionImpl a, const char* source) {
-  return {"attention", nullptr, [a](TrainingSetup& s) { s.attention = a; return std::string(to_string(a)); }, source};
+  return {path(Choice::attention), nullptr, [a](TrainingSetup& s) { s.attention = a; return std::string(to_string(a)); }, source};
 }
 Row keep_logits(bool v, const char* source) {
   return {path(Switch::keep_logits), nullptr, [v](TrainingSetup& s) { s.runtime.keep_logits = v; return yes(v); }, source};
@@ -188,7 +188,7 @@ const std::vector<Row>& rows(Framework f) {
 }  // namespace
 
 const std::vector<std::string>& framework_fields() {
-  static const std::vector<std::string> f = {"attention",        path(Switch::keep_logits),    "runtime.loss",
+  static const std::vector<std::string> f = {path(Choice::attention), path(Switch::keep_logits),    "runtime.loss",
                                              path(Switch::loss_upcast), memplan::path(Choice::optimizer_impl), path(Switch::zero_grad_after_forward),
                                              memplan::path(Choice::fsdp), path(Switch::compile_loss), path(Switch::fsdp_no_sync),
                                              "finetune.adapter_dtype", path(Switch::sequence_parallel)};

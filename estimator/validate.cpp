@@ -178,16 +178,16 @@ std::vector<Problem> validate(const TrainingSetup& s) {
                  "expert_parallel must divide num_gpus (--gpus): each expert-parallel group is that many GPUs"});
   const bool fsdp = s.parallel.fsdp != FsdpMode::none;
   if (offloads_params(s.parallel.offload) && s.parallel.zero_stage != 3 && !fsdp)
-    p.push_back({"parallel.offload", "parameter offload needs ZeRO stage 3 or FSDP", "use --zero 3 or --offload optimizer"});
+    p.push_back({path(Choice::offload), "parameter offload needs ZeRO stage 3 or FSDP", "use --zero 3 or --offload optimizer"});
   if (s.parallel.offload == Offload::params && fsdp)
-    p.push_back({"parallel.offload", "FSDP's CPU offload moves the parameters with their gradients and the optimizer step",
+    p.push_back({path(Choice::offload), "FSDP's CPU offload moves the parameters with their gradients and the optimizer step",
                  "use --offload optimizer+params with FSDP (parameters alone on the host is DeepSpeed ZeRO-3's offload_param)"});
   if (offloads_optimizer(s.parallel.offload) && s.parallel.zero_stage == 0 && !fsdp)
-    p.push_back({"parallel.offload", "optimizer offload needs ZeRO stage 1 or higher, or FSDP", "use --zero 2 --offload optimizer"});
+    p.push_back({path(Choice::offload), "optimizer offload needs ZeRO stage 1 or higher, or FSDP", "use --zero 2 --offload optimizer"});
   if (s.finetune.mode != FinetuneMode::full && (s.finetune.lora_rank < 1 || s.finetune.lora_rank > 100'000))
     p.push_back({memplan::path(Count::lora_rank), fmt::format("must be between 1 and 100000 (got {})", s.finetune.lora_rank), "PEFT's r, usually 8 to 64"});
   if (m.quantized.any() && s.finetune.mode == FinetuneMode::full)
-    p.push_back({"finetune.mode",
+    p.push_back({path(Choice::finetune),
                  fmt::format("'{}' is a pre-quantized checkpoint ({}, {:.3g} bits per weight): its weights cannot train, and "
                              "transformers' Trainer refuses to fine-tune a purely quantized model", m.name, m.quantized.method, m.quantized.bits),
                  "train adapters on it: --finetune lora (or qlora), or start from the unquantized checkpoint"});
@@ -209,9 +209,9 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   const Runtime& r = s.runtime;
   if (s.checkpointing.mode == CheckpointMode::layers) {
     if (s.checkpointing.layers.empty())
-      p.push_back({"checkpointing", "layers: names no layer", "list the checkpointed layers, e.g. layers:0,4,8"});
+      p.push_back({path(Choice::checkpointing), "layers: names no layer", "list the checkpointed layers, e.g. layers:0,4,8"});
     else if (s.checkpointing.layers.back() >= m.num_layers)
-      p.push_back({"checkpointing",
+      p.push_back({path(Choice::checkpointing),
                    fmt::format("layers: names layer {}, but the model has {} layers (0 to {})", s.checkpointing.layers.back(),
                                m.num_layers, m.num_layers - 1),
                    "layer indices are 0-based"});

@@ -82,23 +82,23 @@ const std::vector<FieldSpec>& setup_fields() {
       count_spec(Count::micro_batch),
       count_spec(Count::seq_len),
       count_spec(Count::grad_accum),
-      {"precision", "precision", [](const TrainingSetup& s) { return std::string(to_string(s.precision)); },
+      {memplan::path(Choice::precision), "precision", [](const TrainingSetup& s) { return std::string(to_string(s.precision)); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.precision = b.precision; }},
-      {"optimizer", "optimizer", [](const TrainingSetup& s) { return std::string(to_string(s.optimizer)); },
+      {memplan::path(Choice::optimizer), "optimizer", [](const TrainingSetup& s) { return std::string(to_string(s.optimizer)); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.optimizer = b.optimizer; }},
-      {"checkpointing", "checkpointing", [](const TrainingSetup& s) { return to_string(s.checkpointing); },
+      {memplan::path(Choice::checkpointing), "checkpointing", [](const TrainingSetup& s) { return to_string(s.checkpointing); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.checkpointing = b.checkpointing; }},
-      {"attention", "attention", [](const TrainingSetup& s) { return std::string(to_string(s.attention)); },
+      {memplan::path(Choice::attention), "attention", [](const TrainingSetup& s) { return std::string(to_string(s.attention)); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.attention = b.attention; }},
       count_spec(Count::num_gpus),
       {"parallel.zero_stage", "ZeRO stage", [](const TrainingSetup& s) { return num(s.parallel.zero_stage); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.zero_stage = b.parallel.zero_stage; }},
-      {"parallel.offload", "offload", [](const TrainingSetup& s) { return std::string(to_string(s.parallel.offload)); },
+      {memplan::path(Choice::offload), "offload", [](const TrainingSetup& s) { return std::string(to_string(s.parallel.offload)); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.offload = b.parallel.offload; }},
       count_spec(Count::tensor_parallel),
       count_spec(Count::pipeline_parallel),
       count_spec(Count::expert_parallel),
-      {"finetune.mode", "fine-tuning", [](const TrainingSetup& s) { return std::string(to_string(s.finetune.mode)); },
+      {memplan::path(Choice::finetune), "fine-tuning", [](const TrainingSetup& s) { return std::string(to_string(s.finetune.mode)); },
        [](TrainingSetup& s, const TrainingSetup& b) {
          s.finetune.mode = b.finetune.mode;
          s.finetune.base_quant = b.finetune.base_quant;
@@ -238,10 +238,11 @@ Comparison compare(const TrainingSetup& base, const Calibration* base_cal, const
 std::string largest_contributor(const std::array<int64_t, kNumTerms>& t, const std::vector<std::string>& fields_in_file) {
   const int64_t activation_like = sum_of(t, kDynamicTerms);
   const int64_t state_like = sum_of(t, kModelStateTerms);
-  static const std::vector<std::string> batch_first = {memplan::path(Count::micro_batch), memplan::path(Count::seq_len), "checkpointing", "attention",
+  static const std::vector<std::string> batch_first = {memplan::path(Count::micro_batch), memplan::path(Count::seq_len),
+                                                       memplan::path(Choice::checkpointing), memplan::path(Choice::attention),
                                                        "model"};
-  static const std::vector<std::string> model_first = {"model", "precision", "optimizer", "parallel.zero_stage",
-                                                       memplan::path(Count::micro_batch)};
+  static const std::vector<std::string> model_first = {"model", memplan::path(Choice::precision), memplan::path(Choice::optimizer),
+                                                       "parallel.zero_stage", memplan::path(Count::micro_batch)};
   const std::vector<std::string>& order = activation_like >= state_like ? batch_first : model_first;
   for (const std::string& f : order) {
     // The model counts as set when the file names it (its size fields then point at that line).

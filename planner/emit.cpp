@@ -210,15 +210,15 @@ std::set<std::string> stated_knobs(const TrainingSetup& s) {
       d.runtime.loss_chunks = s.runtime.loss_chunks;
       d.runtime.loss_chunk_tokens = s.runtime.loss_chunk_tokens;
     }
-    for (const ChoiceField& f : choice_fields())  // the framework is the base's already
-      if (f.id != Choice::framework && stated.count(f.path)) f.set(d, f.get(s));
+    for (const ChoiceField& f : choice_fields())  // the runtime's; the framework is the base's already
+      if (f.runtime() && f.id != Choice::framework && stated.count(f.path)) f.set(d, f.get(s));
     apply_framework_defaults(d, [&stated](const std::string& f) { return stated.count(f) > 0; });
     const size_t before = stated.size();
     for (const SwitchField& f : switch_fields())
       if (f.get(s) != f.get(d)) stated.insert(f.path);
     if (to_string(s.runtime, s.runtime.loss) != to_string(d.runtime, d.runtime.loss)) stated.insert("runtime.loss");
     for (const ChoiceField& f : choice_fields())
-      if (f.get(s) != f.get(d)) stated.insert(f.path);
+      if (f.runtime() && f.get(s) != f.get(d)) stated.insert(f.path);
     if (stated.size() == before) break;
   }
   return stated;
@@ -263,8 +263,8 @@ std::string finetune_section(const EmitContext& c, const std::set<std::string>& 
   const Finetune& f = c.setup.finetune;
   const std::string counts = count_lines(c.setup, "finetune", {Count::lora_rank});
   if (f.mode == FinetuneMode::full) return counts.empty() ? "" : "finetune:\n" + counts;  // freeze_layers
-  std::string y = fmt::format("lora:\n  method: {}\n  {}: {}\n  lora_alpha: {}\n  lora_dropout: {}\n", to_string(f.mode),
-                              field(Count::lora_rank).keys[0], f.lora_rank, f.lora_alpha, f.lora_dropout);
+  std::string y = fmt::format("lora:\n  {}: {}\n  {}: {}\n  lora_alpha: {}\n  lora_dropout: {}\n", field(Choice::finetune).key,
+                              to_string(f.mode), field(Count::lora_rank).keys[0], f.lora_rank, f.lora_alpha, f.lora_dropout);
   if (!f.lora_targets.empty()) y += fmt::format("  target_modules: [{}]\n", fmt::join(f.lora_targets, ", "));
   y += counts;
   for (const auto& [k, v] : switch_entries(c.setup, stated, "finetune")) y += fmt::format("  {}: {}\n", k, v);
@@ -277,11 +277,11 @@ std::string emit_memplan(const EmitContext& c) {
   std::string y = hash_header(c);
   y += model_section(c, true);
   y += hardware_section(c);
-  y += fmt::format("training:\n  {}: {}\n  {}: {}\n  global_batch_size: {}\n  {}: {}\n"
-                   "  precision: {}\n  optimizer: {}\n  gradient_checkpointing: {}\n",
+  y += fmt::format("training:\n  {}: {}\n  {}: {}\n  global_batch_size: {}\n  {}: {}\n  {}: {}\n  {}: {}\n  {}: {}\n",
                    field(Count::micro_batch).keys[0], s.batch.micro_batch, field(Count::grad_accum).keys[0], s.batch.grad_accum,
-                   c.global_batch, field(Count::seq_len).keys[0], s.batch.seq_len, to_string(s.precision),
-                   to_string(s.optimizer), checkpointing_value(s.checkpointing));
+                   c.global_batch, field(Count::seq_len).keys[0], s.batch.seq_len, field(Choice::precision).key,
+                   to_string(s.precision), field(Choice::optimizer).key, to_string(s.optimizer), field(Choice::checkpointing).key,
+                   checkpointing_value(s.checkpointing));
   y += count_lines(s, "training", {Count::micro_batch, Count::grad_accum});  // the parallel degrees
   for (const auto& [k, v] : switch_entries(s, stated, "parallel")) y += fmt::format("  {}: {}\n", k, v);
   if (s.parallel.fsdp != FsdpMode::none) {

@@ -108,12 +108,12 @@ std::unique_ptr<const ResolvedPlan> resolve_plan(const profiles::SetupInputs& in
   if (rp.built.origin.fields.count(memplan::path(Count::micro_batch)))
     rp.ask.given_batch = s.batch.micro_batch * s.batch.grad_accum * s.parallel.data_parallel();
   // An explicit flag fixes its dimension; the rest is searched.
-  rp.ask.optimizer_fixed = in.optimizer.has_value();
-  rp.ask.precision_fixed = in.precision.has_value();
-  rp.ask.attention_fixed = in.attention.has_value();
-  rp.ask.checkpointing_fixed = in.checkpointing.has_value();
+  rp.ask.optimizer_fixed = in.choice_flag(Choice::optimizer).has_value();
+  rp.ask.precision_fixed = in.choice_flag(Choice::precision).has_value();
+  rp.ask.attention_fixed = in.choice_flag(Choice::attention).has_value();
+  rp.ask.checkpointing_fixed = in.choice_flag(Choice::checkpointing).has_value();
   rp.ask.zero_fixed = in.zero.has_value();
-  rp.ask.offload_fixed = in.offload.has_value();
+  rp.ask.offload_fixed = in.choice_flag(Choice::offload).has_value();
   rp.ask.fsdp_fixed = in.choice_flag(Choice::fsdp).has_value();
   // --liger / --no-liger: as given, not searched; nor with --loss, which Liger's fused loss would replace.
   if (const auto& l = in.switch_flag(Switch::liger)) rp.ask.liger_fixed_by = *l ? field(Switch::liger).flag : field(Switch::liger).negation();

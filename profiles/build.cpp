@@ -28,12 +28,16 @@ void from_flag(Provenance& origin, const std::optional<V>& v, const char* name, 
   origin.set(field, Where::at_flag(name));
 }
 
-template <class E, class Parse>
-void choice_flag(Provenance& origin, const std::optional<std::string>& v, const char* name, const char* field,
-                 const char* what, Parse parse, const std::vector<std::string>& names, E& slot) {
+// A choice of the registry (estimator/fields.h) from its flag, when given: one of its names, else
+// "unknown <what> 'x'" at the flag with the names it takes.
+void apply_choice_flag(const SetupInputs& in, Choice id, BuiltSetup& b) {
+  const std::optional<std::string>& v = in.choice_flag(id);
   if (!v) return;
-  slot = detail::parse_choice<E>(*v, what, parse, names, Where::at_flag(name));
-  origin.set(field, Where::at_flag(name));
+  const ChoiceField& f = field(id);
+  if (!f.set(b.setup, *v))
+    throw InputError(Where::at_flag(f.flag), fmt::format("unknown {} '{}'", f.what, clip(*v)),
+                     fmt::format("expected one of: {}", fmt::join(f.names(), ", ")));
+  b.origin.set(id, Where::at_flag(f.flag));
 }
 
 // Host RAM from /proc/meminfo (0 when unreadable): the capacity of --device cpu.
@@ -199,8 +203,7 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
 void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
   Finetune& f = b.setup.finetune;
   Provenance& o = b.origin;
-  choice_flag(o, in.finetune, "--finetune", "finetune.mode", "fine-tuning method", parse_finetune, finetune_names(), f.mode);
-  if (in.finetune) f.base_quant = f.mode == FinetuneMode::qlora ? BaseQuant::nf4 : BaseQuant::none;
+  apply_choice_flag(in, Choice::finetune, b);  // the row sets the base's quantization with the method
   from_flag(o, in.lora_alpha, "--lora-alpha", "finetune.lora_alpha", f.lora_alpha);
   from_flag(o, in.lora_dropout, "--lora-dropout", "finetune.lora_dropout", f.lora_dropout);
   if (in.adapter_dtype) {
@@ -221,15 +224,9 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
   Runtime& r = s.runtime;
   Provenance& o = b.origin;
-  // The choices of the registry (estimator/fields.h): the framework, the optimizer kernel, FSDP.
-  for (const ChoiceField& f : choice_fields()) {
-    const std::optional<std::string>& v = in.choice_flag(f.id);
-    if (!v) continue;
-    if (!f.set(s, *v))
-      throw InputError(Where::at_flag(f.flag), fmt::format("unknown {} '{}'", f.what, clip(*v)),
-                       fmt::format("expected one of: {}", fmt::join(f.names(), ", ")));
-    o.set(f.id, Where::at_flag(f.flag));
-  }
+  // The runtime's choices of the registry (estimator/fields.h): the framework, the optimizer kernel, FSDP.
+  for (const ChoiceField& f : choice_fields())
+    if (f.runtime()) apply_choice_flag(in, f.id, b);
   for (const VersionField& f : version_fields()) {
     const std::optional<std::string>& v = in.version_flag(f.id);
     if (!v) continue;
@@ -263,8 +260,8 @@ void apply_deepspeed_precision(BuiltSetup& b) {
   if (!engine || (s.precision != Precision::bf16 && s.precision != Precision::fp16)) return;
   const Precision was = s.precision;
   s.precision = was == Precision::bf16 ? Precision::mixed_bf16 : Precision::mixed_fp16;
-  const Where w = b.origin.of("precision");
-  b.origin.defaults["precision"] = "DeepSpeed's bf16/fp16 is mixed precision (fp32 master weights and states): "
+  const Where w = b.origin.of(memplan::path(Choice::precision));
+  b.origin.defaults[memplan::path(Choice::precision)] = "DeepSpeed's bf16/fp16 is mixed precision (fp32 master weights and states): "
                                    "deepspeed/runtime/zero/stage_1_and_2.py @ v0.16.4 L401";
   if (!w.flag.empty())
     b.warnings.push_back({w, fmt::format("DeepSpeed runs {} as its mixed precision (16-bit weights and gradients, fp32 master "
@@ -358,10 +355,10 @@ void resolve_deepspeed_batch(const LoadedConfig& cfg, BuiltSetup& b) {
 void resolve_litgpt_batch(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
   const bool gpus = in.count_flag(Count::num_gpus).has_value(), micro_batch = in.count_flag(Count::micro_batch).has_value();
   // The checkpointing the tool decides by the device count, for the count --gpus gives.
-  if (cfg.checkpointing_by_devices && gpus && !in.checkpointing) {
+  if (cfg.checkpointing_by_devices && gpus && !in.choice_flag(Choice::checkpointing)) {
     const bool several = b.setup.parallel.num_gpus > 1;
     b.setup.checkpointing = several ? cfg.checkpointing_by_devices->several : cfg.checkpointing_by_devices->one;
-    b.origin.defaults["checkpointing"] = fmt::format("{} ({} GPU{} from --gpus)", several ? cfg.checkpointing_by_devices->why_several
+    b.origin.defaults[memplan::path(Choice::checkpointing)] = fmt::format("{} ({} GPU{} from --gpus)", several ? cfg.checkpointing_by_devices->why_several
                                                                                           : cfg.checkpointing_by_devices->why_one,
                                                      b.setup.parallel.num_gpus, several ? "s" : "");
   }
@@ -405,23 +402,20 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
     throw InputError(Where::at_flag("--zero"), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *in.zero),
                      "DeepSpeed ZeRO has stages 0 to 3");
   from_flag(o, in.zero, "--zero", "parallel.zero_stage", s.parallel.zero_stage);
-  choice_flag(o, in.precision, "--precision", "precision", "precision", parse_precision, precision_names(), s.precision);
-  choice_flag(o, in.optimizer, "--optimizer", "optimizer", "optimizer", parse_optimizer, optimizer_names(), s.optimizer);
-  choice_flag(o, in.checkpointing, "--checkpointing", "checkpointing", "checkpointing", parse_checkpointing,
-              checkpointing_names(), s.checkpointing);
-  choice_flag(o, in.attention, "--attention", "attention", "attention", parse_attention, attention_names(), s.attention);
-  choice_flag(o, in.offload, "--offload", "parallel.offload", "offload", parse_offload, offload_names(), s.parallel.offload);
+  // The training's choices of the registry but the fine-tuning method (apply_finetune).
+  for (const ChoiceField& f : choice_fields())
+    if (!f.runtime() && f.id != Choice::finetune) apply_choice_flag(in, f.id, b);
 }
 
 // Axolotl's bf16: auto on a GPU without bf16: its fp16 counterpart (resolve_dtype turns fp16 on).
 void resolve_device_precision(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
-  if (!cfg.precision_follows_device || in.precision) return;
+  if (!cfg.precision_follows_device || in.choice_flag(Choice::precision)) return;
   // The decision goes into the provenance: the key's position when the file wrote bf16: auto, the
   // default's text when it left it out.
   auto say = [&](const std::string& text) {
-    if (const auto it = b.origin.fields.find("precision"); it != b.origin.fields.end()) it->second.key = text;
-    else b.origin.defaults["precision"] = text + "; " + b.origin.defaults["precision"];
+    if (const auto it = b.origin.fields.find(memplan::path(Choice::precision)); it != b.origin.fields.end()) it->second.key = text;
+    else b.origin.defaults[memplan::path(Choice::precision)] = text + "; " + b.origin.defaults[memplan::path(Choice::precision)];
   };
   const bool cuda = s.device.kind == DeviceKind::cuda;
   if (!cuda || s.device.bf16) {
@@ -447,7 +441,7 @@ void resolve_device_precision(const SetupInputs& in, const LoadedConfig& cfg, Bu
 void resolve_load_dtype(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
   // Before 5.0 the reader's text says it: transformers 4.x from_pretrained loads fp32 without dtype.
-  if (!cfg.load_dtype_default || in.precision || !s.runtime.transformers_at_least(5, 0)) return;
+  if (!cfg.load_dtype_default || in.choice_flag(Choice::precision) || !s.runtime.transformers_at_least(5, 0)) return;
   const std::string& dt = s.model.checkpoint_dtype;
   const std::string version = fmt::format("transformers {}.{}", s.runtime.transformers_major, s.runtime.transformers_minor);
   std::string text;
@@ -462,13 +456,13 @@ void resolve_load_dtype(const SetupInputs& in, const LoadedConfig& cfg, BuiltSet
                        dt.empty() ? std::string("dtype, not stated in the model's config.json: fp32 assumed") : dt,
                        to_string(s.precision));
   }
-  b.origin.set_text("precision", text);
+  b.origin.set_text(memplan::path(Choice::precision), text);
 }
 
 // A base loaded in the checkpoint's dtype (LoadedConfig::checkpoint_precision): the model's
 // config.json decides, after --model.
 void resolve_checkpoint_precision(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
-  if (!cfg.checkpoint_precision || in.precision) return;
+  if (!cfg.checkpoint_precision || in.choice_flag(Choice::precision)) return;
   TrainingSetup& s = b.setup;
   const std::string& dt = s.model.checkpoint_dtype;
   const bool half = dt == "bfloat16" || dt == "float16";
@@ -477,7 +471,7 @@ void resolve_checkpoint_precision(const SetupInputs& in, const LoadedConfig& cfg
   w.key = fmt::format("{}: the checkpoint's {}{}", cfg.checkpoint_precision->text,
                       dt.empty() ? std::string("dtype, not stated in the model's config.json: fp32 assumed") : dt,
                       half ? "" : fmt::format(" ({})", to_string(s.precision)));
-  b.origin.set("precision", w);
+  b.origin.set(memplan::path(Choice::precision), w);
 }
 
 // DeepSpeed "auto" bucket sizes from the hidden size, as transformers' HfTrainerDeepSpeedConfig
@@ -506,8 +500,8 @@ void resolve_auto_buckets(const LoadedConfig& cfg, BuiltSetup& b) {
 // True when a flag sets `field` (the fields a file may leave to the command line).
 bool set_by_flag(const SetupInputs& in, const std::string& field) {
   if (const CountField* c = count_at(field)) return in.count_flag(c->id).has_value();
-  if (field == "precision") return in.precision.has_value();
-  if (field == "optimizer") return in.optimizer.has_value();
+  for (const ChoiceField& c : choice_fields())
+    if (field == c.path) return in.choice_flag(c.id).has_value();
   if (field == "model") return in.model.has_value();
   return false;
 }
@@ -576,8 +570,8 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   const bool kbit = s.finetune.mode == FinetuneMode::qlora || (s.finetune.mode == FinetuneMode::lora && s.model.quantized.any());
   // A value a config format's reader took from its tool's defaults counts as stated (given()),
   // e.g. torchtune's enable_activation_checkpointing=False.
-  if (!b.origin.given("checkpointing") && kbit) s.checkpointing.mode = CheckpointMode::full;
-  if (!b.origin.given("precision") && s.finetune.mode != FinetuneMode::full) {
+  if (!b.origin.given(memplan::path(Choice::checkpointing)) && kbit) s.checkpointing.mode = CheckpointMode::full;
+  if (!b.origin.given(memplan::path(Choice::precision)) && s.finetune.mode != FinetuneMode::full) {
     s.precision = kbit ? Precision::amp_bf16 : Precision::bf16;
     if (!s.device.bf16 && s.device.kind == DeviceKind::cuda) s.precision = kbit ? Precision::amp_fp16 : Precision::fp16;
   }

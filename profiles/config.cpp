@@ -125,7 +125,7 @@ void note_checkpoint_layers(const Node& n, ConfigState& st) {
 }
 
 void note_checkpointing_mode(const Node& n, ConfigState& st) {
-  note_checkpointing(st, as_choice<Checkpointing>(n, "checkpointing", parse_checkpointing,
+  note_checkpointing(st, as_choice<Checkpointing>(n, field(Choice::checkpointing).what, parse_checkpointing,
                                                   {"none", "full", "selective", "every:K", "true", "false"}),
                      n);
 }
@@ -133,15 +133,15 @@ void note_checkpointing_mode(const Node& n, ConfigState& st) {
 // Offload only grows: any key asking for it turns it on.
 void raise_offload(ConfigState& st, Offload o, const Node& n) {
   const Offload both = offload_union(st.s().parallel.offload, o);
-  if (both != st.s().parallel.offload) st.set("parallel.offload", st.s().parallel.offload, both, n);
+  if (both != st.s().parallel.offload) st.set(memplan::path(Choice::offload), st.s().parallel.offload, both, n);
 }
 
 void set_attention(const Node& n, ConfigState& st) {
-  st.set("attention", st.s().attention, as_choice<AttentionImpl>(n, "attention", parse_attention, attention_names()), n);
+  st.set(memplan::path(Choice::attention), st.s().attention, as_choice<AttentionImpl>(n, field(Choice::attention).what, parse_attention, attention_names()), n);
 }
 
 void set_flash(const Node& n, ConfigState& st) {
-  if (as_bool(n)) st.set("attention", st.s().attention, AttentionImpl::flash, n);
+  if (as_bool(n)) st.set(memplan::path(Choice::attention), st.s().attention, AttentionImpl::flash, n);
 }
 
 void set_optimizer(const Node& n, ConfigState& st) {
@@ -150,7 +150,7 @@ void set_optimizer(const Node& n, ConfigState& st) {
     v = n.find("name") ? n.find("name") : n.find("type");
     if (!v) return;
   }
-  st.set("optimizer", st.s().optimizer, as_choice<OptimizerKind>(*v, "optimizer", parse_optimizer, optimizer_names()), *v);
+  st.set(memplan::path(Choice::optimizer), st.s().optimizer, as_choice<OptimizerKind>(*v, field(Choice::optimizer).what, parse_optimizer, optimizer_names()), *v);
 }
 
 // DeepSpeed's optimizer block: DeepSpeed builds its FusedAdam for Adam/AdamW, or torch.optim's own
@@ -234,7 +234,7 @@ Table with_fields(Table t, const char* section, std::initializer_list<Switch> mo
   for (const CountField& f : count_fields())
     if (std::string(f.section) == section) t.push_back(count_key(f.id));
   for (const ChoiceField& f : choice_fields())
-    if (std::string(f.section) == section) t.push_back(choice_key(f.id));
+    if (!f.by_facts && std::string(f.section) == section) t.push_back(choice_key(f.id));
   if (std::string(section) == "runtime")
     for (const VersionField& f : version_fields()) t.push_back(version_key(f.id));
   if (switches)
@@ -339,12 +339,14 @@ const Table& model_keys() {
 const Table& training_keys() {
   static const Table t = with_fields({
       {{"global_batch_size"}, set_global_batch},
-      fact_key({"precision"}, &ConfigState::precision, as_text),
+      // The training's choices (estimator/fields.h) under the keys the memplan YAML writer uses, with
+      // the other ways a file states them (mixed_precision, bf16, torch_dtype, ...) resolved below.
+      fact_key({field(Choice::precision).key}, &ConfigState::precision, as_text),
       fact_key({"mixed_precision"}, &ConfigState::mixed_precision, as_text),
       fact_key({"bf16"}, &ConfigState::bf16, as_bool),
       fact_key({"fp16"}, &ConfigState::fp16, as_bool),
-      {{"optimizer", "optim"}, set_optimizer},
-      {{"gradient_checkpointing"}, note_checkpointing_mode},
+      {{field(Choice::optimizer).key, "optim"}, set_optimizer},
+      {{field(Choice::checkpointing).key}, note_checkpointing_mode},
       fact_key({"torch_dtype"}, &ConfigState::torch_dtype, as_text),
       // HF/TRL ModelConfig names the model by its hub id (memplan presets accept it as an alias).
       {{"model_name_or_path"}, [](const Node& n, ConfigState& st) { use_named_model(st, as_text(n), n.where); }},
@@ -358,11 +360,14 @@ const Table& training_keys() {
       {{"checkpoint_layers"}, note_checkpoint_layers},
       setup_key({"zero_stage"}, "parallel.zero_stage", &TrainingSetup::parallel, &Parallelism::zero_stage, as_zero_stage),
       offload_switch({"offload_optimizer"}, Offload::optimizer),
-      {{"offload"}, [](const Node& n, ConfigState& st) {
-         raise_offload(st, as_choice<Offload>(n, "offload", parse_offload, offload_names()), n);
+      {{field(Choice::offload).key}, [](const Node& n, ConfigState& st) {
+         const Offload o = as_choice<Offload>(n, field(Choice::offload).what, parse_offload, offload_names());
+         // `offload: none` states nothing offloaded: noted at its line unless another key offloads.
+         if (o == Offload::none && !st.out.origin.fields.count(path(Choice::offload))) st.note(path(Choice::offload), n);
+         raise_offload(st, o, n);
        }},
       {{"use_flash_attention"}, set_flash},
-      {{"attention", "attention_type", "attn_implementation"}, set_attention},
+      {{field(Choice::attention).key, "attention_type", "attn_implementation"}, set_attention},
   }, "training", {Switch::activation_offload}, "parallel");
   return t;
 }
@@ -427,8 +432,8 @@ const Table& output_keys() {
 
 const Table& finetune_keys() {  // lora: / peft: / finetune:
   static const Table t = with_fields({
-      fact_key({"method", "type"}, &ConfigState::method, [](const Node& n) {
-        return as_choice<FinetuneMode>(n, "fine-tuning method", parse_finetune, finetune_names());
+      fact_key({field(Choice::finetune).key, "type"}, &ConfigState::method, [](const Node& n) {
+        return as_choice<FinetuneMode>(n, field(Choice::finetune).what, parse_finetune, finetune_names());
       }),
       setup_key({"lora_alpha", "alpha"}, "finetune.lora_alpha", &TrainingSetup::finetune, &Finetune::lora_alpha, as_number),
       setup_key({"lora_dropout", "dropout"}, "finetune.lora_dropout", &TrainingSetup::finetune, &Finetune::lora_dropout,
@@ -909,13 +914,13 @@ std::optional<Precision> precision_or_dtype(const std::string& s) {
 void resolve_precision(ConfigState& st) {
   auto use = [&](Precision p, const Where& w) {
     st.s().precision = p;
-    st.out.origin.set("precision", w);
+    st.out.origin.set(memplan::path(Choice::precision), w);
   };
   std::vector<std::string> names = precision_names();
   names.insert(names.end(), {"bfloat16", "float16", "float32"});
   std::optional<Precision> base;
   if (st.precision)
-    base = parse_choice<Precision>(st.precision->value, "precision", precision_or_dtype, names, st.precision->where);
+    base = parse_choice<Precision>(st.precision->value, field(Choice::precision).what, precision_or_dtype, names, st.precision->where);
   const bool regime = base && *base != Precision::fp32 && *base != Precision::bf16 && *base != Precision::fp16;
   if (st.mixed_precision && !regime) {
     const std::string m = lower(st.mixed_precision->value);
@@ -952,7 +957,7 @@ void resolve_checkpointing(ConfigState& st) {
   }
   if (!st.checkpointing) return;
   st.s().checkpointing = st.checkpointing->value;
-  st.out.origin.set("checkpointing", st.checkpointing->where);
+  st.out.origin.set(memplan::path(Choice::checkpointing), st.checkpointing->where);
 }
 
 void resolve_finetune(ConfigState& st) {
@@ -964,7 +969,7 @@ void resolve_finetune(ConfigState& st) {
   if (st.load_in_4bit && f.mode != FinetuneMode::full) f.mode = FinetuneMode::qlora;
   f.base_quant = f.mode == FinetuneMode::qlora ? BaseQuant::nf4
                  : f.mode == FinetuneMode::lora && st.load_in_8bit ? BaseQuant::int8 : BaseQuant::none;
-  st.out.origin.set("finetune.mode", where);
+  st.out.origin.set(memplan::path(Choice::finetune), where);
 }
 
 void resolve(ConfigState& st) {
@@ -975,7 +980,7 @@ void resolve(ConfigState& st) {
     st.s().parallel.zero_stage = 0;
     st.s().parallel.offload = Offload::none;
     st.out.origin.set("parallel.zero_stage", st.use_deepspeed->where);
-    st.out.origin.set("parallel.offload", st.use_deepspeed->where);
+    st.out.origin.set(memplan::path(Choice::offload), st.use_deepspeed->where);
   }
   // With DeepSpeed in charge, "bf16"/"fp16"/mixed_precision mean DeepSpeed's mixed precision
   // (16-bit parameters and gradients, fp32 master weights in the optimizer), which is what the HF

@@ -154,8 +154,8 @@ std::optional<int64_t> parse_size(const std::string& text);
 
 // Where each setup field was set, by setup path ("batch.micro_batch", "model.hidden_size"),
 // so validation problems can point at the line or flag. The paths are validate()'s Problem
-// fields plus "precision", "optimizer", "checkpointing", "attention", "device", "hardware.gpu",
-// "batch.global_batch", "finetune.mode", "finetune.lora_targets", "data.*" and "thresholds.*".
+// fields, the registry's (estimator/fields.h: path(Choice::precision) is "precision"), "device",
+// "hardware.gpu", "batch.global_batch", "finetune.lora_targets", "data.*" and "thresholds.*".
 struct Provenance {
   std::map<std::string, Where> fields;
   // Fields a rule set rather than the file or a flag: the framework's defaults (with the upstream
@@ -305,13 +305,7 @@ struct SetupInputs {
   std::optional<std::string> gpu;            // --gpu PRESET
   std::optional<std::string> gpu_memory;     // --gpu-memory 12GiB
   std::optional<std::string> allocator_cap;  // --allocator-cap 11GiB | 0.5 (set_per_process_memory_fraction)
-  std::optional<std::string> precision;      // --precision
-  std::optional<std::string> optimizer;      // --optimizer
-  std::optional<std::string> checkpointing;  // --checkpointing
-  std::optional<std::string> attention;      // --attention
   std::optional<int64_t> zero;               // --zero
-  std::optional<std::string> offload;        // --offload
-  std::optional<std::string> finetune;       // --finetune
   std::optional<double> lora_alpha;          // --lora-alpha
   std::optional<std::string> lora_targets;   // --lora-targets q,k,v,o | all-linear
   std::optional<double> lora_dropout;        // --lora-dropout
@@ -329,7 +323,8 @@ struct SetupInputs {
   std::array<std::optional<int64_t>, kCountCount> counts;
   std::optional<int64_t>& count_flag(Count id) { return counts[static_cast<size_t>(id)]; }
   const std::optional<int64_t>& count_flag(Count id) const { return counts[static_cast<size_t>(id)]; }
-  // The runtime's choices (estimator/fields.h), by Choice: --framework, --optimizer-impl, --fsdp.
+  // The choices (estimator/fields.h), by Choice: --precision, --optimizer, --checkpointing,
+  // --attention, --offload, --finetune and the runtime's --framework, --optimizer-impl, --fsdp.
   std::array<std::optional<std::string>, kChoiceCount> choices;
   std::optional<std::string>& choice_flag(Choice id) { return choices[static_cast<size_t>(id)]; }
   const std::optional<std::string>& choice_flag(Choice id) const { return choices[static_cast<size_t>(id)]; }

@@ -71,11 +71,11 @@ void read_fsdp(const Node& cfg, ReadState& st, const Node& type_node) {
   }
   if (const Node* n = fsdp_key(cfg, "offload_params"); n && yes(*n)) {
     s.parallel.offload = Offload::optimizer_and_params;
-    note(st, "parallel.offload", *n, "fsdp_offload_params (FSDP CPUOffload: parameters, gradients and the step on the CPU)");
+    note(st, memplan::path(Choice::offload), *n, "fsdp_offload_params (FSDP CPUOffload: parameters, gradients and the step on the CPU)");
   }
   if (const Node* n = fsdp_key(cfg, "activation_checkpointing"); n && yes(*n)) {
     s.checkpointing.mode = CheckpointMode::full;
-    note(st, "checkpointing", *n);
+    note(st, memplan::path(Choice::checkpointing), *n);
   }
   if (const Node* n = fsdp_key(cfg, "auto_wrap_policy"); n && upper_text(*n) == "NO_WRAP")
     st.unmodelled(*n, "without wrapping the whole model is one FSDP unit, gathered at once; the estimate gathers one layer at a time");
@@ -122,7 +122,7 @@ void read_deepspeed_launch(const Node& cfg, ReadState& st, const Node& type_node
     if (d == "cpu" || d == "nvme") {
       if (offload_union(s.parallel.offload, what) != s.parallel.offload) {
         s.parallel.offload = offload_union(s.parallel.offload, what);
-        note(st, "parallel.offload", *n);
+        note(st, memplan::path(Choice::offload), *n);
       }
     } else if (d != "none") {
       throw InputError(n->where, fmt::format("unknown offload device '{}'", as_text(*n)), "accelerate takes none, cpu or nvme");
@@ -297,25 +297,25 @@ void read_accelerate(const Node& root, ReadState& st) {
     s.precision = *l.ds->precision;
     Where w = l.ds->precision_where;
     w.key = l.ds->precision_text;
-    st.out.origin.set("precision", w);
+    st.out.origin.set(memplan::path(Choice::precision), w);
     return;
   }
   const bool half = mp != "no";
   const bool bf = mp == "bf16" || mp == "fp8";
   if (!half) {
     s.precision = Precision::fp32;
-    if (l.mixed_node) hf::note(st, "precision", *l.mixed_node);
-    else hf::note_default(st, "precision", "accelerate launch default mixed_precision='no' (src/accelerate/commands/launch.py @ v1.14.0)");
+    if (l.mixed_node) hf::note(st, memplan::path(Choice::precision), *l.mixed_node);
+    else hf::note_default(st, memplan::path(Choice::precision), "accelerate launch default mixed_precision='no' (src/accelerate/commands/launch.py @ v1.14.0)");
   } else if (l.fsdp) {
     // FSDP mixed precision: fp32 shards (trainable parameters upcast), 16-bit gathered compute.
     s.precision = bf ? Precision::mixed_bf16 : Precision::mixed_fp16;
-    hf::note(st, "precision", *l.mixed_node,
+    hf::note(st, memplan::path(Choice::precision), *l.mixed_node,
              fmt::format("{} under FSDP: fp32 shards, {} compute (src/accelerate/utils/dataclasses.py @ v1.14.0 L2090-2124; "
                          "src/accelerate/accelerator.py @ v1.14.0 L1985-2031)",
                          l.mixed_node->path, bf ? "bf16" : "fp16"));
   } else {
     s.precision = bf ? Precision::amp_bf16 : Precision::amp_fp16;
-    hf::note(st, "precision", *l.mixed_node, fmt::format("{} (autocast over fp32 weights)", l.mixed_node->path));
+    hf::note(st, memplan::path(Choice::precision), *l.mixed_node, fmt::format("{} (autocast over fp32 weights)", l.mixed_node->path));
   }
 }
 

@@ -194,7 +194,7 @@ void read_axolotl(const Node& root, ReadState& st) {
                        "axolotl refuses qlora without it (Require cfg.load_in_4bit to be True for qlora, "
                        "src/axolotl/utils/schemas/peft.py @ v0.18.0 L202-223)");
     f.mode = mode == "qlora" ? FinetuneMode::qlora : FinetuneMode::lora;
-    note(st, "finetune.mode", *adapter);
+    note(st, memplan::path(Choice::finetune), *adapter);
     if (f.mode == FinetuneMode::qlora) {
       // BitsAndBytesConfig(nf4, bnb_4bit_use_double_quant=True) (src/axolotl/loaders/model.py @ v0.18.0 L712-738).
       f.base_quant = BaseQuant::nf4;
@@ -273,9 +273,9 @@ void read_axolotl(const Node& root, ReadState& st) {
       s.checkpointing.mode = flag(*gc, "axolotl reads gradient_checkpointing: true, false, offload or offload_disk")
                                  ? CheckpointMode::full : CheckpointMode::none;
     }
-    note(st, "checkpointing", *gc);
+    note(st, memplan::path(Choice::checkpointing), *gc);
   } else {
-    note_default(st, "checkpointing", fmt::format("axolotl default gradient_checkpointing=False ({} L600-601)", kConfigSchema));
+    note_default(st, memplan::path(Choice::checkpointing), fmt::format("axolotl default gradient_checkpointing=False ({} L600-601)", kConfigSchema));
   }
   if (const Node* ao = root.find("activation_offloading")) {
     const std::string v = lower(ao->text);
@@ -311,7 +311,7 @@ void read_axolotl(const Node& root, ReadState& st) {
     Node n = *legacy_on;
     n.text = legacy_impl;
     read_attention(n, st);
-    note(st, "attention", *legacy_on, fmt::format("{}: true (attn_implementation {})", legacy_on->path, legacy_impl));
+    note(st, memplan::path(Choice::attention), *legacy_on, fmt::format("{}: true (attn_implementation {})", legacy_on->path, legacy_impl));
   }
 
   // Optimizer: adamw_torch_fused by default since v0.8.0 (training.py @ v0.18.0 L122-125).
@@ -320,7 +320,7 @@ void read_axolotl(const Node& root, ReadState& st) {
   } else {
     s.optimizer = OptimizerKind::adamw;
     s.runtime.optimizer_impl = OptimizerImpl::fused;
-    note_default(st, "optimizer", fmt::format("axolotl default optimizer=adamw_torch_fused ({} L122-123)", kTrainingSchema));
+    note_default(st, memplan::path(Choice::optimizer), fmt::format("axolotl default optimizer=adamw_torch_fused ({} L122-123)", kTrainingSchema));
     note_default(st, memplan::path(Choice::optimizer_impl), fmt::format("axolotl default optimizer=adamw_torch_fused ({} L122-123)", kTrainingSchema));
   }
 
@@ -469,7 +469,7 @@ void read_axolotl(const Node& root, ReadState& st) {
     if (w.zero2_hybrid) st.unmodelled(*fsdp, "hybrid_shard_zero2 keeps gathered parameters until backward; estimated as hybrid_shard");
     if (w.offload) {
       s.parallel.offload = Offload::optimizer_and_params;
-      note(st, "parallel.offload", *fsdp, "fsdp: offload");
+      note(st, memplan::path(Choice::offload), *fsdp, "fsdp: offload");
     }
     if (fsdp_cfg) {
       const Node cfg = fsdp_config(*fsdp_cfg, st);
@@ -484,11 +484,11 @@ void read_axolotl(const Node& root, ReadState& st) {
       // accelerate (src/axolotl/utils/trainer.py @ v0.18.0 L591-622).
       if (const Node* o = cfg.find("offload_params"); o && yes(*o)) {
         s.parallel.offload = Offload::optimizer_and_params;
-        note(st, "parallel.offload", *o, "fsdp_config.offload_params (FSDP CPUOffload)");
+        note(st, memplan::path(Choice::offload), *o, "fsdp_config.offload_params (FSDP CPUOffload)");
       }
       if (const Node* ac = cfg.find("activation_checkpointing"); ac && yes(*ac)) {
         s.checkpointing.mode = CheckpointMode::full;
-        note(st, "checkpointing", *ac);
+        note(st, memplan::path(Choice::checkpointing), *ac);
       }
       if (const Node* r = cfg.find("reshard_after_forward"); r && version == 2) {
         s.parallel.fsdp = yes(*r) ? FsdpMode::full_shard : FsdpMode::shard_grad_op;
@@ -516,14 +516,14 @@ void read_axolotl(const Node& root, ReadState& st) {
   const Node* flag_node = d.bf16 ? d.bf16_node : root.find("fp16");
   auto set_precision = [&](Precision p, const std::string& why) {
     s.precision = p;
-    if (flag_node) note(st, "precision", *flag_node, why);
-    else note_default(st, "precision", fmt::format("{} ({} default bf16: auto, L559-563; {})", why, kConfigSchema, kResolveDtype));
+    if (flag_node) note(st, memplan::path(Choice::precision), *flag_node, why);
+    else note_default(st, memplan::path(Choice::precision), fmt::format("{} ({} default bf16: auto, L559-563; {})", why, kConfigSchema, kResolveDtype));
   };
   if (dsr) {
     s.precision = *dsr->precision;
     Where w = dsr->precision_where;
     w.key = dsr->precision_text;
-    st.out.origin.set("precision", w);
+    st.out.origin.set(memplan::path(Choice::precision), w);
   } else if (use_fsdp && full && flag16) {
     set_precision(d.bf16 ? Precision::mixed_bf16 : Precision::mixed_fp16,
                   fmt::format("{} under FSDP: fp32 shards of the trainable weights, 16-bit compute (src/accelerate/accelerator.py "
@@ -536,8 +536,8 @@ void read_axolotl(const Node& root, ReadState& st) {
                   fmt::format("{}: autocast over fp32 weights{}", flag_text, upcast_base ? " (the base upcast to fp32)" : ""));
   } else {
     s.precision = Precision::fp32;
-    if (d.bf16_node) note(st, "precision", *d.bf16_node);
-    else note_default(st, "precision", fmt::format("fp16: true absent and bf16 off ({})", kResolveDtype));
+    if (d.bf16_node) note(st, memplan::path(Choice::precision), *d.bf16_node);
+    else note_default(st, memplan::path(Choice::precision), fmt::format("fp16: true absent and bf16 off ({})", kResolveDtype));
   }
   // bf16: auto is decided by the GPU (is_torch_bf16_gpu_available): the builder knows it.
   st.out.precision_follows_device = d.bf16_auto;

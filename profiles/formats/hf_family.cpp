@@ -261,7 +261,7 @@ void read_optimizer(const Node& n, ReadState& st, bool axolotl, const Node* opti
     }
   }
   st.s().optimizer = kind;
-  note(st, "optimizer", n, text.empty() ? "" : fmt::format("{}: {}", n.path, text));
+  note(st, memplan::path(Choice::optimizer), n, text.empty() ? "" : fmt::format("{}: {}", n.path, text));
   if (o->impl) {
     st.s().runtime.optimizer_impl = *o->impl;
     note(st, memplan::path(Choice::optimizer_impl), n);
@@ -274,7 +274,7 @@ void read_attention(const Node& n, ReadState& st) {
   const std::string v = lower(as_text(n));
   auto set = [&](AttentionImpl a) {
     st.s().attention = a;
-    note(st, "attention", n);
+    note(st, memplan::path(Choice::attention), n);
   };
   if (v == "eager") return set(AttentionImpl::eager);
   if (v == "sdpa") return set(AttentionImpl::sdpa);
@@ -475,7 +475,7 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
   s.parallel.stage3_max_live_parameters = ds.parallel.stage3_max_live_parameters;
   s.parallel.overlap_comm = ds.parallel.overlap_comm;
   s.parallel.contiguous_gradients = ds.parallel.contiguous_gradients;
-  for (const char* f : {"parallel.zero_stage", "parallel.offload", "parallel.reduce_bucket_elems", "parallel.allgather_bucket_elems",
+  for (const char* f : {"parallel.zero_stage", memplan::path(Choice::offload), "parallel.reduce_bucket_elems", "parallel.allgather_bucket_elems",
                         "parallel.stage3_prefetch_bucket_elems", "parallel.stage3_max_live_parameters", "parallel.overlap_comm",
                         "parallel.contiguous_gradients"})
     copy_field(st, d.cfg, f);
@@ -492,9 +492,9 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
                  "DeepSpeed default: overlap_comm = (stage == 3) (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353)");
   }
   // DeepSpeed's own optimizer block: DeepSpeed builds it (FusedAdam for Adam/AdamW).
-  if (d.cfg.origin.fields.count("optimizer")) {
+  if (d.cfg.origin.fields.count(memplan::path(Choice::optimizer))) {
     s.optimizer = ds.optimizer;
-    copy_field(st, d.cfg, "optimizer");
+    copy_field(st, d.cfg, memplan::path(Choice::optimizer));
     r.optimizer_block = true;
     st.out.origin.fields.erase(memplan::path(Choice::optimizer_impl));
     if (d.cfg.origin.fields.count(memplan::path(Choice::optimizer_impl))) {  // torch_adam: torch.optim's AdamW, not FusedAdam

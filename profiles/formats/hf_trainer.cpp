@@ -247,7 +247,7 @@ void read_peft(const Node& root, ReadState& st, HfRead& r) {
   }
   const char* model_config = "TRL ModelConfig default";
   f.mode = four ? FinetuneMode::qlora : FinetuneMode::lora;
-  note(st, "finetune.mode", four ? *q4 : *use_peft, four ? "use_peft + load_in_4bit (QLoRA)" : "");
+  note(st, memplan::path(Choice::finetune), four ? *q4 : *use_peft, four ? "use_peft + load_in_4bit (QLoRA)" : "");
   f.base_quant = four ? BaseQuant::nf4 : eight ? BaseQuant::int8 : BaseQuant::none;
   // A ModelConfig field or its TRL default, noted either way (trl/trainer/model_config.py @ v1.9.0).
   auto field = [&](const char* key, const char* to, auto read, auto fallback, const char* lines) {
@@ -298,13 +298,13 @@ void read_checkpointing(const Node& root, ReadState& st, const HfRead& r) {
   Checkpointing& c = st.s().checkpointing;
   if (const Node* n = root.find("gradient_checkpointing")) {
     c.mode = flag_of(*n) ? CheckpointMode::full : CheckpointMode::none;
-    note(st, "checkpointing", *n);
+    note(st, memplan::path(Choice::checkpointing), *n);
   } else if (r.trl) {
     c.mode = r.release->gradient_checkpointing ? CheckpointMode::full : CheckpointMode::none;
-    note_default(st, "checkpointing", r.release->gc_source);
+    note_default(st, memplan::path(Choice::checkpointing), r.release->gc_source);
   } else {
     c.mode = CheckpointMode::none;
-    note_default(st, "checkpointing", fmt::format("TrainingArguments default gradient_checkpointing=False ({})", kTrainingArgs));
+    note_default(st, memplan::path(Choice::checkpointing), fmt::format("TrainingArguments default gradient_checkpointing=False ({})", kTrainingArgs));
   }
 }
 
@@ -313,7 +313,7 @@ void read_runtime(const Node& root, ReadState& st, const HfRead& r) {
   if (const Node* n = root.find("optim")) {
     read_optimizer(*n, st, false, root.find("optim_args"));
   } else {
-    note_default(st, "optimizer",
+    note_default(st, memplan::path(Choice::optimizer),
                  fmt::format("TrainingArguments default optim: adamw_torch (adamw_torch_fused when torch >= 2.8) ({})", kTrainingArgs));
   }
   const Node* attn = root.find("attn_implementation");
@@ -481,7 +481,7 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
       st.unmodelled(*fsdp, "hybrid_shard_zero2 keeps gathered parameters until backward within a node; estimated as hybrid_shard");
     if (words->offload) {
       s.parallel.offload = Offload::optimizer_and_params;
-      note(st, "parallel.offload", *fsdp, "fsdp: offload (FSDP CPUOffload: parameters, gradients and the step on the CPU)");
+      note(st, memplan::path(Choice::offload), *fsdp, "fsdp: offload (FSDP CPUOffload: parameters, gradients and the step on the CPU)");
     }
     if (fsdp_cfg_node) {
       cfg = fsdp_config(*fsdp_cfg_node, st);
@@ -505,7 +505,7 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
       if ((ac_node = cfg.find("activation_checkpointing"))) fsdp_ac = flag_of(*ac_node);
       if (const Node* v = cfg.find("cpu_offload"); v && flag_of(*v)) {
         s.parallel.offload = Offload::optimizer_and_params;
-        note(st, "parallel.offload", *v);
+        note(st, memplan::path(Choice::offload), *v);
       }
       if (const Node* v = cfg.find("offload_params"); v && flag_of(*v) && s.parallel.offload == Offload::none)
         st.unmodelled(*v, "TrainingArguments does not read it (only the word offload in fsdp: offloads); the estimate keeps "
@@ -527,7 +527,7 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
                           : "the HF Trainer refuses both, and TRL turns gradient_checkpointing on by default: add "
                             "gradient_checkpointing: false");
     s.checkpointing.mode = CheckpointMode::full;
-    note(st, "checkpointing", *ac_node);
+    note(st, memplan::path(Choice::checkpointing), *ac_node);
   }
 
   // The precision regime: the weights' dtype, the autocast flag, and the engine.
@@ -536,8 +536,8 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
   const std::string flag_text = flag_node ? flag_node->path : std::string("bf16 (TRL: not fp16)");
   auto from_flag = [&](Precision p, const std::string& why) {
     s.precision = p;
-    if (flag_node) note(st, "precision", *flag_node, fmt::format("{} ({})", flag_node->path, why));
-    else note_default(st, "precision", fmt::format("{}; {}", r.release->bf16_source, why));
+    if (flag_node) note(st, memplan::path(Choice::precision), *flag_node, fmt::format("{} ({})", flag_node->path, why));
+    else note_default(st, memplan::path(Choice::precision), fmt::format("{}; {}", r.release->bf16_source, why));
   };
   auto weights_text = [&]() {
     if (r.dtype_node) return std::string(r.dtype_node->path);
@@ -548,7 +548,7 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
     s.precision = *dsr->precision;
     Where w = dsr->precision_where;
     w.key = dsr->precision_text;
-    st.out.origin.set("precision", w);
+    st.out.origin.set(memplan::path(Choice::precision), w);
   } else if (r.weights != Precision::fp32) {
     // 16-bit weights: full fine-tuning under FSDP upcasts the trainable ones to fp32 shards and
     // gathers them in 16 bits (accelerate FSDP mixed precision); otherwise everything stays 16-bit.
@@ -558,7 +558,7 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
                 "L2090-2124; src/accelerate/accelerator.py @ v1.14.0 L1985-2031 upcasts trainable parameters)");
     } else {
       s.precision = r.weights;
-      note(st, "precision", *r.dtype_node, fmt::format("{}: {}-bit weights, gradients and optimizer states", r.dtype_node->path, 16));
+      note(st, memplan::path(Choice::precision), *r.dtype_node, fmt::format("{}: {}-bit weights, gradients and optimizer states", r.dtype_node->path, 16));
     }
   } else if (flag16) {
     if ((words || launch_fsdp) && st.s().finetune.mode == FinetuneMode::full)
@@ -569,9 +569,9 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
       from_flag(r.bf16 ? Precision::amp_bf16 : Precision::amp_fp16, fmt::format("autocast over fp32 weights: {}", weights_text()));
   } else {
     s.precision = Precision::fp32;
-    if (r.dtype_node) note(st, "precision", *r.dtype_node);
-    else if (r.fp16_node || r.bf16_node) note(st, "precision", r.bf16_node ? *r.bf16_node : *r.fp16_node);
-    else note_default(st, "precision", fmt::format("TrainingArguments default bf16=False, fp16=False ({})", kTrainingArgs));
+    if (r.dtype_node) note(st, memplan::path(Choice::precision), *r.dtype_node);
+    else if (r.fp16_node || r.bf16_node) note(st, memplan::path(Choice::precision), r.bf16_node ? *r.bf16_node : *r.fp16_node);
+    else note_default(st, memplan::path(Choice::precision), fmt::format("TrainingArguments default bf16=False, fp16=False ({})", kTrainingArgs));
   }
   // No load dtype in the file (and none from TRL's ModelConfig): from_pretrained's default decides,
   // fp32 up to transformers 4.x, the checkpoint's dtype from 5.0 (build_setup, once the version

@@ -192,7 +192,7 @@ void read_fsdp_args(const Node& a, Pl& t) {
       t.st.note(memplan::path(Choice::fsdp), v);
     } else if (key == "cpu_offload") {
       t.fsdp_cpu_offload = truthy(v);
-      t.st.note("parallel.offload", v);
+      t.st.note(memplan::path(Choice::offload), v);
     } else if (key == "activation_checkpointing_policy" || key == "activation_checkpointing") {
       if (truthy(v)) t.ckpt_policy = &v;
     } else if (key == "mixed_precision") {
@@ -212,10 +212,10 @@ void read_deepspeed_args(const Node& a, Pl& t) {
       t.st.note("parallel.zero_stage", v);
     } else if (key == "offload_optimizer") {
       t.offload_optimizer = as_bool(v);
-      t.st.note("parallel.offload", v);
+      t.st.note(memplan::path(Choice::offload), v);
     } else if (key == "offload_parameters") {
       t.offload_params = as_bool(v);
-      t.st.note("parallel.offload", v);
+      t.st.note(memplan::path(Choice::offload), v);
     } else if (key == "reduce_bucket_size") {
       t.reduce_bucket = as_int(v);
       t.reduce_node = &v;
@@ -380,7 +380,7 @@ void read_optimizer(const Node& n, Pl& t) {
     o = OptimizerKind::adamw;
     t.st.unmodelled(*cls, "an optimizer memplan does not know: estimated as AdamW (two states per parameter)");
   }
-  t.st.set("optimizer", t.s().optimizer, o, *cls);
+  t.st.set(memplan::path(Choice::optimizer), t.s().optimizer, o, *cls);
   if (!args || args->kind != Node::Kind::map) return;
   Runtime& r = t.s().runtime;
   if (const Node* fused = args->find("fused"); fused && as_bool(*fused))
@@ -434,11 +434,11 @@ void resolve_precision(Pl& t) {
                      "transformer-engine-float16 (or the legacy 16, bf16, 32)");
   }
   if (t.precision) {
-    t.st.set("precision", s.precision, v, *t.precision);
+    t.st.set(memplan::path(Choice::precision), s.precision, v, *t.precision);
     if (fp8) t.st.set(Switch::fp8, true, *t.precision);
   } else {
     s.precision = v;
-    t.st.by_default("precision", fmt::format("Lightning default: Trainer(precision=None) = \"32-true\" ({} "
+    t.st.by_default(memplan::path(Choice::precision), fmt::format("Lightning default: Trainer(precision=None) = \"32-true\" ({} "
                                              "accelerator_connector.py)", kPl));
   }
 }
@@ -471,7 +471,7 @@ void resolve_parallel(Pl& t) {
       note("parallel.zero_stage");
       p.fsdp = FsdpMode::none;
       p.offload = offload_union(t.offload_optimizer ? Offload::optimizer : Offload::none, t.offload_params ? Offload::params : Offload::none);
-      note("parallel.offload");
+      note(memplan::path(Choice::offload));
       // DeepSpeedStrategy's own defaults (deepspeed.py @ 2.6.5 __init__), not DeepSpeed's.
       p.reduce_bucket_elems = t.reduce_bucket;
       p.allgather_bucket_elems = t.allgather_bucket;
@@ -489,12 +489,12 @@ void resolve_parallel(Pl& t) {
       note(memplan::path(Choice::fsdp));
       if (t.fsdp == FsdpMode::hybrid_shard && t.nodes == 1) p.gpus_per_node = t.per_node;
       p.offload = t.fsdp_cpu_offload ? Offload::optimizer_and_params : Offload::none;
-      note("parallel.offload");
+      note(memplan::path(Choice::offload));
       if (t.ckpt_policy) {
         // activation_checkpointing_policy names the layer classes to wrap; memplan assumes the decoder blocks.
         t.s().checkpointing = Checkpointing{};
         t.s().checkpointing.mode = CheckpointMode::full;
-        t.st.note("checkpointing", *t.ckpt_policy);
+        t.st.note(memplan::path(Choice::checkpointing), *t.ckpt_policy);
       }
       break;
     default:

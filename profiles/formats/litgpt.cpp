@@ -246,7 +246,7 @@ void read_optimizer(const Node& n, Lit& t) {
   else if (name == "PagedAdamW" || name == "PagedAdamW32bit") o = OptimizerKind::paged_adamw;
   else if (name == "Lion") o = OptimizerKind::lion;
   else t.st.unmodelled(*cls, "an optimizer memplan does not know: estimated as AdamW (two states per parameter)");
-  t.st.set("optimizer", t.s().optimizer, o, *cls);
+  t.st.set(memplan::path(Choice::optimizer), t.s().optimizer, o, *cls);
   t.optimizer = cls;
   if (n.kind != Node::Kind::map) return;
   if (const Node* args = n.find("init_args")) {
@@ -383,10 +383,10 @@ void resolve_precision(Lit& t) {
   else
     throw InputError(t.precision->where, fmt::format("unknown precision '{}'", p),
                      "expected one of: bf16-true, bf16-mixed, 16-true, 16-mixed, 32-true");
-  if (t.precision) t.st.set("precision", s.precision, v, *t.precision);
+  if (t.precision) t.st.set(memplan::path(Choice::precision), s.precision, v, *t.precision);
   else {
     s.precision = v;
-    t.st.by_default("precision", "LitGPT default: precision null -> get_default_supported_precision(training=True) = "
+    t.st.by_default(memplan::path(Choice::precision), "LitGPT default: precision null -> get_default_supported_precision(training=True) = "
                                  "bf16-mixed on a GPU with bf16 (16-mixed without) (litgpt/utils.py @ v0.5.13)");
   }
   if (!t.quantize) return;
@@ -429,7 +429,7 @@ void resolve_finetune(Lit& t) {
                      "set lora_query, lora_key, lora_value, lora_projection or lora_mlp");
   if (t.targets_node) t.st.note("finetune.lora_targets", *t.targets_node);
   else t.st.by_default("finetune.lora_targets", src + " lora_query=True, lora_value=True");
-  t.st.note("finetune.mode", *t.lora_key);
+  t.st.note(memplan::path(Choice::finetune), *t.lora_key);
   if (!t.quantize) return;
   // BitsandbytesPrecision(mode, dtype) converts every nn.Linear (LitGPT passes no ignore_modules).
   f.mode = FinetuneMode::qlora;
@@ -446,13 +446,13 @@ void resolve_finetune(Lit& t) {
     throw InputError(t.quantize->where, fmt::format("unknown quantize '{}'", t.quant),
                      fmt::format("expected one of: bnb.nf4, bnb.nf4-dq, bnb.fp4, bnb.fp4-dq, bnb.int8-training ({} setup)", kLora));
   }
-  t.st.note("finetune.mode", *t.quantize);
+  t.st.note(memplan::path(Choice::finetune), *t.quantize);
   t.st.note("finetune.base_quant", *t.quantize);
   t.st.unmodelled(*t.quantize, "LitGPT quantizes lm_head too (BitsandbytesPrecision converts every nn.Linear); the estimate "
                                "keeps lm_head in 16 bits (an over-estimate of about 1.5 bytes x hidden x vocabulary)");
   // instantiate_bnb_optimizer (litgpt/utils.py @ v0.5.13): with quantize the optimizer is
   // bitsandbytes' PagedAdamW, whatever optimizer: says.
-  t.st.set("optimizer", s.optimizer, OptimizerKind::paged_adamw, *t.quantize);
+  t.st.set(memplan::path(Choice::optimizer), s.optimizer, OptimizerKind::paged_adamw, *t.quantize);
 }
 
 void resolve_parallel(Lit& t) {
@@ -482,7 +482,7 @@ void resolve_parallel(Lit& t) {
   Checkpointing& c = s.checkpointing;
   if (t.pretrain) {
     c.mode = CheckpointMode::none;
-    t.st.by_default("checkpointing", "LitGPT pretrain.py @ v0.5.13: FSDPStrategy(auto_wrap_policy={Block}, sharding_strategy=\"HYBRID_SHARD\") "
+    t.st.by_default(memplan::path(Choice::checkpointing), "LitGPT pretrain.py @ v0.5.13: FSDPStrategy(auto_wrap_policy={Block}, sharding_strategy=\"HYBRID_SHARD\") "
                                      "over several devices, no activation checkpointing on any count");
     if (t.nodes > 1) {
       s.parallel.fsdp = FsdpMode::hybrid_shard;
@@ -501,7 +501,7 @@ void resolve_parallel(Lit& t) {
                  "(litgpt/finetune/lora.py, full.py @ v0.5.13)";
     const bool several = world > 1 || t.devices_auto;
     c = several ? by.several : by.one;
-    t.st.by_default("checkpointing", several ? by.why_several : by.why_one);
+    t.st.by_default(memplan::path(Choice::checkpointing), several ? by.why_several : by.why_one);
     t.st.out.checkpointing_by_devices = by;
   }
 }
@@ -587,7 +587,7 @@ void read_litgpt(const Node& root, ReadState& st) {
   resolve_parallel(t);
   resolve_batch(t);
   if (!t.optimizer && st.s().optimizer == OptimizerKind::adamw)
-    st.by_default("optimizer", "LitGPT default: optimizer \"AdamW\" (torch.optim.AdamW) in finetune setup() @ v0.5.13");
+    st.by_default(memplan::path(Choice::optimizer), "LitGPT default: optimizer \"AdamW\" (torch.optim.AdamW) in finetune setup() @ v0.5.13");
 }
 
 }  // namespace memplan::profiles::detail

@@ -122,7 +122,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
   }
   if (type == "lora") {
     f.mode = bits > 0 ? FinetuneMode::qlora : FinetuneMode::lora;
-    note_type("finetune.mode");
+    note_type(memplan::path(Choice::finetune));
     if (const Node* n = root.find("lora_rank")) {
       f.lora_rank = positive(*n, "lora_rank is the LoRA rank r");
       note(st, memplan::path(Count::lora_rank), *n);
@@ -162,7 +162,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
     if (n) trainable = as_int(*n);
     const int64_t layers = s.model.num_layers;
     f.mode = FinetuneMode::full;
-    note_type("finetune.mode");
+    note_type(memplan::path(Choice::finetune));
     if (trainable < 0) {
       st.unmodelled(*n, "a negative count trains the first layers; memplan freezes layers from the bottom",
                     "the estimate trains the same number of layers at the top");
@@ -177,7 +177,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
                                  "the estimate counts the head's gradient and optimizer states too (an over-estimate)"});
   } else {
     f.mode = FinetuneMode::full;
-    note_type("finetune.mode");
+    note_type(memplan::path(Choice::finetune));
   }
   if (bits > 0 && f.mode == FinetuneMode::full)
     throw InputError(qbit->where, "quantization_bit needs finetuning_type lora",
@@ -218,11 +218,11 @@ void read_llamafactory(const Node& root, ReadState& st) {
   // (use_reentrant_gc=True); unsloth's variant offloads the checkpoints to the host.
   if (const Node* n = root.find("disable_gradient_checkpointing"); n && yes(*n)) {
     s.checkpointing.mode = CheckpointMode::none;
-    note(st, "checkpointing", *n);
+    note(st, memplan::path(Choice::checkpointing), *n);
   } else {
     s.checkpointing.mode = CheckpointMode::full;
-    if (n) note(st, "checkpointing", *n);
-    else note_default(st, "checkpointing", fmt::format("LLaMA-Factory checkpoints every layer unless disable_gradient_checkpointing ({} L145-148; "
+    if (n) note(st, memplan::path(Choice::checkpointing), *n);
+    else note_default(st, memplan::path(Choice::checkpointing), fmt::format("LLaMA-Factory checkpoints every layer unless disable_gradient_checkpointing ({} L145-148; "
                                                        "model_utils/checkpointing.py prepare_model_for_training)", kModelArgs));
   }
   if (const Node* n = root.find("use_unsloth_gc"); n && yes(*n) && s.checkpointing.mode != CheckpointMode::none)
@@ -239,7 +239,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
     else if (v == "sdpa" || v == "auto") s.attention = AttentionImpl::sdpa;
     else if (v == "fa2" || v == "fa3") s.attention = AttentionImpl::flash;
     else throw InputError(n->where, fmt::format("unknown flash_attn '{}'", as_text(*n)), "LLaMA-Factory takes auto, disabled, sdpa, fa2 or fa3");
-    note(st, "attention", *n);
+    note(st, memplan::path(Choice::attention), *n);
   }
   // Liger: enable_liger_kernel patches the model; for pt and sft without the logits (the fused
   // linear cross-entropy; model/model_utils/liger_kernel.py, require_logits=stage not in pt/sft).
@@ -252,7 +252,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
     }
   }
   if (const Node* n = root.find("optim")) read_optimizer(*n, st, false, root.find("optim_args"));
-  else note_default(st, "optimizer", fmt::format("TrainingArguments default optim: adamw_torch (adamw_torch_fused when torch >= 2.8) ({})", kTrainingArgs));
+  else note_default(st, memplan::path(Choice::optimizer), fmt::format("TrainingArguments default optim: adamw_torch (adamw_torch_fused when torch >= 2.8) ({})", kTrainingArgs));
   if (const Node* n = root.find("torch_compile")) {
     s.runtime.compile = yes(*n);
     note(st, path(Switch::compile), *n);
@@ -288,8 +288,8 @@ void read_llamafactory(const Node& root, ReadState& st) {
   const bool zero3 = s.parallel.zero_stage == 3;
   auto set = [&](Precision p, const Node* at, const std::string& why) {
     s.precision = p;
-    if (at) note(st, "precision", *at, why);
-    else note_default(st, "precision", why);
+    if (at) note(st, memplan::path(Choice::precision), *at, why);
+    else note_default(st, memplan::path(Choice::precision), why);
   };
   if (pure_bf16) {
     if (zero3) throw InputError(pure->where, "pure_bf16 is incompatible with DeepSpeed ZeRO-3", "LLaMA-Factory refuses it (hparams/parser.py @ v0.9.5 L384-385)");
@@ -299,7 +299,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
     s.precision = *dsr->precision;
     Where w = dsr->precision_where;
     w.key = dsr->precision_text;
-    st.out.origin.set("precision", w);
+    st.out.origin.set(memplan::path(Choice::precision), w);
   } else if (f.mode != FinetuneMode::full) {
     // The frozen base stays in the checkpoint's dtype (from_pretrained torch_dtype="auto",
     // model/loader.py L155), the adapters are upcast to fp32; a 16-bit checkpoint trains as that

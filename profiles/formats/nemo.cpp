@@ -110,7 +110,7 @@ const Table& peft_keys() {
          const std::string v = lower(as_text(n));
          if (v == "lora") {
            t.s().finetune.mode = FinetuneMode::lora;
-           t.st.note("finetune.mode", n);
+           t.st.note(memplan::path(Choice::finetune), n);
          } else if (v != "none" && !v.empty()) {
            t.st.unmodelled(n, fmt::format("the {} PEFT scheme is not modelled: estimated as a full fine-tune", v));
          }
@@ -456,10 +456,10 @@ void resolve_precision(Nemo& t) {
     throw InputError(t.precision->where, fmt::format("unknown trainer.precision '{}'", as_text(*t.precision)),
                      "expected one of: 32, 16, bf16, 16-mixed, bf16-mixed");
   }
-  if (t.precision) t.st.set("precision", s.precision, v, *t.precision);
+  if (t.precision) t.st.set(memplan::path(Choice::precision), s.precision, v, *t.precision);
   else {
     s.precision = v;
-    t.st.by_default("precision", "Lightning default: trainer.precision 32");
+    t.st.by_default(memplan::path(Choice::precision), "Lightning default: trainer.precision 32");
   }
   // The optimizer: fused_adam (Apex FusedAdam, adam_w_mode) or the distributed optimizer, which
   // shards the fp32 master weights and Adam states over the data-parallel ranks (ZeRO-1-like).
@@ -475,8 +475,8 @@ void resolve_precision(Nemo& t) {
     s.optimizer = OptimizerKind::adamw;
     t.st.unmodelled(*t.optim, "an optimizer memplan does not know: estimated as AdamW");
   }
-  if (t.optim) t.st.note("optimizer", *t.optim);
-  else t.st.by_default("optimizer", "NeMo example default: optim.name fused_adam");
+  if (t.optim) t.st.note(memplan::path(Choice::optimizer), *t.optim);
+  else t.st.by_default(memplan::path(Choice::optimizer), "NeMo example default: optim.name fused_adam");
   if (t.optim_name == "distributed_fused_adam" || t.optim_name == "mcore_distributed_optim") {
     t.st.set("parallel.zero_stage", s.parallel.zero_stage, 1, *t.optim);
     t.st.set(memplan::path(Choice::optimizer_impl), r.optimizer_impl, OptimizerImpl::fused, *t.optim);
@@ -505,11 +505,11 @@ void resolve_parallel(Nemo& t) {
   if (t.sequence_parallel) t.st.set(Switch::sequence_parallel, true, *t.sequence_parallel);
   // Attention: Transformer Engine's fused attention, else the legacy path's flash-attn switch,
   // else Megatron's own DotProductAttention with the scores materialised.
-  if (t.te) t.st.set("attention", s.attention, AttentionImpl::flash, *t.te_node);
-  else if (t.flash) t.st.set("attention", s.attention, AttentionImpl::flash, *t.flash_node);
+  if (t.te) t.st.set(memplan::path(Choice::attention), s.attention, AttentionImpl::flash, *t.te_node);
+  else if (t.flash) t.st.set(memplan::path(Choice::attention), s.attention, AttentionImpl::flash, *t.flash_node);
   else {
     s.attention = AttentionImpl::eager;
-    t.st.by_default("attention", "NeMo: transformer_engine False and use_flash_attention False: Megatron's "
+    t.st.by_default(memplan::path(Choice::attention), "NeMo: transformer_engine False and use_flash_attention False: Megatron's "
                                  "DotProductAttention materialises the scores (megatron_gpt_model.py @ v2.4.0)");
   }
 }
@@ -548,13 +548,13 @@ void resolve_checkpointing(Nemo& t) {
   Checkpointing& c = t.s().checkpointing;
   if (!t.granularity) {
     c.mode = CheckpointMode::none;
-    return t.st.by_default("checkpointing", "NeMo default: activations_checkpoint_granularity null (no recomputation)");
+    return t.st.by_default(memplan::path(Choice::checkpointing), "NeMo default: activations_checkpoint_granularity null (no recomputation)");
   }
   const std::string g = lower(as_text(*t.granularity));
   if (g == "selective") {
     // recompute_modules ["core_attn"]: the attention core only.
     c.mode = CheckpointMode::selective;
-    return t.st.note("checkpointing", *t.granularity);
+    return t.st.note(memplan::path(Choice::checkpointing), *t.granularity);
   }
   if (g != "full")
     throw InputError(t.granularity->where, fmt::format("unknown activations_checkpoint_granularity '{}'", g),
@@ -569,7 +569,7 @@ void resolve_checkpointing(Nemo& t) {
   if (method == "uniform") {
     // Chunks of n layers: only each chunk's input is saved and the chunk recomputed at once.
     c.mode = CheckpointMode::full;
-    t.st.note("checkpointing", *t.method);
+    t.st.note(memplan::path(Choice::checkpointing), *t.method);
     if (n > 1)
       t.st.unmodelled(*t.ckpt_layers, fmt::format("uniform recomputation in chunks of {} layers saves one input per chunk and "
                                                   "recomputes {} layers at a time; estimated as every layer checkpointed alone",
@@ -581,7 +581,7 @@ void resolve_checkpointing(Nemo& t) {
     // validate() refuses more than 10,000 layers at model.num_layers; the list stops there first.
     for (int64_t i = 0; i < std::min({n, layers, int64_t{10'001}}); ++i) c.layers.push_back(i);
     if (c.layers.empty()) c.mode = CheckpointMode::none;
-    t.st.note("checkpointing", t.ckpt_layers ? *t.ckpt_layers : *t.method);
+    t.st.note(memplan::path(Choice::checkpointing), t.ckpt_layers ? *t.ckpt_layers : *t.method);
     if (t.pp > 1)
       t.st.unmodelled(*t.method, "block recomputation applies to the first layers of every pipeline stage; memplan's layer "
                                  "list names the first stage's");

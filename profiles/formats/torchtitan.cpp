@@ -256,8 +256,8 @@ const Table& optimizer_keys() {
       {{"name"}, [](const Node& n, Tt& t) {
          // torchtitan builds Adam or AdamW only (optimizer_classes, torchtitan/components/optimizer.py @ v0.2.2).
          const std::string v = as_text(n);
-         if (v == "AdamW") t.st.set("optimizer", t.s().optimizer, OptimizerKind::adamw, n);
-         else if (v == "Adam") t.st.set("optimizer", t.s().optimizer, OptimizerKind::adam, n);
+         if (v == "AdamW") t.st.set(memplan::path(Choice::optimizer), t.s().optimizer, OptimizerKind::adamw, n);
+         else if (v == "Adam") t.st.set(memplan::path(Choice::optimizer), t.s().optimizer, OptimizerKind::adam, n);
          else
            throw InputError(n.where, fmt::format("unknown optimizer.name '{}'", v),
                             "torchtitan builds Adam or AdamW (torchtitan/components/optimizer.py @ v0.2.2)");
@@ -427,7 +427,7 @@ void resolve_parallel(Tt& t) {
                                      "(torchtitan/models/llama3/infra/parallelize.py @ v0.2.2)");
   }
   if (t.cpu_offload) {
-    t.st.set("parallel.offload", p.offload, Offload::optimizer_and_params, *t.cpu_offload);
+    t.st.set(memplan::path(Choice::offload), p.offload, Offload::optimizer_and_params, *t.cpu_offload);
     if (p.fsdp == FsdpMode::none) t.st.set(memplan::path(Choice::fsdp), p.fsdp, FsdpMode::full_shard, *t.cpu_offload);
   }
 
@@ -436,10 +436,10 @@ void resolve_parallel(Tt& t) {
   // mixed_precision_param; DDP and one GPU autocast to it; TP or PP without FSDP train in fp32.
   const Node* pnode = t.dtype_node ? t.dtype_node : t.param_node;
   auto set_precision = [&](Precision v, const char* why) {
-    if (pnode) t.st.set("precision", s.precision, v, *pnode);
+    if (pnode) t.st.set(memplan::path(Choice::precision), s.precision, v, *pnode);
     else {
       s.precision = v;
-      t.st.by_default("precision", fmt::format("defaults of torchtitan's JobConfig: training.dtype = \"float32\", mixed_precision_param = "
+      t.st.by_default(memplan::path(Choice::precision), fmt::format("defaults of torchtitan's JobConfig: training.dtype = \"float32\", mixed_precision_param = "
                                                "\"bfloat16\" ({}); {}", kJob, why));
     }
   };
@@ -526,9 +526,9 @@ void resolve_checkpointing(Tt& t) {
     throw InputError(t.ac_mode_node->where, fmt::format("unknown activation_checkpoint.mode '{}'", t.ac_mode),
                      "expected one of: none, selective, full, memory_budget");
   }
-  if (at) t.st.note("checkpointing", *at);
+  if (at) t.st.note(memplan::path(Choice::checkpointing), *at);
   else
-    t.st.by_default("checkpointing", fmt::format("default of torchtitan's JobConfig: [activation_checkpoint] mode = \"selective\", "
+    t.st.by_default(memplan::path(Choice::checkpointing), fmt::format("default of torchtitan's JobConfig: [activation_checkpoint] mode = \"selective\", "
                                                  "selective_ac_option = \"2\": every second layer ({} L651-659)", kJob));
 }
 

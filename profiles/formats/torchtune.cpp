@@ -271,10 +271,10 @@ const Table& builder_keys() {
          lora_key(t, n);
          if (as_bool(n)) {
            t.variant = Variant::qlora;
-           t.st.note("finetune.mode", n);
+           t.st.note(memplan::path(Choice::finetune), n);
          } else if (t.variant == Variant::qlora) {
            t.variant = Variant::lora;
-           t.st.note("finetune.mode", n);
+           t.st.note(memplan::path(Choice::finetune), n);
          }
        }},
       {{"tie_word_embeddings"}, [](const Node& n, Tt& t) {
@@ -305,7 +305,7 @@ void read_model(const Node& n, Tt& t) {
     const std::string src = fmt::format("default of torchtune's lora_{}() (torchtune/models/{}/_model_builders.py @ v0.6.1)",
                                         b.builder->fn, b.builder->module);
     for (const char* f : {memplan::path(Count::lora_rank), "finetune.lora_alpha", "finetune.lora_dropout"}) t.st.by_default(f, src);
-    t.st.note("finetune.mode", *c);
+    t.st.note(memplan::path(Choice::finetune), *c);
   }
   read_section(n, {&builder_keys()}, t, &t.st.out.warnings);
   if (t.lora_keys && b.variant == Variant::full)
@@ -345,7 +345,7 @@ void set_optimizer(const Node& n, Tt& t) {
     o = OptimizerKind::adamw;
     t.st.unmodelled(*c, "an optimizer memplan does not know: estimated as AdamW (two states per parameter)");
   }
-  t.st.note("optimizer", *c);
+  t.st.note(memplan::path(Choice::optimizer), *c);
   Runtime& r = t.s().runtime;
   if (const Node* fused = n.find("fused"); fused && as_bool(*fused)) {
     t.st.set(memplan::path(Choice::optimizer_impl), r.optimizer_impl, OptimizerImpl::fused, *fused);
@@ -422,8 +422,8 @@ const Table& root_keys() {
       {{"dtype"}, [](const Node& n, Tt& t) {
          // training.get_dtype (torchtune/training/precision.py @ v0.6.1): PRECISION_STR_TO_DTYPE.
          const std::string d = lower(as_text(n));
-         if (d == "bf16") t.st.set("precision", t.s().precision, Precision::bf16, n);
-         else if (d == "fp32") t.st.set("precision", t.s().precision, Precision::fp32, n);
+         if (d == "bf16") t.st.set(memplan::path(Choice::precision), t.s().precision, Precision::bf16, n);
+         else if (d == "fp32") t.st.set(memplan::path(Choice::precision), t.s().precision, Precision::fp32, n);
          else if (d == "fp16")
            throw InputError(n.where, "dtype: fp16 is refused by torchtune's recipes (\"full fp16 training is not supported "
                                      "with this recipe\", training.validate_expected_param_dtype @ v0.6.1)",
@@ -499,7 +499,7 @@ void resolve_checkpointing(Tt& t) {
   const bool full = t.checkpointing && as_bool(*t.checkpointing);
   if (full) {
     c.mode = CheckpointMode::full;
-    t.st.note("checkpointing", *t.checkpointing);
+    t.st.note(memplan::path(Choice::checkpointing), *t.checkpointing);
   } else if (t.ac_mode) {
     // ac_mode/ac_option apply only when enable_activation_checkpointing is off
     // (recipes/full_finetune_distributed.py @ v0.6.1 L566-575).
@@ -516,11 +516,11 @@ void resolve_checkpointing(Tt& t) {
     } else {
       throw InputError(t.ac_mode->where, fmt::format("unknown ac_mode '{}'", as_text(*t.ac_mode)), "expected one of: selective, full");
     }
-    t.st.note("checkpointing", *t.ac_mode);
+    t.st.note(memplan::path(Choice::checkpointing), *t.ac_mode);
   } else {
     c.mode = CheckpointMode::none;
-    if (t.checkpointing) t.st.note("checkpointing", *t.checkpointing);
-    else t.st.by_default("checkpointing", "default of every torchtune recipe: cfg.get(\"enable_activation_checkpointing\", False) in every recipe @ v0.6.1");
+    if (t.checkpointing) t.st.note(memplan::path(Choice::checkpointing), *t.checkpointing);
+    else t.st.by_default(memplan::path(Choice::checkpointing), "default of every torchtune recipe: cfg.get(\"enable_activation_checkpointing\", False) in every recipe @ v0.6.1");
   }
   if (t.activation_offload && !full)
     throw InputError(t.activation_offload->where,
@@ -568,7 +568,7 @@ void resolve_gpus(Tt& t) {
   // FSDP2 CPUOffloadPolicy: parameters, gradients and the optimizer step on the CPU
   // (training.shard_model, torchtune/training/_distributed.py @ v0.6.1); it exists only with FSDP.
   if (t.fsdp_cpu_offload) {
-    t.st.set("parallel.offload", t.s().parallel.offload, Offload::optimizer_and_params, *t.fsdp_cpu_offload);
+    t.st.set(memplan::path(Choice::offload), t.s().parallel.offload, Offload::optimizer_and_params, *t.fsdp_cpu_offload);
     if (t.s().parallel.fsdp == FsdpMode::none) t.st.set(memplan::path(Choice::fsdp), t.s().parallel.fsdp, FsdpMode::full_shard, *t.fsdp_cpu_offload);
   }
 }
@@ -634,8 +634,8 @@ void read_torchtune(const Node& root, ReadState& st) {
       throw InputError(root.find("model")->find("lora_attn_modules")->where, "model.lora_attn_modules names no module",
                        "list at least one of q_proj, k_proj, v_proj, output_proj, or set apply_lora_to_mlp: true");
   }
-  if (!st.out.origin.fields.count("precision")) {
-    st.defer("precision", Where::at_file(st.path), "dtype is not set (torchtune's recipes require it); estimating fp32",
+  if (!st.out.origin.fields.count(memplan::path(Choice::precision))) {
+    st.defer(memplan::path(Choice::precision), Where::at_file(st.path), "dtype is not set (torchtune's recipes require it); estimating fp32",
              "set dtype: bf16 (what torchtune's configs use) or fp32");
     s.precision = Precision::fp32;
   }

@@ -422,10 +422,21 @@ TEST_CASE("expert and pipeline parallelism: EP divides the GPUs, and only the fi
 
 namespace {
 
-// What a choice's value needs around it (flags): FSDP shards over more than one GPU.
+// What a choice's value needs around it (flags): FSDP shards over more than one GPU; offloading
+// needs a ZeRO stage that partitions what is offloaded (3 for the parameters).
 std::vector<std::string> choice_context(Choice id) {
   if (id == Choice::fsdp) return {"--gpus", "2"};
+  if (id == Choice::offload) return {"--zero", "3"};
   return {};
+}
+// The same as memplan YAML: the hardware: lines and the lines of its own section before its key.
+std::string choice_context_yaml(Choice id, std::string* in_section) {
+  if (id == Choice::offload) *in_section = "  zero_stage: 3\n";
+  return id == Choice::fsdp ? "  num_gpus: 2\n" : "";
+}
+// A choice's value in the setup JSON: setup.precision, setup.parallel.offload, setup.runtime.fsdp.
+const json& choice_json(const json& setup, const ChoiceField& f) {
+  return f.json_section().empty() ? setup.at(f.json_key()) : setup.at(f.json_section()).at(f.json_key());
 }
 
 }  // namespace
@@ -447,8 +458,14 @@ TEST_CASE("choice registry: rows in order, paths and flags unique across the reg
     CHECK(app.get_option_no_throw(f.flag) != nullptr);
     CHECK(std::string(f.default_source).size() > 10);
     REQUIRE(f.names().size() >= 2);
-    // Every name sets the member and reads back as itself; a name of none is refused and changes nothing.
-    for (const std::string& name : f.names()) {
+    const std::string section = f.section;
+    CHECK((section == "runtime" || section == "training" || section == "finetune"));
+    CHECK(f.runtime() == !f.by_facts);  // only the training's choices are read by the config's facts
+    // Its flag is in the Runtime group exactly when it is stated under runtime:.
+    CHECK((app.get_option(f.flag)->get_group() == "Runtime") == f.runtime());
+    // Every value sets the member and reads back as itself; a name of none is refused and changes nothing.
+    REQUIRE(f.samples().size() >= 2);
+    for (const std::string& name : f.samples()) {
       TrainingSetup s;
       CHECK(f.set(s, name));
       CHECK(f.get(s) == name);
@@ -462,7 +479,7 @@ TEST_CASE("choice registry: rows in order, paths and flags unique across the reg
 
 TEST_CASE("choice registry: flag -> setup -> estimate JSON -> memplan YAML -> setup, for every name of every row") {
   for (const ChoiceField& f : choice_fields()) {
-    for (const std::string& name : f.names()) {
+    for (const std::string& name : f.samples()) {
       const std::string shown_path = f.path;
       CAPTURE(shown_path);
       CAPTURE(name);
@@ -470,12 +487,12 @@ TEST_CASE("choice registry: flag -> setup -> estimate JSON -> memplan YAML -> se
       for (const std::string& a : choice_context(f.id)) args.push_back(a);
       args.insert(args.end(), {f.flag, name});
       const json setup = check_round_trip(f, args, name);
-      CHECK(setup.at(f.json_section()).at(f.json_key()) == name);
+      CHECK(choice_json(setup, f) == name);
 
       // Its key reads it at its line, in its section.
-      std::string y = "model: llama-3.2-1b\nhardware:\n  gpu: h100-80gb\n";
-      if (f.id == Choice::fsdp) y += "  num_gpus: 2\n";
-      y += std::string(f.section) + ":\n";
+      std::string y = "model: llama-3.2-1b\nhardware:\n  gpu: h100-80gb\n", before;
+      y += choice_context_yaml(f.id, &before);
+      y += std::string(f.section) + ":\n" + before;
       const int line = static_cast<int>(std::count(y.begin(), y.end(), '\n')) + 1;
       y += fmt::format("  {}: {}\n", f.key, name);
       const profiles::BuiltSetup read = build_from_yaml(y);
@@ -498,11 +515,15 @@ TEST_CASE("choice registry: an unknown name is refused with the names, at the fl
       CHECK(e.message().find(expected) != std::string::npos);
       CHECK(e.hint().find(f.names().front()) != std::string::npos);
     }
+    std::string before;
+    (void)choice_context_yaml(f.id, &before);
     try {
-      (void)build_from_yaml(fmt::format("model: llama-3.2-1b\n{}:\n  {}: nope\n", f.section, f.key));
+      const std::string y = fmt::format("model: llama-3.2-1b\n{}:\n{}  {}: nope\n", f.section, before, f.key);
+      CAPTURE(y);
+      (void)build_from_yaml(y);
       FAIL("accepted");
     } catch (const InputError& e) {
-      CHECK(e.where().line == 3);
+      CHECK(e.where().line == 3 + (before.empty() ? 0 : 1));
       CHECK(e.message().find(expected) != std::string::npos);
     }
   }

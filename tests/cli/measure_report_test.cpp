@@ -26,8 +26,8 @@ profiles::SetupInputs qwen05_amp_gc_inputs() {
   in.gpu = "h200";
   in.count_flag(Count::micro_batch) = 4;
   in.count_flag(Count::seq_len) = 1024;
-  in.precision = "amp-bf16";
-  in.checkpointing = "full";
+  in.choice_flag(Choice::precision) = "amp-bf16";
+  in.choice_flag(Choice::checkpointing) = "full";
   return in;
 }
 

@@ -53,8 +53,8 @@ std::vector<LoopCase> loop_cases() {
         c.at("preset").get<std::string>(), c.at("batch").get<int64_t>(), c.at("seq").get<int64_t>(),
         weights == "bf16" ? "bf16" : autocast == "bf16" ? "amp-bf16" : autocast == "fp16" ? "amp-fp16" : "fp32",
         c.value("checkpointing", "none"));
-    if (c.contains("attention")) si.attention = c.at("attention").get<std::string>();
-    if (c.contains("optimizer")) si.optimizer = c.at("optimizer").get<std::string>();
+    if (c.contains("attention")) si.choice_flag(Choice::attention) = c.at("attention").get<std::string>();
+    if (c.contains("optimizer")) si.choice_flag(Choice::optimizer) = c.at("optimizer").get<std::string>();
     if (c.contains("optimizer_impl")) si.choice_flag(Choice::optimizer_impl) = c.at("optimizer_impl").get<std::string>();
     LoopCase lc;
     lc.id = c.at("id").get<std::string>();
@@ -209,7 +209,7 @@ TEST_CASE("sequence: H200 LoRA and compiled-loss loops, reserved and allocated")
                                            c.value("checkpointing", "none"));
     if (c.contains("lora")) {
       const auto& lo = c.at("lora");
-      si.finetune = "lora";
+      si.choice_flag(Choice::finetune) = "lora";
       si.count_flag(Count::lora_rank) = lo.at("r").get<int64_t>();
       si.lora_alpha = lo.at("alpha").get<double>();
       si.lora_targets = lo.at("targets").get<std::string>();
@@ -262,7 +262,7 @@ TEST_CASE("sequence: H200 LoRA loops held out from its development") {
     profiles::SetupInputs si = h200_inputs(c.at("preset").get<std::string>(), c.at("batch").get<int64_t>(), c.at("seq").get<int64_t>(),
                                            weights == "bf16" ? "bf16" : "amp-bf16", c.value("checkpointing", "none"));
     const auto& lo = c.at("lora");
-    si.finetune = "lora";
+    si.choice_flag(Choice::finetune) = "lora";
     si.count_flag(Count::lora_rank) = lo.at("r").get<int64_t>();
     si.lora_alpha = lo.at("alpha").get<double>();
     si.lora_targets = lo.at("targets").is_string() ? lo.at("targets").get<std::string>() : std::string("q,v");

@@ -72,8 +72,8 @@ TEST_CASE("a setup that asks for what its card cannot run is warned about, at th
   profiles::SetupInputs in;
   in.model = "gpt2";
   in.gpu = "t4";
-  in.precision = "bf16";
-  in.attention = "flash";
+  in.choice_flag(Choice::precision) = "bf16";
+  in.choice_flag(Choice::attention) = "flash";
   const profiles::BuiltSetup b = profiles::build_setup(in);
   bool bf16 = false, flash = false;
   for (const Warning& w : b.warnings) {

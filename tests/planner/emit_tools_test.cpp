@@ -54,9 +54,9 @@ Planned plan_for(const Case& c) {
   PlanAsk ask;
   ask.global_batch = c.global_batch;
   ask.emit = c.format;
-  ask.precision_fixed = in.precision.has_value();
-  ask.checkpointing_fixed = in.checkpointing.has_value();
-  ask.optimizer_fixed = in.optimizer.has_value();
+  ask.precision_fixed = in.choice_flag(Choice::precision).has_value();
+  ask.checkpointing_fixed = in.choice_flag(Choice::checkpointing).has_value();
+  ask.optimizer_fixed = in.choice_flag(Choice::optimizer).has_value();
   const PlanRequest req = make_request(b.setup, ask, nullptr);
   p.result = plan(req);
   REQUIRE(p.result.found);
@@ -121,14 +121,14 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
   cases.push_back({"torchtune full, FSDP over 4", "torchtune", inputs("llama-3.2-3b", "a100-40gb", 4, 2048), 64});
   {
     profiles::SetupInputs in = inputs("llama-3.1-8b", "rtx-4090", 1, 1024);
-    in.finetune = "qlora";
+    in.choice_flag(Choice::finetune) = "qlora";
     in.count_flag(Count::lora_rank) = 16;
     in.lora_targets = "q,k,v,o,gate,up,down";
     cases.push_back({"torchtune QLoRA", "torchtune", in, 16});
   }
   {
     profiles::SetupInputs in = inputs("qwen2.5-7b", "a100-80gb", 2, 4096);
-    in.finetune = "lora";
+    in.choice_flag(Choice::finetune) = "lora";
     in.count_flag(Count::lora_rank) = 32;
     in.lora_alpha = 64;
     in.lora_targets = "q,v";
@@ -138,7 +138,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
   }
   {
     profiles::SetupInputs in = inputs("llama-3.1-8b", "a10g", 8, 2048);
-    in.checkpointing = "full";
+    in.choice_flag(Choice::checkpointing) = "full";
     in.switch_flag(Switch::activation_offload) = true;
     in.loss = "fused-linear";
     cases.push_back({"torchtune full, offloaded activations, fused linear loss", "torchtune", in, 64});
@@ -147,7 +147,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
   cases.push_back({"LitGPT full, 4 GPUs", "litgpt", inputs("llama-3.1-8b", "a100-80gb", 4, 2048), 64});
   {
     profiles::SetupInputs in = inputs("phi-3-mini", "a10g", 1, 512);
-    in.finetune = "lora";
+    in.choice_flag(Choice::finetune) = "lora";
     in.count_flag(Count::lora_rank) = 8;
     in.lora_alpha = 16;
     in.lora_dropout = 0.05;
@@ -156,7 +156,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
   }
   {
     profiles::SetupInputs in = inputs("llama-3.1-8b", "a10g", 1, 512);
-    in.finetune = "qlora";
+    in.choice_flag(Choice::finetune) = "qlora";
     in.count_flag(Count::lora_rank) = 32;
     cases.push_back({"LitGPT QLoRA", "litgpt", in, 8});
   }
@@ -165,7 +165,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
   {
     profiles::SetupInputs in = inputs("llama-3.2-3b", "a100-80gb", 16, 2048);
     in.choice_flag(Choice::fsdp) = "full";
-    in.precision = "amp-bf16";
+    in.choice_flag(Choice::precision) = "amp-bf16";
     cases.push_back({"Lightning, FSDP over 2 nodes", "lightning", in, 128});
   }
   for (const Case& c : cases) {
@@ -196,7 +196,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
 
 TEST_CASE("emitted files say what the tool needs, in its own words") {
   profiles::SetupInputs in = inputs("llama-3.1-8b", "rtx-4090", 1, 1024);
-  in.finetune = "qlora";
+  in.choice_flag(Choice::finetune) = "qlora";
   in.lora_targets = "q,v";
   const Planned tt = plan_for({"", "torchtune", in, 16});
   const std::string t = emit(tt.context, EmitFormat::torchtune);

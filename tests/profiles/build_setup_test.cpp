@@ -38,7 +38,7 @@ TEST_CASE("flags win over the config file and become the field's origin") {
   SetupInputs in;
   in.config = kData + "ava.yaml";
   in.count_flag(Count::micro_batch) = 4;
-  in.precision = "bf16";
+  in.choice_flag(Choice::precision) = "bf16";
   in.gpu = "a100-80gb";
   const BuiltSetup b = build_setup(in);
   CHECK(b.config_path == kData + "ava.yaml");
@@ -68,7 +68,7 @@ TEST_CASE("a flag fixes a problem in the file; a flag's own problem names the fl
   tp.count_flag(Count::tensor_parallel) = 3;
   CHECK(render_error(tp) == "error: --tensor-parallel: tensor parallel degree must divide the attention heads\nhint: each tensor-parallel rank holds a whole number of heads");
   SetupInputs off = with_model("gpt2");
-  off.offload = "optimizer";
+  off.choice_flag(Choice::offload) = "optimizer";
   CHECK(render_error(off) ==
         "error: --offload: optimizer offload needs ZeRO stage 1 or higher, or FSDP\nhint: use --zero 2 --offload optimizer");
   off.zero = 2;
@@ -153,17 +153,17 @@ TEST_CASE("device flags: --gpu, --gpu-memory, --device") {
 
 TEST_CASE("enumerated flags list the accepted values") {
   SetupInputs in = with_model("gpt2");
-  in.precision = "fp8";
+  in.choice_flag(Choice::precision) = "fp8";
   CHECK(render_error(in) ==
         "error: --precision: unknown precision 'fp8'\nhint: expected one of: fp32, amp-fp16, amp-bf16, bf16, fp16, "
         "mixed-fp16, mixed-bf16");
-  in.precision = "amp_bf16";
-  in.checkpointing = "every:0";
+  in.choice_flag(Choice::precision) = "amp_bf16";
+  in.choice_flag(Choice::checkpointing) = "every:0";
   CHECK(render_error(in) ==
         "error: --checkpointing: unknown checkpointing 'every:0'\nhint: expected one of: none, full, selective, selective-op, every:K, layers:I,J,...");
-  in.checkpointing = "every:4";
-  in.attention = "sdpa";
-  in.optimizer = "adamw_8bit";
+  in.choice_flag(Choice::checkpointing) = "every:4";
+  in.choice_flag(Choice::attention) = "sdpa";
+  in.choice_flag(Choice::optimizer) = "adamw_8bit";
   const TrainingSetup s = build_setup(in).setup;
   CHECK(s.precision == Precision::amp_bf16);
   CHECK(s.checkpointing.mode == CheckpointMode::every);
@@ -174,7 +174,7 @@ TEST_CASE("enumerated flags list the accepted values") {
 
 TEST_CASE("fine-tuning flags") {
   SetupInputs in = with_model("llama-2-7b");
-  in.finetune = "qlora";
+  in.choice_flag(Choice::finetune) = "qlora";
   in.count_flag(Count::lora_rank) = 64;
   in.lora_targets = "q, k,v ,o";
   TrainingSetup s = build_setup(in).setup;
@@ -182,7 +182,7 @@ TEST_CASE("fine-tuning flags") {
   CHECK(s.finetune.base_quant == BaseQuant::nf4);
   CHECK(s.finetune.lora_rank == 64);
   CHECK(s.finetune.lora_targets == std::vector<std::string>{"q", "k", "v", "o"});
-  in.finetune = "lora";
+  in.choice_flag(Choice::finetune) = "lora";
   CHECK(build_setup(in).setup.finetune.base_quant == BaseQuant::none);
   in.count_flag(Count::lora_rank) = 0;
   CHECK(render_error(in) == "error: --lora-rank: must be between 1 and 100000 (got 0)\nhint: PEFT's r, usually 8 to 64");
@@ -226,7 +226,7 @@ TEST_CASE("a model loaded in bfloat16 under DeepSpeed is DeepSpeed's mixed preci
   flag.gpu = "a100-80gb";
   flag.count_flag(Count::num_gpus) = 8;
   flag.zero = 2;
-  flag.precision = "bf16";
+  flag.choice_flag(Choice::precision) = "bf16";
   const BuiltSetup f = build_setup(flag);
   CHECK(f.setup.precision == Precision::mixed_bf16);
   REQUIRE_FALSE(f.warnings.empty());
@@ -269,7 +269,7 @@ TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the
     in.choice_flag(Choice::framework) = framework;
     in.switch_flag(Switch::compile) = compile;
     in.loss = loss;
-    in.finetune = "lora";
+    in.choice_flag(Choice::finetune) = "lora";
     return build_setup(in).setup;
   };
   // torchtune compiles its chunked loss in place and nothing else (its recipes drop compile_loss's
@@ -300,7 +300,7 @@ TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the
   // Each can be set on its own.
   SetupInputs in = with_model("llama-2-7b");
   in.choice_flag(Choice::framework) = "torchtune";
-  in.finetune = "lora";
+  in.choice_flag(Choice::finetune) = "lora";
   in.switch_flag(Switch::compile) = true;
   in.switch_flag(Switch::compile_loss) = false;
   in.adapter_dtype = "fp32";

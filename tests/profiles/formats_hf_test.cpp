@@ -448,7 +448,7 @@ TEST_CASE("no load dtype in the file: fp32 weights under autocast with transform
   // --precision decides instead.
   const BuiltSetup asked = built("hf-trl/09-run-clm-bf16-qwen.json", [](SetupInputs& in) {
     in.version_flag(Version::transformers) = "5.0";
-    in.precision = "amp-bf16";
+    in.choice_flag(Choice::precision) = "amp-bf16";
   });
   CHECK(asked.setup.precision == Precision::amp_bf16);
   // A checkpoint config without a dtype (GPT-2's) stays fp32, and says so.

@@ -289,7 +289,7 @@ TEST_CASE("litgpt: fine-tuning checkpointing follows the device count --gpus giv
       const BuiltSetup b = build_setup(in, c);
       CHECK(b.setup.checkpointing.mode == (gpus > 1 ? CheckpointMode::full : CheckpointMode::none));
       CHECK(b.origin.defaults.at("checkpointing").find(fmt::format("({} GPU{} from --gpus)", gpus, gpus > 1 ? "s" : "")) != std::string::npos);
-      in.checkpointing = "every:2";  // a flag still wins
+      in.choice_flag(Choice::checkpointing) = "every:2";  // a flag still wins
       CHECK(to_string(build_setup(in, c).setup.checkpointing) == "every:2");
     }
   }

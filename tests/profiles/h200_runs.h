@@ -21,8 +21,8 @@ inline profiles::SetupInputs h200_inputs(const std::string& model, int64_t batch
   si.version_flag(Version::transformers) = "5.17";  // shared/gpu/h200-env.txt
   si.count_flag(Count::micro_batch) = batch;
   si.count_flag(Count::seq_len) = seq;
-  si.precision = precision;
-  si.checkpointing = checkpointing;
+  si.choice_flag(Choice::precision) = precision;
+  si.choice_flag(Choice::checkpointing) = checkpointing;
   return si;
 }
 

@@ -19,8 +19,8 @@ std::string fixture(const std::string& name) { return std::string(MEMPLAN_TEST_D
 BuiltSetup build(const std::string& model, const char* finetune, const char* precision = "bf16") {
   SetupInputs in;
   in.model = model;
-  if (finetune) in.finetune = finetune;
-  in.precision = precision;
+  if (finetune) in.choice_flag(Choice::finetune) = finetune;
+  in.choice_flag(Choice::precision) = precision;
   in.count_flag(Count::micro_batch) = 1;
   in.count_flag(Count::seq_len) = 256;
   in.gpu = "a100-80gb";
@@ -85,10 +85,10 @@ TEST_CASE("LoRA on a bitsandbytes NF4 checkpoint estimates what QLoRA on the 16-
   in.count_flag(Count::seq_len) = 256;
   in.gpu = "a100-80gb";
   in.model = fixture("llama-3-8b-bnb-4bit");
-  in.finetune = "lora";
+  in.choice_flag(Choice::finetune) = "lora";
   const BuiltSetup pre = build_setup(in);
   in.model = "llama-3-8b";
-  in.finetune = "qlora";
+  in.choice_flag(Choice::finetune) = "qlora";
   const BuiltSetup qlora = build_setup(in);
   CHECK(pre.setup.precision == Precision::amp_bf16);
   CHECK(pre.setup.checkpointing.mode == CheckpointMode::full);
@@ -100,8 +100,8 @@ TEST_CASE("FSDP shards a pre-quantized checkpoint's weights at its bits too") {
   auto weights = [](const std::string& model) {
     SetupInputs in;
     in.model = model;
-    in.finetune = "lora";
-    in.precision = "bf16";
+    in.choice_flag(Choice::finetune) = "lora";
+    in.choice_flag(Choice::precision) = "bf16";
     in.count_flag(Count::micro_batch) = 1;
     in.count_flag(Count::seq_len) = 256;
     in.gpu = "a100-80gb";
