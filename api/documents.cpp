@@ -74,7 +74,7 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
 
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
-      "model.hidden_size", "hardware.gpu", "hardware.gpu_memory", "hardware.allocator_cap", "parallel.zero_stage",
+      "model.hidden_size", "hardware.gpu", "hardware.gpu_memory", "hardware.allocator_cap",
       "finetune.lora_alpha", "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "runtime.loss"};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
@@ -111,8 +111,7 @@ nlohmann::json setup_json(const TrainingSetup& s) {
                          {"num_shared_experts", m.num_shared_experts}};
   j["batch"] = {{"global_batch", saturating_mul(saturating_mul(s.batch.micro_batch, s.batch.grad_accum), s.parallel.data_parallel())}};
   j["parallel"] = {{"data_parallel", s.parallel.data_parallel()},
-                   {"sequence_parallel", s.parallel.sequence_parallel},
-                   {"zero_stage", s.parallel.zero_stage}};
+                   {"sequence_parallel", s.parallel.sequence_parallel}};
   j["runtime"] = runtime_json(s);
   if (s.finetune.mode != FinetuneMode::full) {
     j["finetune"]["lora_alpha"] = s.finetune.lora_alpha;

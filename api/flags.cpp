@@ -29,16 +29,19 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   // --finetune, the others here.
   auto add_counts = [&app, &in](bool finetune) {
     for (const CountField& f : count_fields()) {
-      if ((std::string(f.section) == "finetune") != finetune) continue;
+      if ((std::string(f.section) == "finetune") != finetune || f.id == Count::zero_stage) continue;
       CLI::Option* o = app.add_option(f.flag, in.count_flag(f.id), f.help)->type_name("N");
       if (f.group) o->group(f.group);
     }
   };
   add_counts(false);
-  // The training's choices (--precision ... --finetune) from the registry, --zero before --offload.
+  // The training's choices (--precision ... --finetune) from the registry, --zero (a count) before --offload.
   for (const ChoiceField& f : choice_fields()) {
     if (f.runtime()) continue;
-    if (f.id == Choice::offload) app.add_option("--zero", in.zero, "DeepSpeed ZeRO stage 0-3")->type_name("STAGE");
+    if (f.id == Choice::offload) {
+      const CountField& zero = field(Count::zero_stage);
+      app.add_option(zero.flag, in.count_flag(zero.id), zero.help)->type_name("STAGE");
+    }
     app.add_option(f.flag, in.choice_flag(f.id), f.help)->type_name(f.type_name);
   }
   add_counts(true);

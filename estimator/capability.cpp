@@ -73,7 +73,7 @@ std::vector<Problem> device_problems(const TrainingSetup& s) {
       {Feature::flash_attention, path(Choice::attention), "use --attention sdpa (or eager); memplan fit and plan only offer what the card runs"},
       {Feature::bitsandbytes, s.finetune.base_quant != BaseQuant::none ? path(Choice::finetune) : path(Choice::optimizer),
        "use a 32-bit optimizer (adamw) and a 16-bit base (--finetune lora) on this card"},
-      {Feature::deepspeed, "parallel.zero_stage", "run without DeepSpeed (--zero 0; FSDP shards across GPUs)"},
+      {Feature::deepspeed, memplan::path(Count::zero_stage), "run without DeepSpeed (--zero 0; FSDP shards across GPUs)"},
       {Feature::deepspeed_offload, path(Choice::offload), "drop --offload"},
       {Feature::multi_gpu, memplan::path(Count::num_gpus), "plan for one GPU (--gpus 1)"},
   };

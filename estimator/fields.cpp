@@ -96,7 +96,8 @@ namespace {
 #define MEMPLAN_COUNT(id, member, flag, help, group, section, keys, read, words, default_source, shown)                \
   CountField {                                                                                                         \
     Count::id, #member, flag, help, group, section, keys, CountRead::read, words,                                      \
-        [](const TrainingSetup& s) -> int64_t { return s.member; }, [](TrainingSetup& s, int64_t v) { s.member = v; }, \
+        [](const TrainingSetup& s) -> int64_t { return s.member; },                                                   \
+        [](TrainingSetup& s, int64_t v) { s.member = static_cast<decltype(s.member)>(v); },                          \
         default_source, shown                                                                                          \
   }
 
@@ -128,6 +129,11 @@ std::array<CountField, kCountCount> make_count_rows() {
                     "expert-parallel degree: each rank holds 1/N of a MoE model's routed experts", nullptr, "training",
                     (Keys{"expert_parallel", "expert_parallel_size", nullptr, nullptr, nullptr}), whole, "expert parallel",
                     "Megatron's --expert-model-parallel-size defaults to 1 (megatron/training/arguments.py)", nullptr),
+      // Its flag stands before --offload (api/flags.cpp); the deepspeed: section reads it too
+      // (zero_stage, stage), and a writer states it where its format holds DeepSpeed's settings.
+      MEMPLAN_COUNT(zero_stage, parallel.zero_stage, "--zero", "DeepSpeed ZeRO stage 0-3", nullptr, "training",
+                    (Keys{"zero_stage", nullptr, nullptr, nullptr, nullptr}), stage, "ZeRO stage",
+                    "no ZeRO (stage 0) unless the config's DeepSpeed section or --zero says", nullptr),
       MEMPLAN_COUNT(gpus_per_node, parallel.gpus_per_node, "--gpus-per-node",
                     "GPUs per node (hybrid sharding, host memory per node; default 8)", "Runtime", "hardware",
                     (Keys{"gpus_per_node", nullptr, nullptr, nullptr, nullptr}), whole, "GPUs per node",
@@ -150,9 +156,9 @@ std::array<CountField, kCountCount> make_count_rows() {
 namespace {
 
 // One choice row: the path is the member's spelling; `parse` and `to_string` are the setup's own.
-#define MEMPLAN_CHOICE(id, member, flag, type_name, help, what, section, key, by_facts, parse, names, default_source)  \
+#define MEMPLAN_CHOICE(id, member, flag, type_name, help, what, section, key, parse, names, default_source)            \
   ChoiceField {                                                                                                        \
-    Choice::id, #member, flag, type_name, help, what, section, key, by_facts, names, kNoInstances,                     \
+    Choice::id, #member, flag, type_name, help, what, section, key, names, kNoInstances,                               \
         [](const TrainingSetup& s) { return std::string(to_string(s.member)); },                                      \
         [](TrainingSetup& s, const std::string& v) {                                                                   \
           const auto p = parse(v);                                                                                     \
@@ -167,29 +173,29 @@ constexpr std::array<const char*, 2> kNoInstances = {nullptr, nullptr};
 std::array<ChoiceField, kChoiceCount> make_choice_rows() {
   std::array<ChoiceField, kChoiceCount> rows = {{
       MEMPLAN_CHOICE(precision, precision, "--precision", "P", "fp32|amp-fp16|amp-bf16|bf16|fp16|mixed-fp16|mixed-bf16",
-                     "precision", "training", "precision", true, parse_precision, precision_names,
+                     "precision", "training", "precision", parse_precision, precision_names,
                      "fp32 (PyTorch's default dtype) unless the config or --precision says; fine-tuning without one gets its "
                      "recipe: bf16, or amp-bf16 over a quantized base (profiles/build.cpp)"),
       MEMPLAN_CHOICE(optimizer, optimizer, "--optimizer", "O",
                      "adamw|adam|sgd|sgd-momentum|adafactor|adafactor-momentum|adamw-8bit|lion|paged-adamw|paged-adamw-8bit",
-                     "optimizer", "training", "optimizer", true, parse_optimizer, optimizer_names,
+                     "optimizer", "training", "optimizer", parse_optimizer, optimizer_names,
                      "AdamW: HF TrainingArguments.optim defaults to adamw_torch (src/transformers/training_args.py)"),
       MEMPLAN_CHOICE(checkpointing, checkpointing, "--checkpointing", "MODE",
                      "none|full|selective|selective-op|every:K|layers:I,J,...", "checkpointing", "training", "gradient_checkpointing",
-                     true, parse_checkpointing, checkpointing_names,
+                     parse_checkpointing, checkpointing_names,
                      "none: HF TrainingArguments.gradient_checkpointing defaults to False; QLoRA's recipe turns it on "
                      "(PEFT prepare_model_for_kbit_training)"),
-      MEMPLAN_CHOICE(attention, attention, "--attention", "IMPL", "eager|sdpa|flash", "attention", "training", "attention", true,
+      MEMPLAN_CHOICE(attention, attention, "--attention", "IMPL", "eager|sdpa|flash", "attention", "training", "attention",
                      parse_attention, attention_names,
                      "the framework's rule (estimator/runtime.cpp): SDPA with torch >= 2.1.1 for HF models, eager before"),
       MEMPLAN_CHOICE(offload, parallel.offload, "--offload", "WHAT",
                      "none|optimizer|optimizer+params|params (params: DeepSpeed ZeRO-3 offload_param alone)", "offload",
-                     "training", "offload", true, parse_offload, offload_names,
+                     "training", "offload", parse_offload, offload_names,
                      "nothing offloaded unless the config's DeepSpeed or FSDP section (or --offload) says"),
       // The method decides the base's quantization too: QLoRA loads it in NF4 (a LoRA on an 8-bit
       // base is a config's load_in_8bit, not a name).
       ChoiceField{Choice::finetune, "finetune.mode", "--finetune", "MODE", "full|lora|qlora", "fine-tuning method", "finetune",
-                  "method", true, finetune_names, kNoInstances, [](const TrainingSetup& s) { return std::string(to_string(s.finetune.mode)); },
+                  "method", finetune_names, kNoInstances, [](const TrainingSetup& s) { return std::string(to_string(s.finetune.mode)); },
                   [](TrainingSetup& s, const std::string& v) {
                     const auto p = parse_finetune(v);
                     if (!p) return false;
@@ -201,15 +207,15 @@ std::array<ChoiceField, kChoiceCount> make_choice_rows() {
       MEMPLAN_CHOICE(framework, runtime.framework, "--framework", "NAME",
                      "hf-trainer (default)|custom|lightning|torchtune|torchtitan|litgpt|deepspeed|megatron: the stack that runs "
                      "the step; sets the runtime defaults below",
-                     "framework", "runtime", "framework", false, parse_framework, framework_names,
+                     "framework", "runtime", "framework", parse_framework, framework_names,
                      "the HF Trainer unless the config's format or --framework says otherwise"),
       MEMPLAN_CHOICE(optimizer_impl, runtime.optimizer_impl, "--optimizer-impl", "IMPL",
                      "auto|for-loop|foreach|fused: the optimizer kernel", "optimizer implementation", "runtime", "optimizer_impl",
-                     false, parse_optimizer_impl, optimizer_impl_names,
+                     parse_optimizer_impl, optimizer_impl_names,
                      "auto: DeepSpeed's FusedAdam under its mixed precision, else PyTorch's default for the device: foreach "
                      "on CUDA with torch >= 2.0, for-loop otherwise (torch/optim/optimizer.py _default_to_fused_or_foreach)"),
       MEMPLAN_CHOICE(fsdp, parallel.fsdp, "--fsdp", "MODE", "none|full|shard-grad-op|hybrid|no-shard: PyTorch FSDP sharding",
-                     "FSDP sharding", "runtime", "fsdp", false, parse_fsdp, fsdp_names, "no FSDP unless the config wraps the model in it"),
+                     "FSDP sharding", "runtime", "fsdp", parse_fsdp, fsdp_names, "no FSDP unless the config wraps the model in it"),
   }};
   rows[static_cast<size_t>(Choice::checkpointing)].instances = {"every:2", "every:4"};
   return rows;

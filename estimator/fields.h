@@ -10,14 +10,14 @@
 // iterate this table; the format readers and the rule sets name a switch by its enumerator, so a
 // misspelt path does not compile. Adding a switch is one enumerator, one row and its formula.
 //
-// The counts (micro-batch, sequence length, accumulation, GPUs, parallel degrees, LoRA rank, frozen
-// layers) are iterated by the same places and by `memplan check`'s field list (planner/check.cpp);
+// The counts (micro-batch, sequence length, accumulation, GPUs, parallel degrees, the ZeRO stage,
+// LoRA rank, frozen layers) are iterated by the same places and by `memplan check`'s field list (planner/check.cpp);
 // the choices (precision, optimizer, checkpointing, attention, offload, the fine-tuning method, and
 // the runtime's framework, optimizer kernel and FSDP sharding) by the flags, the reader (the
 // runtime's; the config's facts read the training's), the JSON, the writer and the completions;
 // the release versions (torch, transformers) by the flags, the reader, the runtime JSON, the writer
 // and the Python keywords filled from the interpreter. Values that are none of these (sizes,
-// fractions, lists, the ZeRO stage) are still written out by hand in those places (issue 25).
+// fractions, lists) are still written out by hand in those places (issue 25).
 #pragma once
 
 #include <array>
@@ -87,6 +87,7 @@ enum class Count {
   tensor_parallel,
   pipeline_parallel,
   expert_parallel,
+  zero_stage,
   gpus_per_node,
   lora_rank,
   freeze_layers,
@@ -95,9 +96,10 @@ enum class Count {
 constexpr size_t kCountCount = static_cast<size_t>(Count::count);
 
 // How a config file's value is read (profiles/reader.h): any whole number, its range left to
-// validate() (`whole`: as_field_count, "a positive integer"; `integer`: as_int, "an integer"), or
-// refused at the key below 1 (`at_least_one`: as_count).
-enum class CountRead { whole, integer, at_least_one };
+// validate() (`whole`: as_field_count, "a positive integer"; `integer`: as_int, "an integer"; `stage`:
+// an integer, refused at the key beyond the member's int with validate()'s words), or refused at the
+// key below 1 (`at_least_one`: as_count).
+enum class CountRead { whole, integer, stage, at_least_one };
 
 struct CountField {
   Count id;
@@ -138,8 +140,9 @@ const CountField* count_at(const std::string& p);
 // optimizer kernel, FSDP sharding) are read under one key of the memplan YAML runtime: section; the
 // training's (precision, optimizer, checkpointing, attention, offload, the fine-tuning method) are
 // stated several ways by a file (bf16: true, torch_dtype, mixed_precision, a DeepSpeed section, a
-// peft: section...), so the config's facts read them (profiles/config.cpp resolve) and every format
-// reader names them by their path here.
+// peft: section...), so the memplan YAML reader's own handlers read them (profiles/config.cpp; the
+// precision, checkpointing and method as facts resolved together) and every format reader names
+// them by their path here.
 enum class Choice {
   precision,
   optimizer,
@@ -163,13 +166,14 @@ struct ChoiceField {
   const char* type_name;  // the flag's value in the help: "IMPL"
   const char* help;
   const char* what;       // the refusal's words: "unknown <what> 'x'" ("optimizer implementation")
-  // The memplan YAML section that states it ("runtime", "training", "finetune") and its key there,
-  // the one the memplan YAML writer uses.
+  // A memplan YAML section that states it ("runtime", "training", "finetune"; lora: and peft: are
+  // finetune:'s spellings) and its key there. The runtime's are read by that key alone (with_fields)
+  // and written under it. The training's are read by their sections' own handlers
+  // (profiles/config.cpp), as the other keys that state them are (bf16: true, torch_dtype,
+  // offload_optimizer, ...), and a writer may state them elsewhere (attention under model:, the
+  // offload in a deepspeed: block).
   const char* section;
   const char* key;
-  // Whether the config's facts read it (profiles/config.cpp resolve: the training's choices, which
-  // a file states several ways); false: the section's key table reads the key (with_fields).
-  bool by_facts;
   std::vector<std::string> (*names)();           // the names it takes, for the refusal's hint
   // Values standing for the names that are forms, not values (checkpointing's every:K ->
   // every:2, every:4); nullptr: none.

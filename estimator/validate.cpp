@@ -157,7 +157,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     p.push_back({"model.capacity_factor", fmt::format("must be in [0, 1000] (got {})", m.capacity_factor),
                  "0 means dropless routing; 1.0-2.0 is usual"});
   if (s.parallel.zero_stage < 0 || s.parallel.zero_stage > 3)
-    p.push_back({"parallel.zero_stage", fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", s.parallel.zero_stage), "DeepSpeed ZeRO has stages 0 to 3"});
+    p.push_back({memplan::path(Count::zero_stage), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", s.parallel.zero_stage), "DeepSpeed ZeRO has stages 0 to 3"});
   const int64_t mp = s.parallel.tensor_parallel * s.parallel.pipeline_parallel;
   if (s.parallel.tensor_parallel < 1 || s.parallel.pipeline_parallel < 1 || s.parallel.expert_parallel < 1)
     p.push_back({memplan::path(Count::tensor_parallel), "parallel degrees must be at least 1", "a parallel degree is a number of GPUs"});

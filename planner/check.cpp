@@ -91,8 +91,7 @@ const std::vector<FieldSpec>& setup_fields() {
       {memplan::path(Choice::attention), "attention", [](const TrainingSetup& s) { return std::string(to_string(s.attention)); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.attention = b.attention; }},
       count_spec(Count::num_gpus),
-      {"parallel.zero_stage", "ZeRO stage", [](const TrainingSetup& s) { return num(s.parallel.zero_stage); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.zero_stage = b.parallel.zero_stage; }},
+      count_spec(Count::zero_stage),
       {memplan::path(Choice::offload), "offload", [](const TrainingSetup& s) { return std::string(to_string(s.parallel.offload)); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.offload = b.parallel.offload; }},
       count_spec(Count::tensor_parallel),
@@ -242,7 +241,7 @@ std::string largest_contributor(const std::array<int64_t, kNumTerms>& t, const s
                                                        memplan::path(Choice::checkpointing), memplan::path(Choice::attention),
                                                        "model"};
   static const std::vector<std::string> model_first = {"model", memplan::path(Choice::precision), memplan::path(Choice::optimizer),
-                                                       "parallel.zero_stage", memplan::path(Count::micro_batch)};
+                                                       memplan::path(Count::zero_stage), memplan::path(Count::micro_batch)};
   const std::vector<std::string>& order = activation_like >= state_like ? batch_first : model_first;
   for (const std::string& f : order) {
     // The model counts as set when the file names it (its size fields then point at that line).

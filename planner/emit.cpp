@@ -135,7 +135,7 @@ std::string model_section(const EmitContext& c, bool with_attention) {
         y += fmt::format("  attention_dropout: {}\n  hidden_dropout: {}\n", m.attention_dropout, m.hidden_dropout);
       break;
   }
-  if (with_attention) y += fmt::format("  attention: {}\n", to_string(c.setup.attention));
+  if (with_attention) y += fmt::format("  {}: {}\n", field(Choice::attention).key, to_string(c.setup.attention));
   return y;
 }
 
@@ -282,10 +282,11 @@ std::string emit_memplan(const EmitContext& c) {
                    c.global_batch, field(Count::seq_len).keys[0], s.batch.seq_len, field(Choice::precision).key,
                    to_string(s.precision), field(Choice::optimizer).key, to_string(s.optimizer), field(Choice::checkpointing).key,
                    checkpointing_value(s.checkpointing));
-  y += count_lines(s, "training", {Count::micro_batch, Count::grad_accum});  // the parallel degrees
+  y += count_lines(s, "training", {Count::micro_batch, Count::grad_accum, Count::zero_stage});  // the parallel degrees
   for (const auto& [k, v] : switch_entries(s, stated, "parallel")) y += fmt::format("  {}: {}\n", k, v);
   if (s.parallel.fsdp != FsdpMode::none) {
-    if (s.parallel.offload != Offload::none) y += fmt::format("  offload: {}\n", to_string(s.parallel.offload));  // FSDP CPUOffload
+    if (s.parallel.offload != Offload::none)  // FSDP CPUOffload
+      y += fmt::format("  {}: {}\n", field(Choice::offload).key, to_string(s.parallel.offload));
   } else if (s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none) {
     y += fmt::format("  deepspeed:\n    use_deepspeed: true\n    zero_stage: {}\n    offload_optimizer: {}\n    offload_param: {}\n",
                      s.parallel.zero_stage, yaml_bool(offloads_optimizer(s.parallel.offload)),
@@ -312,9 +313,10 @@ std::string emit_train_config(const EmitContext& c) {
     default: y += fmt::format("  precision: {}\n", to_string(s.precision));
   }
   y += fmt::format("  optimizer: {}\n", to_string(s.optimizer));
-  y += count_lines(s, "training", {Count::micro_batch, Count::grad_accum});  // the parallel degrees
+  y += count_lines(s, "training", {Count::micro_batch, Count::grad_accum, Count::zero_stage});  // the parallel degrees
   if (s.parallel.fsdp != FsdpMode::none) {
-    if (s.parallel.offload != Offload::none) y += fmt::format("  offload: {}\n", to_string(s.parallel.offload));  // FSDP CPUOffload
+    if (s.parallel.offload != Offload::none)  // FSDP CPUOffload
+      y += fmt::format("  {}: {}\n", field(Choice::offload).key, to_string(s.parallel.offload));
   } else {
     const bool ds = s.parallel.zero_stage > 0 || master_bytes_per_param(s.precision) > 0;
     y += fmt::format("  deepspeed:\n    use_deepspeed: {}\n    zero_stage: {}\n    cpu_offload: {}\n", yaml_bool(ds), s.parallel.zero_stage,
@@ -383,7 +385,7 @@ std::string emit_deepspeed(const EmitContext& c) {
                      {"critical_threshold", t.critical},
                      {"emergency_threshold", t.emergency}}}};
   // The parallel degrees DeepSpeed's keys do not hold (tensor parallelism is its AutoTP above).
-  for (const auto& [k, v] : count_entries(s, "training", {Count::micro_batch, Count::grad_accum, Count::tensor_parallel}))
+  for (const auto& [k, v] : count_entries(s, "training", {Count::micro_batch, Count::grad_accum, Count::tensor_parallel, Count::zero_stage}))
     m["training"][k] = v;
   nlohmann::ordered_json rt = nlohmann::ordered_json::object();
   const std::set<std::string> stated = stated_knobs(s);

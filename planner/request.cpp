@@ -112,7 +112,7 @@ std::unique_ptr<const ResolvedPlan> resolve_plan(const profiles::SetupInputs& in
   rp.ask.precision_fixed = in.choice_flag(Choice::precision).has_value();
   rp.ask.attention_fixed = in.choice_flag(Choice::attention).has_value();
   rp.ask.checkpointing_fixed = in.choice_flag(Choice::checkpointing).has_value();
-  rp.ask.zero_fixed = in.zero.has_value();
+  rp.ask.zero_fixed = in.count_flag(Count::zero_stage).has_value();
   rp.ask.offload_fixed = in.choice_flag(Choice::offload).has_value();
   rp.ask.fsdp_fixed = in.choice_flag(Choice::fsdp).has_value();
   // --liger / --no-liger: as given, not searched; nor with --loss, which Liger's fused loss would replace.

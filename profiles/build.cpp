@@ -395,13 +395,13 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
   for (const CountField& f : count_fields()) {
     const std::optional<int64_t>& v = in.count_flag(f.id);
     if (!v) continue;
+    // The ZeRO stage is an int: a value beyond it is refused here with the words validate() uses.
+    if (f.read == CountRead::stage && (*v < INT_MIN || *v > INT_MAX))
+      throw InputError(Where::at_flag(f.flag), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *v),
+                       "DeepSpeed ZeRO has stages 0 to 3");
     f.set(s, *v);
     o.set(f.id, Where::at_flag(f.flag));
   }
-  if (in.zero && (*in.zero < INT_MIN || *in.zero > INT_MAX))
-    throw InputError(Where::at_flag("--zero"), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *in.zero),
-                     "DeepSpeed ZeRO has stages 0 to 3");
-  from_flag(o, in.zero, "--zero", "parallel.zero_stage", s.parallel.zero_stage);
   // The training's choices of the registry but the fine-tuning method (apply_finetune).
   for (const ChoiceField& f : choice_fields())
     if (!f.runtime() && f.id != Choice::finetune) apply_choice_flag(in, f.id, b);

@@ -196,7 +196,10 @@ Key<ConfigState> count_key(Count id) {
     if (k) names.emplace_back(k);
   return {std::move(names), [id](const Node& n, ConfigState& st) {
             const CountField& c = field(id);
-            const int64_t v = c.read == CountRead::whole ? as_field_count(n) : c.read == CountRead::integer ? as_int(n) : as_count(n);
+            const int64_t v = c.read == CountRead::whole     ? as_field_count(n)
+                              : c.read == CountRead::integer ? as_int(n)
+                              : c.read == CountRead::stage   ? as_zero_stage(n)
+                                                             : as_count(n);
             c.set(st.s(), v);
             st.note(c.path, n);
             if (id == Count::lora_rank) st.adapters = n.where;  // a rank says adapters are trained (LoRA unless stated)
@@ -234,7 +237,7 @@ Table with_fields(Table t, const char* section, std::initializer_list<Switch> mo
   for (const CountField& f : count_fields())
     if (std::string(f.section) == section) t.push_back(count_key(f.id));
   for (const ChoiceField& f : choice_fields())
-    if (!f.by_facts && std::string(f.section) == section) t.push_back(choice_key(f.id));
+    if (f.runtime() && std::string(f.section) == section) t.push_back(choice_key(f.id));  // the training's: own handlers
   if (std::string(section) == "runtime")
     for (const VersionField& f : version_fields()) t.push_back(version_key(f.id));
   if (switches)
@@ -330,7 +333,7 @@ const Table& model_keys() {
          st.s().model.norm_bias = !rms;  // RMSNorm never has a bias
        }},
       {{"use_flash_attention"}, set_flash},
-      {{"attention", "attention_type", "attn_implementation"}, set_attention},
+      {{field(Choice::attention).key, "attention_type", "attn_implementation"}, set_attention},
       {{"deepspeed_activation_checkpointing"}, note_checkpointing_flag},
   };
   return t;
@@ -358,7 +361,6 @@ const Table& training_keys() {
       // the host), wherever a memplan file puts them.
       fact_key({"checkpoint_every"}, &ConfigState::checkpoint_every, as_positive),
       {{"checkpoint_layers"}, note_checkpoint_layers},
-      setup_key({"zero_stage"}, "parallel.zero_stage", &TrainingSetup::parallel, &Parallelism::zero_stage, as_zero_stage),
       offload_switch({"offload_optimizer"}, Offload::optimizer),
       {{field(Choice::offload).key}, [](const Node& n, ConfigState& st) {
          const Offload o = as_choice<Offload>(n, field(Choice::offload).what, parse_offload, offload_names());
@@ -404,7 +406,7 @@ const Table& hardware_keys() {
 const Table& deepspeed_keys() {  // the deepspeed: section of a memplan / Ava YAML
   static const Table t = {
       fact_key({"use_deepspeed", "enabled"}, &ConfigState::use_deepspeed, as_bool),
-      setup_key({"zero_stage", "stage"}, "parallel.zero_stage", &TrainingSetup::parallel, &Parallelism::zero_stage,
+      setup_key({"zero_stage", "stage"}, memplan::path(Count::zero_stage), &TrainingSetup::parallel, &Parallelism::zero_stage,
                 as_zero_stage),
       offload_switch({"cpu_offload", "nvme_offload", "offload_optimizer"}, Offload::optimizer),
       offload_switch({"offload_param"}, Offload::params),
@@ -598,7 +600,7 @@ Key<ConfigState> ds_half(std::vector<std::string> names, const char* regime) {
 
 const Table& ds_zero_keys() {
   static const Table t = {
-      setup_key({"stage"}, "parallel.zero_stage", &TrainingSetup::parallel, &Parallelism::zero_stage, as_zero_stage),
+      setup_key({"stage"}, memplan::path(Count::zero_stage), &TrainingSetup::parallel, &Parallelism::zero_stage, as_zero_stage),
       ds_offload("offload_optimizer", Offload::optimizer),
       ds_offload("offload_param", Offload::params),
       offload_switch({"cpu_offload"}, Offload::optimizer),  // the pre-0.3.17 spelling
@@ -979,7 +981,7 @@ void resolve(ConfigState& st) {
   if (st.use_deepspeed && !st.use_deepspeed->value) {  // a deepspeed: section switched off
     st.s().parallel.zero_stage = 0;
     st.s().parallel.offload = Offload::none;
-    st.out.origin.set("parallel.zero_stage", st.use_deepspeed->where);
+    st.out.origin.set(memplan::path(Count::zero_stage), st.use_deepspeed->where);
     st.out.origin.set(memplan::path(Choice::offload), st.use_deepspeed->where);
   }
   // With DeepSpeed in charge, "bf16"/"fp16"/mixed_precision mean DeepSpeed's mixed precision

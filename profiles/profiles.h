@@ -305,7 +305,6 @@ struct SetupInputs {
   std::optional<std::string> gpu;            // --gpu PRESET
   std::optional<std::string> gpu_memory;     // --gpu-memory 12GiB
   std::optional<std::string> allocator_cap;  // --allocator-cap 11GiB | 0.5 (set_per_process_memory_fraction)
-  std::optional<int64_t> zero;               // --zero
   std::optional<double> lora_alpha;          // --lora-alpha
   std::optional<std::string> lora_targets;   // --lora-targets q,k,v,o | all-linear
   std::optional<double> lora_dropout;        // --lora-dropout

@@ -110,10 +110,10 @@ void read_deepspeed_launch(const Node& cfg, ReadState& st, const Node& type_node
     if (stage < 0 || stage > 3) throw InputError(n->where, fmt::format("zero_stage must be 0, 1, 2 or 3 (got {})", stage),
                                                   "DeepSpeed's ZeRO stages: 0 (off), 1 (optimizer states), 2 (+ gradients), 3 (+ parameters)");
     s.parallel.zero_stage = static_cast<int>(stage);
-    note(st, "parallel.zero_stage", *n);
+    note(st, memplan::path(Count::zero_stage), *n);
   } else {
     s.parallel.zero_stage = 2;
-    note_default(st, "parallel.zero_stage", fmt::format("accelerate DeepSpeedPlugin default zero_stage=2 ({} L1235-1236)", kPlugin));
+    note_default(st, memplan::path(Count::zero_stage), fmt::format("accelerate DeepSpeedPlugin default zero_stage=2 ({} L1235-1236)", kPlugin));
   }
   auto device = [&](const char* key, Offload what) {
     const Node* n = cfg.find(key);

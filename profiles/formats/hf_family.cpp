@@ -475,7 +475,7 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
   s.parallel.stage3_max_live_parameters = ds.parallel.stage3_max_live_parameters;
   s.parallel.overlap_comm = ds.parallel.overlap_comm;
   s.parallel.contiguous_gradients = ds.parallel.contiguous_gradients;
-  for (const char* f : {"parallel.zero_stage", memplan::path(Choice::offload), "parallel.reduce_bucket_elems", "parallel.allgather_bucket_elems",
+  for (const char* f : {memplan::path(Count::zero_stage), memplan::path(Choice::offload), "parallel.reduce_bucket_elems", "parallel.allgather_bucket_elems",
                         "parallel.stage3_prefetch_bucket_elems", "parallel.stage3_max_live_parameters", "parallel.overlap_comm",
                         "parallel.contiguous_gradients"})
     copy_field(st, d.cfg, f);
@@ -484,7 +484,7 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
     s.parallel.tensor_parallel = ds.parallel.tensor_parallel;
     copy_field(st, d.cfg, memplan::path(Count::tensor_parallel));
   }
-  if (!d.cfg.origin.fields.count("parallel.zero_stage")) note(st, "parallel.zero_stage", named_by, "DeepSpeed config without zero_optimization.stage: ZeRO stage 0");
+  if (!d.cfg.origin.fields.count(memplan::path(Count::zero_stage))) note(st, memplan::path(Count::zero_stage), named_by, "DeepSpeed config without zero_optimization.stage: ZeRO stage 0");
   // overlap_comm defaults to true at stage 3 only (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353).
   if (!d.cfg.origin.fields.count("parallel.overlap_comm")) {
     s.parallel.overlap_comm = s.parallel.zero_stage == 3;

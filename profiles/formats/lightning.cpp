@@ -209,7 +209,7 @@ void read_deepspeed_args(const Node& a, Pl& t) {
       const int64_t s = as_int(v);
       if (s < 0 || s > 3) type_error(v, "a ZeRO stage 0, 1, 2 or 3");
       t.zero = static_cast<int>(s);
-      t.st.note("parallel.zero_stage", v);
+      t.st.note(memplan::path(Count::zero_stage), v);
     } else if (key == "offload_optimizer") {
       t.offload_optimizer = as_bool(v);
       t.st.note(memplan::path(Choice::offload), v);
@@ -468,7 +468,7 @@ void resolve_parallel(Pl& t) {
   switch (t.kind) {
     case StrategyKind::deepspeed:
       p.zero_stage = t.zero;
-      note("parallel.zero_stage");
+      note(memplan::path(Count::zero_stage));
       p.fsdp = FsdpMode::none;
       p.offload = offload_union(t.offload_optimizer ? Offload::optimizer : Offload::none, t.offload_params ? Offload::params : Offload::none);
       note(memplan::path(Choice::offload));
@@ -503,10 +503,10 @@ void resolve_parallel(Pl& t) {
       p.fsdp = FsdpMode::none;
       p.offload = Offload::none;
       if (at) {
-        note("parallel.zero_stage");
+        note(memplan::path(Count::zero_stage));
         note(memplan::path(Choice::fsdp));
       } else {
-        t.st.by_default("parallel.zero_stage", fmt::format("Lightning default: strategy \"auto\" is DDP over several devices "
+        t.st.by_default(memplan::path(Count::zero_stage), fmt::format("Lightning default: strategy \"auto\" is DDP over several devices "
                                                            "({} accelerator_connector.py _choose_strategy)", kPl));
       }
       break;

@@ -478,7 +478,7 @@ void resolve_precision(Nemo& t) {
   if (t.optim) t.st.note(memplan::path(Choice::optimizer), *t.optim);
   else t.st.by_default(memplan::path(Choice::optimizer), "NeMo example default: optim.name fused_adam");
   if (t.optim_name == "distributed_fused_adam" || t.optim_name == "mcore_distributed_optim") {
-    t.st.set("parallel.zero_stage", s.parallel.zero_stage, 1, *t.optim);
+    t.st.set(memplan::path(Count::zero_stage), s.parallel.zero_stage, 1, *t.optim);
     t.st.set(memplan::path(Choice::optimizer_impl), r.optimizer_impl, OptimizerImpl::fused, *t.optim);
   }
 }

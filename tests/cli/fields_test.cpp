@@ -229,6 +229,7 @@ CountCase count_case(Count id) {
     case Count::tensor_parallel: return {2, {"--gpus", "2"}, {{"hardware", "  num_gpus: 2\n"}}};
     case Count::pipeline_parallel: return {2, {"--gpus", "2"}, {{"hardware", "  num_gpus: 2\n"}}};
     case Count::expert_parallel: return {2, {"--gpus", "2"}, {{"hardware", "  num_gpus: 2\n"}}};
+    case Count::zero_stage: return {2, {"--gpus", "2"}, {{"hardware", "  num_gpus: 2\n"}}};
     case Count::gpus_per_node: return {4, {}, {}};
     case Count::lora_rank: return {16, {"--finetune", "lora"}, {{"finetune", "  method: lora\n"}}};
     case Count::freeze_layers: return {4, {}, {}};
@@ -328,7 +329,8 @@ TEST_CASE("count registry: each YAML key reads into its field in its section, no
 
 TEST_CASE("count registry: a count below its floor is refused at the key or by validate(), at the file's line") {
   for (const CountField& f : count_fields()) {
-    if (f.id == Count::freeze_layers) continue;  // 0 is its default; validate() bounds it by the layers
+    // 0 is their default: validate() bounds frozen layers by the model's, the ZeRO stage to 0-3 (below).
+    if (f.id == Count::freeze_layers || f.id == Count::zero_stage) continue;
     const std::string shown_path = f.path;
     CAPTURE(shown_path);
     const CountCase c = count_case(f.id);
@@ -360,6 +362,34 @@ TEST_CASE("count registry: a count below its floor is refused at the key or by v
   }
 }
 
+TEST_CASE("count registry: the ZeRO stage outside 0-3 is refused at the flag, at the key and in a deepspeed: section") {
+  for (const char* bad : {"4", "-1", "99999999999"}) {
+    CAPTURE(bad);
+    try {
+      (void)build_from_flags({"--model", "llama-3.2-1b", "--zero", bad});
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CHECK(e.where().flag == "--zero");
+      CHECK(e.message().find(fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", bad)) != std::string::npos);
+    }
+    for (const std::string& y : {fmt::format("model: llama-3.2-1b\ntraining:\n  zero_stage: {}\n", bad),
+                                 fmt::format("model: llama-3.2-1b\ntraining:\n  deepspeed:\n    stage: {}\n", bad)}) {
+      CAPTURE(y);
+      try {
+        (void)build_from_yaml(y);
+        FAIL("accepted");
+      } catch (const InputError& e) {
+        CHECK(e.where().line == static_cast<int>(std::count(y.begin(), y.end(), '\n')));
+        CHECK(e.message() == fmt::format("parallel.zero_stage: ZeRO stage must be 0, 1, 2 or 3 (got {})", bad));
+      }
+    }
+  }
+  // Both spellings of the deepspeed: section read it, noted at their line.
+  const profiles::BuiltSetup b = build_from_yaml("model: llama-3.2-1b\nhardware:\n  num_gpus: 2\ntraining:\n  deepspeed:\n    zero_stage: 3\n");
+  CHECK(b.setup.parallel.zero_stage == 3);
+  CHECK(b.origin.of(Count::zero_stage).line == 6);
+}
+
 TEST_CASE("count registry: the emitted files carry each count to a re-check, and none at its default") {
   // At the defaults: the memplan YAML writes only the counts it always writes.
   const profiles::BuiltSetup plain = build_from_flags({"--model", "llama-3.2-1b", "--gpu", "h100-80gb"});
@@ -376,7 +406,7 @@ TEST_CASE("count registry: the emitted files carry each count to a re-check, and
     const std::string shown_path = f.path;
     CAPTURE(shown_path);
     std::vector<std::string> args = count_flags(f);
-    args.insert(args.end(), {"--zero", "1"});
+    if (f.id != Count::zero_stage) args.insert(args.end(), {"--zero", "1"});  // the DeepSpeed config needs a stage
     const profiles::BuiltSetup b = build_from_flags(args);
     for (const planner::EmitFormat format : {planner::EmitFormat::train_config, planner::EmitFormat::deepspeed}) {
       planner::EmitContext c;
@@ -434,7 +464,7 @@ std::string choice_context_yaml(Choice id, std::string* in_section) {
   if (id == Choice::offload) *in_section = "  zero_stage: 3\n";
   return id == Choice::fsdp ? "  num_gpus: 2\n" : "";
 }
-// A choice's value in the setup JSON: setup.precision, setup.parallel.offload, setup.runtime.fsdp.
+// A choice's value in the setup JSON: setup.precision, setup.parallel.offload, setup.runtime.framework.
 const json& choice_json(const json& setup, const ChoiceField& f) {
   return f.json_section().empty() ? setup.at(f.json_key()) : setup.at(f.json_section()).at(f.json_key());
 }
@@ -460,7 +490,6 @@ TEST_CASE("choice registry: rows in order, paths and flags unique across the reg
     REQUIRE(f.names().size() >= 2);
     const std::string section = f.section;
     CHECK((section == "runtime" || section == "training" || section == "finetune"));
-    CHECK(f.runtime() == !f.by_facts);  // only the training's choices are read by the config's facts
     // Its flag is in the Runtime group exactly when it is stated under runtime:.
     CHECK((app.get_option(f.flag)->get_group() == "Runtime") == f.runtime());
     // Every value sets the member and reads back as itself; a name of none is refused and changes nothing.
@@ -500,6 +529,24 @@ TEST_CASE("choice registry: flag -> setup -> estimate JSON -> memplan YAML -> se
       CHECK(read.origin.of(f.id).line == line);
     }
   }
+}
+
+TEST_CASE("choice registry: offload: none is the source only while no other key offloads") {
+  const std::string head = "model: llama-3.2-1b\nhardware:\n  gpu: h100-80gb\n  num_gpus: 2\ntraining:\n  zero_stage: 3\n";
+  // Alone: stated at its line (line 7).
+  profiles::BuiltSetup b = build_from_yaml(head + "  offload: none\n");
+  CHECK(b.setup.parallel.offload == Offload::none);
+  CHECK(b.origin.of(Choice::offload).line == 7);
+  // A later key that offloads is the source; an earlier one stays the source.
+  b = build_from_yaml(head + "  offload: none\n  offload_optimizer: true\n");
+  CHECK(b.setup.parallel.offload == Offload::optimizer);
+  CHECK(b.origin.of(Choice::offload).line == 8);
+  b = build_from_yaml(head + "  offload_optimizer: true\n  offload: none\n");
+  CHECK(b.setup.parallel.offload == Offload::optimizer);
+  CHECK(b.origin.of(Choice::offload).line == 7);
+  b = build_from_yaml(head + "  offload: none\n  deepspeed:\n    offload_param: true\n");
+  CHECK(b.setup.parallel.offload == Offload::params);
+  CHECK(b.origin.of(Choice::offload).line == 9);
 }
 
 TEST_CASE("choice registry: an unknown name is refused with the names, at the flag and at the key") {

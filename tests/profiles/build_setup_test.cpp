@@ -71,7 +71,7 @@ TEST_CASE("a flag fixes a problem in the file; a flag's own problem names the fl
   off.choice_flag(Choice::offload) = "optimizer";
   CHECK(render_error(off) ==
         "error: --offload: optimizer offload needs ZeRO stage 1 or higher, or FSDP\nhint: use --zero 2 --offload optimizer");
-  off.zero = 2;
+  off.count_flag(Count::zero_stage) = 2;
   CHECK(build_setup(off).setup.parallel.offload == Offload::optimizer);
 }
 
@@ -225,7 +225,7 @@ TEST_CASE("a model loaded in bfloat16 under DeepSpeed is DeepSpeed's mixed preci
   flag.model = "gpt2";
   flag.gpu = "a100-80gb";
   flag.count_flag(Count::num_gpus) = 8;
-  flag.zero = 2;
+  flag.count_flag(Count::zero_stage) = 2;
   flag.choice_flag(Choice::precision) = "bf16";
   const BuiltSetup f = build_setup(flag);
   CHECK(f.setup.precision == Precision::mixed_bf16);
