@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 
 namespace memplan::planner {
@@ -97,6 +98,7 @@ const std::vector<FieldSpec>& setup_fields() {
       count_spec(Count::tensor_parallel),
       count_spec(Count::pipeline_parallel),
       count_spec(Count::expert_parallel),
+      count_spec(Count::gpus_per_node),  // the host memory per node, hybrid sharding's groups
       {memplan::path(Choice::finetune), "fine-tuning", [](const TrainingSetup& s) { return std::string(to_string(s.finetune.mode)); },
        [](TrainingSetup& s, const TrainingSetup& b) {
          s.finetune.mode = b.finetune.mode;
@@ -121,6 +123,46 @@ const std::vector<FieldSpec>& setup_fields() {
        [](const TrainingSetup& s) { return fmt::format("{:g}%", 100.0 * s.thresholds.target); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.thresholds.target = b.thresholds.target; }},
   };
+  return t;
+}
+
+// The runtime's fields, from the registry (estimator/fields.h): the releases, the runtime's choices
+// (framework, optimizer kernel, FSDP), the loss and every switch, each by its words (a switch by the runtime
+// line's, else its flag's). A switch that does nothing for either setup (fsdp_no_sync without FSDP
+// accumulation) is not compared.
+const std::vector<FieldSpec>& runtime_fields() {
+  static const std::vector<FieldSpec> t = [] {
+    std::vector<FieldSpec> v;
+    for (const VersionField& f : version_fields()) {
+      static std::deque<std::string> labels;  // the specs hold char pointers: the words stay put
+      labels.push_back(fmt::format("{} version", f.library));
+      v.push_back({f.path, labels.back().c_str(), [&f](const TrainingSetup& s) { return f.text(s); },
+                   [&f](TrainingSetup& s, const TrainingSetup& b) {
+                     const auto [major, minor] = f.get(b);
+                     f.set(s, major, minor);
+                   }});
+    }
+    for (const ChoiceField& f : choice_fields())
+      if (f.runtime())
+        v.push_back({f.path, f.what, [&f](const TrainingSetup& s) { return f.get(s); },
+                     [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }});
+    // The loss, which a switch's rule may have set (--liger: fused-linear): compared on its own, so
+    // its bytes are blamed on it rather than on nothing.
+    v.push_back({"runtime.loss", "loss", [](const TrainingSetup& s) { return to_string(s.runtime, s.runtime.loss); },
+                 [](TrainingSetup& s, const TrainingSetup& b) {
+                   s.runtime.loss = b.runtime.loss;
+                   s.runtime.loss_chunks = b.runtime.loss_chunks;
+                   s.runtime.loss_chunk_tokens = b.runtime.loss_chunk_tokens;
+                 }});
+    for (const SwitchField& f : switch_fields()) {
+      FieldSpec spec{f.path, f.shown ? f.shown : f.flag + 2, [&f](const TrainingSetup& s) { return std::string(f.get(s) ? "on" : "off"); },
+                     [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }};
+      if (f.in_effect)
+        spec.relevant = [&f](const TrainingSetup& a, const TrainingSetup& b) { return f.in_effect(a) || f.in_effect(b); };
+      v.push_back(std::move(spec));
+    }
+    return v;
+  }();
   return t;
 }
 
@@ -154,6 +196,7 @@ std::vector<FieldChange> changed_fields(const TrainingSetup& base, const Calibra
     }
   }
   for (const FieldSpec& f : setup_fields()) specs.push_back(&f);
+  for (const FieldSpec& f : runtime_fields()) specs.push_back(&f);
 
   const PhaseState& now_peak = now_breakdown.peak();
   const int64_t over_now = now_breakdown.verdict_bytes() - target_bytes(now);

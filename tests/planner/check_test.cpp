@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "estimator/fields.h"
 #include "planner/check.h"
 #include "profiles/profiles.h"
 
@@ -65,6 +66,74 @@ TEST_CASE("compare: an unchanged config has no changes, no term deltas and no gr
   CHECK(c.changes.empty());
   CHECK(c.terms.empty());
   CHECK(c.growth == 0.0);
+}
+
+// A row of the registries changed alone: compare() names it by its path, or the gate could not
+// say what moved the peak (the runtime's switches, choices and releases were once not compared).
+namespace {
+void check_named(const TrainingSetup& base, const TrainingSetup& now, const std::string& path) {
+  CAPTURE(path);
+  const planner::Comparison c = planner::compare(base, nullptr, now, nullptr);
+  REQUIRE(c.changes.size() == 1);
+  CHECK(c.changes[0].field == path);
+  CHECK(c.changes[0].before != c.changes[0].after);
+}
+}  // namespace
+
+TEST_CASE("compare: every count, choice, release and switch of the registry is a field it compares") {
+  TrainingSetup plain = setup_of(data("fits.yaml"));
+  plain.parallel.num_gpus = 4;
+  for (const CountField& f : count_fields()) {
+    TrainingSetup base = plain;
+    if (f.id == Count::lora_rank) base.finetune.mode = FinetuneMode::lora;
+    if (f.id == Count::zero_stage) base.parallel.zero_stage = 1;
+    TrainingSetup now = base;
+    f.set(now, f.get(base) == 2 ? 4 : 2);
+    check_named(base, now, f.path);
+  }
+  for (const ChoiceField& f : choice_fields()) {
+    TrainingSetup base = plain;
+    if (f.id == Choice::offload) base.parallel.zero_stage = 3;
+    TrainingSetup now = base;
+    for (const std::string& v : f.samples())
+      if (v != f.get(base) && f.id != Choice::finetune) {
+        REQUIRE(f.set(now, v));
+        break;
+      }
+    if (f.id == Choice::finetune) now.finetune.mode = FinetuneMode::lora;  // qlora would also quantize the base
+    check_named(base, now, f.path);
+  }
+  for (const VersionField& f : version_fields()) {
+    TrainingSetup now = plain;
+    f.set(now, 5, 1);
+    check_named(plain, now, f.path);
+  }
+  for (const SwitchField& f : switch_fields()) {
+    TrainingSetup base = plain;
+    base.runtime.fp8 = f.id == Switch::fp8_recompute_weight;  // in effect only with float8 linears
+    if (f.id == Switch::fsdp_no_sync) {  // in effect only under FSDP with accumulation
+      base.parallel.fsdp = FsdpMode::full_shard;
+      base.batch.grad_accum = 2;
+    }
+    TrainingSetup now = base;
+    f.set(now, !f.get(base));
+    check_named(base, now, f.path);
+  }
+  // A switch's rule that set the loss: the loss is compared too, and carries the logits' bytes.
+  TrainingSetup fused = plain;
+  fused.runtime.liger = true;
+  fused.runtime.loss = LossImpl::fused_linear;
+  const planner::Comparison liger = planner::compare(plain, nullptr, fused, nullptr);
+  REQUIRE(liger.changes.size() == 2);
+  const auto loss = std::find_if(liger.changes.begin(), liger.changes.end(),
+                                 [](const planner::FieldChange& c) { return c.field == "runtime.loss"; });
+  REQUIRE(loss != liger.changes.end());
+  CHECK(loss->text() == "loss standard -> fused-linear");
+  CHECK(loss->peak_effect_bytes < 0);
+  // A switch that does nothing for either setup is not a change.
+  TrainingSetup now = plain;
+  now.runtime.fsdp_no_sync = !plain.runtime.fsdp_no_sync;
+  CHECK(planner::compare(plain, nullptr, now, nullptr).changes.empty());
 }
 
 TEST_CASE("compare: several changes, each measured alone, largest first") {
