@@ -75,13 +75,14 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
       "model.hidden_size", "hardware.gpu", "hardware.gpu_memory", "hardware.allocator_cap",
-      "finetune.lora_alpha", "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "runtime.loss"};
+      "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "runtime.loss"};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
   for (const SwitchField& f : switch_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const CountField& f : count_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const ChoiceField& f : choice_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const VersionField& f : version_fields()) j[f.path] = source_of(b.origin, f.path);
+  for (const NumberField& f : number_fields()) j[f.path] = source_of(b.origin, f.path);
   return j;
 }
 
@@ -114,7 +115,6 @@ nlohmann::json setup_json(const TrainingSetup& s) {
                    {"sequence_parallel", s.parallel.sequence_parallel}};
   j["runtime"] = runtime_json(s);
   if (s.finetune.mode != FinetuneMode::full) {
-    j["finetune"]["lora_alpha"] = s.finetune.lora_alpha;
     j["finetune"]["lora_targets"] = s.finetune.lora_targets;
     j["finetune"]["adapter_dtype"] = s.finetune.adapter_fp32 ? "fp32" : "model";
     j["finetune"]["base_quant"] = to_string(s.finetune.base_quant);
@@ -128,11 +128,10 @@ nlohmann::json setup_json(const TrainingSetup& s) {
     if (f.json_section().empty()) j[f.json_key()] = f.get(s);
     else if (f.json_section() != "runtime") j[f.json_section()][f.json_key()] = f.get(s);
   }
+  // The numbers (setup.finetune.lora_alpha with adapters, setup.thresholds.target).
+  for (const NumberField& f : number_fields())
+    if (!f.shown || f.shown(s)) j[f.json_section()][f.json_key()] = f.get(s);
   j["device_kind"] = to_string(s.device.kind);
-  j["thresholds"] = {{"target", s.thresholds.target},
-                     {"warning", s.thresholds.warning},
-                     {"critical", s.thresholds.critical},
-                     {"emergency", s.thresholds.emergency}};
   return j;
 }
 

@@ -45,9 +45,13 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
     app.add_option(f.flag, in.choice_flag(f.id), f.help)->type_name(f.type_name);
   }
   add_counts(true);
-  app.add_option("--lora-alpha", in.lora_alpha, "LoRA alpha")->type_name("A");
-  app.add_option("--lora-targets", in.lora_targets, "q,k,v,o,gate,up,down or all-linear")->type_name("LIST");
-  app.add_option("--lora-dropout", in.lora_dropout, "LoRA dropout on the adapters' input (default 0)")->type_name("P");
+  // The numbers with a flag (--lora-alpha, --lora-dropout) from the registry, --lora-targets between.
+  for (const NumberField& f : number_fields()) {
+    if (!f.flag) continue;
+    if (f.id == Number::lora_dropout)
+      app.add_option("--lora-targets", in.lora_targets, "q,k,v,o,gate,up,down or all-linear")->type_name("LIST");
+    app.add_option(f.flag, in.number_flag(f.id), f.help)->type_name(f.type_name);
+  }
   app.add_option("--adapter-dtype", in.adapter_dtype,
                  "fp32|model: LoRA adapters in fp32 (PEFT) or the model's dtype (torchtune, LitGPT: their default)")
       ->type_name("DTYPE");

@@ -223,6 +223,40 @@ std::array<ChoiceField, kChoiceCount> make_choice_rows() {
 
 #undef MEMPLAN_CHOICE
 
+// One number row: the path is the member's own spelling (finetune.lora_alpha reads s.finetune.lora_alpha).
+#define MEMPLAN_NUMBER(id, member, flag, type_name, help, section, keys, read, default_source, shown)                 \
+  NumberField {                                                                                                        \
+    Number::id, #member, flag, type_name, help, section, keys, NumberRead::read,                                       \
+        [](const TrainingSetup& s) { return s.member; }, [](TrainingSetup& s, double v) { s.member = v; },             \
+        default_source, shown                                                                                          \
+  }
+
+bool with_adapters(const TrainingSetup& s) { return s.finetune.mode != FinetuneMode::full; }
+
+std::array<NumberField, kNumberCount> make_number_rows() {
+  using Keys = std::array<const char*, 2>;
+  // The thresholds' defaults: estimator/setup.h Thresholds (a fit is judged at 90% of the card).
+  constexpr const char* kThresholds = "memplan's thresholds (estimator/setup.h Thresholds) unless the config's memory: says";
+  return {{
+      MEMPLAN_NUMBER(lora_alpha, finetune.lora_alpha, "--lora-alpha", "A", "LoRA alpha", "finetune",
+                     (Keys{"lora_alpha", "alpha"}), number, "PEFT LoraConfig.lora_alpha defaults to 8 (src/peft/tuners/lora/config.py)",
+                     with_adapters),
+      MEMPLAN_NUMBER(lora_dropout, finetune.lora_dropout, "--lora-dropout", "P", "LoRA dropout on the adapters' input (default 0)",
+                     "finetune", (Keys{"lora_dropout", "dropout"}), number,
+                     "PEFT LoraConfig.lora_dropout defaults to 0.0 (src/peft/tuners/lora/config.py)", with_adapters),
+      MEMPLAN_NUMBER(target, thresholds.target, nullptr, nullptr, "the share of the card a fit may use (the verdict's target)", "memory",
+                     (Keys{"target_utilization", nullptr}), fraction, kThresholds, nullptr),
+      MEMPLAN_NUMBER(warning, thresholds.warning, nullptr, nullptr, "the share of the card where the memory band turns warning", "memory",
+                     (Keys{"warning_threshold", nullptr}), fraction, kThresholds, nullptr),
+      MEMPLAN_NUMBER(critical, thresholds.critical, nullptr, nullptr, "the share of the card where the band turns critical",
+                     "memory", (Keys{"critical_threshold", nullptr}), fraction, kThresholds, nullptr),
+      MEMPLAN_NUMBER(emergency, thresholds.emergency, nullptr, nullptr, "the share of the card where the band turns emergency",
+                     "memory", (Keys{"emergency_threshold", nullptr}), fraction, kThresholds, nullptr),
+  }};
+}
+
+#undef MEMPLAN_NUMBER
+
 // One version row: major and minor are Runtime members.
 #define MEMPLAN_VERSION_ROW(id, major, minor, flag, help, library, keys, max_major, examples, hint, default_source)      \
   VersionField {                                                                                                       \
@@ -329,6 +363,14 @@ std::string ChoiceField::json_section() const {
   return std::string(path).find('.') == std::string::npos ? "" : head(path);
 }
 std::string ChoiceField::json_key() const { return tail(path); }
+
+const std::array<NumberField, kNumberCount>& number_fields() {
+  static const auto rows = checked(make_number_rows(), "number");
+  return rows;
+}
+const NumberField& field(Number id) { return row(number_fields(), id, "number"); }
+std::string NumberField::json_section() const { return head(path); }
+std::string NumberField::json_key() const { return tail(path); }
 
 const std::array<VersionField, kVersionCount>& version_fields() {
   static const auto rows = checked(make_version_rows(), "version");

@@ -12,12 +12,13 @@
 //
 // The counts (micro-batch, sequence length, accumulation, GPUs, parallel degrees, the ZeRO stage,
 // LoRA rank, frozen layers) are iterated by the same places and by `memplan check`'s field list (planner/check.cpp);
-// the choices (precision, optimizer, checkpointing, attention, offload, the fine-tuning method, and
+// the numbers (the LoRA scale and dropout, the memory thresholds) by the flags, the reader, the JSON
+// and the writers; the choices (precision, optimizer, checkpointing, attention, offload, the fine-tuning method, and
 // the runtime's framework, optimizer kernel and FSDP sharding) by the flags, the reader (the
 // runtime's; the config's facts read the training's), the JSON, the writer and the completions;
 // the release versions (torch, transformers) by the flags, the reader, the runtime JSON, the writer
 // and the Python keywords filled from the interpreter. Values that are none of these (sizes,
-// fractions, lists) are still written out by hand in those places (issue 25).
+// lists, the model's fields) are still written out by hand in those places (issue 25).
 #pragma once
 
 #include <array>
@@ -194,6 +195,53 @@ struct ChoiceField {
 const std::array<ChoiceField, kChoiceCount>& choice_fields();
 const ChoiceField& field(Choice id);
 inline const char* path(Choice id) { return field(id).path; }
+
+// ---- numbers -----------------------------------------------------------------------------------
+
+// A real number of the setup: the LoRA scale and dropout, the memory thresholds.
+enum class Number {
+  lora_alpha,
+  lora_dropout,
+  target,
+  warning,
+  critical,
+  emergency,
+  count  // sentinel: the number of numbers
+};
+constexpr size_t kNumberCount = static_cast<size_t>(Number::count);
+
+// How a config file's value is read (profiles/reader.h, profiles/config.cpp): any number, its
+// range left to validate() (`number`), or a fraction in (0, 1] refused at the key (`fraction`).
+enum class NumberRead { number, fraction };
+
+struct NumberField {
+  Number id;
+  // The setup path, the spelling of the member: "finetune.lora_alpha", "thresholds.target" (its
+  // place in the setup JSON and in `sources`).
+  const char* path;
+  const char* flag;       // "--lora-alpha"; nullptr: none (the thresholds: a plan writes its budget's)
+  const char* type_name;  // the flag's value in the help: "A"
+  const char* help;
+  // The memplan YAML section whose table reads it ("finetune": also lora:/peft:; "memory": under
+  // training: or at the top) and its keys there, the first the one the memplan YAML writer uses.
+  const char* section;
+  std::array<const char*, 2> keys;
+  NumberRead read;
+  double (*get)(const TrainingSetup&);
+  void (*set)(TrainingSetup&, double);
+  const char* default_source;
+  // Whether the `setup` JSON shows it for this setup (the LoRA numbers only with adapters); nullptr:
+  // always.
+  bool (*shown)(const TrainingSetup&);
+
+  std::string json_section() const;  // "finetune", "thresholds"
+  std::string json_key() const;      // "lora_alpha", "target"
+};
+
+// Every number, in enumerator order (row i has id == Number(i); checked at start-up).
+const std::array<NumberField, kNumberCount>& number_fields();
+const NumberField& field(Number id);
+inline const char* path(Number id) { return field(id).path; }
 
 // ---- versions ----------------------------------------------------------------------------------
 

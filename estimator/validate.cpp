@@ -79,7 +79,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   range("hardware.cublas_workspace_bytes", s.device.cublas_workspace_bytes, 0, int64_t{1} << 40,
         "cuBLAS's workspace per handle: a few MiB");
   if (!(std::isfinite(s.finetune.lora_alpha) && s.finetune.lora_alpha > 0 && s.finetune.lora_alpha <= 1e6))
-    p.push_back({"finetune.lora_alpha", fmt::format("must be a positive finite number up to 1e6 (got {})", s.finetune.lora_alpha),
+    p.push_back({path(Number::lora_alpha), fmt::format("must be a positive finite number up to 1e6 (got {})", s.finetune.lora_alpha),
                  "PEFT's lora_alpha is usually r or 2r, e.g. 16"});
   for (const auto& [field, v] : {std::pair<const char*, double>{"model.rotary_fraction", m.rotary_fraction},
                                  {"model.attn_softcap", m.attn_softcap}, {"model.final_softcap", m.final_softcap},
@@ -197,7 +197,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     if (!(v >= 0 && v < 1)) p.push_back({f, fmt::format("must be in [0, 1) (got {})", v), "a dropout probability such as 0.1"});
   };
   frac("model.attention_dropout", m.attention_dropout);
-  frac("finetune.lora_dropout", s.finetune.lora_dropout);
+  frac(path(Number::lora_dropout), s.finetune.lora_dropout);
   frac("model.hidden_dropout", m.hidden_dropout);
   frac("model.embedding_dropout", m.embedding_dropout);
   const Thresholds& t = s.thresholds;

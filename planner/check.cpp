@@ -119,7 +119,7 @@ const std::vector<FieldSpec>& setup_fields() {
          s.device.allocator_cap_fraction = b.device.allocator_cap_fraction;
        },
        [](const TrainingSetup& a, const TrainingSetup& b) { return a.device.name == b.device.name; }},
-      {"thresholds.target", "target utilization",
+      {memplan::path(Number::target), "target utilization",
        [](const TrainingSetup& s) { return fmt::format("{:g}%", 100.0 * s.thresholds.target); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.thresholds.target = b.thresholds.target; }},
   };

@@ -176,9 +176,12 @@ Thresholds emitted_thresholds(double budget) {
 
 std::string memory_section(const EmitContext& c, const char* indent) {
   const Thresholds t = emitted_thresholds(c.budget);
-  return fmt::format("{0}memory:\n{0}  target_utilization: {1:.2f}\n{0}  warning_threshold: {2:.2f}\n"
-                     "{0}  critical_threshold: {3:.2f}\n{0}  emergency_threshold: {4:.2f}\n",
-                     indent, t.target, t.warning, t.critical, t.emergency);
+  TrainingSetup with;
+  with.thresholds = t;
+  std::string y = fmt::format("{}memory:\n", indent);
+  for (const NumberField& f : number_fields())  // the thresholds, under their first keys
+    if (std::string(f.section) == "memory") y += fmt::format("{}  {}: {:.2f}\n", indent, f.keys[0], f.get(with));
+  return y;
 }
 
 // The runtime knobs the memplan file emitted for `s` must state (by setup path): those where `s`
@@ -263,8 +266,9 @@ std::string finetune_section(const EmitContext& c, const std::set<std::string>& 
   const Finetune& f = c.setup.finetune;
   const std::string counts = count_lines(c.setup, "finetune", {Count::lora_rank});
   if (f.mode == FinetuneMode::full) return counts.empty() ? "" : "finetune:\n" + counts;  // freeze_layers
-  std::string y = fmt::format("lora:\n  {}: {}\n  {}: {}\n  lora_alpha: {}\n  lora_dropout: {}\n", field(Choice::finetune).key,
-                              to_string(f.mode), field(Count::lora_rank).keys[0], f.lora_rank, f.lora_alpha, f.lora_dropout);
+  std::string y = fmt::format("lora:\n  {}: {}\n  {}: {}\n  {}: {}\n  {}: {}\n", field(Choice::finetune).key, to_string(f.mode),
+                              field(Count::lora_rank).keys[0], f.lora_rank, field(Number::lora_alpha).keys[0], f.lora_alpha,
+                              field(Number::lora_dropout).keys[0], f.lora_dropout);
   if (!f.lora_targets.empty()) y += fmt::format("  target_modules: [{}]\n", fmt::join(f.lora_targets, ", "));
   y += counts;
   for (const auto& [k, v] : switch_entries(c.setup, stated, "finetune")) y += fmt::format("  {}: {}\n", k, v);
@@ -374,16 +378,16 @@ std::string emit_deepspeed(const EmitContext& c) {
   if (!c.gpu.empty()) m["hardware"] = {{"gpu", c.gpu}, {"num_gpus", s.parallel.num_gpus}};
   else m["hardware"] = {{"gpu_memory", s.device.capacity_bytes}, {"num_gpus", s.parallel.num_gpus}};
   for (const auto& [k, v] : count_entries(s, "hardware", {Count::num_gpus})) m["hardware"][k] = v;
-  const Thresholds t = emitted_thresholds(c.budget);
+  TrainingSetup budget;
+  budget.thresholds = emitted_thresholds(c.budget);
+  nlohmann::ordered_json memory = nlohmann::ordered_json::object();
+  for (const NumberField& f : number_fields())  // the thresholds, under their first keys
+    if (std::string(f.section) == "memory") memory[f.keys[0]] = f.get(budget);
   m["training"] = {{"seq_len", s.batch.seq_len},
-                   {"attention", to_string(s.attention)},
-                   {"gradient_checkpointing", to_string(s.checkpointing)},
-                   {"optimizer", to_string(s.optimizer)},
-                   {"memory",
-                    {{"target_utilization", t.target},
-                     {"warning_threshold", t.warning},
-                     {"critical_threshold", t.critical},
-                     {"emergency_threshold", t.emergency}}}};
+                   {field(Choice::attention).key, to_string(s.attention)},
+                   {field(Choice::checkpointing).key, to_string(s.checkpointing)},
+                   {field(Choice::optimizer).key, to_string(s.optimizer)},
+                   {"memory", memory}};
   // The parallel degrees DeepSpeed's keys do not hold (tensor parallelism is its AutoTP above).
   for (const auto& [k, v] : count_entries(s, "training", {Count::micro_batch, Count::grad_accum, Count::tensor_parallel, Count::zero_stage}))
     m["training"][k] = v;
@@ -394,8 +398,10 @@ std::string emit_deepspeed(const EmitContext& c) {
             : v.front() == '"' ? nlohmann::ordered_json(v.substr(1, v.size() - 2)) : nlohmann::ordered_json(v);
   if (!rt.empty()) m["runtime"] = rt;
   if (s.finetune.mode != FinetuneMode::full) {
-    m["lora"] = {{"method", to_string(s.finetune.mode)}, {"r", s.finetune.lora_rank}, {"lora_alpha", s.finetune.lora_alpha},
-                 {"lora_dropout", s.finetune.lora_dropout}};
+    m["lora"] = {{field(Choice::finetune).key, to_string(s.finetune.mode)},
+                 {field(Count::lora_rank).keys[0], s.finetune.lora_rank},
+                 {field(Number::lora_alpha).keys[0], s.finetune.lora_alpha},
+                 {field(Number::lora_dropout).keys[0], s.finetune.lora_dropout}};
     if (!s.finetune.lora_targets.empty()) m["lora"]["target_modules"] = s.finetune.lora_targets;
     for (const SwitchField& f : switch_fields())
       if (f.section() == "finetune" && stated.count(f.path)) m["lora"][f.key()] = f.get(s);

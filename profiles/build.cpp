@@ -20,14 +20,6 @@ using detail::lower;
 
 namespace {
 
-// Sets `slot` from a flag when it was given, and notes the flag as the field's origin.
-template <class T, class V>
-void from_flag(Provenance& origin, const std::optional<V>& v, const char* name, const char* field, T& slot) {
-  if (!v) return;
-  slot = static_cast<T>(*v);
-  origin.set(field, Where::at_flag(name));
-}
-
 // A choice of the registry (estimator/fields.h) from its flag, when given: one of its names, else
 // "unknown <what> 'x'" at the flag with the names it takes.
 void apply_choice_flag(const SetupInputs& in, Choice id, BuiltSetup& b) {
@@ -204,8 +196,11 @@ void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
   Finetune& f = b.setup.finetune;
   Provenance& o = b.origin;
   apply_choice_flag(in, Choice::finetune, b);  // the row sets the base's quantization with the method
-  from_flag(o, in.lora_alpha, "--lora-alpha", "finetune.lora_alpha", f.lora_alpha);
-  from_flag(o, in.lora_dropout, "--lora-dropout", "finetune.lora_dropout", f.lora_dropout);
+  for (const NumberField& n : number_fields()) {  // the registry's numbers with a flag (estimator/fields.h)
+    if (!n.flag || !in.number_flag(n.id)) continue;
+    n.set(b.setup, *in.number_flag(n.id));
+    o.set(n.id, Where::at_flag(n.flag));
+  }
   if (in.adapter_dtype) {
     const auto v = parse_adapter_fp32(*in.adapter_dtype);
     if (!v)

@@ -216,6 +216,22 @@ Key<ConfigState> choice_key(Choice id) {
             st.note(c.path, n);
           }};
 }
+double as_fraction(const Node& n) {
+  const double v = as_number(n);
+  if (!(v > 0 && v <= 1)) type_error(n, "a fraction in (0, 1]");
+  return v;
+}
+// A number of the registry under its keys: any number (validate() bounds it) or a fraction in (0, 1].
+Key<ConfigState> number_key(Number id) {
+  std::vector<std::string> names;
+  for (const char* k : field(id).keys)
+    if (k) names.emplace_back(k);
+  return {std::move(names), [id](const Node& n, ConfigState& st) {
+            const NumberField& f = field(id);
+            f.set(st.s(), f.read == NumberRead::fraction ? as_fraction(n) : as_number(n));
+            st.note(f.path, n);
+          }};
+}
 // A release of the registry under its keys: "2.6", "5.17.0"; refused at the value naming the key's path.
 Key<ConfigState> version_key(Version id) {
   std::vector<std::string> names;
@@ -238,6 +254,8 @@ Table with_fields(Table t, const char* section, std::initializer_list<Switch> mo
     if (std::string(f.section) == section) t.push_back(count_key(f.id));
   for (const ChoiceField& f : choice_fields())
     if (f.runtime() && std::string(f.section) == section) t.push_back(choice_key(f.id));  // the training's: own handlers
+  for (const NumberField& f : number_fields())
+    if (std::string(f.section) == section) t.push_back(number_key(f.id));
   if (std::string(section) == "runtime")
     for (const VersionField& f : version_fields()) t.push_back(version_key(f.id));
   if (switches)
@@ -276,11 +294,6 @@ Key<ConfigState> section(std::vector<std::string> names, const Table& (*table)()
 int64_t as_positive(const Node& n) {
   const int64_t v = as_count(n);
   if (v < 1) type_error(n, "a positive integer");
-  return v;
-}
-double as_fraction(const Node& n) {
-  const double v = as_number(n);
-  if (!(v > 0 && v <= 1)) type_error(n, "a fraction in (0, 1]");
   return v;
 }
 
@@ -415,15 +428,8 @@ const Table& deepspeed_keys() {  // the deepspeed: section of a memplan / Ava YA
   return t;
 }
 
-const Table& memory_keys() {
-  static const Table t = {
-      setup_key({"target_utilization"}, "thresholds.target", &TrainingSetup::thresholds, &Thresholds::target, as_fraction),
-      setup_key({"warning_threshold"}, "thresholds.warning", &TrainingSetup::thresholds, &Thresholds::warning, as_fraction),
-      setup_key({"critical_threshold"}, "thresholds.critical", &TrainingSetup::thresholds, &Thresholds::critical,
-                as_fraction),
-      setup_key({"emergency_threshold"}, "thresholds.emergency", &TrainingSetup::thresholds, &Thresholds::emergency,
-                as_fraction),
-  };
+const Table& memory_keys() {  // the thresholds, from the registry
+  static const Table t = with_fields({}, "memory");
   return t;
 }
 
@@ -437,9 +443,6 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
       fact_key({field(Choice::finetune).key, "type"}, &ConfigState::method, [](const Node& n) {
         return as_choice<FinetuneMode>(n, field(Choice::finetune).what, parse_finetune, finetune_names());
       }),
-      setup_key({"lora_alpha", "alpha"}, "finetune.lora_alpha", &TrainingSetup::finetune, &Finetune::lora_alpha, as_number),
-      setup_key({"lora_dropout", "dropout"}, "finetune.lora_dropout", &TrainingSetup::finetune, &Finetune::lora_dropout,
-                as_number),
       {{"adapter_dtype"}, [](const Node& n, ConfigState& st) {
          const auto v = parse_adapter_fp32(lower(as_text(n)));
          if (!v)

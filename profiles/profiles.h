@@ -176,6 +176,10 @@ struct Provenance {
   Where of(Choice id) const { return of(path(id)); }
   void set(Choice id, const Where& w) { set(path(id), w); }
   bool given(Choice id) const { return given(path(id)); }
+  // And for a number.
+  Where of(Number id) const { return of(path(id)); }
+  void set(Number id, const Where& w) { set(path(id), w); }
+  bool given(Number id) const { return given(path(id)); }
   // And for a version.
   Where of(Version id) const { return of(path(id)); }
   void set(Version id, const Where& w) { set(path(id), w); }
@@ -305,9 +309,7 @@ struct SetupInputs {
   std::optional<std::string> gpu;            // --gpu PRESET
   std::optional<std::string> gpu_memory;     // --gpu-memory 12GiB
   std::optional<std::string> allocator_cap;  // --allocator-cap 11GiB | 0.5 (set_per_process_memory_fraction)
-  std::optional<double> lora_alpha;          // --lora-alpha
   std::optional<std::string> lora_targets;   // --lora-targets q,k,v,o | all-linear
-  std::optional<double> lora_dropout;        // --lora-dropout
   std::optional<std::string> adapter_dtype;  // --adapter-dtype fp32|model
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
   std::optional<std::string> calibration;    // --calibration FILE
@@ -327,6 +329,10 @@ struct SetupInputs {
   std::array<std::optional<std::string>, kChoiceCount> choices;
   std::optional<std::string>& choice_flag(Choice id) { return choices[static_cast<size_t>(id)]; }
   const std::optional<std::string>& choice_flag(Choice id) const { return choices[static_cast<size_t>(id)]; }
+  // The numbers with a flag (estimator/fields.h), by Number: --lora-alpha, --lora-dropout.
+  std::array<std::optional<double>, kNumberCount> numbers;
+  std::optional<double>& number_flag(Number id) { return numbers[static_cast<size_t>(id)]; }
+  const std::optional<double>& number_flag(Number id) const { return numbers[static_cast<size_t>(id)]; }
   // The releases (estimator/fields.h), by Version: --torch-version, --transformers-version.
   std::array<std::optional<std::string>, kVersionCount> versions;
   std::optional<std::string>& version_flag(Version id) { return versions[static_cast<size_t>(id)]; }

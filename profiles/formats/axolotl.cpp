@@ -230,13 +230,13 @@ void read_axolotl(const Node& root, ReadState& st) {
     f.lora_rank = positive(*r, "lora_r is the LoRA rank");
     note(st, memplan::path(Count::lora_rank), *r);
     f.lora_alpha = as_number(*alpha);
-    note(st, "finetune.lora_alpha", *alpha);
+    note(st, memplan::path(Number::lora_alpha), *alpha);
     if (const Node* n = root.find("lora_dropout")) {
       f.lora_dropout = as_number(*n);
-      note(st, "finetune.lora_dropout", *n);
+      note(st, memplan::path(Number::lora_dropout), *n);
     } else {
       f.lora_dropout = 0.0;
-      note_default(st, "finetune.lora_dropout", "axolotl default lora_dropout=0.0 (src/axolotl/utils/schemas/peft.py @ v0.18.0)");
+      note_default(st, memplan::path(Number::lora_dropout), "axolotl default lora_dropout=0.0 (src/axolotl/utils/schemas/peft.py @ v0.18.0)");
     }
     const Node* targets = root.find("lora_target_modules");
     const Node* linear = root.find("lora_target_linear");

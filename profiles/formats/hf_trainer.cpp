@@ -261,8 +261,8 @@ void read_peft(const Node& root, ReadState& st, HfRead& r) {
   };
   const auto number = [](const Node& n) { return as_number(n); };
   f.lora_rank = field("lora_r", memplan::path(Count::lora_rank), [](const Node& n) { return positive(n, "lora_r is the LoRA rank"); }, 16, "L107-108");
-  f.lora_alpha = field("lora_alpha", "finetune.lora_alpha", number, 32, "L111-112");
-  f.lora_dropout = field("lora_dropout", "finetune.lora_dropout", number, 0.05, "L115-116");
+  f.lora_alpha = field("lora_alpha", memplan::path(Number::lora_alpha), number, 32, "L111-112");
+  f.lora_dropout = field("lora_dropout", memplan::path(Number::lora_dropout), number, 0.05, "L115-116");
   if (const Node* n = root.find("lora_target_modules")) {
     f.lora_targets = lora_targets(*n);
     note(st, "finetune.lora_targets", *n);

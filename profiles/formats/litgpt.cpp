@@ -299,11 +299,11 @@ const Table& root_keys() {
        }},
       {{"lora_alpha"}, [](const Node& n, Lit& t) {
          lora_key(n, t);
-         t.st.set("finetune.lora_alpha", t.s().finetune.lora_alpha, as_number(n), n);
+         t.st.set(memplan::path(Number::lora_alpha), t.s().finetune.lora_alpha, as_number(n), n);
        }},
       {{"lora_dropout"}, [](const Node& n, Lit& t) {
          lora_key(n, t);
-         t.st.set("finetune.lora_dropout", t.s().finetune.lora_dropout, as_number(n), n);
+         t.st.set(memplan::path(Number::lora_dropout), t.s().finetune.lora_dropout, as_number(n), n);
        }},
       target_key("lora_query", &Lit::q),
       target_key("lora_key", &Lit::k),
@@ -405,13 +405,13 @@ void resolve_finetune(Lit& t) {
   f.mode = FinetuneMode::lora;
   const std::string src = fmt::format("LitGPT default: {} setup()", kLora);
   if (!t.st.out.origin.fields.count(memplan::path(Count::lora_rank))) t.st.by_default(memplan::path(Count::lora_rank), src + " lora_r=8");
-  if (!t.st.out.origin.fields.count("finetune.lora_alpha")) {
+  if (!t.st.out.origin.fields.count(memplan::path(Number::lora_alpha))) {
     f.lora_alpha = 16;
-    t.st.by_default("finetune.lora_alpha", src + " lora_alpha=16");
+    t.st.by_default(memplan::path(Number::lora_alpha), src + " lora_alpha=16");
   }
-  if (!t.st.out.origin.fields.count("finetune.lora_dropout")) {
+  if (!t.st.out.origin.fields.count(memplan::path(Number::lora_dropout))) {
     f.lora_dropout = 0.05;
-    t.st.by_default("finetune.lora_dropout", src + " lora_dropout=0.05");
+    t.st.by_default(memplan::path(Number::lora_dropout), src + " lora_dropout=0.05");
   }
   f.lora_targets.clear();
   if (t.q) f.lora_targets.push_back("q");

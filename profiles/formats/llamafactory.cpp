@@ -132,14 +132,14 @@ void read_llamafactory(const Node& root, ReadState& st) {
     }
     if (const Node* n = root.find("lora_alpha")) {
       f.lora_alpha = as_number(*n);
-      note(st, "finetune.lora_alpha", *n);
+      note(st, memplan::path(Number::lora_alpha), *n);
     } else {
       f.lora_alpha = 2.0 * static_cast<double>(f.lora_rank);
-      note_default(st, "finetune.lora_alpha", fmt::format("LLaMA-Factory default lora_alpha = lora_rank * 2 ({} L568)", kFinetuningArgs));
+      note_default(st, memplan::path(Number::lora_alpha), fmt::format("LLaMA-Factory default lora_alpha = lora_rank * 2 ({} L568)", kFinetuningArgs));
     }
     if (const Node* n = root.find("lora_dropout")) {
       f.lora_dropout = as_number(*n);
-      note(st, "finetune.lora_dropout", *n);
+      note(st, memplan::path(Number::lora_dropout), *n);
     }
     // lora_target: "all" (the default) is every linear layer but the output head
     // (model/model_utils/misc.py find_all_linear_modules); else module names.

@@ -119,8 +119,8 @@ const Table& peft_keys() {
          if (n.kind != Node::Kind::map) not_a_map(n);
          Finetune& f = t.s().finetune;
          if (const Node* r = n.find("adapter_dim")) t.st.set(memplan::path(Count::lora_rank), f.lora_rank, as_count(*r), *r);
-         if (const Node* a = n.find("alpha"); a && !interpolation(*a)) t.st.set("finetune.lora_alpha", f.lora_alpha, as_number(*a), *a);
-         if (const Node* d = n.find("adapter_dropout")) t.st.set("finetune.lora_dropout", f.lora_dropout, as_number(*d), *d);
+         if (const Node* a = n.find("alpha"); a && !interpolation(*a)) t.st.set(memplan::path(Number::lora_alpha), f.lora_alpha, as_number(*a), *a);
+         if (const Node* d = n.find("adapter_dropout")) t.st.set(memplan::path(Number::lora_dropout), f.lora_dropout, as_number(*d), *d);
          if (const Node* m = n.find("target_modules")) {
            // attention_qkv, attention_dense, mlp_fc1, mlp_fc2 (megatron_gpt_finetuning_config.yaml @ v2.4.0).
            std::vector<std::string> targets;

@@ -255,11 +255,11 @@ const Table& builder_keys() {
        }},
       {{"lora_alpha"}, [](const Node& n, Tt& t) {
          lora_key(t, n);
-         t.st.set("finetune.lora_alpha", t.s().finetune.lora_alpha, as_number(n), n);
+         t.st.set(memplan::path(Number::lora_alpha), t.s().finetune.lora_alpha, as_number(n), n);
        }},
       {{"lora_dropout"}, [](const Node& n, Tt& t) {
          lora_key(t, n);
-         t.st.set("finetune.lora_dropout", t.s().finetune.lora_dropout, as_number(n), n);
+         t.st.set(memplan::path(Number::lora_dropout), t.s().finetune.lora_dropout, as_number(n), n);
        }},
       {{"use_dora"}, [](const Node& n, Tt& t) {
          lora_key(t, n);
@@ -304,7 +304,7 @@ void read_model(const Node& n, Tt& t) {
     f.lora_dropout = 0.0;
     const std::string src = fmt::format("default of torchtune's lora_{}() (torchtune/models/{}/_model_builders.py @ v0.6.1)",
                                         b.builder->fn, b.builder->module);
-    for (const char* f : {memplan::path(Count::lora_rank), "finetune.lora_alpha", "finetune.lora_dropout"}) t.st.by_default(f, src);
+    for (const char* f : {memplan::path(Count::lora_rank), memplan::path(Number::lora_alpha), memplan::path(Number::lora_dropout)}) t.st.by_default(f, src);
     t.st.note(memplan::path(Choice::finetune), *c);
   }
   read_section(n, {&builder_keys()}, t, &t.st.out.warnings);

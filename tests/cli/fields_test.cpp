@@ -576,6 +576,98 @@ TEST_CASE("choice registry: an unknown name is refused with the names, at the fl
   }
 }
 
+// ---- numbers -----------------------------------------------------------------------------------
+
+namespace {
+
+// A number's test value (each differs from memplan's default and keeps the thresholds in order) and
+// what it needs around it: the LoRA numbers mean something only with adapters.
+double number_value(Number id) {
+  switch (id) {
+    case Number::lora_alpha: return 32;
+    case Number::lora_dropout: return 0.1;
+    case Number::target: return 0.85;
+    case Number::warning: return 0.91;
+    case Number::critical: return 0.96;
+    case Number::emergency: return 0.99;
+    case Number::count: break;
+  }
+  FAIL("no test value for a number");
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("number registry: rows in order, paths and flags unique across the registries, flags registered") {
+  std::set<std::string> paths, flags;
+  for (const SwitchField& f : switch_fields()) paths.insert(f.path), flags.insert(f.flag);
+  for (const CountField& f : count_fields()) paths.insert(f.path), flags.insert(f.flag);
+  for (const ChoiceField& f : choice_fields()) paths.insert(f.path), flags.insert(f.flag);
+  CLI::App app;
+  profiles::SetupInputs in;
+  cli::add_setup_flags(app, in);
+  for (size_t i = 0; i < kNumberCount; ++i) {
+    const NumberField& f = number_fields()[i];
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    CHECK(static_cast<size_t>(f.id) == i);
+    CHECK(paths.insert(f.path).second);
+    CHECK(std::string(f.default_source).size() > 10);
+    CHECK(std::string(f.help).size() > 5);
+    CHECK(number_value(f.id) != f.get(TrainingSetup{}));
+    if (f.flag) {
+      CHECK(flags.insert(f.flag).second);
+      CHECK(app.get_option_no_throw(f.flag) != nullptr);
+    }
+    // A number without a flag is a threshold: a plan writes its budget's, so no flag would survive.
+    CHECK((f.flag == nullptr) == (std::string(f.section) == "memory"));
+  }
+}
+
+TEST_CASE("number registry: flag -> setup -> estimate JSON -> memplan YAML -> setup, for every row with a flag") {
+  for (const NumberField& f : number_fields()) {
+    if (!f.flag) continue;
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    const double v = number_value(f.id);
+    const json setup = check_round_trip(
+        f, {"--model", "llama-3.2-1b", "--gpu", "h100-80gb", "--seq-len", "256", "--finetune", "lora", f.flag, fmt::format("{}", v)}, v);
+    CHECK(setup.at(f.json_section()).at(f.json_key()) == v);
+  }
+}
+
+TEST_CASE("number registry: each key reads into its field at its line; the setup JSON shows it where the setup uses it") {
+  for (const NumberField& f : number_fields()) {
+    for (const char* key : f.keys) {
+      if (!key) continue;
+      const std::string shown_path = f.path;
+      CAPTURE(shown_path);
+      CAPTURE(key);
+      const double v = number_value(f.id);
+      std::string y = "model: llama-3.2-1b\n";
+      y += std::string(f.section) == "memory" ? "training:\n  memory:\n    " : "finetune:\n  method: lora\n  ";
+      const int line = static_cast<int>(std::count(y.begin(), y.end(), '\n')) + 1;
+      y += fmt::format("{}: {}\n", key, v);
+      CAPTURE(y);
+      const profiles::BuiltSetup b = build_from_yaml(y);
+      CHECK(f.get(b.setup) == v);
+      CHECK(b.origin.of(f.id).line == line);
+    }
+  }
+  // The LoRA numbers only with adapters; the thresholds always.
+  const json full = estimate_json({"--model", "llama-3.2-1b"}).at("setup");
+  for (const NumberField& f : number_fields())
+    CHECK(full.at(f.json_section()).contains(f.json_key()) == (std::string(f.section) == "memory"));
+  // A threshold outside (0, 1] is refused at its key.
+  try {
+    (void)build_from_yaml("model: llama-3.2-1b\ntraining:\n  memory:\n    warning_threshold: 1.5\n");
+    FAIL("accepted");
+  } catch (const InputError& e) {
+    CHECK(e.where().line == 4);
+    CHECK(e.message() == "training.memory.warning_threshold must be a fraction in (0, 1] (got '1.5')");
+  }
+}
+
 namespace {
 
 // Releases each version row is tried with (each differs from memplan's default); a new row fails

@@ -211,7 +211,7 @@ TEST_CASE("sequence: H200 LoRA and compiled-loss loops, reserved and allocated")
       const auto& lo = c.at("lora");
       si.choice_flag(Choice::finetune) = "lora";
       si.count_flag(Count::lora_rank) = lo.at("r").get<int64_t>();
-      si.lora_alpha = lo.at("alpha").get<double>();
+      si.number_flag(Number::lora_alpha) = lo.at("alpha").get<double>();
       si.lora_targets = lo.at("targets").get<std::string>();
       si.adapter_dtype = lo.at("adapter_dtype").get<std::string>();
     }
@@ -264,7 +264,7 @@ TEST_CASE("sequence: H200 LoRA loops held out from its development") {
     const auto& lo = c.at("lora");
     si.choice_flag(Choice::finetune) = "lora";
     si.count_flag(Count::lora_rank) = lo.at("r").get<int64_t>();
-    si.lora_alpha = lo.at("alpha").get<double>();
+    si.number_flag(Number::lora_alpha) = lo.at("alpha").get<double>();
     si.lora_targets = lo.at("targets").is_string() ? lo.at("targets").get<std::string>() : std::string("q,v");
     TrainingSetup st = profiles::build_setup(si).setup;
     st.device.kind = DeviceKind::cuda;

@@ -130,7 +130,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
     profiles::SetupInputs in = inputs("qwen2.5-7b", "a100-80gb", 2, 4096);
     in.choice_flag(Choice::finetune) = "lora";
     in.count_flag(Count::lora_rank) = 32;
-    in.lora_alpha = 64;
+    in.number_flag(Number::lora_alpha) = 64;
     in.lora_targets = "q,v";
     in.choice_flag(Choice::optimizer_impl) = "fused";
     in.switch_flag(Switch::compile) = true;
@@ -149,8 +149,8 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
     profiles::SetupInputs in = inputs("phi-3-mini", "a10g", 1, 512);
     in.choice_flag(Choice::finetune) = "lora";
     in.count_flag(Count::lora_rank) = 8;
-    in.lora_alpha = 16;
-    in.lora_dropout = 0.05;
+    in.number_flag(Number::lora_alpha) = 16;
+    in.number_flag(Number::lora_dropout) = 0.05;
     in.lora_targets = "q,k,v,o";
     cases.push_back({"LitGPT LoRA", "litgpt", in, 8});
   }
