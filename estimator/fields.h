@@ -1,24 +1,26 @@
-// The registry of setup fields: each knob of TrainingSetup that is a yes/no switch or a count,
-// declared once with everything the layers above need to speak it -- its setup path (provenance,
-// `sources` JSON, validation problems), its flag and the flag's help, its YAML keys and aliases, its
-// default and the source of that default, and (switches) the words the runtime line shows when it
-// is on, (counts) the words `memplan check` names it by.
+// The registry of setup fields: each knob of TrainingSetup that is a yes/no switch, a count, a
+// choice of names, a number or a library release, declared once with everything the layers above
+// need to speak it -- its setup path (provenance, `sources` JSON, validation problems), its flag and
+// the flag's help, its YAML keys and aliases, its default and the source of that default, and the
+// words that name it (the runtime line's for a switch, `memplan check`'s for a count).
 //
-// The flag parser (api/flags.cpp), the flags-to-setup step (profiles/build.cpp), the memplan YAML
-// reader (profiles/config.cpp), the `runtime` and `sources` JSON (api/documents.cpp), the runtime line,
-// the memplan YAML writer (planner/emit.cpp) and the Python keywords (the flags, python/memplan)
-// iterate this table; the format readers and the rule sets name a switch by its enumerator, so a
-// misspelt path does not compile. Adding a switch is one enumerator, one row and its formula.
+// Switches: the flag parser (api/flags.cpp), the flags-to-setup step (profiles/build.cpp), the
+// memplan YAML reader (profiles/config.cpp), the `runtime` and `sources` JSON (api/documents.cpp),
+// the runtime line, the memplan YAML writer (planner/emit.cpp), `memplan check`'s comparison
+// (planner/check.cpp) and the Python keywords (the flags, python/memplan) iterate this table; the
+// format readers and the rule sets name a switch by its enumerator, so a misspelt path does not
+// compile. Adding a switch is one enumerator, one row and its formula.
 //
-// The counts (micro-batch, sequence length, accumulation, GPUs, parallel degrees, the ZeRO stage,
-// LoRA rank, frozen layers) are iterated by the same places and by `memplan check`'s field list (planner/check.cpp);
-// the numbers (the LoRA scale and dropout, the memory thresholds) by the flags, the reader, the JSON
-// and the writers; the choices (precision, optimizer, checkpointing, attention, offload, the fine-tuning method, and
-// the runtime's framework, optimizer kernel and FSDP sharding) by the flags, the reader (the
-// runtime's; the config's facts read the training's), the JSON, the writer and the completions;
-// the release versions (torch, transformers) by the flags, the reader, the runtime JSON, the writer
-// and the Python keywords filled from the interpreter. Values that are none of these (sizes,
-// lists, the model's fields) are still written out by hand in those places (issue 25).
+// Counts (micro-batch, sequence length, accumulation, GPUs, parallel degrees, the ZeRO stage, LoRA
+// rank, frozen layers): iterated by the same places; `memplan check` names each by its row. Numbers
+// (the LoRA scale and dropout, the memory thresholds): the flags, the reader, the JSON and the
+// writers (the lora: writers name each row). Choices (precision, optimizer, checkpointing,
+// attention, offload, the fine-tuning method, and the runtime's framework, optimizer kernel and
+// FSDP sharding): the flags, the reader (the runtime's; the section's own handlers read the
+// training's), the JSON, the writers and the completions. Releases (torch, transformers): the flags,
+// the reader, the runtime JSON, the writer, `memplan check` and the Python keywords filled from the
+// interpreter. Values that are none of these (sizes, lists, the adapters' dtype, the loss, the
+// model's fields) are still written out by hand in those places (issue 25).
 #pragma once
 
 #include <array>

@@ -26,6 +26,7 @@ struct FieldSpec {
   std::function<void(TrainingSetup& into, const TrainingSetup& from)> revert;
   // False when the field means nothing for this pair (the LoRA rank under full fine-tuning).
   std::function<bool(const TrainingSetup& a, const TrainingSetup& b)> relevant = nullptr;
+  bool runtime = false;  // FieldChange::blamed_only_if_stated
 };
 
 template <class T>
@@ -127,9 +128,9 @@ const std::vector<FieldSpec>& setup_fields() {
 }
 
 // The runtime's fields, from the registry (estimator/fields.h): the releases, the runtime's choices
-// (framework, optimizer kernel, FSDP), the loss and every switch, each by its words (a switch by the runtime
-// line's, else its flag's). A switch that does nothing for either setup (fsdp_no_sync without FSDP
-// accumulation) is not compared.
+// (framework, optimizer kernel, FSDP), the loss and every switch (by its flag's words). A switch that
+// does nothing now (fsdp_no_sync without FSDP accumulation) is not compared: putting it back would
+// change nothing. Then the numbers with a flag (the LoRA scale and dropout), with adapters.
 const std::vector<FieldSpec>& runtime_fields() {
   static const std::vector<FieldSpec> t = [] {
     std::vector<FieldSpec> v;
@@ -155,12 +156,16 @@ const std::vector<FieldSpec>& runtime_fields() {
                    s.runtime.loss_chunk_tokens = b.runtime.loss_chunk_tokens;
                  }});
     for (const SwitchField& f : switch_fields()) {
-      FieldSpec spec{f.path, f.shown ? f.shown : f.flag + 2, [&f](const TrainingSetup& s) { return std::string(f.get(s) ? "on" : "off"); },
+      FieldSpec spec{f.path, f.flag + 2, [&f](const TrainingSetup& s) { return std::string(f.get(s) ? "on" : "off"); },
                      [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }};
-      if (f.in_effect)
-        spec.relevant = [&f](const TrainingSetup& a, const TrainingSetup& b) { return f.in_effect(a) || f.in_effect(b); };
+      if (f.in_effect) spec.relevant = [&f](const TrainingSetup&, const TrainingSetup& now) { return f.in_effect(now); };
       v.push_back(std::move(spec));
     }
+    for (FieldSpec& spec : v) spec.runtime = true;
+    for (const NumberField& f : number_fields())
+      if (f.flag)
+        v.push_back({f.path, f.flag + 2, [&f](const TrainingSetup& s) { return num(f.get(s)); },
+                     [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }, adapters});
     return v;
   }();
   return t;
@@ -206,6 +211,7 @@ std::vector<FieldChange> changed_fields(const TrainingSetup& base, const Calibra
     FieldChange c;
     c.field = f->field;
     c.label = f->label;
+    c.blamed_only_if_stated = f->runtime;
     c.before = f->text(base);
     c.after = f->text(now);
     if (c.before == c.after) continue;
@@ -321,6 +327,8 @@ GateResult gate(const TrainingSetup& now, const Calibration* cal, const Training
     int64_t best = 0;
     for (size_t k = 0; k < r.baseline->changes.size(); ++k) {
       const FieldChange& c = r.baseline->changes[k];
+      if (c.blamed_only_if_stated && std::find(fields_in_file.begin(), fields_in_file.end(), c.field) == fields_in_file.end())
+        continue;  // a runtime value a rule set: the key that set off the rule is the file's, not this
       const int64_t effect = r.over_budget ? c.over_effect_bytes : c.peak_effect_bytes;
       if (c.effect_known && effect > best) {
         best = effect;

@@ -26,6 +26,10 @@ struct FieldChange {
   int64_t peak_effect_bytes = 0;  // peak now - peak with this field reverted
   int64_t over_effect_bytes = 0;  // the same for (peak - target bytes): counts capacity and target changes
   std::array<int64_t, kNumTerms> term_effect_bytes{};  // per term at each one's peak phase
+  // A runtime field (a release, a switch, the loss, ...): its value may come from a rule the file's
+  // other keys set off (the framework's defaults, --liger's fused loss), so the gate blames it only
+  // when the file states it.
+  bool blamed_only_if_stated = false;
 
   std::string text() const;  // "micro-batch 4 -> 8"
 };

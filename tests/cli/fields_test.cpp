@@ -603,6 +603,7 @@ TEST_CASE("number registry: rows in order, paths and flags unique across the reg
   for (const SwitchField& f : switch_fields()) paths.insert(f.path), flags.insert(f.flag);
   for (const CountField& f : count_fields()) paths.insert(f.path), flags.insert(f.flag);
   for (const ChoiceField& f : choice_fields()) paths.insert(f.path), flags.insert(f.flag);
+  for (const VersionField& f : version_fields()) paths.insert(f.path), flags.insert(f.flag);
   CLI::App app;
   profiles::SetupInputs in;
   cli::add_setup_flags(app, in);
@@ -644,14 +645,20 @@ TEST_CASE("number registry: each key reads into its field at its line; the setup
       CAPTURE(shown_path);
       CAPTURE(key);
       const double v = number_value(f.id);
-      std::string y = "model: llama-3.2-1b\n";
-      y += std::string(f.section) == "memory" ? "training:\n  memory:\n    " : "finetune:\n  method: lora\n  ";
-      const int line = static_cast<int>(std::count(y.begin(), y.end(), '\n')) + 1;
-      y += fmt::format("{}: {}\n", key, v);
-      CAPTURE(y);
-      const profiles::BuiltSetup b = build_from_yaml(y);
-      CHECK(f.get(b.setup) == v);
-      CHECK(b.origin.of(f.id).line == line);
+      // Every spelling of its section: memory: under training: or at the top; finetune:, lora:, peft:.
+      const std::vector<std::string> heads = std::string(f.section) == "memory"
+                                                 ? std::vector<std::string>{"training:\n  memory:\n    ", "memory:\n  "}
+                                                 : std::vector<std::string>{"finetune:\n  method: lora\n  ", "lora:\n  ",
+                                                                            "peft:\n  method: lora\n  "};
+      for (const std::string& head : heads) {
+        const std::string y0 = "model: llama-3.2-1b\n" + head;
+        const int line = static_cast<int>(std::count(y0.begin(), y0.end(), '\n')) + 1;
+        const std::string y = y0 + fmt::format("{}: {}\n", key, v);
+        CAPTURE(y);
+        const profiles::BuiltSetup b = build_from_yaml(y);
+        CHECK(f.get(b.setup) == v);
+        CHECK(b.origin.of(f.id).line == line);
+      }
     }
   }
   // The LoRA numbers only with adapters; the thresholds always.

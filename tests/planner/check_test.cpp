@@ -130,10 +130,38 @@ TEST_CASE("compare: every count, choice, release and switch of the registry is a
   REQUIRE(loss != liger.changes.end());
   CHECK(loss->text() == "loss standard -> fused-linear");
   CHECK(loss->peak_effect_bytes < 0);
-  // A switch that does nothing for either setup is not a change.
+  // A switch that does nothing now is not a change (putting it back would change nothing).
   TrainingSetup now = plain;
   now.runtime.fsdp_no_sync = !plain.runtime.fsdp_no_sync;
   CHECK(planner::compare(plain, nullptr, now, nullptr).changes.empty());
+  // The LoRA numbers, with adapters.
+  TrainingSetup lora = plain;
+  lora.finetune.mode = FinetuneMode::lora;
+  TrainingSetup dropout = lora;
+  dropout.finetune.lora_dropout = 0.1;
+  check_named(lora, dropout, path(Number::lora_dropout));
+}
+
+TEST_CASE("gate: a runtime value a rule set is blamed only when the file states it") {
+  // torch 1.13 in the file: its rule keeps the gradients allocated between steps
+  // (zero_grad(set_to_none=False)); the release is the file's key, the switch the rule's.
+  const TrainingSetup base = setup_of(data("fits.yaml"));
+  TrainingSetup now = base;
+  now.runtime.torch_major = 1;
+  now.runtime.torch_minor = 13;
+  now.runtime.zero_grad_set_to_none = false;
+  const planner::GateOptions grow{false, 0.001};
+  const std::string release = path(Version::torch), kept = path(Switch::zero_grad_set_to_none);
+  const planner::GateResult ruled = planner::gate(now, nullptr, &base, nullptr, grow, 0, {"model", release});
+  CHECK(ruled.over_growth);
+  const auto& changes = ruled.baseline->changes;
+  const auto keep = std::find_if(changes.begin(), changes.end(), [&](const planner::FieldChange& c) { return c.field == kept; });
+  REQUIRE(keep != changes.end());
+  CHECK(keep->peak_effect_bytes > 0);  // it is what costs the bytes...
+  CHECK(ruled.blame != kept);          // ...but the file did not say it
+  // Stated in the file (and the release not), it is blamed.
+  const planner::GateResult stated = planner::gate(now, nullptr, &base, nullptr, grow, 0, {"model", kept});
+  CHECK(stated.blame == kept);
 }
 
 TEST_CASE("compare: several changes, each measured alone, largest first") {
