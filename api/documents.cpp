@@ -62,8 +62,7 @@ std::string describe_runtime(const profiles::BuiltSetup& b) {
 }
 
 nlohmann::json runtime_json(const TrainingSetup& s) {
-  const Runtime& r = s.runtime;
-  nlohmann::json j = {{"loss", to_string(r, r.loss)}};
+  nlohmann::json j = nlohmann::json::object();
   for (const VersionField& f : version_fields()) j[f.json_key()] = f.text(s);
   for (const ChoiceField& f : choice_fields())
     if (f.json_section() == "runtime") j[f.json_key()] = f.get(s);
@@ -75,7 +74,7 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
       "model.hidden_size", "hardware.gpu", "hardware.gpu_memory", "hardware.allocator_cap",
-      "finetune.lora_targets", "finetune.adapter_dtype", "finetune.base_quant", "runtime.loss"};
+      "finetune.base_quant"};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
   for (const SwitchField& f : switch_fields()) j[f.path] = source_of(b.origin, f.path);
@@ -83,6 +82,7 @@ nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   for (const ChoiceField& f : choice_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const VersionField& f : version_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const NumberField& f : number_fields()) j[f.path] = source_of(b.origin, f.path);
+  for (const ListField& f : list_fields()) j[f.path] = source_of(b.origin, f.path);
   return j;
 }
 
@@ -115,8 +115,6 @@ nlohmann::json setup_json(const TrainingSetup& s) {
                    {"sequence_parallel", s.parallel.sequence_parallel}};
   j["runtime"] = runtime_json(s);
   if (s.finetune.mode != FinetuneMode::full) {
-    j["finetune"]["lora_targets"] = s.finetune.lora_targets;
-    j["finetune"]["adapter_dtype"] = s.finetune.adapter_fp32 ? "fp32" : "model";
     j["finetune"]["base_quant"] = to_string(s.finetune.base_quant);
     if (s.finetune.base_quant == BaseQuant::nf4) j["finetune"]["double_quant"] = s.finetune.double_quant;
   }
@@ -125,11 +123,14 @@ nlohmann::json setup_json(const TrainingSetup& s) {
   for (const CountField& f : count_fields())
     if (!f.shown || f.shown(s)) j[f.json_section()][f.json_key()] = f.get(s);
   for (const ChoiceField& f : choice_fields()) {
+    if (f.shown && !f.shown(s)) continue;
     if (f.json_section().empty()) j[f.json_key()] = f.get(s);
     else if (f.json_section() != "runtime") j[f.json_section()][f.json_key()] = f.get(s);
   }
   // The numbers (setup.finetune.lora_alpha with adapters, setup.thresholds.target).
   for (const NumberField& f : number_fields())
+    if (!f.shown || f.shown(s)) j[f.json_section()][f.json_key()] = f.get(s);
+  for (const ListField& f : list_fields())  // setup.finetune.lora_targets with adapters
     if (!f.shown || f.shown(s)) j[f.json_section()][f.json_key()] = f.get(s);
   j["device_kind"] = to_string(s.device.kind);
   return j;

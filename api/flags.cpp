@@ -35,7 +35,8 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
     }
   };
   add_counts(false);
-  // The training's choices (--precision ... --finetune) from the registry, --zero (a count) before --offload.
+  // The training's choices (--precision ... --finetune, --adapter-dtype) from the registry, --zero (a
+  // count) before --offload.
   for (const ChoiceField& f : choice_fields()) {
     if (f.runtime()) continue;
     if (f.id == Choice::offload) {
@@ -45,27 +46,19 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
     app.add_option(f.flag, in.choice_flag(f.id), f.help)->type_name(f.type_name);
   }
   add_counts(true);
-  // The numbers with a flag (--lora-alpha, --lora-dropout) from the registry, --lora-targets between.
-  for (const NumberField& f : number_fields()) {
-    if (!f.flag) continue;
-    if (f.id == Number::lora_dropout)
-      app.add_option("--lora-targets", in.lora_targets, "q,k,v,o,gate,up,down or all-linear")->type_name("LIST");
-    app.add_option(f.flag, in.number_flag(f.id), f.help)->type_name(f.type_name);
-  }
-  app.add_option("--adapter-dtype", in.adapter_dtype,
-                 "fp32|model: LoRA adapters in fp32 (PEFT) or the model's dtype (torchtune, LitGPT: their default)")
-      ->type_name("DTYPE");
+  // The numbers with a flag (--lora-alpha, --lora-dropout) and the lists (--lora-targets) from the registry.
+  for (const NumberField& f : number_fields())
+    if (f.flag) app.add_option(f.flag, in.number_flag(f.id), f.help)->type_name(f.type_name);
+  for (const ListField& f : list_fields()) app.add_option(f.flag, in.list_flag(f.id), f.help)->type_name(f.type_name);
   app.add_option("--device", in.device, "cuda (default) or cpu: whose memory behaviour to model")->type_name("cpu|cuda");
   app.add_option("--calibration", in.calibration, "calibration profile from memplan calibrate")->type_name("FILE");
   // The runtime: the stack that runs the step and its knobs (each overrides the framework's default).
-  // Its choices (--framework, --optimizer-impl, --fsdp) and releases (--torch-version,
+  // Its choices (--framework, --optimizer-impl, --fsdp, --loss) and releases (--torch-version,
   // --transformers-version) from the registry (estimator/fields.h).
   for (const ChoiceField& f : choice_fields())
     if (f.runtime()) app.add_option(f.flag, in.choice_flag(f.id), f.help)->type_name(f.type_name)->group("Runtime");
   for (const VersionField& f : version_fields())
     app.add_option(f.flag, in.version_flag(f.id), f.help)->type_name("X.Y")->group("Runtime");
-  app.add_option("--loss", in.loss, "standard|chunked[:N]|chunked:Nt|fused-linear|vocab-parallel: how the loss is computed")
-      ->type_name("IMPL")->group("Runtime");
   app.add_option("--host-memory", in.host_memory,
                  "host RAM of one node, e.g. 512GiB (default: this machine's RAM with --device cpu, else unknown): "
                  "offload plans are checked against it")
@@ -104,7 +97,8 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
 planner::FitAsk fit_ask(const profiles::SetupInputs& in) {
   planner::FitAsk ask;
   if (const auto& liger = in.switch_flag(Switch::liger); liger && !*liger) ask.liger_off = field(Switch::liger).negation() + " keeps them off";
-  else if (!liger && in.loss) ask.liger_off = fmt::format("--loss {}: Liger's fused loss would replace it", *in.loss);
+  else if (const auto& loss = in.choice_flag(Choice::loss); !liger && loss)
+    ask.liger_off = fmt::format("{} {}: Liger's fused loss would replace it", field(Choice::loss).flag, *loss);
   return ask;
 }
 

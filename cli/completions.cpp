@@ -64,9 +64,7 @@ std::vector<std::string> choices_of(const std::string& command, const std::strin
   }
   if (option == "--tier") return {"safe", "balanced", "aggressive"};
   if (option == "--source") return {"auto", "nvml", "rocm-smi", "process"};
-  if (option == "--adapter-dtype") return {"fp32", "model"};
   if (option == "--zero") return {"0", "1", "2", "3"};
-  if (option == "--loss") return {"standard", "chunked", "chunked:8", "fused-linear", "vocab-parallel"};
   return {};
 }
 

@@ -19,6 +19,9 @@ struct Problem {
   std::string hint;
 };
 std::vector<Problem> validate(const TrainingSetup& s);
+// validate()'s words for a ZeRO stage outside 0-3, also what the readers say for a stage beyond
+// an int (which never reaches the setup): nullopt for 0 to 3.
+std::optional<Problem> zero_stage_problem(int64_t stage);
 
 // Corrections measured by `memplan calibrate` on one device (calibrate/ writes them,
 // profiles/ reads them). They adjust term values; they never change a formula.

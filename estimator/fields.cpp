@@ -4,6 +4,7 @@
 
 #include "estimator/error.h"
 
+#include <cctype>
 #include <string>
 #include <utility>
 
@@ -156,46 +157,54 @@ std::array<CountField, kCountCount> make_count_rows() {
 namespace {
 
 // One choice row: the path is the member's spelling; `parse` and `to_string` are the setup's own.
-#define MEMPLAN_CHOICE(id, member, flag, type_name, help, what, section, key, parse, names, default_source)            \
+#define MEMPLAN_CHOICE(id, member, flag, type_name, help, what, section, key, read, parse, names, instances, default_source) \
   ChoiceField {                                                                                                        \
-    Choice::id, #member, flag, type_name, help, what, section, key, names, kNoInstances,                               \
+    Choice::id, #member, flag, type_name, help, what, section, key, ChoiceRead::read, names, instances, nullptr,         \
         [](const TrainingSetup& s) { return std::string(to_string(s.member)); },                                      \
         [](TrainingSetup& s, const std::string& v) {                                                                   \
           const auto p = parse(v);                                                                                     \
           if (p) s.member = *p;                                                                                        \
           return p.has_value();                                                                                        \
         },                                                                                                             \
-        default_source                                                                                                 \
+        default_source, nullptr                                                                                        \
   }
 
-constexpr std::array<const char*, 2> kNoInstances = {nullptr, nullptr};
+bool with_adapters(const TrainingSetup& s) { return s.finetune.mode != FinetuneMode::full; }
+
+std::string lower(std::string v) {
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return v;
+}
+
+using Instances = std::array<const char*, 2>;
+constexpr Instances kNoInstances = {nullptr, nullptr};
 
 std::array<ChoiceField, kChoiceCount> make_choice_rows() {
-  std::array<ChoiceField, kChoiceCount> rows = {{
+  return {{
       MEMPLAN_CHOICE(precision, precision, "--precision", "P", "fp32|amp-fp16|amp-bf16|bf16|fp16|mixed-fp16|mixed-bf16",
-                     "precision", "training", "precision", parse_precision, precision_names,
+                     "precision", "training", "precision", handlers, parse_precision, precision_names, kNoInstances,
                      "fp32 (PyTorch's default dtype) unless the config or --precision says; fine-tuning without one gets its "
                      "recipe: bf16, or amp-bf16 over a quantized base (profiles/build.cpp)"),
       MEMPLAN_CHOICE(optimizer, optimizer, "--optimizer", "O",
                      "adamw|adam|sgd|sgd-momentum|adafactor|adafactor-momentum|adamw-8bit|lion|paged-adamw|paged-adamw-8bit",
-                     "optimizer", "training", "optimizer", parse_optimizer, optimizer_names,
+                     "optimizer", "training", "optimizer", handlers, parse_optimizer, optimizer_names, kNoInstances,
                      "AdamW: HF TrainingArguments.optim defaults to adamw_torch (src/transformers/training_args.py)"),
       MEMPLAN_CHOICE(checkpointing, checkpointing, "--checkpointing", "MODE",
                      "none|full|selective|selective-op|every:K|layers:I,J,...", "checkpointing", "training", "gradient_checkpointing",
-                     parse_checkpointing, checkpointing_names,
+                     handlers, parse_checkpointing, checkpointing_names, (Instances{"every:2", "every:4"}),
                      "none: HF TrainingArguments.gradient_checkpointing defaults to False; QLoRA's recipe turns it on "
                      "(PEFT prepare_model_for_kbit_training)"),
       MEMPLAN_CHOICE(attention, attention, "--attention", "IMPL", "eager|sdpa|flash", "attention", "training", "attention",
-                     parse_attention, attention_names,
+                     handlers, parse_attention, attention_names, kNoInstances,
                      "the framework's rule (estimator/runtime.cpp): SDPA with torch >= 2.1.1 for HF models, eager before"),
       MEMPLAN_CHOICE(offload, parallel.offload, "--offload", "WHAT",
                      "none|optimizer|optimizer+params|params (params: DeepSpeed ZeRO-3 offload_param alone)", "offload",
-                     "training", "offload", parse_offload, offload_names,
+                     "training", "offload", handlers, parse_offload, offload_names, kNoInstances,
                      "nothing offloaded unless the config's DeepSpeed or FSDP section (or --offload) says"),
       // The method decides the base's quantization too: QLoRA loads it in NF4 (a LoRA on an 8-bit
       // base is a config's load_in_8bit, not a name).
       ChoiceField{Choice::finetune, "finetune.mode", "--finetune", "MODE", "full|lora|qlora", "fine-tuning method", "finetune",
-                  "method", finetune_names, kNoInstances, [](const TrainingSetup& s) { return std::string(to_string(s.finetune.mode)); },
+                  "method", ChoiceRead::handlers, finetune_names, kNoInstances, nullptr, [](const TrainingSetup& s) { return std::string(to_string(s.finetune.mode)); },
                   [](TrainingSetup& s, const std::string& v) {
                     const auto p = parse_finetune(v);
                     if (!p) return false;
@@ -203,22 +212,48 @@ std::array<ChoiceField, kChoiceCount> make_choice_rows() {
                     s.finetune.base_quant = *p == FinetuneMode::qlora ? BaseQuant::nf4 : BaseQuant::none;
                     return true;
                   },
-                  "full fine-tuning unless the config names adapters (a peft:/lora: section, an adapter key) or --finetune says"},
+                  "full fine-tuning unless the config names adapters (a peft:/lora: section, an adapter key) or --finetune says",
+                  nullptr},
+      // The adapters' dtype: fp32 (PEFT upcasts them) or the model's own (torchtune, LitGPT). A
+      // file's value is read in any case (FP32, BF16).
+      ChoiceField{Choice::adapter_dtype, "finetune.adapter_dtype", "--adapter-dtype", "DTYPE",
+                  "fp32|model: LoRA adapters in fp32 (PEFT) or the model's dtype (torchtune, LitGPT: their default)",
+                  "adapter dtype", "finetune", "adapter_dtype", ChoiceRead::key, adapter_dtype_names, kNoInstances,
+                  "expected fp32 (PEFT's upcast adapters) or model (the model's dtype: torchtune, LitGPT)",
+                  [](const TrainingSetup& s) { return std::string(s.finetune.adapter_fp32 ? "fp32" : "model"); },
+                  [](TrainingSetup& s, const std::string& v) {
+                    const auto p = parse_adapter_fp32(lower(v));
+                    if (p) s.finetune.adapter_fp32 = *p;
+                    return p.has_value();
+                  },
+                  "fp32: PEFT's autocast_adapter_dtype=True upcasts 16-bit adapters (src/peft/tuners/tuners_utils.py "
+                  "_cast_adapter_dtype, PEFT 0.21); torchtune and LitGPT keep the model's dtype (their framework defaults, "
+                  "estimator/runtime.cpp)",
+                  with_adapters},
       MEMPLAN_CHOICE(framework, runtime.framework, "--framework", "NAME",
                      "hf-trainer (default)|custom|lightning|torchtune|torchtitan|litgpt|deepspeed|megatron: the stack that runs "
                      "the step; sets the runtime defaults below",
-                     "framework", "runtime", "framework", parse_framework, framework_names,
+                     "framework", "runtime", "framework", key, parse_framework, framework_names, kNoInstances,
                      "the HF Trainer unless the config's format or --framework says otherwise"),
       MEMPLAN_CHOICE(optimizer_impl, runtime.optimizer_impl, "--optimizer-impl", "IMPL",
                      "auto|for-loop|foreach|fused: the optimizer kernel", "optimizer implementation", "runtime", "optimizer_impl",
-                     parse_optimizer_impl, optimizer_impl_names,
+                     key, parse_optimizer_impl, optimizer_impl_names, kNoInstances,
                      "auto: DeepSpeed's FusedAdam under its mixed precision, else PyTorch's default for the device: foreach "
                      "on CUDA with torch >= 2.0, for-loop otherwise (torch/optim/optimizer.py _default_to_fused_or_foreach)"),
       MEMPLAN_CHOICE(fsdp, parallel.fsdp, "--fsdp", "MODE", "none|full|shard-grad-op|hybrid|no-shard: PyTorch FSDP sharding",
-                     "FSDP sharding", "runtime", "fsdp", parse_fsdp, fsdp_names, "no FSDP unless the config wraps the model in it"),
+                     "FSDP sharding", "runtime", "fsdp", key, parse_fsdp, fsdp_names, kNoInstances, "no FSDP unless the config wraps the model in it"),
+      // The loss: its chunking rides with the name (chunked:8, chunked:4096t).
+      ChoiceField{Choice::loss, "runtime.loss", "--loss", "IMPL",
+                  "standard|chunked[:N]|chunked:Nt|fused-linear|vocab-parallel: how the loss is computed", "loss", "runtime", "loss",
+                  ChoiceRead::key, loss_names, (Instances{"chunked:8", "chunked:4096t"}),
+                  "expected one of: standard, chunked (8 chunks), chunked:N (N >= 1 chunks), chunked:Nt (chunks of N tokens), "
+                  "fused-linear, vocab-parallel",
+                  [](const TrainingSetup& s) { return to_string(s.runtime, s.runtime.loss); },
+                  [](TrainingSetup& s, const std::string& v) { return parse_loss(v, &s.runtime); },
+                  "standard: the full logits and cross-entropy, unless the framework's rule (estimator/runtime.cpp), Liger "
+                  "(fused-linear) or the config says",
+                  nullptr},
   }};
-  rows[static_cast<size_t>(Choice::checkpointing)].instances = {"every:2", "every:4"};
-  return rows;
 }
 
 #undef MEMPLAN_CHOICE
@@ -230,8 +265,6 @@ std::array<ChoiceField, kChoiceCount> make_choice_rows() {
         [](const TrainingSetup& s) { return s.member; }, [](TrainingSetup& s, double v) { s.member = v; },             \
         default_source, shown                                                                                          \
   }
-
-bool with_adapters(const TrainingSetup& s) { return s.finetune.mode != FinetuneMode::full; }
 
 std::array<NumberField, kNumberCount> make_number_rows() {
   using Keys = std::array<const char*, 2>;
@@ -256,6 +289,19 @@ std::array<NumberField, kNumberCount> make_number_rows() {
 }
 
 #undef MEMPLAN_NUMBER
+
+std::array<ListField, kListCount> make_list_rows() {
+  return {{
+      ListField{List::lora_targets, "finetune.lora_targets", "--lora-targets", "LIST", "q,k,v,o,gate,up,down or all-linear",
+                "LoRA targets", "finetune", {"target_modules", "lora_target_modules"},
+                [](const TrainingSetup& s) { return s.finetune.lora_targets; },
+                [](TrainingSetup& s, std::vector<std::string> v) { s.finetune.lora_targets = std::move(v); },
+                "empty: PEFT's default for the model (q and v projections: LoraConfig.target_modules=None and "
+                "TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, src/peft/utils/constants.py), unless the config or "
+                "--lora-targets says",
+                with_adapters},
+  }};
+}
 
 // One version row: major and minor are Runtime members.
 #define MEMPLAN_VERSION_ROW(id, major, minor, flag, help, library, keys, max_major, examples, hint, default_source)      \
@@ -358,6 +404,13 @@ std::vector<std::string> ChoiceField::samples() const {
     if (i) v.emplace_back(i);
   return v;
 }
+std::string ChoiceField::refusal_hint() const {
+  if (hint) return hint;
+  std::string h = "expected one of: ";
+  const std::vector<std::string> v = names();
+  for (size_t i = 0; i < v.size(); ++i) h += (i ? ", " : "") + v[i];
+  return h;
+}
 bool ChoiceField::runtime() const { return std::string(section) == "runtime"; }
 std::string ChoiceField::json_section() const {
   return std::string(path).find('.') == std::string::npos ? "" : head(path);
@@ -371,6 +424,14 @@ const std::array<NumberField, kNumberCount>& number_fields() {
 const NumberField& field(Number id) { return row(number_fields(), id, "number"); }
 std::string NumberField::json_section() const { return head(path); }
 std::string NumberField::json_key() const { return tail(path); }
+
+const std::array<ListField, kListCount>& list_fields() {
+  static const auto rows = checked(make_list_rows(), "list");
+  return rows;
+}
+const ListField& field(List id) { return row(list_fields(), id, "list"); }
+std::string ListField::json_section() const { return head(path); }
+std::string ListField::json_key() const { return tail(path); }
 
 const std::array<VersionField, kVersionCount>& version_fields() {
   static const auto rows = checked(make_version_rows(), "version");

@@ -1,5 +1,5 @@
 // The registry of setup fields: each knob of TrainingSetup that is a yes/no switch, a count, a
-// choice of names, a number or a library release, declared once with everything the layers above
+// choice of names, a number, a list of names or a library release, declared once with everything the layers above
 // need to speak it -- its setup path (provenance, `sources` JSON, validation problems), its flag and
 // the flag's help, its YAML keys and aliases, its default and the source of that default, and the
 // words that name it (the runtime line's for a switch, `memplan check`'s for a count).
@@ -15,12 +15,14 @@
 // rank, frozen layers): iterated by the same places; `memplan check` names each by its row. Numbers
 // (the LoRA scale and dropout, the memory thresholds): the flags, the reader, the JSON and the
 // writers (the lora: writers name each row). Choices (precision, optimizer, checkpointing,
-// attention, offload, the fine-tuning method, and the runtime's framework, optimizer kernel and
-// FSDP sharding): the flags, the reader (the runtime's; the section's own handlers read the
-// training's), the JSON, the writers and the completions. Releases (torch, transformers): the flags,
-// the reader, the runtime JSON, the writer, `memplan check` and the Python keywords filled from the
-// interpreter. Values that are none of these (sizes, lists, the adapters' dtype, the loss, the
-// model's fields) are still written out by hand in those places (issue 25).
+// attention, offload, the fine-tuning method, the adapters' dtype, and the runtime's framework,
+// optimizer kernel, FSDP sharding and loss): the flags, the reader (those read by their key; the
+// section's own handlers read the training's), the JSON, the writers, `memplan check` and the
+// completions. Lists (the LoRA targets): the flags, the reader, the JSON, the writers and `memplan
+// check`. Releases (torch, transformers): the flags, the reader, the runtime JSON, the writer,
+// `memplan check` and the Python keywords filled from the interpreter. Values that are none of
+// these (sizes, the target card, the model's fields) are still written out by hand in those places
+// (issue 25).
 #pragma once
 
 #include <array>
@@ -140,12 +142,12 @@ const CountField* count_at(const std::string& p);
 // ---- choices -----------------------------------------------------------------------------------
 
 // A setting that is one name of a fixed set, stated by one flag. The runtime's (framework,
-// optimizer kernel, FSDP sharding) are read under one key of the memplan YAML runtime: section; the
-// training's (precision, optimizer, checkpointing, attention, offload, the fine-tuning method) are
-// stated several ways by a file (bf16: true, torch_dtype, mixed_precision, a DeepSpeed section, a
-// peft: section...), so the memplan YAML reader's own handlers read them (profiles/config.cpp; the
-// precision, checkpointing and method as facts resolved together) and every format reader names
-// them by their path here.
+// optimizer kernel, FSDP sharding, the loss) and the adapters' dtype are read under one key of a
+// memplan YAML section; the training's (precision, optimizer, checkpointing, attention, offload,
+// the fine-tuning method) are stated several ways by a file (bf16: true, torch_dtype,
+// mixed_precision, a DeepSpeed section, a peft: section...), so the memplan YAML reader's own
+// handlers read them (profiles/config.cpp; the precision, checkpointing and method as facts
+// resolved together). Every format reader names them by their path here.
 enum class Choice {
   precision,
   optimizer,
@@ -153,12 +155,18 @@ enum class Choice {
   attention,
   offload,
   finetune,
+  adapter_dtype,
   framework,
   optimizer_impl,
   fsdp,
+  loss,
   count  // sentinel: the number of choices
 };
 constexpr size_t kChoiceCount = static_cast<size_t>(Choice::count);
+
+// How the memplan YAML reader reads it: under its key alone (`key`: with_fields, profiles/config.cpp),
+// or by its section's own handlers (`handlers`: a file states it several ways).
+enum class ChoiceRead { key, handlers };
 
 struct ChoiceField {
   Choice id;
@@ -170,24 +178,32 @@ struct ChoiceField {
   const char* help;
   const char* what;       // the refusal's words: "unknown <what> 'x'" ("optimizer implementation")
   // A memplan YAML section that states it ("runtime", "training", "finetune"; lora: and peft: are
-  // finetune:'s spellings) and its key there. The runtime's are read by that key alone (with_fields)
-  // and written under it. The training's are read by their sections' own handlers
-  // (profiles/config.cpp), as the other keys that state them are (bf16: true, torch_dtype,
-  // offload_optimizer, ...), and a writer may state them elsewhere (attention under model:, the
-  // offload in a deepspeed: block).
+  // finetune:'s spellings) and its key there, the one the memplan YAML writer uses. Read by that key
+  // alone (ChoiceRead::key: the runtime's, the loss, the adapters' dtype) or by the section's own
+  // handlers (ChoiceRead::handlers: profiles/config.cpp), as the other keys that state it are (bf16:
+  // true, torch_dtype, offload_optimizer, ...); a writer may state those elsewhere (attention under
+  // model:, the offload in a deepspeed: block).
   const char* section;
   const char* key;
+  ChoiceRead read;
   std::vector<std::string> (*names)();           // the names it takes, for the refusal's hint
   // Values standing for the names that are forms, not values (checkpointing's every:K ->
   // every:2, every:4); nullptr: none.
   std::array<const char*, 2> instances;
+  // The refusal's hint when the names alone do not say enough (the loss's forms); nullptr:
+  // "expected one of: <names>".
+  const char* hint;
   std::string (*get)(const TrainingSetup&);      // the name of the setup's value
   bool (*set)(TrainingSetup&, const std::string&);  // false: not one of its names (nothing set)
   const char* default_source;
+  // Whether the `setup` JSON shows it for this setup (the adapters' dtype only with adapters);
+  // nullptr: always.
+  bool (*shown)(const TrainingSetup&);
 
   // Values it takes, each reading back as itself: its names that are values, then the instances
   // (what the shell completions offer and the round-trip tests try).
   std::vector<std::string> samples() const;
+  std::string refusal_hint() const;  // `hint`, else "expected one of: <names>"
   bool runtime() const;               // stated under runtime: (its flag in the Runtime group)
   std::string json_section() const;  // "runtime", "parallel"; "" for a top-level path ("precision")
   std::string json_key() const;      // "optimizer_impl", "offload", "precision"
@@ -244,6 +260,42 @@ struct NumberField {
 const std::array<NumberField, kNumberCount>& number_fields();
 const NumberField& field(Number id);
 inline const char* path(Number id) { return field(id).path; }
+
+// ---- lists -------------------------------------------------------------------------------------
+
+// A list of names: the modules LoRA adapts.
+enum class List {
+  lora_targets,
+  count  // sentinel: the number of lists
+};
+constexpr size_t kListCount = static_cast<size_t>(List::count);
+
+struct ListField {
+  List id;
+  const char* path;       // the member's spelling: "finetune.lora_targets" (its place in the setup JSON and sources)
+  const char* flag;       // "--lora-targets", its value a comma list
+  const char* type_name;  // the flag's value in the help: "LIST"
+  const char* help;
+  const char* words;      // `memplan check`'s name for it: "LoRA targets"
+  // The memplan YAML section whose table reads it ("finetune": also lora:/peft:) and its keys there
+  // (a YAML list or a comma list), the first the one the memplan YAML writers use.
+  const char* section;
+  std::array<const char*, 2> keys;
+  std::vector<std::string> (*get)(const TrainingSetup&);
+  void (*set)(TrainingSetup&, std::vector<std::string>);
+  const char* default_source;
+  // Whether the `setup` JSON shows it for this setup (the LoRA targets only with adapters);
+  // nullptr: always.
+  bool (*shown)(const TrainingSetup&);
+
+  std::string json_section() const;  // "finetune"
+  std::string json_key() const;      // "lora_targets"
+};
+
+// Every list, in enumerator order (row i has id == List(i); checked at start-up).
+const std::array<ListField, kListCount>& list_fields();
+const ListField& field(List id);
+inline const char* path(List id) { return field(id).path; }
 
 // ---- versions ----------------------------------------------------------------------------------
 

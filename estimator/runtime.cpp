@@ -36,7 +36,7 @@ Row keep_logits(bool v, const char* source) {
   return {path(Switch::keep_logits), nullptr, [v](TrainingSetup& s) { s.runtime.keep_logits = v; return yes(v); }, source};
 }
 Row loss(const char* spelling, const char* source) {
-  return {"runtime.loss", nullptr,
+  return {memplan::path(Choice::loss), nullptr,
           [spelling](TrainingSetup& s) {
             parse_loss(spelling, &s.runtime);
             return to_string(s.runtime, s.runtime.loss);
@@ -60,7 +60,7 @@ Row compile_loss(const char* source) {
           source};
 }
 Row adapters_in_model_dtype(const char* source) {
-  return {"finetune.adapter_dtype", nullptr, [](TrainingSetup& s) { s.finetune.adapter_fp32 = false; return std::string("model"); },
+  return {memplan::path(Choice::adapter_dtype), nullptr, [](TrainingSetup& s) { s.finetune.adapter_fp32 = false; return std::string("model"); },
           source};
 }
 Row fsdp_no_sync(bool v, const char* source) {
@@ -188,10 +188,10 @@ const std::vector<Row>& rows(Framework f) {
 }  // namespace
 
 const std::vector<std::string>& framework_fields() {
-  static const std::vector<std::string> f = {path(Choice::attention), path(Switch::keep_logits),    "runtime.loss",
+  static const std::vector<std::string> f = {path(Choice::attention), path(Switch::keep_logits),    memplan::path(Choice::loss),
                                              path(Switch::loss_upcast), memplan::path(Choice::optimizer_impl), path(Switch::zero_grad_after_forward),
                                              memplan::path(Choice::fsdp), path(Switch::compile_loss), path(Switch::fsdp_no_sync),
-                                             "finetune.adapter_dtype", path(Switch::sequence_parallel)};
+                                             memplan::path(Choice::adapter_dtype), path(Switch::sequence_parallel)};
   return f;
 }
 

@@ -311,6 +311,9 @@ std::vector<std::string> framework_names() { return canonical_names(kFramework);
 std::vector<std::string> fsdp_names() { return canonical_names(kFsdp); }
 std::vector<std::string> optimizer_impl_names() { return canonical_names(kOptimizerImpl); }
 std::vector<std::string> checkpointing_names() { return {"none", "full", "selective", "selective-op", "every:K", "layers:I,J,..."}; }
+// "chunked" alone is chunked:8 (parse_loss): the names are the spellings to_string writes back.
+std::vector<std::string> loss_names() { return {"standard", "chunked:N", "chunked:Nt", "fused-linear", "vocab-parallel"}; }
+std::vector<std::string> adapter_dtype_names() { return {"fp32", "model"}; }
 
 std::optional<bool> parse_adapter_fp32(const std::string& s) {
   if (s == "fp32" || s == "float32") return true;

@@ -570,6 +570,8 @@ std::vector<std::string> framework_names();
 std::vector<std::string> fsdp_names();
 std::vector<std::string> optimizer_impl_names();
 std::vector<std::string> checkpointing_names();  // none, full, selective, selective-op, every:K, layers:I,J,...
+std::vector<std::string> loss_names();           // standard, chunked:N, chunked:Nt, fused-linear, vocab-parallel
+std::vector<std::string> adapter_dtype_names();  // fp32, model
 
 // Bytes per element of a LoRA adapter (its weight, gradient and optimizer states).
 int64_t adapter_bytes(const TrainingSetup& s);

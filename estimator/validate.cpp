@@ -18,6 +18,12 @@ namespace memplan {
 
 // ---- validation --------------------------------------------------------------------------------
 
+std::optional<Problem> zero_stage_problem(int64_t stage) {
+  if (stage >= 0 && stage <= 3) return std::nullopt;
+  return Problem{memplan::path(Count::zero_stage), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", stage),
+                 "DeepSpeed ZeRO has stages 0 to 3"};
+}
+
 std::vector<Problem> validate(const TrainingSetup& s) {
   std::vector<Problem> p;
   const ModelSpec& m = s.model;
@@ -156,8 +162,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   if (m.capacity_factor < 0 || m.capacity_factor > 1000)
     p.push_back({"model.capacity_factor", fmt::format("must be in [0, 1000] (got {})", m.capacity_factor),
                  "0 means dropless routing; 1.0-2.0 is usual"});
-  if (s.parallel.zero_stage < 0 || s.parallel.zero_stage > 3)
-    p.push_back({memplan::path(Count::zero_stage), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", s.parallel.zero_stage), "DeepSpeed ZeRO has stages 0 to 3"});
+  if (auto zero = zero_stage_problem(s.parallel.zero_stage)) p.push_back(std::move(*zero));
   const int64_t mp = s.parallel.tensor_parallel * s.parallel.pipeline_parallel;
   if (s.parallel.tensor_parallel < 1 || s.parallel.pipeline_parallel < 1 || s.parallel.expert_parallel < 1)
     p.push_back({memplan::path(Count::tensor_parallel), "parallel degrees must be at least 1", "a parallel degree is a number of GPUs"});
@@ -217,7 +222,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
                    "layer indices are 0-based"});
   }
   if (r.loss == LossImpl::chunked && (r.loss_chunks < 1 || r.loss_chunk_tokens < 0))
-    p.push_back({"runtime.loss", "a chunked loss needs at least one chunk", "e.g. --loss chunked:8"});
+    p.push_back({memplan::path(Choice::loss), "a chunked loss needs at least one chunk", "e.g. --loss chunked:8"});
   if (r.optimizer_in_backward && s.batch.grad_accum > 1)
     p.push_back({path(Switch::optimizer_in_backward),
                  fmt::format("stepping the optimizer in backward cannot accumulate gradients (accumulation {})", s.batch.grad_accum),

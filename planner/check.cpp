@@ -8,9 +8,9 @@
 #include "estimator/fields.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <deque>
 #include <functional>
 
 namespace memplan::planner {
@@ -21,7 +21,7 @@ int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
 // One comparable setup field: how to print it and how to put the baseline's value back.
 struct FieldSpec {
   const char* field;
-  const char* label;
+  std::string label;
   std::function<std::string(const TrainingSetup&)> text;
   std::function<void(TrainingSetup& into, const TrainingSetup& from)> revert;
   // False when the field means nothing for this pair (the LoRA rank under full fine-tuning).
@@ -38,11 +38,32 @@ bool adapters(const TrainingSetup& a, const TrainingSetup& b) {
   return a.finetune.mode != FinetuneMode::full || b.finetune.mode != FinetuneMode::full;
 }
 
+using Relevant = std::function<bool(const TrainingSetup&, const TrainingSetup&)>;
+
 // A count of the registry (estimator/fields.h): its path, its words, its member.
-FieldSpec count_spec(Count id, std::function<bool(const TrainingSetup&, const TrainingSetup&)> relevant = nullptr) {
+FieldSpec count_spec(Count id, Relevant relevant = nullptr) {
   const CountField& f = field(id);
   return {f.path, f.words, [&f](const TrainingSetup& s) { return num(f.get(s)); },
           [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }, std::move(relevant)};
+}
+// A choice of the registry: its path, its refusal's words, its name (which reads back as itself).
+FieldSpec choice_spec(Choice id, Relevant relevant = nullptr, bool runtime = false) {
+  const ChoiceField& f = field(id);
+  return {f.path, f.what, [&f](const TrainingSetup& s) { return f.get(s); },
+          [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }, std::move(relevant), runtime};
+}
+
+// A list of the registry, with adapters: its names joined ("q,v"; an empty list is the PEFT
+// default for the model, which a format's reader may have stated for the file: blamed only where
+// the file states it).
+FieldSpec list_spec(List id) {
+  const ListField& f = field(id);
+  return {f.path, f.words,
+          [&f](const TrainingSetup& s) {
+            const std::vector<std::string> v = f.get(s);
+            return v.empty() ? std::string("the default") : fmt::format("{}", fmt::join(v, ","));
+          },
+          [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }, adapters, true};
 }
 
 // The architecture fields compared when the model keeps its name (an inline model edited in place).
@@ -84,18 +105,16 @@ const std::vector<FieldSpec>& setup_fields() {
       count_spec(Count::micro_batch),
       count_spec(Count::seq_len),
       count_spec(Count::grad_accum),
-      {memplan::path(Choice::precision), "precision", [](const TrainingSetup& s) { return std::string(to_string(s.precision)); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.precision = b.precision; }},
-      {memplan::path(Choice::optimizer), "optimizer", [](const TrainingSetup& s) { return std::string(to_string(s.optimizer)); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.optimizer = b.optimizer; }},
-      {memplan::path(Choice::checkpointing), "checkpointing", [](const TrainingSetup& s) { return to_string(s.checkpointing); },
+      choice_spec(Choice::precision),
+      choice_spec(Choice::optimizer),
+      // Checkpointing by hand: its revert copies the whole mode (a layers: list is kept as read).
+      {memplan::path(Choice::checkpointing), field(Choice::checkpointing).what,
+       [](const TrainingSetup& s) { return to_string(s.checkpointing); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.checkpointing = b.checkpointing; }},
-      {memplan::path(Choice::attention), "attention", [](const TrainingSetup& s) { return std::string(to_string(s.attention)); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.attention = b.attention; }},
+      choice_spec(Choice::attention),
       count_spec(Count::num_gpus),
       count_spec(Count::zero_stage),
-      {memplan::path(Choice::offload), "offload", [](const TrainingSetup& s) { return std::string(to_string(s.parallel.offload)); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.parallel.offload = b.parallel.offload; }},
+      choice_spec(Choice::offload),
       count_spec(Count::tensor_parallel),
       count_spec(Count::pipeline_parallel),
       count_spec(Count::expert_parallel),
@@ -107,6 +126,8 @@ const std::vector<FieldSpec>& setup_fields() {
        }},
       count_spec(Count::lora_rank, adapters),
       count_spec(Count::freeze_layers),
+      choice_spec(Choice::adapter_dtype, adapters, true),  // a framework's default (torchtune: the model's)
+      list_spec(List::lora_targets),
       // The target: a different card, or the same one with another capacity (hardware.gpu_memory).
       {"hardware.gpu", "GPU", [](const TrainingSetup& s) { return s.device.name; },
        [](TrainingSetup& s, const TrainingSetup& b) { s.device = b.device; }},
@@ -128,40 +149,29 @@ const std::vector<FieldSpec>& setup_fields() {
 }
 
 // The runtime's fields, from the registry (estimator/fields.h): the releases, the runtime's choices
-// (framework, optimizer kernel, FSDP), the loss and every switch (by its flag's words). A switch that
+// (framework, optimizer kernel, FSDP, the loss) and every switch (by its flag's words). A switch that
 // does nothing now (fsdp_no_sync without FSDP accumulation) is not compared: putting it back would
 // change nothing. Then the numbers with a flag (the LoRA scale and dropout), with adapters.
 const std::vector<FieldSpec>& runtime_fields() {
   static const std::vector<FieldSpec> t = [] {
     std::vector<FieldSpec> v;
-    for (const VersionField& f : version_fields()) {
-      static std::deque<std::string> labels;  // the specs hold char pointers: the words stay put
-      labels.push_back(fmt::format("{} version", f.library));
-      v.push_back({f.path, labels.back().c_str(), [&f](const TrainingSetup& s) { return f.text(s); },
+    for (const VersionField& f : version_fields())
+      v.push_back({f.path, fmt::format("{} version", f.library), [&f](const TrainingSetup& s) { return f.text(s); },
                    [&f](TrainingSetup& s, const TrainingSetup& b) {
                      const auto [major, minor] = f.get(b);
                      f.set(s, major, minor);
-                   }});
-    }
+                   },
+                   nullptr, true});
+    // The runtime's choices; the loss among them, which a switch's rule may have set (--liger:
+    // fused-linear): compared on its own, so its bytes are blamed on it rather than on nothing.
     for (const ChoiceField& f : choice_fields())
-      if (f.runtime())
-        v.push_back({f.path, f.what, [&f](const TrainingSetup& s) { return f.get(s); },
-                     [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }});
-    // The loss, which a switch's rule may have set (--liger: fused-linear): compared on its own, so
-    // its bytes are blamed on it rather than on nothing.
-    v.push_back({"runtime.loss", "loss", [](const TrainingSetup& s) { return to_string(s.runtime, s.runtime.loss); },
-                 [](TrainingSetup& s, const TrainingSetup& b) {
-                   s.runtime.loss = b.runtime.loss;
-                   s.runtime.loss_chunks = b.runtime.loss_chunks;
-                   s.runtime.loss_chunk_tokens = b.runtime.loss_chunk_tokens;
-                 }});
+      if (f.runtime()) v.push_back(choice_spec(f.id, nullptr, true));
     for (const SwitchField& f : switch_fields()) {
       FieldSpec spec{f.path, f.flag + 2, [&f](const TrainingSetup& s) { return std::string(f.get(s) ? "on" : "off"); },
-                     [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }};
+                     [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }, nullptr, true};
       if (f.in_effect) spec.relevant = [&f](const TrainingSetup&, const TrainingSetup& now) { return f.in_effect(now); };
       v.push_back(std::move(spec));
     }
-    for (FieldSpec& spec : v) spec.runtime = true;
     for (const NumberField& f : number_fields())
       if (f.flag)
         v.push_back({f.path, f.flag + 2, [&f](const TrainingSetup& s) { return num(f.get(s)); },

@@ -208,20 +208,16 @@ std::set<std::string> stated_knobs(const TrainingSetup& s) {
     d = base;
     for (const SwitchField& f : switch_fields())
       if (stated.count(f.path)) f.set(d, f.get(s));
-    if (stated.count("runtime.loss")) {
-      d.runtime.loss = s.runtime.loss;
-      d.runtime.loss_chunks = s.runtime.loss_chunks;
-      d.runtime.loss_chunk_tokens = s.runtime.loss_chunk_tokens;
-    }
-    for (const ChoiceField& f : choice_fields())  // the runtime's; the framework is the base's already
-      if (f.runtime() && f.id != Choice::framework && stated.count(f.path)) f.set(d, f.get(s));
+    // The choices read by their key (the runtime's, the loss, the adapters' dtype); the framework
+    // is the base's already.
+    for (const ChoiceField& f : choice_fields())
+      if (f.read == ChoiceRead::key && f.id != Choice::framework && stated.count(f.path)) f.set(d, f.get(s));
     apply_framework_defaults(d, [&stated](const std::string& f) { return stated.count(f) > 0; });
     const size_t before = stated.size();
     for (const SwitchField& f : switch_fields())
       if (f.get(s) != f.get(d)) stated.insert(f.path);
-    if (to_string(s.runtime, s.runtime.loss) != to_string(d.runtime, d.runtime.loss)) stated.insert("runtime.loss");
     for (const ChoiceField& f : choice_fields())
-      if (f.runtime() && f.get(s) != f.get(d)) stated.insert(f.path);
+      if (f.read == ChoiceRead::key && f.get(s) != f.get(d)) stated.insert(f.path);
     if (stated.size() == before) break;
   }
   return stated;
@@ -247,7 +243,7 @@ std::vector<std::pair<std::string, std::string>> runtime_entries(const TrainingS
   if (r.framework != Framework::hf_trainer) choice(Choice::framework);
   for (const VersionField& f : version_fields())
     if (f.get(s) != f.get(plain)) e.emplace_back(f.keys[0], "\"" + f.text(s) + "\"");
-  if (stated.count("runtime.loss")) e.emplace_back("loss", to_string(r, r.loss));
+  if (stated.count(path(Choice::loss))) choice(Choice::loss);
   if (stated.count(path(Choice::optimizer_impl))) choice(Choice::optimizer_impl);
   for (auto& kv : switch_entries(s, stated, "runtime")) e.push_back(std::move(kv));
   if (stated.count(path(Choice::fsdp))) choice(Choice::fsdp);
@@ -269,9 +265,13 @@ std::string finetune_section(const EmitContext& c, const std::set<std::string>& 
   std::string y = fmt::format("lora:\n  {}: {}\n  {}: {}\n  {}: {}\n  {}: {}\n", field(Choice::finetune).key, to_string(f.mode),
                               field(Count::lora_rank).keys[0], f.lora_rank, field(Number::lora_alpha).keys[0], f.lora_alpha,
                               field(Number::lora_dropout).keys[0], f.lora_dropout);
-  if (!f.lora_targets.empty()) y += fmt::format("  target_modules: [{}]\n", fmt::join(f.lora_targets, ", "));
+  for (const ListField& l : list_fields())  // the LoRA targets (empty: PEFT's default, nothing to write)
+    if (std::string(l.section) == "finetune" && !l.get(c.setup).empty())
+      y += fmt::format("  {}: [{}]\n", l.keys[0], fmt::join(l.get(c.setup), ", "));
   y += counts;
   for (const auto& [k, v] : switch_entries(c.setup, stated, "finetune")) y += fmt::format("  {}: {}\n", k, v);
+  if (stated.count(path(Choice::adapter_dtype)))  // a dtype the framework's default does not give
+    y += fmt::format("  {}: {}\n", field(Choice::adapter_dtype).key, field(Choice::adapter_dtype).get(c.setup));
   return y;
 }
 
@@ -402,9 +402,11 @@ std::string emit_deepspeed(const EmitContext& c) {
                  {field(Count::lora_rank).keys[0], s.finetune.lora_rank},
                  {field(Number::lora_alpha).keys[0], s.finetune.lora_alpha},
                  {field(Number::lora_dropout).keys[0], s.finetune.lora_dropout}};
-    if (!s.finetune.lora_targets.empty()) m["lora"]["target_modules"] = s.finetune.lora_targets;
+    for (const ListField& l : list_fields())
+      if (std::string(l.section) == "finetune" && !l.get(s).empty()) m["lora"][l.keys[0]] = l.get(s);
     for (const SwitchField& f : switch_fields())
       if (f.section() == "finetune" && stated.count(f.path)) m["lora"][f.key()] = f.get(s);
+    if (stated.count(path(Choice::adapter_dtype))) m["lora"][field(Choice::adapter_dtype).key] = field(Choice::adapter_dtype).get(s);
   }
   for (const auto& [k, v] : count_entries(s, "finetune", {Count::lora_rank}))  // freeze_layers
     m[s.finetune.mode == FinetuneMode::full ? "finetune" : "lora"][k] = v;

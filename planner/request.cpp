@@ -117,7 +117,8 @@ std::unique_ptr<const ResolvedPlan> resolve_plan(const profiles::SetupInputs& in
   rp.ask.fsdp_fixed = in.choice_flag(Choice::fsdp).has_value();
   // --liger / --no-liger: as given, not searched; nor with --loss, which Liger's fused loss would replace.
   if (const auto& l = in.switch_flag(Switch::liger)) rp.ask.liger_fixed_by = *l ? field(Switch::liger).flag : field(Switch::liger).negation();
-  else if (in.loss) rp.ask.liger_fixed_by = fmt::format("--loss {} (Liger's fused loss would replace it)", *in.loss);
+  else if (const auto& loss = in.choice_flag(Choice::loss))
+    rp.ask.liger_fixed_by = fmt::format("{} {} (Liger's fused loss would replace it)", field(Choice::loss).flag, *loss);
   if (!table.empty()) {
     rp.table = table_devices(table, s);
     s.device = rp.table.front().second;  // a target for the request; each row replaces it

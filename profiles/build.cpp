@@ -27,8 +27,7 @@ void apply_choice_flag(const SetupInputs& in, Choice id, BuiltSetup& b) {
   if (!v) return;
   const ChoiceField& f = field(id);
   if (!f.set(b.setup, *v))
-    throw InputError(Where::at_flag(f.flag), fmt::format("unknown {} '{}'", f.what, clip(*v)),
-                     fmt::format("expected one of: {}", fmt::join(f.names(), ", ")));
+    throw InputError(Where::at_flag(f.flag), fmt::format("unknown {} '{}'", f.what, clip(*v)), f.refusal_hint());
   b.origin.set(id, Where::at_flag(f.flag));
 }
 
@@ -193,7 +192,6 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
 }
 
 void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
-  Finetune& f = b.setup.finetune;
   Provenance& o = b.origin;
   apply_choice_flag(in, Choice::finetune, b);  // the row sets the base's quantization with the method
   for (const NumberField& n : number_fields()) {  // the registry's numbers with a flag (estimator/fields.h)
@@ -201,17 +199,10 @@ void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
     n.set(b.setup, *in.number_flag(n.id));
     o.set(n.id, Where::at_flag(n.flag));
   }
-  if (in.adapter_dtype) {
-    const auto v = parse_adapter_fp32(*in.adapter_dtype);
-    if (!v)
-      throw InputError(Where::at_flag("--adapter-dtype"), fmt::format("unknown adapter dtype '{}'", *in.adapter_dtype),
-                       "expected fp32 (PEFT's upcast adapters) or model (the model's dtype: torchtune, LitGPT)");
-    f.adapter_fp32 = *v;
-    o.set("finetune.adapter_dtype", Where::at_flag("--adapter-dtype"));
-  }
-  if (in.lora_targets) {
-    f.lora_targets = detail::split_list(*in.lora_targets);
-    o.set("finetune.lora_targets", Where::at_flag("--lora-targets"));
+  for (const ListField& l : list_fields()) {  // the registry's lists (--lora-targets q,k,v,o): comma lists
+    if (!in.list_flag(l.id)) continue;
+    l.set(b.setup, detail::split_list(*in.list_flag(l.id)));
+    o.set(l.id, Where::at_flag(l.flag));
   }
 }
 
@@ -219,7 +210,8 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
   TrainingSetup& s = b.setup;
   Runtime& r = s.runtime;
   Provenance& o = b.origin;
-  // The runtime's choices of the registry (estimator/fields.h): the framework, the optimizer kernel, FSDP.
+  // The runtime's choices of the registry (estimator/fields.h): the framework, the optimizer kernel,
+  // FSDP, the loss.
   for (const ChoiceField& f : choice_fields())
     if (f.runtime()) apply_choice_flag(in, f.id, b);
   for (const VersionField& f : version_fields()) {
@@ -231,13 +223,6 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
   }
   // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
   if (in.version_flag(Version::torch) && !o.given(Switch::zero_grad_set_to_none)) r.zero_grad_set_to_none = r.torch_major >= 2;
-  if (in.loss) {
-    if (!parse_loss(*in.loss, &r))
-      throw InputError(Where::at_flag("--loss"), fmt::format("unknown loss '{}'", *in.loss),
-                       "expected one of: standard, chunked (8 chunks), chunked:N (N >= 1 chunks), chunked:Nt (chunks of N "
-                       "tokens), fused-linear, vocab-parallel");
-    o.set("runtime.loss", Where::at_flag("--loss"));
-  }
   if (const auto host = host_memory_flag(in)) {
     s.parallel.host_memory_bytes = *host;
     o.set("parallel.host_memory_bytes", Where::at_flag("--host-memory"));
@@ -283,9 +268,9 @@ void apply_runtime_defaults(BuiltSetup& b) {
   Provenance& o = b.origin;
   // Liger's patches turn fused linear cross-entropy on by default (apply_liger_kernel_to_llama(
   // fused_linear_cross_entropy=True), HF Trainer's use_liger_kernel applies them all).
-  if (s.runtime.liger && !o.given("runtime.loss")) {
+  if (s.runtime.liger && !o.given(Choice::loss)) {
     s.runtime.loss = LossImpl::fused_linear;
-    o.defaults["runtime.loss"] =
+    o.defaults[memplan::path(Choice::loss)] =
         "Liger: apply_liger_kernel_to_*(fused_linear_cross_entropy=True) by default "
         "(src/liger_kernel/transformers/monkey_patch.py @ v0.5.10)";
   }
@@ -391,13 +376,15 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
     const std::optional<int64_t>& v = in.count_flag(f.id);
     if (!v) continue;
     // The ZeRO stage is an int: a value beyond it is refused here with the words validate() uses.
-    if (f.read == CountRead::stage && (*v < INT_MIN || *v > INT_MAX))
-      throw InputError(Where::at_flag(f.flag), fmt::format("ZeRO stage must be 0, 1, 2 or 3 (got {})", *v),
-                       "DeepSpeed ZeRO has stages 0 to 3");
+    if (f.read == CountRead::stage && (*v < INT_MIN || *v > INT_MAX)) {
+      const Problem p = *zero_stage_problem(*v);
+      throw InputError(Where::at_flag(f.flag), p.message, p.hint);
+    }
     f.set(s, *v);
     o.set(f.id, Where::at_flag(f.flag));
   }
-  // The training's choices of the registry but the fine-tuning method (apply_finetune).
+  // The training's choices of the registry but the fine-tuning method (apply_finetune); the
+  // adapters' dtype among them.
   for (const ChoiceField& f : choice_fields())
     if (!f.runtime() && f.id != Choice::finetune) apply_choice_flag(in, f.id, b);
 }

@@ -172,9 +172,10 @@ void set_global_batch(const Node& n, ConfigState& st) {
 // parallel.zero_stage is an int; a value beyond it is reported here with the wording validate() uses.
 int as_zero_stage(const Node& n) {
   const int64_t stage = as_int(n);
-  if (stage < INT_MIN || stage > INT_MAX)
-    throw InputError(n.where, fmt::format("parallel.zero_stage: ZeRO stage must be 0, 1, 2 or 3 (got {})", stage),
-                     "DeepSpeed ZeRO has stages 0 to 3");
+  if (stage < INT_MIN || stage > INT_MAX) {  // validate() would see a wrapped int: its words here
+    const Problem p = *zero_stage_problem(stage);
+    throw InputError(n.where, fmt::format("{}: {}", p.field, p.message), p.hint);
+  }
   return static_cast<int>(stage);
 }
 
@@ -211,8 +212,7 @@ Key<ConfigState> choice_key(Choice id) {
             const ChoiceField& c = field(id);
             const std::string v = as_text(n);
             if (!c.set(st.s(), v))
-              throw InputError(n.where, fmt::format("unknown {} '{}'", c.what, clip(v)),
-                               fmt::format("expected one of: {}", fmt::join(c.names(), ", ")));
+              throw InputError(n.where, fmt::format("unknown {} '{}'", c.what, clip(v)), c.refusal_hint());
             st.note(c.path, n);
           }};
 }
@@ -232,6 +232,19 @@ Key<ConfigState> number_key(Number id) {
             st.note(f.path, n);
           }};
 }
+// A list of the registry under its keys: a YAML list or "a,b,c". The LoRA targets say adapters are
+// trained (LoRA unless stated).
+Key<ConfigState> list_key(List id) {
+  std::vector<std::string> names;
+  for (const char* k : field(id).keys)
+    if (k) names.emplace_back(k);
+  return {std::move(names), [id](const Node& n, ConfigState& st) {
+            const ListField& f = field(id);
+            f.set(st.s(), as_text_list(n));
+            st.note(f.path, n);
+            if (id == List::lora_targets) st.adapters = n.where;
+          }};
+}
 // A release of the registry under its keys: "2.6", "5.17.0"; refused at the value naming the key's path.
 Key<ConfigState> version_key(Version id) {
   std::vector<std::string> names;
@@ -246,16 +259,18 @@ Key<ConfigState> version_key(Version id) {
               st.s().runtime.zero_grad_set_to_none = major >= 2;
           }};
 }
-// `t` with the registry's counts and choices read in memplan YAML section `section` ("training", "data",
+// `t` with the registry's counts, choices, numbers and lists read in memplan YAML section `section` ("training", "data",
 // "hardware", "finetune"; "runtime" also its versions), its switches of setup section `switches` ("runtime": runtime.*; nullptr:
 // none) and the `more` switches of other sections a dialect puts here.
 Table with_fields(Table t, const char* section, std::initializer_list<Switch> more = {}, const char* switches = nullptr) {
   for (const CountField& f : count_fields())
     if (std::string(f.section) == section) t.push_back(count_key(f.id));
   for (const ChoiceField& f : choice_fields())
-    if (f.runtime() && std::string(f.section) == section) t.push_back(choice_key(f.id));  // the training's: own handlers
+    if (f.read == ChoiceRead::key && std::string(f.section) == section) t.push_back(choice_key(f.id));  // else: own handlers
   for (const NumberField& f : number_fields())
     if (std::string(f.section) == section) t.push_back(number_key(f.id));
+  for (const ListField& f : list_fields())
+    if (std::string(f.section) == section) t.push_back(list_key(f.id));
   if (std::string(section) == "runtime")
     for (const VersionField& f : version_fields()) t.push_back(version_key(f.id));
   if (switches)
@@ -443,17 +458,6 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
       fact_key({field(Choice::finetune).key, "type"}, &ConfigState::method, [](const Node& n) {
         return as_choice<FinetuneMode>(n, field(Choice::finetune).what, parse_finetune, finetune_names());
       }),
-      {{"adapter_dtype"}, [](const Node& n, ConfigState& st) {
-         const auto v = parse_adapter_fp32(lower(as_text(n)));
-         if (!v)
-           throw InputError(n.where, fmt::format("unknown adapter_dtype '{}'", as_text(n)),
-                            "expected fp32 (PEFT's upcast adapters) or model (the model's dtype: torchtune, LitGPT)");
-         st.set("finetune.adapter_dtype", st.s().finetune.adapter_fp32, *v, n);
-       }},
-      {{"target_modules", "lora_target_modules"}, [](const Node& n, ConfigState& st) {
-         st.set("finetune.lora_targets", st.s().finetune.lora_targets, as_text_list(n), n);
-         st.adapters = n.where;
-       }},
       {{"modules_to_save"}, [](const Node& n, ConfigState& st) {
          for (const auto& m : as_text_list(n)) {
            if (m == "embed_tokens" || m == "wte" || m == "embed_in") st.s().finetune.train_embeddings = true;
@@ -471,14 +475,7 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
 // runtime: what memplan cannot read from a config but the framework decides (torch version,
 // HF's logits upcast, a loop holding its logits, zero_grad's set_to_none, the optimizer kernel).
 const Table& runtime_keys() {
-  static const Table t = with_fields({
-      {{"loss"}, [](const Node& n, ConfigState& st) {
-         if (!parse_loss(as_text(n), &st.s().runtime))
-           throw InputError(n.where, fmt::format("unknown loss '{}'", as_text(n)),
-                            "expected one of: standard, chunked, chunked:N, chunked:Nt, fused-linear, vocab-parallel");
-         st.note("runtime.loss", n);
-       }},
-  }, "runtime", {}, "runtime");
+  static const Table t = with_fields({}, "runtime", {}, "runtime");
   return t;
 }
 

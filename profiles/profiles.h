@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "estimator/error.h"
@@ -155,7 +156,7 @@ std::optional<int64_t> parse_size(const std::string& text);
 // Where each setup field was set, by setup path ("batch.micro_batch", "model.hidden_size"),
 // so validation problems can point at the line or flag. The paths are validate()'s Problem
 // fields, the registry's (estimator/fields.h: path(Choice::precision) is "precision"), "device",
-// "hardware.gpu", "batch.global_batch", "finetune.lora_targets" and "data.*"; "memory.target_utilization"
+// "hardware.gpu", "batch.global_batch" and "data.*"; "memory.target_utilization"
 // stands for the memory: section (validate()'s thresholds-order problem points there).
 struct Provenance {
   std::map<std::string, Where> fields;
@@ -165,26 +166,14 @@ struct Provenance {
   Where of(const std::string& field) const;  // empty Where when unknown
   void set(const std::string& field, const Where& w) { fields[field] = w; }
   bool given(const std::string& field) const { return fields.count(field) > 0 || defaults.count(field) > 0; }
-  // The same for a switch of the registry (estimator/fields.h), by its enumerator.
-  Where of(Switch id) const { return of(path(id)); }
-  void set(Switch id, const Where& w) { set(path(id), w); }
-  bool given(Switch id) const { return given(path(id)); }
-  // And for a count (estimator/fields.h).
-  Where of(Count id) const { return of(path(id)); }
-  void set(Count id, const Where& w) { set(path(id), w); }
-  bool given(Count id) const { return given(path(id)); }
-  // And for a choice.
-  Where of(Choice id) const { return of(path(id)); }
-  void set(Choice id, const Where& w) { set(path(id), w); }
-  bool given(Choice id) const { return given(path(id)); }
-  // And for a number.
-  Where of(Number id) const { return of(path(id)); }
-  void set(Number id, const Where& w) { set(path(id), w); }
-  bool given(Number id) const { return given(path(id)); }
-  // And for a version.
-  Where of(Version id) const { return of(path(id)); }
-  void set(Version id, const Where& w) { set(path(id), w); }
-  bool given(Version id) const { return given(path(id)); }
+  // The same for a row of the registry (estimator/fields.h), by its enumerator: Switch::liger,
+  // Count::micro_batch, Choice::loss, Number::lora_alpha, List::lora_targets, Version::torch.
+  template <class Id, class = std::enable_if_t<std::is_enum_v<Id>>>
+  Where of(Id id) const { return of(std::string(path(id))); }
+  template <class Id, class = std::enable_if_t<std::is_enum_v<Id>>>
+  void set(Id id, const Where& w) { set(std::string(path(id)), w); }
+  template <class Id, class = std::enable_if_t<std::is_enum_v<Id>>>
+  bool given(Id id) const { return given(std::string(path(id))); }
   // The words that say where a field's value came from: the file key's text, else the default's
   // ("" when neither); set_text replaces them where they stand.
   std::string text_of(const std::string& field) const;
@@ -310,12 +299,9 @@ struct SetupInputs {
   std::optional<std::string> gpu;            // --gpu PRESET
   std::optional<std::string> gpu_memory;     // --gpu-memory 12GiB
   std::optional<std::string> allocator_cap;  // --allocator-cap 11GiB | 0.5 (set_per_process_memory_fraction)
-  std::optional<std::string> lora_targets;   // --lora-targets q,k,v,o | all-linear
-  std::optional<std::string> adapter_dtype;  // --adapter-dtype fp32|model
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
   std::optional<std::string> calibration;    // --calibration FILE
   // The runtime: the framework and its knobs (estimator/runtime.h).
-  std::optional<std::string> loss;           // --loss standard|chunked[:N]|fused-linear
   std::optional<std::string> host_memory;    // --host-memory 512GiB (per node)
   // The yes/no switches (estimator/fields.h), by Switch: --liger / --no-liger and the rest.
   std::array<std::optional<bool>, kSwitchCount> switches;
@@ -326,10 +312,15 @@ struct SetupInputs {
   std::optional<int64_t>& count_flag(Count id) { return counts[static_cast<size_t>(id)]; }
   const std::optional<int64_t>& count_flag(Count id) const { return counts[static_cast<size_t>(id)]; }
   // The choices (estimator/fields.h), by Choice: --precision, --optimizer, --checkpointing,
-  // --attention, --offload, --finetune and the runtime's --framework, --optimizer-impl, --fsdp.
+  // --attention, --offload, --finetune, --adapter-dtype and the runtime's --framework,
+  // --optimizer-impl, --fsdp, --loss.
   std::array<std::optional<std::string>, kChoiceCount> choices;
   std::optional<std::string>& choice_flag(Choice id) { return choices[static_cast<size_t>(id)]; }
   const std::optional<std::string>& choice_flag(Choice id) const { return choices[static_cast<size_t>(id)]; }
+  // The lists (estimator/fields.h), by List: --lora-targets q,k,v,o | all-linear.
+  std::array<std::optional<std::string>, kListCount> lists;
+  std::optional<std::string>& list_flag(List id) { return lists[static_cast<size_t>(id)]; }
+  const std::optional<std::string>& list_flag(List id) const { return lists[static_cast<size_t>(id)]; }
   // The numbers with a flag (estimator/fields.h), by Number: --lora-alpha, --lora-dropout.
   std::array<std::optional<double>, kNumberCount> numbers;
   std::optional<double>& number_flag(Number id) { return numbers[static_cast<size_t>(id)]; }

@@ -242,10 +242,10 @@ void read_axolotl(const Node& root, ReadState& st) {
     const Node* linear = root.find("lora_target_linear");
     if (linear && yes(*linear)) {
       f.lora_targets = {"all-linear"};  // find_all_linear_names: every linear but the output head
-      note(st, "finetune.lora_targets", *linear, "lora_target_linear: true (every linear layer but lm_head)");
+      note(st, memplan::path(List::lora_targets), *linear, "lora_target_linear: true (every linear layer but lm_head)");
     } else if (targets) {
       f.lora_targets = lora_targets(*targets);
-      note(st, "finetune.lora_targets", *targets);
+      note(st, memplan::path(List::lora_targets), *targets);
     } else {
       throw InputError(adapter->where, fmt::format("adapter: {} adapts nothing: neither lora_target_modules nor lora_target_linear", mode),
                        "axolotl passes an empty target list and PEFT refuses it; set lora_target_linear: true or list "
@@ -359,10 +359,10 @@ void read_axolotl(const Node& root, ReadState& st) {
       st.unmodelled(*root.find("liger_cross_entropy"), "Liger's (unfused) cross-entropy is not modelled; the estimate upcasts the logits as torch does");
     if (const Node* n = root.find("liger_fused_linear_cross_entropy")) {
       s.runtime.loss = yes(*n) ? LossImpl::fused_linear : LossImpl::standard;
-      note(st, "runtime.loss", *n);
+      note(st, memplan::path(Choice::loss), *n);
     } else {
       s.runtime.loss = LossImpl::standard;
-      note_default(st, "runtime.loss", "liger_fused_linear_cross_entropy not set: the Trainer computes the full logits");
+      note_default(st, memplan::path(Choice::loss), "liger_fused_linear_cross_entropy not set: the Trainer computes the full logits");
     }
   }
   if (const Node* n = root.find("cut_cross_entropy"); n && !cce_plugin)
@@ -373,8 +373,8 @@ void read_axolotl(const Node& root, ReadState& st) {
     const bool cce = n ? yes(*n) : true;  // CutCrossEntropyArgs.cut_cross_entropy = True
     if (cce) {
       s.runtime.loss = LossImpl::fused_linear;
-      if (n) note(st, "runtime.loss", *n, "cut_cross_entropy (no logits materialised)");
-      else note_default(st, "runtime.loss", "Cut Cross Entropy plugin: cut_cross_entropy=True (src/axolotl/integrations/cut_cross_entropy/args.py @ v0.18.0 L33)");
+      if (n) note(st, memplan::path(Choice::loss), *n, "cut_cross_entropy (no logits materialised)");
+      else note_default(st, memplan::path(Choice::loss), "Cut Cross Entropy plugin: cut_cross_entropy=True (src/axolotl/integrations/cut_cross_entropy/args.py @ v0.18.0 L33)");
     }
   }
 

@@ -265,10 +265,10 @@ void read_peft(const Node& root, ReadState& st, HfRead& r) {
   f.lora_dropout = field("lora_dropout", memplan::path(Number::lora_dropout), number, 0.05, "L115-116");
   if (const Node* n = root.find("lora_target_modules")) {
     f.lora_targets = lora_targets(*n);
-    note(st, "finetune.lora_targets", *n);
+    note(st, memplan::path(List::lora_targets), *n);
   } else {
     f.lora_targets.clear();
-    note_default(st, "finetune.lora_targets",
+    note_default(st, memplan::path(List::lora_targets),
                  "TRL lora_target_modules=None: PEFT's default for the architecture (q_proj, v_proj for Llama-like models; "
                  "peft src/peft/utils/constants.py @ v0.19.1)");
   }
@@ -329,7 +329,7 @@ void read_runtime(const Node& root, ReadState& st, const HfRead& r) {
   if (const Node* n = root.find("liger_kernel_config"); n && liger_on && n->kind == Node::Kind::map)
     if (const Node* flce = n->find("fused_linear_cross_entropy"); flce && !flag_of(*flce)) {
       s.runtime.loss = LossImpl::standard;
-      note(st, "runtime.loss", *flce);
+      note(st, memplan::path(Choice::loss), *flce);
     }
   // torch_compile, or either of its two settings (which turn it on: training_args.py).
   for (const char* k : {"torch_compile", "torch_compile_backend", "torch_compile_mode"})
@@ -351,16 +351,16 @@ void read_runtime(const Node& root, ReadState& st, const HfRead& r) {
     const std::string l = lower(as_text(*loss));
     if (l == "chunked_nll") {
       s.runtime.loss = LossImpl::fused_linear;
-      note(st, "runtime.loss", *loss, "loss_type: chunked_nll (lm_head and cross-entropy in chunks: no full logits)");
+      note(st, memplan::path(Choice::loss), *loss, "loss_type: chunked_nll (lm_head and cross-entropy in chunks: no full logits)");
     } else if (l == "nll" || l == "dft") {
       s.runtime.loss = LossImpl::standard;
-      note(st, "runtime.loss", *loss);
+      note(st, memplan::path(Choice::loss), *loss);
     } else {
       throw InputError(loss->where, fmt::format("unknown loss_type '{}'", as_text(*loss)), "TRL's SFTConfig takes nll, dft or chunked_nll");
     }
   } else if (r.trl && !r.dpo && !liger_on) {
     s.runtime.loss = r.release->chunked_nll ? LossImpl::fused_linear : LossImpl::standard;
-    note_default(st, "runtime.loss", r.release->loss_source);
+    note_default(st, memplan::path(Choice::loss), r.release->loss_source);
   }
   read_training_args_loader(root, st);
   if (const Node* n = root.find("use_cpu"); n && flag_of(*n))

@@ -427,8 +427,8 @@ void resolve_finetune(Lit& t) {
   if (f.lora_targets.empty())
     throw InputError((t.targets_node ? t.targets_node : t.lora_key)->where, "LoRA is on no layer (every lora_* switch is false)",
                      "set lora_query, lora_key, lora_value, lora_projection or lora_mlp");
-  if (t.targets_node) t.st.note("finetune.lora_targets", *t.targets_node);
-  else t.st.by_default("finetune.lora_targets", src + " lora_query=True, lora_value=True");
+  if (t.targets_node) t.st.note(memplan::path(List::lora_targets), *t.targets_node);
+  else t.st.by_default(memplan::path(List::lora_targets), src + " lora_query=True, lora_value=True");
   t.st.note(memplan::path(Choice::finetune), *t.lora_key);
   if (!t.quantize) return;
   // BitsandbytesPrecision(mode, dtype) converts every nn.Linear (LitGPT passes no ignore_modules).

@@ -147,8 +147,8 @@ void read_llamafactory(const Node& root, ReadState& st) {
     const std::vector<std::string> targets = tn ? as_text_list(*tn) : std::vector<std::string>{"all"};
     if (targets.size() == 1 && lower(targets[0]) == "all") f.lora_targets = {"all-linear"};
     else f.lora_targets = lora_targets(*tn);
-    if (tn) note(st, "finetune.lora_targets", *tn);
-    else note_default(st, "finetune.lora_targets", fmt::format("LLaMA-Factory default lora_target=all: every linear layer but the head ({} L81-84)", kFinetuningArgs));
+    if (tn) note(st, memplan::path(List::lora_targets), *tn);
+    else note_default(st, memplan::path(List::lora_targets), fmt::format("LLaMA-Factory default lora_target=all: every linear layer but the head ({} L81-84)", kFinetuningArgs));
     if (const Node* n = root.find("additional_target")) read_modules_to_save(*n, st);  // modules_to_save
     for (const char* k : {"use_dora", "pissa_init"})
       if (const Node* n = root.find(k); n && yes(*n))
@@ -248,7 +248,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
     note(st, path(Switch::liger), *n);
     if (s.runtime.liger && stage != "pt" && stage != "sft") {
       s.runtime.loss = LossImpl::standard;
-      note(st, "runtime.loss", *n, fmt::format("enable_liger_kernel with stage {}: the logits are kept (no fused loss)", stage));
+      note(st, memplan::path(Choice::loss), *n, fmt::format("enable_liger_kernel with stage {}: the logits are kept (no fused loss)", stage));
     }
   }
   if (const Node* n = root.find("optim")) read_optimizer(*n, st, false, root.find("optim_args"));

@@ -131,7 +131,7 @@ const Table& peft_keys() {
              if (name == "mlp_fc2" || name == "mlp") targets.push_back("down");
              if (name == "all") targets = {"q", "k", "v", "o", "gate", "up", "down"};
            }
-           t.st.set("finetune.lora_targets", f.lora_targets, targets, *m);
+           t.st.set(memplan::path(List::lora_targets), f.lora_targets, targets, *m);
          }
        }},
       {{"restore_from_path", "adapter_tuning", "ptuning", "ia3_tuning"}, [](const Node&, Nemo&) {}},

@@ -231,13 +231,13 @@ const Table& builder_keys() {
                               "torchtune/modules/peft/_utils.py @ v0.6.1)");
            if (std::find(t.attn_targets.begin(), t.attn_targets.end(), to) == t.attn_targets.end()) t.attn_targets.push_back(to);
          }
-         t.st.note("finetune.lora_targets", n);
+         t.st.note(memplan::path(List::lora_targets), n);
        }},
       {{"apply_lora_to_mlp"}, [](const Node& n, Tt& t) {
          lora_key(t, n);
          t.mlp_targets.clear();
          if (as_bool(n)) t.mlp_targets = {"gate", "up", "down"};  // w1, w3, w2
-         t.st.note("finetune.lora_targets", n);
+         t.st.note(memplan::path(List::lora_targets), n);
        }},
       {{"apply_lora_to_output"}, [](const Node& n, Tt& t) {
          lora_key(t, n);
@@ -384,7 +384,7 @@ void set_loss(const Node& n, Tt& t) {
     r.loss = LossImpl::chunked;
     r.loss_chunks = chunks;
   }
-  t.st.note("runtime.loss", *c);
+  t.st.note(memplan::path(Choice::loss), *c);
   t.st.note(path(Switch::loss_upcast), *c);
 }
 

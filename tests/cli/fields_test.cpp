@@ -122,6 +122,31 @@ json check_round_trip(const Field& f, const std::vector<std::string>& args, cons
 
 }  // namespace
 
+// Each registry's test checks its own rows; this one that no two rows of any registries share a
+// setup path or a flag (a number without a flag, a threshold, has a path only).
+TEST_CASE("every registry: each setup path and each flag is one row's") {
+  std::map<std::string, int> paths, flags;
+  auto add = [&](const char* path, const char* flag) {
+    ++paths[path];
+    if (flag) ++flags[flag];
+  };
+  for (const SwitchField& f : switch_fields()) add(f.path, f.flag);
+  for (const CountField& f : count_fields()) add(f.path, f.flag);
+  for (const ChoiceField& f : choice_fields()) add(f.path, f.flag);
+  for (const NumberField& f : number_fields()) add(f.path, f.flag);
+  for (const ListField& f : list_fields()) add(f.path, f.flag);
+  for (const VersionField& f : version_fields()) add(f.path, f.flag);
+  CHECK(paths.size() == kSwitchCount + kCountCount + kChoiceCount + kNumberCount + kListCount + kVersionCount);
+  for (const auto& [p, n] : paths) {
+    CAPTURE(p);
+    CHECK(n == 1);
+  }
+  for (const auto& [f, n] : flags) {
+    CAPTURE(f);
+    CHECK(n == 1);
+  }
+}
+
 TEST_CASE("switch registry: paths, flags and keys are unique, every row is in order and registered on the commands") {
   std::set<std::string> paths, flags;
   std::map<std::string, std::set<std::string>> keys;  // by section
@@ -256,10 +281,6 @@ TEST_CASE("count registry: paths, flags and keys are unique, every row is in ord
   CLI::App app;
   profiles::SetupInputs in;
   cli::add_setup_flags(app, in);
-  for (const SwitchField& f : switch_fields()) {  // unique across both registries
-    paths.insert(f.path);
-    flags.insert(f.flag);
-  }
   for (size_t i = 0; i < kCountCount; ++i) {
     const CountField& f = count_fields()[i];
     const std::string shown_path = f.path;
@@ -457,11 +478,13 @@ namespace {
 std::vector<std::string> choice_context(Choice id) {
   if (id == Choice::fsdp) return {"--gpus", "2"};
   if (id == Choice::offload) return {"--zero", "3"};
+  if (id == Choice::adapter_dtype) return {"--finetune", "lora"};  // shown and written with adapters
   return {};
 }
 // The same as memplan YAML: the hardware: lines and the lines of its own section before its key.
 std::string choice_context_yaml(Choice id, std::string* in_section) {
   if (id == Choice::offload) *in_section = "  zero_stage: 3\n";
+  if (id == Choice::adapter_dtype) *in_section = "  method: lora\n";
   return id == Choice::fsdp ? "  num_gpus: 2\n" : "";
 }
 // A choice's value in the setup JSON: setup.precision, setup.parallel.offload, setup.runtime.framework.
@@ -473,8 +496,6 @@ const json& choice_json(const json& setup, const ChoiceField& f) {
 
 TEST_CASE("choice registry: rows in order, paths and flags unique across the registry, registered on the commands") {
   std::set<std::string> paths, flags;
-  for (const SwitchField& f : switch_fields()) paths.insert(f.path), flags.insert(f.flag);
-  for (const CountField& f : count_fields()) paths.insert(f.path), flags.insert(f.flag);
   CLI::App app;
   profiles::SetupInputs in;
   cli::add_setup_flags(app, in);
@@ -549,6 +570,52 @@ TEST_CASE("choice registry: offload: none is the source only while no other key 
   CHECK(b.origin.of(Choice::offload).line == 9);
 }
 
+TEST_CASE("choice registry: the adapters' dtype is shown with adapters, written where the framework's default differs") {
+  // Without adapters the setup JSON leaves it out (it means nothing); with them it is there.
+  json setup = estimate_json({"--model", "llama-3.2-1b", "--gpu", "h100-80gb", "--seq-len", "256"}).at("setup");
+  CHECK_FALSE(setup.at("finetune").contains("adapter_dtype"));
+  setup = estimate_json({"--model", "llama-3.2-1b", "--gpu", "h100-80gb", "--seq-len", "256", "--finetune", "lora"}).at("setup");
+  CHECK(setup.at("finetune").at("adapter_dtype") == "fp32");
+  // The HF Trainer's adapters are fp32 (PEFT): --adapter-dtype model is written, and reads back.
+  profiles::BuiltSetup b = build_from_flags({"--model", "llama-3.2-1b", "--finetune", "lora", "--adapter-dtype", "model"});
+  std::string yaml = emitted_yaml(b.setup);
+  CAPTURE(yaml);
+  CHECK(yaml.find("  adapter_dtype: model\n") != std::string::npos);
+  CHECK_FALSE(build_from_yaml(yaml).setup.finetune.adapter_fp32);
+  // torchtune's are the model's own by default: nothing to write; fp32 there is written.
+  b = build_from_flags({"--model", "llama-3.2-1b", "--finetune", "lora", "--framework", "torchtune"});
+  CHECK_FALSE(b.setup.finetune.adapter_fp32);
+  yaml = emitted_yaml(b.setup);
+  CHECK(yaml.find("adapter_dtype") == std::string::npos);
+  b = build_from_flags({"--model", "llama-3.2-1b", "--finetune", "lora", "--framework", "torchtune", "--adapter-dtype", "fp32"});
+  yaml = emitted_yaml(b.setup);
+  CHECK(yaml.find("  adapter_dtype: fp32\n") != std::string::npos);
+  CHECK(build_from_yaml(yaml).setup.finetune.adapter_fp32);
+  // A file's value in any case (a dtype's spelling: BF16), and the flag's too.
+  CHECK_FALSE(build_from_yaml("model: llama-3.2-1b\nlora:\n  r: 8\n  adapter_dtype: BF16\n").setup.finetune.adapter_fp32);
+  CHECK(build_from_flags({"--model", "llama-3.2-1b", "--finetune", "lora", "--adapter-dtype", "FP32"}).setup.finetune.adapter_fp32);
+}
+
+TEST_CASE("choice registry: the loss's forms keep their chunking through flag, JSON and memplan YAML") {
+  for (const char* loss : {"chunked:8", "chunked:3", "chunked:4096t"}) {
+    CAPTURE(loss);
+    const profiles::BuiltSetup b = build_from_flags({"--model", "llama-3.2-1b", "--gpu", "h100-80gb", "--loss", loss});
+    CHECK(to_string(b.setup.runtime, b.setup.runtime.loss) == loss);
+    const profiles::BuiltSetup back = build_from_yaml(emitted_yaml(b.setup));
+    CHECK(back.setup.runtime.loss_chunks == b.setup.runtime.loss_chunks);
+    CHECK(back.setup.runtime.loss_chunk_tokens == b.setup.runtime.loss_chunk_tokens);
+  }
+  // "chunked" alone is 8 chunks, and says so.
+  CHECK(field(Choice::loss).get(build_from_flags({"--model", "llama-3.2-1b", "--loss", "chunked"}).setup) == "chunked:8");
+  // chunked:0 is no chunking at all: refused with the forms.
+  try {
+    (void)build_from_flags({"--model", "llama-3.2-1b", "--loss", "chunked:0"});
+    FAIL("accepted");
+  } catch (const InputError& e) {
+    CHECK(e.hint().find("chunked:Nt (chunks of N tokens)") != std::string::npos);
+  }
+}
+
 TEST_CASE("choice registry: an unknown name is refused with the names, at the flag and at the key") {
   for (const ChoiceField& f : choice_fields()) {
     const std::string shown_path = f.path;
@@ -561,6 +628,7 @@ TEST_CASE("choice registry: an unknown name is refused with the names, at the fl
       CHECK(e.where().flag == f.flag);
       CHECK(e.message().find(expected) != std::string::npos);
       CHECK(e.hint().find(f.names().front()) != std::string::npos);
+      CHECK(e.hint() == f.refusal_hint());
     }
     std::string before;
     (void)choice_context_yaml(f.id, &before);
@@ -572,6 +640,9 @@ TEST_CASE("choice registry: an unknown name is refused with the names, at the fl
     } catch (const InputError& e) {
       CHECK(e.where().line == 3 + (before.empty() ? 0 : 1));
       CHECK(e.message().find(expected) != std::string::npos);
+      // The same words at the key as at the flag where the key alone reads it (a section's own
+      // handlers take more spellings: torch_dtype's bfloat16, gradient_checkpointing: true).
+      if (f.read == ChoiceRead::key) CHECK(e.hint() == f.refusal_hint());
     }
   }
 }
@@ -600,10 +671,6 @@ double number_value(Number id) {
 
 TEST_CASE("number registry: rows in order, paths and flags unique across the registries, flags registered") {
   std::set<std::string> paths, flags;
-  for (const SwitchField& f : switch_fields()) paths.insert(f.path), flags.insert(f.flag);
-  for (const CountField& f : count_fields()) paths.insert(f.path), flags.insert(f.flag);
-  for (const ChoiceField& f : choice_fields()) paths.insert(f.path), flags.insert(f.flag);
-  for (const VersionField& f : version_fields()) paths.insert(f.path), flags.insert(f.flag);
   CLI::App app;
   profiles::SetupInputs in;
   cli::add_setup_flags(app, in);
@@ -690,20 +757,16 @@ const std::map<Version, std::vector<std::pair<int, int>>>& version_values() {
 }  // namespace
 
 TEST_CASE("version registry: rows in order, paths, flags and runtime keys unique across the registries, registered on the commands") {
-  std::set<std::string> paths, flags, runtime_keys = {"loss"};
+  std::set<std::string> paths, flags, runtime_keys;
   for (const SwitchField& f : switch_fields()) {
-    paths.insert(f.path), flags.insert(f.flag);
     if (f.section() == "runtime") {
       runtime_keys.insert(f.key());
       for (const char* a : f.aliases)
         if (a) runtime_keys.insert(a);
     }
   }
-  for (const CountField& f : count_fields()) paths.insert(f.path), flags.insert(f.flag);
-  for (const ChoiceField& f : choice_fields()) {
-    paths.insert(f.path), flags.insert(f.flag);
+  for (const ChoiceField& f : choice_fields())  // the loss among them
     if (std::string(f.section) == "runtime") runtime_keys.insert(f.key);
-  }
   CLI::App app;
   profiles::SetupInputs in;
   cli::add_setup_flags(app, in);
@@ -831,4 +894,56 @@ TEST_CASE("version registry: a flag overrides the config's release, each names i
       CHECK(e.message().find(long_value) == std::string::npos);
     }
   }
+}
+
+// ---- lists -------------------------------------------------------------------------------------
+
+TEST_CASE("list registry: rows in order, registered on the commands, each with its words and its default's source") {
+  CLI::App app;
+  profiles::SetupInputs in;
+  cli::add_setup_flags(app, in);
+  for (size_t i = 0; i < kListCount; ++i) {
+    const ListField& f = list_fields()[i];
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    CHECK(static_cast<size_t>(f.id) == i);  // the paths and flags: "every registry" above
+    CHECK(app.get_option_no_throw(f.flag) != nullptr);
+    CHECK(std::string(f.default_source).size() > 10);
+    CHECK(std::string(f.words).size() > 3);
+  }
+}
+
+TEST_CASE("list registry: flag -> setup -> estimate JSON -> memplan YAML -> setup, and each key at its line") {
+  for (const ListField& f : list_fields()) {
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    for (const std::vector<std::string>& v : {std::vector<std::string>{"q", "k", "v", "o"}, std::vector<std::string>{"all-linear"}}) {
+      const json setup = check_round_trip(f,
+                                          {"--model", "llama-3.2-1b", "--gpu", "h100-80gb", "--seq-len", "256", "--finetune", "lora",
+                                           f.flag, fmt::format("{}", fmt::join(v, ","))},
+                                          v);
+      CHECK(setup.at(f.json_section()).at(f.json_key()) == v);
+      // Each key, as a YAML list and as a comma list, under each spelling of its section.
+      for (const char* key : f.keys) {
+        if (!key) continue;
+        CAPTURE(key);
+        for (const std::string& head : {"finetune:\n  method: lora\n  ", "lora:\n  ", "peft:\n  method: lora\n  "})
+          for (const std::string& value : {fmt::format("[{}]", fmt::join(v, ", ")), fmt::format("{}", fmt::join(v, ","))}) {
+            const std::string y0 = "model: llama-3.2-1b\n" + head;
+            const int line = static_cast<int>(std::count(y0.begin(), y0.end(), '\n')) + 1;
+            const std::string y = y0 + fmt::format("{}: {}\n", key, value);
+            CAPTURE(y);
+            const profiles::BuiltSetup b = build_from_yaml(y);
+            CHECK(f.get(b.setup) == v);
+            CHECK(b.origin.of(f.id).line == line);
+            CHECK(b.setup.finetune.mode == FinetuneMode::lora);  // the targets say adapters are trained
+          }
+      }
+    }
+  }
+  // Shown with adapters only; an empty list (PEFT's default for the model) is not written.
+  const json full = estimate_json({"--model", "llama-3.2-1b"}).at("setup");
+  CHECK_FALSE(full.at("finetune").contains("lora_targets"));
+  const profiles::BuiltSetup lora = build_from_flags({"--model", "llama-3.2-1b", "--finetune", "lora"});
+  CHECK(emitted_yaml(lora.setup).find(field(List::lora_targets).keys[0]) == std::string::npos);
 }

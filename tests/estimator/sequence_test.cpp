@@ -212,8 +212,8 @@ TEST_CASE("sequence: H200 LoRA and compiled-loss loops, reserved and allocated")
       si.choice_flag(Choice::finetune) = "lora";
       si.count_flag(Count::lora_rank) = lo.at("r").get<int64_t>();
       si.number_flag(Number::lora_alpha) = lo.at("alpha").get<double>();
-      si.lora_targets = lo.at("targets").get<std::string>();
-      si.adapter_dtype = lo.at("adapter_dtype").get<std::string>();
+      si.list_flag(List::lora_targets) = lo.at("targets").get<std::string>();
+      si.choice_flag(Choice::adapter_dtype) = lo.at("adapter_dtype").get<std::string>();
     }
     if (c.value("loss", "") == "compiled") si.switch_flag(Switch::compile_loss) = true;
     TrainingSetup st = profiles::build_setup(si).setup;
@@ -265,7 +265,7 @@ TEST_CASE("sequence: H200 LoRA loops held out from its development") {
     si.choice_flag(Choice::finetune) = "lora";
     si.count_flag(Count::lora_rank) = lo.at("r").get<int64_t>();
     si.number_flag(Number::lora_alpha) = lo.at("alpha").get<double>();
-    si.lora_targets = lo.at("targets").is_string() ? lo.at("targets").get<std::string>() : std::string("q,v");
+    si.list_flag(List::lora_targets) = lo.at("targets").is_string() ? lo.at("targets").get<std::string>() : std::string("q,v");
     TrainingSetup st = profiles::build_setup(si).setup;
     st.device.kind = DeviceKind::cuda;
     st.runtime.expandable_segments = d.at("alloc_conf").get<std::string>().find("expandable_segments:True") != std::string::npos;

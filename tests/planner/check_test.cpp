@@ -80,7 +80,7 @@ void check_named(const TrainingSetup& base, const TrainingSetup& now, const std:
 }
 }  // namespace
 
-TEST_CASE("compare: every count, choice, release and switch of the registry is a field it compares") {
+TEST_CASE("compare: every count, choice, list, release and switch of the registry is a field it compares") {
   TrainingSetup plain = setup_of(data("fits.yaml"));
   plain.parallel.num_gpus = 4;
   for (const CountField& f : count_fields()) {
@@ -94,6 +94,7 @@ TEST_CASE("compare: every count, choice, release and switch of the registry is a
   for (const ChoiceField& f : choice_fields()) {
     TrainingSetup base = plain;
     if (f.id == Choice::offload) base.parallel.zero_stage = 3;
+    if (f.id == Choice::adapter_dtype) base.finetune.mode = FinetuneMode::lora;  // compared with adapters
     TrainingSetup now = base;
     for (const std::string& v : f.samples())
       if (v != f.get(base) && f.id != Choice::finetune) {
@@ -102,6 +103,16 @@ TEST_CASE("compare: every count, choice, release and switch of the registry is a
       }
     if (f.id == Choice::finetune) now.finetune.mode = FinetuneMode::lora;  // qlora would also quantize the base
     check_named(base, now, f.path);
+  }
+  for (const ListField& f : list_fields()) {  // the LoRA targets, with adapters
+    TrainingSetup base = plain;
+    base.finetune.mode = FinetuneMode::lora;
+    TrainingSetup now = base;
+    f.set(now, {"q", "k", "v", "o"});
+    check_named(base, now, f.path);
+    TrainingSetup full = plain, full_now = plain;  // without adapters they mean nothing
+    f.set(full_now, {"q", "k", "v", "o"});
+    CHECK(planner::compare(full, nullptr, full_now, nullptr).changes.empty());
   }
   for (const VersionField& f : version_fields()) {
     TrainingSetup now = plain;
@@ -130,6 +141,10 @@ TEST_CASE("compare: every count, choice, release and switch of the registry is a
   REQUIRE(loss != liger.changes.end());
   CHECK(loss->text() == "loss standard -> fused-linear");
   CHECK(loss->peak_effect_bytes < 0);
+  // The adapters' dtype means nothing under full fine-tuning.
+  TrainingSetup model_dtype = plain;
+  model_dtype.finetune.adapter_fp32 = false;
+  CHECK(planner::compare(plain, nullptr, model_dtype, nullptr).changes.empty());
   // A switch that does nothing now is not a change (putting it back would change nothing).
   TrainingSetup now = plain;
   now.runtime.fsdp_no_sync = !plain.runtime.fsdp_no_sync;

@@ -123,7 +123,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
     profiles::SetupInputs in = inputs("llama-3.1-8b", "rtx-4090", 1, 1024);
     in.choice_flag(Choice::finetune) = "qlora";
     in.count_flag(Count::lora_rank) = 16;
-    in.lora_targets = "q,k,v,o,gate,up,down";
+    in.list_flag(List::lora_targets) = "q,k,v,o,gate,up,down";
     cases.push_back({"torchtune QLoRA", "torchtune", in, 16});
   }
   {
@@ -131,7 +131,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
     in.choice_flag(Choice::finetune) = "lora";
     in.count_flag(Count::lora_rank) = 32;
     in.number_flag(Number::lora_alpha) = 64;
-    in.lora_targets = "q,v";
+    in.list_flag(List::lora_targets) = "q,v";
     in.choice_flag(Choice::optimizer_impl) = "fused";
     in.switch_flag(Switch::compile) = true;
     cases.push_back({"torchtune LoRA, 2 GPUs, fused AdamW, compile", "torchtune", in, 32});
@@ -140,7 +140,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
     profiles::SetupInputs in = inputs("llama-3.1-8b", "a10g", 8, 2048);
     in.choice_flag(Choice::checkpointing) = "full";
     in.switch_flag(Switch::activation_offload) = true;
-    in.loss = "fused-linear";
+    in.choice_flag(Choice::loss) = "fused-linear";
     cases.push_back({"torchtune full, offloaded activations, fused linear loss", "torchtune", in, 64});
   }
   cases.push_back({"LitGPT full, 1 GPU", "litgpt", inputs("llama-3.2-1b", "a100-80gb", 1, 1024), 16});
@@ -151,7 +151,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
     in.count_flag(Count::lora_rank) = 8;
     in.number_flag(Number::lora_alpha) = 16;
     in.number_flag(Number::lora_dropout) = 0.05;
-    in.lora_targets = "q,k,v,o";
+    in.list_flag(List::lora_targets) = "q,k,v,o";
     cases.push_back({"LitGPT LoRA", "litgpt", in, 8});
   }
   {
@@ -197,7 +197,7 @@ TEST_CASE("emitted torchtune, LitGPT and Lightning configs read back to the plan
 TEST_CASE("emitted files say what the tool needs, in its own words") {
   profiles::SetupInputs in = inputs("llama-3.1-8b", "rtx-4090", 1, 1024);
   in.choice_flag(Choice::finetune) = "qlora";
-  in.lora_targets = "q,v";
+  in.list_flag(List::lora_targets) = "q,v";
   const Planned tt = plan_for({"", "torchtune", in, 16});
   const std::string t = emit(tt.context, EmitFormat::torchtune);
   CHECK(t.find("  _component_: torchtune.models.llama3_1.qlora_llama3_1_8b\n") != std::string::npos);

@@ -176,7 +176,7 @@ TEST_CASE("fine-tuning flags") {
   SetupInputs in = with_model("llama-2-7b");
   in.choice_flag(Choice::finetune) = "qlora";
   in.count_flag(Count::lora_rank) = 64;
-  in.lora_targets = "q, k,v ,o";
+  in.list_flag(List::lora_targets) = "q, k,v ,o";
   TrainingSetup s = build_setup(in).setup;
   CHECK(s.finetune.mode == FinetuneMode::qlora);
   CHECK(s.finetune.base_quant == BaseQuant::nf4);
@@ -268,7 +268,7 @@ TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the
     SetupInputs in = with_model("llama-2-7b");
     in.choice_flag(Choice::framework) = framework;
     in.switch_flag(Switch::compile) = compile;
-    in.loss = loss;
+    in.choice_flag(Choice::loss) = loss;
     in.choice_flag(Choice::finetune) = "lora";
     return build_setup(in).setup;
   };
@@ -280,7 +280,7 @@ TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the
     SetupInputs full = with_model("llama-2-7b");
     full.choice_flag(Choice::framework) = "torchtune";
     full.switch_flag(Switch::compile) = true;
-    full.loss = "standard";
+    full.choice_flag(Choice::loss) = "standard";
     CHECK_FALSE(build_setup(full).setup.runtime.compile_loss);  // the full recipes drop it
   }
   CHECK_FALSE(with("torchtune", false, "chunked:8").runtime.compile_loss);
@@ -303,14 +303,14 @@ TEST_CASE("framework defaults of issue 23: the compiled loss, FSDP1 no_sync, the
   in.choice_flag(Choice::finetune) = "lora";
   in.switch_flag(Switch::compile) = true;
   in.switch_flag(Switch::compile_loss) = false;
-  in.adapter_dtype = "fp32";
+  in.choice_flag(Choice::adapter_dtype) = "fp32";
   in.switch_flag(Switch::fsdp_no_sync) = true;
   const BuiltSetup b = build_setup(in);
   CHECK_FALSE(b.setup.runtime.compile_loss);
   CHECK(b.setup.finetune.adapter_fp32);
   CHECK(b.setup.runtime.fsdp_no_sync);
   CHECK(b.origin.of("finetune.adapter_dtype").flag == "--adapter-dtype");
-  in.adapter_dtype = "fp8";
+  in.choice_flag(Choice::adapter_dtype) = "fp8";
   try {
     build_setup(in);
     FAIL("expected an error");
