@@ -73,8 +73,7 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
 
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
-      "model.hidden_size", "hardware.gpu", "hardware.gpu_memory", "hardware.allocator_cap",
-      "finetune.base_quant"};
+      "model.hidden_size", "hardware.gpu", "finetune.base_quant"};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
   for (const SwitchField& f : switch_fields()) j[f.path] = source_of(b.origin, f.path);
@@ -83,6 +82,7 @@ nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   for (const VersionField& f : version_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const NumberField& f : number_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const ListField& f : list_fields()) j[f.path] = source_of(b.origin, f.path);
+  for (const SizeField& f : size_fields()) j[f.path] = source_of(b.origin, f.path);
   return j;
 }
 

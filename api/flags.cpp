@@ -20,11 +20,8 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_flag("--strict", in.strict, "refuse a config with keys memplan cannot model or near-miss keys (exit 2)");
   app.add_option("--model", in.model, "preset (memplan models), HF repo id, config.json or model directory")->type_name("NAME|FILE|DIR");
   app.add_option("--gpu", in.gpu, "GPU preset (memplan gpus)")->type_name("PRESET");
-  app.add_option("--gpu-memory", in.gpu_memory, "device memory, e.g. 12GiB (overrides the preset's)")->type_name("SIZE");
-  app.add_option("--allocator-cap", in.allocator_cap,
-                 "torch.cuda.set_per_process_memory_fraction: the most the caching allocator may hold, a size (11GiB) "
-                 "or a fraction of the card (0.5); verdicts hold the step to it")
-      ->type_name("SIZE|FRACTION");
+  // The sizes (--gpu-memory, --allocator-cap, --host-memory) from the registry (estimator/fields.h).
+  for (const SizeField& f : size_fields()) app.add_option(f.flag, in.size_flag(f.id), f.help)->type_name(f.type_name);
   // The counts, each --NAME N, from the registry (estimator/fields.h): the fine-tuning ones after
   // --finetune, the others here.
   auto add_counts = [&app, &in](bool finetune) {
@@ -59,10 +56,6 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
     if (f.runtime()) app.add_option(f.flag, in.choice_flag(f.id), f.help)->type_name(f.type_name)->group("Runtime");
   for (const VersionField& f : version_fields())
     app.add_option(f.flag, in.version_flag(f.id), f.help)->type_name("X.Y")->group("Runtime");
-  app.add_option("--host-memory", in.host_memory,
-                 "host RAM of one node, e.g. 512GiB (default: this machine's RAM with --device cpu, else unknown): "
-                 "offload plans are checked against it")
-      ->type_name("SIZE");
   // The yes/no switches, each --NAME and --no-NAME, from the registry (estimator/fields.h); the
   // runtime's in the Runtime group.
   for (const SwitchField& f : switch_fields()) {

@@ -32,15 +32,13 @@ std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const pro
     bi.format = in.format;
     bi.model = in.model;
     bi.gpu = in.gpu;
-    bi.gpu_memory = in.gpu_memory;
-    bi.allocator_cap = in.allocator_cap;
+    bi.sizes = in.sizes;  // the card's memory, the allocator cap, the node's RAM
     bi.count_flag(Count::num_gpus) = in.count_flag(Count::num_gpus);
     bi.device = in.device;
     bi.calibration = in.calibration;
     bi.choice_flag(Choice::framework) = setup_in.choice_flag(Choice::framework);
     bi.versions = in.versions;
     bi.count_flag(Count::gpus_per_node) = in.count_flag(Count::gpus_per_node);
-    bi.host_memory = in.host_memory;
     planner::EmitContext eb = ec;
     eb.setup = profiles::build_setup(bi, cfg).setup;
     eb.setup.model = ec.setup.model;  // the same model, as the tool builds it (torchtune's, LitGPT's variant)
@@ -72,9 +70,9 @@ std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const pro
       slot = given;
       k.recheck_extra.insert(k.recheck_extra.end(), {flag, *given});
     };
-    if (!ci.gpu && !ci.gpu_memory) {
+    if (!ci.gpu && !ci.size_flag(Size::gpu_memory)) {
       extra("--gpu", ci.gpu, in.gpu);
-      extra("--gpu-memory", ci.gpu_memory, in.gpu_memory);
+      extra(field(Size::gpu_memory).flag, ci.size_flag(Size::gpu_memory), in.size_flag(Size::gpu_memory));
     }
     const std::optional<int64_t>& gpus = in.count_flag(Count::num_gpus);
     if (!ci.count_flag(Count::num_gpus) && gpus && *gpus > 1) {

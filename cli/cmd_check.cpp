@@ -65,7 +65,7 @@ profiles::BuiltSetup build(const std::string& path, const profiles::LoadedConfig
   in.config = path;
   if (!cfg.gpu && !cfg.gpu_memory) {
     in.gpu = f.gpu;
-    in.gpu_memory = f.gpu_memory;
+    in.size_flag(Size::gpu_memory) = f.gpu_memory;
   }
   if (!cfg.origin.fields.count(memplan::path(Count::num_gpus))) in.count_flag(Count::num_gpus) = f.gpus;
   return profiles::build_setup(in, cfg);
@@ -133,8 +133,8 @@ std::vector<std::string> fields_in_file(const profiles::Provenance& origin) {
 Where blame_where(const profiles::Provenance& origin, const std::string& field, const std::string& path) {
   std::vector<std::string> keys = {field};
   if (field == "model") keys = {"model.hidden_size", "model.num_layers"};
-  if (field == "hardware.gpu") keys.push_back("hardware.gpu_memory");
-  if (field == "hardware.gpu_memory") keys.push_back("hardware.gpu");
+  if (field == "hardware.gpu") keys.push_back(memplan::path(Size::gpu_memory));
+  if (field == memplan::path(Size::gpu_memory)) keys.push_back("hardware.gpu");
   for (const std::string& k : keys) {
     const Where w = origin.of(k);
     if (!w.file.empty() && w.line > 0) return w;

@@ -31,8 +31,8 @@ void print_header(std::ostream& out, const char* verb, const profiles::BuiltSetu
                        e.calibrated ? fmt::format("; calibrated with {}", e.calibration) : "");
   else if (s.device.capacity_bytes > 0)
     out << fmt::format("  device: {}, {}{}{}\n", s.device.name, gib(s.device.capacity_bytes),
-                       b.origin.of("hardware.gpu_memory").flag == "--gpu-memory" && !b.origin.of("hardware.gpu_memory").key.empty()
-                           ? fmt::format(" ({})", b.origin.of("hardware.gpu_memory").key)
+                       b.origin.of(Size::gpu_memory).flag == field(Size::gpu_memory).flag && !b.origin.of(Size::gpu_memory).key.empty()
+                           ? fmt::format(" ({})", b.origin.of(Size::gpu_memory).key)
                            : "",
                        e.calibrated ? fmt::format("; calibrated with {}", e.calibration)
                                     : (s.device.kind == DeviceKind::cuda ? "; uncalibrated (family defaults for context, workspace, allocator)" : ""));

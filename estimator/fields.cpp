@@ -303,6 +303,23 @@ std::array<ListField, kListCount> make_list_rows() {
   }};
 }
 
+std::array<SizeField, kSizeCount> make_size_rows() {
+  return {{
+      {Size::gpu_memory, "hardware.gpu_memory", "--gpu-memory", "SIZE", "device memory, e.g. 12GiB (overrides the preset's)",
+       "gpu_memory", false, "the card's memory", "the GPU preset's memory (profiles/gpus.yaml), unless the config or --gpu-memory says"},
+      {Size::allocator_cap, "hardware.allocator_cap", "--allocator-cap", "SIZE|FRACTION",
+       "torch.cuda.set_per_process_memory_fraction: the most the caching allocator may hold, a size (11GiB) or a fraction of "
+       "the card (0.5); verdicts hold the step to it",
+       "allocator_cap", true, "the most the caching allocator may hold",
+       "no cap: PyTorch's caching allocator may take the whole card unless set_per_process_memory_fraction is called"},
+      {Size::host_memory, "parallel.host_memory_bytes", "--host-memory", "SIZE",
+       "host RAM of one node, e.g. 512GiB (default: this machine's RAM with --device cpu, else unknown): offload plans are "
+       "checked against it",
+       "host_memory", false, "the RAM of one node",
+       "unknown (offload plans then say how much they need), or this machine's RAM with --device cpu"},
+  }};
+}
+
 // One version row: major and minor are Runtime members.
 #define MEMPLAN_VERSION_ROW(id, major, minor, flag, help, library, keys, max_major, examples, hint, default_source)      \
   VersionField {                                                                                                       \
@@ -432,6 +449,12 @@ const std::array<ListField, kListCount>& list_fields() {
 const ListField& field(List id) { return row(list_fields(), id, "list"); }
 std::string ListField::json_section() const { return head(path); }
 std::string ListField::json_key() const { return tail(path); }
+
+const std::array<SizeField, kSizeCount>& size_fields() {
+  static const auto rows = checked(make_size_rows(), "size");
+  return rows;
+}
+const SizeField& field(Size id) { return row(size_fields(), id, "size"); }
 
 const std::array<VersionField, kVersionCount>& version_fields() {
   static const auto rows = checked(make_version_rows(), "version");

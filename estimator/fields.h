@@ -1,5 +1,5 @@
 // The registry of setup fields: each knob of TrainingSetup that is a yes/no switch, a count, a
-// choice of names, a number, a list of names or a library release, declared once with everything the layers above
+// choice of names, a number, a list of names, a size or a library release, declared once with everything the layers above
 // need to speak it -- its setup path (provenance, `sources` JSON, validation problems), its flag and
 // the flag's help, its YAML keys and aliases, its default and the source of that default, and the
 // words that name it (the runtime line's for a switch, `memplan check`'s for a count).
@@ -19,10 +19,12 @@
 // optimizer kernel, FSDP sharding and loss): the flags, the reader (those read by their key; the
 // section's own handlers read the training's), the JSON, the writers, `memplan check` and the
 // completions. Lists (the LoRA targets): the flags, the reader, the JSON, the writers and `memplan
-// check`. Releases (torch, transformers): the flags, the reader, the runtime JSON, the writer,
-// `memplan check` and the Python keywords filled from the interpreter. Values that are none of
-// these (sizes, the target card, the model's fields) are still written out by hand in those places
-// (issue 25).
+// check`. Sizes (the card's memory, the allocator cap, the node's RAM): the flags, their keys, the
+// sources JSON and every path; each is applied by its own rule (profiles/build.cpp). Releases
+// (torch, transformers): the flags, the reader, the runtime JSON, the writer, `memplan check` and
+// the Python keywords filled from the interpreter. Values that are none of these (the target card's
+// preset and the device, the calibration, the base's quantization, which the method and a file's
+// load_in_8bit set, the model's fields) are still written out by hand in those places (issue 25).
 #pragma once
 
 #include <array>
@@ -296,6 +298,39 @@ struct ListField {
 const std::array<ListField, kListCount>& list_fields();
 const ListField& field(List id);
 inline const char* path(List id) { return field(id).path; }
+
+// ---- sizes -------------------------------------------------------------------------------------
+
+// A byte count with its unit (12GiB, 512GB): the card's memory, the caching allocator's cap, the
+// node's RAM. Each lands in its own place (the target card's capacity, which a --gpu flag replaces
+// with the file's gpu_memory; the cap, which may be a fraction of that card; the node's host RAM),
+// so profiles/build.cpp applies each by its own rule; the row declares how it is spoken.
+enum class Size {
+  gpu_memory,
+  allocator_cap,
+  host_memory,
+  count  // sentinel: the number of sizes
+};
+constexpr size_t kSizeCount = static_cast<size_t>(Size::count);
+
+struct SizeField {
+  Size id;
+  // Its path in provenance, `sources` and validation problems: "hardware.gpu_memory",
+  // "parallel.host_memory_bytes" (the setup member's spelling where it has one).
+  const char* path;
+  const char* flag;       // "--gpu-memory"
+  const char* type_name;  // the flag's value in the help: "SIZE", "SIZE|FRACTION"
+  const char* help;
+  const char* key;        // its key in memplan YAML's hardware: section
+  bool fraction;          // a bare number is a fraction of the card (set_per_process_memory_fraction)
+  const char* what;       // what it is, for a refusal's hint: "the RAM of one node"
+  const char* default_source;
+};
+
+// Every size, in enumerator order (row i has id == Size(i); checked at start-up).
+const std::array<SizeField, kSizeCount>& size_fields();
+const SizeField& field(Size id);
+inline const char* path(Size id) { return field(id).path; }
 
 // ---- versions ----------------------------------------------------------------------------------
 

@@ -79,7 +79,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   range("data.num_workers", s.data.num_workers, 0, 10'000, "DataLoader workers: 0 or more");
   range("data.prefetch_factor", s.data.prefetch_factor, 0, 10'000, "batches each DataLoader worker loads ahead: 0 or more (default 2)");
   range("checkpointing.every_k", s.checkpointing.every_k, 1, 1'000'000, "checkpoint one layer in K: K is at least 1");
-  range("hardware.gpu_memory", s.device.capacity_bytes, 0, int64_t{1} << 50, "a GPU's memory in bytes, such as 80GiB");
+  range(memplan::path(Size::gpu_memory), s.device.capacity_bytes, 0, int64_t{1} << 50, "a GPU's memory in bytes, such as 80GiB");
   range("hardware.cuda_context_bytes", s.device.cuda_context_bytes, 0, int64_t{1} << 40,
         "the CUDA context's bytes: a few hundred MiB (memplan calibrate measures it)");
   range("hardware.cublas_workspace_bytes", s.device.cublas_workspace_bytes, 0, int64_t{1} << 40,
@@ -209,7 +209,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   if (!(t.target > 0 && t.target <= t.warning && t.warning <= t.critical && t.critical <= t.emergency && t.emergency <= 1.0))
     p.push_back({"memory.target_utilization", "thresholds must satisfy 0 < target <= warning <= critical <= emergency <= 1",
                  "the defaults are 0.90, 0.92, 0.95, 0.97"});
-  if (s.device.capacity_bytes < 0) p.push_back({"hardware.gpu_memory", "must not be negative", "a GPU's memory, such as 80GiB"});
+  if (s.device.capacity_bytes < 0) p.push_back({memplan::path(Size::gpu_memory), "must not be negative", "a GPU's memory, such as 80GiB"});
   // The runtime's knobs.
   const Runtime& r = s.runtime;
   if (s.checkpointing.mode == CheckpointMode::layers) {
@@ -236,7 +236,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   if (s.parallel.fsdp != FsdpMode::none && s.parallel.zero_stage > 0)
     p.push_back({memplan::path(Choice::fsdp), fmt::format("FSDP and DeepSpeed ZeRO-{} both shard the model; a job runs one of them", s.parallel.zero_stage),
                  "drop --fsdp or --zero"});
-  if (s.parallel.host_memory_bytes < 0) p.push_back({"parallel.host_memory_bytes", "must not be negative", ""});
+  if (s.parallel.host_memory_bytes < 0) p.push_back({memplan::path(Size::host_memory), "must not be negative", ""});
   if (s.parallel.gpus_per_node < 1 || s.parallel.gpus_per_node > 1'000'000)
     p.push_back({memplan::path(Count::gpus_per_node), fmt::format("must be at least 1 (got {})", s.parallel.gpus_per_node), "GPUs per node, usually 8"});
   return p;

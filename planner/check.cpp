@@ -37,6 +37,11 @@ std::string num(T v) {
 bool adapters(const TrainingSetup& a, const TrainingSetup& b) {
   return a.finetune.mode != FinetuneMode::full || b.finetune.mode != FinetuneMode::full;
 }
+// Adapters on both sides: what describes them (their dtype, their targets) means something only
+// then (a switch to full fine-tuning is the method's change).
+bool adapters_on_both(const TrainingSetup& a, const TrainingSetup& b) {
+  return a.finetune.mode != FinetuneMode::full && b.finetune.mode != FinetuneMode::full;
+}
 
 using Relevant = std::function<bool(const TrainingSetup&, const TrainingSetup&)>;
 
@@ -53,7 +58,7 @@ FieldSpec choice_spec(Choice id, Relevant relevant = nullptr, bool runtime = fal
           [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }, std::move(relevant), runtime};
 }
 
-// A list of the registry, with adapters: its names joined ("q,v"; an empty list is the PEFT
+// A list of the registry, with adapters on both sides: its names joined ("q,v"; an empty list is the PEFT
 // default for the model, which a format's reader may have stated for the file: blamed only where
 // the file states it).
 FieldSpec list_spec(List id) {
@@ -63,7 +68,7 @@ FieldSpec list_spec(List id) {
             const std::vector<std::string> v = f.get(s);
             return v.empty() ? std::string("the default") : fmt::format("{}", fmt::join(v, ","));
           },
-          [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }, adapters, true};
+          [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }, adapters_on_both, true};
 }
 
 // The architecture fields compared when the model keeps its name (an inline model edited in place).
@@ -126,12 +131,12 @@ const std::vector<FieldSpec>& setup_fields() {
        }},
       count_spec(Count::lora_rank, adapters),
       count_spec(Count::freeze_layers),
-      choice_spec(Choice::adapter_dtype, adapters, true),  // a framework's default (torchtune: the model's)
+      choice_spec(Choice::adapter_dtype, adapters_on_both, true),  // a framework's default (torchtune: the model's)
       list_spec(List::lora_targets),
       // The target: a different card, or the same one with another capacity (hardware.gpu_memory).
       {"hardware.gpu", "GPU", [](const TrainingSetup& s) { return s.device.name; },
        [](TrainingSetup& s, const TrainingSetup& b) { s.device = b.device; }},
-      {"hardware.gpu_memory", "GPU memory",
+      {memplan::path(Size::gpu_memory), "GPU memory",
        [](const TrainingSetup& s) {
          return fmt::format("{:.2f} GiB", static_cast<double>(s.device.capacity_bytes) / (1024.0 * 1024 * 1024));
        },
@@ -228,7 +233,7 @@ std::vector<FieldChange> changed_fields(const TrainingSetup& base, const Calibra
     TrainingSetup reverted = now;
     f->revert(reverted, base);
     if (validate(reverted).empty()) {
-      const bool device = c.field == "hardware.gpu" || c.field == "hardware.gpu_memory";
+      const bool device = c.field == "hardware.gpu" || c.field == memplan::path(Size::gpu_memory);
       const MemoryBreakdown r = estimate(reverted, device ? base_cal : cal);
       const PhaseState& rp = r.peak();
       c.effect_known = true;

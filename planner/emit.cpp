@@ -163,7 +163,7 @@ std::string count_lines(const TrainingSetup& s, const char* section, std::initia
 std::string hardware_section(const EmitContext& c) {
   std::string y = "hardware:\n";
   if (!c.gpu.empty()) y += fmt::format("  gpu: {}\n", text::yaml_scalar(c.gpu));
-  else y += fmt::format("  gpu_memory: {}\n", c.setup.device.capacity_bytes);
+  else y += fmt::format("  {}: {}\n", field(Size::gpu_memory).key, c.setup.device.capacity_bytes);
   y += fmt::format("  {}: {}\n", field(Count::num_gpus).keys[0], c.setup.parallel.num_gpus);
   return y + count_lines(c.setup, "hardware", {Count::num_gpus});
 }
@@ -184,10 +184,11 @@ std::string memory_section(const EmitContext& c, const char* indent) {
   return y;
 }
 
-// The runtime knobs the memplan file emitted for `s` must state (by setup path): those where `s`
+// The knobs a framework's defaults may set (the runtime's switches and choices, the loss, the
+// adapters' dtype) that the memplan file emitted for `s` must state (by setup path): those where `s`
 // differs from what the reader makes of the rest -- the default TrainingSetup with `s`'s
-// framework, versions, parallelism and device, the knobs stated, and the framework's defaults for
-// the others. A default may follow a stated knob (compile_loss follows compile and the loss), so
+// framework, versions, parallelism, fine-tuning method and device, the knobs stated, and the
+// framework's defaults for the others. A default may follow a stated knob (compile_loss follows compile and the loss), so
 // what is stated grows until it settles.
 std::set<std::string> stated_knobs(const TrainingSetup& s) {
   TrainingSetup base;
@@ -376,7 +377,7 @@ std::string emit_deepspeed(const EmitContext& c) {
   if (c.model.kind == ModelRef::Kind::preset) m["model"] = c.model.value;
   else if (c.model.kind == ModelRef::Kind::file) m["model"] = {{"hf_config", c.model.value}};
   if (!c.gpu.empty()) m["hardware"] = {{"gpu", c.gpu}, {"num_gpus", s.parallel.num_gpus}};
-  else m["hardware"] = {{"gpu_memory", s.device.capacity_bytes}, {"num_gpus", s.parallel.num_gpus}};
+  else m["hardware"] = {{field(Size::gpu_memory).key, s.device.capacity_bytes}, {field(Count::num_gpus).keys[0], s.parallel.num_gpus}};
   for (const auto& [k, v] : count_entries(s, "hardware", {Count::num_gpus})) m["hardware"][k] = v;
   TrainingSetup budget;
   budget.thresholds = emitted_thresholds(c.budget);

@@ -55,11 +55,13 @@ void require_unit(const std::string& text, const char* flag) {
 }
 
 std::optional<int64_t> capacity_flag(const SetupInputs& in) {
-  if (!in.gpu_memory) return std::nullopt;
-  require_unit(*in.gpu_memory, "--gpu-memory");
-  const auto bytes = parse_size(*in.gpu_memory);
+  const std::optional<std::string>& text = in.size_flag(Size::gpu_memory);
+  const char* flag = field(Size::gpu_memory).flag;
+  if (!text) return std::nullopt;
+  require_unit(*text, flag);
+  const auto bytes = parse_size(*text);
   if (!bytes || *bytes <= 0)
-    throw InputError(Where::at_flag("--gpu-memory"), fmt::format("cannot read '{}' as a size", *in.gpu_memory),
+    throw InputError(Where::at_flag(flag), fmt::format("cannot read '{}' as a size", *text),
                      "write it like 12GiB or 24GB");
   return bytes;
 }
@@ -88,14 +90,16 @@ std::shared_ptr<const Capabilities> cpu_capabilities() {
 
 // --host-memory: the RAM of one node.
 std::optional<int64_t> host_memory_flag(const SetupInputs& in) {
-  if (!in.host_memory) return std::nullopt;
-  require_unit(*in.host_memory, "--host-memory");
-  const auto bytes = parse_size(*in.host_memory);
+  const std::optional<std::string>& text = in.size_flag(Size::host_memory);
+  const char* flag = field(Size::host_memory).flag;
+  if (!text) return std::nullopt;
+  require_unit(*text, flag);
+  const auto bytes = parse_size(*text);
   if (!bytes)
-    throw InputError(Where::at_flag("--host-memory"), fmt::format("cannot read '{}' as a size", *in.host_memory),
+    throw InputError(Where::at_flag(flag), fmt::format("cannot read '{}' as a size", *text),
                      "the RAM of one node, written like 512GiB or 1TB");
   if (*bytes <= 0)
-    throw InputError(Where::at_flag("--host-memory"), fmt::format("must be above 0 (got '{}')", *in.host_memory),
+    throw InputError(Where::at_flag(flag), fmt::format("must be above 0 (got '{}')", *text),
                      "the RAM of one node, e.g. --host-memory 512GiB; leave it out when unknown (offload plans then say "
                      "how much they need)");
   return bytes;
@@ -109,9 +113,10 @@ std::optional<int64_t> host_memory_flag(const SetupInputs& in) {
 // the cap and the context lives outside it, so the memory the process can use is the cap plus the
 // context (the card's, if less): that is the capacity every verdict holds against.
 void apply_allocator_cap(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b) {
-  const std::optional<std::string>& text = in.allocator_cap ? in.allocator_cap : cfg.allocator_cap;
+  const std::optional<std::string>& flag = in.size_flag(Size::allocator_cap);
+  const std::optional<std::string>& text = flag ? flag : cfg.allocator_cap;
   if (!text) return;
-  const Where where = in.allocator_cap ? Where::at_flag("--allocator-cap") : cfg.origin.of("hardware.allocator_cap");
+  const Where where = flag ? Where::at_flag(field(Size::allocator_cap).flag) : cfg.origin.of(Size::allocator_cap);
   const char* hint = "a size (11GiB, 12GB) or a fraction of the card's memory as set_per_process_memory_fraction takes it (0.5)";
   TrainingSetup& s = b.setup;
   if (s.device.kind != DeviceKind::cuda)
@@ -143,7 +148,7 @@ void apply_allocator_cap(const SetupInputs& in, const LoadedConfig& cfg, BuiltSe
     from.allocator_cap_bytes = *bytes;
   }
   carry_allocator_cap(s.device, from);
-  b.origin.set("hardware.allocator_cap", where);
+  b.origin.set(Size::allocator_cap, where);
 }
 
 // A --gpu flag replaces the file's whole target (its gpu and gpu_memory); --gpu-memory replaces
@@ -160,10 +165,11 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
     s.device = detail::gpu_device(gpu, gpu_where, capacity);
     s.runtime.allocator_rounding = true;
     if (gpu) b.origin.set("hardware.gpu", gpu_where);
-    Where capacity_where = flag_capacity ? Where::at_flag("--gpu-memory") : in.gpu ? gpu_where : cfg.origin.of("hardware.gpu_memory");
+    Where capacity_where = flag_capacity ? Where::at_flag(field(Size::gpu_memory).flag) : in.gpu ? gpu_where : cfg.origin.of(Size::gpu_memory);
     // The size as given, said back beside the bytes it means (12GB is 10^9 bytes each, 12GiB 2^30).
-    if (flag_capacity && in.gpu_memory) capacity_where.key = fmt::format("--gpu-memory {} = {} bytes", *in.gpu_memory, text::thousands(*flag_capacity));
-    b.origin.set("hardware.gpu_memory", capacity_where);
+    if (const auto& text = in.size_flag(Size::gpu_memory); flag_capacity && text)
+      capacity_where.key = fmt::format("{} {} = {} bytes", field(Size::gpu_memory).flag, *text, text::thousands(*flag_capacity));
+    b.origin.set(Size::gpu_memory, capacity_where);
   }
   if (!in.device) return;
   const std::string d = lower(*in.device);
@@ -177,12 +183,12 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
     cpu.caps = cpu_capabilities();
     s.device = cpu;
     // The target is this machine: its RAM is the node's host memory unless --host-memory says.
-    if (!in.host_memory && !b.origin.fields.count("parallel.host_memory_bytes")) {
+    if (!in.size_flag(Size::host_memory) && !b.origin.fields.count(memplan::path(Size::host_memory))) {
       s.parallel.host_memory_bytes = host_memory_bytes();
-      b.origin.defaults["parallel.host_memory_bytes"] = "this machine's RAM (/proc/meminfo MemTotal), the target of --device cpu";
+      b.origin.defaults[memplan::path(Size::host_memory)] = "this machine's RAM (/proc/meminfo MemTotal), the target of --device cpu";
     }
     s.runtime.allocator_rounding = false;  // the CPU allocator does not round like CUDA's caching allocator
-    b.origin.set("hardware.gpu_memory", flag_capacity ? Where::at_flag("--gpu-memory") : Where::at_flag("--device"));
+    b.origin.set(Size::gpu_memory, flag_capacity ? Where::at_flag(field(Size::gpu_memory).flag) : Where::at_flag("--device"));
   } else if (d == "cuda" || cuda_n) {
     s.device.kind = DeviceKind::cuda;
   } else {
@@ -193,7 +199,10 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
 
 void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
   Provenance& o = b.origin;
-  apply_choice_flag(in, Choice::finetune, b);  // the row sets the base's quantization with the method
+  // The fine-tuning choices (the method, whose row sets the base's quantization too, then the
+  // adapters' dtype).
+  for (const ChoiceField& f : choice_fields())
+    if (std::string(f.section) == "finetune") apply_choice_flag(in, f.id, b);
   for (const NumberField& n : number_fields()) {  // the registry's numbers with a flag (estimator/fields.h)
     if (!n.flag || !in.number_flag(n.id)) continue;
     n.set(b.setup, *in.number_flag(n.id));
@@ -225,7 +234,7 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
   if (in.version_flag(Version::torch) && !o.given(Switch::zero_grad_set_to_none)) r.zero_grad_set_to_none = r.torch_major >= 2;
   if (const auto host = host_memory_flag(in)) {
     s.parallel.host_memory_bytes = *host;
-    o.set("parallel.host_memory_bytes", Where::at_flag("--host-memory"));
+    o.set(Size::host_memory, Where::at_flag(field(Size::host_memory).flag));
   }
 }
 
@@ -383,10 +392,9 @@ void apply_training_flags(const SetupInputs& in, BuiltSetup& b) {
     f.set(s, *v);
     o.set(f.id, Where::at_flag(f.flag));
   }
-  // The training's choices of the registry but the fine-tuning method (apply_finetune); the
-  // adapters' dtype among them.
+  // The training's choices of the registry but the fine-tuning ones (apply_finetune).
   for (const ChoiceField& f : choice_fields())
-    if (!f.runtime() && f.id != Choice::finetune) apply_choice_flag(in, f.id, b);
+    if (!f.runtime() && std::string(f.section) != "finetune") apply_choice_flag(in, f.id, b);
 }
 
 // Axolotl's bf16: auto on a GPU without bf16: its fp16 counterpart (resolve_dtype turns fp16 on).

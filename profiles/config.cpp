@@ -414,18 +414,20 @@ const Table& data_keys() {
 const Table& hardware_keys() {
   static const Table t = with_fields({
       {{"gpu"}, [](const Node& n, ConfigState& st) { st.set("hardware.gpu", st.out.gpu, as_text(n), n); }},
-      {{"gpu_memory"}, [](const Node& n, ConfigState& st) {
+      // The sizes of the registry (estimator/fields.h), each kept where its rule applies it
+      // (profiles/build.cpp): the card's memory and the cap with the target, the RAM in the setup.
+      {{field(Size::gpu_memory).key}, [](const Node& n, ConfigState& st) {
          const int64_t bytes = as_size(n);
          if (bytes <= 0) type_error(n, "a size above 0");
-         st.set("hardware.gpu_memory", st.out.gpu_memory, bytes, n);
+         st.set(path(Size::gpu_memory), st.out.gpu_memory, bytes, n);
        }},
-      {{"allocator_cap"}, [](const Node& n, ConfigState& st) {
-         st.set("hardware.allocator_cap", st.out.allocator_cap, as_text(n), n);
+      {{field(Size::allocator_cap).key}, [](const Node& n, ConfigState& st) {
+         st.set(path(Size::allocator_cap), st.out.allocator_cap, as_text(n), n);
        }},
-      {{"host_memory"}, [](const Node& n, ConfigState& st) {
+      {{field(Size::host_memory).key}, [](const Node& n, ConfigState& st) {
          const int64_t bytes = as_size(n);
-         if (bytes <= 0) type_error(n, "a size above 0 (the RAM of one node)");
-         st.set("parallel.host_memory_bytes", st.s().parallel.host_memory_bytes, bytes, n);
+         if (bytes <= 0) type_error(n, fmt::format("a size above 0 ({})", field(Size::host_memory).what));
+         st.set(path(Size::host_memory), st.s().parallel.host_memory_bytes, bytes, n);
        }},
   }, "hardware");
   return t;

@@ -297,12 +297,9 @@ struct SetupInputs {
   bool strict = false;                       // --strict: a reader warning is an error (exit 2)
   std::optional<std::string> model;          // --model PRESET|FILE|DIR
   std::optional<std::string> gpu;            // --gpu PRESET
-  std::optional<std::string> gpu_memory;     // --gpu-memory 12GiB
-  std::optional<std::string> allocator_cap;  // --allocator-cap 11GiB | 0.5 (set_per_process_memory_fraction)
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
   std::optional<std::string> calibration;    // --calibration FILE
   // The runtime: the framework and its knobs (estimator/runtime.h).
-  std::optional<std::string> host_memory;    // --host-memory 512GiB (per node)
   // The yes/no switches (estimator/fields.h), by Switch: --liger / --no-liger and the rest.
   std::array<std::optional<bool>, kSwitchCount> switches;
   std::optional<bool>& switch_flag(Switch id) { return switches[static_cast<size_t>(id)]; }
@@ -317,6 +314,11 @@ struct SetupInputs {
   std::array<std::optional<std::string>, kChoiceCount> choices;
   std::optional<std::string>& choice_flag(Choice id) { return choices[static_cast<size_t>(id)]; }
   const std::optional<std::string>& choice_flag(Choice id) const { return choices[static_cast<size_t>(id)]; }
+  // The sizes (estimator/fields.h), by Size, as written: --gpu-memory 12GiB, --allocator-cap 11GiB |
+  // 0.5, --host-memory 512GiB.
+  std::array<std::optional<std::string>, kSizeCount> sizes;
+  std::optional<std::string>& size_flag(Size id) { return sizes[static_cast<size_t>(id)]; }
+  const std::optional<std::string>& size_flag(Size id) const { return sizes[static_cast<size_t>(id)]; }
   // The lists (estimator/fields.h), by List: --lora-targets q,k,v,o | all-linear.
   std::array<std::optional<std::string>, kListCount> lists;
   std::optional<std::string>& list_flag(List id) { return lists[static_cast<size_t>(id)]; }

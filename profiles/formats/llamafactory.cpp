@@ -295,6 +295,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
     if (zero3) throw InputError(pure->where, "pure_bf16 is incompatible with DeepSpeed ZeRO-3", "LLaMA-Factory refuses it (hparams/parser.py @ v0.9.5 L384-385)");
     set(Precision::bf16, pure, "pure_bf16: bf16 weights, gradients and optimizer states, no fp32 upcast");
     f.adapter_fp32 = false;
+    note(st, memplan::path(Choice::adapter_dtype), *pure, "pure_bf16: the adapters in bf16 too (no fp32 upcast)");
   } else if (dsr && dsr->precision) {
     s.precision = *dsr->precision;
     Where w = dsr->precision_where;

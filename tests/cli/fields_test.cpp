@@ -135,15 +135,16 @@ TEST_CASE("every registry: each setup path and each flag is one row's") {
   for (const ChoiceField& f : choice_fields()) add(f.path, f.flag);
   for (const NumberField& f : number_fields()) add(f.path, f.flag);
   for (const ListField& f : list_fields()) add(f.path, f.flag);
+  for (const SizeField& f : size_fields()) add(f.path, f.flag);
   for (const VersionField& f : version_fields()) add(f.path, f.flag);
-  CHECK(paths.size() == kSwitchCount + kCountCount + kChoiceCount + kNumberCount + kListCount + kVersionCount);
-  for (const auto& [p, n] : paths) {
-    CAPTURE(p);
-    CHECK(n == 1);
+  CHECK(paths.size() == kSwitchCount + kCountCount + kChoiceCount + kNumberCount + kListCount + kSizeCount + kVersionCount);
+  for (const auto& path : paths) {  // not structured bindings: CAPTURE's lambda cannot take them (clang < 16)
+    CAPTURE(path.first);
+    CHECK(path.second == 1);
   }
-  for (const auto& [f, n] : flags) {
-    CAPTURE(f);
-    CHECK(n == 1);
+  for (const auto& flag : flags) {
+    CAPTURE(flag.first);
+    CHECK(flag.second == 1);
   }
 }
 
@@ -946,4 +947,65 @@ TEST_CASE("list registry: flag -> setup -> estimate JSON -> memplan YAML -> setu
   CHECK_FALSE(full.at("finetune").contains("lora_targets"));
   const profiles::BuiltSetup lora = build_from_flags({"--model", "llama-3.2-1b", "--finetune", "lora"});
   CHECK(emitted_yaml(lora.setup).find(field(List::lora_targets).keys[0]) == std::string::npos);
+}
+
+// ---- sizes -------------------------------------------------------------------------------------
+
+namespace {
+// A size's test value, as a flag writes it and in bytes, and the bytes where its rule lands them.
+struct SizeCase {
+  Size id;
+  const char* text;
+  int64_t bytes;
+  int64_t (*landed)(const TrainingSetup&);
+};
+const std::vector<SizeCase>& size_cases() {
+  static const std::vector<SizeCase> v = {
+      {Size::gpu_memory, "20GiB", int64_t{20} << 30, [](const TrainingSetup& s) { return s.device.capacity_bytes; }},
+      {Size::allocator_cap, "11GiB", int64_t{11} << 30, [](const TrainingSetup& s) { return s.device.allocator_cap_bytes; }},
+      {Size::host_memory, "512GiB", int64_t{512} << 30, [](const TrainingSetup& s) { return s.parallel.host_memory_bytes; }},
+  };
+  return v;
+}
+}  // namespace
+
+TEST_CASE("size registry: rows in order, registered on the commands, each read from its flag and its key at its line") {
+  CLI::App app;
+  profiles::SetupInputs in;
+  cli::add_setup_flags(app, in);
+  REQUIRE(size_cases().size() == kSizeCount);
+  for (size_t i = 0; i < kSizeCount; ++i) {
+    const SizeField& f = size_fields()[i];
+    const SizeCase& c = size_cases()[i];
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    CHECK(static_cast<size_t>(f.id) == i);
+    CHECK(c.id == f.id);
+    CHECK(app.get_option_no_throw(f.flag) != nullptr);
+    CHECK(std::string(f.default_source).size() > 10);
+    // The flag: the bytes land where its rule puts them, and sources names the flag.
+    const std::vector<std::string> args = {"--model", "llama-3.2-1b", "--gpu", "h100-80gb", f.flag, c.text};
+    const profiles::BuiltSetup b = build_from_flags(args);
+    CHECK(c.landed(b.setup) == c.bytes);
+    CHECK(b.origin.of(f.id).flag == f.flag);
+    CHECK(estimate_json(args).at("setup").at("sources").at(f.path) == f.flag);
+    // Its hardware: key, at its line.
+    const std::string y = fmt::format("model: llama-3.2-1b\nhardware:\n  gpu: h100-80gb\n  {}: {}\n", f.key, c.text);
+    CAPTURE(y);
+    const profiles::BuiltSetup r = build_from_yaml(y);
+    CHECK(c.landed(r.setup) == c.bytes);
+    CHECK(r.origin.of(f.id).line == 4);
+    // A bare number is a fraction of the card only where the row says so; elsewhere a size needs its unit.
+    if (f.fraction) {
+      CHECK(build_from_flags({"--model", "llama-3.2-1b", "--gpu", "h100-80gb", f.flag, "0.5"}).setup.device.allocator_cap_fraction == 0.5);
+    } else {
+      try {
+        (void)build_from_flags({"--model", "llama-3.2-1b", "--gpu", "h100-80gb", f.flag, "12"});
+        FAIL("accepted");
+      } catch (const InputError& e) {
+        CHECK(e.where().flag == f.flag);
+        CHECK(e.message().find("has no unit") != std::string::npos);
+      }
+    }
+  }
 }

@@ -145,6 +145,14 @@ TEST_CASE("compare: every count, choice, list, release and switch of the registr
   TrainingSetup model_dtype = plain;
   model_dtype.finetune.adapter_fp32 = false;
   CHECK(planner::compare(plain, nullptr, model_dtype, nullptr).changes.empty());
+  // Nor what describes the adapters when one side has none: dropping LoRA is the method's change.
+  TrainingSetup described = plain;
+  described.finetune.mode = FinetuneMode::lora;
+  described.finetune.adapter_fp32 = false;
+  described.finetune.lora_targets = {"q", "v"};
+  const planner::Comparison dropped = planner::compare(described, nullptr, plain, nullptr);
+  REQUIRE(dropped.changes.size() == 1);
+  CHECK(dropped.changes[0].field == path(Choice::finetune));
   // A switch that does nothing now is not a change (putting it back would change nothing).
   TrainingSetup now = plain;
   now.runtime.fsdp_no_sync = !plain.runtime.fsdp_no_sync;

@@ -68,7 +68,7 @@ TEST_CASE("largest_micro_batch stops where validate() does: no estimate past the
 namespace {
 TrainingSetup capped_h200(const char* model, bool ckpt, int64_t batch, const char* cap) {
   profiles::SetupInputs si = testing::h200_inputs(model, batch, 1024, "amp-bf16", ckpt ? "full" : "none");
-  si.allocator_cap = cap;
+  si.size_flag(Size::allocator_cap) = cap;
   return profiles::build_setup(si).setup;
 }
 }  // namespace
@@ -112,7 +112,7 @@ TEST_CASE("fit offers Liger's kernels where they apply, and says why not elsewhe
   profiles::SetupInputs in;
   in.config = std::string(MEMPLAN_TEST_DATA) + "/formats/axolotl/01-llama-3.2-1b-qlora.yml";
   in.model = "llama-3.2-1b";
-  in.gpu_memory = "6GiB";
+  in.size_flag(Size::gpu_memory) = "6GiB";
   const profiles::BuiltSetup b = profiles::build_setup(in);
   REQUIRE_FALSE(b.setup.runtime.liger);
   const planner::FitReport r = planner::fit(b.setup);

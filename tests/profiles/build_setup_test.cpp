@@ -120,15 +120,15 @@ TEST_CASE("device flags: --gpu, --gpu-memory, --device") {
         "error: --gpu: unknown GPU 'rtx-3090ti'\nhint: did you mean 'rtx-3090-ti'? (memplan gpus lists the presets)");
   in.gpu = "RTX 3090";
   CHECK(build_setup(in).setup.device.capacity_bytes == 25'414'860'800);
-  in.gpu_memory = "20GiB";  // overrides the preset's capacity, keeps its family
+  in.size_flag(Size::gpu_memory) = "20GiB";  // overrides the preset's capacity, keeps its family
   DeviceSpec d = build_setup(in).setup.device;
   CHECK(d.capacity_bytes == 20LL << 30);
   CHECK(d.family == "ampere");
   in.gpu.reset();
-  in.gpu_memory = "12 gigs";
+  in.size_flag(Size::gpu_memory) = "12 gigs";
   CHECK(render_error(in) ==
         "error: --gpu-memory: cannot read '12 gigs' as a size\nhint: write it like 12GiB or 24GB");
-  in.gpu_memory = "12GiB";
+  in.size_flag(Size::gpu_memory) = "12GiB";
   d = build_setup(in).setup.device;
   CHECK(d.capacity_bytes == 12LL << 30);
   CHECK(d.family == "generic");
@@ -143,7 +143,7 @@ TEST_CASE("device flags: --gpu, --gpu-memory, --device") {
   CHECK(b.setup.device.capacity_bytes > (1LL << 28));  // host RAM from /proc/meminfo
   CHECK(b.setup.device.cuda_context_bytes == 0);
   CHECK_FALSE(b.setup.runtime.allocator_rounding);
-  cpu.gpu_memory = "8GiB";
+  cpu.size_flag(Size::gpu_memory) = "8GiB";
   CHECK(build_setup(cpu).setup.device.capacity_bytes == 8LL << 30);
   cpu.device = "cuda:1";
   CHECK(build_setup(cpu).setup.device.kind == DeviceKind::cuda);
@@ -246,11 +246,11 @@ TEST_CASE("allocator cap: hardware.allocator_cap and --allocator-cap, a size or 
   CHECK(b.setup.device.capacity_bytes == (11LL << 30) + b.setup.device.cuda_context_bytes);
   CHECK(b.origin.of("hardware.allocator_cap").str().rfind(path + ":4:", 0) == 0);
   // The flag wins; a fraction is of the card's memory, as set_per_process_memory_fraction takes it.
-  in.allocator_cap = "0.5";
+  in.size_flag(Size::allocator_cap) = "0.5";
   b = build_setup(in, cfg);
   CHECK(b.setup.device.allocator_cap_bytes == 150'109'880'320 / 2);
   // A cap over the card leaves the card's memory.
-  in.allocator_cap = "1TiB";
+  in.size_flag(Size::allocator_cap) = "1TiB";
   b = build_setup(in, cfg);
   CHECK(b.setup.device.capacity_bytes == 150'109'880'320);
   const LoadedConfig bad = load_config_text("model: gpt2\nhardware:\n  gpu: h200\n  allocator_cap: lots\n", path, path);

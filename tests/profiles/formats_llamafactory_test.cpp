@@ -98,6 +98,7 @@ TEST_CASE("llamafactory keys: checkpointing off, pure_bf16, freeze, flash_attn, 
   CHECK(b.setup.checkpointing.mode == CheckpointMode::none);
   CHECK(b.setup.precision == Precision::bf16);
   CHECK_FALSE(b.setup.finetune.adapter_fp32);  // pure_bf16 keeps the adapters in bf16
+  CHECK(b.origin.of(Choice::adapter_dtype).line == 6);  // and says so at its key (memplan check blames it there)
   CHECK(b.setup.attention == AttentionImpl::flash);
   CHECK(b.setup.runtime.liger);
   CHECK(b.setup.finetune.lora_targets == std::vector<std::string>{"q", "v"});
