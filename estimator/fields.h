@@ -303,8 +303,8 @@ inline const char* path(List id) { return field(id).path; }
 
 // A byte count with its unit (12GiB, 512GB): the card's memory, the caching allocator's cap, the
 // node's RAM. Each lands in its own place (the target card's capacity, which a --gpu flag replaces
-// with the file's gpu_memory; the cap, which may be a fraction of that card; the node's host RAM),
-// so profiles/build.cpp applies each by its own rule; the row declares how it is spoken.
+// along with the file's gpu_memory; the cap, which may be a fraction of that card; the node's host
+// RAM), so profiles/build.cpp applies each by its own rule; the row declares how it is spoken.
 enum class Size {
   gpu_memory,
   allocator_cap,

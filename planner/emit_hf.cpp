@@ -5,6 +5,7 @@
 // full) is in the header's re-check command.
 #include <fmt/format.h>
 
+#include "estimator/fields.h"
 #include "planner/emit_detail.h"
 #include "estimator/text.h"
 
@@ -68,7 +69,8 @@ std::string module_name(const std::string& t) {
 }
 
 std::string target_flag(const EmitContext& c) {
-  return c.gpu.empty() ? "--gpu-memory " + text::size_argument(c.setup.device.capacity_bytes) : "--gpu " + c.gpu;
+  return c.gpu.empty() ? std::string(field(Size::gpu_memory).flag) + " " + text::size_argument(c.setup.device.capacity_bytes)
+                       : "--gpu " + c.gpu;
 }
 
 std::string recheck_command(const EmitContext& c, const std::string& file, const std::vector<std::string>& flags) {

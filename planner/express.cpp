@@ -3,6 +3,7 @@
 // the search itself never changes with the format.
 #include <fmt/format.h>
 
+#include "estimator/fields.h"
 #include "estimator/text.h"
 #include "planner/emit.h"
 #include "planner/space.h"
@@ -167,8 +168,8 @@ std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c) {
   std::vector<std::string> out;
   auto target = [&] {
     if (!c.gpu.empty()) out.insert(out.end(), {"--gpu", c.gpu});
-    else out.insert(out.end(), {"--gpu-memory", text::size_argument(s.device.capacity_bytes)});
-    out.insert(out.end(), {"--gpus", std::to_string(s.parallel.num_gpus)});
+    else out.insert(out.end(), {field(Size::gpu_memory).flag, text::size_argument(s.device.capacity_bytes)});
+    out.insert(out.end(), {field(Count::num_gpus).flag, std::to_string(s.parallel.num_gpus)});
   };
   switch (f) {
     // What the format cannot hold: HF and torchtune, the GPU and its count; LitGPT, the GPU.
@@ -176,7 +177,7 @@ std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c) {
     case EmitFormat::hf: case EmitFormat::torchtune: target(); break;
     case EmitFormat::litgpt:
       if (!c.gpu.empty()) out.insert(out.end(), {"--gpu", c.gpu});
-      else out.insert(out.end(), {"--gpu-memory", text::size_argument(s.device.capacity_bytes)});
+      else out.insert(out.end(), {field(Size::gpu_memory).flag, text::size_argument(s.device.capacity_bytes)});
       break;
     default: break;
   }

@@ -61,7 +61,7 @@ std::optional<int64_t> capacity_flag(const SetupInputs& in) {
   require_unit(*text, flag);
   const auto bytes = parse_size(*text);
   if (!bytes || *bytes <= 0)
-    throw InputError(Where::at_flag(flag), fmt::format("cannot read '{}' as a size", *text),
+    throw InputError(Where::at_flag(flag), fmt::format("cannot read '{}' as a size", clip(*text)),
                      "write it like 12GiB or 24GB");
   return bytes;
 }
@@ -96,7 +96,7 @@ std::optional<int64_t> host_memory_flag(const SetupInputs& in) {
   require_unit(*text, flag);
   const auto bytes = parse_size(*text);
   if (!bytes)
-    throw InputError(Where::at_flag(flag), fmt::format("cannot read '{}' as a size", *text),
+    throw InputError(Where::at_flag(flag), fmt::format("cannot read '{}' as a size", clip(*text)),
                      "the RAM of one node, written like 512GiB or 1TB");
   if (*bytes <= 0)
     throw InputError(Where::at_flag(flag), fmt::format("must be above 0 (got '{}')", *text),

@@ -299,7 +299,6 @@ struct SetupInputs {
   std::optional<std::string> gpu;            // --gpu PRESET
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
   std::optional<std::string> calibration;    // --calibration FILE
-  // The runtime: the framework and its knobs (estimator/runtime.h).
   // The yes/no switches (estimator/fields.h), by Switch: --liger / --no-liger and the rest.
   std::array<std::optional<bool>, kSwitchCount> switches;
   std::optional<bool>& switch_flag(Switch id) { return switches[static_cast<size_t>(id)]; }
