@@ -70,10 +70,12 @@ std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const pro
       slot = given;
       k.recheck_extra.insert(k.recheck_extra.end(), {flag, *given});
     };
-    if (!ci.gpu && !ci.size_flag(Size::gpu_memory)) {
-      extra("--gpu", ci.gpu, in.gpu);
-      extra(field(Size::gpu_memory).flag, ci.size_flag(Size::gpu_memory), in.size_flag(Size::gpu_memory));
-    }
+    // The sizes too (the card's memory unless the line names a card, the allocator cap, the node's
+    // RAM): a kept file keeps its own allocator_cap where the flag replaced it.
+    const bool names_card = ci.gpu || ci.size_flag(Size::gpu_memory);
+    if (!names_card) extra("--gpu", ci.gpu, in.gpu);
+    for (const SizeField& s : size_fields())
+      if (!(s.id == Size::gpu_memory ? names_card : ci.size_flag(s.id).has_value())) extra(s.flag, ci.size_flag(s.id), in.size_flag(s.id));
     const std::optional<int64_t>& gpus = in.count_flag(Count::num_gpus);
     if (!ci.count_flag(Count::num_gpus) && gpus && *gpus > 1) {
       ci.count_flag(Count::num_gpus) = gpus;

@@ -6,6 +6,7 @@
 #include "planner/check.h"
 
 #include "estimator/fields.h"
+#include "profiles/profiles.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -44,6 +45,18 @@ bool adapters_on_both(const TrainingSetup& a, const TrainingSetup& b) {
 }
 
 using Relevant = std::function<bool(const TrainingSetup&, const TrainingSetup&)>;
+
+std::string gib_text(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024)); }
+
+// `d` as the card of `card` bytes under the allocator cap of `cap_from` (none: the card's memory).
+void capped(DeviceSpec& d, int64_t card, const DeviceSpec& cap_from) {
+  const DeviceSpec from = cap_from;  // may be d itself
+  d.capacity_bytes = card;
+  d.allocator_cap_bytes = 0;
+  d.allocator_cap_fraction = 0;
+  d.uncapped_bytes = 0;
+  profiles::carry_allocator_cap(d, from);
+}
 
 // A count of the registry (estimator/fields.h): its path, its words, its member.
 FieldSpec count_spec(Count id, Relevant relevant = nullptr) {
@@ -133,19 +146,20 @@ const std::vector<FieldSpec>& setup_fields() {
       count_spec(Count::freeze_layers),
       choice_spec(Choice::adapter_dtype, adapters_on_both, true),  // a framework's default (torchtune: the model's)
       list_spec(List::lora_targets),
-      // The target: a different card, or the same one with another capacity (hardware.gpu_memory).
+      // The target: a different card, or the same one with another capacity (hardware.gpu_memory),
+      // or another allocator cap on it (hardware.allocator_cap), each reverted alone.
       {"hardware.gpu", "GPU", [](const TrainingSetup& s) { return s.device.name; },
        [](TrainingSetup& s, const TrainingSetup& b) { s.device = b.device; }},
-      {memplan::path(Size::gpu_memory), "GPU memory",
-       [](const TrainingSetup& s) {
-         return fmt::format("{:.2f} GiB", static_cast<double>(s.device.capacity_bytes) / (1024.0 * 1024 * 1024));
-       },
-       [](TrainingSetup& s, const TrainingSetup& b) {
-         s.device.capacity_bytes = b.device.capacity_bytes;  // with the allocator cap it holds
-         s.device.allocator_cap_bytes = b.device.allocator_cap_bytes;
-         s.device.allocator_cap_fraction = b.device.allocator_cap_fraction;
-       },
+      {memplan::path(Size::gpu_memory), "GPU memory", [](const TrainingSetup& s) { return gib_text(s.device.card_bytes()); },
+       [](TrainingSetup& s, const TrainingSetup& b) { capped(s.device, b.device.card_bytes(), s.device); },
        [](const TrainingSetup& a, const TrainingSetup& b) { return a.device.name == b.device.name; }},
+      {memplan::path(Size::allocator_cap), "allocator cap",
+       [](const TrainingSetup& s) {
+         const DeviceSpec& d = s.device;
+         if (d.allocator_cap_bytes <= 0) return std::string("none");
+         return d.allocator_cap_fraction > 0 ? fmt::format("{:g} of the card", d.allocator_cap_fraction) : gib_text(d.allocator_cap_bytes);
+       },
+       [](TrainingSetup& s, const TrainingSetup& b) { capped(s.device, s.device.card_bytes(), b.device); }},
       {memplan::path(Number::target), "target utilization",
        [](const TrainingSetup& s) { return fmt::format("{:g}%", 100.0 * s.thresholds.target); },
        [](TrainingSetup& s, const TrainingSetup& b) { s.thresholds.target = b.thresholds.target; }},

@@ -371,6 +371,7 @@ void carry_allocator_cap(DeviceSpec& to, const DeviceSpec& from) {
                           : from.allocator_cap_bytes;
   to.allocator_cap_bytes = cap;
   to.allocator_cap_fraction = from.allocator_cap_fraction;
+  to.uncapped_bytes = to.capacity_bytes;
   const int64_t with_context = cap + to.cuda_context_bytes;
   to.capacity_bytes = to.capacity_bytes > 0 ? std::min(to.capacity_bytes, with_context) : with_context;
 }

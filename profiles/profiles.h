@@ -113,7 +113,8 @@ GpuCatalog parse_gpu_catalog(const std::string& text, const std::string& path);
 void apply_gpu(TrainingSetup& s, const GpuProfile& g, const GpuCatalog& catalog);
 // The allocator cap of `from` (--allocator-cap: bytes, or a fraction of the card) on the card `to`
 // (whose capacity is the card's own): the process may use the cap plus the context, the card's
-// memory if less. Used wherever a setup's card is swapped for another (plan's cards and tables).
+// memory if less (kept as to.uncapped_bytes). Used wherever a setup's card is swapped for another
+// (plan's cards and tables, memplan check's reverts).
 void carry_allocator_cap(DeviceSpec& to, const DeviceSpec& from);
 
 struct ModelPreset {

@@ -342,6 +342,23 @@ TEST_CASE("memplan check: hardware.allocator_cap, the verdict from the capped re
   CHECK(r["needed_bytes"] == r["peak_bytes"]);
 }
 
+TEST_CASE("memplan check --baseline: a lower allocator cap is the cap's change, blamed at its key") {
+  const fs::path dir = fs::temp_directory_path() / ("memplan-check-cap-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string base = (dir / "base.yaml").string(), now = (dir / "now.yaml").string();
+  std::ofstream(base) << "model: qwen2.5-0.5b\nprecision: amp-bf16\ngradient_checkpointing: true\ntraining:\n  micro_batch_size: 1\n"
+                         "  max_seq_length: 1024\nhardware:\n  gpu: h200\n  allocator_cap: 11GiB\n";
+  std::ofstream(now) << "model: qwen2.5-0.5b\nprecision: amp-bf16\ngradient_checkpointing: true\ntraining:\n  micro_batch_size: 1\n"
+                        "  max_seq_length: 1024\nhardware:\n  gpu: h200\n  allocator_cap: 9GiB\n";
+  const CheckRun r = check({now, "--baseline", base, "--format", "github"});
+  CAPTURE(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("::error file=" + now + ",line=9,col=3,title=memplan::does not fit h200: ") != std::string::npos);
+  CHECK(r.out.find("; cause: allocator cap 11.00 GiB -> 9.00 GiB\n") != std::string::npos);
+  CHECK(r.out.find("GPU memory") == std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("memplan check: usage errors exit 2 before checking anything") {
   CHECK(check({data("fits.yaml"), "--format", "yaml"}).code == 2);
   CheckRun r = check({data("fits.yaml"), "--baseline", data("fits.yaml"), "--max-growth", "lots"});

@@ -1522,6 +1522,29 @@ TEST_CASE("a re-check line names a card given by its memory with the memory's un
   CHECK(contains(r.out, "memplan estimate --config this-file --gpu-memory 6GiB --gpus 1\n"));
 }
 
+// A kept file keeps its own allocator_cap (the flag replaced it for the plan), so the re-check line
+// carries the cap and the node's RAM as given, like the card's memory.
+TEST_CASE("a kept file's re-check line carries --allocator-cap and --host-memory as the plan was given them") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-kept-sizes";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string config = (dir / "f.yaml").string(), out = (dir / "kept.yaml").string();
+  std::ofstream(config) << "model:\n  preset: qwen2.5-0.5b\nhardware:\n  gpu: rtx-3060-12gb\n  allocator_cap: 0.5\n"
+                           "training:\n  micro_batch_size: 1\n  seq_len: 512\n  precision: amp-bf16\n";
+  const std::vector<std::string> args = {"plan", "--config", config, "--gpu-memory", "24GiB", "--allocator-cap", "16GiB",
+                                         "--host-memory", "64GiB", "--emit", "memplan", "--out", out, "--force"};
+  const Run text = invoke(args);
+  REQUIRE(text.code == 0);
+  CHECK(contains(text.out, "  kept " + config + " and changed "));
+  CHECK(contains(slurp_file(out), "  allocator_cap: 0.5\n"));  // the user's line, kept
+  CHECK(contains(text.out, "re-check it: memplan estimate --config " + out + " --gpu-memory 24GiB --allocator-cap 16GiB --host-memory 64GiB\n"));
+  const json est = recheck_json(text.out);
+  CHECK(est.at("device").at("allocator_cap_bytes") == int64_t{16} << 30);
+  CHECK(est.at("host").at("per_node").at("capacity_bytes") == int64_t{64} << 30);
+  CHECK(est.at("verdict").at("fits") == true);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("plan --tensor-parallel --emit deepspeed writes AutoTP training, never with ZeRO-3, and reads back to the plan's peak") {
   const fs::path out = fs::temp_directory_path() / "memplan-autotp-plan.json";
   const std::vector<std::string> args = {"plan", "--model", "llama-3.1-8b", "--gpu", "a100-40gb", "--gpus", "8", "--tensor-parallel", "2",

@@ -4,7 +4,10 @@
 // command end to end (files, git, formats) is tests/cli/check_test.cpp.
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <optional>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -223,6 +226,46 @@ TEST_CASE("compare: a smaller card is a change that costs headroom, not peak") {
   CHECK(c.changes[0].text() == "GPU rtx-3090 -> rtx-3060-12gb");
   CHECK(c.changes[0].over_effect_bytes == (peak(now) - target_bytes(now)) - (peak(base) - target_bytes(base)));
   CHECK(c.changes[0].over_effect_bytes > 0);
+}
+
+// The card's memory and the allocator cap are two fields: each change is reverted alone (a cap
+// lowers capacity_bytes, yet the card's memory is the same), and each is blamed at its own key.
+TEST_CASE("compare: an allocator cap change is the cap's, not the GPU memory's; each reverted alone") {
+  auto with = [](std::optional<std::string> memory, std::optional<std::string> cap) {
+    profiles::SetupInputs in;
+    in.config = data("capped/qwen05-b1-cap11gib.yaml");  // h200, allocator_cap: 11GiB
+    in.size_flag(Size::gpu_memory) = memory;
+    in.size_flag(Size::allocator_cap) = cap;
+    return profiles::build_setup(in).setup;
+  };
+  const TrainingSetup base = with(std::nullopt, std::nullopt);
+  const TrainingSetup lower_cap = with(std::nullopt, "9GiB");
+  planner::Comparison c = planner::compare(base, nullptr, lower_cap, nullptr);
+  REQUIRE(c.changes.size() == 1);
+  CHECK(c.changes[0].field == path(Size::allocator_cap));
+  CHECK(c.changes[0].text() == "allocator cap 11.00 GiB -> 9.00 GiB");
+  CHECK(c.changes[0].over_effect_bytes == (estimate(lower_cap).verdict_bytes() - target_bytes(lower_cap)) -
+                                              (estimate(base).verdict_bytes() - target_bytes(base)));
+  CHECK(c.changes[0].over_effect_bytes > 0);
+  // A fraction is compared as stated; no cap at all is "none".
+  c = planner::compare(base, nullptr, with(std::nullopt, "0.1"), nullptr);
+  REQUIRE(c.changes.size() == 1);
+  CHECK(c.changes[0].text() == "allocator cap 11.00 GiB -> 0.1 of the card");
+  // The card's memory changed under the same cap: the GPU memory's change, the cap kept.
+  const TrainingSetup smaller = with("100GiB", std::nullopt);
+  c = planner::compare(base, nullptr, smaller, nullptr);
+  REQUIRE(c.changes.size() == 1);
+  CHECK(c.changes[0].field == path(Size::gpu_memory));
+  CHECK(c.changes[0].text() == fmt::format("GPU memory {:.2f} GiB -> 100.00 GiB", static_cast<double>(base.device.card_bytes()) / (1 << 30)));
+  // Both: two changes, each measured with the other in place (reverting the card's memory keeps the
+  // 9 GiB cap, so it moves nothing).
+  const TrainingSetup both = with("100GiB", "9GiB");
+  c = planner::compare(base, nullptr, both, nullptr);
+  REQUIRE(c.changes.size() == 2);
+  CHECK(c.changes[0].field == path(Size::allocator_cap));
+  CHECK(c.changes[0].over_effect_bytes > 0);
+  CHECK(c.changes[1].field == path(Size::gpu_memory));
+  CHECK(c.changes[1].over_effect_bytes == 0);
 }
 
 TEST_CASE("compare: another model is one change, not a list of sizes") {
