@@ -73,9 +73,9 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
 
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
-      "model.hidden_size", "hardware.gpu", "finetune.base_quant"};
+      memplan::path(&ModelSpec::hidden_size), "hardware.gpu", "finetune.base_quant"};
   nlohmann::json j = nlohmann::json::object();
-  for (const char* f : kFields) j[std::string(f) == "model.hidden_size" ? "model" : f] = source_of(b.origin, f);
+  for (const char* f : kFields) j[std::string(f) == memplan::path(&ModelSpec::hidden_size) ? "model" : f] = source_of(b.origin, f);
   for (const SwitchField& f : switch_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const CountField& f : count_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const ChoiceField& f : choice_fields()) j[f.path] = source_of(b.origin, f.path);

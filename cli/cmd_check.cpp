@@ -132,7 +132,7 @@ std::vector<std::string> fields_in_file(const profiles::Provenance& origin) {
 // The position of a blamed field: the key that set it, else line 1 of the config.
 Where blame_where(const profiles::Provenance& origin, const std::string& field, const std::string& path) {
   std::vector<std::string> keys = {field};
-  if (field == "model") keys = {"model.hidden_size", "model.num_layers"};
+  if (field == "model") keys = {memplan::path(&ModelSpec::hidden_size), memplan::path(&ModelSpec::num_layers)};
   if (field == "hardware.gpu") keys.push_back(memplan::path(Size::gpu_memory));
   if (field == memplan::path(Size::gpu_memory)) keys.push_back("hardware.gpu");
   for (const std::string& k : keys) {

@@ -22,14 +22,18 @@
 // check`. Sizes (the card's memory, the allocator cap, the node's RAM): the flags, their keys, the
 // sources JSON and every path; each is applied by its own rule (profiles/build.cpp). Releases
 // (torch, transformers): the flags, the reader, the runtime JSON, the writer, `memplan check` and
-// the Python keywords filled from the interpreter. Values that are none of these (the target card's
-// preset and the device, the calibration, the base's quantization, which the method and a file's
-// load_in_8bit set, the model's fields) are still written out by hand in those places (issue 25).
+// the Python keywords filled from the interpreter. The model's fields (ModelSpec's members, at the
+// end): families.yaml, the readers, validate() and `memplan check` name each by its member. Values
+// that are none of these (the target card's preset and the device, the calibration, the base's
+// quantization, which the method and a file's load_in_8bit set) are still written out by hand in
+// those places (issue 25).
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "estimator/setup.h"
@@ -366,5 +370,50 @@ struct VersionField {
 const std::array<VersionField, kVersionCount>& version_fields();
 const VersionField& field(Version id);
 inline const char* path(Version id) { return field(id).path; }
+
+// ---- the model's fields --------------------------------------------------------------------------
+
+// ModelSpec's members by name: families.yaml sets them by it (profiles/families.cpp), and each has
+// the path that provenance, validate()'s problems and `memplan check` use ("model.hidden_size").
+// The readers name a field by its member (path(&ModelSpec::hidden_size)), so a misspelt field does
+// not compile; a member without a row is a std::logic_error at its first use (the tests read every
+// row). The memplan YAML model: keys, the HF config keys and each tool's keys that set a field are
+// the readers' own (profiles/config.cpp, profiles/hf_config.cpp, profiles/formats/).
+
+// A member of an enum type, by the words that name its values (families.yaml's).
+struct NamedMember {
+  std::vector<std::string> names;
+  std::function<std::string(const ModelSpec&)> get;          // the value's word ("?": none)
+  std::function<bool(ModelSpec&, const std::string&)> set;   // false: not one of the words
+};
+using ModelMember = std::variant<bool ModelSpec::*, int64_t ModelSpec::*, double ModelSpec::*, std::string ModelSpec::*, NamedMember>;
+
+struct ModelField {
+  std::string name;  // the member's spelling, families.yaml's key: "hidden_size"
+  std::string path;  // "model.hidden_size" ("model.num_experts_per_token" for experts_per_token)
+  size_t offset;     // where the member lies in a ModelSpec (path() finds the row by it)
+  ModelMember member;
+
+  ModelField at(std::string p) &&;  // the row with another path
+};
+
+// Every field, in ModelSpec's order.
+const std::vector<ModelField>& model_fields();
+// The row of the member at `offset` (std::logic_error when there is none).
+const ModelField& model_field_at(size_t offset);
+
+template <class T>
+size_t model_offset(T ModelSpec::*member) {
+  static const ModelSpec probe{};
+  return static_cast<size_t>(reinterpret_cast<const char*>(&(probe.*member)) - reinterpret_cast<const char*>(&probe));
+}
+template <class T>
+const ModelField& field(T ModelSpec::*member) {
+  return model_field_at(model_offset(member));
+}
+template <class T>
+const char* path(T ModelSpec::*member) {
+  return field(member).path.c_str();
+}
 
 }  // namespace memplan

@@ -31,13 +31,13 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     if (v < 1) p.push_back({field, fmt::format("must be at least 1 (got {})", v), "a size or count: a whole number of 1 or more"});
     else if (v > max) p.push_back({field, fmt::format("is absurdly large ({}); the limit is {}", v, max), "check the units"});
   };
-  positive("model.hidden_size", m.hidden_size, 1'000'000);
-  positive("model.num_layers", m.num_layers, 10'000);
-  positive("model.num_attention_heads", m.num_attention_heads, 100'000);
-  positive("model.num_key_value_heads", m.num_key_value_heads, 100'000);
-  positive("model.head_dim", m.head_dim, 100'000);
-  positive("model.intermediate_size", m.intermediate_size > 0 ? m.intermediate_size : m.expert_width(), 10'000'000);
-  positive("model.vocab_size", m.vocab_size, 100'000'000);
+  positive(path(&ModelSpec::hidden_size), m.hidden_size, 1'000'000);
+  positive(path(&ModelSpec::num_layers), m.num_layers, 10'000);
+  positive(path(&ModelSpec::num_attention_heads), m.num_attention_heads, 100'000);
+  positive(path(&ModelSpec::num_key_value_heads), m.num_key_value_heads, 100'000);
+  positive(path(&ModelSpec::head_dim), m.head_dim, 100'000);
+  positive(path(&ModelSpec::intermediate_size), m.intermediate_size > 0 ? m.intermediate_size : m.expert_width(), 10'000'000);
+  positive(path(&ModelSpec::vocab_size), m.vocab_size, 100'000'000);
   positive(memplan::path(Count::micro_batch), s.batch.micro_batch, 1'000'000);
   positive(memplan::path(Count::seq_len), s.batch.seq_len, 100'000'000);
   positive(memplan::path(Count::grad_accum), s.batch.grad_accum, 1'000'000);
@@ -51,26 +51,26 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   positive(memplan::path(Count::tensor_parallel), s.parallel.tensor_parallel, 1'000'000);
   positive(memplan::path(Count::pipeline_parallel), s.parallel.pipeline_parallel, 1'000'000);
   positive(memplan::path(Count::expert_parallel), s.parallel.expert_parallel, 1'000'000);
-  range("model.max_position_embeddings", m.max_position_embeddings, 0, 100'000'000,
+  range(path(&ModelSpec::max_position_embeddings), m.max_position_embeddings, 0, 100'000'000,
         "the longest sequence the model's position table or mask covers (n_positions, max_position_embeddings)");
-  range("model.num_labels", m.num_labels, 0, 100'000'000, "a classifier head has one output per label");
-  range("model.moe_intermediate_size", m.moe_intermediate_size, 0, 10'000'000,
+  range(path(&ModelSpec::num_labels), m.num_labels, 0, 100'000'000, "a classifier head has one output per label");
+  range(path(&ModelSpec::moe_intermediate_size), m.moe_intermediate_size, 0, 10'000'000,
         "an expert's MLP width (moe_intermediate_size); 0 means intermediate_size");
-  range("model.shared_expert_intermediate_size", m.shared_expert_intermediate_size, 0, 10'000'000,
+  range(path(&ModelSpec::shared_expert_intermediate_size), m.shared_expert_intermediate_size, 0, 10'000'000,
         "the shared experts' MLP width (shared_expert_intermediate_size); 0 means none");
-  range("model.num_shared_experts", m.num_shared_experts, 0, 100'000, "always-on experts, usually 0 to 2");
-  range("model.moe_layer_frequency", m.moe_layer_frequency, 0, 10'000, "decoder_sparse_step: every n-th layer is MoE");
-  range("model.first_dense_layers", m.first_dense_layers, 0, m.num_layers, "first_k_dense_replace: at most the layer count");
-  range("model.type_vocab_size", m.type_vocab_size, 0, 100'000, "BERT's token types: usually 2");
-  range("model.sliding_window", m.sliding_window, 0, 100'000'000, "attention window in tokens (0: none)");
-  range("model.global_attention_every", m.global_attention_every, 0, 1'000'000, "every n-th layer attends globally (0: none)");
-  range("model.q_lora_rank", m.q_lora_rank, 0, 1'000'000, "DeepSeek's compressed query width");
-  range("model.kv_lora_rank", m.kv_lora_rank, 0, 1'000'000, "DeepSeek's compressed key/value width");
-  range("model.qk_rope_head_dim", m.qk_rope_head_dim, 0, 100'000, "a head dimension");
-  range("model.qk_nope_head_dim", m.qk_nope_head_dim, 0, 100'000, "a head dimension");
-  range("model.v_head_dim", m.v_head_dim, 0, 100'000, "a head dimension");
-  range("model.expert_groups", m.expert_groups, 0, 100'000, "DeepSeek-V3's n_group");
-  range("model.topk_groups", m.topk_groups, 0, 100'000, "DeepSeek-V3's topk_group");
+  range(path(&ModelSpec::num_shared_experts), m.num_shared_experts, 0, 100'000, "always-on experts, usually 0 to 2");
+  range(path(&ModelSpec::moe_layer_frequency), m.moe_layer_frequency, 0, 10'000, "decoder_sparse_step: every n-th layer is MoE");
+  range(path(&ModelSpec::first_dense_layers), m.first_dense_layers, 0, m.num_layers, "first_k_dense_replace: at most the layer count");
+  range(path(&ModelSpec::type_vocab_size), m.type_vocab_size, 0, 100'000, "BERT's token types: usually 2");
+  range(path(&ModelSpec::sliding_window), m.sliding_window, 0, 100'000'000, "attention window in tokens (0: none)");
+  range(path(&ModelSpec::global_attention_every), m.global_attention_every, 0, 1'000'000, "every n-th layer attends globally (0: none)");
+  range(path(&ModelSpec::q_lora_rank), m.q_lora_rank, 0, 1'000'000, "DeepSeek's compressed query width");
+  range(path(&ModelSpec::kv_lora_rank), m.kv_lora_rank, 0, 1'000'000, "DeepSeek's compressed key/value width");
+  range(path(&ModelSpec::qk_rope_head_dim), m.qk_rope_head_dim, 0, 100'000, "a head dimension");
+  range(path(&ModelSpec::qk_nope_head_dim), m.qk_nope_head_dim, 0, 100'000, "a head dimension");
+  range(path(&ModelSpec::v_head_dim), m.v_head_dim, 0, 100'000, "a head dimension");
+  range(path(&ModelSpec::expert_groups), m.expert_groups, 0, 100'000, "DeepSeek-V3's n_group");
+  range(path(&ModelSpec::topk_groups), m.topk_groups, 0, 100'000, "DeepSeek-V3's topk_group");
   const char* kBucketHint = "DeepSpeed bucket sizes count elements: 0 or more, e.g. 5e8";
   range("parallel.reduce_bucket_elems", s.parallel.reduce_bucket_elems, 0, 1'000'000'000'000, kBucketHint);
   range("parallel.allgather_bucket_elems", s.parallel.allgather_bucket_elems, 0, 1'000'000'000'000, kBucketHint);
@@ -87,19 +87,18 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   if (!(std::isfinite(s.finetune.lora_alpha) && s.finetune.lora_alpha > 0 && s.finetune.lora_alpha <= 1e6))
     p.push_back({path(Number::lora_alpha), fmt::format("must be a positive finite number up to 1e6 (got {})", s.finetune.lora_alpha),
                  "PEFT's lora_alpha is usually r or 2r, e.g. 16"});
-  for (const auto& [field, v] : {std::pair<const char*, double>{"model.rotary_fraction", m.rotary_fraction},
-                                 {"model.attn_softcap", m.attn_softcap}, {"model.final_softcap", m.final_softcap},
-                                 {"model.logit_scale", m.logit_scale}, {"model.residual_multiplier", m.residual_multiplier}})
-    if (!(std::isfinite(v) && v >= 0 && v <= 1e6))
-      p.push_back({field, fmt::format("must be a finite number between 0 and 1e6 (got {})", v), "check the model's config.json"});
+  for (double ModelSpec::*member : {&ModelSpec::rotary_fraction, &ModelSpec::attn_softcap, &ModelSpec::final_softcap,
+                                     &ModelSpec::logit_scale, &ModelSpec::residual_multiplier})
+    if (const double v = m.*member; !(std::isfinite(v) && v >= 0 && v <= 1e6))
+      p.push_back({path(member), fmt::format("must be a finite number between 0 and 1e6 (got {})", v), "check the model's config.json"});
   if (!(std::isfinite(m.capacity_factor) && std::isfinite(m.routed_scaling_factor) && m.routed_scaling_factor >= 0 &&
         m.routed_scaling_factor <= 1e6))
-    p.push_back({"model.routed_scaling_factor", "must be a finite number between 0 and 1e6", "DeepSeek-V3 uses 2.5"});
+    p.push_back({path(&ModelSpec::routed_scaling_factor), "must be a finite number between 0 and 1e6", "DeepSeek-V3 uses 2.5"});
   if (!p.empty()) return p;
   // Layers that are not mixture-of-experts (decoder_sparse_step > 1, first_k_dense_replace) use
   // the dense MLP width.
   if (m.num_experts > 0 && (m.first_dense_layers > 0 || m.moe_layer_frequency > 1) && m.intermediate_size < 1)
-    p.push_back({"model.intermediate_size",
+    p.push_back({path(&ModelSpec::intermediate_size),
                  fmt::format("must be at least 1: the model has dense layers (first {} dense, every {} MoE) and their MLP "
                              "width is intermediate_size (got {})",
                              m.first_dense_layers, std::max<int64_t>(1, m.moe_layer_frequency), m.intermediate_size),
@@ -110,7 +109,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     const LD mask = static_cast<LD>(m.max_position_embeddings) * static_cast<LD>(m.max_position_embeddings) *
                     static_cast<LD>(m.num_layers);
     if (mask > static_cast<LD>(int64_t{1} << 62))
-      p.push_back({"model.max_position_embeddings",
+      p.push_back({path(&ModelSpec::max_position_embeddings),
                    fmt::format("is too large to estimate: the causal-mask buffers alone would be about {:.3g} bytes",
                                static_cast<double>(mask)),
                    "memplan counts bytes in 64-bit integers (up to 4.6e18); check n_positions"});
@@ -136,31 +135,31 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     too_big(memplan::path(Count::seq_len), scores, "the attention scores");
     too_big(memplan::path(Count::seq_len), logits, "the logits");
     too_big(memplan::path(Count::micro_batch), mlp, "the MLP activations");
-    too_big("model.hidden_size", params, "the model states");
+    too_big(path(&ModelSpec::hidden_size), params, "the model states");
     if (!p.empty()) return p;
   }
   if (m.num_key_value_heads > m.num_attention_heads || m.num_attention_heads % m.num_key_value_heads != 0)
-    p.push_back({"model.num_key_value_heads",
+    p.push_back({path(&ModelSpec::num_key_value_heads),
                  fmt::format("{} key/value heads do not divide {} attention heads", m.num_key_value_heads, m.num_attention_heads),
                  "grouped-query attention needs num_attention_heads to be a multiple of num_key_value_heads"});
   // A head dimension derived as h / a (integer division) when a does not divide h.
   if (m.head_dim == m.hidden_size / std::max<int64_t>(1, m.num_attention_heads) && m.hidden_size % m.num_attention_heads != 0)
-    p.push_back({"model.num_attention_heads",
+    p.push_back({path(&ModelSpec::num_attention_heads),
                  fmt::format("{} heads do not divide hidden size {}", m.num_attention_heads, m.hidden_size),
                  "set head_dim explicitly if the model uses a head dimension other than hidden/heads"});
-  if (m.num_experts < 0) p.push_back({"model.num_experts", "must not be negative", "0 for a dense model, else the routed experts per MoE layer"});
+  if (m.num_experts < 0) p.push_back({path(&ModelSpec::num_experts), "must not be negative", "0 for a dense model, else the routed experts per MoE layer"});
   if (m.num_experts > 0) {
     if (m.experts_per_token < 1)
-      p.push_back({"model.num_experts_per_token", "must be at least 1 for a mixture of experts", "Mixtral uses 2"});
+      p.push_back({path(&ModelSpec::experts_per_token), "must be at least 1 for a mixture of experts", "Mixtral uses 2"});
     else if (m.experts_per_token > m.num_experts)
-      p.push_back({"model.num_experts_per_token",
+      p.push_back({path(&ModelSpec::experts_per_token),
                    fmt::format("top-{} routing needs at least {} experts (the model has {})", m.experts_per_token,
                                m.experts_per_token, m.num_experts),
                    "num_experts_per_token must not exceed num_experts"});
-    if (m.num_experts > 100'000) p.push_back({"model.num_experts", "is absurdly large", "the routed experts per MoE layer, at most 100000"});
+    if (m.num_experts > 100'000) p.push_back({path(&ModelSpec::num_experts), "is absurdly large", "the routed experts per MoE layer, at most 100000"});
   }
   if (m.capacity_factor < 0 || m.capacity_factor > 1000)
-    p.push_back({"model.capacity_factor", fmt::format("must be in [0, 1000] (got {})", m.capacity_factor),
+    p.push_back({path(&ModelSpec::capacity_factor), fmt::format("must be in [0, 1000] (got {})", m.capacity_factor),
                  "0 means dropless routing; 1.0-2.0 is usual"});
   if (auto zero = zero_stage_problem(s.parallel.zero_stage)) p.push_back(std::move(*zero));
   const int64_t mp = s.parallel.tensor_parallel * s.parallel.pipeline_parallel;
@@ -201,10 +200,10 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   auto frac = [&](const char* f, double v) {
     if (!(v >= 0 && v < 1)) p.push_back({f, fmt::format("must be in [0, 1) (got {})", v), "a dropout probability such as 0.1"});
   };
-  frac("model.attention_dropout", m.attention_dropout);
+  frac(path(&ModelSpec::attention_dropout), m.attention_dropout);
   frac(path(Number::lora_dropout), s.finetune.lora_dropout);
-  frac("model.hidden_dropout", m.hidden_dropout);
-  frac("model.embedding_dropout", m.embedding_dropout);
+  frac(path(&ModelSpec::hidden_dropout), m.hidden_dropout);
+  frac(path(&ModelSpec::embedding_dropout), m.embedding_dropout);
   const Thresholds& t = s.thresholds;
   if (!(t.target > 0 && t.target <= t.warning && t.warning <= t.critical && t.critical <= t.emergency && t.emergency <= 1.0))
     p.push_back({"memory.target_utilization", "thresholds must satisfy 0 < target <= warning <= critical <= emergency <= 1",

@@ -84,35 +84,29 @@ FieldSpec list_spec(List id) {
           [&f](TrainingSetup& s, const TrainingSetup& b) { f.set(s, f.get(b)); }, adapters_on_both, true};
 }
 
+// A model field (estimator/fields.h's model rows): its path, its words, its member; reverting it
+// also puts back the members that follow it (head_dim follows the width and the head count).
+template <class T, class... Follow>
+FieldSpec model_spec(T ModelSpec::*member, const char* label, Follow... follow) {
+  return {memplan::path(member), label, [member](const TrainingSetup& s) { return num(s.model.*member); },
+          [member, follow...](TrainingSetup& s, const TrainingSetup& b) {
+            s.model.*member = b.model.*member;
+            ((s.model.*follow = b.model.*follow), ...);
+          }};
+}
+
 // The architecture fields compared when the model keeps its name (an inline model edited in place).
-// Reverting the width or the head count also puts back head_dim, which follows them.
 const std::vector<FieldSpec>& arch_fields() {
   static const std::vector<FieldSpec> t = {
-      {"model.hidden_size", "hidden size", [](const TrainingSetup& s) { return num(s.model.hidden_size); },
-       [](TrainingSetup& s, const TrainingSetup& b) {
-         s.model.hidden_size = b.model.hidden_size;
-         s.model.head_dim = b.model.head_dim;
-       }},
-      {"model.num_layers", "layers", [](const TrainingSetup& s) { return num(s.model.num_layers); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.model.num_layers = b.model.num_layers; }},
-      {"model.num_attention_heads", "attention heads",
-       [](const TrainingSetup& s) { return num(s.model.num_attention_heads); },
-       [](TrainingSetup& s, const TrainingSetup& b) {
-         s.model.num_attention_heads = b.model.num_attention_heads;
-         s.model.head_dim = b.model.head_dim;
-       }},
-      {"model.num_key_value_heads", "key-value heads", [](const TrainingSetup& s) { return num(s.model.num_key_value_heads); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.model.num_key_value_heads = b.model.num_key_value_heads; }},
-      {"model.intermediate_size", "MLP width", [](const TrainingSetup& s) { return num(s.model.intermediate_size); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.model.intermediate_size = b.model.intermediate_size; }},
-      {"model.vocab_size", "vocabulary", [](const TrainingSetup& s) { return num(s.model.vocab_size); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.model.vocab_size = b.model.vocab_size; }},
-      {"model.num_experts", "experts", [](const TrainingSetup& s) { return num(s.model.num_experts); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.model.num_experts = b.model.num_experts; }},
-      {"model.num_experts_per_token", "experts per token", [](const TrainingSetup& s) { return num(s.model.experts_per_token); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.model.experts_per_token = b.model.experts_per_token; }},
-      {"model.capacity_factor", "capacity factor", [](const TrainingSetup& s) { return num(s.model.capacity_factor); },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.model.capacity_factor = b.model.capacity_factor; }},
+      model_spec(&ModelSpec::hidden_size, "hidden size", &ModelSpec::head_dim),
+      model_spec(&ModelSpec::num_layers, "layers"),
+      model_spec(&ModelSpec::num_attention_heads, "attention heads", &ModelSpec::head_dim),
+      model_spec(&ModelSpec::num_key_value_heads, "key-value heads"),
+      model_spec(&ModelSpec::intermediate_size, "MLP width"),
+      model_spec(&ModelSpec::vocab_size, "vocabulary"),
+      model_spec(&ModelSpec::num_experts, "experts"),
+      model_spec(&ModelSpec::experts_per_token, "experts per token"),
+      model_spec(&ModelSpec::capacity_factor, "capacity factor"),
   };
   return t;
 }
@@ -323,7 +317,7 @@ std::string largest_contributor(const std::array<int64_t, kNumTerms>& t, const s
   const std::vector<std::string>& order = activation_like >= state_like ? batch_first : model_first;
   for (const std::string& f : order) {
     // The model counts as set when the file names it (its size fields then point at that line).
-    const std::string key = f == "model" ? "model.hidden_size" : f;
+    const std::string key = f == "model" ? memplan::path(&ModelSpec::hidden_size) : f;
     if (std::find(fields_in_file.begin(), fields_in_file.end(), key) != fields_in_file.end()) return f;
   }
   return order.front();

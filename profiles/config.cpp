@@ -86,9 +86,9 @@ struct ConfigState {
   // Records that `field` came from key `n` (its position and dotted path).
   void note(const std::string& field, const Node& n) { out.origin.set(field, keyed(n)); }
   template <class T, class V>
-  void set_model(const char* field, T ModelSpec::*member, V value, const Node& n) {
-    set(field, s().model.*member, value, n);
-    model_given.insert(field);
+  void set_model(T ModelSpec::*member, V value, const Node& n) {
+    set(memplan::path(member), s().model.*member, value, n);
+    model_given.insert(memplan::path(member));
   }
 };
 
@@ -288,8 +288,8 @@ Key<ConfigState> setup_key(std::vector<std::string> names, const char* field, Ou
 }
 // A key read into a model field set inline (it overrides a preset's value).
 template <class T, class Read>
-Key<ConfigState> model_key(std::vector<std::string> names, const char* field, T ModelSpec::*member, Read read) {
-  return {std::move(names), [=](const Node& n, ConfigState& st) { st.set_model(field, member, read(n), n); }};
+Key<ConfigState> model_key(std::vector<std::string> names, T ModelSpec::*member, Read read) {
+  return {std::move(names), [=](const Node& n, ConfigState& st) { st.set_model(member, read(n), n); }};
 }
 // A key stating one of the facts resolved after the whole file is read.
 template <class T, class Read>
@@ -323,41 +323,38 @@ void use_named_model(ConfigState& st, const std::string& name, const Where& at);
 const Table& model_keys() {
   static const Table t = {
       {{"preset", "hf_config", "name", "model_type"}, [](const Node&, ConfigState&) {}},  // read first, in read_model
-      model_key({"hidden_size", "d_model"}, "model.hidden_size", &ModelSpec::hidden_size, as_field_count),
-      model_key({"num_layers", "num_hidden_layers", "n_layers", "n_layer"}, "model.num_layers", &ModelSpec::num_layers,
+      model_key({"hidden_size", "d_model"}, &ModelSpec::hidden_size, as_field_count),
+      model_key({"num_layers", "num_hidden_layers", "n_layers", "n_layer"}, &ModelSpec::num_layers,
                 as_field_count),
-      model_key({"num_attention_heads", "num_heads", "n_heads", "n_head", "attention_heads"}, "model.num_attention_heads",
-                &ModelSpec::num_attention_heads, as_field_count),
-      model_key({"num_key_value_heads", "num_kv_heads"}, "model.num_key_value_heads", &ModelSpec::num_key_value_heads,
+      model_key({"num_attention_heads", "num_heads", "n_heads", "n_head", "attention_heads"}, &ModelSpec::num_attention_heads, as_field_count),
+      model_key({"num_key_value_heads", "num_kv_heads"}, &ModelSpec::num_key_value_heads,
                 as_field_count),
-      model_key({"head_dim", "attention_head_dim"}, "model.head_dim", &ModelSpec::head_dim, as_field_count),
-      model_key({"intermediate_size", "d_ffn", "ffn_hidden_size", "n_inner"}, "model.intermediate_size",
-                &ModelSpec::intermediate_size, as_field_count),
-      model_key({"vocab_size"}, "model.vocab_size", &ModelSpec::vocab_size, as_field_count),
-      model_key({"max_position_embeddings"}, "model.max_position_embeddings", &ModelSpec::max_position_embeddings, as_field_count),
-      model_key({"num_experts", "num_local_experts"}, "model.num_experts", &ModelSpec::num_experts, as_int),
-      model_key({"num_experts_per_token", "num_experts_per_tok", "experts_per_token", "top_k"},
-                "model.num_experts_per_token", &ModelSpec::experts_per_token, as_field_count),
-      model_key({"capacity_factor", "expert_capacity_factor"}, "model.capacity_factor", &ModelSpec::capacity_factor, as_number),
-      model_key({"moe_intermediate_size"}, "model.moe_intermediate_size", &ModelSpec::moe_intermediate_size, as_field_count),
-      model_key({"num_shared_experts"}, "model.num_shared_experts", &ModelSpec::num_shared_experts, as_int),
-      model_key({"activation", "hidden_act"}, "model.activation", &ModelSpec::activation, as_activation),
-      model_key({"gated_mlp"}, "model.gated_mlp", &ModelSpec::gated_mlp, as_bool),
-      model_key({"tie_word_embeddings"}, "model.tie_word_embeddings", &ModelSpec::tie_word_embeddings, as_bool),
-      model_key({"attention_dropout"}, "model.attention_dropout", &ModelSpec::attention_dropout, as_number),
-      model_key({"hidden_dropout"}, "model.hidden_dropout", &ModelSpec::hidden_dropout, as_number),
+      model_key({"head_dim", "attention_head_dim"}, &ModelSpec::head_dim, as_field_count),
+      model_key({"intermediate_size", "d_ffn", "ffn_hidden_size", "n_inner"}, &ModelSpec::intermediate_size, as_field_count),
+      model_key({"vocab_size"}, &ModelSpec::vocab_size, as_field_count),
+      model_key({"max_position_embeddings"}, &ModelSpec::max_position_embeddings, as_field_count),
+      model_key({"num_experts", "num_local_experts"}, &ModelSpec::num_experts, as_int),
+      model_key({"num_experts_per_token", "num_experts_per_tok", "experts_per_token", "top_k"}, &ModelSpec::experts_per_token, as_field_count),
+      model_key({"capacity_factor", "expert_capacity_factor"}, &ModelSpec::capacity_factor, as_number),
+      model_key({"moe_intermediate_size"}, &ModelSpec::moe_intermediate_size, as_field_count),
+      model_key({"num_shared_experts"}, &ModelSpec::num_shared_experts, as_int),
+      model_key({"activation", "hidden_act"}, &ModelSpec::activation, as_activation),
+      model_key({"gated_mlp"}, &ModelSpec::gated_mlp, as_bool),
+      model_key({"tie_word_embeddings"}, &ModelSpec::tie_word_embeddings, as_bool),
+      model_key({"attention_dropout"}, &ModelSpec::attention_dropout, as_number),
+      model_key({"hidden_dropout"}, &ModelSpec::hidden_dropout, as_number),
       {{"dropout"}, [](const Node& n, ConfigState& st) {
          const double p = as_number(n);
-         st.set_model("model.attention_dropout", &ModelSpec::attention_dropout, p, n);
-         st.set_model("model.hidden_dropout", &ModelSpec::hidden_dropout, p, n);
-         st.set_model("model.embedding_dropout", &ModelSpec::embedding_dropout, p, n);
+         st.set_model(&ModelSpec::attention_dropout, p, n);
+         st.set_model(&ModelSpec::hidden_dropout, p, n);
+         st.set_model(&ModelSpec::embedding_dropout, p, n);
        }},
       {{"norm"}, [](const Node& n, ConfigState& st) {
          const std::string v = lower(as_text(n));
          if (v != "layer_norm" && v != "layernorm" && v != "rms_norm" && v != "rmsnorm")
            throw InputError(n.where, fmt::format("unknown norm '{}'", as_text(n)), "expected one of: layer_norm, rms_norm");
          const bool rms = v.rfind("rms", 0) == 0;
-         st.set_model("model.norm", &ModelSpec::norm, rms ? NormKind::rms_norm : NormKind::layer_norm, n);
+         st.set_model(&ModelSpec::norm, rms ? NormKind::rms_norm : NormKind::layer_norm, n);
          st.s().model.norm_bias = !rms;  // RMSNorm never has a bias
        }},
       {{"use_flash_attention"}, set_flash},
@@ -851,19 +848,19 @@ void derive_model(ConfigState& st, const ModelSpec& base) {
   ModelSpec& m = st.s().model;
   Provenance& origin = st.out.origin;
   auto given = [&](const char* f) { return st.model_given.count(f) > 0; };
-  if (!given("model.num_key_value_heads") && base.num_key_value_heads == base.num_attention_heads) {
+  if (!given(memplan::path(&ModelSpec::num_key_value_heads)) && base.num_key_value_heads == base.num_attention_heads) {
     m.num_key_value_heads = m.num_attention_heads;
-    origin.set("model.num_key_value_heads", origin.of("model.num_attention_heads"));
+    origin.set(memplan::path(&ModelSpec::num_key_value_heads), origin.of(memplan::path(&ModelSpec::num_attention_heads)));
   }
-  if (!given("model.head_dim") && m.num_attention_heads > 0 &&
+  if (!given(memplan::path(&ModelSpec::head_dim)) && m.num_attention_heads > 0 &&
       (base.head_dim == 0 || base.head_dim * base.num_attention_heads == base.hidden_size)) {
     m.head_dim = m.hidden_size / m.num_attention_heads;
-    origin.set("model.head_dim", origin.of("model.num_attention_heads"));
+    origin.set(memplan::path(&ModelSpec::head_dim), origin.of(memplan::path(&ModelSpec::num_attention_heads)));
   }
-  if (!given("model.vocab_size") && base.vocab_size == 0) m.vocab_size = 32000;  // Llama/Mistral's tokenizer
-  if (!given("model.intermediate_size") && base.intermediate_size == 0) {
+  if (!given(memplan::path(&ModelSpec::vocab_size)) && base.vocab_size == 0) m.vocab_size = 32000;  // Llama/Mistral's tokenizer
+  if (!given(memplan::path(&ModelSpec::intermediate_size)) && base.intermediate_size == 0) {
     m.intermediate_size = default_intermediate(m);
-    origin.set("model.intermediate_size", origin.of("model.hidden_size"));
+    origin.set(memplan::path(&ModelSpec::intermediate_size), origin.of(memplan::path(&ModelSpec::hidden_size)));
   }
 }
 
@@ -897,9 +894,9 @@ void read_model(const Node& n, ConfigState& st) {
   read_section(n, {&model_keys()}, st, &st.out.warnings);
   if (!st.out.has_model) return;  // only setup-level keys here (use_flash_attention, ...)
   if (from_scratch)
-    for (const char* field : {"model.hidden_size", "model.num_layers", "model.num_attention_heads"})
-      if (!st.model_given.count(field))
-        throw InputError(n.where, fmt::format("the inline model has no {}", field + 6),
+    for (int64_t ModelSpec::*member : {&ModelSpec::hidden_size, &ModelSpec::num_layers, &ModelSpec::num_attention_heads})
+      if (!st.model_given.count(memplan::path(member)))
+        throw InputError(n.where, fmt::format("the inline model has no {}", memplan::field(member).name),
                          "an inline model needs hidden_size, num_layers and num_attention_heads; or name one with "
                          "model.preset (memplan models lists the presets) or model.hf_config");
   derive_model(st, base);

@@ -1,13 +1,17 @@
-// Model families (families.yaml): ModelSpec's fields by name, and each supported model_type's
-// architecture defaults built from the table's entries (see families.yaml for the form).
+// Model families (families.yaml): each supported model_type's architecture defaults built from the
+// table's entries, which set ModelSpec's fields by their names (estimator/fields.h's model rows; see
+// families.yaml for the form).
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <type_traits>
+#include <variant>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
 
+#include "estimator/fields.h"
 #include "profiles/detail.h"
 
 namespace memplan::profiles {
@@ -16,143 +20,38 @@ using detail::Node;
 
 namespace {
 
-// One ModelSpec field: its name (the member's), how a YAML value sets it, and its value as text.
-struct ModelField {
-  std::string name;
-  std::function<void(const Node&, ModelSpec&)> set;
-  std::function<std::string(const ModelSpec&)> text;
-};
-
 std::string number_text(double v) { return fmt::format("{}", v); }
 
-ModelField field(const char* name, bool ModelSpec::*member) {
-  return {name, [member](const Node& n, ModelSpec& m) { m.*member = detail::as_bool(n); },
-          [member](const ModelSpec& m) { return std::string(m.*member ? "true" : "false"); }};
-}
-ModelField field(const char* name, int64_t ModelSpec::*member) {
-  return {name, [member](const Node& n, ModelSpec& m) { m.*member = detail::as_int(n); },
-          [member](const ModelSpec& m) { return std::to_string(m.*member); }};
-}
-ModelField field(const char* name, double ModelSpec::*member) {
-  return {name, [member](const Node& n, ModelSpec& m) { m.*member = detail::as_number(n); },
-          [member](const ModelSpec& m) { return number_text(m.*member); }};
-}
-ModelField field(const char* name, std::string ModelSpec::*member) {
-  return {name, [member](const Node& n, ModelSpec& m) { m.*member = detail::as_text(n); },
-          [member](const ModelSpec& m) { return m.*member; }};
-}
-// An enum by its names (the words families.yaml uses).
-template <class E>
-ModelField field(const char* name, E ModelSpec::*member, std::vector<std::pair<const char*, E>> names) {
-  auto set = [member, names, name](const Node& n, ModelSpec& m) {
-    const std::string v = detail::as_text(n);
-    for (const auto& [word, value] : names)
-      if (v == word) {
-        m.*member = value;
-        return;
-      }
-    std::vector<std::string> known;
-    for (const auto& p : names) known.emplace_back(p.first);
-    throw InputError(n.where, fmt::format("unknown {} '{}'", name, clip(v)), fmt::format("expected one of: {}", fmt::join(known, ", ")));
-  };
-  auto text = [member, names](const ModelSpec& m) {
-    for (const auto& [word, value] : names)
-      if (m.*member == value) return std::string(word);
-    return std::string("?");
-  };
-  return {name, set, text};
+// How a families.yaml value sets a ModelSpec field (estimator/fields.h's row), and its value as text.
+void set_field(const memplan::ModelField& f, const Node& n, ModelSpec& m) {
+  std::visit(
+      [&](const auto& member) {
+        using M = std::decay_t<decltype(member)>;
+        if constexpr (std::is_same_v<M, bool ModelSpec::*>) m.*member = detail::as_bool(n);
+        else if constexpr (std::is_same_v<M, int64_t ModelSpec::*>) m.*member = detail::as_int(n);
+        else if constexpr (std::is_same_v<M, double ModelSpec::*>) m.*member = detail::as_number(n);
+        else if constexpr (std::is_same_v<M, std::string ModelSpec::*>) m.*member = detail::as_text(n);
+        else {
+          const std::string v = detail::as_text(n);
+          if (!member.set(m, v))
+            throw InputError(n.where, fmt::format("unknown {} '{}'", f.name, clip(v)),
+                             fmt::format("expected one of: {}", fmt::join(member.names, ", ")));
+        }
+      },
+      f.member);
 }
 
-const std::vector<ModelField>& model_fields() {
-  static const std::vector<ModelField> t = {
-      field("name", &ModelSpec::name),
-      field("model_type", &ModelSpec::model_type),
-      field("hf_repo", &ModelSpec::hf_repo),
-      field("checkpoint_dtype", &ModelSpec::checkpoint_dtype),
-      field("head", &ModelSpec::head, {{"causal_lm", HeadKind::causal_lm}, {"masked_lm", HeadKind::masked_lm},
-                                       {"sequence_classification", HeadKind::sequence_classification}}),
-      field("hidden_size", &ModelSpec::hidden_size),
-      field("num_layers", &ModelSpec::num_layers),
-      field("num_attention_heads", &ModelSpec::num_attention_heads),
-      field("num_key_value_heads", &ModelSpec::num_key_value_heads),
-      field("head_dim", &ModelSpec::head_dim),
-      field("intermediate_size", &ModelSpec::intermediate_size),
-      field("vocab_size", &ModelSpec::vocab_size),
-      field("max_position_embeddings", &ModelSpec::max_position_embeddings),
-      field("num_labels", &ModelSpec::num_labels),
-      field("type_vocab_size", &ModelSpec::type_vocab_size),
-      field("norm", &ModelSpec::norm, {{"layer_norm", NormKind::layer_norm}, {"rms_norm", NormKind::rms_norm}}),
-      field("activation", &ModelSpec::activation, {{"gelu", Activation::gelu}, {"gelu_tanh", Activation::gelu_tanh},
-                                                   {"gelu_new", Activation::gelu_new}, {"silu", Activation::silu},
-                                                   {"relu", Activation::relu}}),
-      field("gated_mlp", &ModelSpec::gated_mlp),
-      field("positions", &ModelSpec::positions, {{"learned", PositionKind::learned}, {"rotary", PositionKind::rotary},
-                                                 {"alibi", PositionKind::alibi}, {"none", PositionKind::none}}),
-      field("tie_word_embeddings", &ModelSpec::tie_word_embeddings),
-      field("qkv_bias", &ModelSpec::qkv_bias),
-      field("o_bias", &ModelSpec::o_bias),
-      field("mlp_bias", &ModelSpec::mlp_bias),
-      field("norm_bias", &ModelSpec::norm_bias),
-      field("final_norm", &ModelSpec::final_norm),
-      field("bert_style", &ModelSpec::bert_style),
-      field("fused_qkv", &ModelSpec::fused_qkv),
-      field("fused_gate_up", &ModelSpec::fused_gate_up),
-      field("parallel_residual", &ModelSpec::parallel_residual),
-      field("rotary_fraction", &ModelSpec::rotary_fraction),
-      field("post_norms", &ModelSpec::post_norms),
-      field("qk_norm", &ModelSpec::qk_norm, {{"none", QkNorm::none}, {"per_head", QkNorm::per_head}, {"full_width", QkNorm::full_width},
-                                             {"per_head_layer_norm", QkNorm::per_head_layer_norm}, {"l2", QkNorm::l2}}),
-      field("attn_softcap", &ModelSpec::attn_softcap),
-      field("final_softcap", &ModelSpec::final_softcap),
-      field("scale_embeddings", &ModelSpec::scale_embeddings),
-      field("causal_mask", &ModelSpec::causal_mask, {{"additive", MaskKind::additive}, {"bool_buffer", MaskKind::bool_buffer},
-                                                     {"padding", MaskKind::padding}, {"bool_4d", MaskKind::bool_4d}}),
-      field("softmax_fp32", &ModelSpec::softmax_fp32),
-      field("attn_weights_held_by_layer", &ModelSpec::attn_weights_held_by_layer),
-      field("parallel_shared_norm", &ModelSpec::parallel_shared_norm),
-      field("pre_norms", &ModelSpec::pre_norms),
-      field("norm_weight_fp32", &ModelSpec::norm_weight_fp32),
-      field("norm_fp32_manual", &ModelSpec::norm_fp32_manual),
-      field("rope_fp32", &ModelSpec::rope_fp32),
-      field("lm_head_bias", &ModelSpec::lm_head_bias),
-      field("logit_scale", &ModelSpec::logit_scale),
-      field("residual_multiplier", &ModelSpec::residual_multiplier),
-      field("attention_sinks", &ModelSpec::attention_sinks),
-      field("sliding_window", &ModelSpec::sliding_window),
-      field("global_attention_every", &ModelSpec::global_attention_every),
-      field("q_lora_rank", &ModelSpec::q_lora_rank),
-      field("kv_lora_rank", &ModelSpec::kv_lora_rank),
-      field("qk_rope_head_dim", &ModelSpec::qk_rope_head_dim),
-      field("qk_nope_head_dim", &ModelSpec::qk_nope_head_dim),
-      field("v_head_dim", &ModelSpec::v_head_dim),
-      field("attention_dropout", &ModelSpec::attention_dropout),
-      field("hidden_dropout", &ModelSpec::hidden_dropout),
-      field("embedding_dropout", &ModelSpec::embedding_dropout),
-      field("num_experts", &ModelSpec::num_experts),
-      field("experts_per_token", &ModelSpec::experts_per_token),
-      field("moe_intermediate_size", &ModelSpec::moe_intermediate_size),
-      field("num_shared_experts", &ModelSpec::num_shared_experts),
-      field("shared_expert_intermediate_size", &ModelSpec::shared_expert_intermediate_size),
-      field("shared_expert_gate", &ModelSpec::shared_expert_gate),
-      field("norm_topk_prob", &ModelSpec::norm_topk_prob),
-      field("capacity_factor", &ModelSpec::capacity_factor),
-      field("moe_layer_frequency", &ModelSpec::moe_layer_frequency),
-      field("first_dense_layers", &ModelSpec::first_dense_layers),
-      field("router", &ModelSpec::router, {{"softmax_topk", RouterKind::softmax_topk}, {"topk_softmax", RouterKind::topk_softmax},
-                                           {"sigmoid", RouterKind::sigmoid}, {"topk_sigmoid", RouterKind::topk_sigmoid}}),
-      field("router_bias", &ModelSpec::router_bias),
-      field("router_fp32", &ModelSpec::router_fp32),
-      field("routed_scaling_factor", &ModelSpec::routed_scaling_factor),
-      field("expert_groups", &ModelSpec::expert_groups),
-      field("topk_groups", &ModelSpec::topk_groups),
-      field("moe_impl", &ModelSpec::moe_impl, {{"loop", MoeImpl::loop}, {"all_experts", MoeImpl::all_experts}}),
-      field("moe_fp32_combine", &ModelSpec::moe_fp32_combine),
-      field("fused_expert_gate_up", &ModelSpec::fused_expert_gate_up),
-      field("expert_bias", &ModelSpec::expert_bias),
-      field("clamped_swiglu", &ModelSpec::clamped_swiglu),
-      field("stacked_experts_v5", &ModelSpec::stacked_experts_v5),
-  };
-  return t;
+std::string field_text(const memplan::ModelField& f, const ModelSpec& m) {
+  return std::visit(
+      [&](const auto& member) -> std::string {
+        using M = std::decay_t<decltype(member)>;
+        if constexpr (std::is_same_v<M, bool ModelSpec::*>) return m.*member ? "true" : "false";
+        else if constexpr (std::is_same_v<M, int64_t ModelSpec::*>) return std::to_string(m.*member);
+        else if constexpr (std::is_same_v<M, double ModelSpec::*>) return number_text(m.*member);
+        else if constexpr (std::is_same_v<M, std::string ModelSpec::*>) return m.*member;
+        else return member.get(m);
+      },
+      f.member);
 }
 
 // families.yaml split into entries by lines (a top-level key starts a section, "  - " an entry
@@ -201,8 +100,8 @@ struct Families {
     }
     static const detail::KeyTable<ModelSpec> table = [] {
       detail::KeyTable<ModelSpec> k = {{{"name", "type", "like", "source"}, [](const Node&, ModelSpec&) {}}};
-      for (const ModelField& f : model_fields())
-        if (f.name != "name") k.push_back({{f.name}, f.set});
+      for (const memplan::ModelField& f : memplan::model_fields())
+        if (f.name != "name") k.push_back({{f.name}, [&f](const Node& n, ModelSpec& m) { set_field(f, n, m); }});
       return k;
     }();
     detail::read_section(item, {&table}, m, nullptr);
@@ -303,7 +202,7 @@ std::optional<ModelSpec> family_from_text(const std::string& text, const std::st
 
 std::vector<std::pair<std::string, std::string>> model_fields_text(const ModelSpec& m) {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const ModelField& f : model_fields()) out.emplace_back(f.name, f.text(m));
+  for (const memplan::ModelField& f : memplan::model_fields()) out.emplace_back(f.name, field_text(f, m));
   return out;
 }
 

@@ -43,7 +43,7 @@ struct HfReader {
     return std::any_of(root.entries.begin(), root.entries.end(), [&](const auto& e) { return e.first == key; });
   }
 
-  void need(const char* key, int64_t ModelSpec::*member, const char* field) {
+  void need(const char* key, int64_t ModelSpec::*member) {
     const Node* n = get(key);
     if (!n) {
       if (auto d = defaults.find(key); d != defaults.end()) {
@@ -51,26 +51,26 @@ struct HfReader {
         return;
       }
       throw InputError(Where::at_file(root.where.file), fmt::format("missing '{}'", key),
-                       fmt::format("memplan reads {} from '{}' in {} configs", field, key, m().model_type));
+                       fmt::format("memplan reads {} from '{}' in {} configs", memplan::path(member), key, m().model_type));
     }
-    take(*n, member, field);
+    take(*n, member);
   }
   // The first of `keys` present (alternative spellings), else need() of the first.
-  void need_any(std::initializer_list<const char*> keys, int64_t ModelSpec::*member, const char* field) {
+  void need_any(std::initializer_list<const char*> keys, int64_t ModelSpec::*member) {
     for (const char* k : keys)
-      if (has(k)) return need(k, member, field);
-    need(*keys.begin(), member, field);
+      if (has(k)) return need(k, member);
+    need(*keys.begin(), member);
   }
-  bool opt(const char* key, int64_t ModelSpec::*member, const char* field) {
+  bool opt(const char* key, int64_t ModelSpec::*member) {
     const Node* n = get(key);
-    if (n) take(*n, member, field);
+    if (n) take(*n, member);
     else if (auto d = defaults.find(key); d != defaults.end()) m().*member = static_cast<int64_t>(d->second);
     return n != nullptr;
   }
-  void opt(const char* key, double ModelSpec::*member, const char* field) {
+  void opt(const char* key, double ModelSpec::*member) {
     if (const Node* n = get(key)) {
       m().*member = as_number(*n);
-      out.origin.set(field, n->where);
+      out.origin.set(memplan::path(member), n->where);
     }
   }
   void opt(const char* key, bool ModelSpec::*member) {
@@ -87,9 +87,9 @@ struct HfReader {
   void activation(const char* key) {
     if (const Node* n = get(key)) m().activation = as_activation(*n);
   }
-  void take(const Node& n, int64_t ModelSpec::*member, const char* field) {
+  void take(const Node& n, int64_t ModelSpec::*member) {
     m().*member = as_int(n);
-    out.origin.set(field, n.where);
+    out.origin.set(memplan::path(member), n.where);
   }
   void warn(const Node* at, std::string message, std::string hint) {
     out.warnings.push_back({at ? at->where : root.where, std::move(message), std::move(hint)});
@@ -98,16 +98,16 @@ struct HfReader {
 
 void read_gpt2(HfReader& r) {
   ModelSpec& m = r.m();
-  r.need("n_embd", &ModelSpec::hidden_size, "model.hidden_size");
-  r.need("n_layer", &ModelSpec::num_layers, "model.num_layers");
-  r.need("n_head", &ModelSpec::num_attention_heads, "model.num_attention_heads");
-  r.need("vocab_size", &ModelSpec::vocab_size, "model.vocab_size");
-  r.opt("n_positions", &ModelSpec::max_position_embeddings, "model.max_position_embeddings");
-  if (!r.opt("n_inner", &ModelSpec::intermediate_size, "model.intermediate_size")) m.intermediate_size = 4 * m.hidden_size;
+  r.need("n_embd", &ModelSpec::hidden_size);
+  r.need("n_layer", &ModelSpec::num_layers);
+  r.need("n_head", &ModelSpec::num_attention_heads);
+  r.need("vocab_size", &ModelSpec::vocab_size);
+  r.opt("n_positions", &ModelSpec::max_position_embeddings);
+  if (!r.opt("n_inner", &ModelSpec::intermediate_size)) m.intermediate_size = 4 * m.hidden_size;
   r.activation("activation_function");
-  r.opt("attn_pdrop", &ModelSpec::attention_dropout, "model.attention_dropout");
-  r.opt("resid_pdrop", &ModelSpec::hidden_dropout, "model.hidden_dropout");
-  r.opt("embd_pdrop", &ModelSpec::embedding_dropout, "model.embedding_dropout");
+  r.opt("attn_pdrop", &ModelSpec::attention_dropout);
+  r.opt("resid_pdrop", &ModelSpec::hidden_dropout);
+  r.opt("embd_pdrop", &ModelSpec::embedding_dropout);
   r.opt("tie_word_embeddings", &ModelSpec::tie_word_embeddings);
 }
 
@@ -121,17 +121,17 @@ void read_gpt_bigcode(HfReader& r) {
 
 // The hidden_size/num_hidden_layers/... names shared by most families.
 void read_common(HfReader& r, bool intermediate_required) {
-  r.need("hidden_size", &ModelSpec::hidden_size, "model.hidden_size");
-  r.need("num_hidden_layers", &ModelSpec::num_layers, "model.num_layers");
-  r.need("num_attention_heads", &ModelSpec::num_attention_heads, "model.num_attention_heads");
-  if (intermediate_required) r.need("intermediate_size", &ModelSpec::intermediate_size, "model.intermediate_size");
-  else r.opt("intermediate_size", &ModelSpec::intermediate_size, "model.intermediate_size");
-  r.need("vocab_size", &ModelSpec::vocab_size, "model.vocab_size");
-  r.opt("max_position_embeddings", &ModelSpec::max_position_embeddings, "model.max_position_embeddings");
+  r.need("hidden_size", &ModelSpec::hidden_size);
+  r.need("num_hidden_layers", &ModelSpec::num_layers);
+  r.need("num_attention_heads", &ModelSpec::num_attention_heads);
+  if (intermediate_required) r.need("intermediate_size", &ModelSpec::intermediate_size);
+  else r.opt("intermediate_size", &ModelSpec::intermediate_size);
+  r.need("vocab_size", &ModelSpec::vocab_size);
+  r.opt("max_position_embeddings", &ModelSpec::max_position_embeddings);
   r.opt("tie_word_embeddings", &ModelSpec::tie_word_embeddings);
-  r.opt("attention_dropout", &ModelSpec::attention_dropout, "model.attention_dropout");
-  r.opt("num_key_value_heads", &ModelSpec::num_key_value_heads, "model.num_key_value_heads");
-  r.opt("head_dim", &ModelSpec::head_dim, "model.head_dim");
+  r.opt("attention_dropout", &ModelSpec::attention_dropout);
+  r.opt("num_key_value_heads", &ModelSpec::num_key_value_heads);
+  r.opt("head_dim", &ModelSpec::head_dim);
 }
 
 // sliding_window with the layer pattern: layer_types (every n-th "full_attention"), or the
@@ -140,7 +140,7 @@ void read_common(HfReader& r, bool intermediate_required) {
 void read_sliding_window(HfReader& r) {
   ModelSpec& m = r.m();
   if (r.has("use_sliding_window") && !r.flag("use_sliding_window", false)) return;
-  r.opt("sliding_window", &ModelSpec::sliding_window, "model.sliding_window");
+  r.opt("sliding_window", &ModelSpec::sliding_window);
   if (const Node* pattern = r.get("sliding_window_pattern")) m.global_attention_every = as_int(*pattern);
   if (const Node* types = r.get("layer_types"); types && types->kind == Node::Kind::list) {
     const auto names = as_text_list(*types);
@@ -158,26 +158,25 @@ void read_neox(HfReader& r) {
   read_common(r, true);
   r.activation("hidden_act");
   if (const Node* n = r.get("attention_bias")) r.m().qkv_bias = r.m().o_bias = as_bool(*n);
-  r.opt("hidden_dropout", &ModelSpec::hidden_dropout, "model.hidden_dropout");
-  r.opt("rotary_pct", &ModelSpec::rotary_fraction, "model.rotary_fraction");
+  r.opt("hidden_dropout", &ModelSpec::hidden_dropout);
+  r.opt("rotary_pct", &ModelSpec::rotary_fraction);
   r.opt("use_parallel_residual", &ModelSpec::parallel_residual);
 }
 
 void read_moe(HfReader& r) {
   ModelSpec& m = r.m();
-  r.need("num_experts_per_tok", &ModelSpec::experts_per_token, "model.num_experts_per_token");
-  r.opt("capacity_factor", &ModelSpec::capacity_factor, "model.capacity_factor");  // memplan extension key
+  r.need("num_experts_per_tok", &ModelSpec::experts_per_token);
+  r.opt("capacity_factor", &ModelSpec::capacity_factor);  // memplan extension key
   if (m.model_type == "mixtral") {
-    r.need("num_local_experts", &ModelSpec::num_experts, "model.num_experts");
+    r.need("num_local_experts", &ModelSpec::num_experts);
     m.moe_intermediate_size = m.intermediate_size;  // Mixtral's experts are intermediate_size wide
     return;
   }
-  r.need("num_experts", &ModelSpec::num_experts, "model.num_experts");
-  r.need("moe_intermediate_size", &ModelSpec::moe_intermediate_size, "model.moe_intermediate_size");
-  if (r.opt("shared_expert_intermediate_size", &ModelSpec::shared_expert_intermediate_size,
-            "model.shared_expert_intermediate_size"))
+  r.need("num_experts", &ModelSpec::num_experts);
+  r.need("moe_intermediate_size", &ModelSpec::moe_intermediate_size);
+  if (r.opt("shared_expert_intermediate_size", &ModelSpec::shared_expert_intermediate_size))
     m.num_shared_experts = m.shared_expert_intermediate_size > 0 ? 1 : 0;
-  r.opt("decoder_sparse_step", &ModelSpec::moe_layer_frequency, "model.moe_layer_frequency");
+  r.opt("decoder_sparse_step", &ModelSpec::moe_layer_frequency);
   r.opt("norm_topk_prob", &ModelSpec::norm_topk_prob);
   const Node* dense = r.get("mlp_only_layers");
   if (dense && dense->kind == Node::Kind::list && !dense->items.empty())
@@ -201,10 +200,10 @@ void read_decoder(HfReader& r) {
     if (const Node* n = r.get("bias")) m.qkv_bias = m.o_bias = as_bool(*n);
   r.opt("mlp_bias", &ModelSpec::mlp_bias);
   // Partial RoPE (Phi-4-mini 0.75): the rotary embedding's inv_freq covers int(d * factor).
-  r.opt("partial_rotary_factor", &ModelSpec::rotary_fraction, "model.rotary_fraction");
+  r.opt("partial_rotary_factor", &ModelSpec::rotary_fraction);
   if (type == "phi3") {
-    r.opt("resid_pdrop", &ModelSpec::hidden_dropout, "model.hidden_dropout");
-    r.opt("embd_pdrop", &ModelSpec::embedding_dropout, "model.embedding_dropout");
+    r.opt("resid_pdrop", &ModelSpec::hidden_dropout);
+    r.opt("embd_pdrop", &ModelSpec::embedding_dropout);
   }
   if (is_any(type, {"gemma2", "gemma3_text"})) {
     // attn_logit_softcapping / final_logit_softcapping: null turns soft-capping off; absent keeps
@@ -219,7 +218,7 @@ void read_decoder(HfReader& r) {
     }
   }
   if (type == "cohere") {
-    r.opt("logit_scale", &ModelSpec::logit_scale, "model.logit_scale");
+    r.opt("logit_scale", &ModelSpec::logit_scale);
     if (r.flag("use_qk_norm", false)) m.qk_norm = QkNorm::per_head_layer_norm;
   }
   read_sliding_window(r);
@@ -228,10 +227,10 @@ void read_decoder(HfReader& r) {
 
 void read_bert(HfReader& r) {
   read_common(r, true);
-  r.opt("type_vocab_size", &ModelSpec::type_vocab_size, "model.type_vocab_size");
+  r.opt("type_vocab_size", &ModelSpec::type_vocab_size);
   r.activation("hidden_act");
-  r.opt("attention_probs_dropout_prob", &ModelSpec::attention_dropout, "model.attention_dropout");
-  r.opt("hidden_dropout_prob", &ModelSpec::hidden_dropout, "model.hidden_dropout");
+  r.opt("attention_probs_dropout_prob", &ModelSpec::attention_dropout);
+  r.opt("hidden_dropout_prob", &ModelSpec::hidden_dropout);
   r.m().embedding_dropout = r.m().hidden_dropout;  // BertEmbeddings uses hidden_dropout_prob
 }
 
@@ -241,9 +240,9 @@ void read_phi(HfReader& r) {
   ModelSpec& m = r.m();
   read_common(r, true);
   r.activation("hidden_act");
-  r.opt("partial_rotary_factor", &ModelSpec::rotary_fraction, "model.rotary_fraction");
-  r.opt("resid_pdrop", &ModelSpec::hidden_dropout, "model.hidden_dropout");
-  r.opt("embd_pdrop", &ModelSpec::embedding_dropout, "model.embedding_dropout");
+  r.opt("partial_rotary_factor", &ModelSpec::rotary_fraction);
+  r.opt("resid_pdrop", &ModelSpec::hidden_dropout);
+  r.opt("embd_pdrop", &ModelSpec::embedding_dropout);
   if (r.flag("qk_layernorm", false))
     throw InputError(r.get("qk_layernorm")->where, "phi's qk_layernorm (a LayerNorm shared by the heads of q and k) is not modelled",
                      "phi-1, phi-1.5 and phi-2 publish qk_layernorm false");
@@ -256,11 +255,11 @@ void read_stablelm(HfReader& r) {
   ModelSpec& m = r.m();
   read_common(r, true);
   r.activation("hidden_act");
-  r.opt("partial_rotary_factor", &ModelSpec::rotary_fraction, "model.rotary_fraction");
+  r.opt("partial_rotary_factor", &ModelSpec::rotary_fraction);
   m.qkv_bias = r.flag("use_qkv_bias", false);
   m.parallel_residual = m.parallel_shared_norm = r.flag("use_parallel_residual", false);
   if (r.flag("qk_layernorm", false)) m.qk_norm = QkNorm::per_head_layer_norm;
-  r.opt("hidden_dropout", &ModelSpec::hidden_dropout, "model.hidden_dropout");
+  r.opt("hidden_dropout", &ModelSpec::hidden_dropout);
 }
 
 // Starcoder2Config: use_bias on every linear, residual_dropout, embedding_dropout, tied.
@@ -269,8 +268,8 @@ void read_starcoder2(HfReader& r) {
   read_common(r, true);
   r.activation("hidden_act");
   m.qkv_bias = m.o_bias = m.mlp_bias = r.flag("use_bias", true);
-  r.opt("residual_dropout", &ModelSpec::hidden_dropout, "model.hidden_dropout");
-  r.opt("embedding_dropout", &ModelSpec::embedding_dropout, "model.embedding_dropout");
+  r.opt("residual_dropout", &ModelSpec::hidden_dropout);
+  r.opt("embedding_dropout", &ModelSpec::embedding_dropout);
   read_sliding_window(r);
 }
 
@@ -280,25 +279,25 @@ void read_starcoder2(HfReader& r) {
 void read_falcon(HfReader& r) {
   ModelSpec& m = r.m();
   const bool refined_web = m.model_type == "RefinedWeb";  // Falcon-40B's layout before transformers' port
-  r.need_any({"hidden_size", "n_embed"}, &ModelSpec::hidden_size, "model.hidden_size");
-  r.need_any({"num_hidden_layers", "n_layer"}, &ModelSpec::num_layers, "model.num_layers");
-  r.need_any({"num_attention_heads", "n_head"}, &ModelSpec::num_attention_heads, "model.num_attention_heads");
-  r.need("vocab_size", &ModelSpec::vocab_size, "model.vocab_size");
-  r.opt("max_position_embeddings", &ModelSpec::max_position_embeddings, "model.max_position_embeddings");
+  r.need_any({"hidden_size", "n_embed"}, &ModelSpec::hidden_size);
+  r.need_any({"num_hidden_layers", "n_layer"}, &ModelSpec::num_layers);
+  r.need_any({"num_attention_heads", "n_head"}, &ModelSpec::num_attention_heads);
+  r.need("vocab_size", &ModelSpec::vocab_size);
+  r.opt("max_position_embeddings", &ModelSpec::max_position_embeddings);
   r.opt("tie_word_embeddings", &ModelSpec::tie_word_embeddings);
-  r.opt("attention_dropout", &ModelSpec::attention_dropout, "model.attention_dropout");
-  r.opt("hidden_dropout", &ModelSpec::hidden_dropout, "model.hidden_dropout");
+  r.opt("attention_dropout", &ModelSpec::attention_dropout);
+  r.opt("hidden_dropout", &ModelSpec::hidden_dropout);
   r.activation("activation");
   const bool new_arch = r.flag("new_decoder_architecture", refined_web);
   const bool multi_query = r.flag("multi_query", !refined_web);
   int64_t kv = m.num_attention_heads;
   if (const Node* n = r.has("num_kv_heads") ? r.get("num_kv_heads") : r.get("n_head_kv")) {
     kv = as_int(*n);
-    r.out.origin.set("model.num_key_value_heads", n->where);
+    r.out.origin.set(memplan::path(&ModelSpec::num_key_value_heads), n->where);
   }
   m.num_key_value_heads = new_arch ? kv : multi_query ? 1 : m.num_attention_heads;
   m.qkv_bias = m.o_bias = m.mlp_bias = r.flag("bias", false);
-  if (!r.opt("ffn_hidden_size", &ModelSpec::intermediate_size, "model.intermediate_size")) m.intermediate_size = 4 * m.hidden_size;
+  if (!r.opt("ffn_hidden_size", &ModelSpec::intermediate_size)) m.intermediate_size = 4 * m.hidden_size;
   if (r.flag("alibi", false)) m.positions = PositionKind::alibi;
   const bool parallel = new_arch || r.flag("parallel_attn", true);
   m.parallel_residual = parallel;
@@ -310,17 +309,17 @@ void read_falcon(HfReader& r) {
 // MPTConfig (modeling_mpt.py): d_model, n_heads, n_layers, expansion_ratio, no_bias, attn_config.
 void read_mpt(HfReader& r) {
   ModelSpec& m = r.m();
-  r.need("d_model", &ModelSpec::hidden_size, "model.hidden_size");
-  r.need("n_layers", &ModelSpec::num_layers, "model.num_layers");
-  r.need("n_heads", &ModelSpec::num_attention_heads, "model.num_attention_heads");
-  r.need("vocab_size", &ModelSpec::vocab_size, "model.vocab_size");
-  r.opt("max_seq_len", &ModelSpec::max_position_embeddings, "model.max_position_embeddings");
+  r.need("d_model", &ModelSpec::hidden_size);
+  r.need("n_layers", &ModelSpec::num_layers);
+  r.need("n_heads", &ModelSpec::num_attention_heads);
+  r.need("vocab_size", &ModelSpec::vocab_size);
+  r.opt("max_seq_len", &ModelSpec::max_position_embeddings);
   r.opt("tie_word_embeddings", &ModelSpec::tie_word_embeddings);
   m.intermediate_size = static_cast<int64_t>(std::llround(r.number("expansion_ratio", 4) * static_cast<double>(m.hidden_size)));
   const bool bias = !r.flag("no_bias", true);
   m.qkv_bias = m.o_bias = m.mlp_bias = m.norm_bias = bias;
-  r.opt("resid_pdrop", &ModelSpec::hidden_dropout, "model.hidden_dropout");
-  r.opt("emb_pdrop", &ModelSpec::embedding_dropout, "model.embedding_dropout");
+  r.opt("resid_pdrop", &ModelSpec::hidden_dropout);
+  r.opt("emb_pdrop", &ModelSpec::embedding_dropout);
   if (const Node* attn = r.get("attn_config"); attn && attn->kind == Node::Kind::map) {
     if (const Node* p = attn->find("attn_pdrop")) m.attention_dropout = as_number(*p);
     if (const Node* qk = attn->find("qk_ln"); qk && as_bool(*qk))
@@ -339,16 +338,16 @@ void read_deepseek(HfReader& r) {
   read_common(r, true);
   r.activation("hidden_act");
   if (const Node* n = r.get("attention_bias")) m.qkv_bias = m.o_bias = as_bool(*n);
-  r.need("n_routed_experts", &ModelSpec::num_experts, "model.num_experts");
-  r.need("num_experts_per_tok", &ModelSpec::experts_per_token, "model.num_experts_per_token");
-  r.need("moe_intermediate_size", &ModelSpec::moe_intermediate_size, "model.moe_intermediate_size");
-  r.opt("n_shared_experts", &ModelSpec::num_shared_experts, "model.num_shared_experts");
-  r.opt("first_k_dense_replace", &ModelSpec::first_dense_layers, "model.first_dense_layers");
+  r.need("n_routed_experts", &ModelSpec::num_experts);
+  r.need("num_experts_per_tok", &ModelSpec::experts_per_token);
+  r.need("moe_intermediate_size", &ModelSpec::moe_intermediate_size);
+  r.opt("n_shared_experts", &ModelSpec::num_shared_experts);
+  r.opt("first_k_dense_replace", &ModelSpec::first_dense_layers);
   r.opt("norm_topk_prob", &ModelSpec::norm_topk_prob);
-  r.opt("routed_scaling_factor", &ModelSpec::routed_scaling_factor, "model.routed_scaling_factor");
-  r.opt("n_group", &ModelSpec::expert_groups, "model.expert_groups");
-  r.opt("topk_group", &ModelSpec::topk_groups, "model.topk_groups");
-  r.opt("capacity_factor", &ModelSpec::capacity_factor, "model.capacity_factor");
+  r.opt("routed_scaling_factor", &ModelSpec::routed_scaling_factor);
+  r.opt("n_group", &ModelSpec::expert_groups);
+  r.opt("topk_group", &ModelSpec::topk_groups);
+  r.opt("capacity_factor", &ModelSpec::capacity_factor);
   if (const Node* f = r.get("moe_layer_freq"); f && as_int(*f) != 1)
     throw InputError(f->where, fmt::format("moe_layer_freq {} is not modelled (every layer after first_k_dense_replace is MoE)", as_int(*f)),
                      "every published DeepSeek config uses moe_layer_freq 1");
@@ -359,11 +358,11 @@ void read_deepseek(HfReader& r) {
     else throw InputError(sf->where, fmt::format("scoring_func '{}' is not modelled", f), "expected softmax or sigmoid");
   }
   if (r.has("kv_lora_rank")) {
-    r.need("kv_lora_rank", &ModelSpec::kv_lora_rank, "model.kv_lora_rank");
-    r.opt("q_lora_rank", &ModelSpec::q_lora_rank, "model.q_lora_rank");  // null: one q_proj
-    r.need("qk_rope_head_dim", &ModelSpec::qk_rope_head_dim, "model.qk_rope_head_dim");
-    r.need("qk_nope_head_dim", &ModelSpec::qk_nope_head_dim, "model.qk_nope_head_dim");
-    r.need("v_head_dim", &ModelSpec::v_head_dim, "model.v_head_dim");
+    r.need("kv_lora_rank", &ModelSpec::kv_lora_rank);
+    r.opt("q_lora_rank", &ModelSpec::q_lora_rank);  // null: one q_proj
+    r.need("qk_rope_head_dim", &ModelSpec::qk_rope_head_dim);
+    r.need("qk_nope_head_dim", &ModelSpec::qk_nope_head_dim);
+    r.need("v_head_dim", &ModelSpec::v_head_dim);
     m.head_dim = m.qk_rope_head_dim + m.qk_nope_head_dim;
     m.num_key_value_heads = m.num_attention_heads;  // MLA: every head has its own k and v
   } else if (m.model_type != "deepseek") {
@@ -380,8 +379,8 @@ void read_granitemoe(HfReader& r) {
   read_common(r, true);
   r.activation("hidden_act");
   if (const Node* n = r.get("attention_bias")) m.qkv_bias = m.o_bias = as_bool(*n);
-  r.need("num_local_experts", &ModelSpec::num_experts, "model.num_experts");
-  r.need("num_experts_per_tok", &ModelSpec::experts_per_token, "model.num_experts_per_token");
+  r.need("num_local_experts", &ModelSpec::num_experts);
+  r.need("num_experts_per_tok", &ModelSpec::experts_per_token);
   m.moe_intermediate_size = m.intermediate_size;
   m.norm_topk_prob = false;
   m.scale_embeddings = r.number("embedding_multiplier", 1.0) != 1.0;
@@ -396,8 +395,8 @@ void read_gpt_oss(HfReader& r) {
   ModelSpec& m = r.m();
   read_common(r, true);
   if (const Node* n = r.get("attention_bias")) m.qkv_bias = m.o_bias = as_bool(*n);
-  r.need("num_local_experts", &ModelSpec::num_experts, "model.num_experts");
-  r.need_any({"num_experts_per_tok", "experts_per_token"}, &ModelSpec::experts_per_token, "model.num_experts_per_token");
+  r.need("num_local_experts", &ModelSpec::num_experts);
+  r.need_any({"num_experts_per_tok", "experts_per_token"}, &ModelSpec::experts_per_token);
   m.moe_intermediate_size = m.intermediate_size;
   m.norm_topk_prob = false;
   read_sliding_window(r);
@@ -414,12 +413,12 @@ void read_llama4_text(HfReader& r) {
   read_common(r, true);
   r.activation("hidden_act");
   if (const Node* n = r.get("attention_bias")) m.qkv_bias = m.o_bias = as_bool(*n);
-  r.need("num_local_experts", &ModelSpec::num_experts, "model.num_experts");
-  r.need("num_experts_per_tok", &ModelSpec::experts_per_token, "model.num_experts_per_token");
+  r.need("num_local_experts", &ModelSpec::num_experts);
+  r.need("num_experts_per_tok", &ModelSpec::experts_per_token);
   m.moe_intermediate_size = m.intermediate_size;
   m.shared_expert_intermediate_size = m.intermediate_size;
-  r.need("intermediate_size_mlp", &ModelSpec::intermediate_size, "model.intermediate_size");
-  r.opt("interleave_moe_layer_step", &ModelSpec::moe_layer_frequency, "model.moe_layer_frequency");
+  r.need("intermediate_size_mlp", &ModelSpec::intermediate_size);
+  r.opt("interleave_moe_layer_step", &ModelSpec::moe_layer_frequency);
   if (!r.flag("use_qk_norm", true)) m.qk_norm = QkNorm::none;
   m.norm_topk_prob = false;
 }

@@ -293,11 +293,11 @@ ReadModel resolve_model(const std::string& name, const Where& origin) {
 void set_model_origin(Provenance& origin, const Where& where) {
   for (auto it = origin.fields.begin(); it != origin.fields.end();)
     it = it->first.rfind("model.", 0) == 0 ? origin.fields.erase(it) : std::next(it);
-  for (const char* f : {"model.hidden_size", "model.num_layers", "model.num_attention_heads", "model.num_key_value_heads",
-                        "model.head_dim", "model.intermediate_size", "model.vocab_size", "model.num_experts",
-                        "model.num_experts_per_token", "model.capacity_factor", "model.attention_dropout",
-                        "model.hidden_dropout", "model.embedding_dropout"})
-    origin.set(f, where);
+  auto set = [&](auto... members) { (origin.set(memplan::path(members), where), ...); };
+  set(&ModelSpec::hidden_size, &ModelSpec::num_layers, &ModelSpec::num_attention_heads, &ModelSpec::num_key_value_heads,
+      &ModelSpec::head_dim, &ModelSpec::intermediate_size, &ModelSpec::vocab_size, &ModelSpec::num_experts,
+      &ModelSpec::experts_per_token, &ModelSpec::capacity_factor, &ModelSpec::attention_dropout, &ModelSpec::hidden_dropout,
+      &ModelSpec::embedding_dropout);
 }
 
 std::pair<int, int> read_version(const VersionField& f, const std::string& text, const Where& where, const std::string& subject) {

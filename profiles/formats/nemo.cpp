@@ -389,7 +389,7 @@ void read_architecture(Nemo& t) {
     m.positions = PositionKind::rotary;
     t.st.unmodelled(*t.positions, fmt::format("{} positions are estimated as rotary embeddings", pos));
   }
-  if (t.rotary) t.st.set("model.rotary_fraction", m.rotary_fraction, as_number(*t.rotary), *t.rotary);
+  if (t.rotary) t.st.set(memplan::path(&ModelSpec::rotary_fraction), m.rotary_fraction, as_number(*t.rotary), *t.rotary);
   const bool bias = t.bias ? as_bool(*t.bias) : true;  // bias: True (megatron_gpt_model.py cfg.get('bias', True))
   m.qkv_bias = m.o_bias = m.mlp_bias = bias;
   m.tie_word_embeddings = t.tie ? as_bool(*t.tie) : true;
@@ -414,24 +414,24 @@ void read_architecture(Nemo& t) {
   TrainingSetup& s = t.s();
   s.model = m;
   t.st.out.has_model = true;
-  auto at = [&](const char* field, const Node* n) {
-    if (n) t.st.note(field, *n);
+  auto at = [&](auto member, const Node* n) {
+    if (n) t.st.note(memplan::path(member), *n);
   };
-  at("model.hidden_size", t.hidden);
-  at("model.num_layers", t.layers);
-  at("model.num_attention_heads", t.heads);
-  at("model.num_key_value_heads", t.groups ? t.groups : t.heads);
-  at("model.head_dim", t.kv_channels ? t.kv_channels : t.heads);
-  at("model.intermediate_size", t.ffn ? t.ffn : t.hidden);
-  at("model.vocab_size", t.tokenizer ? t.tokenizer : t.hidden);
-  at("model.max_position_embeddings", t.max_pos && !interpolation(*t.max_pos) ? t.max_pos : t.seq_node ? t.seq_node : t.hidden);
-  at("model.attention_dropout", t.attention_dropout ? t.attention_dropout : t.hidden);
-  at("model.hidden_dropout", t.hidden_dropout ? t.hidden_dropout : t.hidden);
-  at("model.embedding_dropout", t.hidden);
-  at("model.num_experts", t.experts ? t.experts : t.hidden);
-  at("model.num_experts_per_token", t.topk ? t.topk : t.hidden);
-  at("model.moe_intermediate_size", t.experts ? t.experts : t.hidden);
-  at("model.capacity_factor", t.hidden);
+  at(&ModelSpec::hidden_size, t.hidden);
+  at(&ModelSpec::num_layers, t.layers);
+  at(&ModelSpec::num_attention_heads, t.heads);
+  at(&ModelSpec::num_key_value_heads, t.groups ? t.groups : t.heads);
+  at(&ModelSpec::head_dim, t.kv_channels ? t.kv_channels : t.heads);
+  at(&ModelSpec::intermediate_size, t.ffn ? t.ffn : t.hidden);
+  at(&ModelSpec::vocab_size, t.tokenizer ? t.tokenizer : t.hidden);
+  at(&ModelSpec::max_position_embeddings, t.max_pos && !interpolation(*t.max_pos) ? t.max_pos : t.seq_node ? t.seq_node : t.hidden);
+  at(&ModelSpec::attention_dropout, t.attention_dropout ? t.attention_dropout : t.hidden);
+  at(&ModelSpec::hidden_dropout, t.hidden_dropout ? t.hidden_dropout : t.hidden);
+  at(&ModelSpec::embedding_dropout, t.hidden);
+  at(&ModelSpec::num_experts, t.experts ? t.experts : t.hidden);
+  at(&ModelSpec::experts_per_token, t.topk ? t.topk : t.hidden);
+  at(&ModelSpec::moe_intermediate_size, t.experts ? t.experts : t.hidden);
+  at(&ModelSpec::capacity_factor, t.hidden);
 }
 
 // trainer.precision x megatron_amp_O2 x optim.name (the precision plugin chosen in

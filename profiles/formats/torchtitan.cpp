@@ -351,7 +351,7 @@ void resolve_model(Tt& t) {
   } else {
     t.st.s().model = m;
     t.st.out.has_model = true;
-    t.st.by_default("model.hidden_size", fmt::format("default of torchtitan's JobConfig: [model] name = \"llama3\", flavor = \"debugmodel\" ({})", kJob));
+    t.st.by_default(memplan::path(&ModelSpec::hidden_size), fmt::format("default of torchtitan's JobConfig: [model] name = \"llama3\", flavor = \"debugmodel\" ({})", kJob));
   }
 }
 

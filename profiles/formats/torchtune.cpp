@@ -278,7 +278,7 @@ const Table& builder_keys() {
          }
        }},
       {{"tie_word_embeddings"}, [](const Node& n, Tt& t) {
-         t.st.set("model.tie_word_embeddings", t.s().model.tie_word_embeddings, as_bool(n), n);
+         t.st.set(memplan::path(&ModelSpec::tie_word_embeddings), t.s().model.tie_word_embeddings, as_bool(n), n);
        }},
   };
   return k;

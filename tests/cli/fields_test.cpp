@@ -1009,3 +1009,51 @@ TEST_CASE("size registry: rows in order, registered on the commands, each read f
     }
   }
 }
+
+// ---- the model's fields --------------------------------------------------------------------------
+
+TEST_CASE("model registry: one row per ModelSpec field, named as the member, its path the one every layer uses") {
+  std::set<std::string> names, paths;
+  std::set<size_t> offsets;
+  for (const ModelField& f : model_fields()) {
+    CAPTURE(f.name);
+    CHECK(names.insert(f.name).second);
+    CHECK(paths.insert(f.path).second);
+    CHECK(offsets.insert(f.offset).second);
+    CHECK(&model_field_at(f.offset) == &f);
+    CHECK(f.path == (f.name == "experts_per_token" ? std::string("model.num_experts_per_token") : "model." + f.name));
+  }
+  CHECK(model_fields().size() == 79);  // every member but `quantized` (a checkpoint's quantization, set whole by the readers)
+  CHECK(std::string(path(&ModelSpec::hidden_size)) == "model.hidden_size");
+  CHECK(std::string(path(&ModelSpec::experts_per_token)) == "model.num_experts_per_token");
+  CHECK_THROWS_AS(path(&ModelSpec::quantized), std::logic_error);
+  // No setup registry shares a path with the model.
+  for (const SwitchField& f : switch_fields()) CHECK(paths.count(f.path) == 0);
+  for (const CountField& f : count_fields()) CHECK(paths.count(f.path) == 0);
+  for (const ChoiceField& f : choice_fields()) CHECK(paths.count(f.path) == 0);
+}
+
+TEST_CASE("model registry: an inline model's keys, an HF config's keys and validate() name the row's path") {
+  // The memplan YAML model: section, each key at its line.
+  const std::string text = "model:\n  name: tiny\n  model_type: llama\n  hidden_size: 64\n  num_layers: 2\n  num_attention_heads: 4\n"
+                           "  num_experts: 4\n  num_experts_per_tok: 2\n  dropout: 0.1\n";
+  const profiles::BuiltSetup b = build_from_yaml(text, "m.yaml");
+  CHECK(b.origin.of(path(&ModelSpec::hidden_size)).line == 4);
+  CHECK(b.origin.of(path(&ModelSpec::num_layers)).line == 5);
+  CHECK(b.origin.of(path(&ModelSpec::experts_per_token)).line == 8);
+  CHECK(b.origin.of(path(&ModelSpec::embedding_dropout)).line == 9);
+  CHECK(b.setup.model.experts_per_token == 2);
+  // validate() names the same path, which the error places at the key's line.
+  TrainingSetup bad = b.setup;
+  bad.model.experts_per_token = 0;
+  bool named = false;
+  for (const Problem& p : validate(bad)) named = named || p.field == path(&ModelSpec::experts_per_token);
+  CHECK(named);
+  try {
+    (void)build_from_yaml("model:\n  name: tiny\n  model_type: llama\n  hidden_size: 0\n  num_layers: 2\n  num_attention_heads: 4\n", "m.yaml");
+    FAIL("accepted hidden_size 0");
+  } catch (const InputError& e) {
+    CHECK(e.where().line == 4);
+    CHECK(e.message() == "model.hidden_size: must be at least 1 (got 0)");
+  }
+}
