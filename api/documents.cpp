@@ -73,7 +73,7 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
 
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   static const char* kFields[] = {
-      memplan::path(&ModelSpec::hidden_size), "hardware.gpu", "finetune.base_quant"};
+      memplan::path(&ModelSpec::hidden_size), memplan::path(Target::gpu), kBaseQuantPath};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == memplan::path(&ModelSpec::hidden_size) ? "model" : f] = source_of(b.origin, f);
   for (const SwitchField& f : switch_fields()) j[f.path] = source_of(b.origin, f.path);

@@ -19,7 +19,12 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   app.add_option("--format", in.format, "read --config as this format instead of detecting it")->type_name("NAME");
   app.add_flag("--strict", in.strict, "refuse a config with keys memplan cannot model or near-miss keys (exit 2)");
   app.add_option("--model", in.model, "preset (memplan models), HF repo id, config.json or model directory")->type_name("NAME|FILE|DIR");
-  app.add_option("--gpu", in.gpu, "GPU preset (memplan gpus)")->type_name("PRESET");
+  // The target (--gpu here, --device and --calibration after the lists) from the registry.
+  auto add_target = [&app, &in](Target id) {
+    const TargetField& f = field(id);
+    app.add_option(f.flag, in.target_flag(id), f.help)->type_name(f.type_name);
+  };
+  add_target(Target::gpu);
   // The sizes (--gpu-memory, --allocator-cap, --host-memory) from the registry (estimator/fields.h).
   for (const SizeField& f : size_fields()) app.add_option(f.flag, in.size_flag(f.id), f.help)->type_name(f.type_name);
   // The counts, each --NAME N, from the registry (estimator/fields.h): the fine-tuning ones after
@@ -47,8 +52,8 @@ void add_setup_flags(CLI::App& app, profiles::SetupInputs& in) {
   for (const NumberField& f : number_fields())
     if (f.flag) app.add_option(f.flag, in.number_flag(f.id), f.help)->type_name(f.type_name);
   for (const ListField& f : list_fields()) app.add_option(f.flag, in.list_flag(f.id), f.help)->type_name(f.type_name);
-  app.add_option("--device", in.device, "cuda (default) or cpu: whose memory behaviour to model")->type_name("cpu|cuda");
-  app.add_option("--calibration", in.calibration, "calibration profile from memplan calibrate")->type_name("FILE");
+  add_target(Target::device);
+  add_target(Target::calibration);
   // The runtime: the stack that runs the step and its knobs (each overrides the framework's default).
   // Its choices (--framework, --optimizer-impl, --fsdp, --loss) and releases (--torch-version,
   // --transformers-version) from the registry (estimator/fields.h).

@@ -133,8 +133,8 @@ std::vector<std::string> fields_in_file(const profiles::Provenance& origin) {
 Where blame_where(const profiles::Provenance& origin, const std::string& field, const std::string& path) {
   std::vector<std::string> keys = {field};
   if (field == "model") keys = {memplan::path(&ModelSpec::hidden_size), memplan::path(&ModelSpec::num_layers)};
-  if (field == "hardware.gpu") keys.push_back(memplan::path(Size::gpu_memory));
-  if (field == memplan::path(Size::gpu_memory)) keys.push_back("hardware.gpu");
+  if (field == memplan::path(Target::gpu)) keys.push_back(memplan::path(Size::gpu_memory));
+  if (field == memplan::path(Size::gpu_memory)) keys.push_back(memplan::path(Target::gpu));
   for (const std::string& k : keys) {
     const Where w = origin.of(k);
     if (!w.file.empty() && w.line > 0) return w;
@@ -554,7 +554,7 @@ int run_check(Io io, const CheckFlags& f) {
                      "write it like 12GiB, 24GB or 25769803776");
   if (f.gpu && !profiles::gpu_catalog().find(*f.gpu)) {
     const auto near = profiles::gpu_catalog().suggest(*f.gpu);
-    throw InputError(Where::at_flag("--gpu"), fmt::format("unknown GPU '{}'", profiles::clip(*f.gpu)),
+    throw InputError(Where::at_flag(memplan::field(Target::gpu).flag), fmt::format("unknown GPU '{}'", profiles::clip(*f.gpu)),
                      near.empty() ? "memplan gpus lists the presets"
                                   : fmt::format("did you mean {}? (memplan gpus lists the presets)", fmt::join(near, ", ")));
   }
@@ -600,10 +600,10 @@ Command register_check(CLI::App& root, Io io) {
   app->add_option("paths", f->paths, "training configs, or folders walked for *.yaml, *.yml and *.json")
       ->required()
       ->type_name("PATH...");
-  app->add_option("--gpu", f->gpu, "GPU preset for configs that name no hardware.gpu (memplan gpus)")->type_name("PRESET");
+  app->add_option(memplan::field(Target::gpu).flag, f->gpu, "GPU preset for configs that name no hardware.gpu (memplan gpus)")->type_name("PRESET");
   app->add_option("--gpu-memory", f->gpu_memory, "device memory for configs that name no target, e.g. 24GiB")->type_name("SIZE");
   app->add_option("--gpus", f->gpus, "number of GPUs for configs that name no hardware.num_gpus")->type_name("N");
-  app->add_option("--calibration", f->calibration, "calibration profile (applied to configs on its device)")->type_name("FILE");
+  app->add_option(memplan::field(Target::calibration).flag, f->calibration, "calibration profile (applied to configs on its device)")->type_name("FILE");
   app->add_option("--format", f->format, "text (default), json (memplan.check/v1), github (workflow annotations), junit")
       ->check(CLI::IsMember({"text", "json", "github", "junit"}))
       ->type_name("FORMAT");

@@ -118,7 +118,7 @@ int run_fit(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
   print_warnings(io.err, b.warnings);
   const TrainingSetup& s = b.setup;
   if (s.device.capacity_bytes <= 0)
-    throw InputError(Where::at_flag("--gpu"), "fit needs a device capacity",
+    throw InputError(Where::at_flag(field(Target::gpu).flag), "fit needs a device capacity",
                      "pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 12GiB");
   const Calibration* cal = calibration_of(b);
   const MemoryBreakdown e = estimate(s, cal);

@@ -320,6 +320,17 @@ std::array<SizeField, kSizeCount> make_size_rows() {
   }};
 }
 
+std::array<TargetField, kTargetCount> make_target_rows() {
+  return {{
+      {Target::gpu, "hardware.gpu", "--gpu", "PRESET", "GPU preset (memplan gpus)", "gpu",
+       "none: a verdict needs the card (--gpu PRESET or --gpu-memory SIZE); the overheads are a generic CUDA card's"},
+      {Target::device, "device", "--device", "cpu|cuda", "cuda (default) or cpu: whose memory behaviour to model", nullptr,
+       "cuda: PyTorch's CUDA caching allocator"},
+      {Target::calibration, "calibration", "--calibration", "FILE", "calibration profile from memplan calibrate", nullptr,
+       "none: the analytic model as derived, no measured corrections"},
+  }};
+}
+
 // One version row: major and minor are Runtime members.
 #define MEMPLAN_VERSION_ROW(id, major, minor, flag, help, library, keys, max_major, examples, hint, default_source)      \
   VersionField {                                                                                                       \
@@ -455,6 +466,12 @@ const std::array<SizeField, kSizeCount>& size_fields() {
   return rows;
 }
 const SizeField& field(Size id) { return row(size_fields(), id, "size"); }
+
+const std::array<TargetField, kTargetCount>& target_fields() {
+  static const auto rows = checked(make_target_rows(), "target");
+  return rows;
+}
+const TargetField& field(Target id) { return row(target_fields(), id, "target"); }
 
 const std::array<VersionField, kVersionCount>& version_fields() {
   static const auto rows = checked(make_version_rows(), "version");

@@ -22,11 +22,10 @@
 // check`. Sizes (the card's memory, the allocator cap, the node's RAM): the flags, their keys, the
 // sources JSON and every path; each is applied by its own rule (profiles/build.cpp). Releases
 // (torch, transformers): the flags, the reader, the runtime JSON, the writer, `memplan check` and
-// the Python keywords filled from the interpreter. The model's fields (ModelSpec's members, at the
-// end): families.yaml, the readers, validate() and `memplan check` name each by its member. Values
-// that are none of these (the target card's preset and the device, the calibration, the base's
-// quantization, which the method and a file's load_in_8bit set) are still written out by hand in
-// those places (issue 25).
+// the Python keywords filled from the interpreter. The target (the card's preset, the device kind,
+// the calibration): the flags, the hardware: key, the paths; each applied by its own rule. The model's fields (ModelSpec's members, at the
+// end): families.yaml, the readers, validate() and `memplan check` name each by its member. The
+// base's quantization is none of these: the method and a file's load_in_8bit set it (derived).
 #pragma once
 
 #include <array>
@@ -336,6 +335,35 @@ const std::array<SizeField, kSizeCount>& size_fields();
 const SizeField& field(Size id);
 inline const char* path(Size id) { return field(id).path; }
 
+// ---- the target ----------------------------------------------------------------------------------
+
+// What the step runs on: the card's preset (its memory, its family's overheads and what its stack
+// runs; a --gpu flag replaces the file's gpu and gpu_memory), the device kind whose memory behaviour
+// is modelled, and the calibration profile measured on that card. Each is applied by its own rule
+// (profiles/build.cpp); the row declares how it is spoken.
+enum class Target {
+  gpu,
+  device,
+  calibration,
+  count  // sentinel: the number of targets
+};
+constexpr size_t kTargetCount = static_cast<size_t>(Target::count);
+
+struct TargetField {
+  Target id;
+  const char* path;       // provenance, `sources` and `memplan check`: "hardware.gpu"; "device", "calibration"
+  const char* flag;       // "--gpu"
+  const char* type_name;  // the flag's value in the help: "PRESET"
+  const char* help;
+  const char* key;        // its key in memplan YAML's hardware: section (nullptr: a flag only)
+  const char* default_source;
+};
+
+// Every target, in enumerator order (row i has id == Target(i); checked at start-up).
+const std::array<TargetField, kTargetCount>& target_fields();
+const TargetField& field(Target id);
+inline const char* path(Target id) { return field(id).path; }
+
 // ---- versions ----------------------------------------------------------------------------------
 
 // A release of a library the job runs, major.minor: it decides what the library's code saves.
@@ -371,13 +399,19 @@ const std::array<VersionField, kVersionCount>& version_fields();
 const VersionField& field(Version id);
 inline const char* path(Version id) { return field(id).path; }
 
+// The base's quantization: derived (the fine-tuning method, a file's load_in_8bit/load_in_4bit,
+// quantization_bit...), so it has no flag or key of its own; the readers note where they found it
+// under this path.
+inline constexpr const char* kBaseQuantPath = "finetune.base_quant";
+
 // ---- the model's fields --------------------------------------------------------------------------
 
 // ModelSpec's members by name: families.yaml sets them by it (profiles/families.cpp), and each has
 // the path that provenance, validate()'s problems and `memplan check` use ("model.hidden_size").
 // The readers name a field by its member (path(&ModelSpec::hidden_size)), so a misspelt field does
-// not compile; a member without a row is a std::logic_error at its first use (the tests read every
-// row). The memplan YAML model: keys, the HF config keys and each tool's keys that set a field are
+// not compile. A new member needs its row by hand (C++17 cannot list a struct's members): one
+// without a row is a std::logic_error where path() first asks for it, and families.yaml cannot
+// set it. The memplan YAML model: keys, the HF config keys and each tool's keys that set a field are
 // the readers' own (profiles/config.cpp, profiles/hf_config.cpp, profiles/formats/).
 
 // A member of an enum type, by the words that name its values (families.yaml's).

@@ -393,10 +393,11 @@ struct DeviceSpec {
   // (fraction x cudaMemGetInfo's total; CUDACachingAllocator.cpp allowed_memory_maximum). 0: none.
   int64_t allocator_cap_bytes = 0;
   double allocator_cap_fraction = 0;  // the cap as a fraction of the card, when given so (0: bytes)
-  // The card's own memory where a cap set capacity_bytes (profiles::carry_allocator_cap); 0: no cap,
-  // capacity_bytes is the card's. card_bytes() reads either.
+  // The card's own memory where a cap set capacity_bytes (profiles::carry_allocator_cap; 0: the card
+  // is unknown, capacity_bytes is the cap plus the context). card_bytes(): it under a cap, else
+  // capacity_bytes.
   int64_t uncapped_bytes = 0;
-  int64_t card_bytes() const { return allocator_cap_bytes > 0 && uncapped_bytes > 0 ? uncapped_bytes : capacity_bytes; }
+  int64_t card_bytes() const { return allocator_cap_bytes > 0 ? uncapped_bytes : capacity_bytes; }
   int64_t cuda_context_bytes = 0;    // CUDA context + lazily loaded kernels (outside the allocator)
   int64_t cublas_workspace_bytes = 0;  // persistent cuBLAS workspace per handle and stream
   bool bf16 = true;

@@ -142,9 +142,10 @@ const std::vector<FieldSpec>& setup_fields() {
       list_spec(List::lora_targets),
       // The target: a different card, or the same one with another capacity (hardware.gpu_memory),
       // or another allocator cap on it (hardware.allocator_cap), each reverted alone.
-      {"hardware.gpu", "GPU", [](const TrainingSetup& s) { return s.device.name; },
+      {memplan::path(Target::gpu), "GPU", [](const TrainingSetup& s) { return s.device.name; },
        [](TrainingSetup& s, const TrainingSetup& b) { s.device = b.device; }},
-      {memplan::path(Size::gpu_memory), "GPU memory", [](const TrainingSetup& s) { return gib_text(s.device.card_bytes()); },
+      {memplan::path(Size::gpu_memory), "GPU memory",
+       [](const TrainingSetup& s) { return s.device.card_bytes() > 0 ? gib_text(s.device.card_bytes()) : std::string("unknown"); },
        [](TrainingSetup& s, const TrainingSetup& b) { capped(s.device, b.device.card_bytes(), s.device); },
        [](const TrainingSetup& a, const TrainingSetup& b) { return a.device.name == b.device.name; }},
       {memplan::path(Size::allocator_cap), "allocator cap",
@@ -241,7 +242,7 @@ std::vector<FieldChange> changed_fields(const TrainingSetup& base, const Calibra
     TrainingSetup reverted = now;
     f->revert(reverted, base);
     if (validate(reverted).empty()) {
-      const bool device = c.field == "hardware.gpu" || c.field == memplan::path(Size::gpu_memory);
+      const bool device = c.field == memplan::path(Target::gpu) || c.field == memplan::path(Size::gpu_memory);
       const MemoryBreakdown r = estimate(reverted, device ? base_cal : cal);
       const PhaseState& rp = r.peak();
       c.effect_known = true;

@@ -162,8 +162,10 @@ std::string count_lines(const TrainingSetup& s, const char* section, std::initia
 
 std::string hardware_section(const EmitContext& c) {
   std::string y = "hardware:\n";
-  if (!c.gpu.empty()) y += fmt::format("  gpu: {}\n", text::yaml_scalar(c.gpu));
-  else y += fmt::format("  {}: {}\n", field(Size::gpu_memory).key, c.setup.device.capacity_bytes);
+  const DeviceSpec& d = c.setup.device;
+  if (!c.gpu.empty()) y += fmt::format("  {}: {}\n", field(Target::gpu).key, text::yaml_scalar(c.gpu));
+  else if (d.card_bytes() > 0) y += fmt::format("  {}: {}\n", field(Size::gpu_memory).key, d.card_bytes());
+  if (d.allocator_cap_bytes > 0) y += fmt::format("  {}: {}\n", field(Size::allocator_cap).key, allocator_cap_text(d));
   y += fmt::format("  {}: {}\n", field(Count::num_gpus).keys[0], c.setup.parallel.num_gpus);
   return y + count_lines(c.setup, "hardware", {Count::num_gpus});
 }
@@ -376,8 +378,11 @@ std::string emit_deepspeed(const EmitContext& c) {
   nlohmann::ordered_json m;
   if (c.model.kind == ModelRef::Kind::preset) m["model"] = c.model.value;
   else if (c.model.kind == ModelRef::Kind::file) m["model"] = {{"hf_config", c.model.value}};
-  if (!c.gpu.empty()) m["hardware"] = {{"gpu", c.gpu}, {"num_gpus", s.parallel.num_gpus}};
-  else m["hardware"] = {{field(Size::gpu_memory).key, s.device.capacity_bytes}, {field(Count::num_gpus).keys[0], s.parallel.num_gpus}};
+  m["hardware"] = nlohmann::ordered_json::object();
+  if (!c.gpu.empty()) m["hardware"][field(Target::gpu).key] = c.gpu;
+  else if (s.device.card_bytes() > 0) m["hardware"][field(Size::gpu_memory).key] = s.device.card_bytes();
+  if (s.device.allocator_cap_bytes > 0) m["hardware"][field(Size::allocator_cap).key] = allocator_cap_text(s.device);
+  m["hardware"][field(Count::num_gpus).keys[0]] = s.parallel.num_gpus;
   for (const auto& [k, v] : count_entries(s, "hardware", {Count::num_gpus})) m["hardware"][k] = v;
   TrainingSetup budget;
   budget.thresholds = emitted_thresholds(c.budget);
@@ -416,6 +421,20 @@ std::string emit_deepspeed(const EmitContext& c) {
 }
 
 }  // namespace
+
+std::string allocator_cap_text(const DeviceSpec& d) {
+  if (d.allocator_cap_bytes <= 0) return "";
+  return d.allocator_cap_fraction > 0 ? fmt::format("{}", d.allocator_cap_fraction) : text::size_argument(d.allocator_cap_bytes);
+}
+
+std::vector<std::string> target_args(const EmitContext& c) {
+  const DeviceSpec& d = c.setup.device;
+  std::vector<std::string> out;
+  if (!c.gpu.empty()) out = {field(Target::gpu).flag, c.gpu};
+  else if (d.card_bytes() > 0) out = {field(Size::gpu_memory).flag, text::size_argument(d.card_bytes())};
+  if (d.allocator_cap_bytes > 0) out.insert(out.end(), {field(Size::allocator_cap).flag, allocator_cap_text(d)});
+  return out;
+}
 
 namespace detail {
 std::vector<std::string> header_lines(const EmitContext& c) { return header(c); }

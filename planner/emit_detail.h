@@ -24,7 +24,7 @@ std::string inline_deepspeed(const TrainingSetup& s, int64_t global_batch);
 // HF's FSDP strategy word (TrainingArguments.fsdp, Axolotl's fsdp list): "full_shard", ...
 const char* fsdp_word(FsdpMode m);
 
-// The target as flags: "--gpu rtx-3090", or "--gpu-memory 6GiB" for a card given by its memory.
+// target_args() (emit.h) as one string: "--gpu rtx-3090", "--gpu-memory 24GiB --allocator-cap 0.5".
 std::string target_flag(const EmitContext& c);
 // "memplan estimate --config FILE --gpu rtx-3090 --gpus 2 [flags]": how to re-check an emitted file
 // whose format cannot hold the target (and `flags`: whatever else it cannot hold).

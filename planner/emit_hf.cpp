@@ -68,15 +68,12 @@ std::string module_name(const std::string& t) {
   return t;
 }
 
-std::string target_flag(const EmitContext& c) {
-  return c.gpu.empty() ? std::string(field(Size::gpu_memory).flag) + " " + text::size_argument(c.setup.device.capacity_bytes)
-                       : "--gpu " + c.gpu;
-}
+std::string target_flag(const EmitContext& c) { return fmt::format("{}", fmt::join(target_args(c), " ")); }
 
 std::string recheck_command(const EmitContext& c, const std::string& file, const std::vector<std::string>& flags) {
   const TrainingSetup& s = c.setup;
   std::string cmd = fmt::format("memplan estimate --config {}", file);
-  if (!c.gpu.empty() || s.device.capacity_bytes > 0) cmd += " " + target_flag(c);
+  if (const std::string target = target_flag(c); !target.empty()) cmd += " " + target;
   if (s.parallel.num_gpus > 1) cmd += fmt::format(" --gpus {}", s.parallel.num_gpus);
   for (const std::string& f : flags) cmd += " " + f;
   return text::comment_text(cmd);  // written on a comment line

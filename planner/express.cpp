@@ -167,18 +167,14 @@ std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c) {
   const TrainingSetup& s = c.setup;
   std::vector<std::string> out;
   auto target = [&] {
-    if (!c.gpu.empty()) out.insert(out.end(), {"--gpu", c.gpu});
-    else out.insert(out.end(), {field(Size::gpu_memory).flag, text::size_argument(s.device.capacity_bytes)});
+    out = target_args(c);
     out.insert(out.end(), {field(Count::num_gpus).flag, std::to_string(s.parallel.num_gpus)});
   };
   switch (f) {
     // What the format cannot hold: HF and torchtune, the GPU and its count; LitGPT, the GPU.
     // (Lightning's file carries the whole setup in its commented memplan block.)
     case EmitFormat::hf: case EmitFormat::torchtune: target(); break;
-    case EmitFormat::litgpt:
-      if (!c.gpu.empty()) out.insert(out.end(), {"--gpu", c.gpu});
-      else out.insert(out.end(), {field(Size::gpu_memory).flag, text::size_argument(s.device.capacity_bytes)});
-      break;
+    case EmitFormat::litgpt: out = target_args(c); break;
     default: break;
   }
   return out;

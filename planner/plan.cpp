@@ -8,6 +8,7 @@
 #include "planner/plan.h"
 
 #include "estimator/error.h"
+#include "estimator/fields.h"
 
 #include <fmt/format.h>
 
@@ -100,7 +101,7 @@ std::string global_batch_source(const PlanAsk& ask) {
 
 PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calibration* calibration) {
   if (s.device.capacity_bytes <= 0)
-    throw InputError(Where::at_flag("--gpu"), "plan needs a target", "pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 40GiB");
+    throw InputError(Where::at_flag(field(Target::gpu).flag), "plan needs a target", "pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 40GiB");
   PlanRequest req;
   req.base = s;
   req.global_batch = ask.global_batch.value_or(ask.config_global_batch.value_or(ask.given_batch.value_or(0)));

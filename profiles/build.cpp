@@ -159,12 +159,12 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
   if (!in.gpu && !flag_capacity && !cfg.gpu && !cfg.gpu_memory && s.device.family.empty())
     s.device = detail::gpu_device(std::nullopt, Where(), std::nullopt);  // no target: generic overheads
   if (in.gpu || flag_capacity) {
-    const Where gpu_where = in.gpu ? Where::at_flag("--gpu") : cfg.origin.of("hardware.gpu");
+    const Where gpu_where = in.gpu ? Where::at_flag(field(Target::gpu).flag) : cfg.origin.of(Target::gpu);
     const auto gpu = in.gpu ? in.gpu : cfg.gpu;
     const auto capacity = flag_capacity ? flag_capacity : in.gpu ? std::nullopt : cfg.gpu_memory;
     s.device = detail::gpu_device(gpu, gpu_where, capacity);
     s.runtime.allocator_rounding = true;
-    if (gpu) b.origin.set("hardware.gpu", gpu_where);
+    if (gpu) b.origin.set(Target::gpu, gpu_where);
     Where capacity_where = flag_capacity ? Where::at_flag(field(Size::gpu_memory).flag) : in.gpu ? gpu_where : cfg.origin.of(Size::gpu_memory);
     // The size as given, said back beside the bytes it means (12GB is 10^9 bytes each, 12GiB 2^30).
     if (const auto& text = in.size_flag(Size::gpu_memory); flag_capacity && text)
@@ -188,13 +188,13 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
       b.origin.defaults[memplan::path(Size::host_memory)] = "this machine's RAM (/proc/meminfo MemTotal), the target of --device cpu";
     }
     s.runtime.allocator_rounding = false;  // the CPU allocator does not round like CUDA's caching allocator
-    b.origin.set(Size::gpu_memory, flag_capacity ? Where::at_flag(field(Size::gpu_memory).flag) : Where::at_flag("--device"));
+    b.origin.set(Size::gpu_memory, flag_capacity ? Where::at_flag(field(Size::gpu_memory).flag) : Where::at_flag(field(Target::device).flag));
   } else if (d == "cuda" || cuda_n) {
     s.device.kind = DeviceKind::cuda;
   } else {
-    throw InputError(Where::at_flag("--device"), fmt::format("unknown device '{}'", *in.device), "expected one of: cpu, cuda, cuda:N");
+    throw InputError(Where::at_flag(field(Target::device).flag), fmt::format("unknown device '{}'", *in.device), "expected one of: cpu, cuda, cuda:N");
   }
-  b.origin.set("device", Where::at_flag("--device"));
+  b.origin.set(Target::device, Where::at_flag(field(Target::device).flag));
 }
 
 void apply_finetune(const SetupInputs& in, BuiltSetup& b) {

@@ -410,7 +410,7 @@ const Table& data_keys() {
 
 const Table& hardware_keys() {
   static const Table t = with_fields({
-      {{"gpu"}, [](const Node& n, ConfigState& st) { st.set("hardware.gpu", st.out.gpu, as_text(n), n); }},
+      {{field(Target::gpu).key}, [](const Node& n, ConfigState& st) { st.set(memplan::path(Target::gpu), st.out.gpu, as_text(n), n); }},
       // The sizes of the registry (estimator/fields.h), each kept where its rule applies it
       // (profiles/build.cpp): the card's memory and the cap with the target, the RAM in the setup.
       {{field(Size::gpu_memory).key}, [](const Node& n, ConfigState& st) {
@@ -997,7 +997,7 @@ void resolve(ConfigState& st) {
   if (deepspeed && half)
     st.s().precision = p == Precision::amp_bf16 || p == Precision::bf16 ? Precision::mixed_bf16 : Precision::mixed_fp16;
   if (st.out.gpu || st.out.gpu_memory)
-    st.s().device = gpu_device(st.out.gpu, st.out.origin.of("hardware.gpu"), st.out.gpu_memory);
+    st.s().device = gpu_device(st.out.gpu, st.out.origin.of(Target::gpu), st.out.gpu_memory);
 }
 
 bool is_json(const std::string& path, const std::string& text) {
@@ -1058,7 +1058,7 @@ LoadedConfig load_config_text(const std::string& text, const std::string& shown_
       reader(root, rs);
       rs.out.kind = format_name(*f);
       if (rs.out.gpu || rs.out.gpu_memory)
-        rs.s().device = gpu_device(rs.out.gpu, rs.out.origin.of("hardware.gpu"), rs.out.gpu_memory);
+        rs.s().device = gpu_device(rs.out.gpu, rs.out.origin.of(Target::gpu), rs.out.gpu_memory);
       return rs.out;
     }
   }

@@ -29,7 +29,7 @@ namespace {
 std::vector<std::pair<std::string, std::string>> input_files(const SetupInputs& in) {
   std::vector<std::pair<std::string, std::string>> out;
   if (in.config) out.emplace_back(*in.config, "--config");
-  if (in.calibration) out.emplace_back(*in.calibration, "--calibration");
+  if (in.calibration) out.emplace_back(*in.calibration, field(Target::calibration).flag);
   if (in.model) out.emplace_back(*in.model, "--model");
   return out;
 }

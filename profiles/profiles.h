@@ -297,9 +297,12 @@ struct SetupInputs {
   std::optional<std::string> format;         // --format NAME (the config's format, else detected)
   bool strict = false;                       // --strict: a reader warning is an error (exit 2)
   std::optional<std::string> model;          // --model PRESET|FILE|DIR
+  // The target (estimator/fields.h's Target rows).
   std::optional<std::string> gpu;            // --gpu PRESET
   std::optional<std::string> device;         // --device cpu|cuda|cuda:N
   std::optional<std::string> calibration;    // --calibration FILE
+  std::optional<std::string>& target_flag(Target id) { return id == Target::gpu ? gpu : id == Target::device ? device : calibration; }
+  const std::optional<std::string>& target_flag(Target id) const { return const_cast<SetupInputs*>(this)->target_flag(id); }
   // The yes/no switches (estimator/fields.h), by Switch: --liger / --no-liger and the rest.
   std::array<std::optional<bool>, kSwitchCount> switches;
   std::optional<bool>& switch_flag(Switch id) { return switches[static_cast<size_t>(id)]; }

@@ -235,7 +235,7 @@ class Setup {
   std::tuple<py::object, int> fit() const {
     const TrainingSetup& s = b_->setup;
     if (s.device.capacity_bytes <= 0)
-      throw InputError(Where::at_flag("--gpu"), "fit needs a device capacity",
+      throw InputError(Where::at_flag(field(Target::gpu).flag), "fit needs a device capacity",
                        "pass --gpu PRESET (memplan gpus lists them) or --gpu-memory 12GiB");
     nlohmann::json doc;
     bool ok = false;

@@ -199,7 +199,7 @@ void read_axolotl(const Node& root, ReadState& st) {
       // BitsAndBytesConfig(nf4, bnb_4bit_use_double_quant=True) (src/axolotl/loaders/model.py @ v0.18.0 L712-738).
       f.base_quant = BaseQuant::nf4;
       f.double_quant = true;
-      note(st, "finetune.base_quant", *adapter, "adapter: qlora (NF4, src/axolotl/loaders/model.py @ v0.18.0 L712-738)");
+      note(st, kBaseQuantPath, *adapter, "adapter: qlora (NF4, src/axolotl/loaders/model.py @ v0.18.0 L712-738)");
       // bnb_config_kwargs update that dict (model.py @ v0.18.0 L734-735).
       const Node* kw = root.find("bnb_config_kwargs");
       const Node* dq = kw && kw->kind == Node::Kind::map ? kw->find("bnb_4bit_use_double_quant") : nullptr;
@@ -212,7 +212,7 @@ void read_axolotl(const Node& root, ReadState& st) {
       }
     } else if (eight) {
       f.base_quant = BaseQuant::int8;
-      note(st, "finetune.base_quant", *q8);
+      note(st, kBaseQuantPath, *q8);
     } else if (four) {
       upcast_base = true;
       st.out.warnings.push_back({q4->where,

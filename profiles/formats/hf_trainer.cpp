@@ -278,7 +278,7 @@ void read_peft(const Node& root, ReadState& st, HfRead& r) {
       const std::string t = lower(as_text(*n));
       if (t != "nf4" && t != "fp4")
         throw InputError(n->where, fmt::format("unknown bnb_4bit_quant_type '{}'", as_text(*n)), "bitsandbytes takes nf4 or fp4");
-      note(st, "finetune.base_quant", *n, t == "fp4" ? "bnb_4bit_quant_type: fp4 (stored like nf4: 4 bits + block scales)" : "");
+      note(st, kBaseQuantPath, *n, t == "fp4" ? "bnb_4bit_quant_type: fp4 (stored like nf4: 4 bits + block scales)" : "");
     }
     if (const Node* n = root.find("use_bnb_nested_quant")) {
       f.double_quant = flag_of(*n);

@@ -447,7 +447,7 @@ void resolve_finetune(Lit& t) {
                      fmt::format("expected one of: bnb.nf4, bnb.nf4-dq, bnb.fp4, bnb.fp4-dq, bnb.int8-training ({} setup)", kLora));
   }
   t.st.note(memplan::path(Choice::finetune), *t.quantize);
-  t.st.note("finetune.base_quant", *t.quantize);
+  t.st.note(kBaseQuantPath, *t.quantize);
   t.st.unmodelled(*t.quantize, "LitGPT quantizes lm_head too (BitsandbytesPrecision converts every nn.Linear); the estimate "
                                "keeps lm_head in 16 bits (an over-estimate of about 1.5 bytes x hidden x vocabulary)");
   // instantiate_bnb_optimizer (litgpt/utils.py @ v0.5.13): with quantize the optimizer is

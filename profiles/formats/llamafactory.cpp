@@ -195,8 +195,8 @@ void read_llamafactory(const Node& root, ReadState& st) {
     if (bits == 4) {
       f.base_quant = BaseQuant::nf4;
       if (const Node* t = root.find("quantization_type"); t && lower(as_text(*t)) == "fp4")
-        note(st, "finetune.base_quant", *t, "quantization_type fp4 (stored like nf4: 4 bits and a block scale)");
-      else note(st, "finetune.base_quant", *qbit);
+        note(st, kBaseQuantPath, *t, "quantization_type fp4 (stored like nf4: 4 bits and a block scale)");
+      else note(st, kBaseQuantPath, *qbit);
       f.double_quant = true;
       if (const Node* d = root.find("double_quantization")) {
         f.double_quant = yes(*d);
@@ -207,7 +207,7 @@ void read_llamafactory(const Node& root, ReadState& st) {
     } else if (bits == 8) {
       f.mode = FinetuneMode::lora;
       f.base_quant = BaseQuant::int8;
-      note(st, "finetune.base_quant", *qbit);
+      note(st, kBaseQuantPath, *qbit);
     } else {
       throw InputError(qbit->where, fmt::format("quantization_bit {} is not a bitsandbytes width", bits),
                        "bitsandbytes quantizes to 4 or 8 bits (2 and 3 are HQQ's, which memplan does not model)");

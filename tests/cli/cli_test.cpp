@@ -1545,6 +1545,37 @@ TEST_CASE("a kept file's re-check line carries --allocator-cap and --host-memory
   fs::remove_all(dir);
 }
 
+// A plan under an allocator cap writes the card and the cap, never the capped size as a card: the
+// file (or its re-check line, where the format holds no target) re-estimates to the plan's verdict.
+TEST_CASE("plan --allocator-cap: every format writes the card and the cap, and re-checks to the plan's capacity") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-capped";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const struct {
+    std::vector<std::string> target;
+    int64_t cap_bytes;
+  } targets[] = {{{"--gpu", "h200", "--allocator-cap", "11GiB"}, int64_t{11} << 30},
+                 {{"--gpu-memory", "24GiB", "--allocator-cap", "0.5"}, int64_t{12} << 30}};
+  for (const auto& t : targets)
+    for (const std::string fmt_name : {"memplan", "train-config", "deepspeed", "hf", "axolotl", "torchtune", "litgpt", "lightning"}) {
+      CAPTURE(fmt_name);
+      CAPTURE(t.target[1]);
+      const std::string out = (dir / (fmt_name + (fmt_name == "deepspeed" ? ".json" : ".yaml"))).string();
+      std::vector<std::string> args = {"plan", "--model", "llama-3.2-1b", "--global-batch", "8", "--seq-len", "1024", "--finetune", "lora",
+                                       "--emit", fmt_name, "--out", out, "--force"};
+      args.insert(args.end(), t.target.begin(), t.target.end());
+      const Run text = invoke(args);
+      REQUIRE(text.code == 0);
+      args.push_back("--json");
+      const json plan = parse_json(invoke(args));
+      const json est = recheck_json(text.out);
+      CHECK(est.at("device").at("allocator_cap_bytes") == t.cap_bytes);
+      CHECK(est.at("device").at("capacity_bytes") == plan.at("request").at("capacity_bytes"));
+      CHECK(est.at("verdict").at("fits") == true);
+    }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("plan --tensor-parallel --emit deepspeed writes AutoTP training, never with ZeRO-3, and reads back to the plan's peak") {
   const fs::path out = fs::temp_directory_path() / "memplan-autotp-plan.json";
   const std::vector<std::string> args = {"plan", "--model", "llama-3.1-8b", "--gpu", "a100-40gb", "--gpus", "8", "--tensor-parallel", "2",

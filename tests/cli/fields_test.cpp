@@ -137,7 +137,10 @@ TEST_CASE("every registry: each setup path and each flag is one row's") {
   for (const ListField& f : list_fields()) add(f.path, f.flag);
   for (const SizeField& f : size_fields()) add(f.path, f.flag);
   for (const VersionField& f : version_fields()) add(f.path, f.flag);
-  CHECK(paths.size() == kSwitchCount + kCountCount + kChoiceCount + kNumberCount + kListCount + kSizeCount + kVersionCount);
+  for (const TargetField& f : target_fields()) add(f.path, f.flag);
+  for (const ModelField& f : model_fields()) add(f.path.c_str(), nullptr);
+  CHECK(paths.size() == kSwitchCount + kCountCount + kChoiceCount + kNumberCount + kListCount + kSizeCount + kVersionCount +
+                            kTargetCount + model_fields().size());
   for (const auto& path : paths) {  // not structured bindings: CAPTURE's lambda cannot take them (clang < 16)
     CAPTURE(path.first);
     CHECK(path.second == 1);
@@ -1027,10 +1030,6 @@ TEST_CASE("model registry: one row per ModelSpec field, named as the member, its
   CHECK(std::string(path(&ModelSpec::hidden_size)) == "model.hidden_size");
   CHECK(std::string(path(&ModelSpec::experts_per_token)) == "model.num_experts_per_token");
   CHECK_THROWS_AS(path(&ModelSpec::quantized), std::logic_error);
-  // No setup registry shares a path with the model.
-  for (const SwitchField& f : switch_fields()) CHECK(paths.count(f.path) == 0);
-  for (const CountField& f : count_fields()) CHECK(paths.count(f.path) == 0);
-  for (const ChoiceField& f : choice_fields()) CHECK(paths.count(f.path) == 0);
 }
 
 TEST_CASE("model registry: an inline model's keys, an HF config's keys and validate() name the row's path") {
@@ -1055,5 +1054,49 @@ TEST_CASE("model registry: an inline model's keys, an HF config's keys and valid
   } catch (const InputError& e) {
     CHECK(e.where().line == 4);
     CHECK(e.message() == "model.hidden_size: must be at least 1 (got 0)");
+  }
+}
+
+// ---- the target ----------------------------------------------------------------------------------
+
+TEST_CASE("target registry: rows in order, registered on the commands, each flag and the gpu key naming their path") {
+  CLI::App app;
+  profiles::SetupInputs in;
+  cli::add_setup_flags(app, in);
+  for (size_t i = 0; i < kTargetCount; ++i) {
+    const TargetField& f = target_fields()[i];
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    CHECK(static_cast<size_t>(f.id) == i);
+    CHECK(std::string(f.default_source).size() > 10);
+    CLI::Option* o = app.get_option_no_throw(f.flag);
+    REQUIRE(o != nullptr);
+    CHECK(o->get_description() == f.help);
+    // The flag lands in the SetupInputs member the row maps to.
+    CLI::App one;
+    profiles::SetupInputs got;
+    cli::add_setup_flags(one, got);
+    one.parse(std::string(f.flag) + " x", false);
+    CHECK(got.target_flag(f.id) == std::optional<std::string>("x"));
+    for (const TargetField& other : target_fields())
+      if (other.id != f.id) CHECK_FALSE(got.target_flag(other.id).has_value());
+  }
+  // --gpu and --device set their paths' provenance; the hardware: key its line.
+  const profiles::BuiltSetup g = build_from_flags({"--model", "llama-3.2-1b", field(Target::gpu).flag, "h100-80gb"});
+  CHECK(g.setup.device.name == "h100-80gb");
+  CHECK(g.origin.of(Target::gpu).flag == field(Target::gpu).flag);
+  CHECK(estimate_json({"--model", "llama-3.2-1b", "--gpu", "h100-80gb"}).at("setup").at("sources").at(path(Target::gpu)) == "--gpu");
+  const profiles::BuiltSetup d = build_from_flags({"--model", "llama-3.2-1b", field(Target::device).flag, "cpu"});
+  CHECK(d.setup.device.kind == DeviceKind::cpu);
+  CHECK(d.origin.of(Target::device).flag == field(Target::device).flag);
+  const profiles::BuiltSetup y = build_from_yaml(fmt::format("model: llama-3.2-1b\nhardware:\n  {}: a100-40gb\n", field(Target::gpu).key));
+  CHECK(y.setup.device.name == "a100-40gb");
+  CHECK(y.origin.of(Target::gpu).line == 3);
+  // An unknown device is refused at its flag.
+  try {
+    (void)build_from_flags({"--model", "llama-3.2-1b", field(Target::device).flag, "tpu"});
+    FAIL("accepted --device tpu");
+  } catch (const InputError& e) {
+    CHECK(e.where().flag == field(Target::device).flag);
   }
 }

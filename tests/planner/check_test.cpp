@@ -266,6 +266,16 @@ TEST_CASE("compare: an allocator cap change is the cap's, not the GPU memory's; 
   CHECK(c.changes[0].over_effect_bytes > 0);
   CHECK(c.changes[1].field == path(Size::gpu_memory));
   CHECK(c.changes[1].over_effect_bytes == 0);
+  // No card named, only a cap: the cap's change, the card's memory unknown on both sides.
+  auto uncarded = [](const std::string& cap) {
+    profiles::SetupInputs in;
+    in.model = "qwen2.5-0.5b";
+    in.size_flag(Size::allocator_cap) = cap;
+    return profiles::build_setup(in).setup;
+  };
+  c = planner::compare(uncarded("16GiB"), nullptr, uncarded("11GiB"), nullptr);
+  REQUIRE(c.changes.size() == 1);
+  CHECK(c.changes[0].text() == "allocator cap 16.00 GiB -> 11.00 GiB");
 }
 
 TEST_CASE("compare: another model is one change, not a list of sizes") {
