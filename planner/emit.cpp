@@ -8,6 +8,7 @@
 
 #include "estimator/fields.h"
 #include "estimator/runtime.h"
+#include "profiles/profiles.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -164,7 +165,7 @@ std::string hardware_section(const EmitContext& c) {
   std::string y = "hardware:\n";
   const DeviceSpec& d = c.setup.device;
   if (!c.gpu.empty()) y += fmt::format("  {}: {}\n", field(Target::gpu).key, text::yaml_scalar(c.gpu));
-  else if (d.card_bytes() > 0) y += fmt::format("  {}: {}\n", field(Size::gpu_memory).key, d.card_bytes());
+  if (const int64_t card = stated_card_bytes(c); card > 0) y += fmt::format("  {}: {}\n", field(Size::gpu_memory).key, card);
   if (d.allocator_cap_bytes > 0) y += fmt::format("  {}: {}\n", field(Size::allocator_cap).key, allocator_cap_text(d));
   y += fmt::format("  {}: {}\n", field(Count::num_gpus).keys[0], c.setup.parallel.num_gpus);
   return y + count_lines(c.setup, "hardware", {Count::num_gpus});
@@ -380,7 +381,7 @@ std::string emit_deepspeed(const EmitContext& c) {
   else if (c.model.kind == ModelRef::Kind::file) m["model"] = {{"hf_config", c.model.value}};
   m["hardware"] = nlohmann::ordered_json::object();
   if (!c.gpu.empty()) m["hardware"][field(Target::gpu).key] = c.gpu;
-  else if (s.device.card_bytes() > 0) m["hardware"][field(Size::gpu_memory).key] = s.device.card_bytes();
+  if (const int64_t card = stated_card_bytes(c); card > 0) m["hardware"][field(Size::gpu_memory).key] = card;
   if (s.device.allocator_cap_bytes > 0) m["hardware"][field(Size::allocator_cap).key] = allocator_cap_text(s.device);
   m["hardware"][field(Count::num_gpus).keys[0]] = s.parallel.num_gpus;
   for (const auto& [k, v] : count_entries(s, "hardware", {Count::num_gpus})) m["hardware"][k] = v;
@@ -427,11 +428,18 @@ std::string allocator_cap_text(const DeviceSpec& d) {
   return d.allocator_cap_fraction > 0 ? fmt::format("{}", d.allocator_cap_fraction) : text::size_argument(d.allocator_cap_bytes);
 }
 
+int64_t stated_card_bytes(const EmitContext& c) {
+  const int64_t card = c.setup.device.card_bytes();
+  if (c.gpu.empty()) return card;
+  const profiles::GpuProfile* preset = profiles::gpu_catalog().find(c.gpu);
+  return preset && card > 0 && preset->usable_bytes() != card ? card : 0;
+}
+
 std::vector<std::string> target_args(const EmitContext& c) {
   const DeviceSpec& d = c.setup.device;
   std::vector<std::string> out;
   if (!c.gpu.empty()) out = {field(Target::gpu).flag, c.gpu};
-  else if (d.card_bytes() > 0) out = {field(Size::gpu_memory).flag, text::size_argument(d.card_bytes())};
+  if (const int64_t card = stated_card_bytes(c); card > 0) out.insert(out.end(), {field(Size::gpu_memory).flag, text::size_argument(card)});
   if (d.allocator_cap_bytes > 0) out.insert(out.end(), {field(Size::allocator_cap).flag, allocator_cap_text(d)});
   return out;
 }

@@ -43,9 +43,11 @@ int64_t host_memory_bytes() {
   return 0;
 }
 
-// A size flag's text needs its unit: "12" was 12 bytes (a card that fits nothing, said with a
-// straight face), and 12GB and 12GiB differ by 7%.
-void require_unit(const std::string& text, const char* flag) {
+// A size flag's text needs its unit where the row takes no fraction: "12" was 12 bytes (a card
+// that fits nothing, said with a straight face), and 12GB and 12GiB differ by 7%.
+void require_unit(const std::string& text, const SizeField& row) {
+  if (row.fraction) return;  // a bare number is a fraction of the card
+  const char* flag = row.flag;
   const auto digit = [](char c) { return (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ' '; };
   if (!text.empty() && std::all_of(text.begin(), text.end(), digit))
     throw InputError(Where::at_flag(flag), fmt::format("'{}' has no unit (it would be {} bytes)", clip(text), clip(text)),
@@ -58,7 +60,7 @@ std::optional<int64_t> capacity_flag(const SetupInputs& in) {
   const std::optional<std::string>& text = in.size_flag(Size::gpu_memory);
   const char* flag = field(Size::gpu_memory).flag;
   if (!text) return std::nullopt;
-  require_unit(*text, flag);
+  require_unit(*text, field(Size::gpu_memory));
   const auto bytes = parse_size(*text);
   if (!bytes || *bytes <= 0)
     throw InputError(Where::at_flag(flag), fmt::format("cannot read '{}' as a size", clip(*text)),
@@ -93,7 +95,7 @@ std::optional<int64_t> host_memory_flag(const SetupInputs& in) {
   const std::optional<std::string>& text = in.size_flag(Size::host_memory);
   const char* flag = field(Size::host_memory).flag;
   if (!text) return std::nullopt;
-  require_unit(*text, flag);
+  require_unit(*text, field(Size::host_memory));
   const auto bytes = parse_size(*text);
   if (!bytes)
     throw InputError(Where::at_flag(flag), fmt::format("cannot read '{}' as a size", clip(*text)),
@@ -124,7 +126,7 @@ void apply_allocator_cap(const SetupInputs& in, const LoadedConfig& cfg, BuiltSe
                      "leave it out with --device cpu");
   // A bare number is a fraction, as set_per_process_memory_fraction takes it (which refuses one
   // above 1); a size needs its unit.
-  const bool bare = !text->empty() && text->find_first_not_of("0123456789.") == std::string::npos;
+  const bool bare = field(Size::allocator_cap).fraction && !text->empty() && text->find_first_not_of("0123456789.") == std::string::npos;
   DeviceSpec from = s.device;
   if (bare) {
     char* end = nullptr;

@@ -1555,10 +1555,14 @@ TEST_CASE("plan --allocator-cap: every format writes the card and the cap, and r
     std::vector<std::string> target;
     int64_t cap_bytes;
   } targets[] = {{{"--gpu", "h200", "--allocator-cap", "11GiB"}, int64_t{11} << 30},
-                 {{"--gpu-memory", "24GiB", "--allocator-cap", "0.5"}, int64_t{12} << 30}};
+                 {{"--gpu-memory", "24GiB", "--allocator-cap", "0.5"}, int64_t{12} << 30},
+                 // A cap alone (no card: none written), and a preset whose memory a flag replaced (both written).
+                 {{"--allocator-cap", "11GiB"}, int64_t{11} << 30},
+                 {{"--gpu", "rtx-3090", "--gpu-memory", "20GiB", "--allocator-cap", "0.5"}, int64_t{10} << 30}};
   for (const auto& t : targets)
     for (const std::string fmt_name : {"memplan", "train-config", "deepspeed", "hf", "axolotl", "torchtune", "litgpt", "lightning"}) {
       CAPTURE(fmt_name);
+      CAPTURE(t.target.size());
       CAPTURE(t.target[1]);
       const std::string out = (dir / (fmt_name + (fmt_name == "deepspeed" ? ".json" : ".yaml"))).string();
       std::vector<std::string> args = {"plan", "--model", "llama-3.2-1b", "--global-batch", "8", "--seq-len", "1024", "--finetune", "lora",
