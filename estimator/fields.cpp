@@ -331,6 +331,99 @@ std::array<TargetField, kTargetCount> make_target_rows() {
   }};
 }
 
+// A setting that is a whole number or a yes/no member of TrainingSetup (`member`: its expression
+// from the setup, "parallel.overlap_comm"), or a place (no member).
+#define MEMPLAN_WHOLE(id, path, member, section, keys, lo, hi, hint, default_source)                                 \
+  SettingField {                                                                                                       \
+    Setting::id, path, SettingKind::whole, section, keys, [](TrainingSetup& s) -> int64_t& { return s.member; },       \
+        nullptr, [](const TrainingSetup& s) -> int64_t { return s.member; }, lo, hi, hint, default_source              \
+  }
+#define MEMPLAN_YES_NO(id, path, member, section, keys, default_source)                                              \
+  SettingField {                                                                                                       \
+    Setting::id, path, SettingKind::yes_no, section, keys, nullptr, [](TrainingSetup& s) -> bool& { return s.member; }, \
+        [](const TrainingSetup& s) -> int64_t { return s.member ? 1 : 0; }, 0, 1, nullptr, default_source             \
+  }
+
+std::array<SettingField, kSettingCount> make_setting_rows() {
+  using Keys = std::array<const char*, 2>;
+  constexpr const char* kZero = "zero_optimization";
+  constexpr const char* kZeroConfig = "DeepSpeed's default (DeepSpeedZeroConfig, deepspeed/runtime/zero/config.py @ v0.16.4)";
+  constexpr const char* kBucketHint = "DeepSpeed bucket sizes count elements: 0 or more, e.g. 5e8";
+  constexpr int64_t kTiB = int64_t{1} << 40;
+  const Keys none{nullptr, nullptr};
+  return {{
+      MEMPLAN_WHOLE(reduce_bucket_elems, "parallel.reduce_bucket_elems", parallel.reduce_bucket_elems, kZero,
+                    (Keys{"reduce_bucket_size", nullptr}), 0, 1'000'000'000'000, kBucketHint, kZeroConfig),
+      MEMPLAN_WHOLE(allgather_bucket_elems, "parallel.allgather_bucket_elems", parallel.allgather_bucket_elems, kZero,
+                    (Keys{"allgather_bucket_size", nullptr}), 0, 1'000'000'000'000, kBucketHint, kZeroConfig),
+      // DeepSpeed accepts the short names as aliases (deepspeed/runtime/zero/config.py @ v0.16.4
+      // L208-259, alias="stage3_..."); Axolotl's bundled configs use them.
+      MEMPLAN_WHOLE(stage3_prefetch_bucket_elems, "parallel.stage3_prefetch_bucket_elems", parallel.stage3_prefetch_bucket_elems,
+                    kZero, (Keys{"stage3_prefetch_bucket_size", "prefetch_bucket_size"}), 0, 1'000'000'000'000, kBucketHint,
+                    kZeroConfig),
+      MEMPLAN_WHOLE(stage3_max_live_parameters, "parallel.stage3_max_live_parameters", parallel.stage3_max_live_parameters,
+                    kZero, (Keys{"stage3_max_live_parameters", "max_live_parameters"}), 0, 10'000'000'000'000, kBucketHint,
+                    kZeroConfig),
+      MEMPLAN_YES_NO(overlap_comm, "parallel.overlap_comm", parallel.overlap_comm, kZero, (Keys{"overlap_comm", nullptr}),
+                     "off without DeepSpeed; a DeepSpeed config's default is on at stage 3 only (deepspeed/runtime/zero/"
+                     "config.py @ v0.16.4 L134, L351-353), which its readers apply"),
+      MEMPLAN_YES_NO(contiguous_gradients, "parallel.contiguous_gradients", parallel.contiguous_gradients, kZero,
+                     (Keys{"contiguous_gradients", nullptr}), kZeroConfig),
+      // Read by the offload_optimizer/offload_param sections' own handler (profiles/config.cpp).
+      MEMPLAN_YES_NO(offload_pin_memory, "parallel.offload_pin_memory", parallel.offload_pin_memory, nullptr, none,
+                     "DeepSpeed's default pin_memory false (DeepSpeedZeroOffloadOptimizerConfig, deepspeed/runtime/zero/"
+                     "offload_config.py @ v0.16.4)"),
+      // Read by the bf16:/fp16: sections' handler: bf16_master_weights_and_grads (fp16_...),
+      // bf16_optimizer_states.
+      MEMPLAN_YES_NO(half_master, "parallel.half_master", parallel.half_master, nullptr, none,
+                     "DeepSpeed's default: fp32 master weights and gradients (bf16_master_weights_and_grads false, "
+                     "deepspeed/runtime/precision_config.py @ v0.18.3)"),
+      MEMPLAN_YES_NO(half_optimizer_states, "parallel.half_optimizer_states", parallel.half_optimizer_states, nullptr, none,
+                     "DeepSpeed's default: fp32 optimizer states (bf16_optimizer_states false, deepspeed/runtime/"
+                     "precision_config.py @ v0.18.3)"),
+      // Read by the Lightning and NeMo readers (gradient_as_bucket_view).
+      MEMPLAN_YES_NO(ddp_bucket_view, "parallel.ddp_bucket_view", parallel.ddp_bucket_view, nullptr, none,
+                     "torch DistributedDataParallel's default gradient_as_bucket_view=False (torch/nn/parallel/"
+                     "distributed.py)"),
+      MEMPLAN_WHOLE(num_workers, "data.num_workers", data.num_workers, "data", (Keys{"num_workers", nullptr}), 0, 10'000,
+                    "DataLoader workers: 0 or more",
+                    "torch DataLoader's default num_workers=0: batches are loaded in the main process "
+                    "(torch/utils/data/dataloader.py)"),
+      MEMPLAN_WHOLE(prefetch_factor, "data.prefetch_factor", data.prefetch_factor, "data", (Keys{"prefetch_factor", nullptr}), 0,
+                    10'000, "batches each DataLoader worker loads ahead: 0 or more (default 2)",
+                    "torch DataLoader's default prefetch_factor=2 with workers (torch/utils/data/dataloader.py)"),
+      MEMPLAN_YES_NO(pin_memory, "data.pin_memory", data.pin_memory, "data", (Keys{"pin_memory", nullptr}),
+                     "torch DataLoader's default pin_memory=False (torch/utils/data/dataloader.py); the HF Trainer's "
+                     "readers note its dataloader_pin_memory=True"),
+      // The file's global batch (training.global_batch_size, DeepSpeed's train_batch_size, NeMo's and
+      // torchtitan's), which the loaded config keeps: the rules resolve the accumulation from it.
+      SettingField{Setting::global_batch, "batch.global_batch", SettingKind::place, nullptr, none, nullptr, nullptr, nullptr, 0,
+                   0, nullptr, "micro-batch x accumulation x data-parallel ranks, unless the file states one"},
+      // checkpointing: every:K (and NeMo's checkpoint_every) give K with the mode.
+      MEMPLAN_WHOLE(every_k, "checkpointing.every_k", checkpointing.every_k, nullptr, none, 1, 1'000'000,
+                    "checkpoint one layer in K: K is at least 1", "1: used only with checkpointing every:K"),
+      // modules_to_save naming the head or the embeddings (PEFT).
+      MEMPLAN_YES_NO(train_head, "finetune.train_head", finetune.train_head, nullptr, none,
+                     "frozen under adapters unless modules_to_save names lm_head, score or classifier (PEFT)"),
+      MEMPLAN_YES_NO(train_embeddings, "finetune.train_embeddings", finetune.train_embeddings, nullptr, none,
+                     "frozen under adapters unless modules_to_save names embed_tokens, wte or embed_in (PEFT)"),
+      // The card's overheads outside the tensors: from the GPU catalog's family or a calibration.
+      MEMPLAN_WHOLE(cuda_context_bytes, "hardware.cuda_context_bytes", device.cuda_context_bytes, nullptr, none, 0, kTiB,
+                    "the CUDA context's bytes: a few hundred MiB (memplan calibrate measures it)",
+                    "the GPU family's in profiles/gpus.yaml (a generic CUDA card's without a preset), or a calibration's"),
+      MEMPLAN_WHOLE(cublas_workspace_bytes, "hardware.cublas_workspace_bytes", device.cublas_workspace_bytes, nullptr, none, 0,
+                    kTiB, "cuBLAS's workspace per handle: a few MiB",
+                    "the GPU family's in profiles/gpus.yaml (a generic CUDA card's without a preset)"),
+      // The memory: section, where the thresholds' order is one problem (the thresholds themselves
+      // are numbers: thresholds.target, ...).
+      SettingField{Setting::thresholds, "memory.target_utilization", SettingKind::place, nullptr, none, nullptr, nullptr, nullptr,
+                   0, 0, nullptr, "the memory guides' bands 0.90, 0.92, 0.95, 0.97 (estimator/setup.h Thresholds)"},
+  }};
+}
+
+#undef MEMPLAN_WHOLE
+#undef MEMPLAN_YES_NO
+
 // One version row: major and minor are Runtime members.
 #define MEMPLAN_VERSION_ROW(id, major, minor, flag, help, library, keys, max_major, examples, hint, default_source)      \
   VersionField {                                                                                                       \
@@ -472,6 +565,12 @@ const std::array<TargetField, kTargetCount>& target_fields() {
   return rows;
 }
 const TargetField& field(Target id) { return row(target_fields(), id, "target"); }
+
+const std::array<SettingField, kSettingCount>& setting_fields() {
+  static const auto rows = checked(make_setting_rows(), "setting");
+  return rows;
+}
+const SettingField& field(Setting id) { return row(setting_fields(), id, "setting"); }
 
 const std::array<VersionField, kVersionCount>& version_fields() {
   static const auto rows = checked(make_version_rows(), "version");

@@ -23,9 +23,12 @@
 // sources JSON and every path; each is applied by its own rule (profiles/build.cpp). Releases
 // (torch, transformers): the flags, the reader, the runtime JSON, the writer, `memplan check` and
 // the Python keywords filled from the interpreter. The target (the card's preset, the device kind,
-// the calibration): the flags, the hardware: key, the paths; each applied by its own rule. The model's fields (ModelSpec's members, at the
-// end): families.yaml, the readers, validate() and `memplan check` name each by its member. The
-// base's quantization is none of these: the method and a file's load_in_8bit set it (derived).
+// the calibration): the flags, the hardware: key, the paths; each applied by its own rule. Settings
+// (what a file states and no flag does: DeepSpeed's buckets and overlap, the DataLoader's workers,
+// modules_to_save, the CUDA context...): the reader's key tables, the format readers, the rules and
+// validate() name each by its row. The model's fields (ModelSpec's members, at the end):
+// families.yaml, the readers, validate() and `memplan check` name each by its member. The base's
+// quantization is none of these: the method and a file's load_in_8bit set it (derived).
 #pragma once
 
 #include <array>
@@ -398,6 +401,73 @@ struct VersionField {
 const std::array<VersionField, kVersionCount>& version_fields();
 const VersionField& field(Version id);
 inline const char* path(Version id) { return field(id).path; }
+
+// ---- settings: what a file states and no flag does ----------------------------------------------
+
+// A knob a config file states (a DeepSpeed bucket, the DataLoader's workers, DDP's bucket view) or a
+// rule derives (modules_to_save trains the head; a preset sets the CUDA context), with no flag of its
+// own. Its path names it in provenance, the readers' notes, the rules' defaults and validate()'s
+// problems; every layer names it by its enumerator (path(Setting::overlap_comm)), so a misspelt path
+// does not compile. The memplan YAML reader reads the rows that have a section by their keys there
+// (profiles/config.cpp: data:, a DeepSpeed zero_optimization:); the others are read by a section's
+// own handlers (offload_optimizer.pin_memory, bf16.bf16_master_weights_and_grads), a format's reader
+// or a rule, each naming the row. Not in the `setup` or `sources` JSON.
+enum class Setting {
+  reduce_bucket_elems,
+  allgather_bucket_elems,
+  stage3_prefetch_bucket_elems,
+  stage3_max_live_parameters,
+  overlap_comm,
+  contiguous_gradients,
+  offload_pin_memory,
+  half_master,
+  half_optimizer_states,
+  ddp_bucket_view,
+  num_workers,
+  prefetch_factor,
+  pin_memory,
+  global_batch,
+  every_k,
+  train_head,
+  train_embeddings,
+  cuda_context_bytes,
+  cublas_workspace_bytes,
+  thresholds,
+  count  // sentinel: the number of settings
+};
+constexpr size_t kSettingCount = static_cast<size_t>(Setting::count);
+
+// What the row is in a TrainingSetup: a whole number, a yes/no, or no member (a place a problem is
+// reported at: the file's global batch, which the loaded config keeps; the memory: section, where
+// the thresholds' order is one problem).
+enum class SettingKind { whole, yes_no, place };
+
+struct SettingField {
+  Setting id;
+  // The setup path, the member's spelling ("parallel.overlap_comm"; "hardware.cuda_context_bytes"
+  // for the device's), or the place's ("batch.global_batch", "memory.target_utilization").
+  const char* path;
+  SettingKind kind;
+  // The file section whose key table reads it ("data": also under training:; "zero_optimization":
+  // a DeepSpeed file's, also a memplan file's deepspeed: file) and its keys there, the first the one
+  // the DeepSpeed writer uses (nullptr: no more). section nullptr: read by handlers or rules.
+  const char* section;
+  std::array<const char*, 2> keys;
+  int64_t& (*whole)(TrainingSetup&);  // the member (SettingKind::whole; nullptr otherwise)
+  bool& (*yes_no)(TrainingSetup&);    // the member (SettingKind::yes_no; nullptr otherwise)
+  int64_t (*get)(const TrainingSetup&);  // its value (a yes/no as 0 or 1; nullptr for a place)
+  // validate()'s bounds for a whole number, with the problem's hint (hint nullptr: not bounded by
+  // the row; every_k's floor is 1).
+  int64_t lo, hi;
+  const char* hint;
+  const char* default_source;
+};
+
+// Every setting, in enumerator order (row i has id == Setting(i); checked at start-up).
+const std::array<SettingField, kSettingCount>& setting_fields();
+const SettingField& field(Setting id);
+inline const char* path(Setting id) { return field(id).path; }
+inline const char* key(Setting id) { return field(id).keys[0]; }  // its key in its section (nullptr: none)
 
 // The base's quantization: derived (the fine-tuning method, a file's load_in_8bit/load_in_4bit,
 // quantization_bit...), so it has no flag or key of its own; the readers note where they found it

@@ -71,19 +71,11 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   range(path(&ModelSpec::v_head_dim), m.v_head_dim, 0, 100'000, "a head dimension");
   range(path(&ModelSpec::expert_groups), m.expert_groups, 0, 100'000, "DeepSeek-V3's n_group");
   range(path(&ModelSpec::topk_groups), m.topk_groups, 0, 100'000, "DeepSeek-V3's topk_group");
-  const char* kBucketHint = "DeepSpeed bucket sizes count elements: 0 or more, e.g. 5e8";
-  range("parallel.reduce_bucket_elems", s.parallel.reduce_bucket_elems, 0, 1'000'000'000'000, kBucketHint);
-  range("parallel.allgather_bucket_elems", s.parallel.allgather_bucket_elems, 0, 1'000'000'000'000, kBucketHint);
-  range("parallel.stage3_prefetch_bucket_elems", s.parallel.stage3_prefetch_bucket_elems, 0, 1'000'000'000'000, kBucketHint);
-  range("parallel.stage3_max_live_parameters", s.parallel.stage3_max_live_parameters, 0, 10'000'000'000'000, kBucketHint);
-  range("data.num_workers", s.data.num_workers, 0, 10'000, "DataLoader workers: 0 or more");
-  range("data.prefetch_factor", s.data.prefetch_factor, 0, 10'000, "batches each DataLoader worker loads ahead: 0 or more (default 2)");
-  range("checkpointing.every_k", s.checkpointing.every_k, 1, 1'000'000, "checkpoint one layer in K: K is at least 1");
   range(memplan::path(Size::gpu_memory), s.device.capacity_bytes, 0, int64_t{1} << 50, "a GPU's memory in bytes, such as 80GiB");
-  range("hardware.cuda_context_bytes", s.device.cuda_context_bytes, 0, int64_t{1} << 40,
-        "the CUDA context's bytes: a few hundred MiB (memplan calibrate measures it)");
-  range("hardware.cublas_workspace_bytes", s.device.cublas_workspace_bytes, 0, int64_t{1} << 40,
-        "cuBLAS's workspace per handle: a few MiB");
+  // The settings' bounds (DeepSpeed's buckets, the DataLoader's workers, every:K, the card's
+  // overheads), each the row's.
+  for (const SettingField& f : setting_fields())
+    if (f.kind == SettingKind::whole && f.hint) range(f.path, f.get(s), f.lo, f.hi, f.hint);
   if (!(std::isfinite(s.finetune.lora_alpha) && s.finetune.lora_alpha > 0 && s.finetune.lora_alpha <= 1e6))
     p.push_back({path(Number::lora_alpha), fmt::format("must be a positive finite number up to 1e6 (got {})", s.finetune.lora_alpha),
                  "PEFT's lora_alpha is usually r or 2r, e.g. 16"});
@@ -206,7 +198,7 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   frac(path(&ModelSpec::embedding_dropout), m.embedding_dropout);
   const Thresholds& t = s.thresholds;
   if (!(t.target > 0 && t.target <= t.warning && t.warning <= t.critical && t.critical <= t.emergency && t.emergency <= 1.0))
-    p.push_back({"memory.target_utilization", "thresholds must satisfy 0 < target <= warning <= critical <= emergency <= 1",
+    p.push_back({memplan::path(Setting::thresholds), "thresholds must satisfy 0 < target <= warning <= critical <= emergency <= 1",
                  "the defaults are 0.90, 0.92, 0.95, 0.97"});
   if (s.device.capacity_bytes < 0) p.push_back({memplan::path(Size::gpu_memory), "must not be negative", "a GPU's memory, such as 80GiB"});
   // The runtime's knobs.

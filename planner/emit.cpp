@@ -352,12 +352,13 @@ nlohmann::ordered_json deepspeed_json(const TrainingSetup& s, int64_t global_bat
     j["fp16"] = {{"enabled", true}, {"loss_scale", 0}, {"initial_scale_power", 16}};
   nlohmann::ordered_json z;
   z["stage"] = s.parallel.zero_stage;
-  z["overlap_comm"] = s.parallel.overlap_comm;
-  z["reduce_bucket_size"] = s.parallel.reduce_bucket_elems;
-  z["allgather_bucket_size"] = s.parallel.allgather_bucket_elems;
+  // The settings under their keys (estimator/fields.h), the stage-3 ones at stage 3.
+  z[key(Setting::overlap_comm)] = s.parallel.overlap_comm;
+  z[key(Setting::reduce_bucket_elems)] = s.parallel.reduce_bucket_elems;
+  z[key(Setting::allgather_bucket_elems)] = s.parallel.allgather_bucket_elems;
   if (s.parallel.zero_stage == 3) {
-    z["stage3_prefetch_bucket_size"] = s.parallel.stage3_prefetch_bucket_elems;
-    z["stage3_max_live_parameters"] = s.parallel.stage3_max_live_parameters;
+    z[key(Setting::stage3_prefetch_bucket_elems)] = s.parallel.stage3_prefetch_bucket_elems;
+    z[key(Setting::stage3_max_live_parameters)] = s.parallel.stage3_max_live_parameters;
   }
   const bool pin = s.parallel.offload_pin_memory;
   if (offloads_optimizer(s.parallel.offload)) z["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", pin}};

@@ -299,7 +299,7 @@ void resolve_deepspeed_batch(const LoadedConfig& cfg, BuiltSetup& b) {
   if (cfg.kind != "deepspeed" || !cfg.global_batch) return;
   TrainingSetup& s = b.setup;
   const int64_t tbs = *cfg.global_batch;
-  const Where at = cfg.origin.of("batch.global_batch");
+  const Where at = cfg.origin.of(memplan::path(Setting::global_batch));
   const int64_t world = std::max<int64_t>(1, s.parallel.data_parallel());
   const bool has_mb = b.origin.fields.count(memplan::path(Count::micro_batch)) > 0;
   const bool has_gas = b.origin.fields.count(memplan::path(Count::grad_accum)) > 0;
@@ -478,13 +478,13 @@ void resolve_auto_buckets(const LoadedConfig& cfg, BuiltSetup& b) {
                        "v1.14.0 L2314-2320)";
   if (cfg.auto_reduce_bucket) {
     s.parallel.reduce_bucket_elems = h * h;
-    b.origin.fields.erase("parallel.reduce_bucket_elems");
-    b.origin.defaults["parallel.reduce_bucket_elems"] = fmt::format("\"auto\" = hidden_size^2 = {}: {}", h * h, source);
+    b.origin.fields.erase(memplan::path(Setting::reduce_bucket_elems));
+    b.origin.defaults[memplan::path(Setting::reduce_bucket_elems)] = fmt::format("\"auto\" = hidden_size^2 = {}: {}", h * h, source);
   }
   if (cfg.auto_prefetch_bucket) {
     s.parallel.stage3_prefetch_bucket_elems = static_cast<int64_t>(0.9 * static_cast<double>(h * h));
-    b.origin.fields.erase("parallel.stage3_prefetch_bucket_elems");
-    b.origin.defaults["parallel.stage3_prefetch_bucket_elems"] =
+    b.origin.fields.erase(memplan::path(Setting::stage3_prefetch_bucket_elems));
+    b.origin.defaults[memplan::path(Setting::stage3_prefetch_bucket_elems)] =
         fmt::format("\"auto\" = int(0.9 hidden_size^2) = {}: {}", s.parallel.stage3_prefetch_bucket_elems, source);
   }
 }

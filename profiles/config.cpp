@@ -32,6 +32,15 @@ void Provenance::set_text(const std::string& field, const std::string& text) {
 }
 
 namespace detail {
+
+// The module names PEFT's modules_to_save takes for them: Llama's, GPT-2's and GPT-NeoX's
+// embeddings; the causal LM head, the sequence-classification head (score) and BERT's classifier.
+std::optional<Setting> saved_module(const std::string& module) {
+  if (module == "embed_tokens" || module == "wte" || module == "embed_in") return Setting::train_embeddings;
+  if (module == "lm_head" || module == "score" || module == "classifier") return Setting::train_head;
+  return std::nullopt;
+}
+
 namespace {
 
 template <class T>
@@ -166,7 +175,7 @@ void set_ds_optimizer(const Node& n, ConfigState& st) {
 }
 
 void set_global_batch(const Node& n, ConfigState& st) {
-  st.set("batch.global_batch", st.out.global_batch, as_count(n), n);
+  st.set(path(Setting::global_batch), st.out.global_batch, as_count(n), n);
 }
 
 // parallel.zero_stage is an int; a value beyond it is reported here with the wording validate() uses.
@@ -286,6 +295,24 @@ Key<ConfigState> setup_key(std::vector<std::string> names, const char* field, Ou
                            T Outer::*inner, Read read) {
   return {std::move(names), [=](const Node& n, ConfigState& st) { st.set(field, st.s().*outer.*inner, read(n), n); }};
 }
+// The settings read by their keys in file section `section` (estimator/fields.h: "data",
+// "zero_optimization"), in row order: a whole number (as_int, its range left to validate()) or a
+// yes/no, noted at the key.
+Table setting_keys(const char* section) {
+  Table t;
+  for (const SettingField& f : setting_fields()) {
+    if (!f.section || std::string(f.section) != section) continue;
+    std::vector<std::string> names;
+    for (const char* k : f.keys)
+      if (k) names.emplace_back(k);
+    t.push_back({std::move(names), [id = f.id](const Node& n, ConfigState& st) {
+                   const SettingField& row = field(id);
+                   if (row.whole) st.set(row.path, row.whole(st.s()), as_int(n), n);
+                   else st.set(row.path, row.yes_no(st.s()), as_bool(n), n);
+                 }});
+  }
+  return t;
+}
 // A key read into a model field set inline (it overrides a preset's value).
 template <class T, class Read>
 Key<ConfigState> model_key(std::vector<std::string> names, T ModelSpec::*member, Read read) {
@@ -400,11 +427,7 @@ const Table& training_keys() {
 }
 
 const Table& data_keys() {
-  static const Table t = with_fields({
-      setup_key({"num_workers"}, "data.num_workers", &TrainingSetup::data, &DataLoading::num_workers, as_int),
-      setup_key({"prefetch_factor"}, "data.prefetch_factor", &TrainingSetup::data, &DataLoading::prefetch_factor, as_int),
-      setup_key({"pin_memory"}, "data.pin_memory", &TrainingSetup::data, &DataLoading::pin_memory, as_bool),
-  }, "data");
+  static const Table t = with_fields(setting_keys("data"), "data");
   return t;
 }
 
@@ -458,10 +481,8 @@ const Table& finetune_keys() {  // lora: / peft: / finetune:
         return as_choice<FinetuneMode>(n, field(Choice::finetune).what, parse_finetune, finetune_names());
       }),
       {{"modules_to_save"}, [](const Node& n, ConfigState& st) {
-         for (const auto& m : as_text_list(n)) {
-           if (m == "embed_tokens" || m == "wte" || m == "embed_in") st.s().finetune.train_embeddings = true;
-           if (m == "lm_head" || m == "score" || m == "classifier") st.s().finetune.train_head = true;
-         }
+         for (const auto& m : as_text_list(n))
+           if (const std::optional<Setting> id = detail::saved_module(m)) st.set(path(*id), field(*id).yes_no(st.s()), true, n);
        }},
       {{"load_in_4bit"}, [](const Node& n, ConfigState& st) { if (as_bool(n)) st.load_in_4bit = n.where; }},
       // bitsandbytes BitsAndBytesConfig: double quantization of the NF4 block scales.
@@ -484,7 +505,7 @@ const Table& nested_sections() {
       {{"deepspeed"}, read_deepspeed_file},
       {{"memory"}, [](const Node& n, ConfigState& st) {
          // validate() reports the thresholds' order as one problem: point it at the section.
-         st.out.origin.set("memory.target_utilization", n.where);
+         st.out.origin.set(Setting::thresholds, n.where);
          read_section(n, {&memory_keys()}, st, &st.out.warnings);
        }},
       {{"lora"}, [](const Node& n, ConfigState& st) {
@@ -527,7 +548,7 @@ Key<ConfigState> ds_offload(const char* name, Offload what) {
             if (!device) return;
             const std::string d = lower(as_text(*device));
             if (const Node* pin = section.find("pin_memory"))
-              st.set("parallel.offload_pin_memory", st.s().parallel.offload_pin_memory, as_bool(*pin), *pin);
+              st.set(path(Setting::offload_pin_memory), st.s().parallel.offload_pin_memory, as_bool(*pin), *pin);
             if (d == "cpu" || d == "nvme") raise_offload(st, what, *device);
             else if (d != "none")
               throw InputError(device->where, fmt::format("unknown offload device '{}'", as_text(*device)),
@@ -586,37 +607,29 @@ Key<ConfigState> ds_half(std::vector<std::string> names, const char* regime) {
             // bf16_master_weights_and_grads is enabled"; fp16_master_weights_and_grads).
             const bool bf16 = std::string(regime) == "mixed-bf16";
             const Node* master = section.find(bf16 ? "bf16_master_weights_and_grads" : "fp16_master_weights_and_grads");
-            if (master) st.set("parallel.half_master", st.s().parallel.half_master, as_bool(*master), *master);
+            if (master) st.set(path(Setting::half_master), st.s().parallel.half_master, as_bool(*master), *master);
             if (const Node* states = bf16 ? section.find("bf16_optimizer_states") : nullptr) {
               if (as_bool(*states) && !(master && as_bool(*master)))
                 throw InputError(states->where, "bf16.bf16_optimizer_states needs bf16.bf16_master_weights_and_grads",
                                  "DeepSpeed keeps optimizer states in bf16 only with bf16 master weights: set "
                                  "bf16_master_weights_and_grads: true, or drop bf16_optimizer_states");
-              st.set("parallel.half_optimizer_states", st.s().parallel.half_optimizer_states, as_bool(*states), *states);
+              st.set(path(Setting::half_optimizer_states), st.s().parallel.half_optimizer_states, as_bool(*states), *states);
             }
           }};
 }
 
 const Table& ds_zero_keys() {
-  static const Table t = {
-      setup_key({"stage"}, memplan::path(Count::zero_stage), &TrainingSetup::parallel, &Parallelism::zero_stage, as_zero_stage),
-      ds_offload("offload_optimizer", Offload::optimizer),
-      ds_offload("offload_param", Offload::params),
-      offload_switch({"cpu_offload"}, Offload::optimizer),  // the pre-0.3.17 spelling
-      setup_key({"reduce_bucket_size"}, "parallel.reduce_bucket_elems", &TrainingSetup::parallel,
-                &Parallelism::reduce_bucket_elems, as_int),
-      setup_key({"allgather_bucket_size"}, "parallel.allgather_bucket_elems", &TrainingSetup::parallel,
-                &Parallelism::allgather_bucket_elems, as_int),
-      // DeepSpeed accepts the short names as aliases (deepspeed/runtime/zero/config.py @ v0.16.4
-      // L208-259, alias="stage3_..."); Axolotl's bundled configs use them.
-      setup_key({"stage3_prefetch_bucket_size", "prefetch_bucket_size"}, "parallel.stage3_prefetch_bucket_elems", &TrainingSetup::parallel,
-                &Parallelism::stage3_prefetch_bucket_elems, as_int),
-      setup_key({"stage3_max_live_parameters", "max_live_parameters"}, "parallel.stage3_max_live_parameters", &TrainingSetup::parallel,
-                &Parallelism::stage3_max_live_parameters, as_int),
-      setup_key({"overlap_comm"}, "parallel.overlap_comm", &TrainingSetup::parallel, &Parallelism::overlap_comm, as_bool),
-      setup_key({"contiguous_gradients"}, "parallel.contiguous_gradients", &TrainingSetup::parallel,
-                &Parallelism::contiguous_gradients, as_bool),
-  };
+  static const Table t = [] {
+    Table all = {
+        setup_key({"stage"}, memplan::path(Count::zero_stage), &TrainingSetup::parallel, &Parallelism::zero_stage, as_zero_stage),
+        ds_offload("offload_optimizer", Offload::optimizer),
+        ds_offload("offload_param", Offload::params),
+        offload_switch({"cpu_offload"}, Offload::optimizer),  // the pre-0.3.17 spelling
+    };
+    // The buckets, overlap_comm and contiguous_gradients: the settings' rows (estimator/fields.h).
+    for (Key<ConfigState>& k : setting_keys("zero_optimization")) all.push_back(std::move(k));
+    return all;
+  }();
   return t;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "estimator/fields.h"
 #include "profiles/profiles.h"
 #include "profiles/reader.h"
 
@@ -27,6 +28,11 @@ ModelSpec family_defaults_or_throw(const std::string& model_type, const Where& w
 // The family `type` as a families.yaml of this text gives it (family_defaults() reads the bundled
 // file once); InputError at the line of what is wrong in the text.
 std::optional<ModelSpec> family_from_text(const std::string& text, const std::string& path, const std::string& type);
+
+// What a PEFT modules_to_save entry trains beside the adapters: the embeddings (embed_tokens, wte,
+// embed_in: Setting::train_embeddings) or the head (lm_head, score, classifier: Setting::
+// train_head); nullopt: neither.
+std::optional<Setting> saved_module(const std::string& module);
 
 // An MLP activation by its HF name (hidden_act); InputError listing the known ones otherwise.
 Activation as_activation(const Node& n);

@@ -156,9 +156,10 @@ std::optional<int64_t> parse_size(const std::string& text);
 
 // Where each setup field was set, by setup path ("batch.micro_batch", "model.hidden_size"),
 // so validation problems can point at the line or flag. The paths are validate()'s Problem
-// fields, the registry's (estimator/fields.h: path(Choice::precision) is "precision"), "device",
-// "hardware.gpu", "batch.global_batch" and "data.*"; "memory.target_utilization"
-// stands for the memory: section (validate()'s thresholds-order problem points there).
+// fields, the registry's (estimator/fields.h: path(Choice::precision) is "precision",
+// path(Target::gpu) "hardware.gpu", path(Setting::num_workers) "data.num_workers");
+// path(Setting::thresholds) stands for the memory: section (validate()'s thresholds-order problem
+// points there).
 struct Provenance {
   std::map<std::string, Where> fields;
   // Fields a rule set rather than the file or a flag: the framework's defaults (with the upstream

@@ -134,11 +134,8 @@ void read_deepspeed_launch(const Node& cfg, ReadState& st, const Node& type_node
     s.batch.grad_accum = positive(*n, "gradient_accumulation_steps counts micro-batches per optimizer step");
     note(st, memplan::path(Count::grad_accum), *n);
   }
-  // The generated config sets no buckets: DeepSpeed's defaults, overlap_comm only at stage 3
-  // (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353).
-  s.parallel.overlap_comm = s.parallel.zero_stage == 3;
-  note_default(st, "parallel.overlap_comm",
-               "DeepSpeed default: overlap_comm = (stage == 3) (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353)");
+  // The generated config sets no buckets: DeepSpeed's defaults, overlap_comm only at stage 3.
+  default_overlap_comm(st);
   s.runtime.framework = Framework::deepspeed;
   note(st, memplan::path(Choice::framework), type_node, "distributed_type: DEEPSPEED (the DeepSpeed engine runs the step)");
   // The 16-bit type: the launcher's (accelerate adds {"bf16": {"enabled": true}} or fp16, set_mixed_precision L1413-1440).

@@ -405,15 +405,15 @@ void read_axolotl(const Node& root, ReadState& st) {
                        "validation.py @ v0.18.0 L59-77)");
   if (const Node* n = root.find("dataloader_num_workers")) {
     s.data.num_workers = as_int(*n);
-    note(st, "data.num_workers", *n);
+    note(st, memplan::path(Setting::num_workers), *n);
   }
   if (const Node* n = root.find("dataloader_pin_memory")) {
     s.data.pin_memory = yes(*n);
-    note(st, "data.pin_memory", *n);
+    note(st, memplan::path(Setting::pin_memory), *n);
   }
   if (const Node* n = root.find("dataloader_prefetch_factor")) {
     s.data.prefetch_factor = as_int(*n);
-    note(st, "data.prefetch_factor", *n);
+    note(st, memplan::path(Setting::prefetch_factor), *n);
   }
 
   // GPUs: Ray's workers x GPUs per worker (RayConfig, src/axolotl/utils/schemas/integrations.py @

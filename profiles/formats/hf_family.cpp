@@ -72,24 +72,30 @@ void read_training_args_loader(const Node& root, ReadState& st) {
     st.unmodelled(*n, "the Trainer halves the batch after an out-of-memory error; the estimate uses per_device_train_batch_size as given");
   if (const Node* n = root.find("dataloader_num_workers")) {
     s.data.num_workers = as_int(*n);
-    note(st, "data.num_workers", *n);
+    note(st, memplan::path(Setting::num_workers), *n);
   }
   if (const Node* n = root.find("dataloader_pin_memory")) {
     s.data.pin_memory = flag(*n, kHfArgsBoolHint);
-    note(st, "data.pin_memory", *n);
+    note(st, memplan::path(Setting::pin_memory), *n);
   } else {
     s.data.pin_memory = true;  // TrainingArguments default dataloader_pin_memory=True
-    note_default(st, "data.pin_memory", fmt::format("TrainingArguments default dataloader_pin_memory=True ({})", kTrainingArgs));
+    note_default(st, memplan::path(Setting::pin_memory), fmt::format("TrainingArguments default dataloader_pin_memory=True ({})", kTrainingArgs));
   }
   if (const Node* n = root.find("dataloader_prefetch_factor")) {
     s.data.prefetch_factor = as_int(*n);
-    note(st, "data.prefetch_factor", *n);
+    note(st, memplan::path(Setting::prefetch_factor), *n);
   }
 }
 
 void note_default(ReadState& st, const std::string& field, const std::string& text) {
   st.out.origin.fields.erase(field);
   st.out.origin.defaults[field] = text;
+}
+
+void default_overlap_comm(ReadState& st) {
+  st.s().parallel.overlap_comm = st.s().parallel.zero_stage == 3;
+  note_default(st, memplan::path(Setting::overlap_comm),
+               "DeepSpeed default: overlap_comm = (stage == 3) (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353)");
 }
 
 void use_model(ReadState& st, const Node& n) {
@@ -306,16 +312,11 @@ std::vector<std::string> lora_targets(const Node& n) {
 }
 
 void read_modules_to_save(const Node& n, ReadState& st) {
-  for (const std::string& m : as_text_list(n)) {
-    if (m == "embed_tokens" || m == "wte" || m == "embed_in") {
-      st.s().finetune.train_embeddings = true;
-      note(st, "finetune.train_embeddings", n);
+  for (const std::string& m : as_text_list(n))
+    if (const std::optional<Setting> id = detail::saved_module(m)) {
+      field(*id).yes_no(st.s()) = true;
+      note(st, memplan::path(*id), n);
     }
-    if (m == "lm_head" || m == "score" || m == "classifier") {
-      st.s().finetune.train_head = true;
-      note(st, "finetune.train_head", n);
-    }
-  }
 }
 
 // ---- FSDP ------------------------------------------------------------------------------------------------
@@ -469,28 +470,22 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
   // ZeRO and its buckets, as DeepSpeed reads them.
   s.parallel.zero_stage = ds.parallel.zero_stage;
   s.parallel.offload = ds.parallel.offload;
-  s.parallel.reduce_bucket_elems = ds.parallel.reduce_bucket_elems;
-  s.parallel.allgather_bucket_elems = ds.parallel.allgather_bucket_elems;
-  s.parallel.stage3_prefetch_bucket_elems = ds.parallel.stage3_prefetch_bucket_elems;
-  s.parallel.stage3_max_live_parameters = ds.parallel.stage3_max_live_parameters;
-  s.parallel.overlap_comm = ds.parallel.overlap_comm;
-  s.parallel.contiguous_gradients = ds.parallel.contiguous_gradients;
-  for (const char* f : {memplan::path(Count::zero_stage), memplan::path(Choice::offload), "parallel.reduce_bucket_elems", "parallel.allgather_bucket_elems",
-                        "parallel.stage3_prefetch_bucket_elems", "parallel.stage3_max_live_parameters", "parallel.overlap_comm",
-                        "parallel.contiguous_gradients"})
-    copy_field(st, d.cfg, f);
+  copy_field(st, d.cfg, memplan::path(Count::zero_stage));
+  copy_field(st, d.cfg, memplan::path(Choice::offload));
+  // Its zero_optimization settings (the buckets, overlap_comm, contiguous_gradients: estimator/fields.h).
+  for (const SettingField& f : setting_fields()) {
+    if (!f.section || std::string(f.section) != "zero_optimization") continue;
+    if (f.whole) f.whole(s) = f.get(ds);
+    else f.yes_no(s) = f.get(ds) != 0;
+    copy_field(st, d.cfg, f.path);
+  }
   // AutoTP training's degree (tensor_parallel.autotp_size), which the HF Trainer passes through.
   if (d.cfg.origin.fields.count(memplan::path(Count::tensor_parallel))) {
     s.parallel.tensor_parallel = ds.parallel.tensor_parallel;
     copy_field(st, d.cfg, memplan::path(Count::tensor_parallel));
   }
   if (!d.cfg.origin.fields.count(memplan::path(Count::zero_stage))) note(st, memplan::path(Count::zero_stage), named_by, "DeepSpeed config without zero_optimization.stage: ZeRO stage 0");
-  // overlap_comm defaults to true at stage 3 only (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353).
-  if (!d.cfg.origin.fields.count("parallel.overlap_comm")) {
-    s.parallel.overlap_comm = s.parallel.zero_stage == 3;
-    note_default(st, "parallel.overlap_comm",
-                 "DeepSpeed default: overlap_comm = (stage == 3) (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353)");
-  }
+  if (!d.cfg.origin.fields.count(memplan::path(Setting::overlap_comm))) default_overlap_comm(st);
   // DeepSpeed's own optimizer block: DeepSpeed builds it (FusedAdam for Adam/AdamW).
   if (d.cfg.origin.fields.count(memplan::path(Choice::optimizer))) {
     s.optimizer = ds.optimizer;

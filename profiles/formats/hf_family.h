@@ -24,6 +24,9 @@ Where keyed(const Node& n, const std::string& text = "");
 void note(ReadState& st, const std::string& field, const Node& n, const std::string& text = "");
 // Records `field` as a tool default: "<source text>".
 void note_default(ReadState& st, const std::string& field, const std::string& text);
+// DeepSpeed's overlap_comm where a config does not set it: on at ZeRO stage 3 only
+// (deepspeed/runtime/zero/config.py @ v0.16.4 L134, L351-353), noted as that default.
+void default_overlap_comm(ReadState& st);
 // A warning for each top-level key that is neither in `known` nor one typo away from it (read_section
 // warns about those) but whose name says memory (deepspeed_config, fsdp_offload, max_seq_len, ...):
 // such a key is never dropped silently. `tool` names the documentation to check ("Axolotl").

@@ -259,7 +259,7 @@ void read_strategy(const Node& n, Pl& t) {
     t.kind = StrategyKind::ddp;
     if (args)
       if (const Node* view = args->find("gradient_as_bucket_view"))
-        t.st.set("parallel.ddp_bucket_view", t.s().parallel.ddp_bucket_view, as_bool(*view), *view);
+        t.st.set(memplan::path(Setting::ddp_bucket_view), t.s().parallel.ddp_bucket_view, as_bool(*view), *view);
   } else if (name == "SingleDeviceStrategy") {
     t.kind = StrategyKind::single;
   } else {
@@ -476,8 +476,8 @@ void resolve_parallel(Pl& t) {
       p.reduce_bucket_elems = t.reduce_bucket;
       p.allgather_bucket_elems = t.allgather_bucket;
       p.overlap_comm = t.overlap_comm;
-      for (auto [node, field] : {std::pair{t.reduce_node, "parallel.reduce_bucket_elems"},
-                                 {t.allgather_node, "parallel.allgather_bucket_elems"}, {t.overlap_node, "parallel.overlap_comm"}}) {
+      for (auto [node, field] : {std::pair{t.reduce_node, memplan::path(Setting::reduce_bucket_elems)},
+                                 {t.allgather_node, memplan::path(Setting::allgather_bucket_elems)}, {t.overlap_node, memplan::path(Setting::overlap_comm)}}) {
         if (node) t.st.note(field, *node);
         else t.st.by_default(field, fmt::format("Lightning DeepSpeedStrategy default (allgather/reduce_bucket_size 2e8, "
                                                 "overlap_comm True; src/lightning/pytorch/strategies/deepspeed.py @ 2.6.5)"));

@@ -230,7 +230,7 @@ const Table& model_keys() {
            t.st.unmodelled(n, "Transformer Engine's userbuffers for TP communication overlap are not counted");
        }},
       {{"gradient_as_bucket_view"}, [](const Node& n, Nemo& t) {
-         t.st.set("parallel.ddp_bucket_view", t.s().parallel.ddp_bucket_view, as_bool(n), n);
+         t.st.set(memplan::path(Setting::ddp_bucket_view), t.s().parallel.ddp_bucket_view, as_bool(n), n);
        }},
       {{"num_layers"}, keep<&Nemo::layers>},
       {{"hidden_size"}, keep<&Nemo::hidden>},
@@ -522,10 +522,10 @@ void resolve_batch(Nemo& t) {
   // calculator below must not divide by it first (fuzz_load_config: division by zero).
   if (t.global_node && (t.micro < 1 || dp < 1)) {
     t.st.out.global_batch = t.global;
-    t.st.note("batch.global_batch", *t.global_node);
+    t.st.note(memplan::path(Setting::global_batch), *t.global_node);
   } else if (t.global_node) {
     t.st.out.global_batch = t.global;
-    t.st.note("batch.global_batch", *t.global_node);
+    t.st.note(memplan::path(Setting::global_batch), *t.global_node);
     // Megatron's microbatch calculator: global = micro x data-parallel ranks x micro-batches.
     const int64_t per_step = saturating_mul(t.micro, dp);
     if (t.global % per_step != 0)

@@ -482,7 +482,7 @@ void resolve_batch(Tt& t) {
     return;
   }
   t.st.out.global_batch = t.global_batch;
-  t.st.note("batch.global_batch", *t.global_node);
+  t.st.note(memplan::path(Setting::global_batch), *t.global_node);
   const int64_t dp = t.replicate * (t.shard > 0 ? t.shard : 1);
   if (t.shard <= 0)
     t.st.defer(memplan::path(Count::grad_accum), t.global_node->where,

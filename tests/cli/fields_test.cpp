@@ -138,9 +138,10 @@ TEST_CASE("every registry: each setup path and each flag is one row's") {
   for (const SizeField& f : size_fields()) add(f.path, f.flag);
   for (const VersionField& f : version_fields()) add(f.path, f.flag);
   for (const TargetField& f : target_fields()) add(f.path, f.flag);
+  for (const SettingField& f : setting_fields()) add(f.path, nullptr);
   for (const ModelField& f : model_fields()) add(f.path.c_str(), nullptr);
   CHECK(paths.size() == kSwitchCount + kCountCount + kChoiceCount + kNumberCount + kListCount + kSizeCount + kVersionCount +
-                            kTargetCount + model_fields().size());
+                            kTargetCount + kSettingCount + model_fields().size());
   for (const auto& path : paths) {  // not structured bindings: CAPTURE's lambda cannot take them (clang < 16)
     CAPTURE(path.first);
     CHECK(path.second == 1);
@@ -1099,4 +1100,124 @@ TEST_CASE("target registry: rows in order, registered on the commands, each flag
   } catch (const InputError& e) {
     CHECK(e.where().flag == field(Target::device).flag);
   }
+}
+
+// ---- settings: what a file states and no flag does ----------------------------------------------
+
+TEST_CASE("setting registry: rows in order, each reaching its own member, its default within validate()'s bounds") {
+  const TrainingSetup defaults;
+  for (size_t i = 0; i < kSettingCount; ++i) {
+    const SettingField& f = setting_fields()[i];
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    CHECK(static_cast<size_t>(f.id) == i);
+    CHECK(std::string(f.default_source).size() > 10);
+    CHECK(std::string(path(f.id)) == f.path);
+    // A row read by its section's key table has a key there; one read by handlers or rules none.
+    CHECK((f.section == nullptr) == (f.keys[0] == nullptr));
+    CHECK((f.kind == SettingKind::whole) == (f.whole != nullptr));
+    CHECK((f.kind == SettingKind::yes_no) == (f.yes_no != nullptr));
+    CHECK((f.kind == SettingKind::place) == (f.get == nullptr));
+    if (f.kind == SettingKind::place) continue;
+    // The accessor reaches the member the path names, and no other row's.
+    TrainingSetup s;
+    if (f.whole) f.whole(s) = 7;
+    else f.yes_no(s) = !f.yes_no(s);
+    CHECK(f.get(s) != f.get(defaults));
+    for (const SettingField& other : setting_fields())
+      if (other.id != f.id && other.get) CHECK(other.get(s) == other.get(defaults));
+    if (f.hint) {
+      CHECK(f.kind == SettingKind::whole);
+      CHECK(f.lo <= f.get(defaults));
+      CHECK(f.get(defaults) <= f.hi);
+    }
+  }
+  CHECK(std::string(path(Setting::overlap_comm)) == "parallel.overlap_comm");
+  CHECK(std::string(key(Setting::stage3_prefetch_bucket_elems)) == "stage3_prefetch_bucket_size");
+}
+
+TEST_CASE("setting registry: each key of a row's section reads into its member at its line; out of bounds is refused there") {
+  const TrainingSetup defaults;
+  int keys = 0;
+  for (const SettingField& f : setting_fields()) {
+    if (!f.section) continue;
+    for (const char* k : f.keys) {
+      if (!k) continue;
+      ++keys;
+      CAPTURE(std::string(k));
+      // A memplan YAML states the DeepSpeed section in a deepspeed: block, data: at the top.
+      const bool ds = std::string(f.section) == "zero_optimization";
+      auto text = [&](const std::string& value) {
+        return ds ? fmt::format("model: llama-3.2-1b\ndeepspeed:\n  zero_optimization:\n    stage: 2\n    {}: {}\n", k, value)
+                  : fmt::format("model: llama-3.2-1b\n{}:\n  {}: {}\n", f.section, k, value);
+      };
+      const int line = ds ? 5 : 3;
+      // A whole number at its upper bound (read as it is), a yes/no the other way from its default.
+      const int64_t want = f.whole ? (f.hint ? f.hi : 12345) : 1 - f.get(defaults);
+      const profiles::BuiltSetup b = build_from_yaml(text(f.whole ? std::to_string(want) : (want ? "true" : "false")), "s.yaml");
+      CHECK(f.get(b.setup) == want);
+      CHECK(b.origin.of(f.id).line == line);
+      if (!f.hint) continue;
+      try {
+        (void)build_from_yaml(text(std::to_string(f.hi + 1)), "s.yaml");
+        FAIL("accepted a value above the bound");
+      } catch (const InputError& e) {
+        CHECK(e.where().line == line);
+        CHECK(e.message() == fmt::format("{}: must be between {} and {} (got {})", f.path, f.lo, f.hi, f.hi + 1));
+        CHECK(e.hint() == f.hint);
+      }
+    }
+  }
+  CHECK(keys == 11);  // data: 3; zero_optimization: 6 rows, two with DeepSpeed's short alias
+}
+
+TEST_CASE("setting registry: the rows read by handlers are noted at their keys") {
+  const std::string text =
+      "model: llama-3.2-1b\n"                          // 1
+      "training:\n"                                    // 2
+      "  global_batch_size: 64\n"                      // 3
+      "lora:\n"                                        // 4
+      "  method: lora\n"                               // 5
+      "  modules_to_save: [embed_tokens, lm_head]\n"  // 6
+      "deepspeed:\n"                                   // 7
+      "  bf16:\n"                                      // 8
+      "    enabled: true\n"                            // 9
+      "    bf16_master_weights_and_grads: true\n"      // 10
+      "    bf16_optimizer_states: true\n"              // 11
+      "  zero_optimization:\n"                         // 12
+      "    stage: 2\n"                                 // 13
+      "    offload_optimizer:\n"                       // 14
+      "      device: cpu\n"                            // 15
+      "      pin_memory: true\n"                       // 16
+      "memory:\n"                                      // 17
+      "  target_utilization: 0.8\n";                   // 18
+  const profiles::LoadedConfig cfg = profiles::load_config_text(text, "h.yaml", "h.yaml");
+  CHECK(cfg.global_batch == std::optional<int64_t>(64));
+  CHECK(cfg.origin.of(Setting::global_batch).line == 3);
+  const profiles::BuiltSetup b = build_from_yaml(text, "h.yaml");
+  for (const auto& read : {std::pair{Setting::train_embeddings, 6}, {Setting::train_head, 6}, {Setting::half_master, 10},
+                            {Setting::half_optimizer_states, 11}, {Setting::offload_pin_memory, 16}}) {
+    const Setting id = read.first;
+    const int line = read.second;
+    const std::string shown_path = path(id);  // not structured bindings: CAPTURE's lambda cannot take them (clang < 16)
+    CAPTURE(shown_path);
+    CHECK(field(id).get(b.setup) == 1);
+    CHECK(b.origin.of(id).line == line);
+  }
+  CHECK(cfg.origin.of(Setting::thresholds).line == 17);
+  // The thresholds' order is one problem, at the memory: section.
+  try {
+    (void)build_from_yaml("model: llama-3.2-1b\nmemory:\n  target_utilization: 0.99\n  warning_threshold: 0.5\n", "t.yaml");
+    FAIL("accepted target above warning");
+  } catch (const InputError& e) {
+    CHECK(e.message().rfind(std::string(path(Setting::thresholds)) + ": thresholds must satisfy", 0) == 0);
+    CHECK(e.where().line == 2);
+  }
+  // DDP's bucket view, read by the Lightning reader.
+  const profiles::LoadedConfig l = profiles::load_config_text(
+      "trainer:\n  devices: 2\n  strategy:\n    class_path: lightning.pytorch.strategies.DDPStrategy\n    init_args:\n"
+      "      gradient_as_bucket_view: true\nmodel:\n  preset: gpt2\n",
+      "l.yaml", "l.yaml", "lightning");
+  CHECK(l.setup.parallel.ddp_bucket_view);
+  CHECK(l.origin.of(Setting::ddp_bucket_view).line == 6);
 }
