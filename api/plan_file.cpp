@@ -73,7 +73,8 @@ std::optional<KeptConfig> keep_config(const profiles::SetupInputs& in, const pro
     // The sizes too (the card's memory unless the line names a card, the allocator cap, the node's
     // RAM): a kept file keeps its own allocator_cap where the flag replaced it.
     const bool names_card = ci.gpu || ci.size_flag(Size::gpu_memory);
-    if (!names_card) extra(field(Target::gpu).flag, ci.gpu, in.gpu);
+    for (const TargetField& t : target_fields())  // the card unless the line names one; the device kind, the calibration
+      if (t.id != Target::gpu || !names_card) extra(t.flag, ci.target_flag(t.id), in.target_flag(t.id));
     for (const SizeField& s : size_fields())
       if (!(s.id == Size::gpu_memory ? names_card : ci.size_flag(s.id).has_value())) extra(s.flag, ci.size_flag(s.id), in.size_flag(s.id));
     const std::optional<int64_t>& gpus = in.count_flag(Count::num_gpus);

@@ -324,7 +324,7 @@ std::array<TargetField, kTargetCount> make_target_rows() {
   return {{
       {Target::gpu, "hardware.gpu", "--gpu", "PRESET", "GPU preset (memplan gpus)", "gpu",
        "none: a verdict needs the card (--gpu PRESET or --gpu-memory SIZE); the overheads are a generic CUDA card's"},
-      {Target::device, "device", "--device", "cpu|cuda", "cuda (default) or cpu: whose memory behaviour to model", nullptr,
+      {Target::device, "device", "--device", "cpu|cuda", "cuda (default) or cpu: whose memory behaviour to model", "device",
        "cuda: PyTorch's CUDA caching allocator"},
       {Target::calibration, "calibration", "--calibration", "FILE", "calibration profile from memplan calibrate", nullptr,
        "none: the analytic model as derived, no measured corrections"},
@@ -346,7 +346,7 @@ std::array<TargetField, kTargetCount> make_target_rows() {
 
 std::array<SettingField, kSettingCount> make_setting_rows() {
   using Keys = std::array<const char*, 2>;
-  constexpr const char* kZero = "zero_optimization";
+  constexpr const char* kZero = kZeroSection;
   constexpr const char* kZeroConfig = "DeepSpeed's default (DeepSpeedZeroConfig, deepspeed/runtime/zero/config.py @ v0.16.4)";
   constexpr const char* kBucketHint = "DeepSpeed bucket sizes count elements: 0 or more, e.g. 5e8";
   constexpr int64_t kTiB = int64_t{1} << 40;
@@ -571,6 +571,11 @@ const std::array<SettingField, kSettingCount>& setting_fields() {
   return rows;
 }
 const SettingField& field(Setting id) { return row(setting_fields(), id, "setting"); }
+const char* key(Setting id) {
+  const SettingField& f = field(id);
+  MEMPLAN_CHECK(f.keys[0] != nullptr, std::string("setting registry: ") + f.path + " has no key (read by handlers)");
+  return f.keys[0];
+}
 
 const std::array<VersionField, kVersionCount>& version_fields() {
   static const auto rows = checked(make_version_rows(), "version");

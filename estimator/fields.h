@@ -467,7 +467,10 @@ struct SettingField {
 const std::array<SettingField, kSettingCount>& setting_fields();
 const SettingField& field(Setting id);
 inline const char* path(Setting id) { return field(id).path; }
-inline const char* key(Setting id) { return field(id).keys[0]; }  // its key in its section (nullptr: none)
+// Its first key in its section (the DeepSpeed writer's); a row read by handlers has none (logic_error).
+const char* key(Setting id);
+// The DeepSpeed section whose key table reads the ZeRO rows (a DeepSpeed JSON's, a memplan deepspeed: block's).
+inline constexpr const char* kZeroSection = "zero_optimization";
 
 // The base's quantization: derived (the fine-tuning method, a file's load_in_8bit/load_in_4bit,
 // quantization_bit...), so it has no flag or key of its own; the readers note where they found it

@@ -137,6 +137,8 @@ std::string size_argument(int64_t bytes) {
 
 std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
 
+std::string fixed_gib(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024)); }
+
 std::string gib(int64_t bytes) {
   const double b = static_cast<double>(bytes);
   const double a = b < 0 ? -b : b;

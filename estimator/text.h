@@ -37,6 +37,8 @@ std::string xml_text(const std::string& v);
 std::string thousands(int64_t n);
 // Bytes for people, binary units: "11.72 GiB", "512.0 MiB", "1.50 TiB", "12 B".
 std::string gib(int64_t bytes);
+// Bytes in GiB with two decimals at any size, for lines that compare sizes: "0.50 GiB", "139.80 GiB".
+std::string fixed_gib(int64_t bytes);
 // A fraction as a percentage with one decimal: "87.5%".
 std::string percent(double fraction);
 

@@ -6,6 +6,7 @@
 #include "planner/check.h"
 
 #include "estimator/fields.h"
+#include "estimator/text.h"
 #include "profiles/profiles.h"
 
 #include <fmt/format.h>
@@ -45,8 +46,6 @@ bool adapters_on_both(const TrainingSetup& a, const TrainingSetup& b) {
 }
 
 using Relevant = std::function<bool(const TrainingSetup&, const TrainingSetup&)>;
-
-std::string gib_text(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024)); }
 
 // `d` as the card of `card` bytes under the allocator cap of `cap_from` (none: the card's memory).
 void capped(DeviceSpec& d, int64_t card, const DeviceSpec& cap_from) {
@@ -145,14 +144,14 @@ const std::vector<FieldSpec>& setup_fields() {
       {memplan::path(Target::gpu), "GPU", [](const TrainingSetup& s) { return s.device.name; },
        [](TrainingSetup& s, const TrainingSetup& b) { s.device = b.device; }},
       {memplan::path(Size::gpu_memory), "GPU memory",
-       [](const TrainingSetup& s) { return s.device.card_bytes() > 0 ? gib_text(s.device.card_bytes()) : std::string("unknown"); },
+       [](const TrainingSetup& s) { return s.device.card_bytes() > 0 ? text::fixed_gib(s.device.card_bytes()) : std::string("unknown"); },
        [](TrainingSetup& s, const TrainingSetup& b) { capped(s.device, b.device.card_bytes(), s.device); },
        [](const TrainingSetup& a, const TrainingSetup& b) { return a.device.name == b.device.name; }},
       {memplan::path(Size::allocator_cap), "allocator cap",
        [](const TrainingSetup& s) {
          const DeviceSpec& d = s.device;
          if (d.allocator_cap_bytes <= 0) return std::string("none");
-         return d.allocator_cap_fraction > 0 ? fmt::format("{:g} of the card", d.allocator_cap_fraction) : gib_text(d.allocator_cap_bytes);
+         return d.allocator_cap_fraction > 0 ? fmt::format("{:g} of the card", d.allocator_cap_fraction) : text::fixed_gib(d.allocator_cap_bytes);
        },
        [](TrainingSetup& s, const TrainingSetup& b) { capped(s.device, s.device.card_bytes(), b.device); }},
       {memplan::path(Number::target), "target utilization",

@@ -85,8 +85,6 @@ std::string default_file_name(EmitFormat f) {
 
 namespace {
 
-std::string gib(int64_t b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0)); }
-
 // The header every file opens with (as comment lines, without the comment marker).
 std::vector<std::string> header(const EmitContext& c) {
   const TrainingSetup& s = c.setup;
@@ -94,9 +92,9 @@ std::vector<std::string> header(const EmitContext& c) {
   const int64_t target = static_cast<int64_t>(c.budget * static_cast<double>(cap));
   // Names from outside (a model folder, a user's GPU catalog) as one comment line each.
   return {fmt::format("memplan {} plan: {} on {} x {}", MEMPLAN_VERSION, text::comment_text(s.model.name), s.parallel.num_gpus,
-                      c.gpu.empty() ? gib(cap) + " GPU" : text::comment_text(c.gpu)),
-          fmt::format("estimated peak {} of {} ({:.1f}%), headroom {} below the {:.0f}% budget", gib(c.peak_bytes), gib(cap),
-                      100.0 * static_cast<double>(c.peak_bytes) / static_cast<double>(cap), gib(target - c.peak_bytes), 100 * c.budget),
+                      !c.gpu.empty() ? text::comment_text(c.gpu) : s.device.kind == DeviceKind::cpu ? "cpu" : text::fixed_gib(cap) + " GPU"),
+          fmt::format("estimated peak {} of {} ({:.1f}%), headroom {} below the {:.0f}% budget", text::fixed_gib(c.peak_bytes), text::fixed_gib(cap),
+                      100.0 * static_cast<double>(c.peak_bytes) / static_cast<double>(cap), text::fixed_gib(target - c.peak_bytes), 100 * c.budget),
           fmt::format("global batch {} = {} x {} x {} GPUs, {} tokens each; ~{:.0f} tokens/s (modelled, not measured)",
                       c.global_batch, s.batch.micro_batch, s.batch.grad_accum, s.parallel.data_parallel(), s.batch.seq_len,
                       c.tokens_per_s)};
@@ -165,6 +163,7 @@ std::string hardware_section(const EmitContext& c) {
   std::string y = "hardware:\n";
   const DeviceSpec& d = c.setup.device;
   if (!c.gpu.empty()) y += fmt::format("  {}: {}\n", field(Target::gpu).key, text::yaml_scalar(c.gpu));
+  if (d.kind == DeviceKind::cpu) y += fmt::format("  {}: cpu\n", field(Target::device).key);
   if (const int64_t card = stated_card_bytes(c); card > 0) y += fmt::format("  {}: {}\n", field(Size::gpu_memory).key, card);
   if (d.allocator_cap_bytes > 0) y += fmt::format("  {}: {}\n", field(Size::allocator_cap).key, allocator_cap_text(d));
   y += fmt::format("  {}: {}\n", field(Count::num_gpus).keys[0], c.setup.parallel.num_gpus);
@@ -382,6 +381,7 @@ std::string emit_deepspeed(const EmitContext& c) {
   else if (c.model.kind == ModelRef::Kind::file) m["model"] = {{"hf_config", c.model.value}};
   m["hardware"] = nlohmann::ordered_json::object();
   if (!c.gpu.empty()) m["hardware"][field(Target::gpu).key] = c.gpu;
+  if (s.device.kind == DeviceKind::cpu) m["hardware"][field(Target::device).key] = "cpu";
   if (const int64_t card = stated_card_bytes(c); card > 0) m["hardware"][field(Size::gpu_memory).key] = card;
   if (s.device.allocator_cap_bytes > 0) m["hardware"][field(Size::allocator_cap).key] = allocator_cap_text(s.device);
   m["hardware"][field(Count::num_gpus).keys[0]] = s.parallel.num_gpus;
@@ -431,6 +431,8 @@ std::string allocator_cap_text(const DeviceSpec& d) {
 
 int64_t stated_card_bytes(const EmitContext& c) {
   const int64_t card = c.setup.device.card_bytes();
+  // The CPU's is this machine's RAM unless --gpu-memory replaced it.
+  if (c.setup.device.kind == DeviceKind::cpu) return card != profiles::host_memory_bytes() ? card : 0;
   if (c.gpu.empty()) return card;
   const profiles::GpuProfile* preset = profiles::gpu_catalog().find(c.gpu);
   return preset && card > 0 && preset->usable_bytes() != card ? card : 0;
@@ -440,6 +442,7 @@ std::vector<std::string> target_args(const EmitContext& c) {
   const DeviceSpec& d = c.setup.device;
   std::vector<std::string> out;
   if (!c.gpu.empty()) out = {field(Target::gpu).flag, c.gpu};
+  if (d.kind == DeviceKind::cpu) out.insert(out.end(), {field(Target::device).flag, "cpu"});
   if (const int64_t card = stated_card_bytes(c); card > 0) out.insert(out.end(), {field(Size::gpu_memory).flag, text::size_argument(card)});
   if (d.allocator_cap_bytes > 0) out.insert(out.end(), {field(Size::allocator_cap).flag, allocator_cap_text(d)});
   return out;

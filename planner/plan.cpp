@@ -9,6 +9,7 @@
 
 #include "estimator/error.h"
 #include "estimator/fields.h"
+#include "estimator/text.h"
 
 #include <fmt/format.h>
 
@@ -87,8 +88,6 @@ std::vector<E> parse_list(const std::string& text, const char* flag, std::option
   }
   return out;
 }
-
-std::string gib(int64_t b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0)); }
 
 }  // namespace
 
@@ -576,8 +575,8 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
         c = *best[0];
         const double loss = 1.0 - c.time.tokens_per_s / r.best.time.tokens_per_s;
         if (std::fabs(loss) < kThroughputResolution)
-          ru.why = fmt::format("same modelled throughput (within {:.0f}%); peak {} vs {}", 100 * kThroughputResolution, gib(c.peak_bytes),
-                               gib(r.best.peak_bytes));
+          ru.why = fmt::format("same modelled throughput (within {:.0f}%); peak {} vs {}", 100 * kThroughputResolution, text::fixed_gib(c.peak_bytes),
+                               text::fixed_gib(r.best.peak_bytes));
         else
           ru.why = fmt::format("{:+.0f}% throughput (modelled): {}", -100 * loss, slower_because(dim, c.setup, w));
         if (c.setup.batch.micro_batch != w.batch.micro_batch && dim != "micro-batch")
@@ -589,9 +588,9 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
         alt.batch.grad_accum = search.accum_for(1);
         c = search.evaluate(alt);
         ru.why = c.peak_bytes > r.budget_bytes
-                     ? fmt::format("does not fit: even micro-batch 1 needs {} > {} budget", gib(c.peak_bytes), gib(r.budget_bytes))
-                     : fmt::format("does not fit the node: needs {} of host RAM > {} budget", gib(c.host_per_node_bytes),
-                                   gib(r.host_budget_bytes));
+                     ? fmt::format("does not fit: even micro-batch 1 needs {} > {} budget", text::fixed_gib(c.peak_bytes), text::fixed_gib(r.budget_bytes))
+                     : fmt::format("does not fit the node: needs {} of host RAM > {} budget", text::fixed_gib(c.host_per_node_bytes),
+                                   text::fixed_gib(r.host_budget_bytes));
       }
       ru.candidate = std::move(c);
       r.runners_up.push_back(std::move(ru));
@@ -605,9 +604,9 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       RunnerUp ru{"micro-batch", std::to_string(alt.batch.micro_batch), c, ""};
       ru.why = c.fits ? fmt::format("{:+.0f}% throughput (modelled), global batch {}", 100 * (c.time.tokens_per_s / r.best.time.tokens_per_s - 1),
                                     c.global_batch)
-               : c.peak_bytes > r.budget_bytes ? fmt::format("does not fit: {} > {} budget", gib(c.peak_bytes), gib(r.budget_bytes))
-                                               : fmt::format("does not fit the node: {} of host RAM > {} budget", gib(c.host_per_node_bytes),
-                                                             gib(r.host_budget_bytes));
+               : c.peak_bytes > r.budget_bytes ? fmt::format("does not fit: {} > {} budget", text::fixed_gib(c.peak_bytes), text::fixed_gib(r.budget_bytes))
+                                               : fmt::format("does not fit the node: {} of host RAM > {} budget", text::fixed_gib(c.host_per_node_bytes),
+                                                             text::fixed_gib(r.host_budget_bytes));
       r.runners_up.push_back(std::move(ru));
     }
     search.for_each_group([&](const TrainingSetup& t, Precision) {
@@ -615,11 +614,11 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       if (!dim.empty()) add(dim, t);
     });
   } else if (!overall && req.explain) {
-    r.why_not = fmt::format("nothing fits the {} budget ({:.0f}% of {}): the smallest configuration tried needs {}", gib(r.budget_bytes),
-                            100 * req.budget, gib(req.base.device.capacity_bytes), gib(std::max<int64_t>(0, smallest)));
+    r.why_not = fmt::format("nothing fits the {} budget ({:.0f}% of {}): the smallest configuration tried needs {}", text::fixed_gib(r.budget_bytes),
+                            100 * req.budget, text::fixed_gib(req.base.device.capacity_bytes), text::fixed_gib(std::max<int64_t>(0, smallest)));
     if (r.host_short > 0)
       r.why_not += fmt::format("; {} configurations fit the GPU but need more host RAM than the node's {} budget", r.host_short,
-                               gib(r.host_budget_bytes));
+                               text::fixed_gib(r.host_budget_bytes));
     // same_card: q differs from req in the number of GPUs only, so the timelines carry over.
     auto feasible = [&](const PlanRequest& q, bool same_card) {
       SearchSpace sp;
@@ -714,7 +713,7 @@ std::string table_markdown(const std::vector<TableRow>& rows, const TrainingSetu
     const TrainingSetup& s = r.best.setup;
     const std::vector<std::string> opts = optimisations(s, base);
     out += fmt::format("| {} | {} | {} | {} | {} ({:.0f}%) |\n", row.label, s.batch.micro_batch, s.batch.grad_accum,
-                       opts.empty() ? std::string("None") : fmt::format("{}", fmt::join(opts, " + ")), gib(r.best.peak_bytes),
+                       opts.empty() ? std::string("None") : fmt::format("{}", fmt::join(opts, " + ")), text::fixed_gib(r.best.peak_bytes),
                        100.0 * static_cast<double>(r.best.peak_bytes) / static_cast<double>(row.device.capacity_bytes));
   }
   return out;

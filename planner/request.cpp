@@ -143,8 +143,9 @@ EmitContext emit_context(const ResolvedPlan& rp, const PlanResult& r) {
   ec.model = model_ref(s);
   ec.tool = rp.tool;
   if (!rp.inputs.model && rp.built.config_path.empty()) ec.model.kind = ModelRef::Kind::inline_spec;
-  // A preset's name; a card given by its memory or a cap alone has none ("custom", "unspecified").
-  ec.gpu = s.device.name == "custom" || s.device.name == "unspecified" ? "" : s.device.name;
+  // A preset's name; a card given by its memory or a cap alone has none ("custom", "unspecified"),
+  // and neither has the CPU (its files state device: cpu).
+  ec.gpu = s.device.name == "custom" || s.device.name == "unspecified" || s.device.kind == DeviceKind::cpu ? "" : s.device.name;
   ec.global_batch = r.best.global_batch;
   ec.budget = rp.request.budget;
   ec.peak_bytes = r.best.peak_bytes;

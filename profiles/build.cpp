@@ -16,6 +16,19 @@
 #include "profiles/hub.h"
 
 namespace memplan::profiles {
+
+// Host RAM from /proc/meminfo (0 when unreadable): the capacity of --device cpu.
+int64_t host_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    int64_t kib = 0;
+    if (fields >> key >> kib && key == "MemTotal:") return kib * 1024;
+  }
+  return 0;
+}
+
 using detail::lower;
 
 namespace {
@@ -29,18 +42,6 @@ void apply_choice_flag(const SetupInputs& in, Choice id, BuiltSetup& b) {
   if (!f.set(b.setup, *v))
     throw InputError(Where::at_flag(f.flag), fmt::format("unknown {} '{}'", f.what, clip(*v)), f.refusal_hint());
   b.origin.set(id, Where::at_flag(f.flag));
-}
-
-// Host RAM from /proc/meminfo (0 when unreadable): the capacity of --device cpu.
-int64_t host_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string key;
-    int64_t kib = 0;
-    if (fields >> key >> kib && key == "MemTotal:") return kib * 1024;
-  }
-  return 0;
 }
 
 // A size flag's text needs its unit where the row takes no fraction: "12" was 12 bytes (a card
@@ -173,15 +174,22 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
       capacity_where.key = fmt::format("{} {} = {} bytes", field(Size::gpu_memory).flag, *text, text::thousands(*flag_capacity));
     b.origin.set(Size::gpu_memory, capacity_where);
   }
-  if (!in.device) return;
-  const std::string d = lower(*in.device);
+  // The device kind: the flag's, else the file's hardware: device unless a --gpu flag replaced
+  // the file's target.
+  if (!in.device && (in.gpu || !cfg.device)) return;
+  const std::string& kind = in.device ? *in.device : *cfg.device;
+  const Where kind_where = in.device ? Where::at_flag(field(Target::device).flag) : cfg.origin.of(Target::device);
+  const std::string d = lower(kind);
   const bool cuda_n = d.size() > 5 && d.rfind("cuda:", 0) == 0 &&
                       d.find_first_not_of("0123456789", 5) == std::string::npos;
   if (d == "cpu") {
+    // The capacity: --gpu-memory's, else the memory a file for the CPU states (a plan made with
+    // --device cpu --gpu-memory writes it), else this machine's RAM.
+    const std::optional<int64_t> file_capacity = in.device ? std::nullopt : cfg.gpu_memory;
     DeviceSpec cpu;
     cpu.name = "cpu";
     cpu.kind = DeviceKind::cpu;
-    cpu.capacity_bytes = flag_capacity ? *flag_capacity : host_memory_bytes();
+    cpu.capacity_bytes = flag_capacity ? *flag_capacity : file_capacity ? *file_capacity : host_memory_bytes();
     cpu.caps = cpu_capabilities();
     s.device = cpu;
     // The target is this machine: its RAM is the node's host memory unless --host-memory says.
@@ -190,13 +198,15 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
       b.origin.defaults[memplan::path(Size::host_memory)] = "this machine's RAM (/proc/meminfo MemTotal), the target of --device cpu";
     }
     s.runtime.allocator_rounding = false;  // the CPU allocator does not round like CUDA's caching allocator
-    b.origin.set(Size::gpu_memory, flag_capacity ? Where::at_flag(field(Size::gpu_memory).flag) : Where::at_flag(field(Target::device).flag));
+    b.origin.set(Size::gpu_memory, flag_capacity  ? Where::at_flag(field(Size::gpu_memory).flag)
+                                   : file_capacity ? cfg.origin.of(Size::gpu_memory)
+                                                   : kind_where);
   } else if (d == "cuda" || cuda_n) {
     s.device.kind = DeviceKind::cuda;
   } else {
-    throw InputError(Where::at_flag(field(Target::device).flag), fmt::format("unknown device '{}'", *in.device), "expected one of: cpu, cuda, cuda:N");
+    throw InputError(kind_where, fmt::format("unknown device '{}'", kind), "expected one of: cpu, cuda, cuda:N");
   }
-  b.origin.set(Target::device, Where::at_flag(field(Target::device).flag));
+  b.origin.set(Target::device, kind_where);
 }
 
 void apply_finetune(const SetupInputs& in, BuiltSetup& b) {
@@ -584,6 +594,11 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   // A sequence longer than a learned position table cannot run; 512 is the default otherwise.
   const int64_t positions = s.model.max_position_embeddings;
   if (!b.origin.given(memplan::path(Count::seq_len)) && positions > 0 && positions < s.batch.seq_len) s.batch.seq_len = positions;
+  // every:K's K is stated with the mode (--checkpointing every:4, checkpoint_every: 4, a tool's
+  // every-K policy): where the mode came from.
+  if (s.checkpointing.mode == CheckpointMode::every && !b.origin.given(Setting::every_k))
+    if (const auto it = b.origin.fields.find(memplan::path(Choice::checkpointing)); it != b.origin.fields.end())
+      b.origin.set(Setting::every_k, it->second);
   detail::throw_first_problem(s, b.origin, "", Where{});
   check_device_support(in, b);
   return b;

@@ -453,6 +453,16 @@ const Table& hardware_keys() {
   return t;
 }
 
+// Keys read only inside hardware:, never at the top level, where other files' `device:` means
+// something else (a calibration profile's card, a torchtune recipe's).
+const Table& hardware_section_keys() {
+  static const Table t = {
+      // The device kind, as --device takes it (profiles/build.cpp applies and checks it at this line).
+      {{field(Target::device).key}, [](const Node& n, ConfigState& st) { st.set(memplan::path(Target::device), st.out.device, as_text(n), n); }},
+  };
+  return t;
+}
+
 const Table& deepspeed_keys() {  // the deepspeed: section of a memplan / Ava YAML
   static const Table t = {
       fact_key({"use_deepspeed", "enabled"}, &ConfigState::use_deepspeed, as_bool),
@@ -524,7 +534,9 @@ void read_training_like(const Node& n, ConfigState& st) {
 const Table& root_sections() {
   static const Table t = {
       {{"model"}, read_model},
-      section({"hardware"}, hardware_keys),
+      {{"hardware"}, [](const Node& n, ConfigState& st) {
+         read_section(n, {&hardware_keys(), &hardware_section_keys()}, st, &st.out.warnings);
+       }},
       {{"training", "policy"}, read_training_like},
       section({"data"}, data_keys),
       section({"output"}, output_keys),
@@ -627,7 +639,7 @@ const Table& ds_zero_keys() {
         offload_switch({"cpu_offload"}, Offload::optimizer),  // the pre-0.3.17 spelling
     };
     // The buckets, overlap_comm and contiguous_gradients: the settings' rows (estimator/fields.h).
-    for (Key<ConfigState>& k : setting_keys("zero_optimization")) all.push_back(std::move(k));
+    for (Key<ConfigState>& k : setting_keys(kZeroSection)) all.push_back(std::move(k));
     return all;
   }();
   return t;

@@ -189,6 +189,7 @@ struct LoadedConfig {
   std::vector<Warning> warnings;
   std::optional<int64_t> global_batch;       // training.global_batch_size / train_batch_size
   std::optional<std::string> gpu;            // hardware.gpu
+  std::optional<std::string> device;         // hardware.device: cpu, cuda (a plan for --device cpu writes it)
   std::optional<int64_t> gpu_memory;         // hardware.gpu_memory
   std::optional<std::string> allocator_cap;  // hardware.allocator_cap: a size, or a fraction of the card
   bool has_model = false;                    // the file named a model (preset, hf_config, inline)
@@ -354,6 +355,9 @@ BuiltSetup build_setup(const SetupInputs& in);
 // The same with the config already loaded (`cfg`: what load_config gave for in.config, empty
 // without one), for callers that read it first.
 BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg);
+// This machine's RAM (/proc/meminfo MemTotal; 0 when unreadable): the capacity of --device cpu
+// unless --gpu-memory says.
+int64_t host_memory_bytes();
 
 // ---- calibration profiles -------------------------------------------------------------------
 

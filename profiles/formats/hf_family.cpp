@@ -474,7 +474,7 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
   copy_field(st, d.cfg, memplan::path(Choice::offload));
   // Its zero_optimization settings (the buckets, overlap_comm, contiguous_gradients: estimator/fields.h).
   for (const SettingField& f : setting_fields()) {
-    if (!f.section || std::string(f.section) != "zero_optimization") continue;
+    if (!f.section || std::string(f.section) != kZeroSection) continue;
     if (f.whole) f.whole(s) = f.get(ds);
     else f.yes_no(s) = f.get(ds) != 0;
     copy_field(st, d.cfg, f.path);

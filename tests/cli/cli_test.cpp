@@ -1580,6 +1580,37 @@ TEST_CASE("plan --allocator-cap: every format writes the card and the cap, and r
   fs::remove_all(dir);
 }
 
+TEST_CASE("plan --device cpu: every format states the CPU (device: cpu or --device cpu) and re-checks to the plan's capacity") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-cpu";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::vector<std::string> targets[] = {{"--device", "cpu"}, {"--device", "cpu", "--gpu-memory", "16GiB"}};
+  for (const auto& t : targets)
+    for (const std::string fmt_name : {"memplan", "train-config", "deepspeed", "hf", "axolotl", "torchtune", "litgpt", "lightning"}) {
+      CAPTURE(fmt_name);
+      CAPTURE(t.size());
+      const std::string out = (dir / (fmt_name + (fmt_name == "deepspeed" ? ".json" : ".yaml"))).string();
+      std::vector<std::string> args = {"plan", "--model", "qwen2.5-0.5b", "--global-batch", "8", "--seq-len", "256",
+                                       "--emit", fmt_name, "--out", out, "--force"};
+      args.insert(args.end(), t.begin(), t.end());
+      const Run text = invoke(args);
+      if (fmt_name == "deepspeed") {  // memplan models the CPU without DeepSpeed: nothing to write
+        CHECK(text.code == 1);
+        CHECK((text.out + text.err).find("--emit deepspeed cannot express any configuration that fits") != std::string::npos);
+        continue;
+      }
+      REQUIRE(text.code == 0);
+      CHECK(slurp_file(out).find("gpu: cpu") == std::string::npos);  // not a card
+      args.push_back("--json");
+      const json plan = parse_json(invoke(args));
+      const json est = recheck_json(text.out);
+      CHECK(est.at("setup").at("device_kind") == "cpu");
+      CHECK(est.at("device").at("capacity_bytes") == plan.at("request").at("capacity_bytes"));
+      CHECK(est.at("verdict").at("fits") == true);
+    }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("plan --tensor-parallel --emit deepspeed writes AutoTP training, never with ZeRO-3, and reads back to the plan's peak") {
   const fs::path out = fs::temp_directory_path() / "memplan-autotp-plan.json";
   const std::vector<std::string> args = {"plan", "--model", "llama-3.1-8b", "--gpu", "a100-40gb", "--gpus", "8", "--tensor-parallel", "2",

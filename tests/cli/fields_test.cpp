@@ -1100,9 +1100,58 @@ TEST_CASE("target registry: rows in order, registered on the commands, each flag
   } catch (const InputError& e) {
     CHECK(e.where().flag == field(Target::device).flag);
   }
+  // The device kind's key (a plan for the CPU writes it), at its line; a --gpu flag replaces the
+  // file's whole target, the kind with it; an unknown kind is refused at the key.
+  const profiles::BuiltSetup c = build_from_yaml(fmt::format("model: llama-3.2-1b\nhardware:\n  {}: cpu\n", field(Target::device).key));
+  CHECK(c.setup.device.kind == DeviceKind::cpu);
+  CHECK(c.setup.device.capacity_bytes == profiles::host_memory_bytes());
+  CHECK(c.origin.of(Target::device).line == 3);
+  const profiles::BuiltSetup c16 = build_from_yaml("model: llama-3.2-1b\nhardware:\n  device: cpu\n  gpu_memory: 16GiB\n");
+  CHECK(c16.setup.device.kind == DeviceKind::cpu);
+  CHECK(c16.setup.device.capacity_bytes == int64_t{16} << 30);
+  CHECK(c16.origin.of(Size::gpu_memory).line == 4);
+  {
+    const profiles::LoadedConfig cfg = profiles::load_config_text("model: llama-3.2-1b\nhardware:\n  device: cpu\n", "c.yaml", "c.yaml");
+    profiles::SetupInputs in;
+    in.config = "c.yaml";
+    in.gpu = "h100-80gb";
+    CHECK(profiles::build_setup(in, cfg).setup.device.kind == DeviceKind::cuda);
+  }
+  try {
+    (void)build_from_yaml("model: llama-3.2-1b\nhardware:\n  device: tpu\n", "d.yaml");
+    FAIL("accepted device: tpu");
+  } catch (const InputError& e) {
+    CHECK(e.where().line == 3);
+    CHECK(e.message() == "unknown device 'tpu'");
+  }
 }
 
 // ---- settings: what a file states and no flag does ----------------------------------------------
+
+// Each setting row's member as the estimator reads it, written out here: the rows reach their
+// members through their own accessors, so this is what would catch two rows' members swapped.
+#define MEMPLAN_MEMBER(id, member) {Setting::id, [](const TrainingSetup& s) { return static_cast<int64_t>(s.member); }}
+const std::map<Setting, int64_t (*)(const TrainingSetup&)> kSettingMembers = {
+    MEMPLAN_MEMBER(reduce_bucket_elems, parallel.reduce_bucket_elems),
+    MEMPLAN_MEMBER(allgather_bucket_elems, parallel.allgather_bucket_elems),
+    MEMPLAN_MEMBER(stage3_prefetch_bucket_elems, parallel.stage3_prefetch_bucket_elems),
+    MEMPLAN_MEMBER(stage3_max_live_parameters, parallel.stage3_max_live_parameters),
+    MEMPLAN_MEMBER(overlap_comm, parallel.overlap_comm),
+    MEMPLAN_MEMBER(contiguous_gradients, parallel.contiguous_gradients),
+    MEMPLAN_MEMBER(offload_pin_memory, parallel.offload_pin_memory),
+    MEMPLAN_MEMBER(half_master, parallel.half_master),
+    MEMPLAN_MEMBER(half_optimizer_states, parallel.half_optimizer_states),
+    MEMPLAN_MEMBER(ddp_bucket_view, parallel.ddp_bucket_view),
+    MEMPLAN_MEMBER(num_workers, data.num_workers),
+    MEMPLAN_MEMBER(prefetch_factor, data.prefetch_factor),
+    MEMPLAN_MEMBER(pin_memory, data.pin_memory),
+    MEMPLAN_MEMBER(every_k, checkpointing.every_k),
+    MEMPLAN_MEMBER(train_head, finetune.train_head),
+    MEMPLAN_MEMBER(train_embeddings, finetune.train_embeddings),
+    MEMPLAN_MEMBER(cuda_context_bytes, device.cuda_context_bytes),
+    MEMPLAN_MEMBER(cublas_workspace_bytes, device.cublas_workspace_bytes),
+};
+#undef MEMPLAN_MEMBER
 
 TEST_CASE("setting registry: rows in order, each reaching its own member, its default within validate()'s bounds") {
   const TrainingSetup defaults;
@@ -1112,7 +1161,6 @@ TEST_CASE("setting registry: rows in order, each reaching its own member, its de
     CAPTURE(shown_path);
     CHECK(static_cast<size_t>(f.id) == i);
     CHECK(std::string(f.default_source).size() > 10);
-    CHECK(std::string(path(f.id)) == f.path);
     // A row read by its section's key table has a key there; one read by handlers or rules none.
     CHECK((f.section == nullptr) == (f.keys[0] == nullptr));
     CHECK((f.kind == SettingKind::whole) == (f.whole != nullptr));
@@ -1124,6 +1172,8 @@ TEST_CASE("setting registry: rows in order, each reaching its own member, its de
     if (f.whole) f.whole(s) = 7;
     else f.yes_no(s) = !f.yes_no(s);
     CHECK(f.get(s) != f.get(defaults));
+    REQUIRE(kSettingMembers.count(f.id) == 1);
+    CHECK(kSettingMembers.at(f.id)(s) == f.get(s));
     for (const SettingField& other : setting_fields())
       if (other.id != f.id && other.get) CHECK(other.get(s) == other.get(defaults));
     if (f.hint) {
@@ -1134,6 +1184,8 @@ TEST_CASE("setting registry: rows in order, each reaching its own member, its de
   }
   CHECK(std::string(path(Setting::overlap_comm)) == "parallel.overlap_comm");
   CHECK(std::string(key(Setting::stage3_prefetch_bucket_elems)) == "stage3_prefetch_bucket_size");
+  CHECK_THROWS_AS(key(Setting::every_k), std::logic_error);  // read by handlers: no key to write
+  CHECK(kSettingMembers.size() == kSettingCount - 2);          // all but the two places
 }
 
 TEST_CASE("setting registry: each key of a row's section reads into its member at its line; out of bounds is refused there") {
@@ -1157,6 +1209,15 @@ TEST_CASE("setting registry: each key of a row's section reads into its member a
       const profiles::BuiltSetup b = build_from_yaml(text(f.whole ? std::to_string(want) : (want ? "true" : "false")), "s.yaml");
       CHECK(f.get(b.setup) == want);
       CHECK(b.origin.of(f.id).line == line);
+      if (ds) {  // the same key in a DeepSpeed JSON's own zero_optimization
+        const profiles::LoadedConfig j = profiles::load_config_text(
+            fmt::format("{{\n  \"zero_optimization\": {{\n    \"stage\": 2,\n    \"{}\": {}\n  }}\n}}\n", k,
+                        f.whole ? std::to_string(want) : (want ? "true" : "false")),
+            "ds.json", "ds.json");
+        CHECK(j.kind == "deepspeed");
+        CHECK(f.get(j.setup) == want);
+        CHECK(j.origin.of(f.id).line == 4);
+      }
       if (!f.hint) continue;
       try {
         (void)build_from_yaml(text(std::to_string(f.hi + 1)), "s.yaml");
@@ -1212,6 +1273,17 @@ TEST_CASE("setting registry: the rows read by handlers are noted at their keys")
   } catch (const InputError& e) {
     CHECK(e.message().rfind(std::string(path(Setting::thresholds)) + ": thresholds must satisfy", 0) == 0);
     CHECK(e.where().line == 2);
+  }
+  // every:K's K, noted where the mode is stated, so its bound is refused at that line.
+  const profiles::BuiltSetup e = build_from_yaml("model: llama-3.2-1b\ntraining:\n  gradient_checkpointing: \"every:4\"\n", "e.yaml");
+  CHECK(e.setup.checkpointing.every_k == 4);
+  CHECK(e.origin.of(Setting::every_k).line == 3);
+  try {
+    (void)build_from_yaml("model: llama-3.2-1b\npolicy:\n  checkpoint_every: 2000000\n", "e.yaml");
+    FAIL("accepted checkpoint_every: 2000000");
+  } catch (const InputError& err) {
+    CHECK(err.where().line == 3);
+    CHECK(err.message() == "checkpointing.every_k: must be between 1 and 1000000 (got 2000000)");
   }
   // DDP's bucket view, read by the Lightning reader.
   const profiles::LoadedConfig l = profiles::load_config_text(
