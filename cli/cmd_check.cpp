@@ -58,12 +58,13 @@ std::optional<double> parse_percent(std::string text) {
 
 // ---- loading ------------------------------------------------------------------------------------
 
-// The config's own target (hardware.gpu, hardware.gpu_memory, hardware.num_gpus) wins; the flags
-// are defaults for configs that name none.
+// The config's own target (hardware.gpu, hardware.gpu_memory, hardware: device: cpu,
+// hardware.num_gpus) wins; the flags are defaults for configs that name none.
 profiles::BuiltSetup build(const std::string& path, const profiles::LoadedConfig& cfg, const CheckFlags& f) {
   profiles::SetupInputs in;
   in.config = path;
-  if (!cfg.gpu && !cfg.gpu_memory) {
+  const bool cpu = cfg.device && profiles::detail::lower(*cfg.device) == "cpu";
+  if (!cfg.gpu && !cfg.gpu_memory && !cpu) {
     in.gpu = f.gpu;
     in.size_flag(Size::gpu_memory) = f.gpu_memory;
   }

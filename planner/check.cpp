@@ -142,7 +142,11 @@ const std::vector<FieldSpec>& setup_fields() {
       // The target: a different card, or the same one with another capacity (hardware.gpu_memory),
       // or another allocator cap on it (hardware.allocator_cap), each reverted alone.
       {memplan::path(Target::gpu), "GPU", [](const TrainingSetup& s) { return s.device.name; },
-       [](TrainingSetup& s, const TrainingSetup& b) { s.device = b.device; }},
+       // The CPU's allocator does not round as CUDA's does: the rounding goes with the device.
+       [](TrainingSetup& s, const TrainingSetup& b) {
+         s.device = b.device;
+         s.runtime.allocator_rounding = b.runtime.allocator_rounding;
+       }},
       {memplan::path(Size::gpu_memory), "GPU memory",
        [](const TrainingSetup& s) { return s.device.card_bytes() > 0 ? text::fixed_gib(s.device.card_bytes()) : std::string("unknown"); },
        [](TrainingSetup& s, const TrainingSetup& b) { capped(s.device, b.device.card_bytes(), s.device); },

@@ -445,6 +445,7 @@ std::vector<std::string> target_args(const EmitContext& c) {
   if (d.kind == DeviceKind::cpu) out.insert(out.end(), {field(Target::device).flag, "cpu"});
   if (const int64_t card = stated_card_bytes(c); card > 0) out.insert(out.end(), {field(Size::gpu_memory).flag, text::size_argument(card)});
   if (d.allocator_cap_bytes > 0) out.insert(out.end(), {field(Size::allocator_cap).flag, allocator_cap_text(d)});
+  if (!c.calibration.empty()) out.insert(out.end(), {field(Target::calibration).flag, c.calibration});
   return out;
 }
 

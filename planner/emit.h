@@ -44,6 +44,7 @@ struct EmitContext {
   ModelRef model;
   ToolModelName tool;
   std::string gpu;         // preset name ("" with a bare capacity)
+  std::string calibration;  // the calibration profile the plan applied, as given ("" none): re-checks name it
   int64_t global_batch = 0;
   double budget = 0.90;    // the tier fraction, written as memory.target_utilization
   int64_t peak_bytes = 0;
@@ -67,6 +68,14 @@ std::optional<Framework> emit_framework(EmitFormat f);
 
 // The header every emitted file opens with, as "# " comment lines.
 std::string comment_header(const EmitContext& c);
+
+// What a format cannot run, and what to change.
+struct Refusal {
+  std::string what, hint;
+};
+// What torchtune's v0.6.1 recipes have no key for in this setup (nullopt: nothing): the emitter
+// refuses it, and can_express() keeps it out of a plan for --emit torchtune.
+std::optional<Refusal> torchtune_refusal(const TrainingSetup& s);
 
 // The emitters of planner/emit_<tool>.cpp.
 std::string emit_lightning(const EmitContext& c);
@@ -102,7 +111,8 @@ bool llamafactory_writes_precision(const TrainingSetup& s);
 std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c);
 // The target as flags: "--gpu rtx-3090", "--device cpu", "--gpu-memory 24GiB" (stated_card_bytes),
 // then "--allocator-cap 0.5" where the setup caps the caching allocator (the plan's capacity is the
-// cap plus the context, never written as a card).
+// cap plus the context, never written as a card), and "--calibration FILE" where the plan applied one
+// (no file format holds it).
 std::vector<std::string> target_args(const EmitContext& c);
 // The card's memory a file states: the card's own (none when unknown) for a card given by its
 // memory, and beside a preset only where it differs from the preset's (--gpu rtx-3090 --gpu-memory 20GiB);

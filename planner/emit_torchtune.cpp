@@ -94,36 +94,43 @@ std::string loss_section(const Runtime& r) {
 
 }  // namespace
 
+std::optional<Refusal> torchtune_refusal(const TrainingSetup& s) {
+  const Parallelism& p = s.parallel;
+  const Finetune& f = s.finetune;
+  const Runtime& r = s.runtime;
+  if (s.precision != Precision::bf16 && s.precision != Precision::fp32)
+    return Refusal{fmt::format("precision {}: torchtune trains in dtype bf16 or fp32 (no autocast, no fp32 master copy)", to_string(s.precision)),
+                   "plan with --precisions bf16,fp32"};
+  if (p.zero_stage > 0) return Refusal{fmt::format("DeepSpeed ZeRO-{}: torchtune shards with FSDP2", p.zero_stage), "plan without ZeRO"};
+  if (p.pipeline_parallel > 1) return Refusal{"pipeline parallelism", ""};
+  if (p.offload == Offload::optimizer) return Refusal{"optimizer-only offload: fsdp_cpu_offload offloads parameters too", ""};
+  if (p.offload == Offload::params) return Refusal{"parameter-only offload: fsdp_cpu_offload offloads the optimizer step too", ""};
+  if (p.fsdp == FsdpMode::hybrid_shard || p.fsdp == FsdpMode::no_shard)
+    return Refusal{fmt::format("FSDP {} (the v0.6.1 recipes shard fully, or keep parameters gathered)", to_string(p.fsdp)), ""};
+  if (s.attention != AttentionImpl::sdpa)
+    return Refusal{fmt::format("attention {}: torchtune's attention is scaled_dot_product_attention", to_string(s.attention)),
+                   "plan with --attention sdpa"};
+  if (s.checkpointing.mode != CheckpointMode::none && s.checkpointing.mode != CheckpointMode::full)
+    return Refusal{fmt::format("checkpointing {} (enable_activation_checkpointing wraps every layer)", to_string(s.checkpointing)),
+                   "plan with --checkpointing none or full"};
+  if (r.activation_offload && s.checkpointing.mode != CheckpointMode::full)
+    return Refusal{"activation offloading without checkpointing (torchtune offloads the checkpointed inputs)", ""};
+  if (r.liger) return Refusal{"Liger kernels", ""};
+  if (r.fp8) return Refusal{"fp8 linears (no v0.6.1 recipe key)", ""};
+  if (f.mode == FinetuneMode::qlora && (f.base_quant != BaseQuant::nf4 || !f.double_quant))
+    return Refusal{"QLoRA other than NF4 with double-quantized scales (torchao NF4Tensor)", ""};
+  if (f.mode == FinetuneMode::lora && f.base_quant != BaseQuant::none) return Refusal{"LoRA over an 8-bit base", ""};
+  if (f.mode == FinetuneMode::full && f.freeze_layers > 0) return Refusal{"frozen layers in a full fine-tune", ""};
+  return std::nullopt;
+}
+
 std::string emit_torchtune(const EmitContext& c) {
   const TrainingSetup& s = c.setup;
   const Parallelism& p = s.parallel;
   const Finetune& f = s.finetune;
   const Runtime& r = s.runtime;
   if (c.tool.name.empty()) cannot(fmt::format("torchtune has no builder for {}", s.model.name), "plan a model torchtune builds");
-  // What torchtune's recipes have no key for.
-  if (s.precision != Precision::bf16 && s.precision != Precision::fp32)
-    cannot(fmt::format("precision {}: torchtune trains in dtype bf16 or fp32 (no autocast, no fp32 master copy)", to_string(s.precision)),
-           "plan with --precisions bf16,fp32");
-  if (p.zero_stage > 0) cannot(fmt::format("DeepSpeed ZeRO-{}: torchtune shards with FSDP2", p.zero_stage), "plan without ZeRO");
-  if (p.pipeline_parallel > 1) cannot("pipeline parallelism", "");
-  if (p.offload == Offload::optimizer) cannot("optimizer-only offload: fsdp_cpu_offload offloads parameters too", "");
-  if (p.offload == Offload::params) cannot("parameter-only offload: fsdp_cpu_offload offloads the optimizer step too", "");
-  if (p.fsdp == FsdpMode::hybrid_shard || p.fsdp == FsdpMode::no_shard)
-    cannot(fmt::format("FSDP {} (the v0.6.1 recipes shard fully, or keep parameters gathered)", to_string(p.fsdp)), "");
-  if (s.attention != AttentionImpl::sdpa)
-    cannot(fmt::format("attention {}: torchtune's attention is scaled_dot_product_attention", to_string(s.attention)),
-           "plan with --attention sdpa");
-  if (s.checkpointing.mode != CheckpointMode::none && s.checkpointing.mode != CheckpointMode::full)
-    cannot(fmt::format("checkpointing {} (enable_activation_checkpointing wraps every layer)", to_string(s.checkpointing)),
-           "plan with --checkpointing none or full");
-  if (r.activation_offload && s.checkpointing.mode != CheckpointMode::full)
-    cannot("activation offloading without checkpointing (torchtune offloads the checkpointed inputs)", "");
-  if (r.liger) cannot("Liger kernels", "");
-  if (r.fp8) cannot("fp8 linears (no v0.6.1 recipe key)", "");
-  if (f.mode == FinetuneMode::qlora && (f.base_quant != BaseQuant::nf4 || !f.double_quant))
-    cannot("QLoRA other than NF4 with double-quantized scales (torchao NF4Tensor)", "");
-  if (f.mode == FinetuneMode::lora && f.base_quant != BaseQuant::none) cannot("LoRA over an 8-bit base", "");
-  if (f.mode == FinetuneMode::full && f.freeze_layers > 0) cannot("frozen layers in a full fine-tune", "");
+  if (const std::optional<Refusal> no = torchtune_refusal(s)) cannot(no->what, no->hint);
 
   // The builder: lora_/qlora_ before the function name.
   std::string builder = c.tool.name;

@@ -148,6 +148,10 @@ bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why) {
       if (sh.deepspeed) return no(fmt::format("{} has no DeepSpeed", tool));
       if (s.attention != AttentionImpl::sdpa) return no(fmt::format("{} runs SDPA attention", tool));
       if (f == EmitFormat::torchtune && !none_or_full(s.checkpointing)) return no("torchtune checkpoints every layer or none");
+      // The rest of what its recipes have no key for, as the emitter refuses it.
+      if (f == EmitFormat::torchtune)
+        if (const std::optional<Refusal> refusal = torchtune_refusal(s))
+          return no("torchtune cannot run " + refusal->what + (refusal->hint.empty() ? "" : "; " + refusal->hint));
       if (f == EmitFormat::litgpt && sh.offload != Offload::none) return no("LitGPT does not offload");
       // On several GPUs both run FSDP (torchtune's *_distributed recipes fully_shard every layer;
       // LitGPT's scripts pick FSDPStrategy, and checkpoint every Block there and nothing on one GPU:
@@ -175,7 +179,10 @@ std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c) {
     // (Lightning's file carries the whole setup in its commented memplan block.)
     case EmitFormat::hf: case EmitFormat::torchtune: target(); break;
     case EmitFormat::litgpt: out = target_args(c); break;
-    default: break;
+    // The others hold the target; none holds the calibration profile.
+    default:
+      if (!c.calibration.empty()) out = {field(Target::calibration).flag, c.calibration};
+      break;
   }
   return out;
 }

@@ -146,6 +146,7 @@ EmitContext emit_context(const ResolvedPlan& rp, const PlanResult& r) {
   // A preset's name; a card given by its memory or a cap alone has none ("custom", "unspecified"),
   // and neither has the CPU (its files state device: cpu).
   ec.gpu = s.device.name == "custom" || s.device.name == "unspecified" || s.device.kind == DeviceKind::cpu ? "" : s.device.name;
+  ec.calibration = rp.inputs.calibration.value_or("");
   ec.global_batch = r.best.global_batch;
   ec.budget = rp.request.budget;
   ec.peak_bytes = r.best.peak_bytes;

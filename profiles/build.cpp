@@ -184,8 +184,10 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
                       d.find_first_not_of("0123456789", 5) == std::string::npos;
   if (d == "cpu") {
     // The capacity: --gpu-memory's, else the memory a file for the CPU states (a plan made with
-    // --device cpu --gpu-memory writes it), else this machine's RAM.
-    const std::optional<int64_t> file_capacity = in.device ? std::nullopt : cfg.gpu_memory;
+    // --device cpu --gpu-memory writes it; a card's memory in a file for the GPU does not count),
+    // else this machine's RAM.
+    const bool file_cpu = cfg.device && lower(*cfg.device) == "cpu";
+    const std::optional<int64_t> file_capacity = file_cpu ? cfg.gpu_memory : std::nullopt;
     DeviceSpec cpu;
     cpu.name = "cpu";
     cpu.kind = DeviceKind::cpu;

@@ -904,9 +904,10 @@ TEST_CASE("plan --emit: every format's file re-estimates within 0.5% of the plan
                                     "--seq-len", "1024", "--emit", fmt_name, "--out", out};
       a.insert(a.end(), extra.begin(), extra.end());
       const Run text = invoke(a);
-      if (fmt_name == "torchtune" && !extra.empty()) {  // torchtune has no autocast: said, exit 2
-        CHECK(text.code == 2);
-        CHECK(contains(text.err, "hint: "));
+      if (fmt_name == "torchtune" && !extra.empty()) {  // torchtune has no autocast: nothing it can run fits (exit 1), said with the way out
+        CHECK(text.code == 1);
+        CHECK(contains(text.out, "--emit torchtune cannot express any configuration that fits (torchtune cannot run precision amp-bf16: "
+                                 "torchtune trains in dtype bf16 or fp32 (no autocast, no fp32 master copy); plan with --precisions bf16,fp32)"));
         continue;
       }
       REQUIRE(text.code == 0);
@@ -1607,8 +1608,56 @@ TEST_CASE("plan --device cpu: every format states the CPU (device: cpu or --devi
       CHECK(est.at("setup").at("device_kind") == "cpu");
       CHECK(est.at("device").at("capacity_bytes") == plan.at("request").at("capacity_bytes"));
       CHECK(est.at("verdict").at("fits") == true);
+      if (fmt_name != "memplan") continue;
+      // The file's target wins over check's default card; --device cpu beside a file for the CPU
+      // keeps the memory it states.
+      const json checked = parse_json(invoke({"check", out, "--gpu", "rtx-3090", "--format", "json"}));
+      CHECK(checked.at("results").at(0).at("device") == "cpu");
+      CHECK(checked.at("results").at(0).at("capacity_bytes") == plan.at("request").at("capacity_bytes"));
+      const json again = parse_json(invoke({"estimate", "--config", out, "--device", "cpu", "--json"}));
+      CHECK(again.at("device").at("capacity_bytes") == plan.at("request").at("capacity_bytes"));
     }
   fs::remove_all(dir);
+}
+
+TEST_CASE("plan --calibration: every format's re-check names the profile and re-estimates to the plan's peak") {
+  const fs::path dir = fs::temp_directory_path() / "memplan-plan-calibrated";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string profile = std::string(MEMPLAN_TEST_DATA) + "/profiles/calibration.yaml";  // made on an rtx-3090
+  for (const std::string fmt_name : {"memplan", "train-config", "hf", "axolotl", "torchtune", "litgpt", "lightning"}) {
+    CAPTURE(fmt_name);
+    const std::string out = (dir / (fmt_name + ".yaml")).string();
+    std::vector<std::string> args = {"plan", "--model", "qwen2.5-0.5b", "--global-batch", "8", "--seq-len", "256", "--gpu", "rtx-3090",
+                                     "--calibration", profile, "--emit", fmt_name, "--out", out, "--force"};
+    const Run text = invoke(args);
+    REQUIRE(text.code == 0);
+    CHECK(text.out.find("--calibration " + profile) != std::string::npos);
+    args.push_back("--json");
+    const json plan = parse_json(invoke(args));
+    const json est = recheck_json(text.out);
+    CHECK(est.at("per_gpu").at("peak_bytes") == plan.at("best").at("peak_bytes"));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("plan --emit torchtune picks what torchtune can run: a recipe offloading activations keeps its checkpointing") {
+  // The search may drop checkpointing and keep the recipe's activation offload, which torchtune cannot
+  // run (it offloads the checkpointed inputs); the plan took it and the emitter refused it (exit 2).
+  const fs::path out = fs::temp_directory_path() / "memplan-tt-offload.yaml";
+  const std::string recipe = std::string(MEMPLAN_TEST_DATA) + "/formats/torchtune/llama3_1_8B_lora_memory_options.yaml";
+  std::vector<std::string> args = {"plan", "--config", recipe, "--gpu-memory", "24GiB", "--emit", "torchtune", "--out", out.string(), "--force"};
+  const Run text = invoke(args);
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("--emit torchtune cannot express the overall best (torchtune cannot run activation offloading without "
+                      "checkpointing") != std::string::npos);
+  args.push_back("--json");
+  const json plan = parse_json(invoke(args));
+  CHECK(plan.at("best").at("checkpointing") == "full");
+  const json est = recheck_json(text.out);
+  CHECK(est.at("per_gpu").at("peak_bytes") == plan.at("best").at("peak_bytes"));
+  CHECK(est.at("verdict").at("fits") == true);
+  fs::remove(out);
 }
 
 TEST_CASE("plan --tensor-parallel --emit deepspeed writes AutoTP training, never with ZeRO-3, and reads back to the plan's peak") {
