@@ -302,6 +302,14 @@ std::string emit_memplan(const EmitContext& c) {
   y += memory_section(c, "  ");
   y += runtime_section(s, stated, "  ");
   y += finetune_section(c, stated);
+  // The DataLoader's settings where they differ from torch's defaults (host memory: prefetched and
+  // pinned batches), under the keys its rows are read by.
+  const TrainingSetup defaults;
+  std::string data;
+  for (const SettingField& f : setting_fields())
+    if (f.section && std::string(f.section) == "data" && f.get(s) != f.get(defaults))
+      data += fmt::format("  {}: {}\n", f.keys[0], f.yes_no ? yaml_bool(f.get(s) != 0) : std::to_string(f.get(s)));
+  if (!data.empty()) y += "data:\n" + data;
   return y;
 }
 

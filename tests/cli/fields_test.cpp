@@ -1293,3 +1293,17 @@ TEST_CASE("setting registry: the rows read by handlers are noted at their keys")
   CHECK(l.setup.parallel.ddp_bucket_view);
   CHECK(l.origin.of(Setting::ddp_bucket_view).line == 6);
 }
+
+TEST_CASE("setting registry: the memplan YAML a plan writes carries the data: rows that differ from torch's defaults") {
+  TrainingSetup s = build_from_flags({"--model", "llama-3.2-1b", "--gpu", "h100-80gb"}).setup;
+  CHECK(emitted_yaml(s).find("\ndata:\n") == std::string::npos);  // all at torch's defaults: no section
+  s.data.num_workers = 8;
+  s.data.prefetch_factor = 4;
+  s.data.pin_memory = true;
+  const std::string yaml = emitted_yaml(s);
+  CAPTURE(yaml);
+  CHECK(yaml.find("\ndata:\n  num_workers: 8\n  prefetch_factor: 4\n  pin_memory: true\n") != std::string::npos);
+  const profiles::BuiltSetup back = build_from_yaml(yaml);
+  for (const SettingField& f : setting_fields())
+    if (f.section && std::string(f.section) == "data") CHECK(f.get(back.setup) == f.get(s));
+}
