@@ -295,9 +295,33 @@ std::string emit_memplan(const EmitContext& c) {
     if (s.parallel.offload != Offload::none)  // FSDP CPUOffload
       y += fmt::format("  {}: {}\n", field(Choice::offload).key, to_string(s.parallel.offload));
   } else if (s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none) {
-    y += fmt::format("  deepspeed:\n    use_deepspeed: true\n    zero_stage: {}\n    offload_optimizer: {}\n    offload_param: {}\n",
-                     s.parallel.zero_stage, yaml_bool(offloads_optimizer(s.parallel.offload)),
-                     yaml_bool(offloads_params(s.parallel.offload)));
+    // The ZeRO settings (the setting rows of zero_optimization, the offload's pin_memory) where they
+    // differ from what the short block reads back as: then the block is a DeepSpeed config of its own,
+    // which states them.
+    const TrainingSetup defaults;
+    std::string zero;
+    for (const SettingField& f : setting_fields())
+      if (f.section && std::string(f.section) == kZeroSection && f.get(s) != f.get(defaults))
+        zero += fmt::format("      {}: {}\n", f.keys[0], f.yes_no ? yaml_bool(f.get(s) != 0) : std::to_string(f.get(s)));
+    const bool pin = s.parallel.offload_pin_memory && s.parallel.offload != Offload::none;
+    // DeepSpeed's 16-bit master state, which its bf16:/fp16: section states beside the precision.
+    const bool bf16 = s.precision == Precision::mixed_bf16;
+    const bool half = s.parallel.half_master && (bf16 || s.precision == Precision::mixed_fp16);
+    if (zero.empty() && !pin && !half) {
+      y += fmt::format("  deepspeed:\n    use_deepspeed: true\n    zero_stage: {}\n    offload_optimizer: {}\n    offload_param: {}\n",
+                       s.parallel.zero_stage, yaml_bool(offloads_optimizer(s.parallel.offload)),
+                       yaml_bool(offloads_params(s.parallel.offload)));
+    } else {
+      y += fmt::format("  deepspeed:\n    zero_optimization:\n      stage: {}\n", s.parallel.zero_stage);
+      for (const auto& [name, on] : {std::pair{"offload_optimizer", offloads_optimizer(s.parallel.offload)},
+                                     std::pair{"offload_param", offloads_params(s.parallel.offload)}})
+        if (on) y += fmt::format("      {}:\n        device: cpu\n        pin_memory: {}\n", name, yaml_bool(s.parallel.offload_pin_memory));
+      y += zero;
+      if (half) {
+        y += fmt::format("    {0}:\n      enabled: true\n      {0}_master_weights_and_grads: true\n", bf16 ? "bf16" : "fp16");
+        if (bf16 && s.parallel.half_optimizer_states) y += "      bf16_optimizer_states: true\n";
+      }
+    }
   }
   y += memory_section(c, "  ");
   y += runtime_section(s, stated, "  ");
@@ -353,16 +377,24 @@ nlohmann::ordered_json deepspeed_json(const TrainingSetup& s, int64_t global_bat
   j["train_batch_size"] = global_batch;
   j["train_micro_batch_size_per_gpu"] = s.batch.micro_batch;
   j["gradient_accumulation_steps"] = s.batch.grad_accum;
-  if (s.precision == Precision::mixed_bf16 || s.precision == Precision::amp_bf16 || s.precision == Precision::bf16)
+  // The 16-bit master state where the setup keeps it (deepspeed/runtime/precision_config.py @ v0.18.3).
+  const bool half = s.parallel.half_master && master_bytes_per_param(s.precision) > 0;
+  if (s.precision == Precision::mixed_bf16 || s.precision == Precision::amp_bf16 || s.precision == Precision::bf16) {
     j["bf16"] = {{"enabled", true}};
-  if (s.precision == Precision::mixed_fp16 || s.precision == Precision::amp_fp16 || s.precision == Precision::fp16)
+    if (half) j["bf16"]["bf16_master_weights_and_grads"] = true;
+    if (half && s.parallel.half_optimizer_states) j["bf16"]["bf16_optimizer_states"] = true;
+  }
+  if (s.precision == Precision::mixed_fp16 || s.precision == Precision::amp_fp16 || s.precision == Precision::fp16) {
     j["fp16"] = {{"enabled", true}, {"loss_scale", 0}, {"initial_scale_power", 16}};
+    if (half) j["fp16"]["fp16_master_weights_and_grads"] = true;
+  }
   nlohmann::ordered_json z;
   z["stage"] = s.parallel.zero_stage;
   // The settings under their keys (estimator/fields.h), the stage-3 ones at stage 3.
   z[key(Setting::overlap_comm)] = s.parallel.overlap_comm;
   z[key(Setting::reduce_bucket_elems)] = s.parallel.reduce_bucket_elems;
   z[key(Setting::allgather_bucket_elems)] = s.parallel.allgather_bucket_elems;
+  if (!s.parallel.contiguous_gradients) z[key(Setting::contiguous_gradients)] = false;  // DeepSpeed's default is true
   if (s.parallel.zero_stage == 3) {
     z[key(Setting::stage3_prefetch_bucket_elems)] = s.parallel.stage3_prefetch_bucket_elems;
     z[key(Setting::stage3_max_live_parameters)] = s.parallel.stage3_max_live_parameters;

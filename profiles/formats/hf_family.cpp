@@ -472,9 +472,12 @@ DeepSpeedRead apply_deepspeed(const Node& root, const std::string& path, ReadSta
   s.parallel.offload = ds.parallel.offload;
   copy_field(st, d.cfg, memplan::path(Count::zero_stage));
   copy_field(st, d.cfg, memplan::path(Choice::offload));
-  // Its zero_optimization settings (the buckets, overlap_comm, contiguous_gradients: estimator/fields.h).
+  // Its zero_optimization settings (the buckets, overlap_comm, contiguous_gradients: estimator/fields.h),
+  // and where it states them, the offload's pin_memory and the bf16/fp16 sections' master state.
   for (const SettingField& f : setting_fields()) {
-    if (!f.section || std::string(f.section) != kZeroSection) continue;
+    const bool zero = f.section && std::string(f.section) == kZeroSection;
+    const bool stated = f.id == Setting::offload_pin_memory || f.id == Setting::half_master || f.id == Setting::half_optimizer_states;
+    if (!zero && !(stated && d.cfg.origin.fields.count(f.path))) continue;
     if (f.whole) f.whole(s) = f.get(ds);
     else f.yes_no(s) = f.get(ds) != 0;
     copy_field(st, d.cfg, f.path);

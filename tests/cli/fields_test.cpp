@@ -1307,3 +1307,40 @@ TEST_CASE("setting registry: the memplan YAML a plan writes carries the data: ro
   for (const SettingField& f : setting_fields())
     if (f.section && std::string(f.section) == "data") CHECK(f.get(back.setup) == f.get(s));
 }
+
+TEST_CASE("setting registry: the memplan YAML a ZeRO plan writes carries its DeepSpeed settings and reads back to the same setup") {
+  // Each ZeRO stage and offload, with DeepSpeed's defaults (the short deepspeed: block) and with every
+  // zero_optimization row, the offload's pin_memory and the bf16 master state changed (the block is
+  // then a DeepSpeed config).
+  for (const char* stage : {"1", "2", "3"})
+    for (const char* offload : {"none", "optimizer", "optimizer+params"})
+      for (const bool changed : {false, true}) {
+        if (std::string(offload) == "optimizer+params" && std::string(stage) != "3") continue;  // parameters offload at stage 3
+        const std::string shown = fmt::format("stage {} offload {} changed {}", stage, offload, changed);
+        CAPTURE(shown);
+        TrainingSetup s = build_from_flags({"--model", "llama-3.2-1b", "--gpu", "h100-80gb", "--gpus", "2", "--zero", stage, "--offload",
+                                            offload, "--precision", "mixed-bf16"}).setup;
+        if (changed) {
+          for (const SettingField& f : setting_fields())
+            if (f.section && std::string(f.section) == kZeroSection) {
+              if (f.whole) f.whole(s) = 12'345'678;
+              else f.yes_no(s) = !f.yes_no(s);
+            }
+          s.parallel.offload_pin_memory = true;
+          s.parallel.half_master = true;  // bf16.bf16_master_weights_and_grads, and its optimizer states
+          s.parallel.half_optimizer_states = true;
+        }
+        const std::string yaml = emitted_yaml(s);
+        CAPTURE(yaml);
+        CHECK((yaml.find("    zero_optimization:\n") != std::string::npos) == changed);
+        const profiles::BuiltSetup back = build_from_yaml(yaml);
+        CHECK(back.warnings.empty());
+        CHECK(cli::setup_json(back.setup) == cli::setup_json(s));
+        for (const SettingField& f : setting_fields())
+          if (f.section && std::string(f.section) == kZeroSection) CHECK(f.get(back.setup) == f.get(s));
+        if (std::string(offload) != "none") CHECK(back.setup.parallel.offload_pin_memory == s.parallel.offload_pin_memory);
+        CHECK(back.setup.parallel.half_master == s.parallel.half_master);
+        CHECK(back.setup.parallel.half_optimizer_states == s.parallel.half_optimizer_states);
+        CHECK(back.setup.precision == Precision::mixed_bf16);
+      }
+}
