@@ -278,6 +278,21 @@ std::string finetune_section(const EmitContext& c, const std::set<std::string>& 
   return y;
 }
 
+// The setting rows read in file section `section` whose value differs from TrainingSetup's default
+// (what a file that leaves them out reads back as), as "key: value" lines under `indent`.
+std::string changed_setting_lines(const TrainingSetup& s, const char* section, const char* indent) {
+  const TrainingSetup defaults;
+  std::string y;
+  for (const SettingField& f : setting_fields())
+    if (f.section && std::string(f.section) == section && f.get(s) != f.get(defaults))
+      y += fmt::format("{}{}: {}\n", indent, f.keys[0], f.yes_no ? yaml_bool(f.get(s) != 0) : std::to_string(f.get(s)));
+  return y;
+}
+
+// DeepSpeed's 16-bit master state where the setup keeps it: only beside fp32 masters' regime
+// (mixed-bf16/fp16; deepspeed/runtime/precision_config.py @ v0.18.3).
+bool half_master_state(const TrainingSetup& s) { return s.parallel.half_master && master_bytes_per_param(s.precision) > 0; }
+
 std::string emit_memplan(const EmitContext& c) {
   const TrainingSetup& s = c.setup;
   const std::set<std::string> stated = stated_knobs(s);  // once: the runtime, training and lora sections share it
@@ -298,15 +313,11 @@ std::string emit_memplan(const EmitContext& c) {
     // The ZeRO settings (the setting rows of zero_optimization, the offload's pin_memory) where they
     // differ from what the short block reads back as: then the block is a DeepSpeed config of its own,
     // which states them.
-    const TrainingSetup defaults;
-    std::string zero;
-    for (const SettingField& f : setting_fields())
-      if (f.section && std::string(f.section) == kZeroSection && f.get(s) != f.get(defaults))
-        zero += fmt::format("      {}: {}\n", f.keys[0], f.yes_no ? yaml_bool(f.get(s) != 0) : std::to_string(f.get(s)));
+    const std::string zero = changed_setting_lines(s, kZeroSection, "      ");
     const bool pin = s.parallel.offload_pin_memory && s.parallel.offload != Offload::none;
     // DeepSpeed's 16-bit master state, which its bf16:/fp16: section states beside the precision.
     const bool bf16 = s.precision == Precision::mixed_bf16;
-    const bool half = s.parallel.half_master && (bf16 || s.precision == Precision::mixed_fp16);
+    const bool half = half_master_state(s);
     if (zero.empty() && !pin && !half) {
       y += fmt::format("  deepspeed:\n    use_deepspeed: true\n    zero_stage: {}\n    offload_optimizer: {}\n    offload_param: {}\n",
                        s.parallel.zero_stage, yaml_bool(offloads_optimizer(s.parallel.offload)),
@@ -327,13 +338,8 @@ std::string emit_memplan(const EmitContext& c) {
   y += runtime_section(s, stated, "  ");
   y += finetune_section(c, stated);
   // The DataLoader's settings where they differ from torch's defaults (host memory: prefetched and
-  // pinned batches), under the keys its rows are read by.
-  const TrainingSetup defaults;
-  std::string data;
-  for (const SettingField& f : setting_fields())
-    if (f.section && std::string(f.section) == "data" && f.get(s) != f.get(defaults))
-      data += fmt::format("  {}: {}\n", f.keys[0], f.yes_no ? yaml_bool(f.get(s) != 0) : std::to_string(f.get(s)));
-  if (!data.empty()) y += "data:\n" + data;
+  // pinned batches).
+  if (const std::string data = changed_setting_lines(s, "data", "  "); !data.empty()) y += "data:\n" + data;
   return y;
 }
 
@@ -377,8 +383,7 @@ nlohmann::ordered_json deepspeed_json(const TrainingSetup& s, int64_t global_bat
   j["train_batch_size"] = global_batch;
   j["train_micro_batch_size_per_gpu"] = s.batch.micro_batch;
   j["gradient_accumulation_steps"] = s.batch.grad_accum;
-  // The 16-bit master state where the setup keeps it (deepspeed/runtime/precision_config.py @ v0.18.3).
-  const bool half = s.parallel.half_master && master_bytes_per_param(s.precision) > 0;
+  const bool half = half_master_state(s);
   if (s.precision == Precision::mixed_bf16 || s.precision == Precision::amp_bf16 || s.precision == Precision::bf16) {
     j["bf16"] = {{"enabled", true}};
     if (half) j["bf16"]["bf16_master_weights_and_grads"] = true;

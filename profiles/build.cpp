@@ -191,7 +191,7 @@ void apply_device(const SetupInputs& in, const LoadedConfig& cfg, BuiltSetup& b)
     DeviceSpec cpu;
     cpu.name = "cpu";
     cpu.kind = DeviceKind::cpu;
-    cpu.capacity_bytes = flag_capacity ? *flag_capacity : file_capacity ? *file_capacity : host_memory_bytes();
+    cpu.capacity_bytes = flag_capacity.value_or(file_capacity.value_or(host_memory_bytes()));
     cpu.caps = cpu_capabilities();
     s.device = cpu;
     // The target is this machine: its RAM is the node's host memory unless --host-memory says.
@@ -506,7 +506,6 @@ bool set_by_flag(const SetupInputs& in, const std::string& field) {
   if (const CountField* c = count_at(field)) return in.count_flag(c->id).has_value();
   for (const ChoiceField& c : choice_fields())
     if (field == c.path) return in.choice_flag(c.id).has_value();
-  if (field == "model") return in.model.has_value();
   return false;
 }
 
