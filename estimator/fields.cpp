@@ -381,8 +381,10 @@ std::array<SettingField, kSettingCount> make_setting_rows() {
       MEMPLAN_YES_NO(half_optimizer_states, "parallel.half_optimizer_states", parallel.half_optimizer_states, nullptr, none,
                      "DeepSpeed's default: fp32 optimizer states (bf16_optimizer_states false, deepspeed/runtime/"
                      "precision_config.py @ v0.18.3)"),
-      // Read by the Lightning and NeMo readers (gradient_as_bucket_view).
-      MEMPLAN_YES_NO(ddp_bucket_view, "parallel.ddp_bucket_view", parallel.ddp_bucket_view, nullptr, none,
+      // torch DDP's keyword; the Lightning and NeMo readers read it in their own places (a DDPStrategy's
+      // init_args, NeMo's ddp:), a memplan YAML in training: (or at its top level).
+      MEMPLAN_YES_NO(ddp_bucket_view, "parallel.ddp_bucket_view", parallel.ddp_bucket_view, "training",
+                     (Keys{"gradient_as_bucket_view", nullptr}),
                      "torch DistributedDataParallel's default gradient_as_bucket_view=False (torch/nn/parallel/"
                      "distributed.py)"),
       MEMPLAN_WHOLE(num_workers, "data.num_workers", data.num_workers, "data", (Keys{"num_workers", nullptr}), 0, 10'000,

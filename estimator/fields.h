@@ -25,8 +25,8 @@
 // the Python keywords filled from the interpreter. The target (the card's preset, the device kind,
 // the calibration): the flags, the hardware: key, the paths; each applied by its own rule. Settings
 // (what a file states and no flag does: DeepSpeed's buckets and overlap, the DataLoader's workers,
-// modules_to_save, the CUDA context...): the reader's key tables, the format readers, the rules and
-// validate() name each by its row. The model's fields (ModelSpec's members, at the end):
+// modules_to_save, the CUDA context...): the reader's key tables, the format readers, the rules,
+// validate() and the memplan YAML writer name each by its row. The model's fields (ModelSpec's members, at the end):
 // families.yaml, the readers, validate() and `memplan check` name each by its member. The base's
 // quantization is none of these: the method and a file's load_in_8bit set it (derived).
 #pragma once
@@ -409,9 +409,12 @@ inline const char* path(Version id) { return field(id).path; }
 // own. Its path names it in provenance, the readers' notes, the rules' defaults and validate()'s
 // problems; every layer names it by its enumerator (path(Setting::overlap_comm)), so a misspelt path
 // does not compile. The memplan YAML reader reads the rows that have a section by their keys there
-// (profiles/config.cpp: data:, a DeepSpeed zero_optimization:); the others are read by a section's
-// own handlers (offload_optimizer.pin_memory, bf16.bf16_master_weights_and_grads), a format's reader
-// or a rule, each naming the row. Not in the `setup` or `sources` JSON.
+// (profiles/config.cpp: training:, data:, a DeepSpeed zero_optimization:); the others are read by a
+// section's own handlers (offload_optimizer.pin_memory, bf16.bf16_master_weights_and_grads,
+// lora.modules_to_save), a format's reader or a rule, each naming the row. The memplan YAML writer
+// (planner/emit.cpp) writes each row that differs from its default where its reader reads it, so a
+// plan's file reads back to the same setup (a device's rows come back with the card it names). Not
+// in the `setup` or `sources` JSON.
 enum class Setting {
   reduce_bucket_elems,
   allgather_bucket_elems,
@@ -448,9 +451,10 @@ struct SettingField {
   // for the device's), or the place's ("batch.global_batch", "memory.target_utilization").
   const char* path;
   SettingKind kind;
-  // The file section whose key table reads it ("data": also under training:; "zero_optimization":
-  // a DeepSpeed file's, also a memplan file's deepspeed: file) and its keys there, the first the one
-  // the DeepSpeed writer uses (nullptr: no more). section nullptr: read by handlers or rules.
+  // The file section whose key table reads it ("training": a memplan YAML's, also at its top level
+  // and under policy:; "data": also under training:; "zero_optimization": a DeepSpeed file's, also a
+  // memplan file's deepspeed: block) and its keys there, the first the one the writers use (nullptr:
+  // no more). section nullptr: read by handlers or rules.
   const char* section;
   std::array<const char*, 2> keys;
   int64_t& (*whole)(TrainingSetup&);  // the member (SettingKind::whole; nullptr otherwise)

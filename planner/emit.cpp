@@ -166,6 +166,7 @@ std::string hardware_section(const EmitContext& c) {
   if (d.kind == DeviceKind::cpu) y += fmt::format("  {}: cpu\n", field(Target::device).key);
   if (const int64_t card = stated_card_bytes(c); card > 0) y += fmt::format("  {}: {}\n", field(Size::gpu_memory).key, card);
   if (d.allocator_cap_bytes > 0) y += fmt::format("  {}: {}\n", field(Size::allocator_cap).key, allocator_cap_text(d));
+  if (const int64_t host = stated_host_bytes(c); host > 0) y += fmt::format("  {}: {}\n", field(Size::host_memory).key, host);
   y += fmt::format("  {}: {}\n", field(Count::num_gpus).keys[0], c.setup.parallel.num_gpus);
   return y + count_lines(c.setup, "hardware", {Count::num_gpus});
 }
@@ -271,6 +272,10 @@ std::string finetune_section(const EmitContext& c, const std::set<std::string>& 
   for (const ListField& l : list_fields())  // the LoRA targets (empty: PEFT's default, nothing to write)
     if (std::string(l.section) == "finetune" && !l.get(c.setup).empty())
       y += fmt::format("  {}: [{}]\n", l.keys[0], fmt::join(l.get(c.setup), ", "));
+  // What the adapters' setup trains beside them (PEFT's modules_to_save, read into Setting::train_head
+  // and train_embeddings).
+  if (const std::vector<std::string> save = detail::saved_modules(f); !save.empty())
+    y += fmt::format("  modules_to_save: [{}]\n", fmt::join(save, ", "));
   y += counts;
   for (const auto& [k, v] : switch_entries(c.setup, stated, "finetune")) y += fmt::format("  {}: {}\n", k, v);
   if (stated.count(path(Choice::adapter_dtype)))  // a dtype the framework's default does not give
@@ -306,6 +311,7 @@ std::string emit_memplan(const EmitContext& c) {
                    checkpointing_value(s.checkpointing));
   y += count_lines(s, "training", {Count::micro_batch, Count::grad_accum, Count::zero_stage});  // the parallel degrees
   for (const auto& [k, v] : switch_entries(s, stated, "parallel")) y += fmt::format("  {}: {}\n", k, v);
+  y += changed_setting_lines(s, "training", "  ");  // DDP's gradient_as_bucket_view
   if (s.parallel.fsdp != FsdpMode::none) {
     if (s.parallel.offload != Offload::none)  // FSDP CPUOffload
       y += fmt::format("  {}: {}\n", field(Choice::offload).key, to_string(s.parallel.offload));
@@ -429,6 +435,7 @@ std::string emit_deepspeed(const EmitContext& c) {
   if (s.device.kind == DeviceKind::cpu) m["hardware"][field(Target::device).key] = "cpu";
   if (const int64_t card = stated_card_bytes(c); card > 0) m["hardware"][field(Size::gpu_memory).key] = card;
   if (s.device.allocator_cap_bytes > 0) m["hardware"][field(Size::allocator_cap).key] = allocator_cap_text(s.device);
+  if (const int64_t host = stated_host_bytes(c); host > 0) m["hardware"][field(Size::host_memory).key] = host;
   m["hardware"][field(Count::num_gpus).keys[0]] = s.parallel.num_gpus;
   for (const auto& [k, v] : count_entries(s, "hardware", {Count::num_gpus})) m["hardware"][k] = v;
   TrainingSetup budget;
@@ -483,6 +490,13 @@ int64_t stated_card_bytes(const EmitContext& c) {
   return preset && card > 0 && preset->usable_bytes() != card ? card : 0;
 }
 
+int64_t stated_host_bytes(const EmitContext& c) {
+  const int64_t host = c.setup.parallel.host_memory_bytes;
+  // --device cpu's default is this machine's RAM (profiles/build.cpp): a file states only another.
+  if (c.setup.device.kind == DeviceKind::cpu && host == profiles::host_memory_bytes()) return 0;
+  return std::max<int64_t>(host, 0);
+}
+
 std::vector<std::string> target_args(const EmitContext& c) {
   const DeviceSpec& d = c.setup.device;
   std::vector<std::string> out;
@@ -490,6 +504,7 @@ std::vector<std::string> target_args(const EmitContext& c) {
   if (d.kind == DeviceKind::cpu) out.insert(out.end(), {field(Target::device).flag, "cpu"});
   if (const int64_t card = stated_card_bytes(c); card > 0) out.insert(out.end(), {field(Size::gpu_memory).flag, text::size_argument(card)});
   if (d.allocator_cap_bytes > 0) out.insert(out.end(), {field(Size::allocator_cap).flag, allocator_cap_text(d)});
+  if (const int64_t host = stated_host_bytes(c); host > 0) out.insert(out.end(), {field(Size::host_memory).flag, text::size_argument(host)});
   if (!c.calibration.empty()) out.insert(out.end(), {field(Target::calibration).flag, c.calibration});
   return out;
 }

@@ -111,13 +111,17 @@ bool llamafactory_writes_precision(const TrainingSetup& s);
 std::vector<std::string> recheck_flags(EmitFormat f, const EmitContext& c);
 // The target as flags: "--gpu rtx-3090", "--device cpu", "--gpu-memory 24GiB" (stated_card_bytes),
 // then "--allocator-cap 0.5" where the setup caps the caching allocator (the plan's capacity is the
-// cap plus the context, never written as a card), and "--calibration FILE" where the plan applied one
-// (no file format holds it).
+// cap plus the context, never written as a card), "--host-memory 512GiB" where the node's RAM is
+// stated (stated_host_bytes), and "--calibration FILE" where the plan applied one (no file format
+// holds it).
 std::vector<std::string> target_args(const EmitContext& c);
 // The card's memory a file states: the card's own (none when unknown) for a card given by its
 // memory, and beside a preset only where it differs from the preset's (--gpu rtx-3090 --gpu-memory 20GiB);
 // for the CPU only where --gpu-memory replaced this machine's RAM.
 int64_t stated_card_bytes(const EmitContext& c);
+// The node's RAM a file states (offload plans are checked against it): the setup's where known,
+// none for --device cpu's default, this machine's RAM.
+int64_t stated_host_bytes(const EmitContext& c);
 // The allocator cap as its flag and its hardware: key take it: a fraction as given ("0.5"), else a
 // size with its unit ("11GiB"); "" without a cap.
 std::string allocator_cap_text(const DeviceSpec& d);

@@ -80,10 +80,8 @@ std::string emit_axolotl(const EmitContext& c) {
       y += "lora_target_modules:\n";
       for (const std::string& t : targets) y += fmt::format("  - {}\n", module_name(t));
     }
-    std::vector<std::string> save;
-    if (f.train_embeddings) save.push_back("embed_tokens");
-    if (f.train_head) save.push_back("lm_head");
-    if (!save.empty()) y += fmt::format("lora_modules_to_save: [{}]\n", fmt::join(save, ", "));
+    if (const std::vector<std::string> save = saved_modules(f); !save.empty())
+      y += fmt::format("lora_modules_to_save: [{}]\n", fmt::join(save, ", "));
   }
   if (f.freeze_layers > 0) flags.push_back(fmt::format("--freeze-layers {}", f.freeze_layers));
   // Kernels: Liger's plugin, or Cut Cross Entropy for a fused-linear loss without Liger.

@@ -35,6 +35,10 @@ std::string recheck_command(const EmitContext& c, const std::string& file, const
 std::string hf_optim(const TrainingSetup& s, std::vector<std::string>& flags, std::string* optim_args);
 // PEFT module names for memplan's LoRA targets (q -> q_proj, ...).
 std::string module_name(const std::string& t);
+// PEFT's modules_to_save for what the adapters' setup trains beside them (Setting::train_embeddings,
+// train_head): Llama's names, embed_tokens and lm_head, which PEFT matches by suffix (the readers take
+// GPT-2's and BERT's too, profiles::detail::saved_module).
+std::vector<std::string> saved_modules(const Finetune& f);
 
 std::string emit_hf(const EmitContext& c);
 std::string emit_axolotl(const EmitContext& c);

@@ -68,6 +68,13 @@ std::string module_name(const std::string& t) {
   return t;
 }
 
+std::vector<std::string> saved_modules(const Finetune& f) {
+  std::vector<std::string> save;
+  if (f.train_embeddings) save.push_back("embed_tokens");
+  if (f.train_head) save.push_back("lm_head");
+  return save;
+}
+
 std::string target_flag(const EmitContext& c) { return fmt::format("{}", fmt::join(target_args(c), " ")); }
 
 std::string recheck_command(const EmitContext& c, const std::string& file, const std::vector<std::string>& flags) {
@@ -135,10 +142,8 @@ std::string emit_hf(const EmitContext& c) {
       y += "lora_target_modules:\n";
       for (const std::string& t : f.lora_targets) y += fmt::format("  - {}\n", module_name(t));
     }
-    std::vector<std::string> save;
-    if (f.train_embeddings) save.push_back("embed_tokens");
-    if (f.train_head) save.push_back("lm_head");
-    if (!save.empty()) y += fmt::format("lora_modules_to_save: [{}]\n", fmt::join(save, ", "));
+    if (const std::vector<std::string> save = saved_modules(f); !save.empty())
+      y += fmt::format("lora_modules_to_save: [{}]\n", fmt::join(save, ", "));
     if (f.base_quant == BaseQuant::nf4)
       y += fmt::format("load_in_4bit: true\nbnb_4bit_quant_type: nf4\nuse_bnb_nested_quant: {}\n", yes(f.double_quant));
     if (f.base_quant == BaseQuant::int8) y += "load_in_8bit: true\n";

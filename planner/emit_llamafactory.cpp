@@ -29,10 +29,8 @@ std::string emit_llamafactory(const EmitContext& c) {
     std::vector<std::string> modules;
     for (const std::string& t : f.lora_targets.empty() ? std::vector<std::string>{"q", "v"} : f.lora_targets) modules.push_back(module_name(t));
     y += fmt::format("lora_target: {}\n", all ? std::string("all") : fmt::format("{}", fmt::join(modules, ",")));
-    std::vector<std::string> save;
-    if (f.train_embeddings) save.push_back("embed_tokens");
-    if (f.train_head) save.push_back("lm_head");
-    if (!save.empty()) y += fmt::format("additional_target: {}\n", fmt::join(save, ","));
+    if (const std::vector<std::string> save = saved_modules(f); !save.empty())
+      y += fmt::format("additional_target: {}\n", fmt::join(save, ","));
     if (f.base_quant == BaseQuant::nf4)
       y += fmt::format("quantization_bit: 4\nquantization_method: bnb\ndouble_quantization: {}\n", f.double_quant ? "true" : "false");
     if (f.base_quant == BaseQuant::int8) y += "quantization_bit: 8\nquantization_method: bnb\n";

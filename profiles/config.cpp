@@ -268,34 +268,8 @@ Key<ConfigState> version_key(Version id) {
               st.s().runtime.zero_grad_set_to_none = major >= 2;
           }};
 }
-// `t` with the registry's counts, choices, numbers and lists read in memplan YAML section `section` ("training", "data",
-// "hardware", "finetune"; "runtime" also its versions), its switches of setup section `switches` ("runtime": runtime.*; nullptr:
-// none) and the `more` switches of other sections a dialect puts here.
-Table with_fields(Table t, const char* section, std::initializer_list<Switch> more = {}, const char* switches = nullptr) {
-  for (const CountField& f : count_fields())
-    if (std::string(f.section) == section) t.push_back(count_key(f.id));
-  for (const ChoiceField& f : choice_fields())
-    if (f.read == ChoiceRead::key && std::string(f.section) == section) t.push_back(choice_key(f.id));  // else: own handlers
-  for (const NumberField& f : number_fields())
-    if (std::string(f.section) == section) t.push_back(number_key(f.id));
-  for (const ListField& f : list_fields())
-    if (std::string(f.section) == section) t.push_back(list_key(f.id));
-  if (std::string(section) == "runtime")
-    for (const VersionField& f : version_fields()) t.push_back(version_key(f.id));
-  if (switches)
-    for (const SwitchField& f : switch_fields())
-      if (f.section() == switches) t.push_back(switch_key(f.id));
-  for (Switch id : more) t.push_back(switch_key(id));
-  return t;
-}
 
-// A key read with `read` into the setup field setup.*outer.*inner, noted as `field`.
-template <class Outer, class T, class Read>
-Key<ConfigState> setup_key(std::vector<std::string> names, const char* field, Outer TrainingSetup::*outer,
-                           T Outer::*inner, Read read) {
-  return {std::move(names), [=](const Node& n, ConfigState& st) { st.set(field, st.s().*outer.*inner, read(n), n); }};
-}
-// The settings read by their keys in file section `section` (estimator/fields.h: "data",
+// The settings read by their keys in file section `section` (estimator/fields.h: "training", "data",
 // "zero_optimization"), in row order: a whole number (as_int, its range left to validate()) or a
 // yes/no, noted at the key.
 Table setting_keys(const char* section) {
@@ -312,6 +286,35 @@ Table setting_keys(const char* section) {
                  }});
   }
   return t;
+}
+
+// `t` with the registry's counts, choices, numbers, lists and settings read in memplan YAML section `section` ("training",
+// "data", "hardware", "finetune"; "runtime" also its versions), its switches of setup section `switches` ("runtime": runtime.*;
+// nullptr: none) and the `more` switches of other sections a dialect puts here.
+Table with_fields(Table t, const char* section, std::initializer_list<Switch> more = {}, const char* switches = nullptr) {
+  for (const CountField& f : count_fields())
+    if (std::string(f.section) == section) t.push_back(count_key(f.id));
+  for (const ChoiceField& f : choice_fields())
+    if (f.read == ChoiceRead::key && std::string(f.section) == section) t.push_back(choice_key(f.id));  // else: own handlers
+  for (const NumberField& f : number_fields())
+    if (std::string(f.section) == section) t.push_back(number_key(f.id));
+  for (const ListField& f : list_fields())
+    if (std::string(f.section) == section) t.push_back(list_key(f.id));
+  if (std::string(section) == "runtime")
+    for (const VersionField& f : version_fields()) t.push_back(version_key(f.id));
+  if (switches)
+    for (const SwitchField& f : switch_fields())
+      if (f.section() == switches) t.push_back(switch_key(f.id));
+  for (Switch id : more) t.push_back(switch_key(id));
+  for (Key<ConfigState>& k : setting_keys(section)) t.push_back(std::move(k));
+  return t;
+}
+
+// A key read with `read` into the setup field setup.*outer.*inner, noted as `field`.
+template <class Outer, class T, class Read>
+Key<ConfigState> setup_key(std::vector<std::string> names, const char* field, Outer TrainingSetup::*outer,
+                           T Outer::*inner, Read read) {
+  return {std::move(names), [=](const Node& n, ConfigState& st) { st.set(field, st.s().*outer.*inner, read(n), n); }};
 }
 // A key read into a model field set inline (it overrides a preset's value).
 template <class T, class Read>
@@ -427,7 +430,7 @@ const Table& training_keys() {
 }
 
 const Table& data_keys() {
-  static const Table t = with_fields(setting_keys("data"), "data");
+  static const Table t = with_fields({}, "data");
   return t;
 }
 

@@ -973,7 +973,7 @@ const std::vector<SizeCase>& size_cases() {
 }
 }  // namespace
 
-TEST_CASE("size registry: rows in order, registered on the commands, each read from its flag and its key at its line") {
+TEST_CASE("size registry: rows in order, registered on the commands, each read from its flag and its key at its line, written by a plan and read back") {
   CLI::App app;
   profiles::SetupInputs in;
   cli::add_setup_flags(app, in);
@@ -999,6 +999,22 @@ TEST_CASE("size registry: rows in order, registered on the commands, each read f
     const profiles::BuiltSetup r = build_from_yaml(y);
     CHECK(c.landed(r.setup) == c.bytes);
     CHECK(r.origin.of(f.id).line == 4);
+    // The memplan YAML a plan writes states it and reads back to the same setup; the re-check flags of
+    // the formats without a hardware: section (planner::target_args) carry it too.
+    const std::string yaml = emitted_yaml(b.setup);
+    CAPTURE(yaml);
+    const profiles::BuiltSetup back = build_from_yaml(yaml);
+    CHECK(c.landed(back.setup) == c.bytes);
+    CHECK(back.origin.of(f.id).line > 0);
+    CHECK(cli::setup_json(back.setup) == cli::setup_json(b.setup));
+    planner::EmitContext e;
+    e.setup = b.setup;
+    e.gpu = "h100-80gb";
+    std::vector<std::string> recheck = {"--model", "llama-3.2-1b"};
+    for (const std::string& a : planner::target_args(e)) recheck.push_back(a);
+    CAPTURE(fmt::format("{}", fmt::join(recheck, " ")));
+    CHECK(std::find(recheck.begin(), recheck.end(), std::string(f.flag)) != recheck.end());
+    CHECK(c.landed(build_from_flags(recheck).setup) == c.bytes);
     // A bare number is a fraction of the card only where the row says so; elsewhere a size needs its unit.
     if (f.fraction) {
       CHECK(build_from_flags({"--model", "llama-3.2-1b", "--gpu", "h100-80gb", f.flag, "0.5"}).setup.device.allocator_cap_fraction == 0.5);
@@ -1197,7 +1213,7 @@ TEST_CASE("setting registry: each key of a row's section reads into its member a
       if (!k) continue;
       ++keys;
       CAPTURE(std::string(k));
-      // A memplan YAML states the DeepSpeed section in a deepspeed: block, data: at the top.
+      // A memplan YAML states the DeepSpeed section in a deepspeed: block, training: and data: at the top.
       const bool ds = std::string(f.section) == "zero_optimization";
       auto text = [&](const std::string& value) {
         return ds ? fmt::format("model: llama-3.2-1b\ndeepspeed:\n  zero_optimization:\n    stage: 2\n    {}: {}\n", k, value)
@@ -1229,7 +1245,7 @@ TEST_CASE("setting registry: each key of a row's section reads into its member a
       }
     }
   }
-  CHECK(keys == 11);  // data: 3; zero_optimization: 6 rows, two with DeepSpeed's short alias
+  CHECK(keys == 12);  // training: DDP's bucket view; data: 3; zero_optimization: 6 rows, two with DeepSpeed's short alias
 }
 
 TEST_CASE("setting registry: the rows read by handlers are noted at their keys") {
@@ -1343,4 +1359,62 @@ TEST_CASE("setting registry: the memplan YAML a ZeRO plan writes carries its Dee
         CHECK(back.setup.parallel.half_optimizer_states == s.parallel.half_optimizer_states);
         CHECK(back.setup.precision == Precision::mixed_bf16);
       }
+}
+
+TEST_CASE("setting registry: each setting with a member, changed where it takes effect, reads back from the memplan YAML a plan writes") {
+  // The setup each row takes effect in, beside the model and card (ZeRO's rows under DeepSpeed, DDP's
+  // bucket view with two ranks, modules_to_save under adapters); the card's rows come from its preset.
+  using Args = std::vector<std::string>;
+  const std::map<Setting, Args> context = {
+      {Setting::reduce_bucket_elems, {"--gpus", "2", "--zero", "2"}},
+      {Setting::allgather_bucket_elems, {"--gpus", "2", "--zero", "2"}},
+      {Setting::stage3_prefetch_bucket_elems, {"--gpus", "2", "--zero", "3"}},
+      {Setting::stage3_max_live_parameters, {"--gpus", "2", "--zero", "3"}},
+      {Setting::overlap_comm, {"--gpus", "2", "--zero", "3"}},
+      {Setting::contiguous_gradients, {"--gpus", "2", "--zero", "2"}},
+      {Setting::offload_pin_memory, {"--gpus", "2", "--zero", "2", "--offload", "optimizer"}},
+      {Setting::half_master, {"--gpus", "2", "--zero", "2", "--precision", "mixed-bf16"}},
+      {Setting::half_optimizer_states, {"--gpus", "2", "--zero", "2", "--precision", "mixed-bf16"}},
+      {Setting::ddp_bucket_view, {"--gpus", "2"}},
+      {Setting::num_workers, {}},
+      {Setting::prefetch_factor, {"--gpus", "2", "--finetune", "lora"}},
+      {Setting::pin_memory, {}},
+      {Setting::every_k, {"--checkpointing", "every:2"}},
+      {Setting::train_head, {"--finetune", "lora"}},
+      {Setting::train_embeddings, {"--finetune", "qlora"}},
+      {Setting::cuda_context_bytes, {"--gpus", "2"}},
+      {Setting::cublas_workspace_bytes, {}},
+  };
+  const TrainingSetup defaults;
+  int rows = 0;
+  for (const SettingField& f : setting_fields()) {
+    if (!f.get) continue;  // a place: no member
+    ++rows;
+    const std::string shown_path = f.path;
+    CAPTURE(shown_path);
+    REQUIRE(context.count(f.id) == 1);
+    Args args = {"--model", "llama-3.2-1b", "--gpu", "h100-80gb"};
+    args.insert(args.end(), context.at(f.id).begin(), context.at(f.id).end());
+    TrainingSetup s = build_from_flags(args).setup;
+    const std::string before = emitted_yaml(s);
+    const bool from_card = std::string(f.path).rfind("hardware.", 0) == 0;
+    if (from_card) {
+      CHECK(f.get(s) != f.get(defaults));  // the card's preset set it
+    } else {
+      if (f.whole) f.whole(s) = f.get(s) + 3;  // within every row's bounds
+      else f.yes_no(s) = !f.yes_no(s);
+      if (f.id == Setting::half_optimizer_states) s.parallel.half_master = true;  // in effect only beside it
+    }
+    const std::string yaml = emitted_yaml(s);
+    CAPTURE(yaml);
+    if (!from_card) CHECK(yaml != before);  // the writer states the change
+    const profiles::BuiltSetup back = build_from_yaml(yaml);
+    CHECK(back.warnings.empty());
+    CHECK(f.get(back.setup) == f.get(s));
+    if (!from_card) CHECK(back.origin.of(f.id).line > 0);  // noted where the file states it
+    for (const SettingField& g : setting_fields())  // no other row moved
+      if (g.get) CHECK(g.get(back.setup) == g.get(s));
+    CHECK(cli::setup_json(back.setup) == cli::setup_json(s));
+  }
+  CHECK(rows == static_cast<int>(context.size()));
 }
