@@ -72,8 +72,7 @@ nlohmann::json runtime_json(const TrainingSetup& s) {
 }
 
 nlohmann::json sources_json(const profiles::BuiltSetup& b) {
-  static const char* kFields[] = {
-      memplan::path(&ModelSpec::hidden_size), memplan::path(Target::gpu), kBaseQuantPath};
+  static const char* kFields[] = {memplan::path(&ModelSpec::hidden_size), kBaseQuantPath};
   nlohmann::json j = nlohmann::json::object();
   for (const char* f : kFields) j[std::string(f) == memplan::path(&ModelSpec::hidden_size) ? "model" : f] = source_of(b.origin, f);
   for (const SwitchField& f : switch_fields()) j[f.path] = source_of(b.origin, f.path);
@@ -83,6 +82,7 @@ nlohmann::json sources_json(const profiles::BuiltSetup& b) {
   for (const NumberField& f : number_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const ListField& f : list_fields()) j[f.path] = source_of(b.origin, f.path);
   for (const SizeField& f : size_fields()) j[f.path] = source_of(b.origin, f.path);
+  for (const TargetField& f : target_fields()) j[f.path] = source_of(b.origin, f.path);
   return j;
 }
 

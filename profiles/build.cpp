@@ -582,6 +582,7 @@ BuiltSetup build_setup(const SetupInputs& in, const LoadedConfig& cfg) {
   apply_deepspeed_precision(b);
   if (in.calibration) {
     b.calibration = load_calibration(*in.calibration);
+    b.origin.set(Target::calibration, Where::at_flag(field(Target::calibration).flag));
     // Context and allocator figures belong to the card they were measured on; applied elsewhere
     // they still apply (check skips them), with a warning.
     const bool preset = s.device.kind == DeviceKind::cuda && s.device.name != "unspecified" && s.device.name != "custom";

@@ -77,12 +77,12 @@ profiles::BuiltSetup build_from_yaml(const std::string& text, const std::string&
   return profiles::build_setup(in, cfg);
 }
 
-// The memplan YAML `plan --emit memplan` writes for `s` (llama-3.2-1b on an h100-80gb).
-std::string emitted_yaml(const TrainingSetup& s) {
+// The memplan YAML `plan --emit memplan` writes for `s` (llama-3.2-1b on the preset `gpu`; "": none).
+std::string emitted_yaml(const TrainingSetup& s, const std::string& gpu = "h100-80gb") {
   planner::EmitContext c;
   c.setup = s;
   c.model = {planner::ModelRef::Kind::preset, "llama-3.2-1b"};
-  c.gpu = "h100-80gb";
+  c.gpu = gpu;
   c.global_batch = s.batch.micro_batch * s.batch.grad_accum * s.parallel.data_parallel();
   return planner::emit(c, planner::EmitFormat::memplan);
 }
@@ -1140,6 +1140,44 @@ TEST_CASE("target registry: rows in order, registered on the commands, each flag
     CHECK(e.where().line == 3);
     CHECK(e.message() == "unknown device 'tpu'");
   }
+}
+
+TEST_CASE("target registry: flag -> setup -> estimate JSON -> memplan YAML -> setup for the card and the device kind; the calibration rides the re-check") {
+  // The card: the hardware: gpu key the plan writes, noted at its line, the whole setup back.
+  const std::vector<std::string> card = {"--model", "llama-3.2-1b", field(Target::gpu).flag, "a100-40gb"};
+  const profiles::BuiltSetup g = build_from_flags(card);
+  CHECK(estimate_json(card).at("setup").at("sources").at(path(Target::gpu)) == field(Target::gpu).flag);
+  const std::string gy = emitted_yaml(g.setup, "a100-40gb");
+  CAPTURE(gy);
+  const profiles::BuiltSetup gb = build_from_yaml(gy);
+  CHECK(gb.setup.device.name == "a100-40gb");
+  CHECK(gb.origin.of(Target::gpu).line > 0);
+  CHECK(cli::setup_json(gb.setup) == cli::setup_json(g.setup));
+  // The device kind: hardware: device: cpu, with this machine's RAM as the card again.
+  const std::vector<std::string> cpu = {"--model", "llama-3.2-1b", field(Target::device).flag, "cpu"};
+  const profiles::BuiltSetup d = build_from_flags(cpu);
+  CHECK(estimate_json(cpu).at("setup").at("sources").at(path(Target::device)) == field(Target::device).flag);
+  const std::string dy = emitted_yaml(d.setup, "");
+  CAPTURE(dy);
+  const profiles::BuiltSetup db = build_from_yaml(dy);
+  CHECK(db.setup.device.kind == DeviceKind::cpu);
+  CHECK(db.origin.of(Target::device).line > 0);
+  CHECK(cli::setup_json(db.setup) == cli::setup_json(d.setup));
+  // The calibration: sources names its flag; no file format holds it, so the re-check flags name it.
+  const std::string profile = std::string(MEMPLAN_TEST_DATA) + "/profiles/calibration.yaml";  // measured on an rtx-3090
+  const std::vector<std::string> cal = {"--model", "llama-3.2-1b", "--gpu", "rtx-3090", field(Target::calibration).flag, profile};
+  CHECK(build_from_flags(cal).origin.of(Target::calibration).flag == field(Target::calibration).flag);
+  CHECK(estimate_json(cal).at("setup").at("sources").at(path(Target::calibration)) == field(Target::calibration).flag);
+  CHECK(estimate_json(card).at("setup").at("sources").at(path(Target::calibration)) == "memplan default");
+  planner::EmitContext e;
+  e.setup = g.setup;
+  e.gpu = "a100-40gb";
+  e.calibration = "h100.calibration.yaml";
+  const std::vector<std::string> t = planner::target_args(e);
+  const auto at = std::find(t.begin(), t.end(), std::string(field(Target::calibration).flag));
+  REQUIRE(at != t.end());
+  REQUIRE(at + 1 != t.end());
+  CHECK(*(at + 1) == "h100.calibration.yaml");
 }
 
 // ---- settings: what a file states and no flag does ----------------------------------------------
