@@ -411,10 +411,11 @@ inline const char* path(Version id) { return field(id).path; }
 // does not compile. The memplan YAML reader reads the rows that have a section by their keys there
 // (profiles/config.cpp: training:, data:, a DeepSpeed zero_optimization:); the others are read by a
 // section's own handlers (offload_optimizer.pin_memory, bf16.bf16_master_weights_and_grads,
-// lora.modules_to_save), a format's reader or a rule, each naming the row. The memplan YAML writer
-// (planner/emit.cpp) writes each row that differs from its default where its reader reads it, so a
-// plan's file reads back to the same setup (a device's rows come back with the card it names). Not
-// in the `setup` or `sources` JSON.
+// lora.modules_to_save), a format's reader or a rule, each naming the row. The memplan YAML and
+// train-config writers (planner/emit.cpp) write each row that differs from its default where it
+// takes effect (the ZeRO rows under ZeRO or offload, modules_to_save under adapters), where their
+// reader reads it, so a plan's file reads back to the same setup (a device's rows come back with
+// the card it names). Not in the `setup` or `sources` JSON.
 enum class Setting {
   reduce_bucket_elems,
   allgather_bucket_elems,

@@ -298,6 +298,29 @@ std::string changed_setting_lines(const TrainingSetup& s, const char* section, c
 // (mixed-bf16/fp16; deepspeed/runtime/precision_config.py @ v0.18.3).
 bool half_master_state(const TrainingSetup& s) { return s.parallel.half_master && master_bytes_per_param(s.precision) > 0; }
 
+// The deepspeed: block under training: of a file memplan reads (its YAML, the train-config):
+// `short_form`, the file's own short keys, where the ZeRO settings (the setting rows of
+// zero_optimization, the offload's pin_memory, DeepSpeed's 16-bit master state) are what that block
+// reads back as; else a DeepSpeed config of its own, which states them.
+std::string deepspeed_block(const TrainingSetup& s, const std::string& short_form) {
+  const std::string zero = changed_setting_lines(s, kZeroSection, "      ");
+  const bool pin = s.parallel.offload_pin_memory && s.parallel.offload != Offload::none;
+  // DeepSpeed's 16-bit master state, which its bf16:/fp16: section states beside the precision.
+  const bool bf16 = s.precision == Precision::mixed_bf16;
+  const bool half = half_master_state(s);
+  if (zero.empty() && !pin && !half) return short_form;
+  std::string y = fmt::format("  deepspeed:\n    zero_optimization:\n      stage: {}\n", s.parallel.zero_stage);
+  for (const auto& [name, on] : {std::pair{"offload_optimizer", offloads_optimizer(s.parallel.offload)},
+                                 std::pair{"offload_param", offloads_params(s.parallel.offload)}})
+    if (on) y += fmt::format("      {}:\n        device: cpu\n        pin_memory: {}\n", name, yaml_bool(s.parallel.offload_pin_memory));
+  y += zero;
+  if (half) {
+    y += fmt::format("    {0}:\n      enabled: true\n      {0}_master_weights_and_grads: true\n", bf16 ? "bf16" : "fp16");
+    if (bf16 && s.parallel.half_optimizer_states) y += "      bf16_optimizer_states: true\n";
+  }
+  return y;
+}
+
 std::string emit_memplan(const EmitContext& c) {
   const TrainingSetup& s = c.setup;
   const std::set<std::string> stated = stated_knobs(s);  // once: the runtime, training and lora sections share it
@@ -316,29 +339,10 @@ std::string emit_memplan(const EmitContext& c) {
     if (s.parallel.offload != Offload::none)  // FSDP CPUOffload
       y += fmt::format("  {}: {}\n", field(Choice::offload).key, to_string(s.parallel.offload));
   } else if (s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none) {
-    // The ZeRO settings (the setting rows of zero_optimization, the offload's pin_memory) where they
-    // differ from what the short block reads back as: then the block is a DeepSpeed config of its own,
-    // which states them.
-    const std::string zero = changed_setting_lines(s, kZeroSection, "      ");
-    const bool pin = s.parallel.offload_pin_memory && s.parallel.offload != Offload::none;
-    // DeepSpeed's 16-bit master state, which its bf16:/fp16: section states beside the precision.
-    const bool bf16 = s.precision == Precision::mixed_bf16;
-    const bool half = half_master_state(s);
-    if (zero.empty() && !pin && !half) {
-      y += fmt::format("  deepspeed:\n    use_deepspeed: true\n    zero_stage: {}\n    offload_optimizer: {}\n    offload_param: {}\n",
-                       s.parallel.zero_stage, yaml_bool(offloads_optimizer(s.parallel.offload)),
-                       yaml_bool(offloads_params(s.parallel.offload)));
-    } else {
-      y += fmt::format("  deepspeed:\n    zero_optimization:\n      stage: {}\n", s.parallel.zero_stage);
-      for (const auto& [name, on] : {std::pair{"offload_optimizer", offloads_optimizer(s.parallel.offload)},
-                                     std::pair{"offload_param", offloads_params(s.parallel.offload)}})
-        if (on) y += fmt::format("      {}:\n        device: cpu\n        pin_memory: {}\n", name, yaml_bool(s.parallel.offload_pin_memory));
-      y += zero;
-      if (half) {
-        y += fmt::format("    {0}:\n      enabled: true\n      {0}_master_weights_and_grads: true\n", bf16 ? "bf16" : "fp16");
-        if (bf16 && s.parallel.half_optimizer_states) y += "      bf16_optimizer_states: true\n";
-      }
-    }
+    y += deepspeed_block(s, fmt::format("  deepspeed:\n    use_deepspeed: true\n    zero_stage: {}\n    offload_optimizer: {}\n"
+                                        "    offload_param: {}\n",
+                                        s.parallel.zero_stage, yaml_bool(offloads_optimizer(s.parallel.offload)),
+                                        yaml_bool(offloads_params(s.parallel.offload))));
   }
   y += memory_section(c, "  ");
   y += runtime_section(s, stated, "  ");
@@ -370,12 +374,14 @@ std::string emit_train_config(const EmitContext& c) {
       y += fmt::format("  {}: {}\n", field(Choice::offload).key, to_string(s.parallel.offload));
   } else {
     const bool ds = s.parallel.zero_stage > 0 || master_bytes_per_param(s.precision) > 0;
-    y += fmt::format("  deepspeed:\n    use_deepspeed: {}\n    zero_stage: {}\n    cpu_offload: {}\n", yaml_bool(ds), s.parallel.zero_stage,
-                     yaml_bool(offloads_optimizer(s.parallel.offload)));
-    if (offloads_params(s.parallel.offload)) y += "    offload_param: true\n";
+    std::string short_form = fmt::format("  deepspeed:\n    use_deepspeed: {}\n    zero_stage: {}\n    cpu_offload: {}\n", yaml_bool(ds),
+                                         s.parallel.zero_stage, yaml_bool(offloads_optimizer(s.parallel.offload)));
+    if (offloads_params(s.parallel.offload)) short_form += "    offload_param: true\n";
+    y += s.parallel.zero_stage > 0 || s.parallel.offload != Offload::none ? deepspeed_block(s, short_form) : short_form;
   }
+  y += changed_setting_lines(s, "training", "  ");  // DDP's gradient_as_bucket_view
   y += memory_section(c, "  ");
-  y += fmt::format("data:\n  max_length: {}\n", s.batch.seq_len);
+  y += fmt::format("data:\n  max_length: {}\n", s.batch.seq_len) + changed_setting_lines(s, "data", "  ");
   y += fmt::format("output:\n  gradient_checkpointing: {}\n", checkpointing_value(s.checkpointing));
   y += hardware_section(c);
   const std::set<std::string> stated = stated_knobs(s);

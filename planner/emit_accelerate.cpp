@@ -4,6 +4,7 @@
 // passes them as flags, and the file plus those flags read back to the plan's setup.
 #include <fmt/format.h>
 
+#include "estimator/fields.h"
 #include "planner/emit_detail.h"
 
 namespace memplan::planner::detail {
@@ -68,13 +69,18 @@ std::string emit_accelerate(const EmitContext& c) {
     flags.push_back(fmt::format("--gpus-per-node {}", per_node));
   if (s.runtime.compile) y += "dynamo_config:\n  dynamo_backend: INDUCTOR\n";
   if (deepspeed) {
-    // accelerate generates the DeepSpeed config (DeepSpeedPlugin); its buckets are DeepSpeed's defaults.
-    const Parallelism d;
-    if (s.parallel.reduce_bucket_elems != d.reduce_bucket_elems || s.parallel.allgather_bucket_elems != d.allgather_bucket_elems ||
-        s.parallel.stage3_prefetch_bucket_elems != d.stage3_prefetch_bucket_elems ||
-        s.parallel.stage3_max_live_parameters != d.stage3_max_live_parameters || s.parallel.overlap_comm != (s.parallel.zero_stage == 3))
-      y += "# The plan's DeepSpeed buckets differ from DeepSpeed's defaults: use memplan plan --emit deepspeed for a\n"
-           "# deepspeed_config_file that states them.\n";
+    // accelerate generates the DeepSpeed config (DeepSpeedPlugin) with DeepSpeed's defaults for the
+    // rest, which its reader applies (overlap_comm on at stage 3): the zero_optimization rows, the
+    // offload's pin_memory and the 16-bit master state cannot differ from them here.
+    TrainingSetup d;
+    d.parallel.overlap_comm = s.parallel.zero_stage == 3;
+    bool differs = (s.parallel.offload_pin_memory && s.parallel.offload != Offload::none) || (s.parallel.half_master && mixed);
+    for (const SettingField& r : setting_fields())
+      if (r.section && std::string(r.section) == kZeroSection && r.get(s) != r.get(d)) differs = true;
+    if (differs)
+      y += "# The plan's DeepSpeed settings (buckets, overlap_comm, contiguous_gradients, offload pin_memory, the 16-bit\n"
+           "# master state) differ from DeepSpeed's defaults, which accelerate's generated config keeps: use memplan plan\n"
+           "# --emit deepspeed for a deepspeed_config_file that states them.\n";
     y += fmt::format("deepspeed_config:\n  zero_stage: {}\n  offload_optimizer_device: {}\n  offload_param_device: {}\n"
                      "  gradient_accumulation_steps: {}\n  zero3_init_flag: {}\n",
                      s.parallel.zero_stage, offloads_optimizer(s.parallel.offload) ? "cpu" : "none",

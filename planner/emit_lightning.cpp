@@ -110,7 +110,13 @@ std::string emit_lightning(const EmitContext& c) {
                            sharding, yes(p.offload == Offload::optimizer_and_params));
   } else {
     if (p.offload != Offload::none) cannot("offload needs DeepSpeed or FSDP", "plan with ZeRO, or --fsdp");
-    strategy = p.num_gpus > 1 ? " ddp" : " auto";
+    // DDP's gradient_as_bucket_view: DDPStrategy passes its other keywords to DistributedDataParallel
+    // (src/lightning/pytorch/strategies/ddp.py @ 2.6.5, **kwargs -> self._ddp_kwargs), which the reader
+    // takes back from init_args.
+    if (p.num_gpus > 1 && p.ddp_bucket_view)
+      strategy = "\n    class_path: lightning.pytorch.strategies.DDPStrategy\n    init_args:\n      gradient_as_bucket_view: true";
+    else
+      strategy = p.num_gpus > 1 ? " ddp" : " auto";
   }
   std::string y = comment_header(c);
   y += "# python main.py fit --config this-file (LightningCLI); memplan estimate --config this-file re-checks it.\n";

@@ -9,7 +9,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -21,10 +25,12 @@
 #include "cli/common.h"
 #include "estimator/fields.h"
 #include "planner/emit.h"
+#include "planner/request.h"
 #include "profiles/profiles.h"
 
 using nlohmann::json;
 using namespace memplan;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -77,14 +83,18 @@ profiles::BuiltSetup build_from_yaml(const std::string& text, const std::string&
   return profiles::build_setup(in, cfg);
 }
 
-// The memplan YAML `plan --emit memplan` writes for `s` (llama-3.2-1b on the preset `gpu`; "": none).
-std::string emitted_yaml(const TrainingSetup& s, const std::string& gpu = "h100-80gb") {
+// The file `plan --emit` writes for `s` in `format` (llama-3.2-1b on the preset `gpu`; "": none).
+std::string emitted(const TrainingSetup& s, planner::EmitFormat format, const std::string& gpu = "h100-80gb") {
   planner::EmitContext c;
   c.setup = s;
   c.model = {planner::ModelRef::Kind::preset, "llama-3.2-1b"};
   c.gpu = gpu;
   c.global_batch = s.batch.micro_batch * s.batch.grad_accum * s.parallel.data_parallel();
-  return planner::emit(c, planner::EmitFormat::memplan);
+  return planner::emit(c, format);
+}
+// The memplan YAML `plan --emit memplan` writes for `s`.
+std::string emitted_yaml(const TrainingSetup& s, const std::string& gpu = "h100-80gb") {
+  return emitted(s, planner::EmitFormat::memplan, gpu);
 }
 
 json estimate_json(const std::vector<std::string>& args) {
@@ -1399,7 +1409,7 @@ TEST_CASE("setting registry: the memplan YAML a ZeRO plan writes carries its Dee
       }
 }
 
-TEST_CASE("setting registry: each setting with a member, changed where it takes effect, reads back from the memplan YAML a plan writes") {
+TEST_CASE("setting registry: each setting with a member, changed where it takes effect, reads back from the memplan YAML and the train-config a plan writes") {
   // The setup each row takes effect in, beside the model and card (ZeRO's rows under DeepSpeed, DDP's
   // bucket view with two ranks, modules_to_save under adapters); the card's rows come from its preset.
   using Args = std::vector<std::string>;
@@ -1443,16 +1453,62 @@ TEST_CASE("setting registry: each setting with a member, changed where it takes 
       else f.yes_no(s) = !f.yes_no(s);
       if (f.id == Setting::half_optimizer_states) s.parallel.half_master = true;  // in effect only beside it
     }
-    const std::string yaml = emitted_yaml(s);
-    CAPTURE(yaml);
-    if (!from_card) CHECK(yaml != before);  // the writer states the change
-    const profiles::BuiltSetup back = build_from_yaml(yaml);
-    CHECK(back.warnings.empty());
-    CHECK(f.get(back.setup) == f.get(s));
-    if (!from_card) CHECK(back.origin.of(f.id).line > 0);  // noted where the file states it
-    for (const SettingField& g : setting_fields())  // no other row moved
-      if (g.get) CHECK(g.get(back.setup) == g.get(s));
-    CHECK(cli::setup_json(back.setup) == cli::setup_json(s));
+    // The memplan YAML and the train-config, both read by memplan's reader.
+    for (const planner::EmitFormat format : {planner::EmitFormat::memplan, planner::EmitFormat::train_config}) {
+      const std::string yaml = emitted(s, format);
+      CAPTURE(yaml);
+      if (!from_card && format == planner::EmitFormat::memplan) CHECK(yaml != before);  // the writer states the change
+      const profiles::BuiltSetup back = build_from_yaml(yaml);
+      CHECK(back.warnings.empty());
+      CHECK(f.get(back.setup) == f.get(s));
+      if (!from_card) CHECK(back.origin.of(f.id).line > 0);  // noted where the file states it
+      for (const SettingField& g : setting_fields())  // no other row moved
+        if (g.get) CHECK(g.get(back.setup) == g.get(s));
+      CHECK(cli::setup_json(back.setup) == cli::setup_json(s));
+    }
   }
   CHECK(rows == static_cast<int>(context.size()));
+}
+
+TEST_CASE("setting registry: DDP's bucket view is stated by the files that can say it; a plan for a tool that cannot is made without it") {
+  TrainingSetup s = build_from_flags({"--model", "llama-3.2-1b", "--gpu", "h100-80gb", "--gpus", "2"}).setup;
+  s.parallel.ddp_bucket_view = true;
+  // Lightning: DDPStrategy's init_args (the reader takes it back there), not the plain "ddp" that runs
+  // torch's default.
+  const std::string lightning = emitted(s, planner::EmitFormat::lightning);
+  CAPTURE(lightning);
+  CHECK(lightning.find("  strategy:\n    class_path: lightning.pytorch.strategies.DDPStrategy\n    init_args:\n"
+                       "      gradient_as_bucket_view: true\n") != std::string::npos);
+  s.parallel.ddp_bucket_view = false;
+  CHECK(emitted(s, planner::EmitFormat::lightning).find("  strategy: ddp\n") != std::string::npos);
+  // A memplan file reads its key in training:, at the top level and under policy: alike.
+  for (const char* text : {"model: llama-3.2-1b\ngradient_as_bucket_view: true\n", "model: llama-3.2-1b\npolicy:\n  gradient_as_bucket_view: true\n"})
+    CHECK(build_from_yaml(text).setup.parallel.ddp_bucket_view);
+  // HF TrainingArguments, Axolotl, LLaMA-Factory and accelerate have no key for it: the plan's setup
+  // leaves it off, with a warning at the config's line; memplan's own file keeps it.
+  const fs::path dir = fs::temp_directory_path() / fmt::format("memplan-bucket-view-{}", ::getpid());
+  fs::create_directories(dir);
+  const std::string file = (dir / "bv.yaml").string();
+  {
+    std::ofstream out(file);
+    out << "model: llama-3.2-1b\nhardware:\n  gpu: h100-80gb\n  num_gpus: 2\ntraining:\n  gradient_as_bucket_view: true\n";
+  }
+  for (const char* emit : {"hf", "axolotl", "llamafactory", "accelerate", "memplan", "train-config", "lightning"}) {
+    CAPTURE(std::string(emit));
+    profiles::SetupInputs in;
+    in.config = file;
+    planner::PlanAsk ask;
+    ask.emit = emit;
+    ask.global_batch = 64;
+    std::vector<Warning> seen;
+    const auto rp = planner::resolve_plan(in, ask, "", [&](const std::vector<Warning>& w) { seen = w; });
+    const bool kept = std::string(emit) == "memplan" || std::string(emit) == "train-config" || std::string(emit) == "lightning";
+    CHECK(rp->base().parallel.ddp_bucket_view == kept);
+    const auto warned = std::find_if(seen.begin(), seen.end(), [](const Warning& w) {
+      return w.message.find("has no gradient_as_bucket_view") != std::string::npos;
+    });
+    CHECK((warned != seen.end()) == !kept);
+    if (warned != seen.end()) CHECK(warned->where.line == 6);
+  }
+  fs::remove_all(dir);
 }
