@@ -6,14 +6,26 @@
 // model, GPU, estimated peak, headroom, memplan version.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "estimator/fields.h"
 #include "estimator/setup.h"
 #include "planner/keep.h"
 
 namespace memplan::planner {
+
+// A registry row's flag with its value, as the re-check lines and fit's suggestions write it:
+// flag_arg(Count::micro_batch, 4) is "--micro-batch 4" (estimator/fields.h names the flag, so a
+// misspelt one does not compile). A switch as set: "--liger", or its negation "--no-liger".
+template <class Id, class V>
+std::string flag_arg(Id id, const V& value) {
+  return fmt::format("{} {}", memplan::field(id).flag, value);
+}
+inline std::string switch_arg(Switch id, bool on) { return on ? memplan::field(id).flag : memplan::field(id).negation(); }
 
 enum class EmitFormat { memplan, train_config, deepspeed, hf, lightning,
                         torchtune,   // planner/emit_torchtune.cpp

@@ -21,30 +21,30 @@ std::string emit_accelerate(const EmitContext& c) {
   else if (c.model.kind == ModelRef::Kind::file) flags.push_back(fmt::format("--model {}", c.model.value));
   else if (!s.model.hf_repo.empty()) flags.push_back(fmt::format("--model {}", s.model.hf_repo));  // a Hub id
   else flags.push_back("--model NAME");
-  flags.push_back(fmt::format("--micro-batch {}", s.batch.micro_batch));
-  flags.push_back(fmt::format("--seq-len {}", s.batch.seq_len));
-  flags.push_back(fmt::format("--optimizer {}", to_string(s.optimizer)));
-  flags.push_back(fmt::format("--attention {}", to_string(s.attention)));
+  flags.push_back(flag_arg(Count::micro_batch, s.batch.micro_batch));
+  flags.push_back(flag_arg(Count::seq_len, s.batch.seq_len));
+  flags.push_back(flag_arg(Choice::optimizer, to_string(s.optimizer)));
+  flags.push_back(flag_arg(Choice::attention, to_string(s.attention)));
   const bool deepspeed = s.parallel.zero_stage > 0 || s.runtime.framework == Framework::deepspeed;
   const bool fsdp = !deepspeed && s.parallel.fsdp != FsdpMode::none;
-  if (!deepspeed) flags.push_back(fmt::format("--grad-accum {}", s.batch.grad_accum));
+  if (!deepspeed) flags.push_back(flag_arg(Count::grad_accum, s.batch.grad_accum));
   const bool fsdp_ac = fsdp && s.checkpointing.mode == CheckpointMode::full;
-  if (!fsdp_ac) flags.push_back(fmt::format("--checkpointing {}", to_string(s.checkpointing)));
+  if (!fsdp_ac) flags.push_back(flag_arg(Choice::checkpointing, to_string(s.checkpointing)));
   if (f.mode != FinetuneMode::full) {
-    flags.push_back(fmt::format("--finetune {}", to_string(f.mode)));
-    flags.push_back(fmt::format("--lora-rank {}", f.lora_rank));
-    flags.push_back(fmt::format("--lora-alpha {}", f.lora_alpha));
-    if (f.lora_dropout > 0) flags.push_back(fmt::format("--lora-dropout {}", f.lora_dropout));
-    if (!f.lora_targets.empty()) flags.push_back(fmt::format("--lora-targets {}", fmt::join(f.lora_targets, ",")));
-    if (f.base_quant == BaseQuant::nf4 && !f.double_quant) flags.push_back("--no-double-quant");
+    flags.push_back(flag_arg(Choice::finetune, to_string(f.mode)));
+    flags.push_back(flag_arg(Count::lora_rank, f.lora_rank));
+    flags.push_back(flag_arg(Number::lora_alpha, f.lora_alpha));
+    if (f.lora_dropout > 0) flags.push_back(flag_arg(Number::lora_dropout, f.lora_dropout));
+    if (!f.lora_targets.empty()) flags.push_back(flag_arg(List::lora_targets, fmt::format("{}", fmt::join(f.lora_targets, ","))));
+    if (f.base_quant == BaseQuant::nf4 && !f.double_quant) flags.push_back(switch_arg(Switch::double_quant, false));
   }
-  if (f.freeze_layers > 0) flags.push_back(fmt::format("--freeze-layers {}", f.freeze_layers));
-  if (s.runtime.liger) flags.push_back("--liger");
-  if (s.runtime.loss != LossImpl::standard || s.runtime.liger) flags.push_back(fmt::format("--loss {}", to_string(s.runtime, s.runtime.loss)));
-  if (s.runtime.activation_offload) flags.push_back("--activation-offload");
+  if (f.freeze_layers > 0) flags.push_back(flag_arg(Count::freeze_layers, f.freeze_layers));
+  if (s.runtime.liger) flags.push_back(switch_arg(Switch::liger, true));
+  if (s.runtime.loss != LossImpl::standard || s.runtime.liger) flags.push_back(flag_arg(Choice::loss, to_string(s.runtime, s.runtime.loss)));
+  if (s.runtime.activation_offload) flags.push_back(switch_arg(Switch::activation_offload, true));
   // Under DeepSpeed the reader takes DeepSpeed's optimizer; the plan's kernel is said either way.
   if (s.runtime.optimizer_impl != OptimizerImpl::automatic || deepspeed)
-    flags.push_back(fmt::format("--optimizer-impl {}", to_string(s.runtime.optimizer_impl)));
+    flags.push_back(flag_arg(Choice::optimizer_impl, to_string(s.runtime.optimizer_impl)));
   // The launch.
   std::string y = "compute_environment: LOCAL_MACHINE\n";
   const char* type = deepspeed ? "DEEPSPEED" : fsdp ? "FSDP" : s.parallel.num_gpus > 1 ? "MULTI_GPU" : "'NO'";
@@ -59,14 +59,14 @@ std::string emit_accelerate(const EmitContext& c) {
   }
   const bool mixed = master_bytes_per_param(s.precision) > 0;
   const bool expressible = s.precision == Precision::fp32 || (deepspeed || fsdp ? mixed : is_autocast(s.precision));
-  if (!expressible) flags.push_back(fmt::format("--precision {}", to_string(s.precision)));
+  if (!expressible) flags.push_back(flag_arg(Choice::precision, to_string(s.precision)));
   y += fmt::format("mixed_precision: {}\n", mp);
   const int64_t per_node = std::max<int64_t>(1, s.parallel.gpus_per_node);
   const int64_t machines = s.parallel.num_gpus > per_node && s.parallel.num_gpus % per_node == 0 ? s.parallel.num_gpus / per_node : 1;
   y += fmt::format("num_machines: {}\nnum_processes: {}\nmachine_rank: 0\n", machines, s.parallel.num_gpus);
   // One machine: the reader takes num_processes as the GPUs per node.
   if (machines == 1 && per_node != s.parallel.num_gpus && s.parallel.num_gpus > 1)
-    flags.push_back(fmt::format("--gpus-per-node {}", per_node));
+    flags.push_back(flag_arg(Count::gpus_per_node, per_node));
   if (s.runtime.compile) y += "dynamo_config:\n  dynamo_backend: INDUCTOR\n";
   if (deepspeed) {
     // accelerate generates the DeepSpeed config (DeepSpeedPlugin) with DeepSpeed's defaults for the

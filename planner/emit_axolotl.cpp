@@ -44,7 +44,7 @@ std::string emit_axolotl(const EmitContext& c) {
     case Precision::amp_bf16: bf16 = true; break;
     case Precision::amp_fp16: fp16 = true; break;
   }
-  if (!axolotl_writes_precision(s)) flags.push_back(fmt::format("--precision {}", to_string(s.precision)));
+  if (!axolotl_writes_precision(s)) flags.push_back(flag_arg(Choice::precision, to_string(s.precision)));
   y += fmt::format("bf16: {}\n", yes(bf16));
   if (fp16) y += "fp16: true\n";
   if (bfloat16) y += "bfloat16: true\n";
@@ -52,10 +52,10 @@ std::string emit_axolotl(const EmitContext& c) {
   y += fmt::format("optimizer: {}\n", hf_optim(s, flags, &optim_args));
   if (!optim_args.empty()) y += fmt::format("optim_args: \"{}\"\n", optim_args);
   if (s.checkpointing.mode != CheckpointMode::none && s.checkpointing.mode != CheckpointMode::full)
-    flags.push_back(fmt::format("--checkpointing {}", to_string(s.checkpointing)));
+    flags.push_back(flag_arg(Choice::checkpointing, to_string(s.checkpointing)));
   y += fmt::format("gradient_checkpointing: {}\n", yes(s.checkpointing.mode != CheckpointMode::none));
   if (s.runtime.activation_offload) {
-    if (s.checkpointing.mode == CheckpointMode::none) flags.push_back("--activation-offload");
+    if (s.checkpointing.mode == CheckpointMode::none) flags.push_back(switch_arg(Switch::activation_offload, true));
     else y += "activation_offloading: true\n";
   }
   y += fmt::format("attn_implementation: {}\n", s.attention == AttentionImpl::flash ? "flash_attention_2" : to_string(s.attention));
@@ -68,7 +68,7 @@ std::string emit_axolotl(const EmitContext& c) {
       if (!f.double_quant) y += "bnb_config_kwargs:\n  bnb_4bit_use_double_quant: false\n";
     }
     if (f.base_quant == BaseQuant::int8) y += "load_in_8bit: true\n";
-    if (f.mode == FinetuneMode::qlora && !qlora) flags.push_back("--finetune qlora");
+    if (f.mode == FinetuneMode::qlora && !qlora) flags.push_back(flag_arg(Choice::finetune, to_string(FinetuneMode::qlora)));
     y += fmt::format("lora_r: {}\nlora_alpha: {}\nlora_dropout: {}\n", f.lora_rank, f.lora_alpha, f.lora_dropout);
     const bool all = f.lora_targets.size() == 1 && f.lora_targets[0] == "all-linear";
     if (all) {
@@ -76,19 +76,19 @@ std::string emit_axolotl(const EmitContext& c) {
     } else {
       // Axolotl has no default targets: PEFT's for Llama-like models (q_proj, v_proj) when the plan left them out.
       const std::vector<std::string> targets = f.lora_targets.empty() ? std::vector<std::string>{"q", "v"} : f.lora_targets;
-      if (f.lora_targets.empty()) flags.push_back("--lora-targets q,v");
+      if (f.lora_targets.empty()) flags.push_back(flag_arg(List::lora_targets, "q,v"));
       y += "lora_target_modules:\n";
       for (const std::string& t : targets) y += fmt::format("  - {}\n", module_name(t));
     }
     if (const std::vector<std::string> save = saved_modules(f); !save.empty())
       y += fmt::format("lora_modules_to_save: [{}]\n", fmt::join(save, ", "));
   }
-  if (f.freeze_layers > 0) flags.push_back(fmt::format("--freeze-layers {}", f.freeze_layers));
+  if (f.freeze_layers > 0) flags.push_back(flag_arg(Count::freeze_layers, f.freeze_layers));
   // Kernels: Liger's plugin, or Cut Cross Entropy for a fused-linear loss without Liger.
   std::vector<std::string> plugins;
   if (s.runtime.liger) plugins.push_back("axolotl.integrations.liger.LigerPlugin");
   else if (s.runtime.loss == LossImpl::fused_linear) plugins.push_back("axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin");
-  if (s.runtime.loss == LossImpl::chunked) flags.push_back(fmt::format("--loss {}", to_string(s.runtime, s.runtime.loss)));
+  if (s.runtime.loss == LossImpl::chunked) flags.push_back(flag_arg(Choice::loss, to_string(s.runtime, s.runtime.loss)));
   if (!plugins.empty()) {
     y += "plugins:\n";
     for (const std::string& p : plugins) y += fmt::format("  - {}\n", p);

@@ -44,15 +44,15 @@ std::string hf_optim(const TrainingSetup& s, std::vector<std::string>& flags, st
   switch (s.optimizer) {
     case OptimizerKind::adamw:
     case OptimizerKind::adam:
-      if (s.optimizer == OptimizerKind::adam) flags.push_back("--optimizer adam");
+      if (s.optimizer == OptimizerKind::adam) flags.push_back(flag_arg(Choice::optimizer, to_string(OptimizerKind::adam)));
       if (impl == OptimizerImpl::fused) return "adamw_torch_fused";
       if (impl == OptimizerImpl::for_loop) return "adamw_hf";
-      if (impl == OptimizerImpl::foreach) flags.push_back("--optimizer-impl foreach");
+      if (impl == OptimizerImpl::foreach) flags.push_back(flag_arg(Choice::optimizer_impl, to_string(OptimizerImpl::foreach)));
       return "adamw_torch";
     case OptimizerKind::sgd: return "sgd";
     case OptimizerKind::sgd_momentum: *optim_args = "momentum=0.9"; return "sgd";
     case OptimizerKind::adafactor: return "adafactor";
-    case OptimizerKind::adafactor_momentum: flags.push_back("--optimizer adafactor-momentum"); return "adafactor";
+    case OptimizerKind::adafactor_momentum: flags.push_back(flag_arg(Choice::optimizer, to_string(OptimizerKind::adafactor_momentum))); return "adafactor";
     case OptimizerKind::adamw_8bit: return "adamw_bnb_8bit";
     case OptimizerKind::lion: return "lion_32bit";
     case OptimizerKind::paged_adamw: return "paged_adamw_32bit";
@@ -114,14 +114,14 @@ std::string emit_hf(const EmitContext& c) {
     case Precision::mixed_fp16: fp16 = true; break;
   }
   const bool expressible = hf_writes_precision(s);  // planner/express.cpp
-  if (!expressible) flags.push_back(fmt::format("--precision {}", to_string(s.precision)));
+  if (!expressible) flags.push_back(flag_arg(Choice::precision, to_string(s.precision)));
   y += fmt::format("dtype: {}\n", dtype);
   y += fmt::format("bf16: {}\nfp16: {}\n", yes(bf16), yes(fp16));
   // Batch and sequence.
   y += fmt::format("per_device_train_batch_size: {}\ngradient_accumulation_steps: {}\n", s.batch.micro_batch, s.batch.grad_accum);
   y += fmt::format("max_length: {}\n", s.batch.seq_len);
   if (s.checkpointing.mode != CheckpointMode::none && s.checkpointing.mode != CheckpointMode::full)
-    flags.push_back(fmt::format("--checkpointing {}", to_string(s.checkpointing)));
+    flags.push_back(flag_arg(Choice::checkpointing, to_string(s.checkpointing)));
   y += fmt::format("gradient_checkpointing: {}\n", yes(s.checkpointing.mode != CheckpointMode::none));
   std::string optim_args;
   y += fmt::format("optim: {}\n", hf_optim(s, flags, &optim_args));
@@ -131,7 +131,7 @@ std::string emit_hf(const EmitContext& c) {
     y += "use_liger_kernel: true\n";
     if (s.runtime.loss == LossImpl::standard) y += "liger_kernel_config:\n  fused_linear_cross_entropy: false\n";
   }
-  if (s.runtime.loss == LossImpl::chunked) flags.push_back(fmt::format("--loss {}", to_string(s.runtime, s.runtime.loss)));
+  if (s.runtime.loss == LossImpl::chunked) flags.push_back(flag_arg(Choice::loss, to_string(s.runtime, s.runtime.loss)));
   if (!s.runtime.liger) y += fmt::format("loss_type: {}\n", s.runtime.loss == LossImpl::fused_linear ? "chunked_nll" : "nll");
   y += fmt::format("torch_compile: {}\n", yes(s.runtime.compile));
   if (s.runtime.activation_offload) y += "activation_offloading: true\n";
@@ -147,9 +147,9 @@ std::string emit_hf(const EmitContext& c) {
     if (f.base_quant == BaseQuant::nf4)
       y += fmt::format("load_in_4bit: true\nbnb_4bit_quant_type: nf4\nuse_bnb_nested_quant: {}\n", yes(f.double_quant));
     if (f.base_quant == BaseQuant::int8) y += "load_in_8bit: true\n";
-    if (f.mode == FinetuneMode::qlora && f.base_quant != BaseQuant::nf4) flags.push_back("--finetune qlora");
+    if (f.mode == FinetuneMode::qlora && f.base_quant != BaseQuant::nf4) flags.push_back(flag_arg(Choice::finetune, to_string(FinetuneMode::qlora)));
   }
-  if (f.freeze_layers > 0) flags.push_back(fmt::format("--freeze-layers {}", f.freeze_layers));
+  if (f.freeze_layers > 0) flags.push_back(flag_arg(Count::freeze_layers, f.freeze_layers));
   // Sharding.
   if (deepspeed) {
     y += inline_deepspeed(s, c.global_batch);

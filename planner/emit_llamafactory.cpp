@@ -44,9 +44,9 @@ std::string emit_llamafactory(const EmitContext& c) {
   if (pure) y += "pure_bf16: true\n";
   else if (s.precision == Precision::bf16 || s.precision == Precision::amp_bf16 || s.precision == Precision::mixed_bf16) y += "bf16: true\n";
   else if (s.precision == Precision::fp16 || s.precision == Precision::amp_fp16 || s.precision == Precision::mixed_fp16) y += "fp16: true\n";
-  if (!llamafactory_writes_precision(s)) flags.push_back(fmt::format("--precision {}", to_string(s.precision)));
+  if (!llamafactory_writes_precision(s)) flags.push_back(flag_arg(Choice::precision, to_string(s.precision)));
   if (s.checkpointing.mode == CheckpointMode::none) y += "disable_gradient_checkpointing: true\n";
-  else if (s.checkpointing.mode != CheckpointMode::full) flags.push_back(fmt::format("--checkpointing {}", to_string(s.checkpointing)));
+  else if (s.checkpointing.mode != CheckpointMode::full) flags.push_back(flag_arg(Choice::checkpointing, to_string(s.checkpointing)));
   y += fmt::format("flash_attn: {}\n", s.attention == AttentionImpl::flash ? "fa2" : s.attention == AttentionImpl::eager ? "disabled" : "sdpa");
   if (s.runtime.liger) y += "enable_liger_kernel: true\n";
   std::string optim_args;

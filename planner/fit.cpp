@@ -95,32 +95,32 @@ std::vector<Change> changes_between(const TrainingSetup& base, const TrainingSet
   auto add = [&](const char* step, std::string flags, std::string cost) { out.push_back({step, std::move(flags), std::move(cost), s, 0, true}); };
   const int64_t dp = s.parallel.data_parallel();
   if (s.finetune.mode != base.finetune.mode)
-    add("fine-tuning", fmt::format("--finetune {} --lora-rank {}", to_string(s.finetune.mode), s.finetune.lora_rank),
+    add("fine-tuning", flag_arg(Choice::finetune, to_string(s.finetune.mode)) + " " + flag_arg(Count::lora_rank, s.finetune.lora_rank),
         s.finetune.mode == FinetuneMode::qlora
             ? fmt::format("changes what you train: LoRA adapters (r={}) on a 4-bit NF4 base (bitsandbytes); slower matmuls", s.finetune.lora_rank)
             : fmt::format("changes what you train: LoRA adapters (r={}) on a frozen 16-bit base", s.finetune.lora_rank));
-  if (s.precision != base.precision) add("precision", fmt::format("--precision {}", to_string(s.precision)), precision_cost(base.precision, s.precision));
+  if (s.precision != base.precision) add("precision", flag_arg(Choice::precision, to_string(s.precision)), precision_cost(base.precision, s.precision));
   if (s.batch.micro_batch != base.batch.micro_batch || s.batch.grad_accum != base.batch.grad_accum)
-    add("micro-batch", fmt::format("--micro-batch {} --grad-accum {}", s.batch.micro_batch, s.batch.grad_accum),
+    add("micro-batch", flag_arg(Count::micro_batch, s.batch.micro_batch) + " " + flag_arg(Count::grad_accum, s.batch.grad_accum),
         fmt::format("same effective batch {}; more, smaller steps", s.batch.micro_batch * s.batch.grad_accum));
   if (to_string(s.checkpointing) != to_string(base.checkpointing))
-    add("checkpointing", fmt::format("--checkpointing {}", to_string(s.checkpointing)), checkpoint_cost(s.checkpointing));
+    add("checkpointing", flag_arg(Choice::checkpointing, to_string(s.checkpointing)), checkpoint_cost(s.checkpointing));
   if (s.attention != base.attention)
-    add("attention", fmt::format("--attention {}", to_string(s.attention)),
+    add("attention", flag_arg(Choice::attention, to_string(s.attention)),
         s.attention == AttentionImpl::flash ? "flash-attn kernels: no s x s scores, usually faster"
                                             : "fused SDPA: no s x s scores kept for backward");
   if (s.optimizer != base.optimizer)
-    add("optimizer", fmt::format("--optimizer {}", to_string(s.optimizer)),
+    add("optimizer", flag_arg(Choice::optimizer, to_string(s.optimizer)),
         s.optimizer == OptimizerKind::adamw_8bit   ? "bitsandbytes 8-bit AdamW: block-wise 8-bit states (2 B/param instead of 8)"
         : s.optimizer == OptimizerKind::paged_adamw_8bit ? "bitsandbytes paged 8-bit AdamW: 8-bit states that page to host memory under pressure"
                                                          : "another optimizer");
   if (s.runtime.liger != base.runtime.liger)
-    add("kernels", s.runtime.liger ? "--liger" : "--no-liger",
+    add("kernels", switch_arg(Switch::liger, s.runtime.liger),
         "Liger's fused RMSNorm, SwiGLU, RoPE and linear cross-entropy (no logits held); the liger-kernel package");
   const Sharding sh = sharding_of(s);
   if (!(sh == sharding_of(base))) add("sharding", sh.flags(), sharding_cost(sh, dp, host_per_node, host_known));
   if (s.batch.seq_len != base.batch.seq_len)
-    add("sequence", fmt::format("--seq-len {}", s.batch.seq_len),
+    add("sequence", flag_arg(Count::seq_len, s.batch.seq_len),
         fmt::format("changes what the model learns: context {} tokens instead of {}", s.batch.seq_len, base.batch.seq_len));
   return out;
 }

@@ -115,32 +115,34 @@ TEST_CASE("memplan completions zsh: a real interactive zsh (compinit, zpty) comp
   const fs::path dir = fs::temp_directory_path() / fmt::format("memplan-zsh-{}", ::getpid());
   fs::create_directories(dir);
   fs::copy_file(script, dir / "_memplan", fs::copy_options::overwrite_existing);
-  const auto complete = [&](const std::string& typed) {
+  const auto complete = [&](const std::string& typed, const std::string& until) {
     return shell_out("zsh -f", fmt::format(
         "zmodload zsh/zpty\n"
         "zpty -b z zsh -f -i\n"
         "zpty -w z 'PROMPT=\"> \"; fpath=({} $fpath); autoload -Uz compinit; compinit -u -D; "
         "zstyle \":completion:*\" menu no; LISTMAX=1000; memplan() {{ :; }}'\n"
         "zpty -w -n z $'{}\\t'\n"
-        "sleep 1\n"
+        // What zsh lists, read until `until` shows up (compinit's first run is slow on a loaded
+        // machine: a fixed second missed it under ctest -j2) or 20 s pass.
+        "out=''\n"
+        "for i in {{1..200}}; do sleep 0.1; while zpty -r -t z line; do out+=\"$line\"; done; [[ $out == *{}* ]] && break; done\n"
         "zpty -w -n z $'\\C-c'\n"
         "sleep 0.3\n"
-        "out=''\n"
         "while zpty -r -t z line; do out+=\"$line\"; done\n"
         "print -r -- \"$out\" | tr -d '\\r'\n"
         "zpty -d z\n",
-        dir.string(), typed));
+        dir.string(), typed, until));
   };
-  std::string out = complete("memplan estimate --loss ");
+  std::string out = complete("memplan estimate --loss ", "vocab-parallel");
   CHECK(out.find("vocab-parallel") != std::string::npos);
   CHECK(out.find("chunked:8") != std::string::npos);  // a value with a colon, escaped in the spec
   CHECK(out.find("parse error") == std::string::npos);
   CHECK(out.find("command not found") == std::string::npos);
-  out = complete("memplan estimate --checkpointing ");
+  out = complete("memplan estimate --checkpointing ", "selective-op");
   CHECK(out.find("selective-op") != std::string::npos);
   CHECK(out.find("every:2") != std::string::npos);
   CHECK(out.find("parse error") == std::string::npos);
-  out = complete("memplan calibrate --qui");
+  out = complete("memplan calibrate --qui", "--quiet");
   CHECK(out.find("--quick") != std::string::npos);
   CHECK(out.find("--quiet") != std::string::npos);
   fs::remove_all(dir);
