@@ -19,14 +19,15 @@ cd "$(dirname "$0")"
 # The Python module (python/) needs python3-dev and pybind11-dev; its monitor suites train real
 # models with python3-torch (whose C++ headers come with libtorch-dev); pip install . uses
 # python3-setuptools and python3-wheel. chromium (headless) opens memplan report's HTML in the
-# browser test (tests/browser/run.sh); bash and zsh run the completion scripts' tests.
+# browser test (tests/browser/run.sh); bash and zsh run the completion scripts' tests. debootstrap
+# makes the Debian 13 roots (scripts/trixie-root), installed here before the two are made side by side.
 CORE=(g++ cmake ninja-build libfmt-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libtomlplusplus-dev
       libcurl4-openssl-dev)  # curl.h only: memplan dlopens libcurl.so.4 for Hub fetches
 # The hardening build (ASan + UBSan, libFuzzer): clang, its sanitizer and fuzzer runtimes, and
 # llvm-symbolizer for readable reports.
 HARDEN=(clang libclang-rt-14-dev llvm)
 FULL=("${CORE[@]}" build-essential git pkg-config doctest-dev
-      libtorch-dev libopenblas0-pthread libbenchmark-dev hyperfine time
+      libtorch-dev libopenblas0-pthread libbenchmark-dev hyperfine time debootstrap
       python3-dev pybind11-dev python3-torch python3-setuptools python3-wheel chromium zsh "${HARDEN[@]}")
 
 install_missing() {
