@@ -69,6 +69,15 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   range(path(&ModelSpec::qk_rope_head_dim), m.qk_rope_head_dim, 0, 100'000, "a head dimension");
   range(path(&ModelSpec::qk_nope_head_dim), m.qk_nope_head_dim, 0, 100'000, "a head dimension");
   range(path(&ModelSpec::v_head_dim), m.v_head_dim, 0, 100'000, "a head dimension");
+  // Multi-head latent attention splits q and k into a rotary and a plain part and gives v its own
+  // width (DeepseekV3Attention): the rotary part and v have at least one dimension.
+  if (m.mla()) {
+    for (const auto& [field, v] : {std::pair{path(&ModelSpec::qk_rope_head_dim), m.qk_rope_head_dim},
+                                   std::pair{path(&ModelSpec::v_head_dim), m.v_head_dim}})
+      if (v < 1)
+        p.push_back({field, fmt::format("must be at least 1 with multi-head latent attention (got {})", v),
+                     "kv_lora_rank is set: qk_rope_head_dim and v_head_dim are head widths (DeepSeek-V3: 64 and 128)"});
+  }
   range(path(&ModelSpec::expert_groups), m.expert_groups, 0, 100'000, "DeepSeek-V3's n_group");
   range(path(&ModelSpec::topk_groups), m.topk_groups, 0, 100'000, "DeepSeek-V3's topk_group");
   range(memplan::path(Size::gpu_memory), s.device.capacity_bytes, 0, int64_t{1} << 50, "a GPU's memory in bytes, such as 80GiB");

@@ -8,6 +8,7 @@
 
 #include "estimator/capability.h"
 #include "estimator/error.h"
+#include "profiles/profiles.h"
 
 namespace memplan::planner {
 
@@ -285,10 +286,7 @@ bool liger_applies(const TrainingSetup& s, std::string* why) {
   if (s.runtime.framework != Framework::hf_trainer && s.runtime.framework != Framework::deepspeed)
     return no(fmt::format("Liger's kernels are applied by the HF Trainer (use_liger_kernel) and the tools on it, not by {}",
                           to_string(s.runtime.framework)));
-  static const char* const kPatched[] = {"gemma", "gemma2", "gemma3_text", "gemma3", "glm4", "llama", "llava", "granite", "mllama",
-                                         "mllama_text_model", "mistral", "mixtral", "olmo2", "qwen2", "qwen3", "qwen3_moe", "qwen2_vl",
-                                         "qwen2_5_vl", "phi3", "paligemma"};
-  if (std::find(std::begin(kPatched), std::end(kPatched), s.model.model_type) == std::end(kPatched))
+  if (!profiles::liger_patches(s.model.model_type))
     return no(fmt::format("Liger has no kernels for model_type '{}' (MODEL_TYPE_TO_APPLY_LIGER_FN, "
                           "src/liger_kernel/transformers/monkey_patch.py @ v0.5.10)",
                           s.model.model_type));

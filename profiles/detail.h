@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,30 @@ ModelSpec family_defaults_or_throw(const std::string& model_type, const Where& w
 // The family `type` as a families.yaml of this text gives it (family_defaults() reads the bundled
 // file once); InputError at the line of what is wrong in the text.
 std::optional<ModelSpec> family_from_text(const std::string& text, const std::string& path, const std::string& type);
+
+// How the HF reader (hf_config.cpp) reads a family's config.json: families.yaml's `hf:` block,
+// merged down the entry's `like` chain (keys and defaults one by one, required and quirks whole).
+struct HfKeys {
+  // A ModelSpec field's name -> the config keys that state it, the first present winning; an empty
+  // list: the family's config has no key for it (one its `like` has).
+  std::map<std::string, std::vector<std::string>> keys;
+  std::vector<std::string> required;       // fields a file must state, unless a default covers the key
+  std::map<std::string, double> defaults;  // config key -> the transformers Config class's default
+  std::vector<std::string> quirks;         // hf_config.cpp's named readers, run after the keys, in order
+  std::string text_model;                  // a multimodal wrapper: the family of its text_config (not inherited)
+};
+struct Family {
+  ModelSpec spec;  // family_defaults()
+  HfKeys hf;
+  bool liger = false;  // `liger: true` (profiles::liger_patches)
+};
+// The family a config.json's model_type is read as: its entry, or the entry that lists it in
+// `aliases:` (Falcon's RefinedWeb), with spec.model_type the type asked for; nullopt when none.
+std::optional<Family> hf_family(const std::string& model_type);
+// The same from a families.yaml of this text (tests).
+std::optional<Family> hf_family_from_text(const std::string& text, const std::string& path, const std::string& type);
+// Whether hf_config.cpp has the quirk reader `name` (families.yaml's hf.quirks).
+bool is_hf_quirk(const std::string& name);
 
 // What a PEFT modules_to_save entry trains beside the adapters: the embeddings (embed_tokens, wte,
 // embed_in: Setting::train_embeddings) or the head (lm_head, score, classifier: Setting::

@@ -1,6 +1,6 @@
 // Model families (families.yaml): each supported model_type's architecture defaults built from the
 // table's entries, which set ModelSpec's fields by their names (estimator/fields.h's model rows; see
-// families.yaml for the form).
+// families.yaml for the form), and how the HF reader reads its config.json (the entries' `hf:`).
 #include <algorithm>
 #include <filesystem>
 #include <functional>
@@ -67,15 +67,67 @@ struct Entry {
 const char* kHint = "see profiles/families.yaml for the table's form";
 constexpr size_t kMaxLike = 32;  // entries a family may be built from (the table's deepest chain is 4)
 
+const char* kHfHint = "hf: has keys (field: config key or [keys]), required, defaults, quirks and text_model";
+
+// A field the HF reader can set from a config key: a number, a flag or the activation (by its HF
+// name, hidden_act's).
+bool keyable(const memplan::ModelField& f) {
+  return !std::holds_alternative<memplan::NamedMember>(f.member) ? !std::holds_alternative<std::string ModelSpec::*>(f.member)
+                                                                  : f.name == "activation";
+}
+
+const memplan::ModelField& keyed_field(const Node& at, const std::string& name) {
+  for (const memplan::ModelField& f : memplan::model_fields())
+    if (f.name == name) {
+      if (!keyable(f))
+        throw InputError(at.where, fmt::format("'{}' is not read from a config key", name),
+                         "hf: keys set numbers, flags and the activation; a quirk reader sets the others");
+      return f;
+    }
+  throw InputError(at.where, fmt::format("'{}' is not a ModelSpec field", clip(name)), kHint);
+}
+
+// The entry's `hf:` block over what it inherits: keys and defaults one by one, required and quirks
+// as a whole.
+void read_hf(const Node& hf, detail::HfKeys& out) {
+  if (hf.kind != Node::Kind::map) throw InputError(hf.where, "hf: must be a mapping", kHfHint);
+  for (const auto& [key, n] : hf.entries) {
+    if (key == "keys") {
+      if (n.kind != Node::Kind::map) throw InputError(n.where, "hf.keys must be a mapping of fields to config keys", kHfHint);
+      for (const auto& [field, k] : n.entries) {
+        keyed_field(k, field);
+        out.keys[field] = k.kind == Node::Kind::list ? detail::as_text_list(k) : std::vector<std::string>{detail::as_text(k)};
+      }
+    } else if (key == "required") {
+      out.required = detail::as_text_list(n);
+      for (const std::string& f : out.required) keyed_field(n, f);
+    } else if (key == "defaults") {
+      if (n.kind != Node::Kind::map) throw InputError(n.where, "hf.defaults must be a mapping of config keys to values", kHfHint);
+      for (const auto& [k, v] : n.entries) out.defaults[k] = detail::as_number(v);
+    } else if (key == "quirks") {
+      out.quirks = detail::as_text_list(n);
+      for (const std::string& q : out.quirks)
+        if (!detail::is_hf_quirk(q))
+          throw InputError(n.where, fmt::format("no quirk reader '{}'", clip(q)), "profiles/hf_config.cpp's kQuirks lists them");
+    } else if (key == "text_model") {
+      out.text_model = detail::as_text(n);
+    } else {
+      throw InputError(n.where, fmt::format("unknown key 'hf.{}'", clip(key)), kHfHint);
+    }
+  }
+}
+
 struct Families {
   std::string path;
   std::map<std::string, Entry> entries;  // bases and families by name
   std::vector<std::string> types;        // the families, in file order
+  std::map<std::string, std::string> aliases;  // a model_type read as a family (`aliases:`) -> the family
   mutable std::mutex mu;
-  mutable std::map<std::string, ModelSpec> built;
+  mutable std::map<std::string, detail::Family> built;
 
-  // ModelSpec's defaults, then what the entry is `like` (recursively), then its own fields.
-  ModelSpec build(const std::string& name, std::vector<std::string>& chain) const {
+  // ModelSpec's defaults, then what the entry is `like` (recursively), then its own fields; the
+  // same for the `hf:` block, key by key.
+  detail::Family build(const std::string& name, std::vector<std::string>& chain) const {
     const Entry& e = entries.at(name);
     if (std::find(chain.begin(), chain.end(), name) != chain.end())
       throw InputError(Where::at_file(path, e.line), fmt::format("'{}' is its own ancestor through `like`", name), kHint);
@@ -91,21 +143,25 @@ struct Families {
     if (const Node* other = item.find(e.base ? "type" : "name"))
       throw InputError(other->where, e.base ? "a base has a name, not a type" : "a family has a type, not a name",
                        "bases: entries are '- name: ...', families: entries '- type: ...'");
-    ModelSpec m;
+    detail::Family fam;
     if (const Node* like = item.find("like")) {
       const std::string base = detail::as_text(*like);
       if (!entries.count(base))
         throw InputError(like->where, fmt::format("'{}' is like '{}', which has no entry", name, clip(base)), kHint);
-      m = build(base, chain);
+      fam = build(base, chain);
+      fam.hf.text_model.clear();  // the wrapper's own
+      fam.liger = false;          // the entry's own
     }
     static const detail::KeyTable<ModelSpec> table = [] {
-      detail::KeyTable<ModelSpec> k = {{{"name", "type", "like", "source"}, [](const Node&, ModelSpec&) {}}};
+      detail::KeyTable<ModelSpec> k = {{{"name", "type", "like", "source", "aliases", "hf", "liger"}, [](const Node&, ModelSpec&) {}}};
       for (const memplan::ModelField& f : memplan::model_fields())
         if (f.name != "name") k.push_back({{f.name}, [&f](const Node& n, ModelSpec& m) { set_field(f, n, m); }});
       return k;
     }();
-    detail::read_section(item, {&table}, m, nullptr);
-    return m;
+    detail::read_section(item, {&table}, fam.spec, nullptr);
+    if (const Node* hf = item.find("hf")) read_hf(*hf, fam.hf);
+    if (const Node* liger = item.find("liger")) fam.liger = detail::as_bool(*liger);
+    return fam;
   }
 };
 
@@ -128,6 +184,7 @@ std::unique_ptr<Families> index_families(const std::string& text, const std::str
   f->path = path;
   std::string section;
   Entry* cur = nullptr;
+  std::map<std::string, int> alias_lines;
   detail::for_each_line(text, [&](int line, const std::string& l) {
     if (!l.empty() && l[0] != ' ' && l[0] != '#' && l[0] != '\r') {  // a section
       const auto colon = l.find(':');
@@ -151,6 +208,14 @@ std::unique_ptr<Families> index_families(const std::string& text, const std::str
                          fmt::format("the first is at line {}", it->second.line));
       cur = &it->second;
       if (section == "families") f->types.push_back(name);
+    } else if (cur && l.rfind("    aliases:", 0) == 0) {
+      // Model types read as this family: known before any entry is parsed.
+      const Node n = detail::parse_yaml(std::string(static_cast<size_t>(line - 1), '\n') + l.substr(4), path);
+      for (const std::string& a : detail::as_text_list(*n.find("aliases"))) {
+        if (!f->aliases.emplace(a, cur->name).second)
+          throw InputError(Where::at_file(path, line, 5), fmt::format("'{}' is named twice", clip(a)), "an alias names no other entry or alias");
+        alias_lines.emplace(a, line);
+      }
     } else if (!cur) {
       if (const auto c = l.find_first_not_of(" \t\r"); c != std::string::npos && l[c] != '#')
         throw InputError(Where::at_file(path, line, static_cast<int>(c) + 1), "expected an entry ('  - type: ...') here", kHint);
@@ -159,15 +224,37 @@ std::unique_ptr<Families> index_families(const std::string& text, const std::str
     cur->text += l + "\n";
   });
   if (f->types.empty()) throw InputError(Where::at_file(path), "no families ('families:' with '  - type: ...' entries)", kHint);
+  for (const auto& [alias, line] : alias_lines)
+    if (f->entries.count(alias))
+      throw InputError(Where::at_file(path, line, 5), fmt::format("'{}' is named twice", clip(alias)),
+                       fmt::format("it has an entry at line {}; an alias names no other entry or alias", f->entries.at(alias).line));
   return f;
 }
 
-std::optional<ModelSpec> build_family(const Families& f, const std::string& type) {
+std::optional<detail::Family> build_family(const Families& f, const std::string& type) {
   if (std::find(f.types.begin(), f.types.end(), type) == f.types.end()) return std::nullopt;
   std::vector<std::string> chain;
-  ModelSpec m = f.build(type, chain);
-  m.model_type = type;
-  return m;
+  detail::Family fam = f.build(type, chain);
+  fam.spec.model_type = type;
+  for (const std::string& r : fam.hf.required)
+    if (!fam.hf.keys.count(r) || fam.hf.keys.at(r).empty())
+      throw InputError(Where::at_file(f.path, f.entries.at(type).line, 5),
+                       fmt::format("'{}' requires {} from its config but has no key for it", type, r), kHfHint);
+  return fam;
+}
+
+const Families& families();
+
+std::optional<detail::Family> built_family(const std::string& model_type) {
+  const Families& f = families();
+  std::lock_guard<std::mutex> lock(f.mu);
+  auto it = f.built.find(model_type);
+  if (it == f.built.end()) {
+    std::optional<detail::Family> m = build_family(f, model_type);
+    if (!m) return std::nullopt;
+    it = f.built.emplace(model_type, std::move(*m)).first;
+  }
+  return it->second;
 }
 
 const Families& families() {
@@ -182,21 +269,35 @@ const Families& families() {
 
 const std::vector<std::string>& supported_model_types() { return families().types; }
 
+bool liger_patches(const std::string& model_type) {
+  const std::optional<detail::Family> f = built_family(model_type);
+  return f && f->liger;
+}
+
 std::optional<ModelSpec> family_defaults(const std::string& model_type) {
-  const Families& f = families();
-  std::lock_guard<std::mutex> lock(f.mu);
-  auto it = f.built.find(model_type);
-  if (it == f.built.end()) {
-    std::optional<ModelSpec> m = build_family(f, model_type);
-    if (!m) return std::nullopt;
-    it = f.built.emplace(model_type, std::move(*m)).first;
-  }
-  return it->second;
+  if (auto f = built_family(model_type)) return f->spec;
+  return std::nullopt;
 }
 
 namespace detail {
 std::optional<ModelSpec> family_from_text(const std::string& text, const std::string& path, const std::string& type) {
-  return build_family(*index_families(text, path), type);
+  if (auto f = build_family(*index_families(text, path), type)) return f->spec;
+  return std::nullopt;
+}
+
+std::optional<Family> hf_family_from_text(const std::string& text, const std::string& path, const std::string& type) {
+  const auto f = index_families(text, path);
+  const auto a = f->aliases.find(type);
+  std::optional<Family> fam = build_family(*f, a == f->aliases.end() ? type : a->second);
+  if (fam) fam->spec.model_type = type;
+  return fam;
+}
+
+std::optional<Family> hf_family(const std::string& model_type) {
+  const auto a = families().aliases.find(model_type);
+  std::optional<Family> f = built_family(a == families().aliases.end() ? model_type : a->second);
+  if (f) f->spec.model_type = model_type;
+  return f;
 }
 }  // namespace detail
 

@@ -1,18 +1,25 @@
-// Hugging Face config.json -> ModelSpec. Each family is a mapping from its config keys (with the
-// defaults of its transformers Config class for keys a file leaves out) onto ModelSpec; the
-// architecture features come from family_defaults() (profiles/families.yaml) and are adjusted here by
-// the keys that switch them. Modelling code and Config classes are read at transformers v4.57.1
-// unless a family says otherwise (configuration_<type>.py / modeling_<type>.py); families that live
-// in remote code cite the checkpoint's own files.
+// Hugging Face config.json -> ModelSpec. A family's entry in profiles/families.yaml gives its
+// architecture (family_defaults()) and how its config is read (`hf:`): which config key states each
+// field (with its transformers Config class's default for a key a file leaves out), which fields a
+// file must state, and the small named readers below (kQuirks) for what is not one key per field.
+// Modelling code and Config classes are read at transformers v4.57.1 unless a family says otherwise
+// (configuration_<type>.py / modeling_<type>.py); families that live in remote code cite the
+// checkpoint's own files.
 //
-// Multimodal wrappers (gemma3, llama4, and any config whose text_config is a supported family) are
-// read through the text model of text_config; the vision tower is not counted (a warning says so).
-// What memplan cannot model is refused with the missing feature named: encoder-decoder models
-// (T5's decoder stack with cross-attention) and state-space layers (Mamba-2 in Nemotron-H).
+// Multimodal wrappers (gemma3, llama4: hf.text_model; and any config whose text_config is a
+// supported family) are read through the text model of text_config; the vision tower is not counted
+// (a warning says so). What memplan cannot model is refused with the missing feature named:
+// encoder-decoder models (T5's decoder stack with cross-attention) and state-space layers (Mamba-2
+// in Nemotron-H).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <type_traits>
+#include <variant>
 
 #include "estimator/estimate.h"
 #include "estimator/model.h"
@@ -33,7 +40,8 @@ bool is_any(const std::string& s, std::initializer_list<const char*> names) {
 struct HfReader {
   const Node& root;
   ReadModel& out;
-  std::map<std::string, double> defaults;  // key -> the transformers Config default
+  const HfKeys& hf;
+  std::set<std::string> stated;  // the fields the keys set (from the file or a Config default)
 
   ModelSpec& m() { return out.spec; }
   const Node* get(const char* key) const { return root.find(key); }
@@ -42,39 +50,8 @@ struct HfReader {
   bool present(const char* key) const {
     return std::any_of(root.entries.begin(), root.entries.end(), [&](const auto& e) { return e.first == key; });
   }
-
-  void need(const char* key, int64_t ModelSpec::*member) {
-    const Node* n = get(key);
-    if (!n) {
-      if (auto d = defaults.find(key); d != defaults.end()) {
-        m().*member = static_cast<int64_t>(d->second);
-        return;
-      }
-      throw InputError(Where::at_file(root.where.file), fmt::format("missing '{}'", key),
-                       fmt::format("memplan reads {} from '{}' in {} configs", memplan::path(member), key, m().model_type));
-    }
-    take(*n, member);
-  }
-  // The first of `keys` present (alternative spellings), else need() of the first.
-  void need_any(std::initializer_list<const char*> keys, int64_t ModelSpec::*member) {
-    for (const char* k : keys)
-      if (has(k)) return need(k, member);
-    need(*keys.begin(), member);
-  }
-  bool opt(const char* key, int64_t ModelSpec::*member) {
-    const Node* n = get(key);
-    if (n) take(*n, member);
-    else if (auto d = defaults.find(key); d != defaults.end()) m().*member = static_cast<int64_t>(d->second);
-    return n != nullptr;
-  }
-  void opt(const char* key, double ModelSpec::*member) {
-    if (const Node* n = get(key)) {
-      m().*member = as_number(*n);
-      out.origin.set(memplan::path(member), n->where);
-    }
-  }
-  void opt(const char* key, bool ModelSpec::*member) {
-    if (const Node* n = get(key)) m().*member = as_bool(*n);
+  void opt(const char* key, int64_t ModelSpec::*member) {
+    if (const Node* n = get(key)) take(*n, member);
   }
   double number(const char* key, double otherwise) const {
     const Node* n = get(key);
@@ -83,9 +60,6 @@ struct HfReader {
   bool flag(const char* key, bool otherwise) const {
     const Node* n = get(key);
     return n ? as_bool(*n) : otherwise;
-  }
-  void activation(const char* key) {
-    if (const Node* n = get(key)) m().activation = as_activation(*n);
   }
   void take(const Node& n, int64_t ModelSpec::*member) {
     m().*member = as_int(n);
@@ -96,48 +70,76 @@ struct HfReader {
   }
 };
 
-void read_gpt2(HfReader& r) {
+// One field from the first of its keys the file states; else from the Config default of the first
+// key that has one; else, when the family requires it, an error naming the key.
+void read_field(HfReader& r, const memplan::ModelField& f, const std::vector<std::string>& keys, bool required) {
   ModelSpec& m = r.m();
-  r.need("n_embd", &ModelSpec::hidden_size);
-  r.need("n_layer", &ModelSpec::num_layers);
-  r.need("n_head", &ModelSpec::num_attention_heads);
-  r.need("vocab_size", &ModelSpec::vocab_size);
-  r.opt("n_positions", &ModelSpec::max_position_embeddings);
-  if (!r.opt("n_inner", &ModelSpec::intermediate_size)) m.intermediate_size = 4 * m.hidden_size;
-  r.activation("activation_function");
-  r.opt("attn_pdrop", &ModelSpec::attention_dropout);
-  r.opt("resid_pdrop", &ModelSpec::hidden_dropout);
-  r.opt("embd_pdrop", &ModelSpec::embedding_dropout);
-  r.opt("tie_word_embeddings", &ModelSpec::tie_word_embeddings);
+  const Node* n = nullptr;
+  for (const std::string& k : keys)
+    if ((n = r.get(k.c_str()))) break;
+  std::optional<double> fallback;
+  if (!n)
+    for (const std::string& k : keys)
+      if (auto d = r.hf.defaults.find(k); d != r.hf.defaults.end() && !fallback) fallback = d->second;
+  if (!n && !fallback) {
+    if (required)
+      throw InputError(Where::at_file(r.root.where.file), fmt::format("missing '{}'", keys.front()),
+                       fmt::format("memplan reads {} from '{}' in {} configs", f.path, keys.front(), m.model_type));
+    return;
+  }
+  r.stated.insert(f.name);
+  std::visit(
+      [&](const auto& member) {
+        using M = std::decay_t<decltype(member)>;
+        if constexpr (std::is_same_v<M, int64_t ModelSpec::*>) {
+          m.*member = n ? as_int(*n) : static_cast<int64_t>(*fallback);
+          if (n) r.out.origin.set(f.path, n->where);
+        } else if constexpr (std::is_same_v<M, double ModelSpec::*>) {
+          m.*member = n ? as_number(*n) : *fallback;
+          if (n) r.out.origin.set(f.path, n->where);
+        } else if constexpr (std::is_same_v<M, bool ModelSpec::*>) {
+          m.*member = n ? as_bool(*n) : *fallback != 0;
+        } else if constexpr (std::is_same_v<M, memplan::NamedMember>) {
+          if (n) m.activation = as_activation(*n);  // the only named field with keys (families.cpp)
+        }
+      },
+      f.member);
 }
 
-// GPTBigCodeConfig (StarCoder, SantaCoder): GPT-2's key names; multi_query (default True) gives
-// one KV head.
-void read_gpt_bigcode(HfReader& r) {
-  read_gpt2(r);
-  ModelSpec& m = r.m();
-  m.num_key_value_heads = r.flag("multi_query", true) ? 1 : m.num_attention_heads;
+// The family's keys (families.yaml's hf.keys): the required fields first, in the table's order,
+// then the others in ModelSpec's.
+void read_keys(HfReader& r) {
+  auto keys_of = [&](const std::string& field) -> const std::vector<std::string>* {
+    const auto k = r.hf.keys.find(field);
+    return k == r.hf.keys.end() || k->second.empty() ? nullptr : &k->second;
+  };
+  for (const std::string& name : r.hf.required)
+    for (const memplan::ModelField& f : memplan::model_fields())
+      if (f.name == name) read_field(r, f, *keys_of(name), true);
+  for (const memplan::ModelField& f : memplan::model_fields())
+    if (const auto* keys = keys_of(f.name);
+        keys && std::find(r.hf.required.begin(), r.hf.required.end(), f.name) == r.hf.required.end())
+      read_field(r, f, *keys, false);
 }
 
-// The hidden_size/num_hidden_layers/... names shared by most families.
-void read_common(HfReader& r, bool intermediate_required) {
-  r.need("hidden_size", &ModelSpec::hidden_size);
-  r.need("num_hidden_layers", &ModelSpec::num_layers);
-  r.need("num_attention_heads", &ModelSpec::num_attention_heads);
-  if (intermediate_required) r.need("intermediate_size", &ModelSpec::intermediate_size);
-  else r.opt("intermediate_size", &ModelSpec::intermediate_size);
-  r.need("vocab_size", &ModelSpec::vocab_size);
-  r.opt("max_position_embeddings", &ModelSpec::max_position_embeddings);
-  r.opt("tie_word_embeddings", &ModelSpec::tie_word_embeddings);
-  r.opt("attention_dropout", &ModelSpec::attention_dropout);
-  r.opt("num_key_value_heads", &ModelSpec::num_key_value_heads);
-  r.opt("head_dim", &ModelSpec::head_dim);
+// ---- quirk readers: what a family's config states other than one key per field (families.yaml
+// names them in hf.quirks; they run after the keys) ----
+
+// intermediate_size unstated: 4 x hidden_size (GPT2MLP's `n_inner or 4 * n_embd`; FalconMLP's
+// 4 * hidden_size without ffn_hidden_size).
+void mlp_4x(HfReader& r) {
+  if (!r.stated.count("intermediate_size")) r.m().intermediate_size = 4 * r.m().hidden_size;
+}
+
+// GPTBigCodeConfig multi_query (default True): one KV head.
+void multi_query(HfReader& r) {
+  r.m().num_key_value_heads = r.flag("multi_query", true) ? 1 : r.m().num_attention_heads;
 }
 
 // sliding_window with the layer pattern: layer_types (every n-th "full_attention"), or the
 // family's fixed pattern from profiles/families.yaml. Qwen2 carries a window it does not use unless
 // use_sliding_window is true.
-void read_sliding_window(HfReader& r) {
+void sliding_window(HfReader& r) {
   ModelSpec& m = r.m();
   if (r.has("use_sliding_window") && !r.flag("use_sliding_window", false)) return;
   r.opt("sliding_window", &ModelSpec::sliding_window);
@@ -154,140 +156,58 @@ void read_sliding_window(HfReader& r) {
   }
 }
 
-void read_neox(HfReader& r) {
-  read_common(r, true);
-  r.activation("hidden_act");
-  if (const Node* n = r.get("attention_bias")) r.m().qkv_bias = r.m().o_bias = as_bool(*n);
-  r.opt("hidden_dropout", &ModelSpec::hidden_dropout);
-  r.opt("rotary_pct", &ModelSpec::rotary_fraction);
-  r.opt("use_parallel_residual", &ModelSpec::parallel_residual);
+// Gemma-2/3 attn_logit_softcapping / final_logit_softcapping: null turns soft-capping off; absent
+// keeps the Config default (Gemma-2: 50 and 30; Gemma-3: none).
+void softcaps(HfReader& r) {
+  ModelSpec& m = r.m();
+  if (r.present("attn_logit_softcapping")) {
+    const Node* n = r.get("attn_logit_softcapping");
+    m.attn_softcap = n ? as_number(*n) : 0.0;
+  }
+  if (r.present("final_logit_softcapping")) {
+    const Node* n = r.get("final_logit_softcapping");
+    m.final_softcap = n ? as_number(*n) : 0.0;
+  }
 }
 
-void read_moe(HfReader& r) {
-  ModelSpec& m = r.m();
-  r.need("num_experts_per_tok", &ModelSpec::experts_per_token);
-  r.opt("capacity_factor", &ModelSpec::capacity_factor);  // memplan extension key
-  if (m.model_type == "mixtral") {
-    r.need("num_local_experts", &ModelSpec::num_experts);
-    m.moe_intermediate_size = m.intermediate_size;  // Mixtral's experts are intermediate_size wide
-    return;
-  }
-  r.need("num_experts", &ModelSpec::num_experts);
-  r.need("moe_intermediate_size", &ModelSpec::moe_intermediate_size);
-  if (r.opt("shared_expert_intermediate_size", &ModelSpec::shared_expert_intermediate_size))
-    m.num_shared_experts = m.shared_expert_intermediate_size > 0 ? 1 : 0;
-  r.opt("decoder_sparse_step", &ModelSpec::moe_layer_frequency);
-  r.opt("norm_topk_prob", &ModelSpec::norm_topk_prob);
+// CohereConfig use_qk_norm: a LayerNorm per head on q and k.
+void cohere_qk_norm(HfReader& r) {
+  if (r.flag("use_qk_norm", false)) r.m().qk_norm = QkNorm::per_head_layer_norm;
+}
+
+// StableLmConfig qk_layernorm: a LayerNorm per head on q and k.
+void stablelm_qk_layernorm(HfReader& r) {
+  if (r.flag("qk_layernorm", false)) r.m().qk_norm = QkNorm::per_head_layer_norm;
+}
+
+// PhiConfig qk_layernorm (a LayerNorm shared by the heads of q and k): refused.
+void phi_qk_layernorm(HfReader& r) {
+  if (r.flag("qk_layernorm", false))
+    throw InputError(r.get("qk_layernorm")->where, "phi's qk_layernorm (a LayerNorm shared by the heads of q and k) is not modelled",
+                     "phi-1, phi-1.5 and phi-2 publish qk_layernorm false");
+}
+
+// Qwen2-MoE shared_expert_intermediate_size: one shared expert when it is above 0.
+void shared_expert_count(HfReader& r) {
+  if (r.stated.count("shared_expert_intermediate_size"))
+    r.m().num_shared_experts = r.m().shared_expert_intermediate_size > 0 ? 1 : 0;
+}
+
+// Qwen-MoE mlp_only_layers: dense layers memplan counts as MoE (said, not refused).
+void mlp_only_layers(HfReader& r) {
   const Node* dense = r.get("mlp_only_layers");
   if (dense && dense->kind == Node::Kind::list && !dense->items.empty())
     r.warn(dense, "mlp_only_layers is not modelled: every layer counts as a mixture-of-experts layer",
            fmt::format("the estimate over-counts the {} dense layers' MLPs", dense->items.size()));
 }
 
-// Llama-lineage decoders: llama, mistral, mixtral, qwen2/3(-moe), gemma/2/3, phi3, olmo2/3,
-// cohere, internlm2.
-void read_decoder(HfReader& r) {
-  ModelSpec& m = r.m();
-  const std::string& type = m.model_type;
-  read_common(r, !is_any(type, {"qwen2_moe", "qwen3_moe"}));
-  // Gemma runs GeGLU with the tanh approximation whatever hidden_act says (GemmaConfig's
-  // hidden_activation, default gelu_pytorch_tanh).
-  const bool gemma = is_any(type, {"gemma", "gemma2", "gemma3_text"});
-  r.activation(gemma ? "hidden_activation" : "hidden_act");
-  if (!is_any(type, {"qwen2", "qwen2_moe"}))  // Qwen2 hard-codes q/k/v bias on, o bias off
-    if (const Node* n = r.get("attention_bias")) m.qkv_bias = m.o_bias = as_bool(*n);
-  if (type == "internlm2")  // InternLM2Attention: wqkv and wo take config.bias
-    if (const Node* n = r.get("bias")) m.qkv_bias = m.o_bias = as_bool(*n);
-  r.opt("mlp_bias", &ModelSpec::mlp_bias);
-  // Partial RoPE (Phi-4-mini 0.75): the rotary embedding's inv_freq covers int(d * factor).
-  r.opt("partial_rotary_factor", &ModelSpec::rotary_fraction);
-  if (type == "phi3") {
-    r.opt("resid_pdrop", &ModelSpec::hidden_dropout);
-    r.opt("embd_pdrop", &ModelSpec::embedding_dropout);
-  }
-  if (is_any(type, {"gemma2", "gemma3_text"})) {
-    // attn_logit_softcapping / final_logit_softcapping: null turns soft-capping off; absent keeps
-    // the Config default (Gemma-2: 50 and 30; Gemma-3: none).
-    if (r.present("attn_logit_softcapping")) {
-      const Node* n = r.get("attn_logit_softcapping");
-      m.attn_softcap = n ? as_number(*n) : 0.0;
-    }
-    if (r.present("final_logit_softcapping")) {
-      const Node* n = r.get("final_logit_softcapping");
-      m.final_softcap = n ? as_number(*n) : 0.0;
-    }
-  }
-  if (type == "cohere") {
-    r.opt("logit_scale", &ModelSpec::logit_scale);
-    if (r.flag("use_qk_norm", false)) m.qk_norm = QkNorm::per_head_layer_norm;
-  }
-  read_sliding_window(r);
-  if (is_any(type, {"mixtral", "qwen2_moe", "qwen3_moe"})) read_moe(r);
-}
-
-void read_bert(HfReader& r) {
-  read_common(r, true);
-  r.opt("type_vocab_size", &ModelSpec::type_vocab_size);
-  r.activation("hidden_act");
-  r.opt("attention_probs_dropout_prob", &ModelSpec::attention_dropout);
-  r.opt("hidden_dropout_prob", &ModelSpec::hidden_dropout);
-  r.m().embedding_dropout = r.m().hidden_dropout;  // BertEmbeddings uses hidden_dropout_prob
-}
-
-// PhiConfig (modeling_phi.py): one input_layernorm feeding attention and fc1/fc2 in parallel,
-// partial_rotary_factor (default 0.5), resid_pdrop/embd_pdrop.
-void read_phi(HfReader& r) {
-  ModelSpec& m = r.m();
-  read_common(r, true);
-  r.activation("hidden_act");
-  r.opt("partial_rotary_factor", &ModelSpec::rotary_fraction);
-  r.opt("resid_pdrop", &ModelSpec::hidden_dropout);
-  r.opt("embd_pdrop", &ModelSpec::embedding_dropout);
-  if (r.flag("qk_layernorm", false))
-    throw InputError(r.get("qk_layernorm")->where, "phi's qk_layernorm (a LayerNorm shared by the heads of q and k) is not modelled",
-                     "phi-1, phi-1.5 and phi-2 publish qk_layernorm false");
-  (void)m;
-}
-
-// StableLmConfig (modeling_stablelm.py): LayerNorm, partial RoPE (0.25), use_qkv_bias,
-// use_parallel_residual (one shared norm), qk_layernorm (a LayerNorm per head).
-void read_stablelm(HfReader& r) {
-  ModelSpec& m = r.m();
-  read_common(r, true);
-  r.activation("hidden_act");
-  r.opt("partial_rotary_factor", &ModelSpec::rotary_fraction);
-  m.qkv_bias = r.flag("use_qkv_bias", false);
-  m.parallel_residual = m.parallel_shared_norm = r.flag("use_parallel_residual", false);
-  if (r.flag("qk_layernorm", false)) m.qk_norm = QkNorm::per_head_layer_norm;
-  r.opt("hidden_dropout", &ModelSpec::hidden_dropout);
-}
-
-// Starcoder2Config: use_bias on every linear, residual_dropout, embedding_dropout, tied.
-void read_starcoder2(HfReader& r) {
-  ModelSpec& m = r.m();
-  read_common(r, true);
-  r.activation("hidden_act");
-  m.qkv_bias = m.o_bias = m.mlp_bias = r.flag("use_bias", true);
-  r.opt("residual_dropout", &ModelSpec::hidden_dropout);
-  r.opt("embedding_dropout", &ModelSpec::embedding_dropout);
-  read_sliding_window(r);
-}
-
 // FalconConfig (and the legacy RefinedWeb/RefinedWebModel configs of the checkpoints' own
-// configuration_RW.py: n_embed, n_head, n_layer, n_head_kv). KV heads: new_decoder_architecture
-// -> num_kv_heads, multi_query -> 1, else all (FalconAttention.__init__).
-void read_falcon(HfReader& r) {
+// configuration_RW.py: n_head_kv). KV heads: new_decoder_architecture -> num_kv_heads,
+// multi_query -> 1, else all (FalconAttention.__init__); parallel_attn, alibi, and
+// num_ln_in_parallel_attn under the new architecture.
+void falcon_layout(HfReader& r) {
   ModelSpec& m = r.m();
   const bool refined_web = m.model_type == "RefinedWeb";  // Falcon-40B's layout before transformers' port
-  r.need_any({"hidden_size", "n_embed"}, &ModelSpec::hidden_size);
-  r.need_any({"num_hidden_layers", "n_layer"}, &ModelSpec::num_layers);
-  r.need_any({"num_attention_heads", "n_head"}, &ModelSpec::num_attention_heads);
-  r.need("vocab_size", &ModelSpec::vocab_size);
-  r.opt("max_position_embeddings", &ModelSpec::max_position_embeddings);
-  r.opt("tie_word_embeddings", &ModelSpec::tie_word_embeddings);
-  r.opt("attention_dropout", &ModelSpec::attention_dropout);
-  r.opt("hidden_dropout", &ModelSpec::hidden_dropout);
-  r.activation("activation");
   const bool new_arch = r.flag("new_decoder_architecture", refined_web);
   const bool multi_query = r.flag("multi_query", !refined_web);
   int64_t kv = m.num_attention_heads;
@@ -296,8 +216,6 @@ void read_falcon(HfReader& r) {
     r.out.origin.set(memplan::path(&ModelSpec::num_key_value_heads), n->where);
   }
   m.num_key_value_heads = new_arch ? kv : multi_query ? 1 : m.num_attention_heads;
-  m.qkv_bias = m.o_bias = m.mlp_bias = r.flag("bias", false);
-  if (!r.opt("ffn_hidden_size", &ModelSpec::intermediate_size)) m.intermediate_size = 4 * m.hidden_size;
   if (r.flag("alibi", false)) m.positions = PositionKind::alibi;
   const bool parallel = new_arch || r.flag("parallel_attn", true);
   m.parallel_residual = parallel;
@@ -306,20 +224,12 @@ void read_falcon(HfReader& r) {
   m.parallel_shared_norm = parallel && lns == 1;
 }
 
-// MPTConfig (modeling_mpt.py): d_model, n_heads, n_layers, expansion_ratio, no_bias, attn_config.
-void read_mpt(HfReader& r) {
+// MPTConfig (modeling_mpt.py): expansion_ratio, no_bias, attn_config.
+void mpt_layout(HfReader& r) {
   ModelSpec& m = r.m();
-  r.need("d_model", &ModelSpec::hidden_size);
-  r.need("n_layers", &ModelSpec::num_layers);
-  r.need("n_heads", &ModelSpec::num_attention_heads);
-  r.need("vocab_size", &ModelSpec::vocab_size);
-  r.opt("max_seq_len", &ModelSpec::max_position_embeddings);
-  r.opt("tie_word_embeddings", &ModelSpec::tie_word_embeddings);
   m.intermediate_size = static_cast<int64_t>(std::llround(r.number("expansion_ratio", 4) * static_cast<double>(m.hidden_size)));
   const bool bias = !r.flag("no_bias", true);
   m.qkv_bias = m.o_bias = m.mlp_bias = m.norm_bias = bias;
-  r.opt("resid_pdrop", &ModelSpec::hidden_dropout);
-  r.opt("emb_pdrop", &ModelSpec::embedding_dropout);
   if (const Node* attn = r.get("attn_config"); attn && attn->kind == Node::Kind::map) {
     if (const Node* p = attn->find("attn_pdrop")) m.attention_dropout = as_number(*p);
     if (const Node* qk = attn->find("qk_ln"); qk && as_bool(*qk))
@@ -329,25 +239,10 @@ void read_mpt(HfReader& r) {
   }
 }
 
-// DeepseekConfig (deepseek-ai/deepseek-moe-16b-base configuration_deepseek.py), DeepseekV2Config
-// and DeepseekV3Config (transformers), Kimi-K2 (DeepseekV3 layout, model_type kimi_k2): dense
-// first_k_dense_replace layers, n_routed_experts of moe_intermediate_size, n_shared_experts, and
-// multi-head latent attention when kv_lora_rank is given.
-void read_deepseek(HfReader& r) {
+// DeepseekConfig (deepseek-ai/deepseek-moe-16b-base configuration_deepseek.py), DeepseekV2Config and
+// DeepseekV3Config: every layer after first_k_dense_replace is MoE; scoring_func picks the router.
+void deepseek_moe(HfReader& r) {
   ModelSpec& m = r.m();
-  read_common(r, true);
-  r.activation("hidden_act");
-  if (const Node* n = r.get("attention_bias")) m.qkv_bias = m.o_bias = as_bool(*n);
-  r.need("n_routed_experts", &ModelSpec::num_experts);
-  r.need("num_experts_per_tok", &ModelSpec::experts_per_token);
-  r.need("moe_intermediate_size", &ModelSpec::moe_intermediate_size);
-  r.opt("n_shared_experts", &ModelSpec::num_shared_experts);
-  r.opt("first_k_dense_replace", &ModelSpec::first_dense_layers);
-  r.opt("norm_topk_prob", &ModelSpec::norm_topk_prob);
-  r.opt("routed_scaling_factor", &ModelSpec::routed_scaling_factor);
-  r.opt("n_group", &ModelSpec::expert_groups);
-  r.opt("topk_group", &ModelSpec::topk_groups);
-  r.opt("capacity_factor", &ModelSpec::capacity_factor);
   if (const Node* f = r.get("moe_layer_freq"); f && as_int(*f) != 1)
     throw InputError(f->where, fmt::format("moe_layer_freq {} is not modelled (every layer after first_k_dense_replace is MoE)", as_int(*f)),
                      "every published DeepSeek config uses moe_layer_freq 1");
@@ -357,79 +252,57 @@ void read_deepseek(HfReader& r) {
     else if (f == "softmax") m.router = RouterKind::softmax_topk;
     else throw InputError(sf->where, fmt::format("scoring_func '{}' is not modelled", f), "expected softmax or sigmoid");
   }
-  if (r.has("kv_lora_rank")) {
-    r.need("kv_lora_rank", &ModelSpec::kv_lora_rank);
-    r.opt("q_lora_rank", &ModelSpec::q_lora_rank);  // null: one q_proj
-    r.need("qk_rope_head_dim", &ModelSpec::qk_rope_head_dim);
-    r.need("qk_nope_head_dim", &ModelSpec::qk_nope_head_dim);
-    r.need("v_head_dim", &ModelSpec::v_head_dim);
-    m.head_dim = m.qk_rope_head_dim + m.qk_nope_head_dim;
-    m.num_key_value_heads = m.num_attention_heads;  // MLA: every head has its own k and v
-  } else if (m.model_type != "deepseek") {
+}
+
+// DeepSeek-V2/V3 multi-head latent attention: kv_lora_rank, q_lora_rank (null: one q_proj),
+// qk_rope_head_dim, qk_nope_head_dim, v_head_dim; every head has its own k and v.
+void latent_attention(HfReader& r) {
+  ModelSpec& m = r.m();
+  if (!r.has("kv_lora_rank"))
     throw InputError(Where::at_file(r.root.where.file), fmt::format("{} without 'kv_lora_rank'", m.model_type),
                      "DeepSeek-V2/V3 configs describe multi-head latent attention with kv_lora_rank, q_lora_rank, "
                      "qk_rope_head_dim, qk_nope_head_dim and v_head_dim");
-  }
+  static const std::vector<std::pair<const char*, int64_t ModelSpec::*>> kNeeded = {
+      {"kv_lora_rank", &ModelSpec::kv_lora_rank}, {"qk_rope_head_dim", &ModelSpec::qk_rope_head_dim},
+      {"qk_nope_head_dim", &ModelSpec::qk_nope_head_dim}, {"v_head_dim", &ModelSpec::v_head_dim}};
+  r.opt("q_lora_rank", &ModelSpec::q_lora_rank);
+  for (const auto& [key, member] : kNeeded) read_field(r, memplan::field(member), {key}, true);
+  m.head_dim = m.qk_rope_head_dim + m.qk_nope_head_dim;
+  m.num_key_value_heads = m.num_attention_heads;
 }
 
-// GraniteMoeConfig: every layer is MoE (intermediate_size is the expert width), input_linear
-// fuses gate|up, embedding/residual/attention multipliers and logits_scaling.
-void read_granitemoe(HfReader& r) {
+// GraniteMoeConfig: embedding_multiplier (scaled embeddings unless 1), logits_scaling (the logits
+// divided by it).
+void granite_multipliers(HfReader& r) {
   ModelSpec& m = r.m();
-  read_common(r, true);
-  r.activation("hidden_act");
-  if (const Node* n = r.get("attention_bias")) m.qkv_bias = m.o_bias = as_bool(*n);
-  r.need("num_local_experts", &ModelSpec::num_experts);
-  r.need("num_experts_per_tok", &ModelSpec::experts_per_token);
-  m.moe_intermediate_size = m.intermediate_size;
-  m.norm_topk_prob = false;
   m.scale_embeddings = r.number("embedding_multiplier", 1.0) != 1.0;
-  m.residual_multiplier = r.number("residual_multiplier", 1.0);
   const double logits_scaling = r.number("logits_scaling", 1.0);
   m.logit_scale = logits_scaling != 0 ? 1.0 / logits_scaling : 1.0;
 }
 
-// GptOssConfig: intermediate_size is the expert width (no dense MLP), num_local_experts,
-// num_experts_per_tok (older files: experts_per_token), attention sinks, sliding layers.
-void read_gpt_oss(HfReader& r) {
-  ModelSpec& m = r.m();
-  read_common(r, true);
-  if (const Node* n = r.get("attention_bias")) m.qkv_bias = m.o_bias = as_bool(*n);
-  r.need("num_local_experts", &ModelSpec::num_experts);
-  r.need_any({"num_experts_per_tok", "experts_per_token"}, &ModelSpec::experts_per_token);
-  m.moe_intermediate_size = m.intermediate_size;
-  m.norm_topk_prob = false;
-  read_sliding_window(r);
+// Llama4TextConfig use_qk_norm (default True, an L2 norm without weights).
+void llama4_qk_norm(HfReader& r) {
+  if (!r.flag("use_qk_norm", true)) r.m().qk_norm = QkNorm::none;
 }
 
-// Llama4TextConfig: intermediate_size is the routed and shared experts' width, intermediate_size_mlp
-// the dense layers'; interleave_moe_layer_step; use_qk_norm (L2, no weights).
-void read_llama4_text(HfReader& r) {
-  ModelSpec& m = r.m();
-  r.defaults = {{"vocab_size", 202048},        {"hidden_size", 5120},       {"intermediate_size", 8192},
-                {"intermediate_size_mlp", 16384}, {"num_hidden_layers", 48},  {"num_attention_heads", 40},
-                {"num_key_value_heads", 8},   {"head_dim", 128},           {"num_local_experts", 16},
-                {"num_experts_per_tok", 1},   {"interleave_moe_layer_step", 1}};
-  read_common(r, true);
-  r.activation("hidden_act");
-  if (const Node* n = r.get("attention_bias")) m.qkv_bias = m.o_bias = as_bool(*n);
-  r.need("num_local_experts", &ModelSpec::num_experts);
-  r.need("num_experts_per_tok", &ModelSpec::experts_per_token);
-  m.moe_intermediate_size = m.intermediate_size;
-  m.shared_expert_intermediate_size = m.intermediate_size;
-  r.need("intermediate_size_mlp", &ModelSpec::intermediate_size);
-  r.opt("interleave_moe_layer_step", &ModelSpec::moe_layer_frequency);
-  if (!r.flag("use_qk_norm", true)) m.qk_norm = QkNorm::none;
-  m.norm_topk_prob = false;
-}
-
-// Gemma3TextConfig defaults (a gemma3 wrapper's text_config states only what differs).
-void gemma3_text_defaults(HfReader& r) {
-  r.defaults = {{"vocab_size", 262208}, {"hidden_size", 2304},    {"intermediate_size", 9216}, {"num_hidden_layers", 26},
-                {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256},     {"max_position_embeddings", 131072},
-                {"sliding_window", 4096}};
-}
-
+using Quirk = void (*)(HfReader&);
+const std::map<std::string, Quirk> kQuirks = {
+    {"mlp_4x", mlp_4x},
+    {"multi_query", multi_query},
+    {"sliding_window", sliding_window},
+    {"softcaps", softcaps},
+    {"cohere_qk_norm", cohere_qk_norm},
+    {"stablelm_qk_layernorm", stablelm_qk_layernorm},
+    {"phi_qk_layernorm", phi_qk_layernorm},
+    {"shared_expert_count", shared_expert_count},
+    {"mlp_only_layers", mlp_only_layers},
+    {"falcon_layout", falcon_layout},
+    {"mpt_layout", mpt_layout},
+    {"deepseek_moe", deepseek_moe},
+    {"latent_attention", latent_attention},
+    {"granite_multipliers", granite_multipliers},
+    {"llama4_qk_norm", llama4_qk_norm},
+};
 // architectures[0] decides the head; id2label (or num_labels) sizes a classifier.
 void read_head(HfReader& r, const Node& top) {
   ModelSpec& m = r.m();
@@ -527,16 +400,23 @@ void refuse_unsupported(const Node& root, const std::string& type, const Where& 
                      "memplan estimates attention + MLP/MoE transformer layers");
 }
 
-ModelSpec defaults_for(const std::string& type, const Where& where) {
-  if (type == "RefinedWeb" || type == "RefinedWebModel") {
-    ModelSpec m = family_defaults_or_throw("falcon", where);
-    m.model_type = type;
-    return m;
-  }
-  return family_defaults_or_throw(type, where);
+// The family a config.json's model_type is read as (its families.yaml entry or an alias of one).
+Family hf_family_or_throw(const std::string& type, const Where& where) {
+  if (auto f = hf_family(type)) return *f;
+  family_defaults_or_throw(type, where);  // throws: not supported
+  throw std::logic_error("unreachable");
+}
+
+// A multimodal wrapper's text model (families.yaml's hf.text_model: gemma3 -> gemma3_text); "" for
+// any other type.
+std::string text_model_of(const std::string& type) {
+  const std::optional<Family> f = hf_family(type);
+  return f ? f->hf.text_model : std::string();
 }
 
 }  // namespace
+
+bool is_hf_quirk(const std::string& name) { return kQuirks.count(name) > 0; }
 
 Activation as_activation(const Node& n) {
   return as_choice<Activation>(n, "activation", parse_activation, kActivations);
@@ -563,23 +443,21 @@ ReadModel read_hf_config(const Node& root, const std::string& path, const std::s
   const Node* text = root.find("text_config");
   if (text && text->kind == Node::Kind::map) {
     const Node* inner_type = text->find("model_type");
-    std::string inner = inner_type ? as_text(*inner_type) : t == "gemma3" ? "gemma3_text" : t == "llama4" ? "llama4_text" : "";
+    std::string inner = inner_type ? as_text(*inner_type) : text_model_of(t);
     if (inner.empty())
       throw InputError(text->where, "text_config without 'model_type'", "memplan reads a multimodal model through its text model");
     refuse_unsupported(*text, inner, inner_type ? inner_type->where : text->where);
-    if (inner == "gemma3") inner = "gemma3_text";
-    if (inner == "llama4") inner = "llama4_text";
+    if (const std::string wrapped = text_model_of(inner); !wrapped.empty()) inner = wrapped;
     body = text;
     if (root.find("vision_config") || root.find("audio_config"))
       out.warnings.push_back({type->where, fmt::format("'{}' is multimodal: only its text model ({}) is counted", t, inner),
                               "the vision tower and projector add their weights and activations on top"});
     t = inner;
-  } else if (t == "gemma3") {
-    t = "gemma3_text";
-  } else if (t == "llama4") {
-    t = "llama4_text";
+  } else if (const std::string wrapped = text_model_of(t); !wrapped.empty()) {
+    t = wrapped;
   }
-  out.spec = defaults_for(t, type->where);
+  const Family family = hf_family_or_throw(t, type->where);
+  out.spec = family.spec;
   out.spec.name = name;
   if (const Node* repo = root.find("_name_or_path")) out.spec.hf_repo = as_text(*repo);
   // The stored dtype (transformers 4.x writes torch_dtype, 5.x dtype; a multimodal wrapper may
@@ -587,24 +465,9 @@ ReadModel read_hf_config(const Node& root, const std::string& path, const std::s
   for (const Node* n : {root.find("dtype"), root.find("torch_dtype"), text && text->kind == Node::Kind::map ? text->find("dtype") : nullptr,
                         text && text->kind == Node::Kind::map ? text->find("torch_dtype") : nullptr})
     if (n && n->kind == Node::Kind::scalar && out.spec.checkpoint_dtype.empty()) out.spec.checkpoint_dtype = n->text;
-  HfReader r{*body, out, {}};
-  if (t == "gpt2") read_gpt2(r);
-  else if (t == "gpt_bigcode") read_gpt_bigcode(r);
-  else if (t == "gpt_neox") read_neox(r);
-  else if (t == "bert" || t == "roberta") read_bert(r);
-  else if (t == "phi") read_phi(r);
-  else if (t == "stablelm") read_stablelm(r);
-  else if (t == "starcoder2") read_starcoder2(r);
-  else if (t == "falcon" || t == "RefinedWeb" || t == "RefinedWebModel") read_falcon(r);
-  else if (t == "mpt") read_mpt(r);
-  else if (is_any(t, {"deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2"})) read_deepseek(r);
-  else if (t == "granitemoe") read_granitemoe(r);
-  else if (t == "gpt_oss") read_gpt_oss(r);
-  else if (t == "llama4_text") read_llama4_text(r);
-  else {
-    if (t == "gemma3_text") gemma3_text_defaults(r);
-    read_decoder(r);
-  }
+  HfReader r{*body, out, family.hf, {}};
+  read_keys(r);
+  for (const std::string& q : family.hf.quirks) kQuirks.at(q)(r);
   ModelSpec& m = out.spec;
   // The wrapper states tie_word_embeddings for the whole model when the text config does not.
   if (body != &root && !body->find("tie_word_embeddings"))

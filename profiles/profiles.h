@@ -39,6 +39,11 @@ const std::vector<std::string>& supported_model_types();
 // nullopt for an unsupported type. The config readers and the measurement harness's models start
 // here. Loaded once from data_dir()/families.yaml; InputError at its line if the file is broken.
 std::optional<ModelSpec> family_defaults(const std::string& model_type);
+// Whether Liger-Kernel patches the family's model_type (families.yaml's `liger: true`, from
+// MODEL_TYPE_TO_APPLY_LIGER_FN, src/liger_kernel/transformers/monkey_patch.py @ v0.5.10); false for
+// a type with no entry.
+bool liger_patches(const std::string& model_type);
+
 // Every ModelSpec field by its member's name (families.yaml's keys) with its value in `m` as text
 // ("rms_norm", "0.25", "true"), in the struct's order.
 std::vector<std::pair<std::string, std::string>> model_fields_text(const ModelSpec& m);

@@ -574,19 +574,32 @@ void resolve_gpus(Tt& t) {
 }
 
 // The tokenizer builder and FullModelHFCheckpointer model_type of each builder module
-// (torchtune/models/<module>/__init__.py and recipes/configs/<module>/* @ v0.6.1).
+// (torchtune/models/<module>/__init__.py and recipes/configs/<module>/* @ v0.6.1): the first row
+// whose module is the builder's, or its prefix where `prefix` is set (llama3, llama3_1, llama3_3).
+struct ModuleFiles {
+  const char* module;
+  bool prefix;
+  const char* tokenizer;
+  const char* checkpointer;
+};
+constexpr ModuleFiles kModuleFiles[] = {
+    {"llama3_2", false, "torchtune.models.llama3.llama3_tokenizer", "LLAMA3_2"},
+    {"llama3", true, "torchtune.models.llama3.llama3_tokenizer", "LLAMA3"},
+    {"llama2", false, "torchtune.models.llama2.llama2_tokenizer", "LLAMA2"},
+    {"code_llama2", false, "torchtune.models.llama2.llama2_tokenizer", "LLAMA2"},
+    {"mistral", false, "torchtune.models.mistral.mistral_tokenizer", "MISTRAL"},
+    {"gemma", false, "torchtune.models.gemma.gemma_tokenizer", "GEMMA"},
+    {"gemma2", false, "torchtune.models.gemma.gemma_tokenizer", "GEMMA2"},
+    {"phi3", false, "torchtune.models.phi3.phi3_mini_tokenizer", "PHI3_MINI"},
+    {"phi4", false, "torchtune.models.phi4.phi4_tokenizer", "PHI4"},
+    {"qwen2", false, "torchtune.models.qwen2.qwen2_tokenizer", "QWEN2"},
+    {"qwen2_5", false, "torchtune.models.qwen2_5.qwen2_5_tokenizer", "QWEN2"},
+    {"qwen3", false, "torchtune.models.qwen3.qwen3_tokenizer", "QWEN3"},
+};
+
 std::pair<const char*, const char*> family_files(const std::string& module) {
-  if (module == "llama3_2") return {"torchtune.models.llama3.llama3_tokenizer", "LLAMA3_2"};
-  if (module.rfind("llama3", 0) == 0) return {"torchtune.models.llama3.llama3_tokenizer", "LLAMA3"};
-  if (module == "llama2" || module == "code_llama2") return {"torchtune.models.llama2.llama2_tokenizer", "LLAMA2"};
-  if (module == "mistral") return {"torchtune.models.mistral.mistral_tokenizer", "MISTRAL"};
-  if (module == "gemma") return {"torchtune.models.gemma.gemma_tokenizer", "GEMMA"};
-  if (module == "gemma2") return {"torchtune.models.gemma.gemma_tokenizer", "GEMMA2"};
-  if (module == "phi3") return {"torchtune.models.phi3.phi3_mini_tokenizer", "PHI3_MINI"};
-  if (module == "phi4") return {"torchtune.models.phi4.phi4_tokenizer", "PHI4"};
-  if (module == "qwen2") return {"torchtune.models.qwen2.qwen2_tokenizer", "QWEN2"};
-  if (module == "qwen2_5") return {"torchtune.models.qwen2_5.qwen2_5_tokenizer", "QWEN2"};
-  if (module == "qwen3") return {"torchtune.models.qwen3.qwen3_tokenizer", "QWEN3"};
+  for (const ModuleFiles& f : kModuleFiles)
+    if (f.prefix ? module.rfind(f.module, 0) == 0 : module == f.module) return {f.tokenizer, f.checkpointer};
   return {"", ""};
 }
 

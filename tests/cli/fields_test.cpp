@@ -942,7 +942,7 @@ TEST_CASE("list registry: flag -> setup -> estimate JSON -> memplan YAML -> setu
       for (const char* key : f.keys) {
         if (!key) continue;
         CAPTURE(key);
-        for (const std::string& head : {"finetune:\n  method: lora\n  ", "lora:\n  ", "peft:\n  method: lora\n  "})
+        for (const std::string head : {"finetune:\n  method: lora\n  ", "lora:\n  ", "peft:\n  method: lora\n  "})
           for (const std::string& value : {fmt::format("[{}]", fmt::join(v, ", ")), fmt::format("{}", fmt::join(v, ","))}) {
             const std::string y0 = "model: llama-3.2-1b\n" + head;
             const int line = static_cast<int>(std::count(y0.begin(), y0.end(), '\n')) + 1;

@@ -5,9 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
+#include <vector>
 
 #include <fmt/format.h>
 #include <string>
+#include <tuple>
 
 #include "estimator/error.h"
 #include "estimator/model.h"
@@ -218,6 +221,21 @@ TEST_CASE("deepseek_v2: DeepSeek-V2-Lite, multi-head latent attention without a 
   CHECK(m.qk_head_dim() == 192);
   CHECK(m.attn_out_dim() == 128);
   CHECK(m.router == RouterKind::softmax_topk);
+  // A latent attention's rotary part and v have a width: 0 is an error at the key (it divided by
+  // zero in the attention's split, a SIGFPE, before validate() checked it).
+  const std::string text = detail::read_text_file(fixture("deepseek-v2-lite"));
+  for (const auto& [from, to, line] : {std::tuple{"\"v_head_dim\": 128", "\"v_head_dim\": 0", 57},
+                                       std::tuple{"\"qk_rope_head_dim\": 64", "\"qk_rope_head_dim\": 0", 36}}) {
+    std::string bad = text;
+    bad.replace(bad.find(from), std::string(from).size(), to);
+    try {
+      detail::read_hf_config(detail::parse_json(bad, "config.json"), "config.json", "bad");
+      FAIL("no error for " << to);
+    } catch (const InputError& e) {
+      CHECK(e.where().line == line);
+      CHECK(std::string(e.what()).find("must be at least 1 with multi-head latent attention (got 0)") != std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("deepseek_v3 and kimi_k2: MLA with q_lora_rank, sigmoid group-limited routing, fp32 combine") {
@@ -464,4 +482,82 @@ TEST_CASE("every family's fixture estimates: positive phases, activations that g
           CHECK(tensors(two) >= tensors(one));
         }
   }
+}
+
+// How the HF reader reads each family (families.yaml's hf:): keys and defaults merge down the
+// `like` chain one by one, required and quirks whole; text_model is the entry's own; an alias reads
+// as its family under its own name; what is wrong is an error at its line.
+TEST_CASE("families.yaml hf: keys, required, defaults, quirks, text_model and aliases") {
+  const std::string table =
+      "bases:\n"
+      "  - name: cfg\n"
+      "    hf:\n"
+      "      keys:\n"
+      "        hidden_size: hidden_size\n"
+      "        num_layers: [num_hidden_layers, n_layer]\n"
+      "        vocab_size: vocab_size\n"
+      "      required: [hidden_size]\n"
+      "      defaults: {vocab_size: 7}\n"
+      "families:\n"
+      "  - type: a\n"
+      "    like: cfg\n"
+      "    aliases: [a_old, a_older]\n"
+      "    hf:\n"
+      "      keys:\n"
+      "        hidden_size: d_model\n"
+      "        num_layers: []\n"
+      "      defaults: {d_model: 64}\n"
+      "      quirks: [mlp_4x]\n"
+      "      text_model: b\n"
+      "  - type: b\n"
+      "    like: a\n"
+      "    hf:\n"
+      "      required: [vocab_size, hidden_size]\n";
+  const auto a = detail::hf_family_from_text(table, "families.yaml", "a");
+  REQUIRE(a.has_value());
+  CHECK(a->hf.keys.at("hidden_size") == std::vector<std::string>{"d_model"});  // its own over the base's
+  CHECK(a->hf.keys.at("num_layers").empty());                                 // dropped
+  CHECK(a->hf.keys.at("vocab_size") == std::vector<std::string>{"vocab_size"});  // the base's
+  CHECK(a->hf.required == std::vector<std::string>{"hidden_size"});
+  CHECK(a->hf.defaults == std::map<std::string, double>{{"d_model", 64}, {"vocab_size", 7}});
+  CHECK(a->hf.quirks == std::vector<std::string>{"mlp_4x"});
+  CHECK(a->hf.text_model == "b");
+  const auto b = detail::hf_family_from_text(table, "families.yaml", "b");
+  REQUIRE(b.has_value());
+  CHECK(b->hf.text_model.empty());  // a wrapper's own
+  CHECK(b->hf.quirks == std::vector<std::string>{"mlp_4x"});
+  CHECK(b->hf.required == (std::vector<std::string>{"vocab_size", "hidden_size"}));
+  const auto old = detail::hf_family_from_text(table, "families.yaml", "a_older");
+  REQUIRE(old.has_value());
+  CHECK(old->spec.model_type == "a_older");
+  CHECK(old->hf.keys == a->hf.keys);
+  CHECK_FALSE(detail::family_from_text(table, "families.yaml", "a_old").has_value());  // not a supported type of its own
+  CHECK_FALSE(detail::hf_family_from_text(table, "families.yaml", "cfg").has_value());
+
+  // The bundled table: Falcon's legacy types, the wrappers' text models.
+  const auto rw = detail::hf_family("RefinedWeb");
+  REQUIRE(rw.has_value());
+  CHECK(rw->spec.model_type == "RefinedWeb");
+  CHECK(rw->hf.keys == detail::hf_family("falcon")->hf.keys);
+  CHECK(detail::hf_family("gemma3")->hf.text_model == "gemma3_text");
+  CHECK(detail::hf_family("llama4")->hf.text_model == "llama4_text");
+  CHECK(detail::hf_family("gemma3_text")->hf.text_model.empty());
+
+  // table_error's text up to the hint.
+  auto error_of = [](const std::string& text, const std::string& type) {
+    const std::string e = table_error(text, type);
+    return e.substr(0, e.find(" ("));
+  };
+  const std::string head = "families:\n  - type: a\n    hf:\n";
+  CHECK(error_of(head + "      keys: {hiden_size: n_embd}\n", "a") == "families.yaml:4:14: 'hiden_size' is not a ModelSpec field");
+  CHECK(error_of(head + "      keys:\n        norm: layer_norm_type\n", "a") ==
+        "families.yaml:5:9: 'norm' is not read from a config key");
+  CHECK(error_of(head + "      quirks: [mlp_4x, mlp_8x]\n", "a") == "families.yaml:4:7: no quirk reader 'mlp_8x'");
+  CHECK(error_of(head + "      kyes: {}\n", "a") == "families.yaml:4:7: unknown key 'hf.kyes'");
+  CHECK(error_of(head + "      required: [vocab_size]\n", "a") ==
+        "families.yaml:2:5: 'a' requires vocab_size from its config but has no key for it");
+  CHECK(error_of(head + "      keys: [hidden_size]\n", "a") == "families.yaml:4:7: hf.keys must be a mapping of fields to config keys");
+  CHECK(error_of("families:\n  - type: a\n    aliases: [b]\n  - type: b\n", "a") == "families.yaml:3:5: 'b' is named twice");
+  CHECK(error_of("families:\n  - type: a\n    aliases: [x]\n  - type: b\n    aliases: [x]\n", "a") ==
+        "families.yaml:5:5: 'x' is named twice");
 }

@@ -245,18 +245,21 @@ TEST_CASE("torchtune: the builder table maps every family to its architecture") 
     const char* model;
     int64_t layers, hidden, vocab;
     bool tied;
+    const char* tokenizer;  // the module's, as the emitted recipe names it
+    const char* checkpointer;
   } rows[] = {
-      {"torchtune.models.code_llama2.code_llama2_7b", "code_llama2_7b", 32, 4096, 32016, false},
-      {"torchtune.models.gemma.lora_gemma_2b", "gemma_2b", 18, 2048, 256000, true},
-      {"torchtune.models.gemma2.gemma2_27b", "gemma2_27b", 46, 4608, 256000, true},
-      {"torchtune.models.llama2.qlora_llama2_13b", "llama-2-13b", 40, 5120, 32000, false},
-      {"torchtune.models.mistral.mistral_7b", "mistral-7b", 32, 4096, 32000, false},
-      {"torchtune.models.phi3.lora_phi3_mini", "phi-3-mini", 32, 3072, 32064, false},
-      {"torchtune.models.phi4.phi4_14b", "phi-4", 40, 5120, 100352, false},
-      {"torchtune.models.qwen2_5.qwen2_5_14b_instruct", "qwen2_5_14b_instruct", 48, 5120, 152064, false},
-      {"torchtune.models.qwen2_5.lora_qwen2_5_3b", "qwen2_5_3b", 36, 2048, 151936, true},
-      {"torchtune.models.qwen3.qwen3_8b_base", "qwen3-8b", 36, 4096, 151936, false},
-      {"torchtune.models.llama3_1.llama3_1_405b", "llama-3.1-405b", 126, 16384, 128256, false},
+      {"torchtune.models.code_llama2.code_llama2_7b", "code_llama2_7b", 32, 4096, 32016, false, "llama2.llama2_tokenizer", "LLAMA2"},
+      {"torchtune.models.gemma.lora_gemma_2b", "gemma_2b", 18, 2048, 256000, true, "gemma.gemma_tokenizer", "GEMMA"},
+      {"torchtune.models.gemma2.gemma2_27b", "gemma2_27b", 46, 4608, 256000, true, "gemma.gemma_tokenizer", "GEMMA2"},
+      {"torchtune.models.llama2.qlora_llama2_13b", "llama-2-13b", 40, 5120, 32000, false, "llama2.llama2_tokenizer", "LLAMA2"},
+      {"torchtune.models.mistral.mistral_7b", "mistral-7b", 32, 4096, 32000, false, "mistral.mistral_tokenizer", "MISTRAL"},
+      {"torchtune.models.phi3.lora_phi3_mini", "phi-3-mini", 32, 3072, 32064, false, "phi3.phi3_mini_tokenizer", "PHI3_MINI"},
+      {"torchtune.models.phi4.phi4_14b", "phi-4", 40, 5120, 100352, false, "phi4.phi4_tokenizer", "PHI4"},
+      {"torchtune.models.qwen2_5.qwen2_5_14b_instruct", "qwen2_5_14b_instruct", 48, 5120, 152064, false, "qwen2_5.qwen2_5_tokenizer", "QWEN2"},
+      {"torchtune.models.qwen2_5.lora_qwen2_5_3b", "qwen2_5_3b", 36, 2048, 151936, true, "qwen2_5.qwen2_5_tokenizer", "QWEN2"},
+      {"torchtune.models.qwen3.qwen3_8b_base", "qwen3-8b", 36, 4096, 151936, false, "qwen3.qwen3_tokenizer", "QWEN3"},
+      {"torchtune.models.llama3_1.llama3_1_405b", "llama-3.1-405b", 126, 16384, 128256, false, "llama3.llama3_tokenizer", "LLAMA3"},
+      {"torchtune.models.llama3_2.llama3_2_1b", "llama-3.2-1b", 16, 2048, 128256, true, "llama3.llama3_tokenizer", "LLAMA3_2"},
   };
   for (const auto& r : rows) {
     CAPTURE(r.component);
@@ -272,6 +275,11 @@ TEST_CASE("torchtune: the builder table maps every family to its architecture") 
     CHECK(c.setup.model.hidden_size == r.hidden);
     CHECK(c.setup.model.vocab_size == r.vocab);
     CHECK(c.setup.model.tie_word_embeddings == r.tied);
+    // What a plan for this model writes: the module's tokenizer and checkpointer model_type.
+    const auto tool = tool_model(c.setup.model, "torchtune");
+    REQUIRE(tool.has_value());
+    CHECK(tool->tokenizer == std::string("torchtune.models.") + r.tokenizer);
+    CHECK(tool->checkpointer_type == std::string(r.checkpointer));
   }
   // gemma2: soft-capping and sliding windows come with the architecture.
   const LoadedConfig g = load_config_text("model:\n  _component_: torchtune.models.gemma2.gemma2_9b\n", "tt.yaml", "tt.yaml");
