@@ -401,6 +401,22 @@ PYBIND11_MODULE(_memplan, m) {
           for (const memplan::VersionField& f : memplan::version_fields()) out.emplace_back(f.flag, f.library, f.max_major);
           return out;
         }, "The releases memplan models (estimator/fields.h): (flag, the Python module whose __version__ it is, the largest major it reads; 0: any)");
+  m.def("setup_paths", [] {
+          // Each registry row with a flag: its place in the `setup` JSON of a document.
+          std::vector<std::pair<std::string, std::string>> out;
+          auto add = [&](const auto& rows) {
+            for (const auto& f : rows)
+              if (f.flag) out.emplace_back(f.flag, f.path);
+          };
+          add(memplan::switch_fields());
+          add(memplan::count_fields());
+          add(memplan::choice_fields());
+          add(memplan::number_fields());
+          add(memplan::list_fields());
+          add(memplan::size_fields());
+          add(memplan::version_fields());
+          return out;
+        }, "(flag, setup path) of every setup field with a flag (estimator/fields.h): where the `setup` JSON of a document holds the flag's value");
   m.def("flags", &mp::flags, py::arg("command"), "The command's flags: (long names, type name, takes a value, description) each");
   m.def("nearest", [](const std::string& word, const std::vector<std::string>& candidates) {
           return memplan::profiles::nearest(word, candidates);

@@ -298,19 +298,22 @@ def _check_thresholds(t):
 
 
 def _setup_keywords(doc):
-    """memplan.fit keywords that rebuild the setup of an estimate document (preset models only)."""
+    """memplan.fit keywords that rebuild the setup of an estimate document (preset models only).
+
+    Every setup field with a flag (memplan's registry, _memplan.setup_paths()) whose place the
+    document's ``setup`` JSON shows becomes its keyword, with the value shown there.
+    """
     s = doc["setup"]
-    kw = {"model": s["model"]["name"], "micro_batch": s["batch"]["micro_batch"], "seq_len": s["batch"]["seq_len"],
-          "grad_accum": s["batch"]["grad_accum"], "precision": s["precision"], "optimizer": s["optimizer"],
-          "checkpointing": s["checkpointing"], "attention": s["attention"], "gpus": s["parallel"]["num_gpus"],
-          "zero": s["parallel"]["zero_stage"], "offload": s["parallel"]["offload"],
-          "tensor_parallel": s["parallel"]["tensor_parallel"], "pipeline_parallel": s["parallel"]["pipeline_parallel"],
-          "finetune": s["finetune"]["mode"], "device": s.get("device_kind")}
-    ft = s["finetune"]
-    if ft.get("mode") != "full":
-        kw.update(lora_rank=ft.get("lora_rank"), lora_alpha=ft.get("lora_alpha"), lora_targets=ft.get("lora_targets"))
-    if ft.get("freeze_layers"):
-        kw["freeze_layers"] = ft["freeze_layers"]
+    kw = {"model": s["model"]["name"]}
+    for flag, path in _memplan.setup_paths():
+        value = s
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is None or value == [] or isinstance(value, dict):
+            continue
+        kw[flag[2:].replace("-", "_")] = value
+    if s.get("device_kind"):
+        kw["device"] = s["device_kind"]
     return kw
 
 

@@ -152,6 +152,29 @@ class CpuMonitor(unittest.TestCase):
         self.assertEqual(rec["flags"], f"--micro-batch {rec['micro_batch']} --grad-accum {rec['grad_accum']}")
         self.assertLessEqual(rec["peak_bytes"], 0.90 * capacity)
 
+    def test_an_estimate_document_gives_back_its_setup(self):
+        # A Monitor given only estimate= asks fit about the document's setup: every field with a
+        # flag comes back as its keyword (the runtime switches, FSDP, expert parallelism and the
+        # LoRA dropout were once dropped, so fit answered for another setup).
+        from memplan.monitor import _setup_keywords
+        cases = [dict(model="gpt2", micro_batch=2, seq_len=128, liger=True, fsdp="full_shard", gpus=2,
+                      finetune="lora", lora_dropout=0.1, expandable_segments=True),
+                 dict(model="moe-nano", micro_batch=1, seq_len=256, gpus=4, expert_parallel=2, zero=2, compile=True),
+                 dict(model="llama-3.2-1b", micro_batch=1, seq_len=512, finetune="qlora", lora_rank=32,
+                      lora_targets="q_proj,v_proj", checkpointing="full", optimizer="adamw-8bit", loss="chunked"),
+                 dict(model="gpt2", micro_batch=4, seq_len=64, device="cpu", torch_version="2.4")]
+        for kw in cases:
+            with self.subTest(**{k: str(v) for k, v in kw.items()}):
+                doc = memplan.estimate(**kw)
+                back = _setup_keywords(doc)
+                for key, value in kw.items():
+                    if key not in ("lora_targets",):
+                        self.assertIn(key, back)
+                again = memplan.estimate(**back)["setup"]
+                want = dict(doc["setup"])
+                del want["sources"], again["sources"]
+                self.assertEqual(again, want)
+
     def test_replay_through_the_cli(self):
         binary = os.environ.get("MEMPLAN_BIN")
         if not binary:
