@@ -551,7 +551,7 @@ int run_check(Io io, const CheckFlags& f) {
                        "pass --base-ref GIT_REF or --baseline FILE");
   }
   if (f.gpu_memory && !profiles::parse_size(*f.gpu_memory))
-    throw InputError(Where::at_flag("--gpu-memory"), fmt::format("cannot read '{}' as a size", *f.gpu_memory),
+    throw InputError(Where::at_flag(memplan::field(Size::gpu_memory).flag), fmt::format("cannot read '{}' as a size", *f.gpu_memory),
                      "write it like 12GiB, 24GB or 25769803776");
   if (f.gpu && !profiles::gpu_catalog().find(*f.gpu)) {
     const auto near = profiles::gpu_catalog().suggest(*f.gpu);
@@ -602,8 +602,9 @@ Command register_check(CLI::App& root, Io io) {
       ->required()
       ->type_name("PATH...");
   app->add_option(memplan::field(Target::gpu).flag, f->gpu, "GPU preset for configs that name no hardware.gpu (memplan gpus)")->type_name("PRESET");
-  app->add_option("--gpu-memory", f->gpu_memory, "device memory for configs that name no target, e.g. 24GiB")->type_name("SIZE");
-  app->add_option("--gpus", f->gpus, "number of GPUs for configs that name no hardware.num_gpus")->type_name("N");
+  // The setup flags' names (estimator/fields.h), with check's meaning: a default for the configs.
+  app->add_option(memplan::field(Size::gpu_memory).flag, f->gpu_memory, "device memory for configs that name no target, e.g. 24GiB")->type_name("SIZE");
+  app->add_option(memplan::field(Count::num_gpus).flag, f->gpus, "number of GPUs for configs that name no hardware.num_gpus")->type_name("N");
   app->add_option(memplan::field(Target::calibration).flag, f->calibration, "calibration profile (applied to configs on its device)")->type_name("FILE");
   app->add_option("--format", f->format, "text (default), json (memplan.check/v1), github (workflow annotations), junit")
       ->check(CLI::IsMember({"text", "json", "github", "junit"}))

@@ -8,6 +8,7 @@
 
 #include "estimator/capability.h"
 #include "estimator/error.h"
+#include "planner/emit.h"
 #include "profiles/profiles.h"
 
 namespace memplan::planner {
@@ -22,10 +23,11 @@ std::string Sharding::describe(int64_t data_parallel) const {
 
 std::string Sharding::flags() const {
   if (fsdp != FsdpMode::none)
-    return offload != Offload::none ? fmt::format("--fsdp {} --offload optimizer+params", to_string(fsdp))
-                                    : fmt::format("--fsdp {}", to_string(fsdp));
-  if (offload != Offload::none) return fmt::format("--zero {} --offload {}", zero, to_string(offload));
-  return fmt::format("--zero {}", zero);
+    return offload != Offload::none
+               ? fmt::format("{} {}", flag_arg(Choice::fsdp, to_string(fsdp)), flag_arg(Choice::offload, to_string(Offload::optimizer_and_params)))
+               : flag_arg(Choice::fsdp, to_string(fsdp));
+  if (offload != Offload::none) return fmt::format("{} {}", flag_arg(Count::zero_stage, zero), flag_arg(Choice::offload, to_string(offload)));
+  return flag_arg(Count::zero_stage, zero);
 }
 
 Sharding sharding_of(const TrainingSetup& s) {
@@ -83,7 +85,7 @@ bool framework_allows_deepspeed(const TrainingSetup& s, std::string* why) {
 
 bool framework_allows_fsdp(const TrainingSetup& s, std::string* why) {
   if (s.runtime.framework == Framework::deepspeed) {
-    if (why) *why = "--framework deepspeed runs DeepSpeed's engine, which shards with ZeRO";
+    if (why) *why = flag_arg(Choice::framework, to_string(Framework::deepspeed)) + " runs DeepSpeed's engine, which shards with ZeRO";
     return false;
   }
   if (s.runtime.framework == Framework::megatron) {
@@ -118,17 +120,17 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
 
   // Contradictions first: they are the user's, and the hint says which to drop.
   if (c.zero && *c.zero > 0 && c.no_deepspeed)
-    throw InputError(Where::at_flag("--no-deepspeed"), fmt::format("--zero {} asks for DeepSpeed ZeRO and --no-deepspeed rules it out", *c.zero),
-                     "drop one of them: --zero 0 plans without DeepSpeed (DDP or FSDP)");
+    throw InputError(Where::at_flag("--no-deepspeed"), fmt::format("{} asks for DeepSpeed ZeRO and --no-deepspeed rules it out", flag_arg(Count::zero_stage, *c.zero)),
+                     fmt::format("drop one of them: {} plans without DeepSpeed (DDP or FSDP)", flag_arg(Count::zero_stage, 0)));
   if (c.zero && *c.zero > 0 && c.fsdp && *c.fsdp != FsdpMode::none)
-    throw InputError(Where::at_flag("--fsdp"), fmt::format("FSDP and DeepSpeed ZeRO-{} both shard the model; a job runs one of them", *c.zero),
-                     "drop --fsdp or --zero");
+    throw InputError(Where::at_flag(field(Choice::fsdp).flag), fmt::format("FSDP and DeepSpeed ZeRO-{} both shard the model; a job runs one of them", *c.zero),
+                     fmt::format("drop {} or {}", field(Choice::fsdp).flag, field(Count::zero_stage).flag));
   if (c.offload && *c.offload != Offload::none && !c.allow_offload)
-    throw InputError(Where::at_flag("--no-offload"), fmt::format("--offload {} asks for offload and --no-offload rules it out", to_string(*c.offload)),
+    throw InputError(Where::at_flag("--no-offload"), fmt::format("{} asks for offload and --no-offload rules it out", flag_arg(Choice::offload, to_string(*c.offload))),
                      "drop one of them");
   const bool ds_framework = base.runtime.framework == Framework::deepspeed;
   if (ds_framework && c.no_deepspeed)
-    throw InputError(Where::at_flag("--no-deepspeed"), "--framework deepspeed runs DeepSpeed's engine and --no-deepspeed rules it out",
+    throw InputError(Where::at_flag("--no-deepspeed"), flag_arg(Choice::framework, to_string(Framework::deepspeed)) + " runs DeepSpeed's engine and --no-deepspeed rules it out",
                      "drop one of them");
 
   // Precisions.
@@ -153,7 +155,7 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
       sp.left_out.push_back({"bf16", why + "; fp16 is tried instead"});
     }
     if (sp.precisions.empty())
-      throw InputError(Where::at_flag(c.precisions.size() == 1 ? "--precision" : "--precisions"), fmt::format("bf16: {}", why),
+      throw InputError(Where::at_flag(c.precisions.size() == 1 ? field(Choice::precision).flag : "--precisions"), fmt::format("bf16: {}", why),
                        "allow fp16 (amp-fp16, mixed-fp16) or fp32");
   }
 
@@ -167,7 +169,8 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
     sp.attentions.erase(std::remove(sp.attentions.begin(), sp.attentions.end(), AttentionImpl::flash), sp.attentions.end());
     sp.left_out.push_back({"flash attention", why});
     if (sp.attentions.empty())
-      throw InputError(Where::at_flag("--attention"), fmt::format("flash attention: {}", why), "use --attention sdpa or eager");
+      throw InputError(Where::at_flag(field(Choice::attention).flag), fmt::format("flash attention: {}", why),
+                       fmt::format("use {} or eager", flag_arg(Choice::attention, to_string(AttentionImpl::sdpa))));
   }
   if (d.caps && d.caps->sdpa_fused != Support::yes) {
     device_support(d, Feature::sdpa_fused, &why);
@@ -198,7 +201,7 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
     sp.optimizers.erase(std::remove_if(sp.optimizers.begin(), sp.optimizers.end(), bitsandbytes_optimizer), sp.optimizers.end());
     if (sp.optimizers.size() != before) sp.left_out.push_back({"8-bit and paged optimizers", why});
     if (sp.optimizers.empty())
-      throw InputError(Where::at_flag(c.optimizers.size() > 1 ? "--optimizers" : "--optimizer"), fmt::format("bitsandbytes: {}", why),
+      throw InputError(Where::at_flag(c.optimizers.size() > 1 ? "--optimizers" : field(Choice::optimizer).flag), fmt::format("bitsandbytes: {}", why),
                        "allow a 32-bit optimizer: --optimizers adamw");
   }
 
@@ -206,12 +209,15 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
   bool deepspeed = !c.no_deepspeed && !(c.fsdp && *c.fsdp != FsdpMode::none) && !(c.zero && *c.zero == 0 && !ds_framework);
   if (deepspeed && !framework_allows_deepspeed(base, &why)) {
     deepspeed = false;
-    if (c.zero && *c.zero > 0) throw InputError(Where::at_flag("--zero"), fmt::format("ZeRO-{}: {}", *c.zero, why), "drop --zero (FSDP is planned instead)");
+    if (c.zero && *c.zero > 0)
+      throw InputError(Where::at_flag(field(Count::zero_stage).flag), fmt::format("ZeRO-{}: {}", *c.zero, why),
+                       fmt::format("drop {} (FSDP is planned instead)", field(Count::zero_stage).flag));
     sp.left_out.push_back({"DeepSpeed ZeRO", why});
   }
   if (deepspeed && device_support(d, Feature::deepspeed, &why) != Support::yes) {
     deepspeed = false;
-    if (c.zero && *c.zero > 0) throw InputError(Where::at_flag("--zero"), fmt::format("DeepSpeed: {}", why), "drop --zero");
+    if (c.zero && *c.zero > 0)
+      throw InputError(Where::at_flag(field(Count::zero_stage).flag), fmt::format("DeepSpeed: {}", why), fmt::format("drop {}", field(Count::zero_stage).flag));
     sp.left_out.push_back({"DeepSpeed ZeRO", why});
   }
   if (c.no_deepspeed) sp.left_out.push_back({"DeepSpeed ZeRO", "--no-deepspeed"});
@@ -219,8 +225,8 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
   // mean another launcher and config, so it is planned only when asked for (--zero N --fsdp none).
   if (deepspeed && !c.no_deepspeed && !c.zero && !c.fsdp && base.parallel.fsdp != FsdpMode::none) {
     deepspeed = false;
-    sp.left_out.push_back({"DeepSpeed ZeRO", fmt::format("the config runs FSDP {}; pass --zero N --fsdp none to plan DeepSpeed instead",
-                                                         to_string(base.parallel.fsdp))});
+    sp.left_out.push_back({"DeepSpeed ZeRO", fmt::format("the config runs FSDP {}; pass {} {} to plan DeepSpeed instead", to_string(base.parallel.fsdp),
+                                                         flag_arg(Count::zero_stage, "N"), flag_arg(Choice::fsdp, to_string(FsdpMode::none)))});
   }
   bool ds_offload = deepspeed && c.allow_offload && device_support(d, Feature::deepspeed_offload, &why) == Support::yes;
   if (deepspeed && c.allow_offload && !ds_offload) sp.left_out.push_back({"DeepSpeed offload", why});
@@ -230,9 +236,11 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
     sp.left_out.push_back({"FSDP", why});
   }
   if (c.fsdp && *c.fsdp != FsdpMode::none && dp <= 1)
-    throw InputError(Where::at_flag("--fsdp"), "FSDP shards across data-parallel ranks and this plan has one", "pass --gpus 2 or more, or drop --fsdp");
+    throw InputError(Where::at_flag(field(Choice::fsdp).flag), "FSDP shards across data-parallel ranks and this plan has one",
+                     fmt::format("pass {} or more, or drop {}", flag_arg(Count::num_gpus, 2), field(Choice::fsdp).flag));
   if (dp > 1 && device_support(d, Feature::multi_gpu, &why) != Support::yes)
-    throw InputError(Where::at_flag("--gpus"), fmt::format("multi-GPU: {}", why), "plan for one GPU (--gpus 1)");
+    throw InputError(Where::at_flag(field(Count::num_gpus).flag), fmt::format("multi-GPU: {}", why),
+                     fmt::format("plan for one GPU ({})", flag_arg(Count::num_gpus, 1)));
   if (!c.allow_offload) sp.left_out.push_back({"offload", "--no-offload"});
   // LitGPT neither offloads nor runs DeepSpeed (litgpt/finetune/*.py @ v0.5.13: FSDPStrategy).
   const bool allow_offload = c.allow_offload && fw != Framework::litgpt;
@@ -264,9 +272,10 @@ SearchSpace plan_space(const TrainingSetup& base, const Constraints& c) {
     if (allow_offload) add({0, Offload::optimizer_and_params, FsdpMode::full_shard, false});
   }
   if (sp.shardings.empty())
-    throw InputError(Where::at_flag(c.zero ? "--zero" : c.fsdp ? "--fsdp" : "--offload"),
+    throw InputError(Where::at_flag(c.zero ? field(Count::zero_stage).flag : c.fsdp ? field(Choice::fsdp).flag : field(Choice::offload).flag),
                      "no sharding/offload choice is left once the constraints and the card are applied",
-                     sp.left_out.empty() ? "relax --zero, --fsdp or --offload" : sp.left_out.back().option + ": " + sp.left_out.back().why);
+                     sp.left_out.empty() ? fmt::format("relax {}, {} or {}", field(Count::zero_stage).flag, field(Choice::fsdp).flag, field(Choice::offload).flag)
+                                         : sp.left_out.back().option + ": " + sp.left_out.back().why);
   sp.finetunes = {base.finetune.mode};
   // Liger's fused kernels where the Trainer applies them to this model on this card (as fit).
   sp.ligers = {base.runtime.liger};

@@ -65,15 +65,15 @@ struct Entry {
 };
 
 const char* kHint = "see profiles/families.yaml for the table's form";
-constexpr size_t kMaxLike = 32;  // entries a family may be built from (the table's deepest chain is 4)
+constexpr size_t kMaxLike = 32;  // entries a family may be built from (the table's deepest chain is 7: kimi_k2's)
 
 const char* kHfHint = "hf: has keys (field: config key or [keys]), required, defaults, quirks and text_model";
 
 // A field the HF reader can set from a config key: a number, a flag or the activation (by its HF
 // name, hidden_act's).
 bool keyable(const memplan::ModelField& f) {
-  return !std::holds_alternative<memplan::NamedMember>(f.member) ? !std::holds_alternative<std::string ModelSpec::*>(f.member)
-                                                                  : f.name == "activation";
+  if (std::holds_alternative<memplan::NamedMember>(f.member)) return f.name == "activation";
+  return !std::holds_alternative<std::string ModelSpec::*>(f.member);
 }
 
 const memplan::ModelField& keyed_field(const Node& at, const std::string& name) {
@@ -211,7 +211,11 @@ std::unique_ptr<Families> index_families(const std::string& text, const std::str
     } else if (cur && l.rfind("    aliases:", 0) == 0) {
       // Model types read as this family: known before any entry is parsed.
       const Node n = detail::parse_yaml(std::string(static_cast<size_t>(line - 1), '\n') + l.substr(4), path);
-      for (const std::string& a : detail::as_text_list(*n.find("aliases"))) {
+      const Node* list = n.find("aliases");
+      if (!list || list->kind != Node::Kind::list)
+        throw InputError(Where::at_file(path, line, 5), "aliases: takes a list on its line, such as [RefinedWeb, RefinedWebModel]",
+                         "the table is indexed line by line before any entry is read");
+      for (const std::string& a : detail::as_text_list(*list)) {
         if (!f->aliases.emplace(a, cur->name).second)
           throw InputError(Where::at_file(path, line, 5), fmt::format("'{}' is named twice", clip(a)), "an alias names no other entry or alias");
         alias_lines.emplace(a, line);

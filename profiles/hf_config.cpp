@@ -17,7 +17,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <stdexcept>
 #include <type_traits>
 #include <variant>
 
@@ -31,12 +30,19 @@ namespace {
 
 const std::vector<std::string> kActivations = {"gelu", "gelu_new", "gelu_pytorch_tanh", "silu", "relu"};
 
+// A model_type with no families.yaml entry, with the supported list.
+InputError unsupported_type(const std::string& type, const Where& where) {
+  return InputError(where, fmt::format("model_type '{}' is not supported", clip(type)),
+                    fmt::format("supported model types: {}", fmt::join(supported_model_types(), ", ")));
+}
+
 bool is_any(const std::string& s, std::initializer_list<const char*> names) {
   return std::any_of(names.begin(), names.end(), [&](const char* n) { return s == n; });
 }
 
-// Reads HF keys into the spec and notes each field's position for validation messages. A key the
-// file leaves out takes the family Config's default from `defaults` when there is one.
+// Reads a config.json's keys into the spec and notes each field's position for validation
+// messages; read_field() takes a key the file leaves out from the family's hf.defaults (its Config
+// class's default) when the table gives one.
 struct HfReader {
   const Node& root;
   ReadModel& out;
@@ -142,7 +148,7 @@ void multi_query(HfReader& r) {
 void sliding_window(HfReader& r) {
   ModelSpec& m = r.m();
   if (r.has("use_sliding_window") && !r.flag("use_sliding_window", false)) return;
-  r.opt("sliding_window", &ModelSpec::sliding_window);
+  read_field(r, memplan::field(&ModelSpec::sliding_window), {"sliding_window"}, false);  // Gemma3TextConfig's 4096 when left out
   if (const Node* pattern = r.get("sliding_window_pattern")) m.global_attention_every = as_int(*pattern);
   if (const Node* types = r.get("layer_types"); types && types->kind == Node::Kind::list) {
     const auto names = as_text_list(*types);
@@ -254,21 +260,27 @@ void deepseek_moe(HfReader& r) {
   }
 }
 
-// DeepSeek-V2/V3 multi-head latent attention: kv_lora_rank, q_lora_rank (null: one q_proj),
-// qk_rope_head_dim, qk_nope_head_dim, v_head_dim; every head has its own k and v.
+// DeepSeek multi-head latent attention, when the config states kv_lora_rank: q_lora_rank (null:
+// one q_proj), qk_rope_head_dim, qk_nope_head_dim, v_head_dim; every head has its own k and v.
 void latent_attention(HfReader& r) {
   ModelSpec& m = r.m();
-  if (!r.has("kv_lora_rank"))
-    throw InputError(Where::at_file(r.root.where.file), fmt::format("{} without 'kv_lora_rank'", m.model_type),
-                     "DeepSeek-V2/V3 configs describe multi-head latent attention with kv_lora_rank, q_lora_rank, "
-                     "qk_rope_head_dim, qk_nope_head_dim and v_head_dim");
-  static const std::vector<std::pair<const char*, int64_t ModelSpec::*>> kNeeded = {
-      {"kv_lora_rank", &ModelSpec::kv_lora_rank}, {"qk_rope_head_dim", &ModelSpec::qk_rope_head_dim},
-      {"qk_nope_head_dim", &ModelSpec::qk_nope_head_dim}, {"v_head_dim", &ModelSpec::v_head_dim}};
+  if (!r.has("kv_lora_rank")) return;
+  read_field(r, memplan::field(&ModelSpec::kv_lora_rank), {"kv_lora_rank"}, true);
   r.opt("q_lora_rank", &ModelSpec::q_lora_rank);
-  for (const auto& [key, member] : kNeeded) read_field(r, memplan::field(member), {key}, true);
+  for (const auto& [key, member] : {std::pair{"qk_rope_head_dim", &ModelSpec::qk_rope_head_dim},
+                                    std::pair{"qk_nope_head_dim", &ModelSpec::qk_nope_head_dim},
+                                    std::pair{"v_head_dim", &ModelSpec::v_head_dim}})
+    read_field(r, memplan::field(member), {key}, true);
   m.head_dim = m.qk_rope_head_dim + m.qk_nope_head_dim;
   m.num_key_value_heads = m.num_attention_heads;
+}
+
+// DeepSeek-V2/V3 describe their attention with kv_lora_rank: a config without it is refused.
+void needs_latent_attention(HfReader& r) {
+  if (!r.has("kv_lora_rank"))
+    throw InputError(Where::at_file(r.root.where.file), fmt::format("{} without 'kv_lora_rank'", r.m().model_type),
+                     "DeepSeek-V2/V3 configs describe multi-head latent attention with kv_lora_rank, q_lora_rank, "
+                     "qk_rope_head_dim, qk_nope_head_dim and v_head_dim");
 }
 
 // GraniteMoeConfig: embedding_multiplier (scaled embeddings unless 1), logits_scaling (the logits
@@ -300,6 +312,7 @@ const std::map<std::string, Quirk> kQuirks = {
     {"mpt_layout", mpt_layout},
     {"deepseek_moe", deepseek_moe},
     {"latent_attention", latent_attention},
+    {"needs_latent_attention", needs_latent_attention},
     {"granite_multipliers", granite_multipliers},
     {"llama4_qk_norm", llama4_qk_norm},
 };
@@ -403,8 +416,7 @@ void refuse_unsupported(const Node& root, const std::string& type, const Where& 
 // The family a config.json's model_type is read as (its families.yaml entry or an alias of one).
 Family hf_family_or_throw(const std::string& type, const Where& where) {
   if (auto f = hf_family(type)) return *f;
-  family_defaults_or_throw(type, where);  // throws: not supported
-  throw std::logic_error("unreachable");
+  throw unsupported_type(type, where);
 }
 
 // A multimodal wrapper's text model (families.yaml's hf.text_model: gemma3 -> gemma3_text); "" for
@@ -424,8 +436,7 @@ Activation as_activation(const Node& n) {
 
 ModelSpec family_defaults_or_throw(const std::string& type, const Where& where) {
   if (auto m = family_defaults(type)) return *m;
-  const std::string hint = fmt::format("supported model types: {}", fmt::join(supported_model_types(), ", "));
-  throw InputError(where, fmt::format("model_type '{}' is not supported", clip(type)), hint);
+  throw unsupported_type(type, where);
 }
 
 ReadModel read_hf_config(const Node& root, const std::string& path, const std::string& name) {

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
 #include <optional>
 #include <memory>
@@ -86,12 +87,23 @@ std::vector<std::string> rendered(const std::vector<Warning>& warnings) {
 // (memplan/_commands.py): (keyword, version memplan read, the module's full version, module).
 using Filled = std::vector<std::tuple<std::string, std::string, std::string, std::string>>;
 
+// The setup path of the version row whose flag is the keyword `key` ("torch_version" ->
+// "runtime.torch_version").
+std::string version_path(const std::string& key) {
+  for (const memplan::VersionField& f : memplan::version_fields()) {
+    std::string keyword = std::string(f.flag).substr(2);
+    std::replace(keyword.begin(), keyword.end(), '-', '_');
+    if (keyword == key) return f.path;
+  }
+  throw std::logic_error("no version row for the filled keyword " + key);
+}
+
 // What the call filled, said in the document: `from_interpreter` and one note each.
 std::string filled_note(const std::tuple<std::string, std::string, std::string, std::string>& f, const std::string& caller) {
   const auto& [key, version, found, module] = f;
-  return fmt::format("runtime.{} {} from this interpreter's {} {} ({} filled it; pass {}= to say otherwise, or "
+  return fmt::format("{} {} from this interpreter's {} {} ({} filled it; pass {}= to say otherwise, or "
                      "from_interpreter=False for memplan's default)",
-                     key, version, module, found, caller, key);
+                     version_path(key), version, module, found, caller, key);
 }
 void say_filled(nlohmann::json& doc, const Filled& filled, const std::string& caller) {
   for (const auto& f : filled) {

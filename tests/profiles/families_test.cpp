@@ -41,6 +41,15 @@ bool rounds_to(int64_t exact, double published) {
   return rel < 0.006;
 }
 
+std::string error_of_text(const std::string& json) {
+  try {
+    detail::read_hf_config(detail::parse_json(json, "config.json"), "config.json", "m");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 std::string error_of(const std::string& name) {
   try {
     load(name);
@@ -207,6 +216,15 @@ TEST_CASE("deepseek (DeepSeekMoE 16B): dense first layer, 64 routed + 2 shared e
   CHECK(m.is_moe_layer(1));
   CHECK(m.num_shared_experts == 2);
   CHECK(!m.norm_topk_prob);
+  // Latent attention where a config states kv_lora_rank (all four widths then), as for V2/V3.
+  std::string text = detail::read_text_file(fixture("deepseek-moe-16b-base"));
+  text.insert(text.find('{') + 1, R"("kv_lora_rank": 512, )");
+  CHECK(error_of_text(text).find("missing 'qk_rope_head_dim'") != std::string::npos);
+  text.insert(text.find('{') + 1, R"("qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128, )");
+  const ModelSpec mla = detail::read_hf_config(detail::parse_json(text, "config.json"), "config.json", "mla").spec;
+  CHECK(mla.mla());
+  CHECK(mla.qk_head_dim() == 192);
+  CHECK(mla.num_key_value_heads == mla.num_attention_heads);
 }
 
 TEST_CASE("deepseek_v2: DeepSeek-V2-Lite, multi-head latent attention without a q bottleneck") {
@@ -300,6 +318,17 @@ TEST_CASE("gemma3: the text model inside text_config (Config defaults fill it), 
   CHECK(one.vocab_size * one.hidden_size == 301'989'888);
   CHECK(count_model_parameters(one) - one.vocab_size * one.hidden_size == 697'896'064);
   CHECK(one.global_attention_every == 6);
+  // A text_config that states nothing is Gemma3TextConfig's defaults, its 4096-token window too
+  // (families.yaml's hf.defaults, which the sliding-window reader takes).
+  for (const char* text : {R"({"model_type": "gemma3_text"})", R"({"model_type": "gemma3", "text_config": {}})"}) {
+    CAPTURE(text);
+    const ModelSpec d = detail::read_hf_config(detail::parse_json(text, "config.json"), "config.json", "g").spec;
+    CHECK(d.model_type == "gemma3_text");
+    CHECK(d.hidden_size == 2304);
+    CHECK(d.num_layers == 26);
+    CHECK(d.sliding_window == 4096);
+    CHECK(d.max_position_embeddings == 131072);
+  }
 }
 
 TEST_CASE("llama4: Llama-4-Scout's text model, all-experts MoE with a shared expert") {
@@ -560,4 +589,6 @@ TEST_CASE("families.yaml hf: keys, required, defaults, quirks, text_model and al
   CHECK(error_of("families:\n  - type: a\n    aliases: [b]\n  - type: b\n", "a") == "families.yaml:3:5: 'b' is named twice");
   CHECK(error_of("families:\n  - type: a\n    aliases: [x]\n  - type: b\n    aliases: [x]\n", "a") ==
         "families.yaml:5:5: 'x' is named twice");
+  CHECK(error_of("families:\n  - type: a\n    aliases:\n      - x\n", "a") ==
+        "families.yaml:3:5: aliases: takes a list on its line, such as [RefinedWeb, RefinedWebModel]");
 }
