@@ -30,7 +30,11 @@ struct Calibration {
   std::string file;               // profile path (for the "calibrated with" note)
   int64_t cuda_context_bytes = -1;     // replaces the family default when >= 0
   int64_t workspace_bytes = -1;        // replaces the cuBLAS default when >= 0
-  // Multipliers in [0.25, 4]: memplan calibrate fits none (it writes 1); older profiles had them.
+  // Multipliers in [kMinScale, kMaxScale]: memplan calibrate fits none (it writes 1); older
+  // profiles had them. A correction beyond a factor of 4 says the model is wrong, not the card:
+  // the bounds are memplan's own, kept by the reader (profiles/calibration.cpp) and the estimator.
+  static constexpr double kMinScale = 0.25;
+  static constexpr double kMaxScale = 4.0;
   double activation_scale = 1.0;       // multiplier on activations + logits_and_loss + transient
   double model_state_scale = 1.0;     // multiplier on weights + gradients + states
   double overhead_fraction = -1;      // allocator overhead as a fraction of dynamic bytes, [0, 1)

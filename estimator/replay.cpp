@@ -33,8 +33,10 @@ void check_calibration(const Calibration& c) {
   };
   if (c.cuda_context_bytes < -1 || c.cuda_context_bytes > kTiB) bad("cuda_context_bytes", "must be -1 or 0 to 1 TiB");
   if (c.workspace_bytes < -1 || c.workspace_bytes > kTiB) bad("workspace_bytes", "must be -1 or 0 to 1 TiB");
-  if (!(c.activation_scale >= 0.25 && c.activation_scale <= 4)) bad("activation_scale", "must be in [0.25, 4]");
-  if (!(c.model_state_scale >= 0.25 && c.model_state_scale <= 4)) bad("model_state_scale", "must be in [0.25, 4]");
+  const std::string bounds = fmt::format("must be in [{}, {}]", Calibration::kMinScale, Calibration::kMaxScale);
+  auto in_bounds = [](double v) { return v >= Calibration::kMinScale && v <= Calibration::kMaxScale; };
+  if (!in_bounds(c.activation_scale)) bad("activation_scale", bounds);
+  if (!in_bounds(c.model_state_scale)) bad("model_state_scale", bounds);
   if (!(c.overhead_fraction == -1 || (c.overhead_fraction >= 0 && c.overhead_fraction < 1)))
     bad("overhead_fraction", "must be in [0, 1) (or -1)");
   if (c.overhead_bytes < 0 || c.overhead_bytes > kTiB) bad("overhead_bytes", "must be 0 to 1 TiB");

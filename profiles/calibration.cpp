@@ -32,7 +32,8 @@ int64_t bytes_or_unset(const Node& n) {  // -1: not measured, keep the family de
 // Multipliers: calibrate fits none now (1 in what it writes); older profiles' within a factor of 4.
 double plausible_scale(const Node& n) {
   const double v = detail::as_number(n);
-  if (!(v >= 0.25 && v <= 4)) detail::type_error(n, "a multiplier in [0.25, 4]", kRefit);
+  if (!(v >= Calibration::kMinScale && v <= Calibration::kMaxScale))
+    detail::type_error(n, fmt::format("a multiplier in [{}, {}]", Calibration::kMinScale, Calibration::kMaxScale), kRefit);
   return v;
 }
 

@@ -442,6 +442,13 @@ PYBIND11_MODULE(_memplan, m) {
     for (int i = 0; i < static_cast<int>(memplan::Band::count); ++i)
       bands.append(memplan::to_string(static_cast<memplan::Band>(i)));
     m.attr("bands") = py::tuple(bands);
+    // The thresholds' defaults: the number registry's thresholds.* rows on a default setup
+    // (estimator/setup.h Thresholds).
+    py::dict thresholds;
+    const std::string prefix = "thresholds.";
+    for (const memplan::NumberField& f : memplan::number_fields())
+      if (std::string(f.path).rfind(prefix, 0) == 0) thresholds[py::str(std::string(f.path).substr(prefix.size()))] = f.get(memplan::TrainingSetup{});
+    m.attr("default_thresholds") = thresholds;
   }
   m.attr("version") = MEMPLAN_VERSION;
   m.attr("exit_ok") = mp::kExitOk;

@@ -26,8 +26,9 @@ __all__ = ["Monitor", "Status", "install_cpu_counter", "read_log", "SCHEMA", "DE
 
 SCHEMA = "memplan.monitor/v1"
 # The memory guides' bands (DESIGN.md "Memory thresholds"): target is fit's goal, the others name
-# the status of a reading.
-DEFAULT_THRESHOLDS = {"target": 0.90, "warning": 0.92, "critical": 0.95, "emergency": 0.97}
+# the status of a reading. The defaults are the estimator's (estimator/setup.h Thresholds):
+# {"target": 0.90, "warning": 0.92, "critical": 0.95, "emergency": 0.97}.
+DEFAULT_THRESHOLDS = dict(_memplan.default_thresholds)
 # The bands from the least to the most full, as the estimator names them (estimator/breakdown.h).
 BANDS = tuple(_memplan.bands)
 GIB = 1024 ** 3

@@ -34,6 +34,13 @@ def comparable(doc):
 
 
 class SameAsCli(unittest.TestCase):
+    def test_default_thresholds_are_the_estimators(self):
+        # The monitor's bands start from the thresholds a default setup has (estimator/setup.h).
+        from memplan.monitor import DEFAULT_THRESHOLDS
+        doc = memplan.estimate(model="gpt2", micro_batch=1, seq_len=64)
+        self.assertEqual(DEFAULT_THRESHOLDS, doc["setup"]["thresholds"])
+        self.assertEqual(sorted(DEFAULT_THRESHOLDS), ["critical", "emergency", "target", "warning"])
+
     def test_examples_exist(self):
         self.assertGreaterEqual(len(EXAMPLES), 5, EXAMPLES)
 
