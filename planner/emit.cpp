@@ -303,12 +303,11 @@ bool half_master_state(const TrainingSetup& s) { return s.parallel.half_master &
 // zero_optimization, the offload's pin_memory, DeepSpeed's 16-bit master state) are what that block
 // reads back as; else a DeepSpeed config of its own, which states them.
 std::string deepspeed_block(const TrainingSetup& s, const std::string& short_form) {
+  if (!detail::zero_settings_differ(s, TrainingSetup{})) return short_form;
   const std::string zero = changed_setting_lines(s, kZeroSection, "      ");
-  const bool pin = s.parallel.offload_pin_memory && s.parallel.offload != Offload::none;
   // DeepSpeed's 16-bit master state, which its bf16:/fp16: section states beside the precision.
   const bool bf16 = s.precision == Precision::mixed_bf16;
   const bool half = half_master_state(s);
-  if (zero.empty() && !pin && !half) return short_form;
   std::string y = fmt::format("  deepspeed:\n    zero_optimization:\n      stage: {}\n", s.parallel.zero_stage);
   for (const auto& [name, on] : {std::pair{"offload_optimizer", offloads_optimizer(s.parallel.offload)},
                                  std::pair{"offload_param", offloads_params(s.parallel.offload)}})
@@ -517,6 +516,11 @@ std::vector<std::string> target_args(const EmitContext& c) {
 
 namespace detail {
 std::vector<std::string> header_lines(const EmitContext& c) { return header(c); }
+bool zero_settings_differ(const TrainingSetup& s, const TrainingSetup& base) {
+  for (const SettingField& f : setting_fields())
+    if (f.section && std::string(f.section) == kZeroSection && f.get(s) != f.get(base)) return true;
+  return (s.parallel.offload_pin_memory && s.parallel.offload != Offload::none) || half_master_state(s);
+}
 std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch, bool batch_auto) {
   nlohmann::ordered_json j = deepspeed_json(s, global_batch);
   if (batch_auto)

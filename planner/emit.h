@@ -111,6 +111,9 @@ std::string emit_format_name(EmitFormat f);
 // says what it cannot express ("HF TrainingArguments turns checkpointing on or off: no every:4").
 // (planner/express.cpp; a format without a rule there can express everything.)
 bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why = nullptr);
+// Whether the format has a key for DDP's gradient_as_bucket_view (planner/express.cpp); a plan for
+// one that has none is made without it (planner/request.cpp).
+bool states_bucket_view(EmitFormat f);
 // Whether an HF TrainingArguments / Axolotl file can state the setup's precision regime with its
 // own keys (the emitters add a --precision re-check flag when not; plan never picks such a setup).
 bool hf_writes_precision(const TrainingSetup& s);

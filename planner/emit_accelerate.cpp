@@ -74,10 +74,7 @@ std::string emit_accelerate(const EmitContext& c) {
     // offload's pin_memory and the 16-bit master state cannot differ from them here.
     TrainingSetup d;
     d.parallel.overlap_comm = s.parallel.zero_stage == 3;
-    bool differs = (s.parallel.offload_pin_memory && s.parallel.offload != Offload::none) || (s.parallel.half_master && mixed);
-    for (const SettingField& r : setting_fields())
-      if (r.section && std::string(r.section) == kZeroSection && r.get(s) != r.get(d)) differs = true;
-    if (differs)
+    if (detail::zero_settings_differ(s, d))
       y += "# The plan's DeepSpeed settings (buckets, overlap_comm, contiguous_gradients, offload pin_memory, the 16-bit\n"
            "# master state) differ from DeepSpeed's defaults, which accelerate's generated config keeps: use memplan plan\n"
            "# --emit deepspeed for a deepspeed_config_file that states them.\n";

@@ -65,6 +65,13 @@ bool none_or_full(const Checkpointing& c) { return c.mode == CheckpointMode::non
 
 }  // namespace
 
+// HF TrainingArguments, Axolotl and LLaMA-Factory have no key for gradient_as_bucket_view
+// (TrainingArguments' ddp_* arguments are the backend, timeout, bucket cap, find_unused_parameters and
+// broadcast_buffers; transformers training_args.py @ v4.52.4), nor has accelerate's config file.
+bool states_bucket_view(EmitFormat f) {
+  return f != EmitFormat::hf && f != EmitFormat::axolotl && f != EmitFormat::llamafactory && f != EmitFormat::accelerate;
+}
+
 bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why) {
   auto no = [&](std::string reason) {
     if (why) *why = std::move(reason);

@@ -88,13 +88,9 @@ std::unique_ptr<const ResolvedPlan> resolve_plan(const profiles::SetupInputs& in
       rp.framework_from_emit = to_string(*fw);
     }
   rp.built = profiles::build_setup(rp.inputs, rp.config);
-  // DDP's gradient_as_bucket_view (a NeMo, Lightning or memplan file's): HF TrainingArguments, Axolotl
-  // and LLaMA-Factory have no key for it (TrainingArguments' ddp_* arguments are the backend, timeout,
-  // bucket cap, find_unused_parameters and broadcast_buffers; transformers training_args.py @ v4.52.4),
-  // nor has accelerate's config file, so a plan for one is made for its DDP with torch's default, off.
-  const bool no_bucket_view = rp.format == EmitFormat::hf || rp.format == EmitFormat::axolotl ||
-                              rp.format == EmitFormat::llamafactory || rp.format == EmitFormat::accelerate;
-  if (rp.emits && no_bucket_view && rp.built.setup.parallel.ddp_bucket_view) {
+  // DDP's gradient_as_bucket_view (a NeMo, Lightning or memplan file's) where the format has no key
+  // for it (planner/express.cpp): the plan is made for its DDP with torch's default, off.
+  if (rp.emits && !states_bucket_view(rp.format) && rp.built.setup.parallel.ddp_bucket_view) {
     rp.built.setup.parallel.ddp_bucket_view = false;
     rp.built.warnings.push_back({rp.built.origin.of(Setting::ddp_bucket_view),
                                  fmt::format("--emit {} has no gradient_as_bucket_view: the plan is made for DDP without it "

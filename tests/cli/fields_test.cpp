@@ -1153,34 +1153,35 @@ TEST_CASE("target registry: rows in order, registered on the commands, each flag
 }
 
 TEST_CASE("target registry: flag -> setup -> estimate JSON -> memplan YAML -> setup for the card and the device kind; the calibration rides the re-check") {
-  // The card: the hardware: gpu key the plan writes, noted at its line, the whole setup back.
-  const std::vector<std::string> card = {"--model", "llama-3.2-1b", field(Target::gpu).flag, "a100-40gb"};
-  const profiles::BuiltSetup g = build_from_flags(card);
-  CHECK(estimate_json(card).at("setup").at("sources").at(path(Target::gpu)) == field(Target::gpu).flag);
-  const std::string gy = emitted_yaml(g.setup, "a100-40gb");
-  CAPTURE(gy);
-  const profiles::BuiltSetup gb = build_from_yaml(gy);
+  // The row's flag -> its source in the estimate JSON -> the memplan YAML a plan writes -> the row
+  // noted at its line and the whole setup back.
+  auto round_trip = [](Target row, const std::string& value, const std::string& gpu) {
+    CAPTURE(field(row).flag);
+    const std::vector<std::string> flags = {"--model", "llama-3.2-1b", field(row).flag, value};
+    const profiles::BuiltSetup sent = build_from_flags(flags);
+    CHECK(estimate_json(flags).at("setup").at("sources").at(path(row)) == field(row).flag);
+    const std::string y = emitted_yaml(sent.setup, gpu);
+    CAPTURE(y);
+    const profiles::BuiltSetup back = build_from_yaml(y);
+    CHECK(back.origin.of(row).line > 0);
+    CHECK(cli::setup_json(back.setup) == cli::setup_json(sent.setup));
+    return back;
+  };
+  // The card: the hardware: gpu key the plan writes.
+  const profiles::BuiltSetup gb = round_trip(Target::gpu, "a100-40gb", "a100-40gb");
   CHECK(gb.setup.device.name == "a100-40gb");
-  CHECK(gb.origin.of(Target::gpu).line > 0);
-  CHECK(cli::setup_json(gb.setup) == cli::setup_json(g.setup));
   // The device kind: hardware: device: cpu, with this machine's RAM as the card again.
-  const std::vector<std::string> cpu = {"--model", "llama-3.2-1b", field(Target::device).flag, "cpu"};
-  const profiles::BuiltSetup d = build_from_flags(cpu);
-  CHECK(estimate_json(cpu).at("setup").at("sources").at(path(Target::device)) == field(Target::device).flag);
-  const std::string dy = emitted_yaml(d.setup, "");
-  CAPTURE(dy);
-  const profiles::BuiltSetup db = build_from_yaml(dy);
+  const profiles::BuiltSetup db = round_trip(Target::device, "cpu", "");
   CHECK(db.setup.device.kind == DeviceKind::cpu);
-  CHECK(db.origin.of(Target::device).line > 0);
-  CHECK(cli::setup_json(db.setup) == cli::setup_json(d.setup));
   // The calibration: sources names its flag; no file format holds it, so the re-check flags name it.
   const std::string profile = std::string(MEMPLAN_TEST_DATA) + "/profiles/calibration.yaml";  // measured on an rtx-3090
   const std::vector<std::string> cal = {"--model", "llama-3.2-1b", "--gpu", "rtx-3090", field(Target::calibration).flag, profile};
   CHECK(build_from_flags(cal).origin.of(Target::calibration).flag == field(Target::calibration).flag);
   CHECK(estimate_json(cal).at("setup").at("sources").at(path(Target::calibration)) == field(Target::calibration).flag);
-  CHECK(estimate_json(card).at("setup").at("sources").at(path(Target::calibration)) == "memplan default");
+  CHECK(estimate_json({"--model", "llama-3.2-1b", "--gpu", "a100-40gb"}).at("setup").at("sources").at(path(Target::calibration)) ==
+        "memplan default");
   planner::EmitContext e;
-  e.setup = g.setup;
+  e.setup = gb.setup;
   e.gpu = "a100-40gb";
   e.calibration = "h100.calibration.yaml";
   const std::vector<std::string> t = planner::target_args(e);
