@@ -54,6 +54,19 @@ std::optional<Family> hf_family_from_text(const std::string& text, const std::st
 // Whether hf_config.cpp has the quirk reader `name` (families.yaml's hf.quirks).
 bool is_hf_quirk(const std::string& name);
 
+// What memplan refuses to estimate (families.yaml's `refused:`): "model_type 'T' WHAT: WHY" for a
+// config whose model_type is one of `types`, or that states a `when_true` key true or any
+// `when_present` key.
+struct Refusal {
+  std::string what;  // "is an encoder-decoder model"
+  std::string why;   // the feature memplan would need
+  std::string hint;
+  std::vector<std::string> types, when_true, when_present;
+};
+const std::vector<Refusal>& refused_families();
+// The same from a families.yaml of this text (tests).
+std::vector<Refusal> refused_from_text(const std::string& text, const std::string& path);
+
 // What a PEFT modules_to_save entry trains beside the adapters: the embeddings (embed_tokens, wte,
 // embed_in: Setting::train_embeddings) or the head (lm_head, score, classifier: Setting::
 // train_head); nullopt: neither.

@@ -122,6 +122,7 @@ struct Families {
   std::map<std::string, Entry> entries;  // bases and families by name
   std::vector<std::string> types;        // the families, in file order
   std::map<std::string, std::string> aliases;  // a model_type read as a family (`aliases:`) -> the family
+  std::string refused_text;                    // the `refused:` section, at its lines (blank lines above)
   mutable std::mutex mu;
   mutable std::map<std::string, detail::Family> built;
 
@@ -189,10 +190,19 @@ std::unique_ptr<Families> index_families(const std::string& text, const std::str
     if (!l.empty() && l[0] != ' ' && l[0] != '#' && l[0] != '\r') {  // a section
       const auto colon = l.find(':');
       section = colon == std::string::npos ? l : l.substr(0, colon);
-      if ((section != "bases" && section != "families") || colon == std::string::npos || !trimmed(l.substr(colon + 1)).empty())
+      if ((section != "bases" && section != "families" && section != "refused") || colon == std::string::npos ||
+          !trimmed(l.substr(colon + 1)).empty())
         throw InputError(Where::at_file(path, line, 1), fmt::format("unexpected '{}' at the top level", clip(l)),
-                         "the table has two lists, 'bases:' and 'families:'");
+                         "the table has three lists, 'bases:', 'families:' and 'refused:'");
       cur = nullptr;
+      if (section == "refused") {
+        if (!f->refused_text.empty()) throw InputError(Where::at_file(path, line, 1), "a second 'refused:'", kHint);
+        f->refused_text = std::string(static_cast<size_t>(line - 1), '\n') + l + "\n";
+      }
+      return;
+    }
+    if (section == "refused") {  // read whole when a config is checked against it
+      f->refused_text += l + "\n";
       return;
     }
     if (l.rfind("  - ", 0) == 0 && !section.empty()) {
@@ -233,6 +243,34 @@ std::unique_ptr<Families> index_families(const std::string& text, const std::str
       throw InputError(Where::at_file(path, line, 5), fmt::format("'{}' is named twice", clip(alias)),
                        fmt::format("it has an entry at line {}; an alias names no other entry or alias", f->entries.at(alias).line));
   return f;
+}
+
+// The `refused:` entries: what each is, why memplan cannot estimate it, the hint, and the model
+// types and config keys that name it.
+std::vector<detail::Refusal> read_refused(const Families& f) {
+  std::vector<detail::Refusal> out;
+  if (f.refused_text.empty()) return out;
+  const Node root = detail::parse_yaml(f.refused_text, f.path);
+  const Node* list = root.find("refused");
+  if (!list) return out;
+  if (list->kind != Node::Kind::list) throw InputError(list->where, "refused: is a list of entries", kHint);
+  static const detail::KeyTable<detail::Refusal> keys = {
+      {{"what"}, [](const Node& n, detail::Refusal& r) { r.what = detail::as_text(n); }},
+      {{"why"}, [](const Node& n, detail::Refusal& r) { r.why = detail::as_text(n); }},
+      {{"hint"}, [](const Node& n, detail::Refusal& r) { r.hint = detail::as_text(n); }},
+      {{"types"}, [](const Node& n, detail::Refusal& r) { r.types = detail::as_text_list(n); }},
+      {{"when_true"}, [](const Node& n, detail::Refusal& r) { r.when_true = detail::as_text_list(n); }},
+      {{"when_present"}, [](const Node& n, detail::Refusal& r) { r.when_present = detail::as_text_list(n); }},
+  };
+  for (const Node& item : list->items) {
+    if (item.kind != Node::Kind::map) throw InputError(item.where, "a refused: entry is a mapping ('- what: ...')", kHint);
+    detail::Refusal r;
+    detail::read_section(item, {&keys}, r, nullptr);
+    if (r.what.empty() || r.why.empty())
+      throw InputError(item.where, "a refused: entry says what the model is and why memplan cannot estimate it ('what:', 'why:')", kHint);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 std::optional<detail::Family> build_family(const Families& f, const std::string& type) {
@@ -284,6 +322,15 @@ std::optional<ModelSpec> family_defaults(const std::string& model_type) {
 }
 
 namespace detail {
+const std::vector<Refusal>& refused_families() {
+  static const std::vector<Refusal> r = read_refused(families());
+  return r;
+}
+
+std::vector<Refusal> refused_from_text(const std::string& text, const std::string& path) {
+  return read_refused(*index_families(text, path));
+}
+
 std::optional<ModelSpec> family_from_text(const std::string& text, const std::string& path, const std::string& type) {
   if (auto f = build_family(*index_families(text, path), type)) return f->spec;
   return std::nullopt;

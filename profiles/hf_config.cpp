@@ -36,9 +36,6 @@ InputError unsupported_type(const std::string& type, const Where& where) {
                     fmt::format("supported model types: {}", fmt::join(supported_model_types(), ", ")));
 }
 
-bool is_any(const std::string& s, std::initializer_list<const char*> names) {
-  return std::any_of(names.begin(), names.end(), [&](const char* n) { return s == n; });
-}
 
 // Reads a config.json's keys into the spec and notes each field's position for validation
 // messages; read_field() takes a key the file leaves out from the family's hf.defaults (its Config
@@ -397,20 +394,15 @@ WeightQuant read_quantization(const Node& q) {
   return w;
 }
 
-// Families memplan refuses, with the feature it would need.
+// What memplan refuses (families.yaml's refused:), with the feature it would need.
 void refuse_unsupported(const Node& root, const std::string& type, const Where& where) {
-  const Node* ed = root.find("is_encoder_decoder");
-  if (is_any(type, {"t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "whisper", "longt5", "switch_transformers"}) ||
-      (ed && as_bool(*ed)))
-    throw InputError(where, fmt::format("model_type '{}' is an encoder-decoder model: memplan does not model a decoder stack "
-                                        "with cross-attention over the encoder's output", type),
-                     "memplan estimates decoder-only language models and BERT-style encoders");
-  if (is_any(type, {"nemotron_h", "mamba", "mamba2", "jamba", "falcon_mamba", "falcon_h1", "zamba", "zamba2", "bamba",
-                    "granitemoehybrid", "lfm2"}) ||
-      root.find("hybrid_override_pattern") || root.find("ssm_state_size") || root.find("mamba_d_state"))
-    throw InputError(where, fmt::format("model_type '{}' has state-space (Mamba) layers: memplan does not model their selective "
-                                        "scan's saved tensors", type),
-                     "memplan estimates attention + MLP/MoE transformer layers");
+  for (const Refusal& r : refused_families()) {
+    const bool named = std::find(r.types.begin(), r.types.end(), type) != r.types.end() ||
+                       std::any_of(r.when_true.begin(), r.when_true.end(),
+                                   [&](const std::string& k) { const Node* n = root.find(k); return n && as_bool(*n); }) ||
+                       std::any_of(r.when_present.begin(), r.when_present.end(), [&](const std::string& k) { return root.find(k) != nullptr; });
+    if (named) throw InputError(where, fmt::format("model_type '{}' {}: {}", type, r.what, r.why), r.hint);
+  }
 }
 
 // The family a config.json's model_type is read as (its families.yaml entry or an alias of one).

@@ -592,3 +592,47 @@ TEST_CASE("families.yaml hf: keys, required, defaults, quirks, text_model and al
   CHECK(error_of("families:\n  - type: a\n    aliases:\n      - x\n", "a") ==
         "families.yaml:3:5: aliases: takes a list on its line, such as [RefinedWeb, RefinedWebModel]");
 }
+
+// What memplan refuses (families.yaml's refused:): by model_type, by a key stated true, by a key
+// stated at all; the table's mistakes at their lines.
+TEST_CASE("families.yaml refused: the bundled entries and the table's form") {
+  auto refusal = [](const std::string& json) {
+    try {
+      detail::read_hf_config(detail::parse_json(json, "config.json"), "config.json", "m");
+    } catch (const InputError& e) {
+      return e.message() + " | " + e.hint();
+    }
+    return std::string("read");
+  };
+  CHECK(refusal(R"({"model_type": "bart"})") ==
+        "model_type 'bart' is an encoder-decoder model: memplan does not model a decoder stack with cross-attention over the "
+        "encoder's output | memplan estimates decoder-only language models and BERT-style encoders");
+  CHECK(refusal(R"({"model_type": "llama", "is_encoder_decoder": true})").rfind("model_type 'llama' is an encoder-decoder model", 0) == 0);
+  CHECK(refusal(R"({"model_type": "llama", "is_encoder_decoder": false})").find("encoder-decoder") == std::string::npos);
+  CHECK(refusal(R"({"model_type": "llama", "mamba_d_state": 16})") ==
+        "model_type 'llama' has state-space (Mamba) layers: memplan does not model their selective scan's saved tensors | "
+        "memplan estimates attention + MLP/MoE transformer layers");
+  CHECK(refusal(R"({"model_type": "zamba2"})").rfind("model_type 'zamba2' has state-space (Mamba) layers", 0) == 0);
+
+  const std::string families = "families:\n  - type: a\n";
+  const auto r = detail::refused_from_text(families + "refused:\n  - what: is odd\n    why: no\n    types: [x, y]\n    when_present: [k]\n",
+                                           "families.yaml");
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].what == "is odd");
+  CHECK(r[0].types == std::vector<std::string>{"x", "y"});
+  CHECK(r[0].when_present == std::vector<std::string>{"k"});
+  CHECK(r[0].when_true.empty());
+  auto error_of = [](const std::string& text) {
+    try {
+      detail::refused_from_text(text, "families.yaml");
+    } catch (const InputError& e) {
+      return e.where().str() + ": " + e.message();
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of(families + "refused:\n  - what: is odd\n    why: no\n    typs: [x]\n") ==
+        "families.yaml:6:5: unknown key 'typs'");  // the hint names 'types'
+  CHECK(error_of(families + "refused:\n  - what: is odd\n    types: [x]\n") ==
+        "families.yaml:4:5: a refused: entry says what the model is and why memplan cannot estimate it ('what:', 'why:')");
+  CHECK(error_of(families + "refused:\n  - what: a\n    why: b\nrefused:\n").rfind("families.yaml:6:1: a second 'refused:'", 0) == 0);
+}
