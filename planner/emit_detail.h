@@ -18,8 +18,9 @@ std::vector<std::string> header_lines(const EmitContext& c);
 // (transformers src/transformers/integrations/deepspeed.py HfTrainerDeepSpeedConfig.trainer_config_process),
 // as a TrainingArguments-family file states them.
 std::string deepspeed_text(const TrainingSetup& s, int64_t global_batch, bool batch_auto = false);
-// Whether the DeepSpeed settings a short form cannot state differ from `base`'s: a setting row of
-// zero_optimization, the offload's pin_memory (on), DeepSpeed's 16-bit master state (kept).
+// Whether the DeepSpeed settings a short form cannot state differ from what it reads back as: a
+// setting row of zero_optimization against `base`'s, the offload's pin_memory on, DeepSpeed's 16-bit
+// master state kept (both off in every short form).
 bool zero_settings_differ(const TrainingSetup& s, const TrainingSetup& base);
 // "deepspeed:" and that config inline beneath it, indented (HF TrainingArguments and Axolotl take
 // a dict there; JSON is YAML flow style), its batch keys "auto": the file's own batch keys say them.

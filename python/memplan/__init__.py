@@ -36,10 +36,10 @@ def _data_dir():
 if not _os.environ.get("MEMPLAN_DATA_DIR") and _data_dir():
     _os.environ["MEMPLAN_DATA_DIR"] = _data_dir()
 
-from ._commands import Breakdown, ConfigWarning, InputError, Setup, estimate, fit, flags, plan, setup  # noqa: E402
+from ._commands import Breakdown, ConfigWarning, EstimateDocument, InputError, Setup, estimate, fit, flags, plan, setup  # noqa: E402
 from ._memplan import version as __version__  # noqa: E402
 from .monitor import Monitor, Status, install_cpu_counter, read_log  # noqa: E402
 from . import integrations  # noqa: E402,F401  (imports no framework until a callback is used)
 
-__all__ = ["setup", "Setup", "Breakdown", "estimate", "fit", "plan", "flags", "InputError", "ConfigWarning", "Monitor", "Status",
+__all__ = ["setup", "Setup", "Breakdown", "EstimateDocument", "estimate", "fit", "plan", "flags", "InputError", "ConfigWarning", "Monitor", "Status",
            "install_cpu_counter", "read_log", "integrations", "__version__"]

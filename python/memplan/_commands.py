@@ -18,7 +18,7 @@ import warnings
 
 from . import _memplan
 
-__all__ = ["InputError", "ConfigWarning", "Setup", "Breakdown", "setup", "estimate", "fit", "plan", "flags"]
+__all__ = ["InputError", "ConfigWarning", "Setup", "Breakdown", "EstimateDocument", "setup", "estimate", "fit", "plan", "flags"]
 
 # The library's setup and per-GPU breakdown (python/_memplan.cpp).
 Setup = _memplan.Setup
@@ -95,6 +95,15 @@ def flags(command):
         _flag_cache[command] = table
         _negation_cache[command] = negations
     return _flag_cache[command]
+
+
+class EstimateDocument(dict):
+    """A ``memplan.estimate/v1`` document (a dict, equal to the CLI's) that remembers the keywords
+    of the memplan.estimate() call that made it (``keywords``)."""
+
+    def __init__(self, doc, keywords):
+        super().__init__(doc)
+        self.keywords = keywords
 
 
 def _unknown_keyword(command, key, table):
@@ -291,11 +300,14 @@ def estimate(**kwargs):
     Called from a script that has imported torch (or transformers), and given neither
     ``torch_version=`` (``transformers_version=``) nor ``config=``, the estimate is for the release
     that interpreter runs; the document says so in ``notes`` and ``from_interpreter``.
-    ``from_interpreter=False`` keeps memplan's defaults.
+    ``from_interpreter=False`` keeps memplan's defaults. The document is the CLI's (a dict equal to
+    it); its ``keywords`` attribute holds the call's own keywords, which ``memplan.Monitor(estimate=
+    doc)`` asks fit about.
 
     >>> memplan.estimate(model="gpt2", micro_batch=1, seq_len=512)["per_gpu"]["peak_bytes"]
     """
-    return _run("estimate", kwargs)
+    call = dict(kwargs)
+    return EstimateDocument(_run("estimate", kwargs), call)
 
 
 def fit(**kwargs):

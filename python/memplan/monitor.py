@@ -26,8 +26,7 @@ __all__ = ["Monitor", "Status", "install_cpu_counter", "read_log", "SCHEMA", "DE
 
 SCHEMA = "memplan.monitor/v1"
 # The memory guides' bands (DESIGN.md "Memory thresholds"): target is fit's goal, the others name
-# the status of a reading. The defaults are the estimator's (estimator/setup.h Thresholds):
-# {"target": 0.90, "warning": 0.92, "critical": 0.95, "emergency": 0.97}.
+# the status of a reading. The defaults are the estimator's (estimator/setup.h Thresholds).
 DEFAULT_THRESHOLDS = dict(_memplan.default_thresholds)
 # The bands from the least to the most full, as the estimator names them (estimator/breakdown.h).
 BANDS = tuple(_memplan.bands)
@@ -299,22 +298,29 @@ def _check_thresholds(t):
 
 
 def _setup_keywords(doc):
-    """memplan.fit keywords that rebuild the setup of an estimate document (preset models only).
+    """memplan.fit keywords for the setup of an estimate document.
 
-    Every setup field with a flag (memplan's registry, _memplan.setup_paths()) whose place the
-    document's ``setup`` JSON shows becomes its keyword, with the value shown there.
+    A memplan.estimate() document carries its call's keywords (EstimateDocument.keywords): those,
+    exactly. A ``memplan estimate
+    --json`` document gives the flags its ``sources`` name: each registry row with a flag
+    (_memplan.setup_paths()) whose source is that flag, with the value its setup shows, and the card
+    of a --gpu flag; what a --config file stated is not in it (pass setup= for such a run). Values
+    only a default chose are left to fit's own defaults: an explicit default can narrow fit's
+    search (--no-liger keeps Liger's kernels out of it).
     """
+    if isinstance(getattr(doc, "keywords", None), dict):
+        return dict(doc.keywords)
     s = doc["setup"]
+    sources = s["sources"]
     kw = {"model": s["model"]["name"]}
-    for flag, path in _memplan.setup_paths():
-        value = s
-        for part in path.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        if value is None or value == [] or isinstance(value, dict):
+    for flag, path, place in _memplan.setup_paths():
+        if sources.get(path) != flag:
             continue
-        kw[flag[2:].replace("-", "_")] = value
-    if s.get("device_kind"):
-        kw["device"] = s["device_kind"]
+        value = doc
+        for part in place.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None and not isinstance(value, dict):
+            kw[flag[2:].replace("-", "_")] = value
     return kw
 
 

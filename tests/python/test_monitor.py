@@ -153,27 +153,41 @@ class CpuMonitor(unittest.TestCase):
         self.assertLessEqual(rec["peak_bytes"], 0.90 * capacity)
 
     def test_an_estimate_document_gives_back_its_setup(self):
-        # A Monitor given only estimate= asks fit about the document's setup: every field with a
-        # flag comes back as its keyword (the runtime switches, FSDP, expert parallelism and the
-        # LoRA dropout were once dropped, so fit answered for another setup).
+        # A Monitor given only estimate= asks fit about the document's setup. A memplan.estimate()
+        # document carries its call's keywords; fit then answers as for setup= (a hand-picked dozen
+        # fields once dropped the runtime switches, FSDP and the LoRA dropout, and explicit
+        # defaults such as liger=False narrowed fit's search).
         from memplan.monitor import _setup_keywords
         cases = [dict(model="gpt2", micro_batch=2, seq_len=128, liger=True, fsdp="full_shard", gpus=2,
-                      finetune="lora", lora_dropout=0.1, expandable_segments=True),
+                      finetune="lora", lora_dropout=0.1, expandable_segments=True, gpu="h100-80gb"),
                  dict(model="moe-nano", micro_batch=1, seq_len=256, gpus=4, expert_parallel=2, zero=2, compile=True),
-                 dict(model="llama-3.2-1b", micro_batch=1, seq_len=512, finetune="qlora", lora_rank=32,
-                      lora_targets="q_proj,v_proj", checkpointing="full", optimizer="adamw-8bit", loss="chunked"),
+                 dict(model="llama-3.2-1b", micro_batch=1, seq_len=4096, precision="amp-bf16"),
                  dict(model="gpt2", micro_batch=4, seq_len=64, device="cpu", torch_version="2.4")]
         for kw in cases:
             with self.subTest(**{k: str(v) for k, v in kw.items()}):
-                doc = memplan.estimate(**kw)
-                back = _setup_keywords(doc)
-                for key, value in kw.items():
-                    if key not in ("lora_targets",):
-                        self.assertIn(key, back)
-                again = memplan.estimate(**back)["setup"]
-                want = dict(doc["setup"])
-                del want["sources"], again["sources"]
-                self.assertEqual(again, want)
+                back = _setup_keywords(memplan.estimate(**kw))
+                self.assertEqual(back, kw)
+                gpu_memory = f"{20 * 2**30}B"
+                mine, theirs = memplan.fit(**back, gpu_memory=gpu_memory), memplan.fit(**kw, gpu_memory=gpu_memory)
+                self.assertEqual(mine["largest_micro_batch"], theirs["largest_micro_batch"])
+                self.assertEqual([o["flags"] for o in mine.get("options", [])], [o["flags"] for o in theirs.get("options", [])])
+
+    def test_a_cli_document_gives_back_its_flags(self):
+        # A `memplan estimate --json` document: the flags its sources name, with the values its
+        # setup shows (the card by name), and nothing a default chose.
+        binary = os.environ.get("MEMPLAN_BIN")
+        if not binary:
+            self.skipTest("MEMPLAN_BIN not set")
+        import subprocess
+        from memplan.monitor import _setup_keywords
+        flags = ["--model", "gpt2", "--gpu", "h100-80gb", "--micro-batch", "2", "--seq-len", "128", "--liger",
+                 "--fsdp", "full_shard", "--gpus", "2", "--finetune", "lora", "--lora-dropout", "0.1"]
+        doc = json.loads(subprocess.run([binary, "estimate", *flags, "--json"], check=True, capture_output=True, text=True).stdout)
+        back = _setup_keywords(doc)
+        self.assertEqual(back, dict(model="gpt2", gpu="h100-80gb", micro_batch=2, seq_len=128, liger=True, fsdp="full",
+                                    gpus=2, finetune="lora", lora_dropout=0.1))
+        again = memplan.estimate(**back, from_interpreter=False)
+        self.assertEqual(again["per_gpu"]["peak_bytes"], doc["per_gpu"]["peak_bytes"])
 
     def test_replay_through_the_cli(self):
         binary = os.environ.get("MEMPLAN_BIN")
