@@ -5,6 +5,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <type_traits>
+#include <variant>
 
 #include "estimator/attention_kernel.h"
 #include "estimator/checked.h"
@@ -89,21 +91,16 @@ nlohmann::json sources_json(const profiles::BuiltSetup& b) {
 nlohmann::json setup_json(const TrainingSetup& s) {
   const ModelSpec& m = s.model;
   nlohmann::json j;
-  j["model"] = {{"name", m.name},
-                {"model_type", m.model_type},
-                {"hidden_size", m.hidden_size},
-                {"num_layers", m.num_layers},
-                {"num_attention_heads", m.num_attention_heads},
-                {"num_key_value_heads", m.num_key_value_heads},
-                {"head_dim", m.head_dim},
-                {"intermediate_size", m.intermediate_size},
-                {"vocab_size", m.vocab_size},
-                {"norm", to_string(m.norm)},
-                {"activation", to_string(m.activation)},
-                {"gated_mlp", m.gated_mlp},
-                {"positions", to_string(m.positions)},
-                {"tie_word_embeddings", m.tie_word_embeddings},
-                {"head", to_string(m.head)}};
+  // The model's rows marked shown (estimator/model_fields.cpp), under their names.
+  for (const ModelField& f : model_fields())
+    if (f.in_setup_json)
+      std::visit(
+          [&](const auto& member) {
+            using M = std::decay_t<decltype(member)>;
+            if constexpr (std::is_same_v<M, NamedMember>) j["model"][f.name] = member.shown(m);
+            else j["model"][f.name] = m.*member;
+          },
+          f.member);
   if (m.num_experts > 0)
     j["model"]["moe"] = {{"num_experts", m.num_experts},
                          {"num_experts_per_token", m.experts_per_token},

@@ -497,6 +497,7 @@ struct NamedMember {
   std::vector<std::string> names;
   std::function<std::string(const ModelSpec&)> get;          // the value's word ("?": none)
   std::function<bool(ModelSpec&, const std::string&)> set;   // false: not one of the words
+  std::function<std::string(const ModelSpec&)> shown;        // the setup JSON's word (to_string) where it shows the field
 };
 using ModelMember = std::variant<bool ModelSpec::*, int64_t ModelSpec::*, double ModelSpec::*, std::string ModelSpec::*, NamedMember>;
 
@@ -505,8 +506,10 @@ struct ModelField {
   std::string path;  // "model.hidden_size" ("model.num_experts_per_token" for experts_per_token)
   size_t offset;     // where the member lies in a ModelSpec (path() finds the row by it)
   ModelMember member;
+  bool in_setup_json = false;  // the `setup` JSON's model section shows it, under `name`
 
   ModelField at(std::string p) &&;  // the row with another path
+  ModelField shown() &&;            // the row, shown in the setup JSON
 };
 
 // Every field, in ModelSpec's order.

@@ -33,8 +33,18 @@ ModelField row(const char* name, E ModelSpec::*member, std::vector<std::pair<con
   return {name, fmt::format("model.{}", name), model_offset(member), std::move(named)};
 }
 
+// An enum the setup JSON shows, by to_string's word ("layer-norm"; families.yaml's is "layer_norm").
+template <class E>
+ModelField shown_row(const char* name, E ModelSpec::*member, std::vector<std::pair<const char*, E>> words) {
+  ModelField f = row(name, member, std::move(words));
+  std::get<NamedMember>(f.member).shown = [member](const ModelSpec& m) { return std::string(to_string(m.*member)); };
+  f.in_setup_json = true;
+  return f;
+}
+
 // A row whose name is the member's own spelling, so the two cannot disagree.
 #define MEMPLAN_MODEL(member, ...) row(#member, &ModelSpec::member, ##__VA_ARGS__)
+#define MEMPLAN_MODEL_SHOWN(member, ...) shown_row(#member, &ModelSpec::member, ##__VA_ARGS__)
 
 }  // namespace
 
@@ -43,32 +53,37 @@ ModelField ModelField::at(std::string p) && {
   return std::move(*this);
 }
 
+ModelField ModelField::shown() && {
+  in_setup_json = true;
+  return std::move(*this);
+}
+
 const std::vector<ModelField>& model_fields() {
   static const std::vector<ModelField> t = {
-      MEMPLAN_MODEL(name),
-      MEMPLAN_MODEL(model_type),
+      MEMPLAN_MODEL(name).shown(),
+      MEMPLAN_MODEL(model_type).shown(),
       MEMPLAN_MODEL(hf_repo),
       MEMPLAN_MODEL(checkpoint_dtype),
-      MEMPLAN_MODEL(head, {{"causal_lm", HeadKind::causal_lm}, {"masked_lm", HeadKind::masked_lm},
+      MEMPLAN_MODEL_SHOWN(head, {{"causal_lm", HeadKind::causal_lm}, {"masked_lm", HeadKind::masked_lm},
                           {"sequence_classification", HeadKind::sequence_classification}}),
-      MEMPLAN_MODEL(hidden_size),
-      MEMPLAN_MODEL(num_layers),
-      MEMPLAN_MODEL(num_attention_heads),
-      MEMPLAN_MODEL(num_key_value_heads),
-      MEMPLAN_MODEL(head_dim),
-      MEMPLAN_MODEL(intermediate_size),
-      MEMPLAN_MODEL(vocab_size),
+      MEMPLAN_MODEL(hidden_size).shown(),
+      MEMPLAN_MODEL(num_layers).shown(),
+      MEMPLAN_MODEL(num_attention_heads).shown(),
+      MEMPLAN_MODEL(num_key_value_heads).shown(),
+      MEMPLAN_MODEL(head_dim).shown(),
+      MEMPLAN_MODEL(intermediate_size).shown(),
+      MEMPLAN_MODEL(vocab_size).shown(),
       MEMPLAN_MODEL(max_position_embeddings),
       MEMPLAN_MODEL(num_labels),
       MEMPLAN_MODEL(type_vocab_size),
-      MEMPLAN_MODEL(norm, {{"layer_norm", NormKind::layer_norm}, {"rms_norm", NormKind::rms_norm}}),
-      MEMPLAN_MODEL(activation, {{"gelu", Activation::gelu}, {"gelu_tanh", Activation::gelu_tanh},
+      MEMPLAN_MODEL_SHOWN(norm, {{"layer_norm", NormKind::layer_norm}, {"rms_norm", NormKind::rms_norm}}),
+      MEMPLAN_MODEL_SHOWN(activation, {{"gelu", Activation::gelu}, {"gelu_tanh", Activation::gelu_tanh},
                                 {"gelu_new", Activation::gelu_new}, {"silu", Activation::silu},
                                 {"relu", Activation::relu}}),
-      MEMPLAN_MODEL(gated_mlp),
-      MEMPLAN_MODEL(positions, {{"learned", PositionKind::learned}, {"rotary", PositionKind::rotary},
+      MEMPLAN_MODEL(gated_mlp).shown(),
+      MEMPLAN_MODEL_SHOWN(positions, {{"learned", PositionKind::learned}, {"rotary", PositionKind::rotary},
                                {"alibi", PositionKind::alibi}, {"none", PositionKind::none}}),
-      MEMPLAN_MODEL(tie_word_embeddings),
+      MEMPLAN_MODEL(tie_word_embeddings).shown(),
       MEMPLAN_MODEL(qkv_bias),
       MEMPLAN_MODEL(o_bias),
       MEMPLAN_MODEL(mlp_bias),

@@ -1059,6 +1059,24 @@ TEST_CASE("model registry: one row per ModelSpec field, named as the member, its
   CHECK_THROWS_AS(path(&ModelSpec::quantized), std::logic_error);
 }
 
+TEST_CASE("model registry: the setup JSON's model section is the rows marked shown, enums by to_string's word") {
+  const json model = estimate_json({"--model", "gpt2"}).at("setup").at("model");
+  size_t shown = 0;
+  for (const ModelField& f : model_fields()) {
+    CAPTURE(f.name);
+    CHECK(model.contains(f.name) == f.in_setup_json);
+    shown += f.in_setup_json ? 1 : 0;
+  }
+  CHECK(shown == 15);
+  CHECK(model.size() == shown);  // a MoE model adds its derived moe: block
+  CHECK(model.at("norm") == "layer-norm");  // families.yaml's word is layer_norm
+  CHECK(model.at("activation") == "gelu-new");
+  CHECK(model.at("head") == "causal-lm");
+  CHECK(model.at("hidden_size") == 768);
+  CHECK(model.at("tie_word_embeddings") == true);
+  CHECK(estimate_json({"--model", "moe-nano"}).at("setup").at("model").contains("moe"));
+}
+
 TEST_CASE("model registry: an inline model's keys, an HF config's keys and validate() name the row's path") {
   // The memplan YAML model: section, each key at its line.
   const std::string text = "model:\n  name: tiny\n  model_type: llama\n  hidden_size: 64\n  num_layers: 2\n  num_attention_heads: 4\n"
