@@ -54,6 +54,10 @@ ModelField ModelField::at(std::string p) && {
 }
 
 ModelField ModelField::shown() && {
+  // An enum needs its to_string word: MEMPLAN_MODEL_SHOWN (model_fields() is built at the first
+  // path() or families.yaml read, so every test run meets this).
+  if (std::holds_alternative<NamedMember>(member))
+    throw std::logic_error("model field " + name + ": an enum shown in the setup JSON is MEMPLAN_MODEL_SHOWN, not .shown()");
   in_setup_json = true;
   return std::move(*this);
 }

@@ -255,6 +255,7 @@ std::vector<detail::Refusal> read_refused(const Families& f) {
   if (!list) return out;
   if (list->kind != Node::Kind::list) throw InputError(list->where, "refused: is a list of entries", kHint);
   static const detail::KeyTable<detail::Refusal> keys = {
+      {{"source"}, [](const Node&, detail::Refusal&) {}},
       {{"what"}, [](const Node& n, detail::Refusal& r) { r.what = detail::as_text(n); }},
       {{"why"}, [](const Node& n, detail::Refusal& r) { r.why = detail::as_text(n); }},
       {{"hint"}, [](const Node& n, detail::Refusal& r) { r.hint = detail::as_text(n); }},
@@ -268,6 +269,10 @@ std::vector<detail::Refusal> read_refused(const Families& f) {
     detail::read_section(item, {&keys}, r, nullptr);
     if (r.what.empty() || r.why.empty())
       throw InputError(item.where, "a refused: entry says what the model is and why memplan cannot estimate it ('what:', 'why:')", kHint);
+    for (const std::string& t : r.types)
+      if (f.entries.count(t) || f.aliases.count(t))
+        throw InputError(item.find("types")->where, fmt::format("'{}' is refused and has an entry", clip(t)),
+                         "a model type is read as a family or refused, not both");
     out.push_back(std::move(r));
   }
   return out;

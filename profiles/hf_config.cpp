@@ -36,7 +36,6 @@ InputError unsupported_type(const std::string& type, const Where& where) {
                     fmt::format("supported model types: {}", fmt::join(supported_model_types(), ", ")));
 }
 
-
 // Reads a config.json's keys into the spec and notes each field's position for validation
 // messages; read_field() takes a key the file leaves out from the family's hf.defaults (its Config
 // class's default) when the table gives one.

@@ -414,25 +414,28 @@ PYBIND11_MODULE(_memplan, m) {
           return out;
         }, "The releases memplan models (estimator/fields.h): (flag, the Python module whose __version__ it is, the largest major it reads; 0: any)");
   m.def("setup_paths", [] {
-          // Each registry row with a flag: its path (the `sources` key) and where an estimate
-          // document shows its value (api/documents.cpp), dotted from the document's top.
-          std::vector<std::tuple<std::string, std::string, std::string>> out;
+          // Each registry row with a flag: its path (the `sources` key), where an estimate document
+          // shows its value (api/documents.cpp), dotted from the document's top, and a switch's
+          // negation ("--no-liger", which `sources` names when the flag turned it off).
+          std::vector<std::tuple<std::string, std::string, std::string, std::string>> out;
           auto add = [&](const auto& rows) {
             for (const auto& f : rows)
-              if (f.flag) out.emplace_back(f.flag, f.path, std::string("setup.") + f.path);
+              if (f.flag) out.emplace_back(f.flag, f.path, std::string("setup.") + f.path, "");
           };
-          add(memplan::switch_fields());
+          for (const memplan::SwitchField& f : memplan::switch_fields())
+            out.emplace_back(f.flag, f.path, std::string("setup.") + f.path, f.negation());
           add(memplan::count_fields());
           add(memplan::choice_fields());
           add(memplan::number_fields());
           add(memplan::list_fields());
           add(memplan::version_fields());
-          // The targets the document shows: the card's name and the device kind. The sizes and the
-          // calibration profile are not in it (the device's capacity is, in bytes).
-          out.emplace_back(memplan::field(memplan::Target::gpu).flag, memplan::path(memplan::Target::gpu), "device.name");
-          out.emplace_back(memplan::field(memplan::Target::device).flag, memplan::path(memplan::Target::device), "setup.device_kind");
+          // The targets the document shows: the card's name and the device kind. Not given back: the
+          // sizes (the document shows the capacity and the cap in bytes, after a fraction or a
+          // preset resolved them) and the calibration profile's path.
+          out.emplace_back(memplan::field(memplan::Target::gpu).flag, memplan::path(memplan::Target::gpu), "device.name", "");
+          out.emplace_back(memplan::field(memplan::Target::device).flag, memplan::path(memplan::Target::device), "setup.device_kind", "");
           return out;
-        }, "(flag, setup path, the dotted place in an estimate document that shows its value) of every setup field with a flag the document shows (estimator/fields.h)");
+        }, "(flag, setup path, the dotted place in an estimate document that shows its value, a switch's negation or '') of every setup field with a flag the document shows (estimator/fields.h)");
   m.def("flags", &mp::flags, py::arg("command"), "The command's flags: (long names, type name, takes a value, description) each");
   m.def("nearest", [](const std::string& word, const std::vector<std::string>& candidates) {
           return memplan::profiles::nearest(word, candidates);

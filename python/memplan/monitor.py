@@ -301,10 +301,11 @@ def _setup_keywords(doc):
     """memplan.fit keywords for the setup of an estimate document.
 
     A memplan.estimate() document carries its call's keywords (EstimateDocument.keywords): those,
-    exactly. A ``memplan estimate
-    --json`` document gives the flags its ``sources`` name: each registry row with a flag
-    (_memplan.setup_paths()) whose source is that flag, with the value its setup shows, and the card
-    of a --gpu flag; what a --config file stated is not in it (pass setup= for such a run). Values
+    exactly. A ``memplan estimate --json`` document (or a copy of one) gives the flags its
+    ``sources`` name: each registry row with a flag (_memplan.setup_paths()) whose source is that
+    flag or its negation, with the value its setup shows, the card of a --gpu flag, and the model
+    by its name (a preset or a Hub id: a model file's path is not in the document). Not in it:
+    what a --config file stated, the sizes and the calibration (pass setup= for such a run). Values
     only a default chose are left to fit's own defaults: an explicit default can narrow fit's
     search (--no-liger keeps Liger's kernels out of it).
     """
@@ -313,8 +314,8 @@ def _setup_keywords(doc):
     s = doc["setup"]
     sources = s["sources"]
     kw = {"model": s["model"]["name"]}
-    for flag, path, place in _memplan.setup_paths():
-        if sources.get(path) != flag:
+    for flag, path, place, negation in _memplan.setup_paths():
+        if sources.get(path) not in (flag, negation or flag):
             continue
         value = doc
         for part in place.split("."):

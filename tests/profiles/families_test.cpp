@@ -635,4 +635,10 @@ TEST_CASE("families.yaml refused: the bundled entries and the table's form") {
   CHECK(error_of(families + "refused:\n  - what: is odd\n    types: [x]\n") ==
         "families.yaml:4:5: a refused: entry says what the model is and why memplan cannot estimate it ('what:', 'why:')");
   CHECK(error_of(families + "refused:\n  - what: a\n    why: b\nrefused:\n").rfind("families.yaml:6:1: a second 'refused:'", 0) == 0);
+  // A type is read as a family or refused, not both; the section may come first and cite a source.
+  CHECK(error_of(families + "refused:\n  - what: a\n    why: b\n    types: [x, a]\n") == "families.yaml:6:5: 'a' is refused and has an entry");
+  const auto first = detail::refused_from_text("refused:\n  # a comment\n  - what: a\n    why: b\n    source: somewhere\n    types: [x]\n" + families,
+                                               "families.yaml");
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].types == std::vector<std::string>{"x"});
 }

@@ -162,6 +162,8 @@ class CpuMonitor(unittest.TestCase):
                       finetune="lora", lora_dropout=0.1, expandable_segments=True, gpu="h100-80gb"),
                  dict(model="moe-nano", micro_batch=1, seq_len=256, gpus=4, expert_parallel=2, zero=2, compile=True),
                  dict(model="llama-3.2-1b", micro_batch=1, seq_len=4096, precision="amp-bf16"),
+                 dict(model="llama-3.2-1b", micro_batch=1, seq_len=512, finetune="qlora", lora_rank=32,
+                      lora_targets="q_proj,v_proj", checkpointing="full", optimizer="adamw-8bit", loss="chunked"),
                  dict(model="gpt2", micro_batch=4, seq_len=64, device="cpu", torch_version="2.4")]
         for kw in cases:
             with self.subTest(**{k: str(v) for k, v in kw.items()}):
@@ -180,14 +182,22 @@ class CpuMonitor(unittest.TestCase):
             self.skipTest("MEMPLAN_BIN not set")
         import subprocess
         from memplan.monitor import _setup_keywords
-        flags = ["--model", "gpt2", "--gpu", "h100-80gb", "--micro-batch", "2", "--seq-len", "128", "--liger",
-                 "--fsdp", "full_shard", "--gpus", "2", "--finetune", "lora", "--lora-dropout", "0.1"]
-        doc = json.loads(subprocess.run([binary, "estimate", *flags, "--json"], check=True, capture_output=True, text=True).stdout)
-        back = _setup_keywords(doc)
-        self.assertEqual(back, dict(model="gpt2", gpu="h100-80gb", micro_batch=2, seq_len=128, liger=True, fsdp="full",
-                                    gpus=2, finetune="lora", lora_dropout=0.1))
-        again = memplan.estimate(**back, from_interpreter=False)
-        self.assertEqual(again["per_gpu"]["peak_bytes"], doc["per_gpu"]["peak_bytes"])
+        cases = [(["--model", "gpt2", "--gpu", "h100-80gb", "--micro-batch", "2", "--seq-len", "128", "--liger",
+                   "--fsdp", "full_shard", "--gpus", "2", "--finetune", "lora", "--lora-dropout", "0.1"],
+                  dict(model="gpt2", gpu="h100-80gb", micro_batch=2, seq_len=128, liger=True, fsdp="full", gpus=2,
+                       finetune="lora", lora_dropout=0.1)),
+                 # A switch a flag turned off: its negation is its source.
+                 (["--model", "gpt2", "--gpu", "t4", "--finetune", "qlora", "--no-double-quant", "--no-liger"],
+                  dict(model="gpt2", gpu="t4", finetune="qlora", double_quant=False, liger=False))]
+        for flags, want in cases:
+            with self.subTest(flags=" ".join(flags)):
+                doc = json.loads(subprocess.run([binary, "estimate", *flags, "--json"], check=True, capture_output=True,
+                                                text=True).stdout)
+                back = _setup_keywords(doc)
+                self.assertEqual(back, want)
+                again = memplan.estimate(**back, from_interpreter=False)
+                self.assertEqual(again["per_gpu"]["peak_bytes"], doc["per_gpu"]["peak_bytes"])
+                self.assertEqual(_setup_keywords(dict(again)), want)  # a plain copy of a Python document too
 
     def test_replay_through_the_cli(self):
         binary = os.environ.get("MEMPLAN_BIN")
