@@ -50,9 +50,11 @@ std::vector<std::string> choices_of(const std::string& command, const std::strin
     return v;
   }
   if (const auto it = kLists.find(option); it != kLists.end()) return it->second();
-  if (option == "--device") return command == "calibrate" || command == "measure" ? std::vector<std::string>{"cpu", "cuda:0"}
-                                                                                    : std::vector<std::string>{"cuda", "cpu"};
-  if (option == "--gpu") {
+  // The targets' and the ZeRO stage's values (estimator/fields.h's rows; calibrate's and measure's
+  // --device names a torch device).
+  if (option == field(Target::device).flag)
+    return command == "calibrate" || command == "measure" ? std::vector<std::string>{"cpu", "cuda:0"} : std::vector<std::string>{"cuda", "cpu"};
+  if (option == field(Target::gpu).flag) {
     std::vector<std::string> v;
     for (const profiles::GpuProfile* g : profiles::gpu_catalog().all()) v.push_back(g->name);
     return v;
@@ -64,7 +66,7 @@ std::vector<std::string> choices_of(const std::string& command, const std::strin
   }
   if (option == "--tier") return {"safe", "balanced", "aggressive"};
   if (option == "--source") return {"auto", "nvml", "rocm-smi", "process"};
-  if (option == "--zero") return {"0", "1", "2", "3"};
+  if (option == field(Count::zero_stage).flag) return {"0", "1", "2", "3"};  // validate()'s stages
   return {};
 }
 

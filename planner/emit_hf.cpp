@@ -81,7 +81,7 @@ std::string recheck_command(const EmitContext& c, const std::string& file, const
   const TrainingSetup& s = c.setup;
   std::string cmd = fmt::format("memplan estimate --config {}", file);
   if (const std::string target = target_flag(c); !target.empty()) cmd += " " + target;
-  if (s.parallel.num_gpus > 1) cmd += fmt::format(" --gpus {}", s.parallel.num_gpus);
+  if (s.parallel.num_gpus > 1) cmd += " " + flag_arg(Count::num_gpus, s.parallel.num_gpus);
   for (const std::string& f : flags) cmd += " " + f;
   return text::comment_text(cmd);  // written on a comment line
 }

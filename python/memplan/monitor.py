@@ -28,6 +28,7 @@ SCHEMA = "memplan.monitor/v1"
 # The memory guides' bands (DESIGN.md "Memory thresholds"): target is fit's goal, the others name
 # the status of a reading. The defaults are the estimator's (estimator/setup.h Thresholds).
 DEFAULT_THRESHOLDS = dict(_memplan.default_thresholds)
+_THRESHOLDS_HINT = "thresholds={{'warning': {warning}, 'critical': {critical}, 'emergency': {emergency}}}".format(**DEFAULT_THRESHOLDS)
 # The bands from the least to the most full, as the estimator names them (estimator/breakdown.h).
 BANDS = tuple(_memplan.bands)
 GIB = 1024 ** 3
@@ -291,10 +292,10 @@ def _check_thresholds(t):
         v = t.get(key)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v <= 1:
             raise InputError(f"threshold '{key}' must be a fraction in (0, 1] (got {v!r})", flag="thresholds",
-                             keyword="thresholds", hint="thresholds={'warning': 0.92, 'critical': 0.95, 'emergency': 0.97}")
+                             keyword="thresholds", hint=_THRESHOLDS_HINT)
     if not t["warning"] < t["critical"] < t["emergency"]:
         raise InputError(f"thresholds must rise: warning {t['warning']} < critical {t['critical']} < emergency {t['emergency']}",
-                         flag="thresholds", keyword="thresholds", hint="the defaults are 0.92, 0.95 and 0.97")
+                         flag="thresholds", keyword="thresholds", hint="the defaults are {warning}, {critical} and {emergency}".format(**DEFAULT_THRESHOLDS))
 
 
 def _setup_keywords(doc):
@@ -365,7 +366,7 @@ class Monitor:
         if thresholds is not None:
             if not isinstance(thresholds, dict):
                 raise InputError("thresholds takes a dict of fractions", flag="thresholds", keyword="thresholds",
-                                 hint="thresholds={'warning': 0.92, 'critical': 0.95, 'emergency': 0.97}")
+                                 hint=_THRESHOLDS_HINT)
             unknown = set(thresholds) - set(DEFAULT_THRESHOLDS)
             if unknown:
                 raise InputError(f"unknown threshold '{sorted(unknown)[0]}'", flag="thresholds", keyword="thresholds",
