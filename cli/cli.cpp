@@ -21,6 +21,12 @@
 namespace memplan::cli {
 
 int run_app(const std::vector<Registrar>& table, int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  // --version needs no command: answered before any is registered (registering all of them, for
+  // --help's list, is most of a short run's work).
+  if (argc >= 2 && argv[1] == std::string("--version")) {
+    out << MEMPLAN_VERSION << "\n";
+    return kExitOk;
+  }
   CLI::App app{"memplan: how much GPU memory a training job needs, whether it fits, and what fits best.\n"
                "Exit codes: 0 fits/ok, 1 does not fit, 2 invalid input, 3 internal error.",
                "memplan"};
