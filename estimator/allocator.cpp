@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "estimator/allocator_fast.h"
 #include "estimator/error.h"
 
 namespace memplan {
@@ -1036,7 +1037,22 @@ struct ReplayDriver {
   }
 };
 
-ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config, int64_t reset_peaks_at) {
+namespace {
+
+// A replay without segment actions: the lean engine (allocator_fast.h) where it covers the
+// settings and the events' streams, else the model.
+ReplayResult replay_peaks(const std::vector<AllocatorEvent>& events, const SlottedEvents& slotted, const AllocatorConfig& config,
+                          int64_t reset_peaks_at) {
+  ReplayResult out;
+  if (fast_replay::covers(config) && fast_replay::run(events, slotted.slot, slotted.slots, config, reset_peaks_at, out)) return out;
+  return ReplayDriver::run(events, slotted, config, reset_peaks_at, /*with_actions=*/false);
+}
+
+}  // namespace
+
+ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config, int64_t reset_peaks_at,
+                    bool segment_actions) {
+  if (!segment_actions) return replay_peaks(events, slot_events(events), config, reset_peaks_at);
   return ReplayDriver::run(events, slot_events(events), config, reset_peaks_at, /*with_actions=*/true);
 }
 
@@ -1059,7 +1075,7 @@ int64_t find_oom_boundary(const std::vector<AllocatorEvent>& events, const Alloc
                           int64_t granularity) {
   MEMPLAN_CHECK(granularity > 0, "allocator model: boundary granularity must be positive");
   const SlottedEvents slotted = slot_events(events);
-  auto runs = [&](const AllocatorConfig& c) { return ReplayDriver::run(events, slotted, c, -1, /*with_actions=*/false); };
+  auto runs = [&](const AllocatorConfig& c) { return replay_peaks(events, slotted, c, -1); };
   AllocatorConfig c = config;
   c.capacity = 0;
   const ReplayResult unlimited = runs(c);

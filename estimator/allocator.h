@@ -195,8 +195,11 @@ struct ReplayResult {
 // Feeds `events` through a fresh model with `config`. An alloc whose size is negative or a free of
 // an unknown id is an internal error (MEMPLAN_CHECK). `reset_peaks_at` >= 0: the peaks are reset
 // (torch.cuda.reset_peak_memory_stats) just before that event, so they cover what follows.
+// Without `segment_actions` the result has none, and the settings PyTorch has by default (no
+// expandable segments, max_split_size or garbage collection; one stream) are replayed by a leaner
+// engine with the same answers (allocator_fast.h), several times faster.
 ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config,
-                    int64_t reset_peaks_at = -1);
+                    int64_t reset_peaks_at = -1, bool segment_actions = true);
 
 // The most bytes the live allocations of `events` hold at once, each request rounded as `config`
 // rounds it (round_size). Every allocated block is at least its rounded request and reserved memory

@@ -813,7 +813,7 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
   ReplayMemo::Answer v;
   const ReplayMemo::Key peaks = ReplayMemo::key(fp, cfg, ReplayMemo::kPeaks);
   if (!memo.find(peaks, &v)) {
-    const ReplayResult r = replay(seq().events, cfg, static_cast<int64_t>(seq().last_step_begin));
+    const ReplayResult r = replay(seq().events, cfg, static_cast<int64_t>(seq().last_step_begin), /*segment_actions=*/false);
     v = {r.peak_reserved, r.peak_allocated, seq().peak_bytes, seq().process_peak_bytes};
     memo.put(peaks, v);
   }
@@ -840,7 +840,7 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
     } else {
       const ReplayMemo::Key k = ReplayMemo::key(fp, capped, ReplayMemo::kRunsIn);
       if (!memo.find(k, &v)) {
-        const bool runs = peak_rounded_requests(seq().events, capped) <= capacity && replay(seq().events, capped).ran;
+        const bool runs = peak_rounded_requests(seq().events, capped) <= capacity && replay(seq().events, capped, -1, /*segment_actions=*/false).ran;
         v = {runs ? 1 : 0};
         memo.put(k, v);
       }

@@ -48,14 +48,7 @@ std::vector<LoopCase> loop_cases() {
     const nlohmann::json d = nlohmann::json::parse(line);
     if (!d.contains("case")) continue;
     const auto& c = d.at("case");
-    const std::string weights = c.value("weights", ""), autocast = c.value("autocast", "");
-    profiles::SetupInputs si = h200_inputs(
-        c.at("preset").get<std::string>(), c.at("batch").get<int64_t>(), c.at("seq").get<int64_t>(),
-        weights == "bf16" ? "bf16" : autocast == "bf16" ? "amp-bf16" : autocast == "fp16" ? "amp-fp16" : "fp32",
-        c.value("checkpointing", "none"));
-    if (c.contains("attention")) si.choice_flag(Choice::attention) = c.at("attention").get<std::string>();
-    if (c.contains("optimizer")) si.choice_flag(Choice::optimizer) = c.at("optimizer").get<std::string>();
-    if (c.contains("optimizer_impl")) si.choice_flag(Choice::optimizer_impl) = c.at("optimizer_impl").get<std::string>();
+    const profiles::SetupInputs si = testing::h200_loop_inputs(c);
     LoopCase lc;
     lc.id = c.at("id").get<std::string>();
     lc.conf = d.at("alloc_conf").get<std::string>();

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "profiles/profiles.h"
 
 namespace memplan::testing {
@@ -23,6 +25,20 @@ inline profiles::SetupInputs h200_inputs(const std::string& model, int64_t batch
   si.count_flag(Count::seq_len) = seq;
   si.choice_flag(Choice::precision) = precision;
   si.choice_flag(Choice::checkpointing) = checkpointing;
+  return si;
+}
+
+// The inputs of one `case` of tests/data/gpu/h200-loops.jsonl (its preset, batch, sequence,
+// weights/autocast, checkpointing, attention and optimizer as the data set's README lists them).
+inline profiles::SetupInputs h200_loop_inputs(const nlohmann::json& c) {
+  const std::string weights = c.value("weights", ""), autocast = c.value("autocast", "");
+  profiles::SetupInputs si = h200_inputs(
+      c.at("preset").get<std::string>(), c.at("batch").get<int64_t>(), c.at("seq").get<int64_t>(),
+      weights == "bf16" ? "bf16" : autocast == "bf16" ? "amp-bf16" : autocast == "fp16" ? "amp-fp16" : "fp32",
+      c.value("checkpointing", "none"));
+  if (c.contains("attention")) si.choice_flag(Choice::attention) = c.at("attention").get<std::string>();
+  if (c.contains("optimizer")) si.choice_flag(Choice::optimizer) = c.at("optimizer").get<std::string>();
+  if (c.contains("optimizer_impl")) si.choice_flag(Choice::optimizer_impl) = c.at("optimizer_impl").get<std::string>();
   return si;
 }
 
