@@ -58,8 +58,31 @@ MemoryBreakdown estimate(const TrainingSetup& s, const Timeline& t, const Calibr
 }
 
 
+VerdictBound verdict_bound(const TrainingSetup& s, const Timeline& t, const Calibration* cal, const ParamSummary* summary) {
+  const MemoryBreakdown b = compose(s, t, cal, /*with_text=*/false, summary, /*replay=*/false);
+  VerdictBound v;
+  v.host_bytes = b.host_bytes();
+  if (!replay_may_apply(s, cal)) {  // the formula's overhead stands: this is the verdict
+    v.lower = b.verdict_bytes();
+    v.exact = true;
+    v.runs = b.runs >= 0 ? b.runs : -1;
+    return v;
+  }
+  // replay_allocator's verdict: max(tensors, reserved) + context, or context + the target's share
+  // where the step runs there squeezed, which it is said to only when the tensors fit that share;
+  // the formula's (where the replay declines a long sequence) has an overhead >= 0 on the tensors.
+  const int64_t context = b.phases.front()[Term::cuda_context];
+  int64_t tensors = 0;
+  for (const PhaseState& ph : b.phases) tensors = std::max(tensors, ph.total() - ph[Term::cuda_context] - ph[Term::allocator_overhead]);
+  v.lower = context + tensors;
+  // Tensors and context beyond the card: neither the replay (the tensors outgrow the room it has)
+  // nor the formula (the peak is over the card) says the step runs.
+  if (s.device.capacity_bytes > 0 && v.lower > s.device.capacity_bytes) v.runs = 0;
+  return v;
+}
+
 MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibration* cal, bool with_text,
-                        const ParamSummary* summary) {
+                        const ParamSummary* summary, bool replay) {
   if (cal) check_calibration(*cal);
   MemoryBreakdown out;
   TrainingSetup rs = s;  // the rank's view of the model
@@ -173,7 +196,7 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   }
   out.phases = {fwd, bwd, opt};
   std::string replay_why_not;
-  const bool replayed = replay_allocator(s, cal, out, with_text, replay_why_not);
+  const bool replayed = replay && replay_allocator(s, cal, out, with_text, replay_why_not);
   out.allocator_replayed = replayed;
 
   // Host terms of this rank (a node holds one set per rank on it). Computed without the formula

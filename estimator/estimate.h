@@ -101,8 +101,24 @@ int64_t estimate_peak(const TrainingSetup& s, const Timeline& t, const Calibrati
 // planner's searches.
 int64_t estimate_verdict_bytes(const TrainingSetup& s, const Timeline& t, const Calibration* cal,
                                const ParamSummary* summary = nullptr);
+// `replay` false: the allocator term from the formula even where the allocation replay applies
+// (what verdict_bound() starts from).
 MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibration* cal, bool with_text,
-                        const ParamSummary* summary);
+                        const ParamSummary* summary, bool replay = true);
+
+// What compose(s, t, cal, false, summary).verdict_bytes() is at least, known without the allocation
+// replay (most of an estimate's work): the replay only adds the caching allocator's overhead to
+// the tensors, or holds the verdict at the target's share where the tensors fit that share and the
+// step runs there with its cache squeezed, so the verdict is at least the tensors' peak plus the
+// context. The planner's searches replay only the candidates this bound does not already put over
+// their budget. `exact`: the setup is not replayed, and `lower` is the verdict itself.
+struct VerdictBound {
+  int64_t lower = 0;
+  bool exact = false;
+  int64_t host_bytes = 0;  // MemoryBreakdown::host_bytes(), which the replay does not change
+  int runs = -1;           // judge()'s `runs` where known without the replay (0: tensors and context outgrow the card)
+};
+VerdictBound verdict_bound(const TrainingSetup& s, const Timeline& t, const Calibration* cal, const ParamSummary* summary = nullptr);
 
 // The optimizer step's peak in step 1, when states are created parameter by parameter (for
 // display next to a measured step 1; the steady state is what estimate() reports).

@@ -54,33 +54,56 @@ constexpr size_t kMaxReplayEvents = 250'000;
 // not cover, and calibrations that fitted the overhead or scale the terms, keep the formula.
 // Returns false (and changes nothing) where it does not apply; `why_not` says why when the
 // sequence does not cover the setup.
+bool replay_may_apply(const TrainingSetup& s, const Calibration* cal) {
+  if (s.device.kind != DeviceKind::cuda || !s.runtime.allocator_rounding) return false;
+  if (cal && (cal->overhead_fraction >= 0 || cal->overhead_bytes != 0 || cal->activation_scale != 1.0 ||
+              cal->model_state_scale != 1.0))
+    return false;
+  return sequence_not_modelled(s).empty();
+}
+
+// The memory the allocator can get: the card's, less what lives outside it (the context); an
+// allocator cap (set_per_process_memory_fraction) is already in the card's capacity
+// (profiles/build.cpp: the cap plus the context), and bounds the allocator here too. `target`:
+// the allocator's share of the target (thresholds.target of the card, less the context).
+AllocatorRoom allocator_room(const TrainingSetup& s, int64_t context) {
+  AllocatorRoom r;
+  r.room = s.device.capacity_bytes > 0 ? std::max<int64_t>(0, s.device.capacity_bytes - context) : 0;
+  if (r.room > 0 && s.device.allocator_cap_bytes > 0) r.room = std::min(r.room, s.device.allocator_cap_bytes);
+  r.target = r.room > 0 ? std::clamp<int64_t>(target_bytes(s) - context, 0, r.room) : 0;
+  return r;
+}
+
 bool replay_allocator(const TrainingSetup& s, const Calibration* cal, MemoryBreakdown& b, bool with_text, std::string& why_not) {
   if (s.device.kind != DeviceKind::cuda || !s.runtime.allocator_rounding) return false;
   if (cal && (cal->overhead_fraction >= 0 || cal->overhead_bytes != 0 || cal->activation_scale != 1.0 ||
               cal->model_state_scale != 1.0))
     return false;
-  // The memory the allocator can get: the card's, less what lives outside it (the context); an
-  // allocator cap (set_per_process_memory_fraction) is already in the card's capacity
-  // (profiles/build.cpp: the cap plus the context), and bounds the allocator here too. `target`:
-  // the allocator's share of the target (thresholds.target of the card, less the context).
   const int64_t context = b.phases.empty() ? 0 : b.phases.front()[Term::cuda_context];
-  int64_t room = s.device.capacity_bytes > 0 ? std::max<int64_t>(0, s.device.capacity_bytes - context) : 0;
-  if (room > 0 && s.device.allocator_cap_bytes > 0) room = std::min(room, s.device.allocator_cap_bytes);
-  const int64_t target = room > 0 ? std::clamp<int64_t>(target_bytes(s) - context, 0, room) : 0;
+  const auto [room, target] = allocator_room(s, context);
+  auto T = [](Term t) { return static_cast<int>(t); };
+  auto tensors = [&](const PhaseState& ph) { return ph.total() - ph[Term::cuda_context] - ph[Term::allocator_overhead]; };
+  int64_t allocated = 0;  // the tensors' peak over the phases
+  for (const PhaseState& ph : b.phases) allocated = std::max(allocated, tensors(ph));
+  // Where the tensors alone are more than the target's share (or the card's room), the step cannot
+  // be said to run there, whatever the replay's packing: the verdict is never below the tensors and
+  // the context (verdict_bound() relies on it), and those capped replays are not made.
+  const bool share_possible = target > 0 && allocated <= target;
+  const bool room_possible = room > 0 && allocated <= room;
   // Two steps: the second is the steady one (on the 15 H200 cases the third adds nothing). Where the
   // uncapped reserved memory is more than the allocator may hold, the allocator frees its cache and
   // retries before it fails (CUDACachingAllocator.cpp malloc: release_cached_blocks), so the step may
   // still run there: one more replay, capped, says whether it runs within the target, and where it
   // does not, one more whether it runs on the card at all.
-  const ReservedPrediction p = predict_reserved(s, /*boundary=*/false, kMaxReplayEvents, /*capacity=*/target > 0 ? target : room,
-                                                /*steps=*/2);
+  const int64_t asked = share_possible ? target : room_possible ? room : 0;
+  const ReservedPrediction p = predict_reserved(s, /*boundary=*/false, kMaxReplayEvents, /*capacity=*/asked, /*steps=*/2);
   if (!p.modelled) {
     why_not = p.why_not;
     return false;
   }
-  const bool runs_in_target = target > 0 && (p.peak_reserved <= target || p.runs_in_capacity == 1);
-  bool runs_on_card = room > 0 && (runs_in_target || p.peak_reserved <= room);
-  if (room > 0 && !runs_on_card && target < room) {
+  const bool runs_in_target = share_possible && (p.peak_reserved <= target || p.runs_in_capacity == 1);
+  bool runs_on_card = room_possible && (runs_in_target || p.peak_reserved <= room || (asked == room && p.runs_in_capacity == 1));
+  if (room_possible && !runs_on_card && asked != room) {
     const ReservedPrediction q = predict_reserved(s, false, kMaxReplayEvents, room, 2);
     runs_on_card = q.modelled && q.runs_in_capacity == 1;
   }
@@ -94,10 +117,6 @@ bool replay_allocator(const TrainingSetup& s, const Calibration* cal, MemoryBrea
     // Running within the target's share with the cache squeezed: the verdict holds that share.
     if (runs_in_target && p.peak_reserved > target) b.needed_bytes = context + target;
   }
-  auto T = [](Term t) { return static_cast<int>(t); };
-  auto tensors = [&](const PhaseState& ph) { return ph.total() - ph[Term::cuda_context] - ph[Term::allocator_overhead]; };
-  int64_t allocated = 0;
-  for (const PhaseState& ph : b.phases) allocated = std::max(allocated, tensors(ph));
   const int64_t overhead = std::max<int64_t>(0, reserved - allocated);
   for (PhaseState& ph : b.phases) ph.bytes[T(Term::allocator_overhead)] = overhead;
   if (!with_text) return true;

@@ -64,5 +64,15 @@ std::string human(int64_t bytes);
 void check_calibration(const Calibration& c);
 // The allocator overhead from replaying the step's allocation sequence (replay.cpp).
 bool replay_allocator(const TrainingSetup& s, const Calibration* cal, MemoryBreakdown& b, bool with_text, std::string& why_not);
+// Whether replay_allocator may replace the formula's overhead (it still declines a setup whose
+// sequence is longer than its budget); false: the formula's overhead is the answer.
+bool replay_may_apply(const TrainingSetup& s, const Calibration* cal);
+// The memory the allocator can get on the card (`room`: the capacity less the context, within an
+// allocator cap) and its share of the target (`target`, 0 when the card's size is unknown).
+struct AllocatorRoom {
+  int64_t room = 0;
+  int64_t target = 0;
+};
+AllocatorRoom allocator_room(const TrainingSetup& s, int64_t context);
 
 }  // namespace memplan::est

@@ -193,7 +193,13 @@ FitOption option_of(const TrainingSetup& base, const Candidate& c) {
 
 }  // namespace
 
-bool fits(const TrainingSetup& s, const Calibration* cal) { return peak(s, cal) <= target_bytes(s); }
+// peak(s, cal) <= target_bytes(s), with the replay only where the bound without it leaves that open.
+bool fits(const TrainingSetup& s, const Calibration* cal) {
+  const Timeline t = activation_timeline(s, /*with_rows=*/false);
+  const VerdictBound b = verdict_bound(s, t, cal);
+  if (b.lower > target_bytes(s)) return false;
+  return b.exact || estimate_verdict_bytes(s, t, cal) <= target_bytes(s);
+}
 
 namespace {
 
@@ -231,7 +237,9 @@ int64_t largest_micro_batch(const TrainingSetup& s, const Calibration* cal, int6
 int64_t largest_micro_batch_that_runs(const TrainingSetup& s, const Calibration* cal, int64_t limit) {
   // The breakdown without its text (the search needs only the verdict).
   return largest_where(s, limit, [&](const TrainingSetup& t) {
-    return judge(compose(t, activation_timeline(t, /*with_rows=*/false), cal, /*with_text=*/false, nullptr), t).runs;
+    const Timeline tl = activation_timeline(t, /*with_rows=*/false);
+    if (verdict_bound(t, tl, cal).runs == 0) return false;  // the tensors alone outgrow the card
+    return judge(compose(t, tl, cal, /*with_text=*/false, nullptr), t).runs;
   });
 }
 

@@ -230,9 +230,8 @@ class Search {
     int64_t host_per_node = 0;
   };
 
-  // Peak and host memory of a candidate; timelines cached by their key.
-  Eval evaluate_memory(const TrainingSetup& s) {
-    const ParamSummary& ps = summary(s);
+  // The candidate's timeline, cached by its key.
+  const Timeline& timeline(const TrainingSetup& s, const ParamSummary& ps) {
     const TimelineKey key{s.batch.micro_batch, s.batch.seq_len, static_cast<int>(s.checkpointing.mode),
                           s.checkpointing.every_k, static_cast<int>(s.attention), static_cast<int>(s.precision),
                           gradients_persist(s), static_cast<int>(s.finetune.mode), s.finetune.lora_rank, s.runtime.liger,
@@ -242,9 +241,36 @@ class Search {
       it = timelines_->emplace(key, activation_timeline(s, /*with_rows=*/false)).first;
       ++timeline_count;
     }
+    return it->second;
+  }
+
+  // Peak and host memory of a candidate.
+  Eval evaluate_memory(const TrainingSetup& s) {
+    const ParamSummary& ps = summary(s);
+    const Timeline& t = timeline(s, ps);
     ++compositions;
-    const MemoryBreakdown b = compose(s, it->second, req_.calibration, /*with_text=*/false, &ps);
+    const MemoryBreakdown b = compose(s, t, req_.calibration, /*with_text=*/false, &ps);
     return {b.verdict_bytes(), b.host_bytes() * s.parallel.ranks_per_node()};
+  }
+
+  // What a candidate's peak is at least, and its host memory, without the allocation replay
+  // (estimate.h verdict_bound); `exact` where the setup is not replayed.
+  struct Bound {
+    int64_t lower = 0;
+    bool exact = false;
+    int64_t host_per_node = 0;
+  };
+  Bound bound_memory(const TrainingSetup& s) {
+    const ParamSummary& ps = summary(s);
+    const VerdictBound v = verdict_bound(s, timeline(s, ps), req_.calibration, &ps);
+    return {v.lower, v.exact, v.host_bytes * s.parallel.ranks_per_node()};
+  }
+
+  // Whether `s` fits budget level `level`: the replay only where the bound leaves it open.
+  bool fits_level(const TrainingSetup& s, size_t level) {
+    const Bound b = bound_memory(s);
+    if (!host_ok(b.host_per_node, level) || b.lower > budget_at(level)) return false;
+    return b.exact || evaluate_memory(s).peak <= budget_at(level);
   }
 
   bool host_ok(int64_t host_per_node, size_t level = 0) const {
@@ -320,24 +346,37 @@ class Search {
 
   // The best fitting candidate of one group (everything fixed but the micro-batch) at each budget
   // level, classifying every micro-batch of the range. best[level] stays empty when none fits.
-  // `smallest_peak` gets the peak at micro-batch 1; `host_short` counts micro-batches that fit
+  // `smallest_peak` gets the bound at micro-batch 1 (exact_peak() turns it into the peak); `host_short` counts micro-batches that fit
   // the GPU but not the node's RAM (level 0).
-  std::vector<std::optional<Candidate>> best_of_group(TrainingSetup t, int64_t* smallest_peak = nullptr, bool count = true) {
+  std::vector<std::optional<Candidate>> best_of_group(TrainingSetup t, Bound* smallest_peak = nullptr, bool count = true) {
     std::vector<std::optional<Candidate>> best(levels());
+    // Each micro-batch's bound, and its exact peak once a budget needs it (the replay).
     std::map<int64_t, Eval> seen;
+    std::map<int64_t, Bound> bounds;
+    auto at = [&](int64_t b) -> TrainingSetup& {
+      t.batch.micro_batch = b;
+      t.batch.grad_accum = accum_for(b);
+      return t;
+    };
     auto eval_at = [&](int64_t b) -> const Eval& {
       auto it = seen.find(b);
       if (it != seen.end()) return it->second;
-      t.batch.micro_batch = b;
-      t.batch.grad_accum = accum_for(b);
-      return seen.emplace(b, evaluate_memory(t)).first->second;
+      return seen.emplace(b, evaluate_memory(at(b))).first->second;
+    };
+    auto bound_at = [&](int64_t b) -> const Bound& {
+      auto it = bounds.find(b);
+      if (it != bounds.end()) return it->second;
+      return bounds.emplace(b, bound_memory(at(b))).first->second;
+    };
+    // Whether micro-batch b's peak is within `budget` (exactly as eval_at(b).peak <= budget).
+    auto peak_within = [&](int64_t b, int64_t budget) {
+      const Bound& bd = bound_at(b);
+      if (bd.lower > budget) return false;
+      return bd.exact || eval_at(b).peak <= budget;
     };
     const int64_t hi_all = max_b(), split = split_;
     for (size_t level = 0; level < levels(); ++level) {
-      auto fits_at = [&](int64_t b) {
-        const Eval& e = eval_at(b);
-        return e.peak <= budget_at(level) && host_ok(e.host_per_node, level);
-      };
+      auto fits_at = [&](int64_t b) { return host_ok(bound_at(b).host_per_node, level) && peak_within(b, budget_at(level)); };
       for (auto [lo, hi] : {std::pair<int64_t, int64_t>{1, split}, {split + 1, hi_all}}) {
         if (lo > hi) continue;
         if (level == 0 && count) candidates += hi - lo + 1;
@@ -367,12 +406,21 @@ class Search {
         best[level]->host_fits = true;
       }
     }
-    if (smallest_peak) *smallest_peak = eval_at(1).peak;
-    if (count && host_capacity_ > 0)  // GPU-fitting micro-batches the node's RAM refuses
-      for (const auto& [b, e] : seen)
-        if (e.peak <= budget_at(0) && !host_ok(e.host_per_node, 0)) ++host_short;
+    if (smallest_peak) *smallest_peak = bound_at(1);
+    if (count && host_capacity_ > 0) {  // GPU-fitting micro-batches (of those looked at) the node's RAM refuses
+      std::vector<int64_t> looked;
+      for (const auto& kv : bounds) looked.push_back(kv.first);
+      for (const auto& kv : seen) looked.push_back(kv.first);
+      std::sort(looked.begin(), looked.end());
+      looked.erase(std::unique(looked.begin(), looked.end()), looked.end());
+      for (int64_t b : looked)
+        if (!host_ok(bound_at(b).host_per_node, 0) && peak_within(b, budget_at(0))) ++host_short;
+    }
     return best;
   }
+
+  // The exact peak of a setup whose bound is `b`.
+  int64_t exact_peak(const TrainingSetup& s, const Bound& b) { return b.exact ? b.lower : evaluate_memory(s).peak; }
 
   // Every group of the space, as a setup (micro-batch unset).
   template <class F>
@@ -495,17 +543,23 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
   Search search(req, space, &timelines);
   r.budget_bytes = search.budget();
   r.host_budget_bytes = search.host_budget();
-  int64_t smallest = -1;
+  // The groups where nothing fits, at micro-batch 1 with their bounds: the smallest peak among them,
+  // for why_not, is found only if nothing fits at all (lowest bound first, until the next bound is
+  // above the least peak found).
+  std::vector<std::pair<Search::Bound, TrainingSetup>> unfit;
   std::vector<std::vector<Candidate>> tier_fitting(tier_names().size());  // each group's best at each tier's budget
   std::vector<char> expressible;                                          // per entry of r.group_bests
   std::string first_unexpressed;
   search.for_each_group([&](const TrainingSetup& t, Precision asked) {
-    int64_t p1 = 0;
+    Search::Bound p1;
     std::vector<std::optional<Candidate>> best = search.best_of_group(t, &p1);
     for (size_t i = 0; i + 1 < best.size(); ++i)
       if (best[i + 1]) tier_fitting[i].push_back(*best[i + 1]);
     if (!best[0]) {
-      if (smallest < 0 || p1 < smallest) smallest = p1;
+      TrainingSetup one = t;
+      one.batch.micro_batch = 1;
+      one.batch.grad_accum = search.accum_for(1);
+      unfit.emplace_back(p1, std::move(one));
       return;
     }
     Candidate& c = *best[0];
@@ -568,8 +622,7 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       RunnerUp ru;
       ru.dimension = dim;
       ru.value = describe_value(dim, alt);
-      int64_t p1 = 0;
-      const auto best = search.best_of_group(alt, &p1, /*count=*/false);
+      const auto best = search.best_of_group(alt, nullptr, /*count=*/false);
       Candidate c;
       if (best[0]) {
         c = *best[0];
@@ -614,6 +667,13 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       if (!dim.empty()) add(dim, t);
     });
   } else if (!overall && req.explain) {
+    int64_t smallest = -1;
+    std::sort(unfit.begin(), unfit.end(), [](const auto& a, const auto& b) { return a.first.lower < b.first.lower; });
+    for (const auto& [bound, setup] : unfit) {
+      if (smallest >= 0 && bound.lower >= smallest) break;
+      const int64_t p = search.exact_peak(setup, bound);
+      if (smallest < 0 || p < smallest) smallest = p;
+    }
     r.why_not = fmt::format("nothing fits the {} budget ({:.0f}% of {}): the smallest configuration tried needs {}", text::fixed_gib(r.budget_bytes),
                             100 * req.budget, text::fixed_gib(req.base.device.capacity_bytes), text::fixed_gib(std::max<int64_t>(0, smallest)));
     if (r.host_short > 0)
@@ -633,7 +693,7 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
         if (ok) return;
         t.batch.micro_batch = 1;
         t.batch.grad_accum = s.accum_for(1);
-        ok = s.evaluate(t).fits;
+        ok = s.fits_level(t, 0);
       });
       return ok;
     };
