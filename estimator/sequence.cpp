@@ -71,104 +71,89 @@ AllocatorConfig allocator_config(const TrainingSetup& s) {
 
 namespace {
 
-// The tensors alive, by process id (positive), with their bytes and event slot: open addressing,
-// linear probing, and backward-shift deletion (every tensor is freed again, so tombstones would
-// pile up). The unroll looks ids up a few times per event; a node-based map cost a malloc each.
-class LiveTable {
- public:
-  struct Entry {
-    int64_t id = 0;  // 0: empty
-    int64_t bytes = 0;
-    int64_t slot = 0;
-  };
-  explicit LiveTable(size_t expected) {
-    size_t n = 64;
-    while (n < 2 * expected) n *= 2;
-    resize(n);
-  }
-  Entry* find(int64_t id) {
-    if (id <= 0) return nullptr;  // 0 marks an empty slot
-    for (size_t i = home(id);; i = (i + 1) & mask_) {
-      if (t_[i].id == id) return &t_[i];
-      if (t_[i].id == 0) return nullptr;
-    }
-  }
-  const Entry* find(int64_t id) const { return const_cast<LiveTable*>(this)->find(id); }
-  // REQUIRES: id > 0 and not in the table. The entry stays valid until the next insert or erase.
-  Entry* insert(int64_t id) {
-    if (2 * (size_ + 1) > t_.size()) resize(2 * t_.size());
-    size_t i = home(id);
-    while (t_[i].id != 0) i = (i + 1) & mask_;
-    t_[i].id = id;
-    ++size_;
-    return &t_[i];
-  }
-  void erase(Entry* e) {
-    size_t hole = static_cast<size_t>(e - t_.data());
-    for (size_t j = (hole + 1) & mask_; t_[j].id != 0; j = (j + 1) & mask_) {
-      // An entry may move back into the hole when the hole lies on its probe path (home .. j).
-      if (((j - home(t_[j].id)) & mask_) >= ((j - hole) & mask_)) {
-        t_[hole] = t_[j];
-        hole = j;
-      }
-    }
-    t_[hole].id = 0;
-    --size_;
-  }
-
- private:
-  size_t home(int64_t id) const { return static_cast<size_t>((static_cast<uint64_t>(id) * 0x9e3779b97f4a7c15ull) >> shift_); }
-  void resize(size_t n) {  // n: a power of two
-    std::vector<Entry> old = std::move(t_);
-    t_.assign(n, Entry{});
-    mask_ = n - 1;
-    shift_ = 64 - __builtin_ctzll(n);
-    size_ = 0;
-    for (const Entry& e : old)
-      if (e.id != 0) *insert(e.id) = e;
-  }
-  std::vector<Entry> t_;
-  size_t mask_ = 0, size_ = 0;
-  int shift_ = 0;
+// A segment record with its keys numbered 0, 1, ... (compile()): the unroll names each tensor of
+// an instance by the instance's first id plus that number, so which tensors are alive is a vector
+// lookup rather than a hash of the record's sparse keys.
+struct CompiledEvent {
+  int32_t local = 0;
+  bool alloc = true;
+  int64_t bytes = 0;
+};
+struct CompiledRecord {
+  std::vector<CompiledEvent> forward, backward;
+  std::vector<int32_t> autocast_frees, param_grads;
+  int32_t input = -1, output = -1, output_grad = -1, input_grad = -1;  // the record's keys (-1: none)
+  int32_t locals = 0;                                                  // keys numbered
+  int64_t forward_gemm = -1, backward_gemm = -1;
 };
 
-// Which tensors are alive, process-wide, and the events so far. The events name each tensor by
-// a slot (0, 1, ...; a freed tensor's slot goes to the next new one), so that the replay can keep
-// its live blocks in a vector.
+CompiledRecord compile(const sim::SimRecord& r) {
+  CompiledRecord c;
+  std::unordered_map<int64_t, int32_t> local;
+  auto num = [&](int64_t key) { return local.emplace(key, static_cast<int32_t>(local.size())).first->second; };
+  if (r.input_key >= 0) c.input = num(r.input_key);
+  if (r.output_key >= 0) c.output = num(r.output_key);
+  if (r.output_grad_key >= 0) c.output_grad = num(r.output_grad_key);
+  if (r.input_grad_key >= 0) c.input_grad = num(r.input_grad_key);
+  for (const auto& [evs, out] : {std::pair{&r.forward, &c.forward}, std::pair{&r.backward, &c.backward}}) {
+    out->reserve(evs->size());
+    for (const sim::SimEvent& e : *evs) out->push_back({num(e.key), e.alloc, e.bytes});
+  }
+  for (int64_t k : r.autocast_frees) c.autocast_frees.push_back(num(k));
+  for (int64_t k : r.param_grads) c.param_grads.push_back(num(k));
+  c.locals = static_cast<int32_t>(local.size());
+  c.forward_gemm = r.forward_gemm;
+  c.backward_gemm = r.backward_gemm;
+  return c;
+}
+
+// Which tensors are alive, process-wide, and the events so far. Tensors are named by dense ids
+// (1, 2, ...: an instance's range, or one fresh()); the events name each tensor by a slot (0, 1,
+// ...; a freed tensor's slot goes to the next new one), so that the replay can keep its live
+// blocks in a vector.
 class Ledger {
  public:
-  explicit Ledger(size_t expected_events) : live_(1024) { events.reserve(expected_events); }
+  explicit Ledger(size_t expected_events) {
+    events.reserve(expected_events);
+    slot_.reserve(expected_events / 2 + 64);
+    bytes_.reserve(expected_events / 2 + 64);
+  }
   std::vector<AllocatorEvent> events;
+  // `n` new ids in a row: the first.
+  int64_t reserve(int64_t n) {
+    const int64_t first = static_cast<int64_t>(slot_.size());
+    slot_.resize(slot_.size() + static_cast<size_t>(n), -1);
+    bytes_.resize(slot_.size(), 0);
+    return first;
+  }
+  int64_t fresh() { return reserve(1); }
+  int64_t ids() const { return static_cast<int64_t>(slot_.size()); }
   void alloc(int64_t id, int64_t bytes) {
-    if (bytes <= 0 || live_.find(id)) return;
-    MEMPLAN_CHECK(id > 0, "allocation sequence: tensor ids are positive");
-    LiveTable::Entry* t = live_.insert(id);
-    t->bytes = bytes;
+    MEMPLAN_CHECK(id > 0 && id < static_cast<int64_t>(slot_.size()), "allocation sequence: a tensor id out of range");
+    int32_t& slot = slot_[static_cast<size_t>(id)];
+    if (bytes <= 0 || slot >= 0) return;
     if (free_slots_.empty()) {
-      t->slot = next_slot_++;
+      slot = next_slot_++;
     } else {
-      t->slot = free_slots_.back();
+      slot = free_slots_.back();
       free_slots_.pop_back();
     }
+    bytes_[static_cast<size_t>(id)] = bytes;
     live_bytes_ += bytes;
     peak_ = std::max(peak_, live_bytes_);
     process_peak_ = std::max(process_peak_, live_bytes_);
-    push(AllocatorEvent::alloc, t->slot, bytes);
+    push(AllocatorEvent::alloc, slot, bytes);
   }
   void free(int64_t id) {
-    LiveTable::Entry* t = live_.find(id);
-    if (!t) return;
-    live_bytes_ -= t->bytes;
-    push(AllocatorEvent::free, t->slot, 0);
-    free_slots_.push_back(t->slot);
-    live_.erase(t);
+    int32_t& slot = slot_[static_cast<size_t>(id)];
+    if (slot < 0) return;
+    live_bytes_ -= bytes_[static_cast<size_t>(id)];
+    push(AllocatorEvent::free, slot, 0);
+    free_slots_.push_back(slot);
+    slot = -1;
   }
-  bool live(int64_t id) const { return live_.find(id) != nullptr; }
-  int64_t bytes(int64_t id) const {
-    const LiveTable::Entry* t = live_.find(id);
-    return t ? t->bytes : 0;
-  }
-  int64_t fresh() { return next_++; }
+  bool live(int64_t id) const { return slot_[static_cast<size_t>(id)] >= 0; }
+  int64_t bytes(int64_t id) const { return live(id) ? bytes_[static_cast<size_t>(id)] : 0; }
   // The most bytes alive since the last reset_peak(), and over the whole process.
   int64_t peak() const { return peak_; }
   int64_t process_peak() const { return process_peak_; }
@@ -183,32 +168,29 @@ class Ledger {
     e.id = slot;
     e.bytes = bytes;
   }
-  LiveTable live_;  // id -> bytes and the events' id (slot) of each tensor alive
-  std::vector<int64_t> free_slots_;
-  int64_t next_slot_ = 0;
+  std::vector<int32_t> slot_{-1};  // id -> the events' id (slot) of the tensor, -1 when not alive; id 0 unused
+  std::vector<int64_t> bytes_{0};  // id -> bytes while alive
+  std::vector<int32_t> free_slots_;
+  int32_t next_slot_ = 0;
   int64_t live_bytes_ = 0, peak_ = 0, process_peak_ = 0;
-  int64_t next_ = 1;
 };
 
-// One segment instance of one step: its record and how its keys map to process ids.
+// One segment instance of one step: its record and its ids.
 struct Instance {
-  const sim::SimRecord* rec = nullptr;
-  int64_t base = 0;       // process ids of this instance are base + key
+  const CompiledRecord* rec = nullptr;
+  int64_t base = 0;       // the instance's ids are base + local
   int64_t in_id = -1;     // the previous instance's output
   int64_t in_grad_id = -1;
-  int64_t id(int64_t key) const {
-    if (key == rec->input_key && in_id >= 0) return in_id;
-    if (key == rec->input_grad_key && in_grad_id >= 0) return in_grad_id;
-    return base + key;
+  int64_t id(int32_t local) const {
+    if (local == rec->input && in_id >= 0) return in_id;
+    if (local == rec->input_grad && in_grad_id >= 0) return in_grad_id;
+    return base + local;
   }
-  int64_t out_id() const { return rec->output_key >= 0 ? base + rec->output_key : -1; }
+  int64_t out_id() const { return rec->output >= 0 ? base + rec->output : -1; }
   // The output's gradient; when the segment hands that same buffer down as its input's gradient
   // (the residual stream's gradient accumulated in place), it is the input's gradient too.
-  int64_t out_grad_id() const { return rec->output_grad_key >= 0 ? id(rec->output_grad_key) : -1; }
+  int64_t out_grad_id() const { return rec->output_grad >= 0 ? id(rec->output_grad) : -1; }
 };
-
-// Instance ids live in their own range above the ledger's fresh ids: keys stay below 2^43.
-constexpr int64_t kInstanceShift = 44;
 
 struct LayerKey {
   bool moe, ckpt, frozen, input_rg;
@@ -327,6 +309,9 @@ struct SequencePlan {
   OptimizerImpl impl = OptimizerImpl::foreach;
   OptimizerKind optimizer = OptimizerKind::adamw;
   size_t expected_events = 0;
+  // Each record of recs (emb, head, the layer kinds) with its keys numbered (not fingerprinted: it
+  // follows from the records).
+  std::unordered_map<const sim::SimRecord*, CompiledRecord> compiled;
 };
 
 SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
@@ -411,6 +396,10 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
   plan.optimizer = s.optimizer;
   plan.state_bytes = state_bytes_per_element(s.precision);
   plan.grad_bytes = grad_bytes_per_param(s.precision);
+  for (const Records& R : plan.recs) {
+    for (const sim::SimRecord* r : {&R.emb, &R.head}) plan.compiled.emplace(r, compile(*r));
+    for (const auto& kv : R.cache) plan.compiled.emplace(&kv.second, compile(kv.second));
+  }
   return plan;
 }
 
@@ -463,8 +452,8 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
   const bool lora = !plan.adapters.empty();
   const int64_t sb = lora ? plan.adapter_trained_bytes : plan.state_bytes;
   const int64_t gb = lora ? plan.adapter_trained_bytes : plan.grad_bytes;
-  int64_t instance_counter = 1;
   std::vector<int64_t> states;  // optimizer state ids (kept)
+  std::vector<char> is_grad;    // by id: a .grad of this step (the sweep leaves those)
 
   for (int step = 0; step < steps; ++step) {
     if (step == steps - 1) {
@@ -476,8 +465,8 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
     const Records& R = recs[ms];
     std::vector<Instance> inst(L + 2);    // 0: embedding, 1..L: layers, L+1: head
     for (int64_t k = 0; k < L + 2; ++k) {
-      inst[k].rec = k == 0 ? &R.emb : k == L + 1 ? &R.head : R.layer[k - 1];
-      inst[k].base = (instance_counter++) << kInstanceShift;
+      inst[k].rec = &plan.compiled.at(k == 0 ? &R.emb : k == L + 1 ? &R.head : R.layer[k - 1]);
+      inst[k].base = led.reserve(inst[k].rec->locals);
       if (k > 0) {
         inst[k].in_id = inst[k - 1].out_id();
         inst[k].in_grad_id = inst[k - 1].out_grad_id();
@@ -498,15 +487,16 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
       led.alloc(led.fresh(), workspace);
       *pending = false;
     };
-    auto run_events = [&](const Instance& in, const std::vector<sim::SimEvent>& evs, const std::unordered_set<int64_t>* deferred,
-                          std::vector<int64_t>* deferred_out, int64_t gemm_at, bool* pending) {
+    // `deferred` (>= 0): a tensor whose free waits in deferred_out.
+    auto run_events = [&](const Instance& in, const std::vector<CompiledEvent>& evs, int64_t deferred, std::vector<int64_t>* deferred_out,
+                          int64_t gemm_at, bool* pending) {
       for (size_t i = 0; i < evs.size(); ++i) {
         if (static_cast<int64_t>(i) == gemm_at) make_workspace(pending);
-        const sim::SimEvent& e = evs[i];
-        const int64_t id = in.id(e.key);
+        const CompiledEvent& e = evs[i];
+        const int64_t id = in.id(e.local);
         if (e.alloc) {
           led.alloc(id, e.bytes);
-        } else if (deferred && deferred->count(id)) {
+        } else if (deferred_out && id == deferred) {
           deferred_out->push_back(id);
         } else {
           led.free(id);
@@ -514,17 +504,17 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
       }
       if (gemm_at == static_cast<int64_t>(evs.size())) make_workspace(pending);
     };
-    auto forward = [&](int64_t k, const std::unordered_set<int64_t>* deferred, std::vector<int64_t>* deferred_out) {
+    auto forward = [&](int64_t k, int64_t deferred, std::vector<int64_t>* deferred_out) {
       run_events(inst[k], inst[k].rec->forward, deferred, deferred_out, inst[k].rec->forward_gemm, &fwd_workspace);
-      for (int64_t key : inst[k].rec->autocast_frees) autocast_frees.push_back(inst[k].id(key));
+      for (int32_t local : inst[k].rec->autocast_frees) autocast_frees.push_back(inst[k].id(local));
     };
     auto backward = [&](int64_t k) {
-      run_events(inst[k], inst[k].rec->backward, nullptr, nullptr, inst[k].rec->backward_gemm, &bwd_workspace);
-      for (int64_t key : inst[k].rec->param_grads) param_grads.push_back(inst[k].id(key));
+      run_events(inst[k], inst[k].rec->backward, -1, nullptr, inst[k].rec->backward_gemm, &bwd_workspace);
+      for (int32_t local : inst[k].rec->param_grads) param_grads.push_back(inst[k].id(local));
     };
 
     // Forward.
-    forward(0, nullptr, nullptr);
+    forward(0, -1, nullptr);
     // Model-level tensors: RoPE cos/sin, the causal mask, inputs_embeds held by the model's forward.
     std::vector<int64_t> whole_ids, fwd_ids;
     // HF's model forward makes the causal mask (create_causal_mask) before the rotary embedding's
@@ -544,21 +534,21 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
         led.alloc(whole_ids[0], shared.whole_step_bytes);
       }
     }
-    std::unordered_set<int64_t> pinned;  // frees deferred to the end of the layers' forward
+    int64_t pinned = -1;  // a free deferred to the end of the layers' forward
     std::vector<int64_t> pinned_frees;
     int64_t embeds_id = -1;
     if (shared.embeds_is_layer_input) {
-      if (inst[0].out_id() >= 0) pinned.insert(inst[0].out_id());
+      pinned = inst[0].out_id();
     } else if (shared.embeds_bytes > 0) {
       embeds_id = led.fresh();
       led.alloc(embeds_id, shared.embeds_bytes);
     }
-    for (int64_t k = 1; k <= L; ++k) forward(k, &pinned, &pinned_frees);
+    for (int64_t k = 1; k <= L; ++k) forward(k, pinned, &pinned_frees);
     for (int64_t id : pinned_frees) led.free(id);
     if (embeds_id >= 0) led.free(embeds_id);
     if (!any_ckpt)
       for (int64_t id : fwd_ids) led.free(id);
-    forward(L + 1, nullptr, nullptr);
+    forward(L + 1, -1, nullptr);
     make_workspace(&fwd_workspace);  // a forward without a GEMM mark: where it ends
     for (int64_t id : autocast_frees) led.free(id);  // autocast exits with the model's forward
 
@@ -574,17 +564,18 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
     backward(0);
     make_workspace(&bwd_workspace);
     // What the walk left alive (the loss, an input gradient nobody consumes) dies with the step.
-    std::unordered_set<int64_t> grads(param_grads.begin(), param_grads.end());
+    is_grad.resize(static_cast<size_t>(led.ids()), 0);
+    for (int64_t id : param_grads) is_grad[static_cast<size_t>(id)] = 1;
     for (int64_t k = 0; k < L + 2; ++k) {
-      const sim::SimRecord& r = *inst[k].rec;
+      const CompiledRecord& r = *inst[k].rec;
       for (const auto* evs : {&r.forward, &r.backward})
-        for (const sim::SimEvent& e : *evs) {
-          const int64_t id = inst[k].id(e.key);
-          if (e.alloc && led.live(id) && !grads.count(id)) {
+        for (const CompiledEvent& e : *evs) {
+          const int64_t id = inst[k].id(e.local);
+          if (e.alloc && led.live(id) && !is_grad[static_cast<size_t>(id)]) {
             out.swept_bytes += step == steps - 1 ? led.bytes(id) : 0;
             if (std::getenv("MEMPLAN_TRACE_SEQ") && step == steps - 1)
-              std::fprintf(stderr, "swept: instance %lld key %llx bytes %lld\n", static_cast<long long>(k),
-                           static_cast<unsigned long long>(e.key), static_cast<long long>(led.bytes(id)));
+              std::fprintf(stderr, "swept: instance %lld key %d bytes %lld\n", static_cast<long long>(k), static_cast<int>(e.local),
+                           static_cast<long long>(led.bytes(id)));
             led.free(id);
           }
         }
