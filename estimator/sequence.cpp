@@ -758,6 +758,11 @@ class ReplayMemo {
     *out = it->second;
     return true;
   }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    order_.clear();
+  }
   void put(const Key& k, const Answer& v) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!map_.emplace(k, v).second) return;
@@ -781,6 +786,8 @@ ReplayMemo& replay_memo() {
 }
 
 }  // namespace
+
+void forget_replays() { replay_memo().clear(); }
 
 ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_t max_events, int64_t capacity, int steps) {
   ReservedPrediction p;

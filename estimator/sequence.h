@@ -84,5 +84,7 @@ struct ReservedPrediction {
 // is skipped where the live tensors alone outgrow the capacity (it could only run out of memory).
 ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary = true, size_t max_events = 0,
                                     int64_t capacity = 0, int steps = 3);
+// Empties predict_reserved's memo (benchmarks that time the replays themselves).
+void forget_replays();
 
 }  // namespace memplan
