@@ -235,9 +235,11 @@ CachingAllocatorModel::~CachingAllocatorModel() { delete impl_; }
 // get_round_size in c10/core/CachingDeviceAllocator.h on later main): below 512 B -> 512 B; with
 // d > 1 divisions for the size's interval and size > 512 * d, the next of d equal steps between
 // the two surrounding powers of two; otherwise the next multiple of 512.
-int64_t CachingAllocatorModel::round_size(int64_t bytes) const {
+int64_t CachingAllocatorModel::round_size(int64_t bytes) const { return round_request(bytes, config_); }
+
+int64_t round_request(int64_t bytes, const AllocatorConfig& config) {
   if (bytes < kAllocMinBlockSize) return kAllocMinBlockSize;
-  const auto& table = config_.roundup_power2_divisions;
+  const auto& table = config.roundup_power2_divisions;
   int64_t divisions = 0;
   if (table.size() == 1) {
     divisions = table[0];
@@ -1049,6 +1051,25 @@ ReplayResult replay_peaks(const std::vector<AllocatorEvent>& events, const Slott
 }
 
 }  // namespace
+
+ReplayResult replay_with_caps(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config, int64_t reset_peaks_at,
+                              const std::vector<int64_t>& capacities, std::vector<ReplayResult>& capped) {
+  AllocatorConfig uncapped = config;
+  uncapped.capacity = 0;
+  const SlottedEvents slotted = slot_events(events);
+  ReplayResult out;
+  if (fast_replay::covers(uncapped) &&
+      fast_replay::run_with_caps(events, slotted.slot, slotted.slots, uncapped, reset_peaks_at, capacities, out, capped))
+    return out;
+  capped.clear();
+  for (int64_t c : capacities) {
+    AllocatorConfig at = uncapped;
+    at.capacity = c;
+    at.capacity_is_fraction = false;
+    capped.push_back(ReplayDriver::run(events, slotted, at, reset_peaks_at, /*with_actions=*/false));
+  }
+  return ReplayDriver::run(events, slotted, uncapped, reset_peaks_at, /*with_actions=*/false);
+}
 
 ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config, int64_t reset_peaks_at,
                     bool segment_actions) {

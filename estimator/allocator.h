@@ -121,6 +121,10 @@ struct AllocatorStats {
   int64_t num_device_free = 0;   // cudaFree + cuMemUnmap calls
 };
 
+// round_size (CUDACachingAllocator.cpp, v2.6.0) under `config`: what a request of `bytes` is
+// rounded to (CachingAllocatorModel::round_size).
+int64_t round_request(int64_t bytes, const AllocatorConfig& config);
+
 // The allocator of one device. Deterministic: segment addresses come from `address_source` when
 // set (a replay can hand the real cudaMalloc addresses back), else from a bump pointer that never
 // reuses an address; only ties between equal-size free blocks depend on them.
@@ -200,6 +204,14 @@ struct ReplayResult {
 // engine with the same answers (allocator_fast.h), several times faster.
 ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config,
                     int64_t reset_peaks_at = -1, bool segment_actions = true);
+
+// replay(events, config, reset_peaks_at, false) with config.capacity 0, and in `capped[k]` the same
+// with config.capacity = capacities[k] as the device's free memory (capacity_is_fraction false).
+// Where the lean engine covers the settings, each capped replay goes on from where it first departs
+// from the uncapped one (the first segment that takes reserved memory past its capacity; before
+// that the two are the same event for event), so the set costs little more than the uncapped one.
+ReplayResult replay_with_caps(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config, int64_t reset_peaks_at,
+                              const std::vector<int64_t>& capacities, std::vector<ReplayResult>& capped);
 
 // The most bytes the live allocations of `events` hold at once, each request rounded as `config`
 // rounds it (round_size). Every allocated block is at least its rounded request and reserved memory

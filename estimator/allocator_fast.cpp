@@ -10,6 +10,7 @@
 #include "estimator/allocator_fast.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "estimator/error.h"
 
@@ -99,14 +100,39 @@ class SizeIndex {
   std::vector<int32_t> spare_;
 };
 
+class Engine;
+
+// The replays capped at other capacities, forked from an uncapped one: each equals the uncapped
+// replay until the first new segment that takes reserved memory past its capacity, where the engine
+// and the live blocks are copied, just before that event, for the capped replay to go on from.
+struct Forks {
+  struct Fork {
+    int64_t capacity = 0;
+    size_t at = 0;                   // the event the copy was made before
+    std::unique_ptr<Engine> engine;  // null until the uncapped replay gets there
+    std::vector<int32_t> live;
+  };
+  std::vector<Fork> forks;
+  size_t event = 0;                         // the event being replayed
+  const std::vector<int32_t>* live = nullptr;  // its live blocks
+  void check(const Engine& e, int64_t reserved, int64_t bytes);
+};
+
 class Engine {
  public:
-  explicit Engine(const AllocatorConfig& config) : rounding_(config), capacity_(config.capacity) {}
+  explicit Engine(const AllocatorConfig& config) : config_(config), capacity_(config.capacity) {}
+  Engine(const Engine&) = default;
+  // A copy for a fork, capped at `capacity`.
+  Engine(const Engine& e, int64_t capacity) : Engine(e) {
+    capacity_ = capacity;
+    forks_ = nullptr;
+  }
+  void watch(Forks* f) { forks_ = f; }
 
   // CachingAllocatorModel::malloc_block: the block's id, or -1 for out of memory.
   int32_t malloc(int64_t bytes) {
     MEMPLAN_CHECK(bytes >= 0, "allocator model: negative allocation");
-    const int64_t size = rounding_.round_size(bytes);
+    const int64_t size = round_request(bytes, config_);
     const bool small = size <= kAllocSmallSize;
     SizeIndex& pool = small ? small_ : large_;
     int32_t id = pool.take_best_fit(size);  // get_free_block
@@ -201,6 +227,7 @@ class Engine {
   // alloc_block: a new segment unless it takes reserved memory past the capacity (either kind of
   // capacity refuses the same segments when there are no expandable segments).
   int32_t new_segment(int64_t bytes, bool small) {
+    if (forks_) forks_->check(*this, reserved_, bytes);
     if (capacity_ > 0 && reserved_ + bytes > capacity_) return -1;
     const int32_t id = new_block();
     Block& b = blocks_[static_cast<size_t>(id)];
@@ -226,8 +253,9 @@ class Engine {
     }
   }
 
-  const CachingAllocatorModel rounding_;  // round_size only
-  const int64_t capacity_;
+  AllocatorConfig config_;  // round_request's settings
+  int64_t capacity_;
+  Forks* forks_ = nullptr;
   std::vector<Block> blocks_;
   std::vector<int32_t> free_ids_;
   std::vector<int32_t> scratch_;
@@ -236,24 +264,26 @@ class Engine {
   int64_t reserved_ = 0, reserved_peak_ = 0, allocated_ = 0, allocated_peak_ = 0, retries_ = 0;
 };
 
-}  // namespace
-
-bool covers(const AllocatorConfig& c) {
-  return !c.expandable_segments && c.max_split_size == kAllocUnlimited && c.gc_threshold == 0.0 && c.capacity >= 0;
+void Forks::check(const Engine& e, int64_t reserved, int64_t bytes) {
+  for (Fork& f : forks)
+    if (!f.engine && reserved + bytes > f.capacity) {
+      f.engine = std::make_unique<Engine>(e, f.capacity);
+      f.at = event;
+      f.live = *live;
+    }
 }
 
-bool run(const std::vector<AllocatorEvent>& events, const std::vector<int32_t>& slot, size_t slots, const AllocatorConfig& config,
-         int64_t reset_peaks_at, ReplayResult& out) {
-  MEMPLAN_CHECK(covers(config), "fast replay: settings it does not cover");
-  Engine engine(config);
-  std::vector<int32_t> live(slots, -1);  // slot -> block
-  ReplayResult r;
-  for (size_t i = 0; i < events.size(); ++i) {
+// The replay loop from event `from` on (`live`: slot -> block): false when an event is on a stream
+// other than 0.
+bool drive(Engine& engine, std::vector<int32_t>& live, const std::vector<AllocatorEvent>& events, const std::vector<int32_t>& slot,
+           size_t from, int64_t reset_peaks_at, Forks* forks, ReplayResult& r) {
+  for (size_t i = from; i < events.size(); ++i) {
     if (static_cast<int64_t>(i) == reset_peaks_at) engine.reset_peaks();
     const AllocatorEvent& e = events[i];
     if (e.stream != 0) return false;
     int32_t& block = live[static_cast<size_t>(slot[i])];
     if (e.kind == AllocatorEvent::alloc) {
+      if (forks) forks->event = i;
       const int32_t b = engine.malloc(e.bytes);
       if (b < 0) {
         r.ran = false;
@@ -270,7 +300,52 @@ bool run(const std::vector<AllocatorEvent>& events, const std::vector<int32_t>& 
   r.peak_reserved = engine.reserved_peak();
   r.peak_allocated = engine.allocated_peak();
   r.num_alloc_retries = engine.retries();
+  return true;
+}
+
+}  // namespace
+
+bool covers(const AllocatorConfig& c) {
+  return !c.expandable_segments && c.max_split_size == kAllocUnlimited && c.gc_threshold == 0.0 && c.capacity >= 0;
+}
+
+bool run(const std::vector<AllocatorEvent>& events, const std::vector<int32_t>& slot, size_t slots, const AllocatorConfig& config,
+         int64_t reset_peaks_at, ReplayResult& out) {
+  MEMPLAN_CHECK(covers(config), "fast replay: settings it does not cover");
+  Engine engine(config);
+  std::vector<int32_t> live(slots, -1);  // slot -> block
+  ReplayResult r;
+  if (!drive(engine, live, events, slot, 0, reset_peaks_at, nullptr, r)) return false;
   out = std::move(r);
+  return true;
+}
+
+bool run_with_caps(const std::vector<AllocatorEvent>& events, const std::vector<int32_t>& slot, size_t slots, const AllocatorConfig& config,
+                   int64_t reset_peaks_at, const std::vector<int64_t>& capacities, ReplayResult& out, std::vector<ReplayResult>& capped) {
+  MEMPLAN_CHECK(covers(config) && config.capacity == 0, "fast replay: settings it does not cover");
+  Engine engine(config);
+  std::vector<int32_t> live(slots, -1);
+  Forks forks;
+  for (int64_t c : capacities) {
+    MEMPLAN_CHECK(c > 0, "fast replay: a fork's capacity is positive");
+    forks.forks.push_back({c, 0, nullptr, {}});
+  }
+  forks.live = &live;
+  engine.watch(&forks);
+  ReplayResult r;
+  if (!drive(engine, live, events, slot, 0, reset_peaks_at, &forks, r)) return false;
+  std::vector<ReplayResult> results;
+  for (Forks::Fork& f : forks.forks) {
+    ReplayResult c;
+    if (!f.engine) {  // never past its capacity: the capped replay is the uncapped one
+      c = r;
+    } else if (!drive(*f.engine, f.live, events, slot, f.at, reset_peaks_at, nullptr, c)) {
+      return false;
+    }
+    results.push_back(std::move(c));
+  }
+  out = std::move(r);
+  capped = std::move(results);
   return true;
 }
 

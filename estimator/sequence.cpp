@@ -809,9 +809,21 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
     return *unrolled;
   };
   ReplayMemo::Answer v;
+  AllocatorConfig capped = cfg;  // the capacity asked about: the card's free memory, cudaMalloc fails beyond it
+  capped.capacity = capacity;
+  capped.capacity_is_fraction = false;
+  const ReplayMemo::Key runs_in = ReplayMemo::key(fp, capped, ReplayMemo::kRunsIn);
+  std::optional<bool> capped_ran;  // the capped replay, where made beside the uncapped one
   const ReplayMemo::Key peaks = ReplayMemo::key(fp, cfg, ReplayMemo::kPeaks);
   if (!memo.find(peaks, &v)) {
-    const ReplayResult r = replay(seq().events, cfg, static_cast<int64_t>(seq().last_step_begin), /*segment_actions=*/false);
+    // With a capacity asked about, the capped replay goes along: it is the uncapped one up to where
+    // it first needs a segment past the capacity (replay_with_caps).
+    std::vector<ReplayResult> at;
+    ReplayMemo::Answer known;
+    const bool with_cap = capacity > 0 && !memo.find(runs_in, &known);
+    const ReplayResult r = with_cap ? replay_with_caps(seq().events, cfg, static_cast<int64_t>(seq().last_step_begin), {capacity}, at)
+                                    : replay(seq().events, cfg, static_cast<int64_t>(seq().last_step_begin), /*segment_actions=*/false);
+    if (with_cap) capped_ran = at.at(0).ran;
     v = {r.peak_reserved, r.peak_allocated, seq().peak_bytes, seq().process_peak_bytes};
     memo.put(peaks, v);
   }
@@ -828,19 +840,16 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
     p.oom_boundary = v.a;
   }
   if (capacity > 0 && p.peak_reserved > capacity) {
-    AllocatorConfig capped = cfg;
-    capped.capacity = capacity;
-    capped.capacity_is_fraction = false;  // the card's free memory: cudaMalloc fails beyond it
     // Where the live tensors alone (their own bytes, then rounded as the allocator rounds them)
     // outgrow the capacity, the capped replay runs out of memory (peak_rounded_requests): not run.
     if (process_peak > capacity) {
       p.runs_in_capacity = 0;
     } else {
-      const ReplayMemo::Key k = ReplayMemo::key(fp, capped, ReplayMemo::kRunsIn);
-      if (!memo.find(k, &v)) {
-        const bool runs = peak_rounded_requests(seq().events, capped) <= capacity && replay(seq().events, capped, -1, /*segment_actions=*/false).ran;
+      if (!memo.find(runs_in, &v)) {
+        const bool runs = peak_rounded_requests(seq().events, capped) <= capacity &&
+                          (capped_ran ? *capped_ran : replay(seq().events, capped, -1, /*segment_actions=*/false).ran);
         v = {runs ? 1 : 0};
-        memo.put(k, v);
+        memo.put(runs_in, v);
       }
       p.runs_in_capacity = static_cast<int>(v.a);
     }

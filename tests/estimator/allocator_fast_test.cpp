@@ -2,7 +2,8 @@
 // stands in for: the same ReplayResult on random programs (sizes of every pool, frees in any
 // order, capacities that force the free-and-retry path and out-of-memory errors, rounding
 // divisions, peaks reset mid-way), on the allocation sequence of every H200 dev-set case and of
-// every fixture configuration, and on those sequences capped below their peak.
+// every fixture configuration, and on those sequences capped below their peak; the capped replays
+// forked from an uncapped one (replay_with_caps) against each made alone.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -34,6 +35,32 @@ void same_answer(const std::vector<AllocatorEvent>& ev, const AllocatorConfig& c
   CHECK(lean.peak_reserved == model.peak_reserved);
   CHECK(lean.peak_allocated == model.peak_allocated);
   CHECK(lean.num_alloc_retries == model.num_alloc_retries);
+}
+
+// The uncapped replay with capped ones forked from it (replay_with_caps) against each replayed
+// alone by the model.
+void same_forks(const std::vector<AllocatorEvent>& ev, const AllocatorConfig& c, int64_t reset_at, const std::vector<int64_t>& caps) {
+  std::vector<ReplayResult> capped;
+  const ReplayResult uncapped = replay_with_caps(ev, c, reset_at, caps, capped);
+  AllocatorConfig free_cfg = c;
+  free_cfg.capacity = 0;
+  const ReplayResult alone = replay(ev, free_cfg, reset_at);
+  CHECK(uncapped.ran == alone.ran);
+  CHECK(uncapped.peak_reserved == alone.peak_reserved);
+  CHECK(uncapped.peak_allocated == alone.peak_allocated);
+  REQUIRE(capped.size() == caps.size());
+  for (size_t k = 0; k < caps.size(); ++k) {
+    CAPTURE(caps[k]);
+    AllocatorConfig at = free_cfg;
+    at.capacity = caps[k];
+    at.capacity_is_fraction = false;
+    const ReplayResult m = replay(ev, at, reset_at);
+    CHECK(capped[k].ran == m.ran);
+    CHECK(capped[k].oom_event == m.oom_event);
+    CHECK(capped[k].peak_reserved == m.peak_reserved);
+    CHECK(capped[k].peak_allocated == m.peak_allocated);
+    CHECK(capped[k].num_alloc_retries == m.num_alloc_retries);
+  }
 }
 
 // A random program: allocations drawn from a few sizes that repeat (as tensors do) and from
@@ -111,6 +138,9 @@ TEST_CASE("fast replay: random programs, every pool, capped and not") {
     const ReplayResult free_run = replay(ev, c);
     const int64_t reset_at = trial % 3 == 0 ? static_cast<int64_t>(ev.size() / 2) : -1;
     same_answer(ev, c, reset_at);
+    std::vector<int64_t> caps;
+    for (double f : {1.5, 0.995, 0.95, 0.8, 0.5}) caps.push_back(std::max<int64_t>(1, static_cast<int64_t>(f * static_cast<double>(free_run.peak_reserved))));
+    same_forks(ev, c, reset_at, caps);
     // Capacities below the free run's peak: the free-and-retry path, then out of memory.
     for (double f : {0.995, 0.95, 0.8, 0.5}) {
       AllocatorConfig cap = c;
@@ -161,12 +191,15 @@ TEST_CASE("fast replay: the H200 dev set's and every fixture's allocation sequen
     same_answer(seq.events, c, static_cast<int64_t>(seq.last_step_begin));
     // Below the peak: where the estimate asks whether the step runs in the target's share.
     const ReplayResult free_run = replay(seq.events, c, -1, false);
+    std::vector<int64_t> caps;
     for (double f : {0.97, 0.9}) {
       AllocatorConfig capped = c;
       capped.capacity = static_cast<int64_t>(f * static_cast<double>(free_run.peak_reserved));
       capped.capacity_is_fraction = false;
       same_answer(seq.events, capped);
+      caps.push_back(capped.capacity);
     }
+    same_forks(seq.events, c, static_cast<int64_t>(seq.last_step_begin), caps);
   }
   MESSAGE(replayed << " sequences replayed by both engines: " << dev_replayed << " of " << dev << " dev-set cases, " << replayed - dev_replayed
                   << " of " << setups.size() - dev << " fixtures read");
