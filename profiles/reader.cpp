@@ -33,10 +33,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "profiles/profiles.h"
+#include "profiles/yaml_subset.h"
 
 namespace memplan::profiles::detail {
-
-namespace {
 
 // Dotted paths name values in messages only; a hostile file with huge keys must not make every
 // node carry a copy of them.
@@ -47,6 +46,8 @@ std::string child_path(const std::string& parent, const std::string& key) {
   if (p.size() > kMaxPathLength) p = "..." + p.substr(p.size() - kMaxPathLength);
   return p;
 }
+
+namespace {
 
 using text::thousands;
 
@@ -963,6 +964,16 @@ std::string read_text_file(const std::string& path, const Where& named_at, int64
 }
 
 Node parse_yaml(const std::string& text, const std::string& path) {
+  const ReadLimits& lim = read_limits();
+  check_text_impl(text, path, lim.max_yaml_bytes, "YAML");
+  prescan_yaml(text, path, lim);
+  // The plain block style memplan's data files and most configs use, without yaml-cpp (which
+  // spent most of a short run's time reading them); yaml-cpp for everything else.
+  if (Node quick; parse_yaml_subset(text, path, lim, quick)) return quick;
+  return parse_yaml_with_yaml_cpp(text, path);
+}
+
+Node parse_yaml_with_yaml_cpp(const std::string& text, const std::string& path) {
   const ReadLimits& lim = read_limits();
   check_text_impl(text, path, lim.max_yaml_bytes, "YAML");
   prescan_yaml(text, path, lim);

@@ -44,6 +44,8 @@ struct Node {
 };
 
 std::string lower(std::string s);  // ASCII lower case: names and keys compare case-insensitively
+// The dotted path of `key` under `parent` (keys clipped, the whole kept to the last 200 characters).
+std::string child_path(const std::string& parent, const std::string& key);
 inline bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -86,6 +88,9 @@ std::string special_file_kind(const std::string& path);
 // Parse errors become InputError at the offending position. Both check the text first (size,
 // NUL bytes, UTF-8, nesting depth, number of values) and report what they refuse at its line.
 Node parse_yaml(const std::string& text, const std::string& path);
+// parse_yaml through yaml-cpp alone, for every file (parse_yaml reads the block-style subset of
+// yaml_subset.h without it): the reference the subset reader is tested against.
+Node parse_yaml_with_yaml_cpp(const std::string& text, const std::string& path);
 Node parse_json(const std::string& text, const std::string& path);
 // A bundled table read by lines and its entries parsed one at a time (gpus.yaml, families.yaml):
 // f(line number, line without its newline) for each line.
