@@ -29,11 +29,20 @@ struct Block {
 
 // The cached blocks of one pool.
 class SizeIndex {
+  // The first of sizes_ not below `size`: a pool holds a few dozen sizes at a time, where a scan
+  // beats a binary search's unpredictable branches.
+  std::vector<int64_t>::iterator first_not_below(int64_t size) {
+    if (sizes_.size() > 32) return std::lower_bound(sizes_.begin(), sizes_.end(), size);
+    auto it = sizes_.begin();
+    while (it != sizes_.end() && *it < size) ++it;
+    return it;
+  }
+
  public:
   // The cached block with the smallest size >= `size` (then the lowest address), taken out of the
   // index; -1 when there is none.
   int32_t take_best_fit(int64_t size) {
-    const auto it = std::lower_bound(sizes_.begin(), sizes_.end(), size);
+    const auto it = first_not_below(size);
     if (it == sizes_.end()) return -1;
     const size_t i = static_cast<size_t>(it - sizes_.begin());
     Bucket& b = buckets_[static_cast<size_t>(bucket_of_[i])];
@@ -43,7 +52,7 @@ class SizeIndex {
     return id;
   }
   void insert(const Block& x, int32_t id) {
-    const auto it = std::lower_bound(sizes_.begin(), sizes_.end(), x.size);
+    const auto it = first_not_below(x.size);
     const size_t i = static_cast<size_t>(it - sizes_.begin());
     int32_t bi;
     if (it != sizes_.end() && *it == x.size) {
@@ -66,7 +75,7 @@ class SizeIndex {
   }
   // REQUIRES: the block is in the index.
   void erase(const Block& x) {
-    const auto it = std::lower_bound(sizes_.begin(), sizes_.end(), x.size);
+    const auto it = first_not_below(x.size);
     MEMPLAN_CHECK(it != sizes_.end() && *it == x.size, "fast replay: erasing a block that is not cached");
     const size_t i = static_cast<size_t>(it - sizes_.begin());
     std::vector<Entry>& e = buckets_[static_cast<size_t>(bucket_of_[i])].entries;
@@ -120,7 +129,8 @@ struct Forks {
 
 class Engine {
  public:
-  explicit Engine(const AllocatorConfig& config) : config_(config), capacity_(config.capacity) {}
+  explicit Engine(const AllocatorConfig& config)
+      : config_(config), plain_rounding_(config.roundup_power2_divisions.empty()), capacity_(config.capacity) {}
   Engine(const Engine&) = default;
   // A copy for a fork, capped at `capacity`.
   Engine(const Engine& e, int64_t capacity) : Engine(e) {
@@ -132,7 +142,9 @@ class Engine {
   // CachingAllocatorModel::malloc_block: the block's id, or -1 for out of memory.
   int32_t malloc(int64_t bytes) {
     MEMPLAN_CHECK(bytes >= 0, "allocator model: negative allocation");
-    const int64_t size = round_request(bytes, config_);
+    // round_request; without rounding divisions (PyTorch's default) the next multiple of 512.
+    const int64_t size = plain_rounding_ ? std::max(kAllocMinBlockSize, (bytes + kAllocMinBlockSize - 1) / kAllocMinBlockSize * kAllocMinBlockSize)
+                                         : round_request(bytes, config_);
     const bool small = size <= kAllocSmallSize;
     SizeIndex& pool = small ? small_ : large_;
     int32_t id = pool.take_best_fit(size);  // get_free_block
@@ -254,6 +266,7 @@ class Engine {
   }
 
   AllocatorConfig config_;  // round_request's settings
+  bool plain_rounding_;     // no roundup_power2_divisions
   int64_t capacity_;
   Forks* forks_ = nullptr;
   std::vector<Block> blocks_;

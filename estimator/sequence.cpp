@@ -846,8 +846,10 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
       p.runs_in_capacity = 0;
     } else {
       if (!memo.find(runs_in, &v)) {
-        const bool runs = peak_rounded_requests(seq().events, capped) <= capacity &&
-                          (capped_ran ? *capped_ran : replay(seq().events, capped, -1, /*segment_actions=*/false).ran);
+        // (A replay made says it itself: live blocks past the capacity cannot all be held in it.)
+        const bool runs = capped_ran ? *capped_ran
+                                     : peak_rounded_requests(seq().events, capped) <= capacity &&
+                                           replay(seq().events, capped, -1, /*segment_actions=*/false).ran;
         v = {runs ? 1 : 0};
         memo.put(runs_in, v);
       }
