@@ -79,10 +79,16 @@ class Reader {
   void count() {
     if (++values_ > lim_.max_yaml_values) throw Decline{};
   }
-  void open() {
+  // A collection opened (counted, and one level deeper until its caller closes it: --depth_).
+  Node open(Node::Kind kind, const std::string& path, const Where& where) {
     if (depth_ >= lim_.max_depth) throw Decline{};
     ++depth_;
     count();
+    Node n;
+    n.kind = kind;
+    n.path = path;
+    n.where = where;
+    return n;
   }
   static bool item(const std::string& t, const Line& l) {
     return t[l.begin] == '-' && (l.begin + 1 == l.end || t[l.begin + 1] == ' ');
@@ -157,11 +163,7 @@ class Reader {
   }
 
   Node map(int indent, const std::string& path, const Where& where) {
-    Node n;
-    n.kind = Node::Kind::map;
-    n.path = path;
-    n.where = where;
-    open();
+    Node n = open(Node::Kind::map, path, where);
     while (cur_ < lines_.size() && lines_[cur_].indent == indent) {
       const Line l = lines_[cur_];
       if (item(t_, l)) throw Decline{};
@@ -206,11 +208,7 @@ class Reader {
   }
 
   Node list(int indent, const std::string& path, const Where& where) {
-    Node n;
-    n.kind = Node::Kind::list;
-    n.path = path;
-    n.where = where;
-    open();
+    Node n = open(Node::Kind::list, path, where);
     while (cur_ < lines_.size() && lines_[cur_].indent == indent && item(t_, lines_[cur_])) {
       Line& l = lines_[cur_];
       const size_t q = skip_spaces(l.begin + 1, l.end);
@@ -273,11 +271,7 @@ class Reader {
   }
 
   Node flow_list(const Line& l, size_t p, const std::string& path, const Where& where) {
-    Node n;
-    n.kind = Node::Kind::list;
-    n.path = path;
-    n.where = where;
-    open();
+    Node n = open(Node::Kind::list, path, where);
     size_t j = skip_spaces(p + 1, l.end);
     if (j < l.end && t_[j] == ']') {
       ++j;
