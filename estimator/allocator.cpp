@@ -1053,13 +1053,13 @@ ReplayResult replay_peaks(const std::vector<AllocatorEvent>& events, const Slott
 }  // namespace
 
 ReplayResult replay_with_caps(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config, int64_t reset_peaks_at,
-                              const std::vector<int64_t>& capacities, std::vector<ReplayResult>& capped) {
+                              const std::vector<int64_t>& capacities, std::vector<ReplayResult>& capped, bool first_that_runs) {
   AllocatorConfig uncapped = config;
   uncapped.capacity = 0;
   const SlottedEvents slotted = slot_events(events);
   ReplayResult out;
   if (fast_replay::covers(uncapped) &&
-      fast_replay::run_with_caps(events, slotted.slot, slotted.slots, uncapped, reset_peaks_at, capacities, out, capped))
+      fast_replay::run_with_caps(events, slotted.slot, slotted.slots, uncapped, reset_peaks_at, capacities, out, capped, first_that_runs))
     return out;
   capped.clear();
   for (int64_t c : capacities) {
@@ -1067,6 +1067,7 @@ ReplayResult replay_with_caps(const std::vector<AllocatorEvent>& events, const A
     at.capacity = c;
     at.capacity_is_fraction = false;
     capped.push_back(ReplayDriver::run(events, slotted, at, reset_peaks_at, /*with_actions=*/false));
+    if (first_that_runs && capped.back().ran) break;
   }
   return ReplayDriver::run(events, slotted, uncapped, reset_peaks_at, /*with_actions=*/false);
 }

@@ -210,8 +210,10 @@ ReplayResult replay(const std::vector<AllocatorEvent>& events, const AllocatorCo
 // Where the lean engine covers the settings, each capped replay goes on from where it first departs
 // from the uncapped one (the first segment that takes reserved memory past its capacity; before
 // that the two are the same event for event), so the set costs little more than the uncapped one.
+// With `first_that_runs` the capped replays stop at the first that runs (`capped` holds those made).
 ReplayResult replay_with_caps(const std::vector<AllocatorEvent>& events, const AllocatorConfig& config, int64_t reset_peaks_at,
-                              const std::vector<int64_t>& capacities, std::vector<ReplayResult>& capped);
+                              const std::vector<int64_t>& capacities, std::vector<ReplayResult>& capped,
+                              bool first_that_runs = false);
 
 // The most bytes the live allocations of `events` hold at once, each request rounded as `config`
 // rounds it (round_size). Every allocated block is at least its rounded request and reserved memory

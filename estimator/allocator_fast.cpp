@@ -334,7 +334,8 @@ bool run(const std::vector<AllocatorEvent>& events, const std::vector<int32_t>& 
 }
 
 bool run_with_caps(const std::vector<AllocatorEvent>& events, const std::vector<int32_t>& slot, size_t slots, const AllocatorConfig& config,
-                   int64_t reset_peaks_at, const std::vector<int64_t>& capacities, ReplayResult& out, std::vector<ReplayResult>& capped) {
+                   int64_t reset_peaks_at, const std::vector<int64_t>& capacities, ReplayResult& out, std::vector<ReplayResult>& capped,
+                   bool first_that_runs) {
   MEMPLAN_CHECK(covers(config) && config.capacity == 0, "fast replay: settings it does not cover");
   Engine engine(config);
   std::vector<int32_t> live(slots, -1);
@@ -356,6 +357,7 @@ bool run_with_caps(const std::vector<AllocatorEvent>& events, const std::vector<
       return false;
     }
     results.push_back(std::move(c));
+    if (first_that_runs && results.back().ran) break;
   }
   out = std::move(r);
   capped = std::move(results);

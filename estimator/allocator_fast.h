@@ -32,10 +32,11 @@ bool run(const std::vector<AllocatorEvent>& events, const std::vector<int32_t>& 
 // same settings, config.capacity = c): `capped[k]` is what run() with that capacity gives, peaks
 // reset at `reset_peaks_at` too. Each capped replay is made only from where it departs from the
 // uncapped one (the first new segment that takes reserved memory past its capacity), on a copy of
-// the engine made there; one that never does is the uncapped replay. False as run() is.
-// REQUIRES: covers(config), config.capacity == 0, every capacity > 0.
+// the engine made there; one that never does is the uncapped replay. With `first_that_runs` the
+// capped replays stop at the first that runs (`capped` holds those made, in order). False as run()
+// is. REQUIRES: covers(config), config.capacity == 0, every capacity > 0.
 bool run_with_caps(const std::vector<AllocatorEvent>& events, const std::vector<int32_t>& slot, size_t slots,
                    const AllocatorConfig& config, int64_t reset_peaks_at, const std::vector<int64_t>& capacities,
-                   ReplayResult& out, std::vector<ReplayResult>& capped);
+                   ReplayResult& out, std::vector<ReplayResult>& capped, bool first_that_runs = false);
 
 }  // namespace memplan::fast_replay

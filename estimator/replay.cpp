@@ -96,17 +96,15 @@ bool replay_allocator(const TrainingSetup& s, const Calibration* cal, MemoryBrea
   // still run there: one more replay, capped, says whether it runs within the target, and where it
   // does not, one more whether it runs on the card at all.
   const int64_t asked = share_possible ? target : room_possible ? room : 0;
-  const ReservedPrediction p = predict_reserved(s, /*boundary=*/false, kMaxReplayEvents, /*capacity=*/asked, /*steps=*/2);
+  const int64_t fallback = share_possible && room_possible && target < room ? room : 0;  // where it does not run in the share
+  const ReservedPrediction p = predict_reserved(s, /*boundary=*/false, kMaxReplayEvents, /*capacity=*/asked, /*steps=*/2, fallback);
   if (!p.modelled) {
     why_not = p.why_not;
     return false;
   }
   const bool runs_in_target = share_possible && (p.peak_reserved <= target || p.runs_in_capacity == 1);
   bool runs_on_card = room_possible && (runs_in_target || p.peak_reserved <= room || (asked == room && p.runs_in_capacity == 1));
-  if (room_possible && !runs_on_card && asked != room) {
-    const ReservedPrediction q = predict_reserved(s, false, kMaxReplayEvents, room, 2);
-    runs_on_card = q.modelled && q.runs_in_capacity == 1;
-  }
+  if (room_possible && !runs_on_card && asked != room) runs_on_card = p.runs_in_fallback == 1;
   // What the card shows: the uncapped reserved memory, or the whole room where the step runs only
   // by squeezing the cache into it (the H200's 11 GiB-capped Qwen2.5-0.5B run reserved 11.68 of
   // 11.81 GB); a step that runs out keeps the uncapped figure, over the card.

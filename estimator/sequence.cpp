@@ -789,7 +789,8 @@ ReplayMemo& replay_memo() {
 
 void forget_replays() { replay_memo().clear(); }
 
-ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_t max_events, int64_t capacity, int steps) {
+ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_t max_events, int64_t capacity, int steps,
+                                    int64_t fallback) {
   ReservedPrediction p;
   p.why_not = sequence_not_modelled(s);
   if (!p.why_not.empty()) return p;
@@ -809,21 +810,32 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
     return *unrolled;
   };
   ReplayMemo::Answer v;
-  AllocatorConfig capped = cfg;  // the capacity asked about: the card's free memory, cudaMalloc fails beyond it
-  capped.capacity = capacity;
-  capped.capacity_is_fraction = false;
+  // The capacities asked about: the card's free memory, cudaMalloc fails beyond it.
+  auto capped_at = [&](int64_t c) {
+    AllocatorConfig a = cfg;
+    a.capacity = c;
+    a.capacity_is_fraction = false;
+    return a;
+  };
+  const AllocatorConfig capped = capped_at(capacity), capped_fallback = capped_at(fallback);
   const ReplayMemo::Key runs_in = ReplayMemo::key(fp, capped, ReplayMemo::kRunsIn);
-  std::optional<bool> capped_ran;  // the capped replay, where made beside the uncapped one
+  const ReplayMemo::Key runs_in_fallback = ReplayMemo::key(fp, capped_fallback, ReplayMemo::kRunsIn);
+  std::optional<bool> capped_ran, fallback_ran;  // the capped replays, where made beside the uncapped one
   const ReplayMemo::Key peaks = ReplayMemo::key(fp, cfg, ReplayMemo::kPeaks);
   if (!memo.find(peaks, &v)) {
-    // With a capacity asked about, the capped replay goes along: it is the uncapped one up to where
-    // it first needs a segment past the capacity (replay_with_caps).
-    std::vector<ReplayResult> at;
+    // The capped replays asked about go along: each is the uncapped one up to where it first needs
+    // a segment past its capacity (replay_with_caps); the fallback's only where the first fails.
     ReplayMemo::Answer known;
-    const bool with_cap = capacity > 0 && !memo.find(runs_in, &known);
-    const ReplayResult r = with_cap ? replay_with_caps(seq().events, cfg, static_cast<int64_t>(seq().last_step_begin), {capacity}, at)
-                                    : replay(seq().events, cfg, static_cast<int64_t>(seq().last_step_begin), /*segment_actions=*/false);
-    if (with_cap) capped_ran = at.at(0).ran;
+    std::vector<int64_t> caps;
+    if (capacity > 0 && !memo.find(runs_in, &known)) caps.push_back(capacity);
+    const size_t fallback_at = caps.size();
+    if (fallback > 0 && !memo.find(runs_in_fallback, &known)) caps.push_back(fallback);
+    std::vector<ReplayResult> at;
+    const int64_t reset = static_cast<int64_t>(seq().last_step_begin);
+    const ReplayResult r = caps.empty() ? replay(seq().events, cfg, reset, /*segment_actions=*/false)
+                                        : replay_with_caps(seq().events, cfg, reset, caps, at, /*first_that_runs=*/true);
+    if (fallback_at == 1) capped_ran = at.at(0).ran;
+    if (fallback > 0 && at.size() > fallback_at && caps.size() > fallback_at) fallback_ran = at[fallback_at].ran;
     v = {r.peak_reserved, r.peak_allocated, seq().peak_bytes, seq().process_peak_bytes};
     memo.put(peaks, v);
   }
@@ -854,6 +866,21 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
         memo.put(runs_in, v);
       }
       p.runs_in_capacity = static_cast<int>(v.a);
+    }
+  }
+  // The fallback where the step does not run in `capacity` (as that one, answered the same way).
+  if (fallback > 0 && p.runs_in_capacity != 1 && p.peak_reserved > fallback) {
+    if (process_peak > fallback) {
+      p.runs_in_fallback = 0;
+    } else {
+      if (!memo.find(runs_in_fallback, &v)) {
+        const bool runs = fallback_ran ? *fallback_ran
+                                       : peak_rounded_requests(seq().events, capped_fallback) <= fallback &&
+                                             replay(seq().events, capped_fallback, -1, /*segment_actions=*/false).ran;
+        v = {runs ? 1 : 0};
+        memo.put(runs_in_fallback, v);
+      }
+      p.runs_in_fallback = static_cast<int>(v.a);
     }
   }
   return p;

@@ -70,6 +70,9 @@ struct ReservedPrediction {
   // With a capacity and a peak reserved above it: whether the process still runs in it (the
   // allocator frees its cache and retries before failing); -1: not tried.
   int runs_in_capacity = -1;
+  // With a fallback capacity, where the process does not run in `capacity` and its peak reserved is
+  // above the fallback: whether it runs in the fallback; -1: not asked.
+  int runs_in_fallback = -1;
 };
 
 // Replays allocation_sequence(s) through CachingAllocatorModel with the setup's allocator settings;
@@ -82,8 +85,10 @@ struct ReservedPrediction {
 // sequence and the replays depend on), so asking again about the same sequence, with the same or
 // another capacity, costs the segment simulation and the replays not yet made; the capped replay
 // is skipped where the live tensors alone outgrow the capacity (it could only run out of memory).
+// `fallback` > 0: where the process does not run in `capacity`, whether it runs in `fallback`
+// (runs_in_fallback), the two capped replays made in the uncapped one's pass.
 ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary = true, size_t max_events = 0,
-                                    int64_t capacity = 0, int steps = 3);
+                                    int64_t capacity = 0, int steps = 3, int64_t fallback = 0);
 // Empties predict_reserved's memo (benchmarks that time the replays themselves).
 void forget_replays();
 

@@ -350,7 +350,7 @@ FitReport fit(const TrainingSetup& s, const Calibration* cal, const FitAsk& ask)
   r.verdict = judge(e, s);
   r.host = judge_host(e, s);
   r.largest_micro_batch = largest_micro_batch(s, cal);
-  r.largest_micro_batch_runs = largest_micro_batch_that_runs(s, cal);
+  r.largest_micro_batch_runs = largest_micro_batch_that_runs(s, cal);  // (after it: the probes it shares are remembered)
   if (r.largest_micro_batch > 0) {
     TrainingSetup t = s;
     t.batch.micro_batch = r.largest_micro_batch;

@@ -14,9 +14,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <exception>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <tuple>
 
 namespace memplan::planner {
@@ -184,7 +190,52 @@ struct Group {
 // searches over one card share them (the request's own and the feasibility searches over GPU
 // counts, where only the data-parallel ranks, and so the accumulation, differ).
 using TimelineKey = std::tuple<int64_t, int64_t, int, int64_t, int, int, bool, int, int64_t, bool, int, int64_t, double>;
-using TimelineCache = std::map<TimelineKey, Timeline>;
+struct TimelineCache {
+  std::mutex mu;  // the searches of one plan() call run on several threads
+  std::map<TimelineKey, Timeline> map;  // (a std::map: what it returns stays where it is)
+};
+
+}  // namespace
+
+size_t search_threads() {
+  if (const char* env = std::getenv("MEMPLAN_THREADS"); env && *env) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end && *end == '\0' && v >= 1) return static_cast<size_t>(std::min<long>(v, 256));
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+namespace {
+
+// f(state, i) for i in [0, n) on up to search_threads() threads, each with its own state from
+// make(), handed to finish() (one thread at a time) when the thread is done; an exception of f is
+// rethrown here, the one of the lowest i.
+template <class Make, class F, class Finish>
+void for_each_index(size_t n, Make&& make, F&& f, Finish&& finish) {
+  const size_t threads = std::min(n, search_threads());
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(n);
+  std::mutex finishing;
+  auto work = [&] {
+    auto state = make();
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        f(state, i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+    std::lock_guard<std::mutex> lock(finishing);
+    finish(state);
+  };
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < threads; ++k) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
 
 class Search {
  public:
@@ -236,11 +287,15 @@ class Search {
                           s.checkpointing.every_k, static_cast<int>(s.attention), static_cast<int>(s.precision),
                           gradients_persist(s), static_cast<int>(s.finetune.mode), s.finetune.lora_rank, s.runtime.liger,
                           static_cast<int>(s.runtime.loss), micro_batches_in_flight(s), step_temps_per_grad_byte(s, ps)};
-    auto it = timelines_->find(key);
-    if (it == timelines_->end()) {
-      it = timelines_->emplace(key, activation_timeline(s, /*with_rows=*/false)).first;
-      ++timeline_count;
+    {
+      std::lock_guard<std::mutex> lock(timelines_->mu);
+      auto it = timelines_->map.find(key);
+      if (it != timelines_->map.end()) return it->second;
     }
+    Timeline made = activation_timeline(s, /*with_rows=*/false);  // (two threads may both make one: one is kept)
+    std::lock_guard<std::mutex> lock(timelines_->mu);
+    const auto [it, fresh] = timelines_->map.emplace(key, std::move(made));
+    if (fresh) ++timeline_count;
     return it->second;
   }
 
@@ -472,6 +527,14 @@ class Search {
   }
 
   int64_t candidates = 0, fitting = 0, timeline_count = 0, compositions = 0, host_short = 0;
+  // Another search's counts added to these (the threads' searches of one plan() call).
+  void add_counts(const Search& o) {
+    candidates += o.candidates;
+    fitting += o.fitting;
+    timeline_count += o.timeline_count;
+    compositions += o.compositions;
+    host_short += o.host_short;
+  }
 
  private:
   const PlanRequest& req_;
@@ -550,9 +613,24 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
   std::vector<std::vector<Candidate>> tier_fitting(tier_names().size());  // each group's best at each tier's budget
   std::vector<char> expressible;                                          // per entry of r.group_bests
   std::string first_unexpressed;
-  search.for_each_group([&](const TrainingSetup& t, Precision asked) {
+  // Each group's search on its own (the groups are independent), on several threads; the results
+  // are then taken in the groups' order, as one thread would have.
+  std::vector<std::pair<TrainingSetup, Precision>> groups;
+  search.for_each_group([&](const TrainingSetup& t, Precision asked) { groups.emplace_back(t, asked); });
+  struct GroupSearch {
+    std::vector<std::optional<Candidate>> best;
     Search::Bound p1;
-    std::vector<std::optional<Candidate>> best = search.best_of_group(t, &p1);
+  };
+  std::vector<GroupSearch> searched(groups.size());
+  for_each_index(
+      groups.size(), [&] { return std::make_unique<Search>(req, space, &timelines); },
+      [&](std::unique_ptr<Search>& w, size_t i) { searched[i].best = w->best_of_group(groups[i].first, &searched[i].p1); },
+      [&](std::unique_ptr<Search>& w) { search.add_counts(*w); });
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const TrainingSetup& t = groups[g].first;
+    const Precision asked = groups[g].second;
+    Search::Bound& p1 = searched[g].p1;
+    std::vector<std::optional<Candidate>>& best = searched[g].best;
     for (size_t i = 0; i + 1 < best.size(); ++i)
       if (best[i + 1]) tier_fitting[i].push_back(*best[i + 1]);
     if (!best[0]) {
@@ -560,7 +638,7 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       one.batch.micro_batch = 1;
       one.batch.grad_accum = search.accum_for(1);
       unfit.emplace_back(p1, std::move(one));
-      return;
+      continue;
     }
     Candidate& c = *best[0];
     if (asked != t.precision) {
@@ -574,7 +652,7 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
     if (!can && first_unexpressed.empty()) first_unexpressed = why;
     r.group_bests.push_back(c);
     expressible.push_back(can);
-  });
+  }
   r.candidates = search.candidates;
   r.fitting = search.fitting;
   r.host_short = search.host_short;

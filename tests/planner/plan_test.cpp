@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -273,4 +274,40 @@ TEST_CASE("the GPU-count searches agree with a plan at that count (a pipeline's 
   REQUIRE_FALSE(r.found);
   REQUIRE(r.smallest_gpu_count > 2);
   check_smallest_gpu_count(req, r);
+}
+
+// plan() searches the groups on several threads (MEMPLAN_THREADS, else the cores): the answer is the
+// one a single thread gives, candidate for candidate, counts included.
+TEST_CASE("plan: one thread and several give the same plan") {
+  auto with_threads = [](const char* n, const PlanRequest& req) {
+    setenv("MEMPLAN_THREADS", n, 1);
+    PlanResult r = plan(req);
+    unsetenv("MEMPLAN_THREADS");
+    return r;
+  };
+  struct Case {
+    const char* model;
+    const char* gpu;
+    int64_t gpus;
+  };
+  for (const Case& c : {Case{"qwen2.5-0.5b", "rtx-3060-12gb", 1}, Case{"llama-3-8b", "a100-40gb", 4}, Case{"moe-nano", "l4", 1}}) {
+    CAPTURE(c.model);
+    const PlanRequest req = request(c.model, c.gpu, c.gpus, 64, 1024);
+    const PlanResult one = with_threads("1", req), many = with_threads("4", req);
+    CHECK(one.found == many.found);
+    CHECK(one.candidates == many.candidates);
+    CHECK(one.fitting == many.fitting);
+    CHECK(one.timelines == many.timelines);
+    CHECK(one.compositions == many.compositions);
+    CHECK(one.best.peak_bytes == many.best.peak_bytes);
+    REQUIRE(one.group_bests.size() == many.group_bests.size());
+    for (size_t i = 0; i < one.group_bests.size(); ++i) {
+      CHECK(one.group_bests[i].peak_bytes == many.group_bests[i].peak_bytes);
+      CHECK(one.group_bests[i].setup.batch.micro_batch == many.group_bests[i].setup.batch.micro_batch);
+      CHECK(one.group_bests[i].time.tokens_per_s == many.group_bests[i].time.tokens_per_s);
+    }
+    REQUIRE(one.tiers.size() == many.tiers.size());
+    for (size_t i = 0; i < one.tiers.size(); ++i) CHECK(one.tiers[i].best.peak_bytes == many.tiers[i].best.peak_bytes);
+    CHECK(one.runners_up.size() == many.runners_up.size());
+  }
 }
