@@ -851,38 +851,23 @@ ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_
     }
     p.oom_boundary = v.a;
   }
-  if (capacity > 0 && p.peak_reserved > capacity) {
-    // Where the live tensors alone (their own bytes, then rounded as the allocator rounds them)
-    // outgrow the capacity, the capped replay runs out of memory (peak_rounded_requests): not run.
-    if (process_peak > capacity) {
-      p.runs_in_capacity = 0;
-    } else {
-      if (!memo.find(runs_in, &v)) {
-        // (A replay made says it itself: live blocks past the capacity cannot all be held in it.)
-        const bool runs = capped_ran ? *capped_ran
-                                     : peak_rounded_requests(seq().events, capped) <= capacity &&
-                                           replay(seq().events, capped, -1, /*segment_actions=*/false).ran;
-        v = {runs ? 1 : 0};
-        memo.put(runs_in, v);
-      }
-      p.runs_in_capacity = static_cast<int>(v.a);
+  // Whether the process runs in capacity `c` (its capped config `at`, memo key `k`; `forked`: the
+  // capped replay made beside the uncapped one). Where the live tensors alone (their own bytes,
+  // then rounded as the allocator rounds them) outgrow the capacity, the capped replay runs out of
+  // memory (peak_rounded_requests): not run; a replay made says so itself.
+  auto runs_in_cap = [&](int64_t c, const AllocatorConfig& at, const ReplayMemo::Key& k, const std::optional<bool>& forked) {
+    if (process_peak > c) return 0;
+    if (!memo.find(k, &v)) {
+      const bool runs = forked ? *forked : peak_rounded_requests(seq().events, at) <= c && replay(seq().events, at, -1, /*segment_actions=*/false).ran;
+      v = {runs ? 1 : 0};
+      memo.put(k, v);
     }
-  }
-  // The fallback where the step does not run in `capacity` (as that one, answered the same way).
-  if (fallback > 0 && p.runs_in_capacity != 1 && p.peak_reserved > fallback) {
-    if (process_peak > fallback) {
-      p.runs_in_fallback = 0;
-    } else {
-      if (!memo.find(runs_in_fallback, &v)) {
-        const bool runs = fallback_ran ? *fallback_ran
-                                       : peak_rounded_requests(seq().events, capped_fallback) <= fallback &&
-                                             replay(seq().events, capped_fallback, -1, /*segment_actions=*/false).ran;
-        v = {runs ? 1 : 0};
-        memo.put(runs_in_fallback, v);
-      }
-      p.runs_in_fallback = static_cast<int>(v.a);
-    }
-  }
+    return static_cast<int>(v.a);
+  };
+  if (capacity > 0 && p.peak_reserved > capacity) p.runs_in_capacity = runs_in_cap(capacity, capped, runs_in, capped_ran);
+  // The fallback, where the step does not run in `capacity`.
+  if (fallback > 0 && p.runs_in_capacity != 1 && p.peak_reserved > fallback)
+    p.runs_in_fallback = runs_in_cap(fallback, capped_fallback, runs_in_fallback, fallback_ran);
   return p;
 }
 
