@@ -696,11 +696,11 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
                                  r.best.setup.batch.micro_batch, r.best.setup.batch.grad_accum, search.dp(), r.best.global_batch);
     // Runners-up: change one dimension of the winner at a time.
     const TrainingSetup& w = r.best.setup;
-    auto add = [&](const std::string& dim, TrainingSetup alt) {
+    // `best`: the group's search (best_of_group) made above.
+    auto add = [&](const std::string& dim, TrainingSetup alt, const std::vector<std::optional<Candidate>>& best) {
       RunnerUp ru;
       ru.dimension = dim;
       ru.value = describe_value(dim, alt);
-      const auto best = search.best_of_group(alt, nullptr, /*count=*/false);
       Candidate c;
       if (best[0]) {
         c = *best[0];
@@ -740,10 +740,10 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
                                                              text::fixed_gib(r.host_budget_bytes));
       r.runners_up.push_back(std::move(ru));
     }
-    search.for_each_group([&](const TrainingSetup& t, Precision) {
-      const std::string dim = differing_dimension(t, w);
-      if (!dim.empty()) add(dim, t);
-    });
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const std::string dim = differing_dimension(groups[g].first, w);
+      if (!dim.empty()) add(dim, groups[g].first, searched[g].best);
+    }
   } else if (!overall && req.explain) {
     int64_t smallest = -1;
     std::sort(unfit.begin(), unfit.end(), [](const auto& a, const auto& b) { return a.first.lower < b.first.lower; });
