@@ -10,11 +10,13 @@
 #include "estimator/error.h"
 #include "estimator/fields.h"
 #include "estimator/text.h"
+#include "profiles/profiles.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -200,8 +202,13 @@ struct TimelineCache {
 size_t search_threads() {
   if (const char* env = std::getenv("MEMPLAN_THREADS"); env && *env) {
     char* end = nullptr;
+    errno = 0;
     const long v = std::strtol(env, &end, 10);
-    if (end && *end == '\0' && v >= 1) return static_cast<size_t>(std::min<long>(v, 256));
+    if (!end || *end != '\0' || errno == ERANGE || v < 1 || v > kMaxSearchThreads)
+      throw InputError(Where::at_flag("MEMPLAN_THREADS"),
+                       fmt::format("must be a number of threads from 1 to {} (got '{}')", kMaxSearchThreads, memplan::profiles::clip(env)),
+                       "unset it to search on every core");
+    return static_cast<size_t>(v);
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }

@@ -122,9 +122,10 @@ PlanRequest make_request(const TrainingSetup& s, const PlanAsk& ask, const Calib
 // nothing fits: (name, DeviceSpec).
 PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string, DeviceSpec>>& gpus = {});
 
-// The threads plan() searches the groups on: MEMPLAN_THREADS
-// when set to a count (1: the caller's thread alone), else the machine's cores. The answers are
-// the same whatever the count.
+// The threads plan() searches the groups on: MEMPLAN_THREADS when set to a count (1: the caller's
+// thread alone, at most kMaxSearchThreads), else the machine's cores. The answers are the same
+// whatever the count. InputError when MEMPLAN_THREADS is set to anything else.
+inline constexpr long kMaxSearchThreads = 256;
 size_t search_threads();
 
 // The per-memory-size table (--table 8GiB,12GiB,... or GPU presets): one plan per device.

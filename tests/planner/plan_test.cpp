@@ -311,3 +311,22 @@ TEST_CASE("plan: one thread and several give the same plan") {
     CHECK(one.runners_up.size() == many.runners_up.size());
   }
 }
+
+TEST_CASE("plan: MEMPLAN_THREADS other than a count is an error naming it") {
+  const PlanRequest req = request("gpt2", "rtx-3060-12gb", 1, 8, 256);
+  for (const char* bad : {"abc", "0", "-2", "3x", "257", "99999999999999999999"}) {
+    CAPTURE(bad);
+    setenv("MEMPLAN_THREADS", bad, 1);
+    try {
+      plan(req);
+      FAIL("no error");
+    } catch (const InputError& e) {
+      CHECK(e.render() == std::string("error: MEMPLAN_THREADS: must be a number of threads from 1 to 256 (got '") + bad +
+                              "')\nhint: unset it to search on every core");
+    }
+    unsetenv("MEMPLAN_THREADS");
+  }
+  setenv("MEMPLAN_THREADS", "256", 1);
+  CHECK(plan(req).found);
+  unsetenv("MEMPLAN_THREADS");
+}
