@@ -3,8 +3,8 @@
 # loops), beside the in-process figures of build/bench/memplan_bench. Prints a table.
 #   bench/startup.sh [BUILD_DIR] [RUNS]      (defaults: build, 30)
 # Wall times are hyperfine's median over RUNS runs (after 5 warm-ups); peak RSS is the median of
-# /usr/bin/time's maximum resident set size over RUNS runs. Bars (issue 10): the estimate's median
-# <= 5 ms and <= 20 MiB; check over 1,000 configs < 2 s.
+# /usr/bin/time's maximum resident set size over RUNS runs. Bars: the estimate's median <= 5 ms and
+# <= 20 MiB, check over 1,000 configs < 2 s (issue 10); the quickstart rows' (issue 49, above).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -25,8 +25,16 @@ for i in $(seq 1 1000); do
 done
 
 # name | command | wall bar (ms, 0: none) | RSS bar (MiB, 0: none)
-cases=(
+# The quickstart rows are issue 49's: --version within 1.5x of an empty C++ program (its bar here is
+# that figure, measured first), estimate <= 5 ms, fit <= 10 ms, plan <= 3x estimate.
+empty="$build/bench/memplan_empty"
+cases=()
+[ -x "$empty" ] && cases+=("empty C++ program|$empty|0|0")
+cases+=(
   "version|$memplan --version|0|0"
+  "estimate quickstart|$memplan estimate --config examples/quickstart.yaml|5|20"
+  "fit quickstart|$memplan fit --config examples/quickstart.yaml|10|0"
+  "plan quickstart --global-batch 32|$memplan plan --config examples/quickstart.yaml --global-batch 32|0|0"
   "estimate llama-3-8b --json|$memplan estimate --model llama-3-8b --gpu a100-80gb --micro-batch 4 --seq-len 2048 --json|5|20"
   "fit llama-3.2-1b on rtx-3060|$memplan fit --model llama-3.2-1b --gpu rtx-3060-12gb --micro-batch 4 --seq-len 1024 --precision amp-bf16|0|0"
   "plan llama-3-8b 4 x a100-40gb|$memplan plan --model llama-3-8b --gpu a100-40gb --gpus 4 --global-batch 256 --seq-len 2048|0|0"
@@ -49,6 +57,14 @@ for c in "${cases[@]}"; do
   fi
   if [ "$rss_bar" != 0 ]; then
     bar="$bar, "$(awk -v r="$rss" -v b="$rss_bar" 'BEGIN {printf "%s <= %s MiB", (r / 1024 <= b ? "meets" : "MISSES"), b}')
+  fi
+  [ "$name" = "empty C++ program" ] && empty_ms=$med_ms
+  if [ "$name" = version ] && [ -n "${empty_ms:-}" ]; then
+    bar=$(awk -v m="$med_ms" -v e="$empty_ms" 'BEGIN {printf "%s <= 1.5 x empty (%.2fx)", (m <= 1.5 * e ? "meets" : "MISSES"), m / e}')
+  fi
+  [ "$name" = "estimate quickstart" ] && est_ms=$med_ms
+  if [ "$name" = "plan quickstart --global-batch 32" ] && [ -n "${est_ms:-}" ]; then
+    bar=$(awk -v m="$med_ms" -v e="$est_ms" 'BEGIN {printf "%s <= 3 x estimate (%.1fx)", (m <= 3 * e ? "meets" : "MISSES"), m / e}')
   fi
   printf '%-30s %12s %10.2f %10.2f %14.1f  %s\n' "$name" "$med_ms" "$(awk -v s="$min" 'BEGIN {print s * 1000}')" \
     "$(awk -v s="$max" 'BEGIN {print s * 1000}')" "$(awk -v r="$rss" 'BEGIN {print r / 1024}')" "$bar"
