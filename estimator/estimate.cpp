@@ -81,6 +81,29 @@ VerdictBound verdict_bound(const TrainingSetup& s, const Timeline& t, const Cali
   return v;
 }
 
+bool step_runs(const TrainingSetup& s, const Timeline& t, const Calibration* cal) {
+  auto full = [&] { return judge(compose(s, t, cal, /*with_text=*/false, nullptr), s).runs; };
+  if (!replay_may_apply(s, cal) || s.device.capacity_bytes <= 0) return full();
+  const MemoryBreakdown b = compose(s, t, cal, /*with_text=*/false, nullptr, /*replay=*/false);
+  const int64_t context = b.phases.front()[Term::cuda_context];
+  int64_t tensors = 0;
+  for (const PhaseState& ph : b.phases) tensors = std::max(tensors, ph.total() - ph[Term::cuda_context] - ph[Term::allocator_overhead]);
+  const auto [room, target] = allocator_room(s, context);
+  if (room <= 0) return full();
+  if (tensors > room) return false;  // replay_allocator: the step is not said to run on the card
+  // replay_allocator's runs_on_card: it runs in the target's share (where the tensors fit it), else
+  // on the card; each is whether the replay capped there runs (within it uncapped, it runs capped).
+  if (target > 0 && tensors <= target) {
+    const ReservedPrediction in_share = predict_runs(s, kMaxReplayEvents, target, /*steps=*/2);
+    if (!in_share.modelled) return full();
+    if (in_share.runs_in_capacity == 1) return true;
+    if (target >= room) return false;
+  }
+  const ReservedPrediction on_card = predict_runs(s, kMaxReplayEvents, room, /*steps=*/2);
+  if (!on_card.modelled) return full();
+  return on_card.runs_in_capacity == 1;
+}
+
 MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibration* cal, bool with_text,
                         const ParamSummary* summary, bool replay) {
   if (cal) check_calibration(*cal);

@@ -119,6 +119,10 @@ struct VerdictBound {
   int runs = -1;           // judge()'s `runs` where known without the replay (0: tensors and context outgrow the card)
 };
 VerdictBound verdict_bound(const TrainingSetup& s, const Timeline& t, const Calibration* cal, const ParamSummary* summary = nullptr);
+// judge(compose(s, t, cal, false, nullptr), s).runs, made with replays capped at the target's share
+// and at the card only (predict_runs), without the uncapped replay the verdict's peak needs: what
+// the search for the largest micro-batch that runs at all asks.
+bool step_runs(const TrainingSetup& s, const Timeline& t, const Calibration* cal);
 
 // The optimizer step's peak in step 1, when states are created parameter by parameter (for
 // display next to a measured step 1; the steady state is what estimate() reports).

@@ -43,9 +43,6 @@ void check_calibration(const Calibration& c) {
 }
 
 
-// The longest allocation sequence compose() replays (a dense 48-layer model makes ~27,000 events
-// in a few milliseconds; a model with a hundred experts per layer makes millions).
-constexpr size_t kMaxReplayEvents = 250'000;
 
 // On CUDA, the allocator's overhead from replaying the process's allocation sequence through the
 // caching-allocator model (estimator/sequence.h): reserved at the peak minus the tensors there.

@@ -789,6 +789,49 @@ ReplayMemo& replay_memo() {
 
 void forget_replays() { replay_memo().clear(); }
 
+ReservedPrediction predict_runs(const TrainingSetup& s, size_t max_events, int64_t capacity, int steps) {
+  MEMPLAN_CHECK(capacity > 0, "predict_runs: a capacity");
+  ReservedPrediction p;
+  p.why_not = sequence_not_modelled(s);
+  if (!p.why_not.empty()) return p;
+  const SequencePlan plan = plan_sequence(s, steps);
+  if (max_events > 0 && plan.expected_events > max_events) {
+    p.why_not = fmt::format("about {} allocations to replay, more than the budget of {}", plan.expected_events, max_events);
+    return p;
+  }
+  p.modelled = true;
+  const AllocatorConfig cfg = allocator_config(s);
+  AllocatorConfig capped = cfg;  // the card's free memory: cudaMalloc fails beyond it
+  capped.capacity = capacity;
+  capped.capacity_is_fraction = false;
+  ReplayMemo& memo = replay_memo();
+  ReplayMemo::Fingerprint fp;
+  fp.add(plan);
+  const ReplayMemo::Key runs_in = ReplayMemo::key(fp, capped, ReplayMemo::kRunsIn);
+  const ReplayMemo::Key peaks = ReplayMemo::key(fp, cfg, ReplayMemo::kPeaks);
+  ReplayMemo::Answer v;
+  if (memo.find(runs_in, &v)) {
+    p.runs_in_capacity = static_cast<int>(v.a);
+    return p;
+  }
+  if (memo.find(peaks, &v)) {  // the uncapped replay made: within the capacity, or tensors past it
+    if (v.a <= capacity) return p.runs_in_capacity = 1, p;
+    if (v.d > capacity) return p.runs_in_capacity = 0, p;
+  }
+  const AllocationSequence seq = unroll(plan, 0);
+  bool runs = false;
+  if (seq.process_peak_bytes <= capacity) {
+    const int64_t reset = static_cast<int64_t>(seq.last_step_begin);
+    const ReplayResult r = replay(seq.events, capped, reset, /*segment_actions=*/false);
+    runs = r.ran;
+    // No segment refused (no retry, no failure): this was the uncapped replay, event for event.
+    if (r.ran && r.num_alloc_retries == 0) memo.put(peaks, {r.peak_reserved, r.peak_allocated, seq.peak_bytes, seq.process_peak_bytes});
+  }
+  memo.put(runs_in, {runs ? 1 : 0});
+  p.runs_in_capacity = runs ? 1 : 0;
+  return p;
+}
+
 ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary, size_t max_events, int64_t capacity, int steps,
                                     int64_t fallback) {
   ReservedPrediction p;

@@ -89,6 +89,12 @@ struct ReservedPrediction {
 // (runs_in_fallback), the two capped replays made in the uncapped one's pass.
 ReservedPrediction predict_reserved(const TrainingSetup& s, bool boundary = true, size_t max_events = 0,
                                     int64_t capacity = 0, int steps = 3, int64_t fallback = 0);
+// Only whether the process runs with the allocator capped at `capacity` (> 0): runs_in_capacity
+// is 1 or 0, the peaks left unset. One replay capped there, where predict_reserved makes the
+// uncapped one and the capped one beside it: what a search for the largest micro-batch that runs
+// at all needs. The same memo as predict_reserved (a capped replay that refuses no segment is the
+// uncapped one, and is remembered as it).
+ReservedPrediction predict_runs(const TrainingSetup& s, size_t max_events, int64_t capacity, int steps = 3);
 // Empties predict_reserved's memo (benchmarks that time the replays themselves).
 void forget_replays();
 

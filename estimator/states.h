@@ -62,6 +62,9 @@ std::string human(int64_t bytes);
 
 // A calibration's corrections within the bounds its reader keeps: InputError otherwise.
 void check_calibration(const Calibration& c);
+// The longest allocation sequence compose() replays (a dense 48-layer model makes ~27,000 events
+// in a few milliseconds; a model with a hundred experts per layer makes millions).
+inline constexpr size_t kMaxReplayEvents = 250'000;
 // The allocator overhead from replaying the step's allocation sequence (replay.cpp).
 bool replay_allocator(const TrainingSetup& s, const Calibration* cal, MemoryBreakdown& b, bool with_text, std::string& why_not);
 // Whether replay_allocator may replace the formula's overhead (it still declines a setup whose

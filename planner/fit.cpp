@@ -239,7 +239,7 @@ int64_t largest_micro_batch_that_runs(const TrainingSetup& s, const Calibration*
   return largest_where(s, limit, [&](const TrainingSetup& t) {
     const Timeline tl = activation_timeline(t, /*with_rows=*/false);
     if (verdict_bound(t, tl, cal).runs == 0) return false;  // the tensors alone outgrow the card
-    return judge(compose(t, tl, cal, /*with_text=*/false, nullptr), t).runs;
+    return step_runs(t, tl, cal);
   });
 }
 
