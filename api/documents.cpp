@@ -213,6 +213,17 @@ nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdow
                   {"peak_at", peak.at},
                   {"phases", phases},
                   {"saved_tensors_per_layer", saved}};
+  if (!e.ranks.empty()) {
+    // The figures above are the worst rank's; each rank's peak where the ranks differ.
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& r : e.ranks) {
+      nlohmann::json ph;
+      for (int i = 0; i < kNumPhases; ++i) ph[phase_name(static_cast<Phase>(i))] = r.phase_bytes[i];
+      ranks.push_back({{"rank", r.rank}, {"peak_bytes", r.peak_bytes}, {"phases", ph}});
+    }
+    j["per_gpu"]["worst_rank"] = {{"rank", e.worst_rank}, {"why", e.worst_rank_why}};
+    j["per_gpu"]["ranks"] = ranks;
+  }
   j["host"] = host_json(e, s);
   j["device"] = {{"name", s.device.name},
                  {"kind", to_string(s.device.kind)},

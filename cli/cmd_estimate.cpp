@@ -79,6 +79,13 @@ void print_table(std::ostream& out, const MemoryBreakdown& e, const TrainingSetu
     phases += fmt::format("{}{} {}{}", phases.empty() ? "" : ", ", phase_name(ph.phase), gib(ph.total()),
                           &ph == &pk ? " (peak)" : "");
   out << "  phases: " << phases << "\n";
+  if (!e.ranks.empty()) {
+    // The figures are the worst rank's; the least another rank needs beside it.
+    int64_t least = e.ranks.front().peak_bytes;
+    for (const auto& r : e.ranks) least = std::min(least, r.peak_bytes);
+    out << fmt::format("  ranks: the figures are rank {}'s, the worst of {} ({}); the least a rank needs is {} (--json lists each)\n",
+                       e.worst_rank, e.ranks.size(), e.worst_rank_why, gib(least));
+  }
   if (s.device.kind == DeviceKind::cuda) {
     const int64_t allocated = e.allocated_peak_bytes();
     out << fmt::format("  on the GPU: allocated {} (tensors: torch.cuda.max_memory_allocated), reserved {} (+ the caching "

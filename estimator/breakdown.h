@@ -126,6 +126,17 @@ struct MemoryBreakdown {
   // Whether the step runs on the card at all (the replay capped at the memory the allocator can
   // get): 1 runs, 0 runs out, -1 not replayed (the verdict then holds the peak to the card).
   int runs = -1;
+  // Where the ranks of a data-parallel job hold different amounts (torch's ZeroRedundancyOptimizer
+  // shares): every rank's peak, the breakdown being the worst rank's (`worst_rank`, and why).
+  // Empty where every rank holds the same.
+  struct RankPeak {
+    int64_t rank = 0;
+    int64_t peak_bytes = 0;
+    std::array<int64_t, kNumPhases> phase_bytes{};  // each phase's total on this rank
+  };
+  std::vector<RankPeak> ranks;
+  int64_t worst_rank = -1;
+  std::string worst_rank_why;
   int64_t verdict_bytes() const { return needed_bytes >= 0 ? needed_bytes : peak_bytes(); }
 
   // The phase with the largest total (the first such phase on ties).

@@ -24,6 +24,7 @@
 #include "estimator/runtime.h"
 #include "estimator/sequence.h"
 #include "estimator/states.h"
+#include "estimator/text.h"
 
 namespace memplan {
 
@@ -218,6 +219,25 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
     }
   }
   out.phases = {fwd, bwd, opt};
+  if (!st.rank_states.empty()) {
+    // Another rank's phases differ from the worst rank's by its optimizer states (every phase)
+    // and its step's temporaries (the step); the rest is the same on every rank.
+    const int64_t w = st.worst_rank;
+    bool differ = false;
+    for (size_t r = 0; r < st.rank_states.size(); ++r) {
+      const int64_t ds = st.rank_states[r] - st.rank_states[w], dt = st.rank_transient[r] - st.rank_transient[w];
+      MemoryBreakdown::RankPeak rp;
+      rp.rank = static_cast<int64_t>(r);
+      rp.phase_bytes = {fwd.total() + ds, bwd.total() + ds, opt.total() + ds + dt};
+      rp.peak_bytes = *std::max_element(rp.phase_bytes.begin(), rp.phase_bytes.end());
+      out.ranks.push_back(rp);
+      differ = differ || ds != 0 || dt != 0;
+    }
+    if (!differ) out.ranks.clear();
+    out.worst_rank = w;
+    out.worst_rank_why = fmt::format("ZeroRedundancyOptimizer's largest share: {} of {} trainable parameters",
+                                     text::thousands(st.rank_elements[w]), text::thousands(st.trainable));
+  }
   std::string replay_why_not;
   const bool replayed = replay && replay_allocator(s, cal, out, with_text, replay_why_not);
   out.allocator_replayed = replayed;
@@ -310,6 +330,11 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   if (in_flight > 1)
     out.notes.push_back(fmt::format("pipeline 1F1B: the first stage holds {} micro-batches of activations", in_flight));
   if (!cuda) out.notes.push_back("CPU: no CUDA context, workspace or caching-allocator overhead");
+  // tests/ranks measures DDP and ZeroRedundancyOptimizer per rank on Gloo; torch 1.13's FSDP
+  // does not run there (CPU), so its figures rest on the model alone.
+  if (s.parallel.fsdp != FsdpMode::none && dp > 1)
+    out.notes.push_back("FSDP: these per-rank figures are not checked against a multi-process run (tests/ranks measures DDP and "
+                        "ZeroRedundancyOptimizer; torch 1.13's FSDP does not run on its CPU ranks)");
   if (s.attention == AttentionImpl::sdpa) {  // the SDPA backend assumed (estimator/attention_kernel.cpp)
     const AttentionKernel ak = attention_kernel(s);
     out.notes.push_back(fmt::format("attention kernel: SDPA {} ({})", backend_name(ak.backend), ak.why));

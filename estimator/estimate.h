@@ -71,6 +71,9 @@ int64_t micro_batches_in_flight(const TrainingSetup& s);
 // True when gradients stay as they appear during backward (micro-step 1, no ZeRO-2/3
 // partitioning); part of the timeline's key.
 bool gradients_persist(const TrainingSetup& s);
+// The FSDP version that runs: parallel.fsdp_version, else the framework's (2 under torchtune and
+// torchtitan, which apply fully_shard; 1 otherwise).
+int64_t fsdp_version_of(const TrainingSetup& s);
 // True when ZeRO-2/3 keep only the rank's gradient partition (several ranks, or offload).
 bool gradients_partitioned(const TrainingSetup& s);
 // The parameter list reduced to what the model-state terms need (one rank's view). Depends on
@@ -81,6 +84,7 @@ struct ParamSummary {
   int64_t big8 = 0, small8 = 0; // trainable elements in tensors >= / < 4096 elements (8-bit Adam)
   int64_t layer_params = 0;     // one layer's linear parameters (ZeRO-3 gathering)
   std::vector<std::pair<int64_t, int64_t>> sizes;  // (elements, count) per tensor (rounding)
+  std::vector<std::pair<int64_t, int64_t>> trainable_sizes;  // (elements, count) per trainable tensor
   ParameterCounts counts;       // trainable, quantized, adapter (all LoRA trains), largest_trainable
 };
 ParamSummary summarize_parameters(const TrainingSetup& s);

@@ -387,6 +387,19 @@ std::array<SettingField, kSettingCount> make_setting_rows() {
                      (Keys{"gradient_as_bucket_view", nullptr}),
                      "torch DistributedDataParallel's default gradient_as_bucket_view=False (torch/nn/parallel/"
                      "distributed.py)"),
+      // torch.distributed.optim.ZeroRedundancyOptimizer over DDP: ZeRO-1 as torch implements it
+      // (optimizer states sharded per rank by parameter, gradients and DDP buckets whole), apart
+      // from DeepSpeed's engine (zero_stage). The Lightning reader sets it from an optimizer
+      // class_path; a memplan YAML in training:.
+      MEMPLAN_YES_NO(zero_redundancy_optimizer, "parallel.zero_redundancy_optimizer", parallel.zero_redundancy_optimizer, "training",
+                     (Keys{"zero_redundancy_optimizer", nullptr}),
+                     "off: each DDP rank steps every parameter (torch.optim's optimizers)"),
+      // accelerate's fsdp_config.fsdp_version, the HF Trainer's fsdp_config.version, Axolotl's
+      // fsdp_version; a memplan YAML in training:.
+      MEMPLAN_WHOLE(fsdp_version, "parallel.fsdp_version", parallel.fsdp_version, "training", (Keys{"fsdp_version", nullptr}), 0, 2,
+                    "FSDP's version: 1 (FullyShardedDataParallel) or 2 (fully_shard); 0 for the framework's",
+                    "the framework's: FSDP2 (fully_shard) under torchtune and torchtitan, FSDP1 (FullyShardedDataParallel, "
+                    "accelerate's launch default fsdp_version 1) otherwise"),
       MEMPLAN_WHOLE(num_workers, "data.num_workers", data.num_workers, "data", (Keys{"num_workers", nullptr}), 0, 10'000,
                     "DataLoader workers: 0 or more",
                     "torch DataLoader's default num_workers=0: batches are loaded in the main process "

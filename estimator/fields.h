@@ -427,6 +427,8 @@ enum class Setting {
   half_master,
   half_optimizer_states,
   ddp_bucket_view,
+  zero_redundancy_optimizer,
+  fsdp_version,
   num_workers,
   prefetch_factor,
   pin_memory,

@@ -304,6 +304,9 @@ struct Parallelism {
   bool contiguous_gradients = true; // ZeRO-1/2 copy gradients into reduce_bucket_size buffers (default true)
   bool offload_pin_memory = false;  // DeepSpeed offload_optimizer/offload_param pin_memory (default false)
   bool ddp_bucket_view = false;     // DDP gradient_as_bucket_view (saves one gradient copy)
+  // torch's ZeroRedundancyOptimizer over DDP (torch/distributed/optim/zero_redundancy_optimizer.py):
+  // each rank keeps the optimizer states of its share of the parameters (zero_stage stays 0).
+  bool zero_redundancy_optimizer = false;
   // DeepSpeed's low-precision master state (deepspeed/runtime/precision_config.py @ v0.18.3,
   // DeepSpeed PR #7700; ZeRO 1-3 only): bf16.bf16_master_weights_and_grads (fp16.
   // fp16_master_weights_and_grads) keeps the master partition and its gradient in 16 bits;
@@ -311,6 +314,9 @@ struct Parallelism {
   bool half_master = false;
   bool half_optimizer_states = false;
   FsdpMode fsdp = FsdpMode::none;   // PyTorch FSDP instead of DDP/DeepSpeed (zero_stage stays 0)
+  // 1: FSDP1's FullyShardedDataParallel (FlatParameters); 2: FSDP2's fully_shard (per-parameter
+  // DTensor shards); 0: the framework's (fsdp2_of()).
+  int64_t fsdp_version = 0;
   int64_t gpus_per_node = 8;        // ranks per node (hybrid sharding; host memory per node)
   int64_t host_memory_bytes = 0;    // host RAM of one node (0: unknown); offload and data loading use it
 

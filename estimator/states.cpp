@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <queue>
 
 #include <fmt/format.h>
 
@@ -151,6 +152,10 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
 }
 
 
+// FSDP2 (fully_shard, per parameter: torchtune and torchtitan apply it) rather than FSDP1's
+// FullyShardedDataParallel wrapper with its FlatParameters (HF/accelerate, Lightning, LitGPT).
+static bool fsdp2(const TrainingSetup& s) { return fsdp_version_of(s) == 2; }
+
 // The ranks one FSDP shard group spans: all data-parallel ranks, or one node's with hybrid sharding.
 static int64_t fsdp_group(const TrainingSetup& s) {
   const int64_t dp = s.parallel.data_parallel();
@@ -171,8 +176,12 @@ static int64_t fsdp_group(const TrainingSetup& s) {
 // CPU offload (FSDP CPUOffload) keeps shards, gradients and the step on the host.
 static States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamSummary& ps, bool text) {
   States st;
-  const FsdpMode mode = s.parallel.fsdp;
   const int64_t group = fsdp_group(s);
+  // FSDP1 on a shard group of one runs NO_SHARD whatever strategy it was given ("FSDP is switching
+  // to use NO_SHARD instead of ... since the world size is 1", torch/distributed/fsdp/_init_utils.py
+  // _init_core_state @ v2.6.0); FSDP2 keeps its (whole) shards and reduce-scatters into them.
+  // (With CPU offload the shards and gradients stay on the host as the strategy says.)
+  const FsdpMode mode = group == 1 && !fsdp2(s) && s.parallel.offload == Offload::none ? FsdpMode::no_shard : s.parallel.fsdp;
   const bool sharded = mode != FsdpMode::no_shard;
   const bool mixed = master_bytes_per_param(s.precision) > 0;
   const int64_t trainable = ps.counts.trainable, adapters = ps.counts.adapter;
@@ -194,19 +203,23 @@ static States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const
   st.opt = offload || st.oc.paged ? 0 : part(st.oc.states);
   st.opt_transient = offload ? 0 : (st.oc.transient + group - 1) / std::max<int64_t>(1, group);
   st.grads_full = grad_bytes;
-  st.grads_partitioned = sharded && (group > 1 || offload);
+  // FSDP1's FlatParameter gradient covers its whole unit, frozen weights included (use_orig_params
+  // lets them share it), so under LoRA an unsharded gradient is every adapted block's, whole.
+  const int64_t block = ps.layer_params + layer_norm_params(rs.model);
+  const int64_t root = std::max<int64_t>(0, ps.counts.total - ps.counts.adapter - rs.model.num_layers * block);
+  const int64_t flat_grads =
+      adapters > 0 ? rs.model.num_layers * block * grad_b + adapters * ab + (trainable > adapters ? root * grad_b : 0) : grad_bytes;
+  if (!sharded && !fsdp2(s)) st.grads_full = flat_grads;
+  st.grads_partitioned = sharded && (group > 1 || offload || fsdp2(s));
   st.grads_static = st.grads_partitioned ? (offload ? 0 : part(grad_bytes)) : 0;
   // In flight: the running block and the prefetched one, gathered in the compute dtype, plus the
   // root unit (embeddings, final norm, head) which stays gathered from forward into backward.
   // SHARD_GRAD_OP keeps every gathered block until its backward. Backward adds a block's full
   // gradient before its reduce-scatter (and its fp32 cast under a mixed policy).
-  const int64_t block = ps.layer_params + layer_norm_params(rs.model);
-  const int64_t root = std::max<int64_t>(0, ps.counts.total - ps.counts.adapter - rs.model.num_layers * block);
   // FSDP2's per-parameter sharding (torchtune, torchtitan: fully_shard) makes gradients for the
   // parameters that train only: under LoRA a block's adapters. FSDP1's FlatParameter gradient
   // covers the whole block, frozen weights included.
-  const bool adapter_grads_only =
-      adapters > 0 && (s.runtime.framework == Framework::torchtune || s.runtime.framework == Framework::torchtitan);
+  const bool adapter_grads_only = adapters > 0 && fsdp2(s);
   if (sharded) {
     const int64_t blocks = mode == FsdpMode::shard_grad_op ? rs.model.num_layers : 2;
     // float8 all-gather (torchao enable_fsdp_float8_all_gather, torchtitan's fp8 recipes): the
@@ -217,6 +230,13 @@ static States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const
       st.comm_bwd_extra = (adapters + rs.model.num_layers - 1) / std::max<int64_t>(1, rs.model.num_layers) * ab;
     else
       st.comm_bwd_extra = block * (compute_b + (grad_b != compute_b ? grad_b : 0));
+  } else if (mixed && compute_b != shard_b) {
+    // NO_SHARD under a low-precision param_dtype: each unit computes on a compute-dtype copy of
+    // its FlatParameter, made in its pre-forward (and pre-backward) and freed in post_reshard
+    // ("for no-reshard strategy, we must free the low precision shard in post-reshard":
+    // FlatParamHandle.pre_unshard/_use_low_precision_shard and post_reshard, torch/distributed/fsdp/
+    // _flat_param.py @ v2.6.0): the running block's and the root unit's, which spans the forward.
+    st.comm_fwd = block * compute_b + root * compute_b;
   }
   // FSDP1 no_sync() on the accumulating micro-steps (runtime.fsdp_no_sync): no reduce-scatter, so
   // each unit accumulates its whole unsharded FlatParameter gradient until the micro-step that
@@ -226,8 +246,7 @@ static States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const
   // weights included (use_orig_params=True lets them share the FlatParameter); the root unit
   // (embeddings, final norm, head) only when one of its parameters trains.
   if (sharded && group > 1 && s.runtime.fsdp_no_sync && s.batch.grad_accum > 1 && !offload) {
-    st.grads_no_sync = adapters > 0 ? rs.model.num_layers * block * grad_b + adapters * ab + (trainable > adapters ? root * grad_b : 0)
-                                    : grad_bytes;
+    st.grads_no_sync = flat_grads;
   }
   for (const auto& [elements, count] : ps.sizes)
     if (elements * compute_b >= 10 * kMiB) st.large_tensors += count;
@@ -257,8 +276,83 @@ static States fsdp_states(const TrainingSetup& s, const TrainingSetup& rs, const
                                                  grad_b != compute_b ? fmt::format(" + its {} B cast", grad_b) : "");
   st.comm_formula = sharded ? fmt::format("gathered parameters in flight: {} blocks of {} + root unit {} params x {} B; backward adds one {}",
                                           mode == FsdpMode::shard_grad_op ? "all" : "2", block, root, compute_b, backward)
-                            : "FSDP NO_SHARD: gradients all-reduced in place";
+                    : st.comm_fwd > 0 ? fmt::format("FSDP NO_SHARD{}: the running block's {} and the root unit's {} params as {} B "
+                                                    "compute copies; gradients all-reduced in place",
+                                                    s.parallel.fsdp != FsdpMode::no_shard ? " (FSDP1 on one rank)" : "", block, root,
+                                                    compute_b)
+                                      : "FSDP NO_SHARD: gradients all-reduced in place";
   return st;
+}
+
+// torch's ZeroRedundancyOptimizer partition: the parameters sorted by size, largest first, each
+// given to the rank with the fewest elements so far, the lowest such rank on ties
+// (ZeroRedundancyOptimizer._partition_parameters and _get_min_index, torch/distributed/optim/
+// zero_redundancy_optimizer.py @ v1.13.0, unchanged in v2.6.0). Per rank: its elements and its
+// largest tensor.
+// `carried`: the most elements a Python for-loop Adam(W) holds in temporaries while stepping the
+// share in its order (largest first): the previous tensor's `denom`, still bound to the loop's
+// variable, beside the new one's sqrt and quotient (torch/optim/adamw.py _single_tensor_adamw @
+// v1.13.0 and v2.6.0: `denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)` rebinds it
+// only after the new one is made), so max(prev + 2 x cur) over consecutive tensors.
+struct Shards {
+  std::vector<int64_t> elements, largest, carried;
+};
+static Shards zero_redundancy_shards(const std::vector<std::pair<int64_t, int64_t>>& sizes, int64_t world) {
+  std::vector<std::pair<int64_t, int64_t>> sorted = sizes;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  const std::vector<int64_t> zeros(static_cast<size_t>(world), 0);
+  Shards sh{zeros, zeros, zeros};
+  std::vector<int64_t> last = zeros;  // each share's latest tensor (0 before its first)
+  // (elements so far, rank): the smallest first, the lowest rank among equals.
+  std::priority_queue<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>, std::greater<>> fewest;
+  for (int64_t r = 0; r < world; ++r) fewest.push({0, r});
+  for (const auto& [elements, count] : sorted)
+    for (int64_t i = 0; i < count; ++i) {
+      const auto [so_far, r] = fewest.top();
+      fewest.pop();
+      sh.elements[static_cast<size_t>(r)] = so_far + elements;
+      const size_t ri = static_cast<size_t>(r);
+      sh.carried[ri] = std::max(sh.carried[ri], last[ri] + 2 * elements);
+      last[ri] = elements;
+      sh.largest[ri] = std::max(sh.largest[ri], elements);
+      fewest.push({so_far + elements, r});
+    }
+  return sh;
+}
+
+// The optimizer states and step temporaries of each rank's share under ZeroRedundancyOptimizer
+// (its local optimizer steps only the rank's parameters; the updated ones are broadcast in place
+// from their owner, _sync_params, with parameters_as_bucket_view False, torch's default); the
+// worst rank is the one with the most bytes in the step. Factored and 8-bit state sizes scale
+// with the share's elements.
+static void shard_optimizer_per_rank(const TrainingSetup& s, const ParamSummary& ps, int64_t world, States& st) {
+  const Shards sh = zero_redundancy_shards(ps.trainable_sizes, world);
+  const double total = static_cast<double>(std::max<int64_t>(1, ps.counts.trainable));
+  for (int64_t r = 0; r < world; ++r) {
+    ParamSummary part = ps;
+    const int64_t e = sh.elements[static_cast<size_t>(r)];
+    const double f = static_cast<double>(e) / total;
+    part.counts.trainable = e;
+    part.counts.largest_trainable = sh.largest[static_cast<size_t>(r)];
+    part.factored = std::llround(static_cast<double>(ps.factored) * f);
+    part.big8 = std::llround(static_cast<double>(ps.big8) * f);
+    part.small8 = std::llround(static_cast<double>(ps.small8) * f);
+    const OptimizerCost oc = optimizer_cost(s, part, false);
+    int64_t transient = oc.transient;
+    const bool adam = s.optimizer == OptimizerKind::adamw || s.optimizer == OptimizerKind::adam;
+    const int64_t largest = sh.largest[static_cast<size_t>(r)];
+    // optimizer_cost's for-loop Adam(W): 2 x largest x state bytes; here what the loop carries.
+    if (adam && resolve_impl(s) == OptimizerImpl::for_loop && largest > 0)
+      transient = oc.transient / (2 * largest) * sh.carried[static_cast<size_t>(r)];
+    st.rank_elements.push_back(e);
+    st.rank_states.push_back(oc.paged ? 0 : oc.states);
+    st.rank_transient.push_back(transient);
+  }
+  st.worst_rank = 0;
+  for (int64_t r = 1; r < world; ++r)
+    if (st.rank_states[r] + st.rank_transient[r] > st.rank_states[st.worst_rank] + st.rank_transient[st.worst_rank]) st.worst_rank = r;
+  st.opt = st.rank_states[st.worst_rank];
+  st.opt_transient = st.rank_transient[st.worst_rank];
 }
 
 States model_states(const TrainingSetup& s, const TrainingSetup& rs, const ParamSummary& ps, bool text) {
@@ -306,10 +400,17 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
     // (megatron/core/distributed/param_and_grad_buffer.py @ d98e8a64 L708-732).
     if (text) st.comm_formula = "Megatron reduces in place inside its gradient buffer: no communication buffers";
   } else if (dp > 1 && zero == 0) {
-    st.comm_fwd = s.parallel.ddp_bucket_view ? 0 : grad_bytes;
+    if (s.parallel.zero_redundancy_optimizer && !off_opt) {
+      shard_optimizer_per_rank(s, ps, dp, st);
+      if (text)
+        st.oc.states_formula += fmt::format("; ZeroRedundancyOptimizer: rank {}'s share, {} of {} trainable params (parameters sorted by "
+                                            "size, each to the rank with the fewest so far)",
+                                            st.worst_rank, st.rank_elements[st.worst_rank], trainable);
+    }
+    st.comm_fwd = ddp_gradient_views(s) ? 0 : grad_bytes;
     if (text)
-      st.comm_formula = s.parallel.ddp_bucket_view
-                            ? "DDP gradient_as_bucket_view: buckets alias the gradients"
+      st.comm_formula = ddp_gradient_views(s)
+                            ? "DDP gradient_as_bucket_view: the buckets are the gradients' storage (counted as gradients, resident from the start)"
                             : fmt::format("DDP buckets hold a copy of all gradients: {} B (gradient_as_bucket_view=False)", grad_bytes);
   } else if (zero >= 1 && zero <= 2) {
     // With contiguous_gradients (the default) backward allocates its reduce buffers at the full
@@ -396,6 +497,7 @@ ParamSummary summarize_parameters(const TrainingSetup& s) {
       (p.elements >= 4096 ? ps.big8 : ps.small8) += n;
     }
     ps.sizes.emplace_back(p.elements, p.count);
+    if (p.trainable) ps.trainable_sizes.emplace_back(p.elements, p.count);
   }
   for (const auto& l : layer_linears(rs.model, rs.model.num_experts > 0)) ps.layer_params += l.elems();
   ps.counts = count_parameters(rs, tensors);
@@ -441,8 +543,12 @@ bool gradients_partitioned(const TrainingSetup& s) {
   // straight to host buffers (one GPU included). Without offload, one rank's "partition" is all
   // of them and DeepSpeed behaves like plain training. FSDP reduce-scatters each block's.
   if (s.parallel.fsdp != FsdpMode::none && s.parallel.fsdp != FsdpMode::no_shard)
-    return fsdp_group(s) > 1 || s.parallel.offload != Offload::none;
-  return s.parallel.zero_stage >= 2 && (s.parallel.data_parallel() > 1 || s.parallel.offload != Offload::none);
+    return fsdp_group(s) > 1 || s.parallel.offload != Offload::none || fsdp2(s);
+  // DeepSpeed runs the same partitioned code on one GPU, where the partition is every gradient:
+  // ZeRO-3 allocates it when the engine starts (stage3.py @ v0.16.4 L1027-1066), ZeRO-2 at the first
+  // reduced bucket (stage_1_and_2.py @ v0.16.4 copy_grads_in_partition: grads_in_partition, the
+  // partition's size, made when it is first None).
+  return s.parallel.zero_stage >= 2;
 }
 
 // Gradients alive before backward starts (all of them, or the ZeRO partition): accumulation
@@ -450,7 +556,23 @@ bool gradients_partitioned(const TrainingSetup& s) {
 // permanent. With the optimizer stepped in backward none survive the step.
 bool gradients_resident(const TrainingSetup& s) {
   if (s.runtime.optimizer_in_backward) return false;
-  return s.batch.grad_accum > 1 || !s.runtime.zero_grad_set_to_none || megatron_grad_buffer(s);
+  return s.batch.grad_accum > 1 || !s.runtime.zero_grad_set_to_none || megatron_grad_buffer(s) || ddp_gradient_views(s);
+}
+
+// DistributedDataParallel with gradient_as_bucket_view=True: the Reducer allocates its buckets
+// when it is built (Reducer::initialize_buckets) and, from the first backward on, each .grad is a
+// view into them (Reducer::mark_variable_ready_dense: a fresh gradient is copied into its bucket
+// view and .grad set to the view), so the gradients' storage lives from construction to the end
+// whatever zero_grad does; backward's fresh gradients are temporaries, as under accumulation
+// (torch/csrc/distributed/c10d/reducer.cpp @ v1.13.0). Measured per rank by tests/ranks.
+bool ddp_gradient_views(const TrainingSetup& s) {
+  return s.parallel.ddp_bucket_view && s.parallel.data_parallel() > 1 && s.parallel.zero_stage == 0 && s.parallel.fsdp == FsdpMode::none &&
+         !megatron_grad_buffer(s);
+}
+
+int64_t fsdp_version_of(const TrainingSetup& s) {
+  if (s.parallel.fsdp_version > 0) return s.parallel.fsdp_version;
+  return s.runtime.framework == Framework::torchtune || s.runtime.framework == Framework::torchtitan ? 2 : 1;
 }
 
 bool gradients_persist(const TrainingSetup& s) {

@@ -14,6 +14,8 @@ namespace memplan {
 // Gradients alive before backward starts (accumulation, zero_grad(set_to_none=False), Megatron's
 // permanent buffer; none with the optimizer stepped in backward).
 bool gradients_resident(const TrainingSetup& s);
+// DDP's gradient_as_bucket_view on several ranks: the gradients are views of its buckets.
+bool ddp_gradient_views(const TrainingSetup& s);
 }  // namespace memplan
 
 namespace memplan::est {
@@ -50,6 +52,11 @@ struct States {
   int64_t trainable = 0, large_tensors = 0;
   bool grads_partitioned = false;
   OptimizerCost oc;
+  // Where the ranks differ (torch's ZeroRedundancyOptimizer: each keeps the states of its share of
+  // the parameters): `opt` and `opt_transient` are the worst rank's, `rank_states` and
+  // `rank_transient` every rank's; empty where every rank holds the same.
+  int64_t worst_rank = -1;
+  std::vector<int64_t> rank_states, rank_transient, rank_elements;
   std::vector<HostTerm> host;
   std::string grads_formula, weights_formula, master_formula, comm_formula;
 };

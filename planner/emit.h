@@ -114,6 +114,8 @@ bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why = nullpt
 // Whether the format has a key for DDP's gradient_as_bucket_view (planner/express.cpp); a plan for
 // one that has none is made without it (planner/request.cpp).
 bool states_bucket_view(EmitFormat f);
+// Whether format f states torch's ZeroRedundancyOptimizer (parallel.zero_redundancy_optimizer).
+bool states_zero_redundancy_optimizer(EmitFormat f);
 // Whether an HF TrainingArguments / Axolotl file can state the setup's precision regime with its
 // own keys (the emitters add a --precision re-check flag when not; plan never picks such a setup).
 bool hf_writes_precision(const TrainingSetup& s);

@@ -4,6 +4,7 @@
 // passes them as flags, and the file plus those flags read back to the plan's setup.
 #include <fmt/format.h>
 
+#include "estimator/estimate.h"
 #include "estimator/fields.h"
 #include "planner/emit_detail.h"
 
@@ -88,9 +89,13 @@ std::string emit_accelerate(const EmitContext& c) {
                            : s.parallel.fsdp == FsdpMode::hybrid_shard ? "HYBRID_SHARD"
                            : s.parallel.fsdp == FsdpMode::no_shard    ? "NO_SHARD"
                                                                       : "FULL_SHARD";
-    y += fmt::format("fsdp_config:\n  fsdp_version: 1\n  fsdp_sharding_strategy: {}\n  fsdp_offload_params: {}\n"
+    // FSDP2 (fsdp_version 2) says its strategy as reshard_after_forward (true: FULL_SHARD).
+    const bool v2 = fsdp_version_of(s) == 2 && (s.parallel.fsdp == FsdpMode::full_shard || s.parallel.fsdp == FsdpMode::shard_grad_op);
+    const std::string how = v2 ? fmt::format("fsdp_reshard_after_forward: {}", yes(s.parallel.fsdp == FsdpMode::full_shard))
+                               : fmt::format("fsdp_sharding_strategy: {}", strategy);
+    y += fmt::format("fsdp_config:\n  fsdp_version: {}\n  {}\n  fsdp_offload_params: {}\n"
                      "  fsdp_activation_checkpointing: {}\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n",
-                     strategy, yes(s.parallel.offload == Offload::optimizer_and_params), yes(fsdp_ac));
+                     v2 ? 2 : 1, how, yes(s.parallel.offload == Offload::optimizer_and_params), yes(fsdp_ac));
   }
   std::string out;
   for (const std::string& l : header_lines(c)) out += "# " + l + "\n";

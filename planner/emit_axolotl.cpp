@@ -4,8 +4,9 @@
 // GPU count is the launcher's (both said in the header).
 #include <fmt/format.h>
 
-#include "planner/emit_detail.h"
+#include "estimator/estimate.h"
 #include "estimator/text.h"
+#include "planner/emit_detail.h"
 
 namespace memplan::planner::detail {
 namespace {
@@ -104,8 +105,10 @@ std::string emit_axolotl(const EmitContext& c) {
   if (deepspeed) {
     y += inline_deepspeed(s, c.global_batch);
   } else if (fsdp) {
-    y += fmt::format("fsdp:\n  - {}\n  - auto_wrap\nfsdp_config:\n  fsdp_version: 1\n  offload_params: {}\n", fsdp_word(s.parallel.fsdp),
-                     yes(s.parallel.offload == Offload::optimizer_and_params));
+    const bool v2 = fsdp_version_of(s) == 2 && (s.parallel.fsdp == FsdpMode::full_shard || s.parallel.fsdp == FsdpMode::shard_grad_op);
+    y += fmt::format("fsdp:\n  - {}\n  - auto_wrap\nfsdp_config:\n  fsdp_version: {}\n  offload_params: {}\n{}", fsdp_word(s.parallel.fsdp),
+                     v2 ? 2 : 1, yes(s.parallel.offload == Offload::optimizer_and_params),
+                     v2 ? fmt::format("  reshard_after_forward: {}\n", yes(s.parallel.fsdp == FsdpMode::full_shard)) : "");
   }
   std::string out;
   for (const std::string& l : header_lines(c)) out += "# " + l + "\n";

@@ -5,9 +5,10 @@
 // full) is in the header's re-check command.
 #include <fmt/format.h>
 
+#include "estimator/estimate.h"
 #include "estimator/fields.h"
-#include "planner/emit_detail.h"
 #include "estimator/text.h"
+#include "planner/emit_detail.h"
 
 namespace memplan::planner::detail {
 namespace {
@@ -156,6 +157,9 @@ std::string emit_hf(const EmitContext& c) {
   } else if (fsdp) {
     y += fmt::format("fsdp: \"{} auto_wrap{}\"\n", fsdp_word(s.parallel.fsdp),
                      s.parallel.offload == Offload::optimizer_and_params ? " offload" : "");
+    // FSDP2 through accelerate: fsdp_config's version (transformers' TrainingArguments.fsdp_config).
+    if (fsdp_version_of(s) == 2 && (s.parallel.fsdp == FsdpMode::full_shard || s.parallel.fsdp == FsdpMode::shard_grad_op))
+      y += fmt::format("fsdp_config:\n  version: 2\n  reshard_after_forward: {}\n", yes(s.parallel.fsdp == FsdpMode::full_shard));
   }
   std::string out;
   for (const std::string& l : header_lines(c)) out += "# " + l + "\n";

@@ -72,6 +72,10 @@ bool states_bucket_view(EmitFormat f) {
   return f != EmitFormat::hf && f != EmitFormat::axolotl && f != EmitFormat::llamafactory && f != EmitFormat::accelerate;
 }
 
+// torch's ZeroRedundancyOptimizer: only memplan's own files state it (a LightningCLI file could
+// name it as its optimizer's class_path; the Lightning writer does not write that).
+bool states_zero_redundancy_optimizer(EmitFormat f) { return f == EmitFormat::memplan || f == EmitFormat::train_config; }
+
 bool can_express(EmitFormat f, const TrainingSetup& s, std::string* why) {
   auto no = [&](std::string reason) {
     if (why) *why = std::move(reason);

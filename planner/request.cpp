@@ -88,15 +88,29 @@ std::unique_ptr<const ResolvedPlan> resolve_plan(const profiles::SetupInputs& in
       rp.framework_from_emit = to_string(*fw);
     }
   rp.built = profiles::build_setup(rp.inputs, rp.config);
-  // DDP's gradient_as_bucket_view (a NeMo, Lightning or memplan file's) where the format has no key
-  // for it (planner/express.cpp): the plan is made for its DDP with torch's default, off.
-  if (rp.emits && !states_bucket_view(rp.format) && rp.built.setup.parallel.ddp_bucket_view) {
-    rp.built.setup.parallel.ddp_bucket_view = false;
-    rp.built.warnings.push_back({rp.built.origin.of(Setting::ddp_bucket_view),
-                                 fmt::format("--emit {} has no gradient_as_bucket_view: the plan is made for DDP without it "
-                                             "(torch's default), one more copy of the gradients",
-                                             asked.emit),
-                                 "plan with --emit memplan or lightning to keep it"});
+  // DDP's gradient_as_bucket_view (a NeMo, Lightning or memplan file's) and torch's
+  // ZeroRedundancyOptimizer where the format has no key for them (planner/express.cpp): the plan
+  // is made for DDP with torch's defaults (no bucket views, a torch.optim optimizer on every rank).
+  struct Unsayable {
+    Setting setting;
+    bool sayable;
+    const char* what;
+    const char* cost;
+    const char* keep;
+  };
+  TrainingSetup& built_setup = rp.built.setup;
+  for (const Unsayable& u : {Unsayable{Setting::ddp_bucket_view, states_bucket_view(rp.format), "gradient_as_bucket_view",
+                                       "one more copy of the gradients", "plan with --emit memplan or lightning to keep it"},
+                             Unsayable{Setting::zero_redundancy_optimizer, states_zero_redundancy_optimizer(rp.format),
+                                       "ZeroRedundancyOptimizer", "every rank keeps all optimizer states",
+                                       "plan with --emit memplan or train-config to keep it"}}) {
+    bool& on = u.setting == Setting::ddp_bucket_view ? built_setup.parallel.ddp_bucket_view : built_setup.parallel.zero_redundancy_optimizer;
+    if (!rp.emits || u.sayable || !on) continue;
+    on = false;
+    rp.built.warnings.push_back({rp.built.origin.of(u.setting),
+                                 fmt::format("--emit {} has no {}: the plan is made for DDP without it (torch's default), {}", asked.emit,
+                                             u.what, u.cost),
+                                 u.keep});
   }
   if (built) built(rp.built.warnings);
   TrainingSetup& s = rp.built.setup;

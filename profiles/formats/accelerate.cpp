@@ -50,7 +50,9 @@ void read_fsdp(const Node& cfg, ReadState& st, const Node& type_node) {
   if (const Node* v = fsdp_key(cfg, "version")) {
     version = static_cast<int>(as_int(*v));
     if (version != 1 && version != 2) throw InputError(v->where, fmt::format("unknown FSDP version {}", version), "FSDP is version 1 or 2");
+    note(st, memplan::path(Setting::fsdp_version), *v);
   }
+  s.parallel.fsdp_version = version;
   s.parallel.fsdp = FsdpMode::full_shard;  // launch default fsdp_sharding_strategy FULL_SHARD / reshard_after_forward true
   note(st, memplan::path(Choice::fsdp), type_node, "distributed_type: FSDP (FULL_SHARD by default)");
   const Node* strategy = fsdp_key(cfg, "sharding_strategy");

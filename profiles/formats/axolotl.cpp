@@ -479,7 +479,9 @@ void read_axolotl(const Node& root, ReadState& st) {
       if (v) {
         version = static_cast<int>(as_int(*v));
         if (version != 1 && version != 2) throw InputError(v->where, fmt::format("unknown FSDP version {}", version), "FSDP is version 1 or 2");
+        note(st, memplan::path(Setting::fsdp_version), *v);
       }
+      s.parallel.fsdp_version = version;
       // setup_fsdp_envs exports offload_params, activation_checkpointing and reshard_after_forward to
       // accelerate (src/axolotl/utils/trainer.py @ v0.18.0 L591-622).
       if (const Node* o = cfg.find("offload_params"); o && yes(*o)) {

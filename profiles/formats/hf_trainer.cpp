@@ -489,7 +489,9 @@ void read_engine_and_precision(const Node& root, ReadState& st, HfRead& r) {
       if (const Node* v = cfg.find("version") ? cfg.find("version") : cfg.find("fsdp_version")) {
         version = static_cast<int>(as_int(*v));
         if (version != 1 && version != 2) throw InputError(v->where, fmt::format("unknown FSDP version {}", version), "FSDP is version 1 or 2");
+        note(st, memplan::path(Setting::fsdp_version), *v);
       }
+      s.parallel.fsdp_version = version;
       if (const Node* v = cfg.find("reshard_after_forward")) {
         bool hybrid = false;
         if (version == 2) {

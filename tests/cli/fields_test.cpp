@@ -1225,6 +1225,8 @@ const std::map<Setting, int64_t (*)(const TrainingSetup&)> kSettingMembers = {
     MEMPLAN_MEMBER(half_master, parallel.half_master),
     MEMPLAN_MEMBER(half_optimizer_states, parallel.half_optimizer_states),
     MEMPLAN_MEMBER(ddp_bucket_view, parallel.ddp_bucket_view),
+    MEMPLAN_MEMBER(zero_redundancy_optimizer, parallel.zero_redundancy_optimizer),
+    MEMPLAN_MEMBER(fsdp_version, parallel.fsdp_version),
     MEMPLAN_MEMBER(num_workers, data.num_workers),
     MEMPLAN_MEMBER(prefetch_factor, data.prefetch_factor),
     MEMPLAN_MEMBER(pin_memory, data.pin_memory),
@@ -1312,7 +1314,7 @@ TEST_CASE("setting registry: each key of a row's section reads into its member a
       }
     }
   }
-  CHECK(keys == 12);  // training: DDP's bucket view; data: 3; zero_optimization: 6 rows, two with DeepSpeed's short alias
+  CHECK(keys == 14);  // training: DDP's bucket view, ZeroRedundancyOptimizer, FSDP's version; data: 3; zero_optimization: 6 rows, two with DeepSpeed's short alias
 }
 
 TEST_CASE("setting registry: the rows read by handlers are noted at their keys") {
@@ -1443,6 +1445,8 @@ TEST_CASE("setting registry: each setting with a member, changed where it takes 
       {Setting::half_master, {"--gpus", "2", "--zero", "2", "--precision", "mixed-bf16"}},
       {Setting::half_optimizer_states, {"--gpus", "2", "--zero", "2", "--precision", "mixed-bf16"}},
       {Setting::ddp_bucket_view, {"--gpus", "2"}},
+      {Setting::zero_redundancy_optimizer, {"--gpus", "2"}},
+      {Setting::fsdp_version, {"--gpus", "2", "--fsdp", "full"}},
       {Setting::num_workers, {}},
       {Setting::prefetch_factor, {"--gpus", "2", "--finetune", "lora"}},
       {Setting::pin_memory, {}},
@@ -1468,7 +1472,7 @@ TEST_CASE("setting registry: each setting with a member, changed where it takes 
     if (from_card) {
       CHECK(f.get(s) != f.get(defaults));  // the card's preset set it
     } else {
-      if (f.whole) f.whole(s) = f.get(s) + 3;  // within every row's bounds
+      if (f.whole) f.whole(s) = std::min(f.hi, f.get(s) + 3);  // within the row's bounds
       else f.yes_no(s) = !f.yes_no(s);
       if (f.id == Setting::half_optimizer_states) s.parallel.half_master = true;  // in effect only beside it
     }
