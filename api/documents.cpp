@@ -133,6 +133,16 @@ nlohmann::json setup_json(const TrainingSetup& s) {
   return j;
 }
 
+nlohmann::json estimate_verdict_json(const MemoryBreakdown& e, const TrainingSetup& s) {
+  nlohmann::json v = verdict_json(judge(e, s), s);
+  // What the verdict held against the target: the peak, or (the replay ran the step in the
+  // target's share with the allocator's cache squeezed) that share plus the context.
+  v["needed_bytes"] = e.verdict_bytes();
+  // On CUDA: why the allocator overhead in the figure is the percentage formula's guess (null: replayed, or not CUDA).
+  v["allocator_overhead_guessed"] = e.replay_why_not.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.replay_why_not);
+  return v;
+}
+
 nlohmann::json verdict_json(const Verdict& v, const TrainingSetup& s) {
   if (!v.known)
     return {{"fits", nullptr}, {"utilization", nullptr}, {"headroom_bytes", nullptr}, {"status", "unknown"},
@@ -230,10 +240,7 @@ nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdow
                  {"capacity_bytes", s.device.capacity_bytes},
                  {"allocator_cap_bytes", s.device.allocator_cap_bytes > 0 ? nlohmann::json(s.device.allocator_cap_bytes) : nlohmann::json(nullptr)},
                  {"family", s.device.family}};
-  j["verdict"] = verdict_json(judge(e, s), s);
-  // What the verdict held against the target: the peak, or (the replay ran the step in the
-  // target's share with the allocator's cache squeezed) that share plus the context.
-  j["verdict"]["needed_bytes"] = e.verdict_bytes();
+  j["verdict"] = estimate_verdict_json(e, s);
   const AttentionKernel ak = attention_kernel(s);
   j["attention_kernel"] = {{"name", backend_name(ak.backend)}, {"enable_gqa", ak.enable_gqa}, {"why", ak.why}};
   j["calibrated"] = e.calibrated;

@@ -25,6 +25,9 @@ namespace memplan::api {
 nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdown& e);
 nlohmann::json setup_json(const TrainingSetup& s);
 nlohmann::json verdict_json(const Verdict& v, const TrainingSetup& s);
+// An estimate's verdict as its document shows it: verdict_json of judge(), what the verdict held
+// against the target (needed_bytes) and whether the allocator overhead in it is guessed.
+nlohmann::json estimate_verdict_json(const MemoryBreakdown& e, const TrainingSetup& s);
 // The host document: terms of one GPU rank (per_gpu, with `terms`/`total_bytes` kept at the top for
 // v1 readers) and per node (ranks, total, capacity and verdict; null when the node's RAM is unknown).
 nlohmann::json host_json(const MemoryBreakdown& e, const TrainingSetup& s);

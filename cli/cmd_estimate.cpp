@@ -40,7 +40,7 @@ void print_header(std::ostream& out, const char* verb, const profiles::BuiltSetu
     out << "  device: capacity unknown (pass --gpu or --gpu-memory for a verdict)\n";
 }
 
-std::string verdict_line(const Verdict& v, const TrainingSetup& s, const MemoryBreakdown& e) {
+std::string verdict_words(const Verdict& v, const TrainingSetup& s, const MemoryBreakdown& e) {
   if (!v.known) return "verdict: unknown (no device capacity)";
   const int64_t target = target_bytes(s);
   const int64_t peak = e.verdict_bytes();
@@ -62,6 +62,14 @@ std::string verdict_line(const Verdict& v, const TrainingSetup& s, const MemoryB
   return fmt::format("verdict: does not fit: {} is {} of {} (status {}), {} over the {} target ({})", gib(peak),
                      percent(v.utilization), gib(s.device.capacity_bytes), v.status, gib(peak - target),
                      percent(s.thresholds.target), gib(target));
+}
+
+std::string verdict_line(const Verdict& v, const TrainingSetup& s, const MemoryBreakdown& e) {
+  // Where the replay does not run, the overhead in the figure is the percentage formula's guess:
+  // the verdict says so itself, not only a note.
+  const std::string guessed = e.replay_why_not.empty() ? "" : fmt::format("; allocator overhead guessed (percentage): {} is not replayed",
+                                                                          e.replay_why_not);
+  return verdict_words(v, s, e) + guessed;
 }
 
 void print_table(std::ostream& out, const MemoryBreakdown& e, const TrainingSetup& s) {

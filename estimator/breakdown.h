@@ -117,6 +117,9 @@ struct MemoryBreakdown {
   // The allocator_overhead term came from replaying the step's allocation sequence through the
   // caching-allocator model (replay.cpp replay_allocator), not from the percentage formula.
   bool allocator_replayed = false;
+  // On CUDA without the replay: why the setup is not replayed (the allocator_overhead term is then
+  // the percentage formula's guess, and the verdict says so). Empty when replayed or not CUDA.
+  std::string replay_why_not;
   // What the verdict holds against the card, where the replay found it below the peak: the step
   // runs in less memory than the allocator caches when it has room (a failed cudaMalloc frees the
   // cached blocks and retries), so with the replay the least device memory known to run it is

@@ -241,6 +241,7 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   std::string replay_why_not;
   const bool replayed = replay && replay_allocator(s, cal, out, with_text, replay_why_not);
   out.allocator_replayed = replayed;
+  if (!replayed && cuda) out.replay_why_not = replay_why_not;
 
   // Host terms of this rank (a node holds one set per rank on it). Computed without the formula
   // text too: the planner checks offload plans against the node's RAM.

@@ -180,9 +180,7 @@ class Breakdown {
     return d;
   }
   py::object verdict() const {
-    nlohmann::json v = api::verdict_json(judge(e_, b_->setup), b_->setup);
-    v["needed_bytes"] = e_.verdict_bytes();
-    return to_python(v);
+    return to_python(api::estimate_verdict_json(e_, b_->setup));
   }
   std::string band() const {
     const Verdict v = judge(e_, b_->setup);
