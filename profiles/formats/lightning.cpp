@@ -41,7 +41,7 @@ std::string memplan_block(const std::string& text) {
   return found ? out : "";
 }
 
-enum class StrategyKind { automatic, ddp, fsdp, deepspeed, single, other };
+enum class StrategyKind { automatic, ddp, fsdp, model_parallel, deepspeed, single, other };
 
 struct Pl {
   explicit Pl(ReadState& state) : st(state) {}
@@ -66,6 +66,10 @@ struct Pl {
   const Node* reduce_node = nullptr;
   const Node* allgather_node = nullptr;
   const Node* overlap_node = nullptr;
+  // ModelParallelStrategy(data_parallel_size="auto", tensor_parallel_size="auto"): the tensor-
+  // parallel size, or 0 for "auto" (the devices per node).
+  int64_t mp_tensor = 0;
+  const Node* mp_tensor_node = nullptr;
 
   TrainingSetup& s() { return st.s(); }
 };
@@ -260,12 +264,25 @@ void read_strategy(const Node& n, Pl& t) {
     if (args)
       if (const Node* view = args->find("gradient_as_bucket_view"))
         t.st.set(memplan::path(Setting::ddp_bucket_view), t.s().parallel.ddp_bucket_view, as_bool(*view), *view);
+  } else if (name == "ModelParallelStrategy") {
+    // FSDP2 (fully_shard) over the data-parallel mesh dimension and tensor parallelism over the
+    // other, as the LightningModule's configure_model applies them; an "auto" tensor-parallel size
+    // is the devices per node (ModelParallelStrategy.setup_environment, src/lightning/pytorch/
+    // strategies/model_parallel.py @ 2.6.5).
+    t.kind = StrategyKind::model_parallel;
+    if (args)
+      if (const Node* v = args->find("tensor_parallel_size"); v && !(v->kind == Node::Kind::scalar && as_text(*v) == "auto")) {
+        t.mp_tensor = as_count(*v);
+        if (t.mp_tensor < 1) type_error(*v, "a positive integer or \"auto\"");
+        t.mp_tensor_node = v;
+      }
+    t.st.unmodelled(*cls, "ModelParallelStrategy runs the LightningModule's own configure_model: estimated as FSDP2 (fully_shard) "
+                          "over the data-parallel size with tensor parallelism over the tensor-parallel size");
   } else if (name == "SingleDeviceStrategy") {
     t.kind = StrategyKind::single;
   } else {
     t.kind = StrategyKind::other;
-    t.st.unmodelled(*cls, "a strategy memplan does not know (ModelParallelStrategy applies the user's own parallelisation): "
-                          "estimated as DDP");
+    t.st.unmodelled(*cls, "a strategy memplan does not know: estimated as DDP");
   }
 }
 
@@ -376,7 +393,24 @@ void read_optimizer(const Node& n, Pl& t) {
   else if (name == "PagedAdamW8bit") o = OptimizerKind::paged_adamw_8bit;
   else if (name == "PagedAdamW" || name == "PagedAdamW32bit") o = OptimizerKind::paged_adamw;
   else if (name == "Lion") o = OptimizerKind::lion;
-  else {
+  else if (name == "ZeroRedundancyOptimizer") {
+    // torch.distributed.optim.ZeroRedundancyOptimizer(params, optimizer_class=..., **defaults):
+    // its optimizer_class, with the other arguments, steps each rank's share of the parameters.
+    t.st.set(memplan::path(Setting::zero_redundancy_optimizer), t.s().parallel.zero_redundancy_optimizer, true, *cls);
+    const Node* inner = args && args->kind == Node::Kind::map ? args->find("optimizer_class") : nullptr;
+    if (!inner)
+      throw InputError(cls->where, "ZeroRedundancyOptimizer without init_args.optimizer_class",
+                       "e.g. init_args: {optimizer_class: torch.optim.AdamW, lr: 1e-4}");
+    Node wrapped = *args;
+    wrapped.entries.clear();
+    for (const auto& [k, v] : args->entries)
+      if (k != "optimizer_class") wrapped.entries.emplace_back(k, v);
+    Node as_class = n;
+    as_class.entries.clear();
+    as_class.entries.emplace_back("class_path", *inner);
+    as_class.entries.emplace_back("init_args", wrapped);
+    return read_optimizer(as_class, t);
+  } else {
     o = OptimizerKind::adamw;
     t.st.unmodelled(*cls, "an optimizer memplan does not know: estimated as AdamW (two states per parameter)");
   }
@@ -497,6 +531,21 @@ void resolve_parallel(Pl& t) {
         t.st.note(memplan::path(Choice::checkpointing), *t.ckpt_policy);
       }
       break;
+    case StrategyKind::model_parallel: {
+      p.zero_stage = 0;
+      p.fsdp = FsdpMode::full_shard;
+      p.fsdp_version = 2;
+      note(memplan::path(Choice::fsdp));
+      note(memplan::path(Setting::fsdp_version));
+      p.offload = Offload::none;
+      const int64_t tp = t.mp_tensor > 0 ? t.mp_tensor : t.per_node;
+      if (tp > 1 && !t.st.out.origin.fields.count(memplan::path(Count::tensor_parallel))) {
+        p.tensor_parallel = tp;
+        if (t.mp_tensor_node) t.st.note(memplan::path(Count::tensor_parallel), *t.mp_tensor_node);
+        else note(memplan::path(Count::tensor_parallel));
+      }
+      break;
+    }
     default:
       // DDP, one device or "auto": no sharding.
       p.zero_stage = 0;

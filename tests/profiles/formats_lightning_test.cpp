@@ -230,3 +230,36 @@ TEST_CASE("lightning: a GPU listed twice in devices is refused, as Lightning ref
         "hint: Lightning refuses repeated device ids (\"Device ID's (GPU) must be unique.\"): list each GPU once");
   CHECK(load_config_text("trainer:\n  devices: [0, 1, 2, 3]\n", "cli.yaml", "cli.yaml").setup.parallel.num_gpus == 4);
 }
+
+TEST_CASE("lightning: torch's ZeroRedundancyOptimizer and ModelParallelStrategy") {
+  // ZeroRedundancyOptimizer(params, optimizer_class=AdamW, ...): DDP with the states sharded.
+  const LoadedConfig z = load_config_text(
+      "trainer:\n  devices: 4\n  strategy: ddp\noptimizer:\n  class_path: torch.distributed.optim.ZeroRedundancyOptimizer\n"
+      "  init_args:\n    optimizer_class: torch.optim.SGD\n    lr: 0.1\n    momentum: 0.9\n",
+      "cli.yaml", "cli.yaml");
+  CHECK(z.setup.parallel.zero_redundancy_optimizer);
+  CHECK(z.setup.parallel.zero_stage == 0);
+  CHECK(z.setup.optimizer == OptimizerKind::sgd_momentum);  // the wrapped class, with the same arguments
+  CHECK(where(z, "parallel.zero_redundancy_optimizer") == "5:3 optimizer.class_path");
+  CHECK(error_of("trainer:\n  devices: 2\noptimizer:\n  class_path: torch.distributed.optim.ZeroRedundancyOptimizer\n") ==
+        "cli.yaml:4:3: error: ZeroRedundancyOptimizer without init_args.optimizer_class\n"
+        "hint: e.g. init_args: {optimizer_class: torch.optim.AdamW, lr: 1e-4}");
+  // ModelParallelStrategy: FSDP2 over the data-parallel size, TP over the tensor-parallel size
+  // ("auto": the devices per node).
+  auto mp = [](const std::string& args) {
+    return load_config_text("trainer:\n  devices: 4\n  strategy:\n    class_path: lightning.pytorch.strategies.ModelParallelStrategy\n" + args,
+                            "cli.yaml", "cli.yaml");
+  };
+  const LoadedConfig two = mp("    init_args:\n      tensor_parallel_size: 2\n");
+  CHECK(two.setup.parallel.fsdp == FsdpMode::full_shard);
+  CHECK(two.setup.parallel.fsdp_version == 2);
+  CHECK(two.setup.parallel.tensor_parallel == 2);
+  CHECK(two.setup.parallel.data_parallel() == 2);
+  CHECK(where(two, "parallel.tensor_parallel") == "6:7 trainer.strategy.init_args.tensor_parallel_size");
+  REQUIRE(two.warnings.size() == 1);  // it runs the module's own configure_model: said so
+  CHECK(two.warnings[0].message.find("estimated as FSDP2 (fully_shard)") != std::string::npos);
+  CHECK(mp("").setup.parallel.tensor_parallel == 4);  // "auto": every device of the node
+  CHECK(error_of("trainer:\n  devices: 4\n  strategy:\n    class_path: ModelParallelStrategy\n    init_args:\n"
+                 "      tensor_parallel_size: 0\n")
+            .find("cli.yaml:6:7: error:") == 0);
+}
