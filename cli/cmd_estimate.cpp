@@ -64,6 +64,15 @@ std::string verdict_words(const Verdict& v, const TrainingSetup& s, const Memory
                      percent(s.thresholds.target), gib(target));
 }
 
+// Where the ranks differ: whose figures these are (the worst rank's) and the least a rank needs.
+std::string ranks_line(const MemoryBreakdown& e) {
+  if (e.ranks.empty()) return "";
+  int64_t least = e.ranks.front().peak_bytes;
+  for (const auto& r : e.ranks) least = std::min(least, r.peak_bytes);
+  return fmt::format("  ranks: the figures are rank {}'s, the worst of {} ({}); the least a rank needs is {} (--json lists each)\n",
+                     e.worst_rank, e.ranks.size(), e.worst_rank_why, gib(least));
+}
+
 std::string verdict_line(const Verdict& v, const TrainingSetup& s, const MemoryBreakdown& e) {
   // Where the replay does not run, the overhead in the figure is the percentage formula's guess:
   // the verdict says so itself, not only a note.
@@ -87,13 +96,7 @@ void print_table(std::ostream& out, const MemoryBreakdown& e, const TrainingSetu
     phases += fmt::format("{}{} {}{}", phases.empty() ? "" : ", ", phase_name(ph.phase), gib(ph.total()),
                           &ph == &pk ? " (peak)" : "");
   out << "  phases: " << phases << "\n";
-  if (!e.ranks.empty()) {
-    // The figures are the worst rank's; the least another rank needs beside it.
-    int64_t least = e.ranks.front().peak_bytes;
-    for (const auto& r : e.ranks) least = std::min(least, r.peak_bytes);
-    out << fmt::format("  ranks: the figures are rank {}'s, the worst of {} ({}); the least a rank needs is {} (--json lists each)\n",
-                       e.worst_rank, e.ranks.size(), e.worst_rank_why, gib(least));
-  }
+  out << ranks_line(e);
   if (s.device.kind == DeviceKind::cuda) {
     const int64_t allocated = e.allocated_peak_bytes();
     out << fmt::format("  on the GPU: allocated {} (tensors: torch.cuda.max_memory_allocated), reserved {} (+ the caching "
@@ -146,6 +149,7 @@ int run_fit(Io io, const profiles::SetupInputs& in, const OutputFlags& o) {
   print_header(io.out, "fit", b, e);
   io.out << "  " << verdict_line(r.verdict, s, e) << "\n";
   io.out << fmt::format("  peak at {} ({})\n", phase_name(e.peak_phase()), e.peak().at);
+  io.out << ranks_line(e);
   if (!e.host.empty() || s.parallel.host_memory_bytes > 0) io.out << "  " << host_line(e, s) << "\n";
   if (r.largest_micro_batch > 0)
     io.out << fmt::format("  largest micro-batch that fits: {} ({})\n", r.largest_micro_batch, gib(r.largest_micro_batch_peak));

@@ -1677,3 +1677,30 @@ TEST_CASE("plan --tensor-parallel --emit deepspeed writes AutoTP training, never
   CHECK(parse_json(e).at("setup").at("parallel").at("tensor_parallel") == 2);
   fs::remove(out);
 }
+
+// Ranks that hold different amounts (torch's ZeroRedundancyOptimizer's shares over 3 ranks, one
+// of them 60,160 parameters short): estimate and fit say whose figures they show, --json every
+// rank's phases (tests/ranks measures the same job per rank).
+TEST_CASE("estimate and fit name the worst rank; --json lists every rank where they differ") {
+  const std::string config = std::string(MEMPLAN_TEST_DATA) + "/../ranks/cases/zero-redundancy.yaml";
+  const std::string says = "  ranks: the figures are rank 0's, the worst of 3 (ZeroRedundancyOptimizer's largest share: 897,024 of "
+                           "2,630,912 trainable parameters); the least a rank needs is 46.0 MiB (--json lists each)\n";
+  for (const char* cmd : {"estimate", "fit"}) {
+    CAPTURE(cmd);
+    const Run r = invoke({cmd, "--config", config, "--gpus", "3"});
+    CHECK(r.code == 0);
+    CHECK(r.out.find(says) != std::string::npos);
+  }
+  const auto doc = nlohmann::json::parse(invoke({"estimate", "--config", config, "--gpus", "3", "--json"}).out);
+  const auto& ranks = doc["per_gpu"]["ranks"];
+  REQUIRE(ranks.size() == 3);
+  CHECK(doc["per_gpu"]["worst_rank"]["rank"] == 0);
+  CHECK(ranks[0]["peak_bytes"] == doc["per_gpu"]["peak_bytes"]);
+  CHECK(ranks[2]["peak_bytes"].get<int64_t>() < ranks[0]["peak_bytes"].get<int64_t>());
+  // rank 2's share is 60,160 parameters short (836,864 of them): AdamW's two fp32 states, 8 B each
+  CHECK(ranks[0]["phases"]["forward"].get<int64_t>() - ranks[2]["phases"]["forward"].get<int64_t>() == 60'160 * 8);
+  // Plain DDP: every rank holds the same, nothing listed.
+  const std::string ddp = std::string(MEMPLAN_TEST_DATA) + "/../ranks/cases/ddp.yaml";
+  CHECK_FALSE(nlohmann::json::parse(invoke({"estimate", "--config", ddp, "--json"}).out)["per_gpu"].contains("ranks"));
+  CHECK(invoke({"estimate", "--config", ddp}).out.find("  ranks: ") == std::string::npos);
+}
