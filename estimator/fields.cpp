@@ -394,6 +394,10 @@ std::array<SettingField, kSettingCount> make_setting_rows() {
       MEMPLAN_YES_NO(zero_redundancy_optimizer, "parallel.zero_redundancy_optimizer", parallel.zero_redundancy_optimizer, "training",
                      (Keys{"zero_redundancy_optimizer", nullptr}),
                      "off: each DDP rank steps every parameter (torch.optim's optimizers)"),
+      // One process wrapped in DDP all the same (its Reducer's buckets): the Lightning reader sets it
+      // for an explicit ddp strategy; a memplan YAML in training:.
+      MEMPLAN_YES_NO(ddp, "parallel.ddp", parallel.ddp, "training", (Keys{"ddp", nullptr}),
+                     "DistributedDataParallel over several data-parallel ranks only: one process trains the bare model"),
       // accelerate's fsdp_config.fsdp_version, the HF Trainer's fsdp_config.version, Axolotl's
       // fsdp_version; a memplan YAML in training:.
       MEMPLAN_WHOLE(fsdp_version, "parallel.fsdp_version", parallel.fsdp_version, "training", (Keys{"fsdp_version", nullptr}), 0, 2,

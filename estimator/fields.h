@@ -428,6 +428,7 @@ enum class Setting {
   half_optimizer_states,
   ddp_bucket_view,
   zero_redundancy_optimizer,
+  ddp,
   fsdp_version,
   num_workers,
   prefetch_factor,

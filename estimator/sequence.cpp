@@ -36,6 +36,7 @@ std::string sequence_not_modelled(const TrainingSetup& s) {
     return "several GPUs (communication buffers and sharding are not in the sequence)";
   if (s.parallel.zero_stage != 0 || s.parallel.fsdp != FsdpMode::none || s.parallel.offload != Offload::none)
     return "ZeRO, FSDP or offload";
+  if (s.parallel.ddp) return "DDP on one GPU (its buckets are not in the sequence)";
   // LoRA as PEFT builds it (adapters on the base layers' linears, nothing else trained); QLoRA's
   // quantized base, modules_to_save copies, a classification head and adapters on MoE layers are
   // not in the sequence.

@@ -307,6 +307,9 @@ struct Parallelism {
   // torch's ZeroRedundancyOptimizer over DDP (torch/distributed/optim/zero_redundancy_optimizer.py):
   // each rank keeps the optimizer states of its share of the parameters (zero_stage stays 0).
   bool zero_redundancy_optimizer = false;
+  // Wrapped in DistributedDataParallel on a world of one too (torchrun with one process,
+  // Lightning's strategy "ddp" on one device); several data-parallel ranks always are.
+  bool ddp = false;
   // DeepSpeed's low-precision master state (deepspeed/runtime/precision_config.py @ v0.18.3,
   // DeepSpeed PR #7700; ZeRO 1-3 only): bf16.bf16_master_weights_and_grads (fp16.
   // fp16_master_weights_and_grads) keeps the master partition and its gradient in 16 bits;

@@ -392,15 +392,15 @@ States model_states(const TrainingSetup& s, const TrainingSetup& rs, const Param
   if (mb > 0 && !off_opt) st.step_extra = part(trainable * mb, zero >= 1);
 
   // Communication buffers. DeepSpeed's buckets exist whenever a ZeRO stage runs (its engine
-  // reduces through them at any world size, one GPU included); DDP's only with several ranks.
+  // reduces through them at any world size, one GPU included); DDP's wherever DDP wraps the model (ddp_wraps).
   const int64_t reduce = std::min(s.parallel.reduce_bucket_elems, trainable);
   if (megatron_grad_buffer(s)) {
     // Megatron's DDP all-reduces (or, with the distributed optimizer, reduce-scatters) the bucket
     // views of its contiguous fp32 gradient buffer in place: no copy beside the gradients
     // (megatron/core/distributed/param_and_grad_buffer.py @ d98e8a64 L708-732).
     if (text) st.comm_formula = "Megatron reduces in place inside its gradient buffer: no communication buffers";
-  } else if (dp > 1 && zero == 0) {
-    if (s.parallel.zero_redundancy_optimizer && !off_opt) {
+  } else if (ddp_wraps(s)) {
+    if (s.parallel.zero_redundancy_optimizer && !off_opt && dp > 1) {
       shard_optimizer_per_rank(s, ps, dp, st);
       if (text)
         st.oc.states_formula += fmt::format("; ZeroRedundancyOptimizer: rank {}'s share, {} of {} trainable params (parameters sorted by "
@@ -565,8 +565,14 @@ bool gradients_resident(const TrainingSetup& s) {
 // view and .grad set to the view), so the gradients' storage lives from construction to the end
 // whatever zero_grad does; backward's fresh gradients are temporaries, as under accumulation
 // (torch/csrc/distributed/c10d/reducer.cpp @ v1.13.0). Measured per rank by tests/ranks.
-bool ddp_gradient_views(const TrainingSetup& s) {
-  return s.parallel.ddp_bucket_view && s.parallel.data_parallel() > 1 && s.parallel.zero_stage == 0 && s.parallel.fsdp == FsdpMode::none &&
+bool ddp_gradient_views(const TrainingSetup& s) { return s.parallel.ddp_bucket_view && ddp_wraps(s); }
+
+// torch's DistributedDataParallel holds the model: several data-parallel ranks without ZeRO, FSDP
+// or Megatron's own DDP, or one process that says it is wrapped (parallel.ddp). Its Reducer builds
+// the buckets on any world size, one included (measured by tests/ranks: a world of one holds the
+// same buckets as two).
+bool ddp_wraps(const TrainingSetup& s) {
+  return (s.parallel.data_parallel() > 1 || s.parallel.ddp) && s.parallel.zero_stage == 0 && s.parallel.fsdp == FsdpMode::none &&
          !megatron_grad_buffer(s);
 }
 

@@ -16,6 +16,8 @@ namespace memplan {
 bool gradients_resident(const TrainingSetup& s);
 // DDP's gradient_as_bucket_view on several ranks: the gradients are views of its buckets.
 bool ddp_gradient_views(const TrainingSetup& s);
+// torch's DistributedDataParallel wraps the model (several ranks, or parallel.ddp on one).
+bool ddp_wraps(const TrainingSetup& s);
 }  // namespace memplan
 
 namespace memplan::est {

@@ -551,6 +551,12 @@ void resolve_parallel(Pl& t) {
       p.zero_stage = 0;
       p.fsdp = FsdpMode::none;
       p.offload = Offload::none;
+      // An explicit DDP strategy wraps the module in DistributedDataParallel on one device too
+      // (DDPStrategy._setup_model, src/lightning/pytorch/strategies/ddp.py @ 2.6.5).
+      if (t.kind == StrategyKind::ddp) {
+        p.ddp = true;
+        note(memplan::path(Setting::ddp));
+      }
       if (at) {
         note(memplan::path(Count::zero_stage));
         note(memplan::path(Choice::fsdp));

@@ -1226,6 +1226,7 @@ const std::map<Setting, int64_t (*)(const TrainingSetup&)> kSettingMembers = {
     MEMPLAN_MEMBER(half_optimizer_states, parallel.half_optimizer_states),
     MEMPLAN_MEMBER(ddp_bucket_view, parallel.ddp_bucket_view),
     MEMPLAN_MEMBER(zero_redundancy_optimizer, parallel.zero_redundancy_optimizer),
+    MEMPLAN_MEMBER(ddp, parallel.ddp),
     MEMPLAN_MEMBER(fsdp_version, parallel.fsdp_version),
     MEMPLAN_MEMBER(num_workers, data.num_workers),
     MEMPLAN_MEMBER(prefetch_factor, data.prefetch_factor),
@@ -1314,7 +1315,7 @@ TEST_CASE("setting registry: each key of a row's section reads into its member a
       }
     }
   }
-  CHECK(keys == 14);  // training: DDP's bucket view, ZeroRedundancyOptimizer, FSDP's version; data: 3; zero_optimization: 6 rows, two with DeepSpeed's short alias
+  CHECK(keys == 15);  // training: DDP's bucket view, ZeroRedundancyOptimizer, DDP on one rank, FSDP's version; data: 3; zero_optimization: 6 rows, two with DeepSpeed's short alias
 }
 
 TEST_CASE("setting registry: the rows read by handlers are noted at their keys") {
@@ -1446,6 +1447,7 @@ TEST_CASE("setting registry: each setting with a member, changed where it takes 
       {Setting::half_optimizer_states, {"--gpus", "2", "--zero", "2", "--precision", "mixed-bf16"}},
       {Setting::ddp_bucket_view, {"--gpus", "2"}},
       {Setting::zero_redundancy_optimizer, {"--gpus", "2"}},
+      {Setting::ddp, {}},
       {Setting::fsdp_version, {"--gpus", "2", "--fsdp", "full"}},
       {Setting::num_workers, {}},
       {Setting::prefetch_factor, {"--gpus", "2", "--finetune", "lora"}},

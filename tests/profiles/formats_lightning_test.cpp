@@ -259,6 +259,9 @@ TEST_CASE("lightning: torch's ZeroRedundancyOptimizer and ModelParallelStrategy"
   REQUIRE(two.warnings.size() == 1);  // it runs the module's own configure_model: said so
   CHECK(two.warnings[0].message.find("estimated as FSDP2 (fully_shard)") != std::string::npos);
   CHECK(mp("").setup.parallel.tensor_parallel == 4);  // "auto": every device of the node
+  // An explicit ddp strategy wraps one device in DDP too; "auto" on one device does not.
+  CHECK(load_config_text("trainer:\n  devices: 1\n  strategy: ddp\n", "cli.yaml", "cli.yaml").setup.parallel.ddp);
+  CHECK_FALSE(load_config_text("trainer:\n  devices: 1\n", "cli.yaml", "cli.yaml").setup.parallel.ddp);
   CHECK(error_of("trainer:\n  devices: 4\n  strategy:\n    class_path: ModelParallelStrategy\n    init_args:\n"
                  "      tensor_parallel_size: 0\n")
             .find("cli.yaml:6:7: error:") == 0);

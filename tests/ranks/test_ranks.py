@@ -28,6 +28,7 @@ STEP = {"micro_batch": 2, "seq_len": 128, "steps": 3}  # as the configs under ca
 # name, world, ranks.py's wrapping, memplan config + flags, tolerance (fraction of the measured peak)
 CASES = [
     ("DDP, 2 ranks", 2, {"wrap": "ddp"}, ["ddp.yaml"], 0.01),
+    ("DDP, a world of one", 1, {"wrap": "ddp"}, ["ddp-one-rank.yaml"], 0.01),
     ("DDP, 4 ranks", 4, {"wrap": "ddp"}, ["ddp.yaml", "--gpus", "4"], 0.01),
     ("DDP, bucket_cap_mb 1", 2, {"wrap": "ddp", "ddp": {"bucket_cap_mb": 1}}, ["ddp.yaml"], 0.01),
     ("DDP, find_unused_parameters", 2, {"wrap": "ddp", "ddp": {"find_unused_parameters": True}}, ["ddp.yaml"], 0.01),
