@@ -229,7 +229,7 @@ nlohmann::json estimate_json(const profiles::BuiltSetup& b, const MemoryBreakdow
     for (const auto& r : e.ranks) {
       nlohmann::json ph;
       for (int i = 0; i < kNumPhases; ++i) ph[phase_name(static_cast<Phase>(i))] = r.phase_bytes[i];
-      ranks.push_back({{"rank", r.rank}, {"peak_bytes", r.peak_bytes}, {"phases", ph}});
+      ranks.push_back({{"first_rank", r.rank}, {"last_rank", r.last_rank}, {"peak_bytes", r.peak_bytes}, {"phases", ph}});
     }
     j["per_gpu"]["worst_rank"] = {{"rank", e.worst_rank}, {"why", e.worst_rank_why}};
     j["per_gpu"]["ranks"] = ranks;

@@ -70,7 +70,7 @@ std::string ranks_line(const MemoryBreakdown& e) {
   int64_t least = e.ranks.front().peak_bytes;
   for (const auto& r : e.ranks) least = std::min(least, r.peak_bytes);
   return fmt::format("  ranks: the figures are rank {}'s, the worst of {} ({}); the least a rank needs is {} (--json lists each)\n",
-                     e.worst_rank, e.ranks.size(), e.worst_rank_why, gib(least));
+                     e.worst_rank, e.ranks.back().last_rank + 1, e.worst_rank_why, gib(least));
 }
 
 std::string verdict_line(const Verdict& v, const TrainingSetup& s, const MemoryBreakdown& e) {

@@ -130,10 +130,11 @@ struct MemoryBreakdown {
   // get): 1 runs, 0 runs out, -1 not replayed (the verdict then holds the peak to the card).
   int runs = -1;
   // Where the ranks of a data-parallel job hold different amounts (torch's ZeroRedundancyOptimizer
-  // shares): every rank's peak, the breakdown being the worst rank's (`worst_rank`, and why).
-  // Empty where every rank holds the same.
+  // shares): every rank's peak, consecutive ranks that hold the same in one entry, the breakdown
+  // being the worst rank's (`worst_rank`, and why). Empty where every rank holds the same.
   struct RankPeak {
-    int64_t rank = 0;
+    int64_t rank = 0;       // the first rank of the entry
+    int64_t last_rank = 0;  // its last (inclusive)
     int64_t peak_bytes = 0;
     std::array<int64_t, kNumPhases> phase_bytes{};  // each phase's total on this rank
   };

@@ -227,10 +227,11 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
     for (size_t r = 0; r < st.rank_states.size(); ++r) {
       const int64_t ds = st.rank_states[r] - st.rank_states[w], dt = st.rank_transient[r] - st.rank_transient[w];
       MemoryBreakdown::RankPeak rp;
-      rp.rank = static_cast<int64_t>(r);
+      rp.rank = rp.last_rank = static_cast<int64_t>(r);
       rp.phase_bytes = {fwd.total() + ds, bwd.total() + ds, opt.total() + ds + dt};
       rp.peak_bytes = *std::max_element(rp.phase_bytes.begin(), rp.phase_bytes.end());
-      out.ranks.push_back(rp);
+      if (!out.ranks.empty() && out.ranks.back().phase_bytes == rp.phase_bytes) out.ranks.back().last_rank = rp.rank;
+      else out.ranks.push_back(rp);
       differ = differ || ds != 0 || dt != 0;
     }
     if (!differ) out.ranks.clear();

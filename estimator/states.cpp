@@ -328,8 +328,15 @@ static Shards zero_redundancy_shards(const std::vector<std::pair<int64_t, int64_
 static void shard_optimizer_per_rank(const TrainingSetup& s, const ParamSummary& ps, int64_t world, States& st) {
   const Shards sh = zero_redundancy_shards(ps.trainable_sizes, world);
   const double total = static_cast<double>(std::max<int64_t>(1, ps.counts.trainable));
+  ParamSummary part = ps;  // one copy, its counts set per rank
   for (int64_t r = 0; r < world; ++r) {
-    ParamSummary part = ps;
+    const size_t ri = static_cast<size_t>(r);
+    if (r > 0 && sh.elements[ri] == sh.elements[ri - 1] && sh.largest[ri] == sh.largest[ri - 1] && sh.carried[ri] == sh.carried[ri - 1]) {
+      st.rank_elements.push_back(st.rank_elements.back());  // the same share as the rank before (ranks past the tensors hold none)
+      st.rank_states.push_back(st.rank_states.back());
+      st.rank_transient.push_back(st.rank_transient.back());
+      continue;
+    }
     const int64_t e = sh.elements[static_cast<size_t>(r)];
     const double f = static_cast<double>(e) / total;
     part.counts.trainable = e;

@@ -1693,12 +1693,22 @@ TEST_CASE("estimate and fit name the worst rank; --json lists every rank where t
   }
   const auto doc = nlohmann::json::parse(invoke({"estimate", "--config", config, "--gpus", "3", "--json"}).out);
   const auto& ranks = doc["per_gpu"]["ranks"];
-  REQUIRE(ranks.size() == 3);
+  REQUIRE(ranks.size() == 2);  // ranks 0 and 1 hold the same: one entry
+  CHECK(ranks[0]["first_rank"] == 0);
+  CHECK(ranks[0]["last_rank"] == 1);
+  CHECK(ranks[1]["first_rank"] == 2);
+  CHECK(ranks[1]["last_rank"] == 2);
   CHECK(doc["per_gpu"]["worst_rank"]["rank"] == 0);
   CHECK(ranks[0]["peak_bytes"] == doc["per_gpu"]["peak_bytes"]);
-  CHECK(ranks[2]["peak_bytes"].get<int64_t>() < ranks[0]["peak_bytes"].get<int64_t>());
+  CHECK(ranks[1]["peak_bytes"].get<int64_t>() < ranks[0]["peak_bytes"].get<int64_t>());
   // rank 2's share is 60,160 parameters short (836,864 of them): AdamW's two fp32 states, 8 B each
-  CHECK(ranks[0]["phases"]["forward"].get<int64_t>() - ranks[2]["phases"]["forward"].get<int64_t>() == 60'160 * 8);
+  CHECK(ranks[0]["phases"]["forward"].get<int64_t>() - ranks[1]["phases"]["forward"].get<int64_t>() == 60'160 * 8);
+  // A million ranks (the most --gpus takes): the ranks past the tensors hold nothing, one entry.
+  const Run big = invoke({"estimate", "--config", config, "--gpus", "1000000", "--json"});
+  REQUIRE(big.code == 0);
+  CHECK(big.out.size() < 200'000);
+  const auto many = nlohmann::json::parse(big.out)["per_gpu"]["ranks"];
+  CHECK(many.back()["last_rank"] == 999'999);
   // Plain DDP: every rank holds the same, nothing listed.
   const std::string ddp = std::string(MEMPLAN_TEST_DATA) + "/../ranks/cases/ddp.yaml";
   CHECK_FALSE(nlohmann::json::parse(invoke({"estimate", "--config", ddp, "--json"}).out)["per_gpu"].contains("ranks"));

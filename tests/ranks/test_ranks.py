@@ -54,7 +54,10 @@ def memplan_ranks(args, world):
     worst = {ph["name"]: ph["bytes"] for ph in per_gpu["phases"]}
     if "ranks" not in per_gpu:
         return [dict(worst) for _ in range(world)], doc
-    by_rank = {r["rank"]: r["phases"] for r in per_gpu["ranks"]}
+    by_rank = {}  # entries cover consecutive ranks that hold the same
+    for entry in per_gpu["ranks"]:
+        for r in range(entry["first_rank"], entry["last_rank"] + 1):
+            by_rank[r] = entry["phases"]
     return [by_rank[r] for r in range(world)], doc
 
 
