@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstring>
 #include <algorithm>
 #include <type_traits>
 #include <variant>
@@ -46,6 +47,43 @@ std::string source_of(const profiles::Provenance& o, const std::string& field) {
 }
 }  // namespace
 
+// "torch 2.11 and transformers 5.17 (memplan's defaults; no python3 on PATH)": each release the
+// setup runs, with where it came from when neither the config nor a flag stated it (the job's
+// Python, cli/python_env.h, or memplan's default and why); releases of the same origin share it.
+static std::string describe_releases(const profiles::BuiltSetup& b) {
+  std::vector<std::pair<std::string, std::string>> parts;  // (release, origin in words; "" when stated)
+  for (const VersionField& f : version_fields()) {
+    const auto [major, minor] = f.get(b.setup);
+    std::string origin;
+    if (!b.origin.fields.count(f.path)) {
+      const auto it = b.origin.defaults.find(f.path);
+      const std::string said = it == b.origin.defaults.end() ? "" : it->second;
+      if (said.rfind(f.default_source, 0) == 0) {  // memplan's default, with why no other was found
+        origin = said.size() > std::strlen(f.default_source) + 2 ? said.substr(std::strlen(f.default_source) + 2) : "";
+        origin = origin.empty() ? "memplan's default" : "memplan's default; " + origin;
+      } else if (said.empty()) {
+        origin = "memplan's default";
+      } else {  // "installed for PYTHON: FILE says X": the first part
+        origin = said.substr(0, said.find(": "));
+      }
+    }
+    parts.emplace_back(fmt::format("{} {}.{}", f.library, major, minor), origin);
+  }
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const bool last_of_origin = i + 1 == parts.size() || parts[i + 1].second != parts[i].second;
+    const bool first_of_origin = i == 0 || parts[i - 1].second != parts[i].second;
+    if (i > 0) out += first_of_origin ? ", " : " and ";
+    out += parts[i].first;
+    if (last_of_origin && !parts[i].second.empty()) {
+      std::string o = parts[i].second;
+      if (!first_of_origin && o.rfind("memplan's default", 0) == 0) o.insert(std::strlen("memplan's default"), "s");
+      out += " (" + o + ")";
+    }
+  }
+  return out;
+}
+
 std::string describe_runtime(const profiles::BuiltSetup& b) {
   const TrainingSetup& s = b.setup;
   const Runtime& r = s.runtime;
@@ -57,8 +95,7 @@ std::string describe_runtime(const profiles::BuiltSetup& b) {
   std::vector<std::string> by_framework;
   for (const auto& [field, source] : b.origin.defaults)
     if (source.rfind(to_string(r.framework), 0) == 0) by_framework.push_back(field);
-  std::string line = fmt::format("runtime: {}, torch {}.{}: {}", to_string(r.framework), r.torch_major, r.torch_minor,
-                                 fmt::join(knobs, ", "));
+  std::string line = fmt::format("runtime: {}, {}: {}", to_string(r.framework), describe_releases(b), fmt::join(knobs, ", "));
   if (!by_framework.empty()) line += fmt::format(" (framework defaults: {})", fmt::join(by_framework, ", "));
   return line;
 }

@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/python_env.h"
 #include "estimator/model.h"
 
 namespace memplan::cli {
@@ -236,7 +237,7 @@ Command register_explain(CLI::App& root, Io io) {
   app->add_option("TERM", *term, "only this term (weights, activations, ...)");
   add_setup_flags(*app, *in);
   add_output_flags(*app, *o);
-  return {app, [io, in, term, o] { return run_explain(io, *in, *term, *o); }};
+  return {app, [io, in, term, o] { return run_explain(io, with_environment(*in), *term, *o); }};
 }
 
 }  // namespace memplan::cli

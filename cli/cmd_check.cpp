@@ -20,6 +20,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/python_env.h"
 #include "planner/check.h"
 #include "estimator/text.h"
 #include "profiles/hub.h"
@@ -69,7 +70,7 @@ profiles::BuiltSetup build(const std::string& path, const profiles::LoadedConfig
     in.size_flag(Size::gpu_memory) = f.gpu_memory;
   }
   if (!cfg.origin.fields.count(memplan::path(Count::num_gpus))) in.count_flag(Count::num_gpus) = f.gpus;
-  return profiles::build_setup(in, cfg);
+  return profiles::build_setup(with_environment(in), cfg);
 }
 
 // A calibration applies to the device it was measured on.

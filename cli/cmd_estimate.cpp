@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/python_env.h"
 #include "planner/fit.h"
 
 namespace memplan::cli {
@@ -194,7 +195,7 @@ Command register_estimate(CLI::App& root, Io io) {
   auto o = std::make_shared<OutputFlags>();
   add_setup_flags(*app, *in);
   add_output_flags(*app, *o);
-  return {app, [io, in, o] { return run_estimate(io, *in, *o); }};
+  return {app, [io, in, o] { return run_estimate(io, with_environment(*in), *o); }};
 }
 
 Command register_fit(CLI::App& root, Io io) {
@@ -203,7 +204,7 @@ Command register_fit(CLI::App& root, Io io) {
   auto o = std::make_shared<OutputFlags>();
   add_setup_flags(*app, *in);
   add_output_flags(*app, *o);
-  return {app, [io, in, o] { return run_fit(io, *in, *o); }};
+  return {app, [io, in, o] { return run_fit(io, with_environment(*in), *o); }};
 }
 
 }  // namespace memplan::cli

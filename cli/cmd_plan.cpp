@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/python_env.h"
 #include "estimator/estimate.h"
 #include "planner/emit.h"
 #include "planner/plan.h"
@@ -176,7 +177,7 @@ Command register_plan(CLI::App& root, Io io) {
   add_setup_flags(*app, *in);
   api::add_plan_flags(*app, *f);
   add_output_flags(*app, *o);
-  return {app, [io, in, f, o] { return run_plan(io, *in, *f, *o); }};
+  return {app, [io, in, f, o] { return run_plan(io, with_environment(*in), *f, *o); }};
 }
 
 }  // namespace memplan::cli

@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "cli/probes.h"
 #include "cli/run_trace.h"
+#include "cli/python_env.h"
 #include "planner/request.h"
 #include "profiles/files.h"
 #include "report/report.h"
@@ -176,7 +177,7 @@ Command register_report(CLI::App& root, Io io) {
                   "add a calibration run's probes (a saved memplan calibrate --json): measured against estimated, and against "
                   "the fit made without each")
       ->type_name("FILE");
-  return {app, [io, in, f] { return run_report(io, *in, *f); }};
+  return {app, [io, in, f] { return run_report(io, with_environment(*in), *f); }};
 }
 
 }  // namespace memplan::cli

@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/run_trace.h"
+#include "cli/python_env.h"
 #include "profiles/files.h"
 #include "watch/child.h"
 #include "watch/monitor_log.h"
@@ -356,7 +357,7 @@ Command register_watch(CLI::App& root, Io io) {
   app->add_option("--source", f->source, "auto (NVML, then ROCm SMI, else the process tree), nvml, rocm-smi or process")->type_name("WHAT");
   app->add_option("--replay", f->replay, "print a memplan.monitor/v1 log (this command's --log or memplan.Monitor's) and exit")->type_name("FILE");
   app->add_option("command", f->command, "the training command and its arguments, after --")->type_name("-- COMMAND ARGS...");
-  return {app, [io, in, f] { return run_watch(io, *in, *f); }};
+  return {app, [io, in, f] { return run_watch(io, with_environment(*in), *f); }};
 }
 
 }  // namespace memplan::cli

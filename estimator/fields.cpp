@@ -458,17 +458,15 @@ std::array<SettingField, kSettingCount> make_setting_rows() {
 std::array<VersionField, kVersionCount> make_version_rows() {
   using Keys = std::array<const char*, 2>;
   return {{
-      MEMPLAN_VERSION_ROW(torch, torch_major, torch_minor, "--torch-version", "PyTorch release the job runs (default 2.6)", "torch",
-                          (Keys{"torch_version", "torch"}), 9, "2.6 or 1.13",
+      MEMPLAN_VERSION_ROW(torch, torch_major, torch_minor, "--torch-version", "PyTorch release the job runs (default: the one python3 on PATH has installed, else 2.11)", "torch",
+                          (Keys{"torch_version", "torch"}), 9, "2.11 or 1.13",
                           "the PyTorch release the job runs: python -c 'import torch; print(torch.__version__)'",
-                          "memplan's default release, torch 2.6 (estimator/setup.h Runtime), unless the config states one or a "
-                          "Python caller has imported torch"),
+                          "memplan's default release, torch 2.11 (estimator/setup.h Runtime)"),
       MEMPLAN_VERSION_ROW(transformers, transformers_major, transformers_minor, "--transformers-version",
-                          "transformers release the job runs (default 4.57): its modelling code decides what is saved",
+                          "transformers release the job runs (default: the one python3 on PATH has installed, else 5.17): its modelling code decides what is saved",
                           "transformers", (Keys{"transformers_version", "transformers"}), 0, "4.52 or 5.17",
                           "the transformers release the job runs: python -c 'import transformers; print(transformers.__version__)'",
-                          "memplan's default release, transformers 4.57 (estimator/setup.h Runtime), unless the config states one "
-                          "or a Python caller has imported transformers"),
+                          "memplan's default release, transformers 5.17 (estimator/setup.h Runtime)"),
   }};
 }
 

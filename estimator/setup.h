@@ -452,12 +452,15 @@ enum class SdpaMask {
 // 1.13 and 2.x and between CPU and CUDA kernels (docs/autograd-saved.md).
 struct Runtime {
   Framework framework = Framework::hf_trainer;
+  // The releases, where neither a config, a flag nor the job's Python (the CLI's probe,
+  // cli/python_env.h) says: today's stack, the releases of the H200 dev set the estimator is
+  // checked against (torch 2.11.0+cu130, transformers 5.17.0: tests/data/gpu/h200-knobs/README.md).
   int torch_major = 2;
-  int torch_minor = 6;
+  int torch_minor = 11;
   // The transformers modelling code (its attention paths changed: repeat_kv before SDPA until
   // 4.54, `.contiguous()` copies of q/k/v and the attention output until 4.56).
-  int transformers_major = 4;
-  int transformers_minor = 57;
+  int transformers_major = 5;
+  int transformers_minor = 17;
   OptimizerImpl optimizer_impl = OptimizerImpl::automatic;
   bool loss_upcast = true;          // HF >= 4.46 ForCausalLMLoss: logits.float() before cross-entropy
   LossImpl loss = LossImpl::standard;

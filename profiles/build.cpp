@@ -1,6 +1,7 @@
 // Command-line flags -> TrainingSetup: the --config file first, then each given flag on top (the
 // flag wins and becomes the field's origin), then defaults that depend on the model, then one
 // validation whose first problem is reported at the line or flag it came from.
+#include <cctype>
 #include <climits>
 #include <optional>
 #include <cstdio>
@@ -244,8 +245,33 @@ void apply_runtime_flags(const SetupInputs& in, BuiltSetup& b) {
     f.set(s, major, minor);
     o.set(f.id, Where::at_flag(f.flag));
   }
+  // Below the config and the flags: the releases the job's Python has (SetupInputs::environment).
+  bool torch_from_environment = false;
+  for (const VersionField& f : version_fields()) {
+    const auto& env = in.environment[static_cast<size_t>(f.id)];
+    if (!env || in.version_flag(f.id) || o.given(f.id)) continue;
+    if (env->version.empty()) {  // none found: memplan's default, and why
+      o.defaults[f.path] = fmt::format("{}; {}", f.default_source, env->source);
+      continue;
+    }
+    // "2.11.0+cu130", "1.13.0a0": the MAJOR.MINOR it begins with, as memplan.estimate() reads __version__.
+    size_t n = 0;
+    while (n < env->version.size() && (std::isdigit(static_cast<unsigned char>(env->version[n])) || env->version[n] == '.')) ++n;
+    std::string release = env->version.substr(0, n);
+    if (const size_t dot = release.find('.'); dot != std::string::npos && release.find('.', dot + 1) != std::string::npos)
+      release.resize(release.find('.', dot + 1));
+    const auto v = parse_version(release);
+    if (!v || v->first < 1 || (f.max_major > 0 && v->first > f.max_major)) {
+      o.defaults[f.path] = fmt::format("{}; {} ({}, a release memplan does not read)", f.default_source, env->source, env->version);
+      continue;
+    }
+    f.set(s, v->first, v->second);
+    o.defaults[f.path] = env->source;
+    torch_from_environment = torch_from_environment || f.id == Version::torch;
+  }
   // torch 1.x's Optimizer.zero_grad() defaults to set_to_none=False (gradients stay allocated).
-  if (in.version_flag(Version::torch) && !o.given(Switch::zero_grad_set_to_none)) r.zero_grad_set_to_none = r.torch_major >= 2;
+  if ((in.version_flag(Version::torch) || torch_from_environment) && !o.given(Switch::zero_grad_set_to_none))
+    r.zero_grad_set_to_none = r.torch_major >= 2;
   if (const auto host = host_memory_flag(in)) {
     s.parallel.host_memory_bytes = *host;
     o.set(Size::host_memory, Where::at_flag(field(Size::host_memory).flag));

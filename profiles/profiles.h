@@ -341,6 +341,15 @@ struct SetupInputs {
   std::array<std::optional<std::string>, kVersionCount> versions;
   std::optional<std::string>& version_flag(Version id) { return versions[static_cast<size_t>(id)]; }
   const std::optional<std::string>& version_flag(Version id) const { return versions[static_cast<size_t>(id)]; }
+  // The releases the job's own Python has installed (the CLI's probe, cli/python_env.h), for the
+  // versions neither the config nor a flag states: `version` "2.11.0+cu130" with `source` the
+  // words saying where it was read; an empty `version` says in `source` why none was found (the
+  // default stands, and the header says so).
+  struct EnvironmentRelease {
+    std::string version;
+    std::string source;
+  };
+  std::array<std::optional<EnvironmentRelease>, kVersionCount> environment;
 };
 
 struct BuiltSetup {

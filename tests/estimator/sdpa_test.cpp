@@ -163,6 +163,7 @@ TEST_CASE("CUDA SDPA dispatch: fp32 with enable_gqa runs math (flash needs half,
   }
   SUBCASE("transformers before 4.54 always repeats K/V: mem-efficient") {
     TrainingSetup t = s;
+    t.runtime.transformers_major = 4;
     t.runtime.transformers_minor = 53;
     CHECK(backend(t) == AttnBackend::mem_efficient);
   }

@@ -396,3 +396,43 @@ TEST_CASE("DeepSpeed tensor_parallel.autotp_size is the tensor-parallel degree; 
   CHECK(warned);
   fs::remove_all(tmp);
 }
+
+TEST_CASE("the job's Python's releases (SetupInputs::environment) stand below the config and the flags") {
+  auto env = [](const char* torch, const char* transformers) {
+    SetupInputs in = with_model("gpt2");
+    in.environment[static_cast<size_t>(Version::torch)] = SetupInputs::EnvironmentRelease{torch, "installed for /venv/bin/python3: torch"};
+    in.environment[static_cast<size_t>(Version::transformers)] =
+        SetupInputs::EnvironmentRelease{transformers, "installed for /venv/bin/python3: transformers"};
+    return in;
+  };
+  const BuiltSetup none = build_setup(with_model("gpt2"));
+  CHECK(none.setup.runtime.torch_major == 2);
+  CHECK(none.setup.runtime.torch_minor == 11);
+  CHECK(none.setup.runtime.transformers_major == 5);
+  CHECK(none.setup.runtime.transformers_minor == 17);
+
+  const BuiltSetup found = build_setup(env("1.13.0a0", "4.57.1"));
+  CHECK(found.setup.runtime.torch_minor == 13);
+  CHECK(found.setup.runtime.transformers_minor == 57);
+  CHECK_FALSE(found.setup.runtime.zero_grad_set_to_none);  // torch 1.x's zero_grad keeps the gradients
+  CHECK(found.origin.defaults.at("runtime.torch_version") == "installed for /venv/bin/python3: torch");
+  CHECK(found.origin.fields.count("runtime.torch_version") == 0);
+
+  SetupInputs flagged = env("2.11.0+cu130", "5.2.0.dev0");
+  flagged.version_flag(Version::torch) = "2.6";
+  const BuiltSetup f = build_setup(flagged);
+  CHECK(f.setup.runtime.torch_minor == 6);  // the flag wins
+  CHECK(f.setup.runtime.transformers_major == 5);
+  CHECK(f.setup.runtime.transformers_minor == 2);
+
+  // What memplan does not read as a release leaves the default, and says what was found.
+  const BuiltSetup odd = build_setup(env("10.0.0", "main"));
+  CHECK(odd.setup.runtime.torch_minor == 11);
+  CHECK(odd.origin.defaults.at("runtime.torch_version").find("(10.0.0, a release memplan does not read)") != std::string::npos);
+  CHECK(odd.setup.runtime.transformers_minor == 17);
+  // Nothing found: the default, and why.
+  SetupInputs missing = with_model("gpt2");
+  missing.environment[static_cast<size_t>(Version::torch)] = SetupInputs::EnvironmentRelease{"", "no python3 on PATH"};
+  const BuiltSetup m = build_setup(missing);
+  CHECK(m.origin.defaults.at("runtime.torch_version") == "memplan's default release, torch 2.11 (estimator/setup.h Runtime); no python3 on PATH");
+}

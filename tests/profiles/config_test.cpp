@@ -205,7 +205,7 @@ TEST_CASE("runtime: torch version, logits upcast, held logits; torch 1.x keeps z
     load_config(kData + "bad/torch_version.yaml");
     FAIL("expected an error");
   } catch (const InputError& e) {
-    CHECK(e.render() == kData + "bad/torch_version.yaml:3:3: error: runtime.torch_version must look like 2.6 or 1.13 (got 'latest')\n"
+    CHECK(e.render() == kData + "bad/torch_version.yaml:3:3: error: runtime.torch_version must look like 2.11 or 1.13 (got 'latest')\n"
                     "hint: the PyTorch release the job runs: python -c 'import torch; print(torch.__version__)'");
   }
 }

@@ -209,8 +209,12 @@ TEST_CASE("run_clm.py JSON with nothing but the model: TrainingArguments' own de
   CHECK(s.data.pin_memory);
   CHECK(default_of(b.origin, "batch.micro_batch") ==
         "TrainingArguments default per_device_train_batch_size=8 (transformers src/transformers/training_args.py @ fd798335)");
-  CHECK(contains(default_of(b.origin, "precision"), "bf16=False, fp16=False"));
+  // transformers 5 (memplan's default release) loads the checkpoint's own dtype; gpt2 states none.
+  CHECK(contains(default_of(b.origin, "precision"), "from_pretrained's dtype=\"auto\" loads the checkpoint's dtype"));
   CHECK(contains(default_of(b.origin, "checkpointing"), "gradient_checkpointing=False"));
+  const BuiltSetup v4 = built("hf-trl/08-run-clm-defaults.json", [](SetupInputs& in) { in.version_flag(Version::transformers) = "4.57"; });
+  CHECK(v4.setup.precision == Precision::fp32);
+  CHECK(contains(default_of(v4.origin, "precision"), "bf16=False, fp16=False"));
 }
 
 TEST_CASE("detection by content, and --format forcing") {
@@ -435,7 +439,7 @@ TEST_CASE("a DeepSpeed dict inside TrainingArguments carries contiguous_gradient
 
 TEST_CASE("no load dtype in the file: fp32 weights under autocast with transformers 4.x, the checkpoint's bf16 with 5.x") {
   FormatsEnv env;
-  const BuiltSetup v4 = built("hf-trl/09-run-clm-bf16-qwen.json");
+  const BuiltSetup v4 = built("hf-trl/09-run-clm-bf16-qwen.json", [](SetupInputs& in) { in.version_flag(Version::transformers) = "4.57"; });
   CHECK(v4.setup.model.checkpoint_dtype == "bfloat16");
   CHECK(v4.setup.precision == Precision::amp_bf16);
   CHECK(contains(set_at(v4.origin, "precision"), "transformers 4.x from_pretrained loads fp32 without dtype"));
