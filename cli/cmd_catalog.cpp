@@ -122,7 +122,7 @@ int run_models(Io io, const OutputFlags& o) {
 // What each term means, independent of a setup.
 const char* term_meaning(Term t) {
   switch (t) {
-    case Term::weights: return "the parameters as stored on the GPU (quantized bases at their bit width), plus autocast's half copies of matmul weights while forward/backward need them";
+    case Term::weights: return "the parameters as stored on the GPU (quantized bases at their bit width), plus autocast's half copies of matmul weights while forward/backward need them, and a DPO reference model's frozen copy";
     case Term::gradients: return "parameter gradients; with zero_grad(set_to_none) they appear during backward, with accumulation they stay";
     case Term::master_weights: return "the fp32 copy DeepSpeed/Megatron mixed precision updates (K=12 in ZeRO's accounting)";
     case Term::optimizer_states: return "Adam's two moments, SGD momentum, Adafactor's factored second moment, 8-bit block-wise states";

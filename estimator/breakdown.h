@@ -17,7 +17,7 @@ namespace memplan {
 // Per-GPU terms, in the order they are reported. The names are the JSON keys, the table rows
 // and the names `explain` and calibration reports use.
 enum class Term {
-  weights,             // parameters (and autocast's half copies while they are alive)
+  weights,             // parameters (and autocast's half copies while they are alive; a DPO reference model's copy)
   gradients,           // parameter gradients
   master_weights,      // fp32 master copy (mixed precision)
   optimizer_states,    // Adam moments, momentum, factored second moments, ...

@@ -154,8 +154,14 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   base[T(Term::cuda_context)] = context;
   base[T(Term::workspace)] = workspace;
   base[T(Term::activations)] = batch;
-  PhaseState fwd = t.forward, bwd = t.backward, bwd_head = t.backward_head;
-  for (PhaseState* ph : {&fwd, &bwd, &bwd_head})
+  // TRL's DPO reference model: a second copy of the weights as the policy holds them (its dtype:
+  // the same model_init_kwargs; prepare_deepspeed keeps ZeRO-3's partitioning and gives other
+  // stages one whole copy, prepare_fsdp shards it as the policy: trl/trainer/dpo_trainer.py @
+  // v1.9.0 L893-936, trl/models/utils.py @ v1.9.0 prepare_deepspeed/prepare_fsdp), alive the whole step.
+  const int64_t reference = s.runtime.reference_model ? checked_add(st.weights, st.buffers, "the reference model") : 0;
+  base[T(Term::weights)] += reference;
+  PhaseState fwd = t.forward, bwd = t.backward, bwd_head = t.backward_head, ref_fwd = t.reference_forward;
+  for (PhaseState* ph : {&fwd, &bwd, &bwd_head, &ref_fwd})
     for (int i = 0; i < kNumTerms; ++i) ph->bytes[i] += base[i];
   if (st.grads_partitioned && !accumulating && startup_grads != st.grads_static) bwd.bytes[T(Term::gradients)] += st.grads_static;
   for (PhaseState* ph : {&bwd, &bwd_head}) ph->bytes[T(Term::comm_buffers)] += st.comm_bwd_extra;
@@ -169,6 +175,9 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   // Lightning zeroes gradients after the next forward (its closure runs training_step first): the
   // last step's gradients are alive through the whole forward.
   if (s.runtime.zero_grad_after_forward && !accumulating) fwd.bytes[T(Term::gradients)] += grads_at_rest;
+  // The reference model's forward (activation_timeline's reference_forward): after the policy's,
+  // within compute_loss (DPOTrainer._compute_loss @ v1.9.0 L1329-1390).
+  if (s.runtime.reference_model && ref_fwd.total() > fwd.total()) fwd = ref_fwd;
   // Optimizer in backward: each parameter's step runs in its gradient hook, with its temporaries,
   // right after the op that made the gradient (in the simulated backward: activation_timeline).
   if (bwd_head.total() > bwd.total()) bwd = bwd_head;
@@ -200,7 +209,7 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
   const double frac = cal && cal->overhead_fraction >= 0 ? cal->overhead_fraction
                      : s.runtime.expandable_segments        ? 0.0
                                                             : kFallbackFragmentation;
-  const int64_t copies = 1 + (st.grads_full > 0 ? 1 : 0) + (st.master > 0 ? 1 : 0) +
+  const int64_t copies = 1 + (reference > 0 ? 1 : 0) + (st.grads_full > 0 ? 1 : 0) + (st.master > 0 ? 1 : 0) +
                          (s.optimizer == OptimizerKind::adamw || s.optimizer == OptimizerKind::adam ? 2 : 0);
   const int64_t rounding = cuda ? st.large_tensors * copies * kMiB : 0;
   for (PhaseState* ph : {&fwd, &bwd, &opt}) {
@@ -315,6 +324,12 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
                                             : "none on CPU (no caching allocator)",
                                        "CUDACachingAllocator.cpp: 2 MiB rounding above 10 MiB; fragmentation default until calibrated"};
   tx[T(Term::comm_buffers)] = {st.comm_formula, "DDP Reducer buckets; DeepSpeed reduce/allgather_bucket_size defaults 5e8"};
+  if (reference > 0) {
+    tx[T(Term::weights)].formula += fmt::format("; + the DPO reference model, a frozen copy as the policy holds it, {} (its no-grad "
+                                                "forward runs after the policy's)", human(reference));
+    tx[T(Term::weights)].source += "; TRL DPOTrainer: trl/trainer/dpo_trainer.py @ v1.9.0 L893-936 (the reference made and prepared "
+                                   "as the policy), L1329-1390 (its forward under no_grad after the policy's)";
+  }
   if (cal) {
     out.calibrated = true;
     out.calibration = cal->file.empty() ? cal->device : cal->file;
@@ -351,6 +366,13 @@ MemoryBreakdown compose(const TrainingSetup& s, const Timeline& t, const Calibra
     out.notes.push_back("fp8: torchao Float8Linear saves each block linear's high-precision input and a float8 copy of its "
                         "weight (1 B/param); with compile the partitioner may save float8 inputs instead (not modelled)");
   if (const std::string fb = framework_buffers_note(s); !fb.empty()) out.notes.push_back(fb);
+  if (s.runtime.reference_model)
+    out.notes.push_back(std::string("DPO reference model: a frozen copy of the weights all step and its no-grad forward after the "
+                                    "policy's (TRL DPOTrainer @ v1.9.0); precompute_ref_log_probs: true or PEFT adapters (the "
+                                    "base is the reference) remove it") +
+                        (s.parallel.zero_stage == 3 || s.parallel.fsdp != FsdpMode::none
+                             ? "; sharded as the policy, its forward's gathered layers are not counted"
+                             : ""));
   return out;
 }
 

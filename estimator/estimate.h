@@ -54,6 +54,9 @@ MemoryBreakdown estimate(const TrainingSetup& s, const Calibration* cal);
 // planner computes it once per such key and composes many setups with it.
 struct Timeline {
   PhaseState forward;        // dynamic terms only
+  // With a reference model (runtime.reference_model): the moment of its no-grad forward, which
+  // runs when the policy's forward has ended (dynamic terms only; empty otherwise).
+  PhaseState reference_forward;
   PhaseState backward;       // dynamic terms only, layers and embedding
   PhaseState backward_head;  // dynamic terms only, the head's backward (loss spike)
   int64_t in_flight = 1;

@@ -84,6 +84,13 @@ std::array<SwitchField, kSwitchCount> make_rows() {
                      "with tensor parallelism: the norms' and residuals' activations sharded over the sequence (Megatron "
                      "--sequence-parallel; torchtitan's default)",
                      kNone, "Megatron's --sequence-parallel defaults to off", nullptr, nullptr),
+      MEMPLAN_SWITCH(reference_model, runtime.reference_model, "--reference-model",
+                     "a frozen reference model beside the policy (TRL's DPO without PEFT or precomputed log-probs): its "
+                     "weights the whole step, its no-grad forward after the policy's",
+                     (Aliases{"ref_model", nullptr, nullptr}),
+                     "no reference model unless a preference trainer's config makes one (TRL DPOConfig: "
+                     "trl/trainer/dpo_trainer.py @ v1.9.0 L893-908)",
+                     "reference model", nullptr),
   }};
 }
 

@@ -59,6 +59,7 @@ enum class Switch {
   expandable_segments,
   double_quant,
   sequence_parallel,
+  reference_model,
   count  // sentinel: the number of switches
 };
 constexpr size_t kSwitchCount = static_cast<size_t>(Switch::count);

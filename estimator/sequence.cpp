@@ -60,6 +60,8 @@ std::string sequence_not_modelled(const TrainingSetup& s) {
       r.activation_offload || r.compile || r.fp8)
     return "a loop other than the HF Trainer's (kept logits, zero_grad, optimizer in backward, offload, compile, fp8)";
   if (!r.torch_at_least(2, 0)) return "torch 1.x";
+  // Its no-grad forward frees each layer's outputs as it goes: events the records do not hold.
+  if (r.reference_model) return "a DPO reference model";
   if (s.model.num_layers < 1) return "no layers";
   return "";
 }

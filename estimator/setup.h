@@ -489,6 +489,11 @@ struct Runtime {
   // unit with trainable ones included -- until the micro-step that syncs.
   bool fsdp_no_sync = false;
   bool fp8 = false;                 // float8 linears (torchao Float8Linear / Transformer Engine)
+  // A frozen reference model beside the policy (TRL's DPOTrainer without PEFT or precomputed
+  // reference log-probs, trl/trainer/dpo_trainer.py @ v1.9.0 L893-936): a second copy of the
+  // weights, prepared as the policy is (sharded under ZeRO-3 and FSDP), and its forward under
+  // no_grad after the policy's within compute_loss.
+  bool reference_model = false;
   // torchao Float8LinearConfig.force_recompute_fp8_weight_in_bwd: the float8 weight is cast again
   // in backward instead of being saved (1 B/param less per block linear between forward and backward).
   bool fp8_recompute_weight = false;

@@ -173,8 +173,43 @@ Timeline activation_timeline(const TrainingSetup& s, bool with_rows) {
     bh[T(Term::weights)] += autocast_cache;
     if (in_flight > 1) put(bh, layers_only, in_flight - 1);  // earlier micro-batches in flight
     bh[T(Term::activations)] += shared.whole_step_bytes + (any_ckpt ? shared.forward_bytes : 0);
+    Bytes end = bh;  // the forward's end: what the layers and the head keep
     put(bh, head.forward.bytes);
     consider(out.forward, fl, bh, {-2, &head.forward.where});
+    if (s.runtime.reference_model) {
+      // The reference model's forward under no_grad (DPOTrainer._compute_loss @ v1.9.0
+      // L1370-1380) once the policy's has ended, its log-probs taken the same way: the larger of
+      // its layers' peak (each layer as a no-grad, checkpoint-style forward, with the model-level
+      // mask and cos/sin and the layer's input) and its head (its logits, and one row's
+      // log-softmax at a time: TRL's selective_log_softmax loops over rows, trl/trainer/utils.py
+      // @ v1.9.0 L506-518).
+      put(end, head.retained);
+      int64_t layers_peak = 0;
+      std::map<LayerKey, int64_t> seen;
+      for (int64_t i = 0; i < m.num_layers; ++i) {
+        const LayerKey key{m.is_moe_layer(i), true, true, false};
+        if (seen.count(key)) continue;
+        sim::SimOptions lo = so;
+        lo.checkpointed = true;
+        lo.input_requires_grad = false;
+        lo.record = nullptr;
+        const sim::Profile p = layer_segment(rs, key.moe, i).simulate(lo);
+        seen[key] = sim::total(p.forward.bytes);
+        layers_peak = std::max(layers_peak, seen[key]);
+      }
+      layers_peak += shared.whole_step_bytes + shared.forward_bytes + shared.embeds_bytes;
+      const int64_t logits = logits_bytes(rs);
+      const int64_t head_peak = logits + (rs.batch.micro_batch > 0 ? logits / rs.batch.micro_batch : 0);
+      out.reference_forward.phase = Phase::forward;
+      out.reference_forward.bytes = end;
+      if (head_peak >= layers_peak) {
+        out.reference_forward.bytes[T(Term::logits_and_loss)] += head_peak;
+        out.reference_forward.at = "reference model forward (no_grad): its logits and one row's log-softmax, beside the policy's outputs";
+      } else {
+        out.reference_forward.bytes[T(Term::transient)] += layers_peak;
+        out.reference_forward.at = "reference model forward (no_grad): a layer, beside the policy's saved tensors";
+      }
+    }
   }
 
   // Backward walk: head, layers L-1..0, embedding.

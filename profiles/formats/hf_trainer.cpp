@@ -602,14 +602,21 @@ void read_hf_trainer(const Node& root, ReadState& st) {
   read_checkpointing(root, st, r);
   read_runtime(root, st, r);
   read_engine_and_precision(root, st, r);
+  // DPOTrainer makes a reference model unless the policy is a PEFT model (the adapters are
+  // disabled for the reference pass) or the reference log-probs are precomputed before training
+  // (trl/trainer/dpo_trainer.py @ v1.9.0 L893-908; DPOConfig.precompute_ref_log_probs defaults to
+  // False, trl/trainer/dpo_config.py @ v1.9.0 L216).
   if (r.dpo) {
     const Node* pre = root.find("precompute_ref_log_probs");
-    if (!r.peft && !(pre && flag_of(*pre)))
-      st.out.warnings.push_back(
-          {root.find("beta") ? root.find("beta")->where : root.where,
-           "DPO keeps a frozen reference model (a second copy of the weights) that is not modelled yet: the estimate "
-           "counts one model",
-           "use_peft: true (the reference is the base without adapters) or precompute_ref_log_probs: true removes it"});
+    const bool precomputed = pre && flag_of(*pre);
+    st.s().runtime.reference_model = !r.peft && !precomputed;
+    const std::string why = r.peft ? "use_peft: the reference pass disables the adapters, no second model (DPOTrainer @ v1.9.0 L893-898)"
+                            : precomputed ? "precompute_ref_log_probs: the reference log-probs are computed before training, no "
+                                            "reference model kept (DPOTrainer @ v1.9.0 L893-898)"
+                                          : "DPOTrainer makes a reference model from the same path and model_init_kwargs "
+                                            "(trl/trainer/dpo_trainer.py @ v1.9.0 L893-908)";
+    if (pre) note(st, memplan::path(Switch::reference_model), *pre, why);
+    else note_default(st, memplan::path(Switch::reference_model), why);
   }
   if (!st.out.origin.fields.count(memplan::path(Count::num_gpus)) && (st.s().parallel.zero_stage > 0 || st.s().parallel.fsdp != FsdpMode::none))
     note_default(st, memplan::path(Count::num_gpus),

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "estimator/estimate.h"
+#include "estimator/sequence.h"
 #include "tests/profiles/hf_family_util.h"
 
 using namespace memplan;
@@ -127,7 +128,7 @@ TEST_CASE("alignment-handbook zephyr SFT full: pure bf16; with its ZeRO-3 accele
   CHECK(s.parallel.zero_stage == 0);
 }
 
-TEST_CASE("alignment-handbook SmolLM2 DPO: chosen and rejected in one forward; the reference model is warned") {
+TEST_CASE("alignment-handbook SmolLM2 DPO: chosen and rejected in one forward, beside a reference model") {
   FormatsEnv env;
   const BuiltSetup b = built("hf-trl/05-smollm2-dpo.yaml");
   const TrainingSetup& s = b.setup;
@@ -141,11 +142,27 @@ TEST_CASE("alignment-handbook SmolLM2 DPO: chosen and rejected in one forward; t
   CHECK(s.runtime.loss == LossImpl::standard);
   CHECK(set_at(b.origin, "batch.micro_batch") ==
         "49:1 per_device_train_batch_size x 2 (DPO runs chosen and rejected in one forward)");
-  REQUIRE(b.warnings.size() == 1);
-  CHECK(b.warnings[0].render() ==
-        kDir + "05-smollm2-dpo.yaml:30:1: warning: DPO keeps a frozen reference model (a second copy of the weights) "
-               "that is not modelled yet: the estimate counts one model\nhint: use_peft: true (the reference is the base "
-               "without adapters) or precompute_ref_log_probs: true removes it");
+  CHECK(b.warnings.empty());
+  CHECK(s.runtime.reference_model);  // DPOTrainer makes one: no PEFT, no precomputed log-probs
+  CHECK(contains(default_of(b.origin, "runtime.reference_model"), "dpo_trainer.py @ v1.9.0 L893-908"));
+  // Its weights: a second copy, all step; with the log-probs precomputed or PEFT adapters, none.
+  const BuiltSetup pre = built("hf-trl/05-smollm2-dpo.yaml", [](SetupInputs& in) { in.switch_flag(Switch::reference_model) = false; });
+  const MemoryBreakdown with = estimate(s), without = estimate(pre.setup);
+  for (size_t i = 1; i < with.phases.size(); ++i)  // backward and the step: the copy exactly
+    CHECK(with.phases[i].bytes[static_cast<int>(Term::weights)] - without.phases[i].bytes[static_cast<int>(Term::weights)] ==
+          without.phases[i].bytes[static_cast<int>(Term::weights)]);
+  CHECK(with.peak_bytes() > without.peak_bytes());
+  CHECK(sequence_not_modelled(s) == "a DPO reference model");  // its no-grad forward's events are not in the sequence
+}
+
+TEST_CASE("TRL DPO: no reference model with PEFT adapters or precomputed reference log-probs") {
+  const std::string base = "model_name_or_path: gpt2\nbeta: 0.1\nper_device_train_batch_size: 2\n";
+  CHECK(load_config_text(base, kBad, kBad).setup.runtime.reference_model);
+  const LoadedConfig pre = load_config_text(base + "precompute_ref_log_probs: true\n", kBad, kBad);
+  CHECK_FALSE(pre.setup.runtime.reference_model);
+  CHECK(contains(pre.origin.of("runtime.reference_model").str(), "4:1"));
+  CHECK_FALSE(load_config_text(base + "use_peft: true\nlora_r: 8\n", kBad, kBad).setup.runtime.reference_model);
+  CHECK_FALSE(load_config_text("model_name_or_path: gpt2\nper_device_train_batch_size: 2\n", kBad, kBad).setup.runtime.reference_model);
 }
 
 TEST_CASE("TrainingArguments with a DeepSpeed file beside it: ZeRO-3 offload, \"auto\" filled as the HF Trainer does") {

@@ -236,7 +236,7 @@ def build_model(cfg, torch):
             inv = 1.0 / (cfg.get("rope_theta", 10000.0) ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
             self.register_buffer("inv_freq", inv, persistent=False)
 
-        def forward(self, ids, labels):  # LlamaForCausalLM.forward with labels
+        def forward(self, ids, labels=None):  # LlamaForCausalLM.forward; without labels: the logits
             b, s = ids.shape
             inputs_embeds = self.embed_tokens(ids)
             x = inputs_embeds
@@ -256,6 +256,8 @@ def build_model(cfg, torch):
             del mask, cos, sin, inputs_embeds
             logits = self.lm_head(x)
             del x
+            if labels is None:
+                return logits
             lf = logits.float()
             shift = F.pad(labels, (0, 1), value=-100)[:, 1:].contiguous()
             return F.cross_entropy(lf.view(-1, V), shift.view(-1), ignore_index=-100)
@@ -264,10 +266,47 @@ def build_model(cfg, torch):
     return Decoder()
 
 
+def token_logps(logits, ids, torch):
+    """Each next token's log-probability, as TRL's selective_log_softmax computes it for fp32
+    logits (trl/trainer/utils.py @ v1.9.0 L479-510): the chosen logits gathered, minus each row's
+    logsumexp taken one row at a time."""
+    index = ids[..., 1:].unsqueeze(-1)
+    shifted = logits[..., :-1, :]
+    picked = torch.gather(shifted, -1, index)
+    row_lse = torch.stack([torch.logsumexp(row, dim=-1) for row in shifted])
+    return (picked - row_lse.unsqueeze(-1)).squeeze(-1)
+
+
+def dpo_loss(model, reference, ids, ref_logps, torch, beta=0.1):
+    """One DPO loss in the order of TRL's DPOTrainer._compute_loss (trl/trainer/dpo_trainer.py @
+    v1.9.0 L1329-1400): the policy's forward over chosen and rejected (one batch) and its
+    log-probs; then the reference's forward under no_grad and its log-probs, or the precomputed
+    ones; the sigmoid loss. The outputs die when it returns."""
+    logits = model(ids)
+    logps = token_logps(logits, ids, torch).sum(dim=1)
+    chosen, rejected = logps.chunk(2, dim=0)
+    if reference is not None:
+        with torch.no_grad():
+            ref_logits = reference(ids)
+        ref = token_logps(ref_logits, ids, torch).sum(dim=1)
+        ref_chosen, ref_rejected = ref.chunk(2, dim=0)
+    else:
+        ref_chosen, ref_rejected = ref_logps
+    margin = (chosen - ref_chosen) - (rejected - ref_rejected)
+    return -torch.nn.functional.logsigmoid(beta * margin).mean()
+
+
 def measure(case, rank, world, counter, torch, dist):
     with open(os.path.join(HERE, case.get("model", "tiny-llama"), "config.json")) as f:
         cfg = json.load(f)
     model = build_model(cfg, torch)
+    dpo = case.get("loop") == "dpo"
+    reference = None
+    if dpo and case.get("reference", True):  # a second model of the same weights, frozen, in eval mode
+        import copy
+        reference = copy.deepcopy(model).eval()
+        for p in reference.parameters():
+            p.requires_grad_(False)
     wrap = case.get("wrap", "ddp")
     ddp_kw = dict(case.get("ddp", {}))
     opt_kw = {"lr": 1e-3}
@@ -292,6 +331,7 @@ def measure(case, rank, world, counter, torch, dist):
     g = torch.Generator().manual_seed(1000 + rank)
     ids = torch.randint(cfg["vocab_size"], (b, s), generator=g)
     labels = ids.clone()
+    ref_logps = (torch.zeros(b // 2), torch.zeros(b // 2))  # precompute_ref_log_probs: one number per sequence
     steps = []
     tracing = os.environ.get("MEMPLAN_TRACE_ALLOC") is not None  # the counter prints allocations: mark the phases
 
@@ -303,7 +343,7 @@ def measure(case, rank, world, counter, torch, dist):
         rec = {"step": step}
         mark("forward")
         counter.reset_peak()
-        loss = model(ids, labels)
+        loss = dpo_loss(model, reference, ids, ref_logps, torch) if dpo else model(ids, labels)
         rec["forward"] = counter.peak_bytes()
         mark("backward")
         counter.reset_peak()
