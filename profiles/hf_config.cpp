@@ -345,9 +345,23 @@ WeightQuant read_quantization(const Node& q) {
   const Node* m = q.find("quant_method");
   if (!m) throw InputError(q.where, "quantization_config without 'quant_method'", "transformers names the quantizer in quant_method");
   w.method = as_text(*m);
-  auto number = [&](const Node& n, const char* key, double otherwise) {
+  // A number of the config within what the quantizer takes, else an error at its key: a bit width
+  // of 1 to 16, a group or block of 1 to 2^20 weights (GPTQ/AWQ's -1: one group per row).
+  enum class Want { bits, group };
+  auto number = [&](const Node& n, const char* key, double otherwise, Want want = Want::bits) {
     const Node* v = n.find(key);
-    return v ? as_number(*v) : otherwise;
+    if (!v) return otherwise;
+    const double x = as_number(*v);
+    const bool whole = std::isfinite(x) && x == std::floor(x);
+    const bool ok = want == Want::bits ? whole && x >= 1 && x <= 16 : whole && ((x >= 1 && x <= (1 << 20)) || x == -1);
+    if (!ok)
+      throw InputError(v->where,
+                       fmt::format("quantization_config {} {} is not {}", key, v->text,
+                                   want == Want::bits ? "a bit width (a whole number from 1 to 16)"
+                                                      : "a group size (a whole number of weights from 1 to 1,048,576, or -1)"),
+                       want == Want::bits ? "GPTQ and AWQ store 2, 3, 4 or 8 bits per weight; compressed-tensors 4 or 8"
+                                          : "checkpoints group 32, 64 or 128 weights per scale (-1: one scale per row)");
+    return x;
   };
   auto flag = [&](const char* key) {
     const Node* v = q.find(key);
@@ -362,7 +376,7 @@ WeightQuant read_quantization(const Node& q) {
     else throw InputError(q.where, "a bitsandbytes quantization_config with neither load_in_4bit nor load_in_8bit", "");
   } else if (w.method == "gptq" || w.method == "awq") {
     const double bits = number(q, w.method == "gptq" ? "bits" : "bits", 4);
-    const double group = number(q, "group_size", 128);
+    const double group = number(q, "group_size", 128, Want::group);
     const bool zero = w.method == "gptq" || !q.find("zero_point") || as_bool(*q.find("zero_point"));
     w.bits = grouped(bits, group, zero ? bits : 0);
   } else if (w.method == "compressed-tensors") {
@@ -376,11 +390,19 @@ WeightQuant read_quantization(const Node& q) {
     const Node* strategy = weights->find("strategy");
     const bool group = strategy && as_text(*strategy) == "group";
     const Node* sym = weights->find("symmetric");
-    w.bits = group ? grouped(bits, number(*weights, "group_size", 128), sym && !as_bool(*sym) ? bits : 0) : bits;
+    w.bits = group ? grouped(bits, number(*weights, "group_size", 128, Want::group), sym && !as_bool(*sym) ? bits : 0) : bits;
   } else if (w.method == "fp8") {
     double block = 0;
-    if (const Node* b = q.find("weight_block_size"); b && b->kind == Node::Kind::list && b->items.size() == 2)
-      block = as_number(b->items[0]) * as_number(b->items[1]);
+    if (const Node* b = q.find("weight_block_size"); b && b->kind == Node::Kind::list && b->items.size() == 2) {
+      double side[2];
+      for (int i = 0; i < 2; ++i) {
+        side[i] = as_number(b->items[i]);
+        if (!std::isfinite(side[i]) || side[i] != std::floor(side[i]) || side[i] < 1 || side[i] > (1 << 20))
+          throw InputError(b->items[i].where, fmt::format("quantization_config weight_block_size {} is not a block side", b->items[i].text),
+                           "fp8 checkpoints scale blocks of 128 x 128 weights (DeepSeek-V3)");
+      }
+      block = side[0] * side[1];
+    }
     w.bits = block > 0 ? 8.0 + 32.0 / block : 8.0;
   } else if (w.method == "mxfp4") {
     // Kept for the record: read_hf_config dequantizes (see there).
@@ -483,7 +505,11 @@ ReadModel read_hf_config(const Node& root, const std::string& path, const std::s
     else
       m.quantized = w;
   }
-  if (m.num_key_value_heads == 0) m.num_key_value_heads = m.num_attention_heads;
+  // No num_key_value_heads (or null): every head has its own K/V, as the configs' __init__ set it
+  // (LlamaConfig: `if num_key_value_heads is None: num_key_value_heads = num_attention_heads`). A
+  // stated 0 is left for validation to refuse at its key: transformers divides by it.
+  const Node* kv = body->find("num_key_value_heads");
+  if (m.num_key_value_heads == 0 && (!kv || kv->kind == Node::Kind::null)) m.num_key_value_heads = m.num_attention_heads;
   if (m.head_dim == 0 && m.num_attention_heads > 0) m.head_dim = m.hidden_size / m.num_attention_heads;
   TrainingSetup alone;
   alone.model = m;

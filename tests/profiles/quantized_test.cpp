@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "estimator/error.h"
@@ -112,4 +114,35 @@ TEST_CASE("FSDP shards a pre-quantized checkpoint's weights at its bits too") {
   const int64_t linears = int64_t{32} * (4 * 4096 * 4096 + 3 * 4096 * 11008);
   const double saved = static_cast<double>(linears) * (2.0 - (4.0 + 20.0 / 128) / 8.0);
   CHECK(static_cast<double>(weights("llama-2-7b") - weights(fixture("llama-2-7b-gptq"))) == doctest::Approx(saved).epsilon(1e-3));
+}
+
+TEST_CASE("quantization_config and head counts out of what transformers takes are errors at their key, not figures") {
+  // A 1e12-bit or 1e-9-weight group once overflowed the weights term to a negative size that
+  // passed `memplan check`; num_key_value_heads 0 was read as full multi-head attention.
+  const std::string base = "{\"model_type\": \"llama\", \"hidden_size\": 256, \"intermediate_size\": 688, \"num_hidden_layers\": 2, "
+                           "\"num_attention_heads\": 4, \"vocab_size\": 2048";
+  const std::string path = std::filesystem::temp_directory_path() / "memplan-quant-bounds.json";
+  auto error = [&](const std::string& tail) {
+    std::ofstream(path) << base << tail << "}";
+    try {
+      load_model(path, Where{});
+    } catch (const InputError& e) {
+      return e.render();
+    }
+    return std::string();
+  };
+  const std::string gptq = ", \"quantization_config\": {\"quant_method\": \"gptq\", ";
+  CHECK(error(gptq + "\"bits\": 1e12, \"group_size\": 128}").find("quantization_config bits 1e12 is not a bit width") != std::string::npos);
+  CHECK(error(gptq + "\"bits\": 4, \"group_size\": 1e-9}").find("group_size 1e-9 is not a group size") != std::string::npos);
+  CHECK(error(gptq + "\"bits\": 4.5, \"group_size\": 128}").find("is not a bit width") != std::string::npos);
+  CHECK(error(gptq + "\"bits\": 4, \"group_size\": -1}").empty());  // one group per row: GPTQ's -1
+  CHECK(error(", \"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [0.001, 128]}")
+            .find("weight_block_size 0.001 is not a block side") != std::string::npos);
+  const std::string kv0 = error(", \"num_key_value_heads\": 0");
+  CHECK(kv0.find("num_key_value_heads") != std::string::npos);
+  CHECK(kv0.find("error:") != std::string::npos);
+  CHECK(error(", \"num_key_value_heads\": null").empty());  // null: every head its own K/V, as LlamaConfig sets it
+  std::ofstream(path) << base << "}";
+  CHECK(load_model(path, Where{}).num_key_value_heads == 4);
+  std::filesystem::remove(path);
 }
