@@ -145,11 +145,11 @@ std::string recheck_command(const EmittedConfig& e, const planner::ResolvedPlan&
   // otherwise the flags the format cannot carry are added (recheck_flags).
   std::string check = planner::recheck_from_header(e.text, file);
   if (check.empty()) {
-    check = fmt::format("memplan estimate --config {}", file);
+    check = fmt::format("memplan estimate --config {}", text::shell_word(file));
     for (const std::string& a : planner::recheck_flags(rp.format, e.context)) check += " " + a;
   }
   if (e.kept)
-    for (const std::string& a : e.kept->recheck_extra) check += " " + a;
+    for (const std::string& a : e.kept->recheck_extra) check += " " + (a.rfind("--", 0) == 0 ? a : text::shell_word(a));
   return check;
 }
 

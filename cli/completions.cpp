@@ -3,6 +3,7 @@
 // command completes without touching a script. Values complete from the same lists the parsers
 // accept (precision_names(), the GPU and model presets, --emit's formats, ...); FILE and DIR
 // arguments complete file names.
+#include <cctype>
 #include <fmt/format.h>
 
 #include <map>
@@ -70,6 +71,21 @@ std::vector<std::string> choices_of(const std::string& command, const std::strin
   return {};
 }
 
+// The words a script may offer: preset and card names come from data files anyone can add to
+// (MEMPLAN_DATA_DIR, a models/ folder), and a script puts them inside bash's `compgen -W "..."`
+// and zsh's value specs, where `$(...)`, a quote, a backquote or a space would run or split. Only
+// names of letters, digits and . _ - : + are offered (every shipped name is one); others are left
+// out, by construction rather than by quoting each shell's way.
+std::vector<std::string> completable(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const std::string& n : names) {
+    bool plain = !n.empty() && n.size() <= 128;
+    for (unsigned char c : n) plain = plain && (std::isalnum(c) || c == '.' || c == '_' || c == '-' || c == ':' || c == '+');
+    if (plain) out.push_back(n);
+  }
+  return out;
+}
+
 // Every command as memplan registers it (the table behind `memplan --help`).
 std::vector<Cmd> walk() {
   std::ostringstream out, err;
@@ -89,7 +105,7 @@ std::vector<Cmd> walk() {
       f.takes_value = o->get_items_expected_max() > 0;
       const std::string type = o->get_type_name();
       f.file = type.find("FILE") != std::string::npos || type.find("DIR") != std::string::npos;
-      if (f.takes_value) f.choices = choices_of(r.name, f.names.front());
+      if (f.takes_value) f.choices = completable(choices_of(r.name, f.names.front()));
       f.help = o->get_description();
       cmd.flags.push_back(std::move(f));
     }
@@ -104,7 +120,7 @@ std::string words(const std::vector<std::string>& v) {
   return s;
 }
 
-// A word list for bash's compgen -W (the names are plain: letters, digits, . - : _).
+// A word list for bash's compgen -W (the names are plain: completable()).
 std::string bash_script(const std::vector<Cmd>& cmds) {
   std::vector<std::string> names;
   for (const Cmd& c : cmds) names.push_back(c.name);

@@ -49,17 +49,35 @@ bool looks_typed(const std::string& v) {
   return digit;
 }
 
+// The code point of the valid UTF-8 sequence of `len` bytes at `i`.
+uint32_t code_point(const std::string& v, size_t i, size_t len) {
+  const auto b = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(v[i + k])); };
+  if (len == 2) return (b(0) & 0x1F) << 6 | (b(1) & 0x3F);
+  if (len == 3) return (b(0) & 0x0F) << 12 | (b(1) & 0x3F) << 6 | (b(2) & 0x3F);
+  return (b(0) & 0x07) << 18 | (b(1) & 0x3F) << 12 | (b(2) & 0x3F) << 6 | (b(3) & 0x3F);
+}
+
+// Characters that end a line for some reader although they are not ASCII (YAML 1.1, which PyYAML
+// reads, breaks lines at NEL U+0085, LINE SEPARATOR U+2028 and PARAGRAPH SEPARATOR U+2029:
+// https://yaml.org/spec/1.1/#id868518), and the bidirectional controls that make text display in
+// another order than it reads (U+061C, U+200E-F, U+202A-E, U+2066-9: CVE-2021-42574).
+bool breaks_or_reorders(uint32_t cp) {
+  return cp == 0x85 || cp == 0x2028 || cp == 0x2029 || cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
 // The walk every escaper shares: a valid multi-byte UTF-8 character is kept (unless `keep` says
-// the format cannot hold it), a byte that starts none is written \xNN, and each ASCII byte is
-// written by `ascii(c, out)`.
+// the format cannot hold it: then the visible \uXXXX where `as_code_point`, else its bytes as
+// \xNN), a byte that starts none is written \xNN, and each ASCII byte is written by `ascii(c, out)`.
 template <class Ascii, class Keep>
-std::string escape(const std::string& v, Ascii ascii, Keep keep) {
+std::string escape(const std::string& v, Ascii ascii, Keep keep, bool as_code_point = false) {
   std::string out;
   for (size_t i = 0; i < v.size();) {
     const auto c = static_cast<unsigned char>(v[i]);
     const size_t len = utf8_length(v, i);
     if (len == 1) ascii(c, out);
     else if (len > 1 && keep(i, len)) out.append(v, i, len);
+    else if (len > 1 && as_code_point) out += fmt::format("\\u{:04X}", code_point(v, i, len));
     else {
       out += hex_byte(c);
       i += 1;
@@ -89,7 +107,47 @@ std::string yaml_scalar(const std::string& v) {
         else out += static_cast<char>(c);
     }
   };
-  return "\"" + escape(v, ascii, keep_all) + "\"";
+  // \uXXXX is a YAML escape in double quotes (1.1 and 1.2): the line-ending and reordering
+  // characters are written so, the rest as they are.
+  const auto keep = [&v](size_t i, size_t len) { return !breaks_or_reorders(code_point(v, i, len)); };
+  return "\"" + escape(v, ascii, keep, /*as_code_point=*/true) + "\"";
+}
+
+std::string shell_word(const std::string& v) {
+  bool plain = !v.empty();
+  for (char c : v)
+    plain = plain && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '/' ||
+                      c == ':' || c == '@' || c == '%' || c == '+' || c == '=' || c == ',' || c == '-');
+  if (plain) return v;
+  bool visible = true;  // nothing that would reach the terminal as a control
+  for (size_t i = 0; i < v.size() && visible;) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    const size_t len = utf8_length(v, i);
+    visible = len > 0 && (len > 1 ? !breaks_or_reorders(code_point(v, i, len)) : c >= 0x20 && c != 0x7F);
+    i += len > 0 ? len : 1;
+  }
+  if (visible) {
+    std::string out = "'";
+    for (char c : v) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  }
+  std::string out = "$'";
+  for (size_t i = 0; i < v.size();) {
+    const size_t len = utf8_length(v, i);
+    if (len > 1 && !breaks_or_reorders(code_point(v, i, len))) {
+      out.append(v, i, len);
+      i += len;
+      continue;
+    }
+    const size_t n = len > 0 ? len : 1;  // each byte of a control, a break or a stray byte
+    for (size_t k = 0; k < n; ++k) {
+      const auto b = static_cast<unsigned char>(v[i + k]);
+      if (n == 1 && b >= 0x20 && b != 0x7F && b < 0x80) out += b == '\'' ? std::string("\\'") : b == '\\' ? std::string("\\\\") : std::string(1, static_cast<char>(b));
+      else out += hex_byte(b);
+    }
+    i += n;
+  }
+  return out + "'";
 }
 
 std::string comment_text(const std::string& v) {
@@ -97,7 +155,8 @@ std::string comment_text(const std::string& v) {
     if (c < 0x20 || c == 0x7F) out += hex_byte(c);
     else out += static_cast<char>(c);
   };
-  return escape(v, ascii, keep_all);
+  const auto keep = [&v](size_t i, size_t len) { return !breaks_or_reorders(code_point(v, i, len)); };
+  return escape(v, ascii, keep, /*as_code_point=*/true);
 }
 
 std::string xml_text(const std::string& v) {

@@ -33,6 +33,12 @@ std::string comment_text(const std::string& v);
 // characters as entities; what no XML document may hold, even as a character reference (C0
 // controls but tab, LF and CR, bytes that are not UTF-8, U+FFFE/U+FFFF) as the visible \xNN.
 std::string xml_text(const std::string& v);
+// One word of a command line to paste into a POSIX shell (bash, zsh, dash) that reads back as `v`
+// and runs nothing: as it is when it holds only letters, digits and _ . / : @ % + = , -; else in
+// single quotes (a quote inside as '\''); and where it holds a control character, a byte that is
+// not UTF-8 or a line-ending or reordering character (which would reach the terminal), as bash's
+// and zsh's $'...' with those written \xNN.
+std::string shell_word(const std::string& v);
 // An integer with thousands separators: 1,235,814,400.
 std::string thousands(int64_t n);
 // Bytes for people, binary units: "11.72 GiB", "512.0 MiB", "1.50 TiB", "12 B".

@@ -535,7 +535,8 @@ std::string recheck_from_header(const std::string& text, const std::string& file
   if (at == std::string::npos) return "";
   const size_t end = text.find('\n', at);
   std::string cmd = text.substr(at + tag.size(), end == std::string::npos ? std::string::npos : end - at - tag.size());
-  for (size_t p = cmd.find("THIS_FILE"); p != std::string::npos; p = cmd.find("THIS_FILE", p + file.size())) cmd.replace(p, 9, file);
+  const std::string word = text::shell_word(file);
+  for (size_t p = cmd.find("THIS_FILE"); p != std::string::npos; p = cmd.find("THIS_FILE", p + word.size())) cmd.replace(p, 9, word);
   return cmd;
 }
 

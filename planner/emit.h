@@ -14,6 +14,7 @@
 
 #include "estimator/fields.h"
 #include "estimator/setup.h"
+#include "estimator/text.h"
 #include "planner/keep.h"
 
 namespace memplan::planner {
@@ -23,7 +24,7 @@ namespace memplan::planner {
 // misspelt one does not compile). A switch as set: "--liger", or its negation "--no-liger".
 template <class Id, class V>
 std::string flag_arg(Id id, const V& value) {
-  return fmt::format("{} {}", memplan::field(id).flag, value);
+  return fmt::format("{} {}", memplan::field(id).flag, text::shell_word(fmt::format("{}", value)));
 }
 inline std::string switch_arg(Switch id, bool on) { return on ? memplan::field(id).flag : memplan::field(id).negation(); }
 

@@ -18,9 +18,9 @@ std::string emit_accelerate(const EmitContext& c) {
   const Finetune& f = s.finetune;
   std::vector<std::string> flags;
   // What the training script decides.
-  if (c.model.kind == ModelRef::Kind::preset) flags.push_back(fmt::format("--model {}", c.model.value));
-  else if (c.model.kind == ModelRef::Kind::file) flags.push_back(fmt::format("--model {}", c.model.value));
-  else if (!s.model.hf_repo.empty()) flags.push_back(fmt::format("--model {}", s.model.hf_repo));  // a Hub id
+  if (c.model.kind == ModelRef::Kind::preset) flags.push_back("--model " + text::shell_word(c.model.value));
+  else if (c.model.kind == ModelRef::Kind::file) flags.push_back("--model " + text::shell_word(c.model.value));
+  else if (!s.model.hf_repo.empty()) flags.push_back("--model " + text::shell_word(s.model.hf_repo));  // a Hub id
   else flags.push_back("--model NAME");
   flags.push_back(flag_arg(Count::micro_batch, s.batch.micro_batch));
   flags.push_back(flag_arg(Count::seq_len, s.batch.seq_len));

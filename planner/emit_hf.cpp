@@ -80,7 +80,7 @@ std::string target_flag(const EmitContext& c) { return fmt::format("{}", fmt::jo
 
 std::string recheck_command(const EmitContext& c, const std::string& file, const std::vector<std::string>& flags) {
   const TrainingSetup& s = c.setup;
-  std::string cmd = fmt::format("memplan estimate --config {}", file);
+  std::string cmd = fmt::format("memplan estimate --config {}", file == "THIS_FILE" ? file : text::shell_word(file));
   if (const std::string target = target_flag(c); !target.empty()) cmd += " " + target;
   if (s.parallel.num_gpus > 1) cmd += " " + flag_arg(Count::num_gpus, s.parallel.num_gpus);
   for (const std::string& f : flags) cmd += " " + f;

@@ -1714,3 +1714,39 @@ TEST_CASE("estimate and fit name the worst rank; --json lists every rank where t
   CHECK_FALSE(nlohmann::json::parse(invoke({"estimate", "--config", ddp, "--json"}).out)["per_gpu"].contains("ranks"));
   CHECK(invoke({"estimate", "--config", ddp}).out.find("  ranks: ") == std::string::npos);
 }
+
+TEST_CASE("plan's re-check line is one a shell reads back word for word: a hostile _name_or_path runs nothing") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("memplan-recheck-quoting-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  json cfg = json::parse(slurp_file(std::string(MEMPLAN_TEST_DATA) + "/../ranks/tiny-llama/config.json"));
+  const std::string name = "x'; touch " + (dir / "PWNED").string() + " #$(id)";
+  cfg["_name_or_path"] = name;
+  std::ofstream(dir / "config.json") << cfg.dump();
+  const std::string out = (dir / "job dir; x").string();
+  fs::create_directories(out);
+  const Run r = invoke({"plan", "--model", (dir / "config.json").string(), "--gpu", "rtx-4090", "--global-batch", "8", "--seq-len", "128",
+                        "--emit", "accelerate", "--out", out + "/acc'.yaml"});
+  REQUIRE(r.code <= 1);
+  const size_t at = r.out.find("re-check it: memplan ");
+  REQUIRE(at != std::string::npos);
+  const std::string line = r.out.substr(at + 21, r.out.find('\n', at) - at - 21);
+  // bash splits it as a pasted line: each word NUL-terminated.
+  const fs::path script = dir / "split.sh";
+  std::ofstream(script) << "for a in " << line << "; do printf '%s\\0' \"$a\"; done\n";
+  std::string words;
+  if (FILE* p = ::popen(fmt::format("bash '{}'", script.string()).c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) words.append(buf, n);
+    ::pclose(p);
+  }
+  std::vector<std::string> args;
+  for (size_t s = 0, e; (e = words.find('\0', s)) != std::string::npos; s = e + 1) args.push_back(words.substr(s, e - s));
+  CHECK_FALSE(fs::exists(dir / "PWNED"));
+  REQUIRE(args.size() > 4);
+  CHECK(args[0] == "estimate");
+  CHECK(args[2] == out + "/acc'.yaml");
+  CHECK(std::find(args.begin(), args.end(), name) != args.end());  // --model's value, whole
+  fs::remove_all(dir);
+}

@@ -163,3 +163,39 @@ TEST_CASE("every command's --help ends with examples, and completions refuses an
   CHECK(code == 2);
   CHECK(out.find("error: no completions for 'fish'") != std::string::npos);
 }
+
+TEST_CASE("completions offer only plain names: a preset file named with $(...) or quotes runs nothing on TAB") {
+  // A data folder (MEMPLAN_DATA_DIR) with memplan's own files and three presets anyone could add.
+  const fs::path data = fs::temp_directory_path() / fmt::format("memplan-completion-data-{}", ::getpid());
+  fs::remove_all(data);
+  fs::create_directories(data);
+  const fs::path src = fs::path(MEMPLAN_TEST_DATA) / ".." / ".." / "profiles";
+  for (const char* f : {"gpus.yaml", "families.yaml"}) fs::copy_file(src / f, data / f);
+  fs::copy(src / "models", data / "models", fs::copy_options::recursive);
+  const fs::path pwned = data / "PWNED";
+  const std::string model = "{\"model_type\": \"gpt2\", \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 2, \"vocab_size\": 100}";
+  for (const std::string name : {std::string("evil$(touch ") + pwned.string() + ")", std::string("quo\"te"), std::string("back`id`")})
+    std::ofstream(data / "models" / (name + ".json")) << model;
+  std::ofstream(data / "models" / "plain-extra.json") << model;
+  for (const char* shell : {"bash", "zsh"}) {
+    CAPTURE(shell);
+    const fs::path script = data / fmt::format("completion.{}", shell);
+    const int rc = std::system(fmt::format("MEMPLAN_DATA_DIR='{}' '{}/memplan' completions {} > '{}'", data.string(), MEMPLAN_BUILD_DIR, shell,
+                                           script.string())
+                                   .c_str());
+    REQUIRE(rc == 0);
+    std::ifstream in(script);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text.find("plain-extra") != std::string::npos);  // an added plain name is offered
+    CHECK(text.find("evil") == std::string::npos);
+    CHECK(text.find("quo\"te") == std::string::npos);
+    CHECK(text.find("back`id`") == std::string::npos);
+  }
+  if (have("bash")) {  // and completing --model in a real bash runs nothing
+    const std::string out = shell_out("bash", fmt::format("source '{}'\nCOMP_WORDS=(memplan estimate --model e)\nCOMP_CWORD=3\n_memplan\n"
+                                                          "printf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+                                                          (data / "completion.bash").string()));
+    CHECK_FALSE(fs::exists(pwned));
+  }
+  fs::remove_all(data);
+}

@@ -5,6 +5,8 @@
 // interpreters that hang, fail or flood, and the whole command (build/memplan run as a process):
 // the runtime line says which releases it assumed and where from, and a config or a flag wins.
 #include <doctest/doctest.h>
+
+#include "tests/capture.h"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -40,16 +42,7 @@ void write(const fs::path& p, const std::string& text) {
   std::ofstream(p) << text;
 }
 
-std::string shell(const std::string& cmd) {
-  std::string out;
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (!f) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  ::pclose(f);
-  return out;
-}
+std::string shell(const std::string& cmd) { return memplan::testing::capture_output(cmd); }
 
 // A real venv (python3 -m venv --without-pip) at dir/venv; its site-packages folder.
 fs::path make_venv(const fs::path& dir) {
