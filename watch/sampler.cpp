@@ -119,6 +119,9 @@ class NvmlSampler final : public Sampler {
     for (const std::string& w : wanted) {
       NvmlDevice d = nullptr;
       const bool numeric = w.find_first_not_of("0123456789") == std::string::npos;
+      // An index past any machine's GPUs (CUDA_VISIBLE_DEVICES=4294967296 made stoul throw: exit
+      // 3) names none, as CUDA skips what it cannot use; nine digits at most reach NVML.
+      if (numeric && w.size() > 9) continue;
       int rc = numeric ? by_index(static_cast<unsigned int>(std::stoul(w)), &d) : (by_uuid ? by_uuid(w.c_str(), &d) : -1);
       if (rc != 0) continue;  // CUDA skips what it cannot use too
       char buf[96] = {0};

@@ -270,6 +270,17 @@ TEST_CASE("watch: NVML missing, and the GPU samplers through dlopen") {
     CHECK(r.code == 0);
     CHECK(r.err.find("on GPU1 Fake GPU 16GB") != std::string::npos);
   }
+  SUBCASE("CUDA_VISIBLE_DEVICES past any index names no GPU: said, not a crash (it exited 3)") {
+    EnvVar lib("MEMPLAN_NVML_LIBRARY", MEMPLAN_FAKE_GPU_SMI);
+    for (const char* v : {"4294967296", "99999999999999999999999", "1,4294967296"}) {
+      CAPTURE(v);
+      EnvVar visible("CUDA_VISIBLE_DEVICES", v);
+      const Run r = watch({"--source", "auto", "--", "true"});
+      CHECK(r.code == 0);
+      if (std::string(v) == "1,4294967296") CHECK(r.err.find("on GPU1 Fake GPU 16GB") != std::string::npos);
+      else CHECK(r.err.find("NVML knows none of the GPUs CUDA_VISIBLE_DEVICES names") != std::string::npos);
+    }
+  }
   SUBCASE("ROCm SMI") {
     EnvVar lib("MEMPLAN_ROCM_SMI_LIBRARY", MEMPLAN_FAKE_GPU_SMI);
     const Run r = watch({"--source", "rocm-smi", "--", MEMPLAN_TEST_PYTHON, "-c", "raise SystemExit(5)"});
