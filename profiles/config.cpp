@@ -330,9 +330,59 @@ Key<ConfigState> fact_key(std::vector<std::string> names, std::optional<Fact<T>>
 Key<ConfigState> offload_switch(std::vector<std::string> names, Offload what) {
   return {std::move(names), [=](const Node& n, ConfigState& st) { if (as_bool(n)) raise_offload(st, what, n); }};
 }
+// Keys of the guides' dialects that set the training loop, not its memory: read past quietly.
+const std::vector<std::string>& neutral_keys() {
+  static const std::vector<std::string> k = {
+      "learning_rate", "lr", "min_lr", "weight_decay", "warmup_steps", "warmup_ratio", "warmup_iters", "lr_scheduler_type",
+      "lr_scheduler", "scheduler", "adam_beta1", "adam_beta2", "adam_epsilon", "betas", "eps", "max_grad_norm",
+      "gradient_clipping", "grad_clip", "num_train_epochs", "epochs", "num_epochs", "max_steps", "max_iters", "seed",
+      "logging_steps", "log_interval", "save_steps", "save_strategy", "save_total_limit", "eval_steps", "eval_strategy",
+      "evaluation_strategy", "eval_interval", "output_dir", "run_name", "report_to", "wandb", "logging", "log_level",
+      "hub_model_id", "push_to_hub", "dataset", "datasets", "dataset_name", "dataset_path", "tokenizer", "name",
+      "description", "notes", "comment", "version", "label_smoothing", "dropout", "loss_scaling", "model_parallel",
+      "persistent_workers"};
+  return k;
+}
+
+// memplan's own YAML: every key of a section that none of its tables reads is said (the estimate is
+// made without it), unless read_section already named the key it is one typo from, or it is one of
+// the loop's settings that hold no memory (neutral_keys). Other formats' readers warn only about
+// near misses and keys named like memory settings: their files carry the whole tool's vocabulary.
+void read_own(const Node& n, std::initializer_list<const Table*> tables, ConfigState& st) {
+  read_section(n, tables, st, &st.out.warnings);
+  if (n.kind != Node::Kind::map) return;
+  std::vector<std::string> known;
+  for (const Table* t : tables)
+    for (const auto& k : *t) known.insert(known.end(), k.names.begin(), k.names.end());
+  const std::vector<std::string>& neutral = neutral_keys();
+  constexpr size_t kSaid = 20;  // each said; past these, one warning counts the rest
+  size_t checked = 0, said = 0, more = 0;
+  const Node* first_more = nullptr;
+  for (const auto& [key, value] : n.entries) {
+    if (std::find(known.begin(), known.end(), key) != known.end() || std::find(neutral.begin(), neutral.end(), key) != neutral.end())
+      continue;
+    if (checked++ >= kMaxNearMissChecks) {
+      ++more;
+      continue;
+    }
+    if (near_miss(key, known)) continue;  // read_section's "did you mean"
+    if (said == kSaid) {
+      if (!more++) first_more = &value;
+      continue;
+    }
+    ++said;
+    std::vector<std::string> shown(known.begin(), known.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(known.size(), 12)));
+    st.out.warnings.push_back({value.where, fmt::format("unknown key '{}': memplan does not read it; the estimate is made without it", clip(key)),
+                               fmt::format("keys read here: {}{}", fmt::join(shown, ", "), known.size() > shown.size() ? ", ..." : "")});
+  }
+  if (more > 0)
+    st.out.warnings.push_back({first_more ? first_more->where : n.where,
+                               fmt::format("{} more keys here that memplan does not read", more), "the estimate is made without them"});
+}
+
 // A subsection read with its own table.
 Key<ConfigState> section(std::vector<std::string> names, const Table& (*table)()) {
-  return {std::move(names), [=](const Node& n, ConfigState& st) { read_section(n, {&table()}, st, &st.out.warnings); }};
+  return {std::move(names), [=](const Node& n, ConfigState& st) { read_own(n, {&table()}, st); }};
 }
 
 // Counts whose zero has no meaning validate() could report (checkpoint_every: K).
@@ -519,11 +569,11 @@ const Table& nested_sections() {
       {{"memory"}, [](const Node& n, ConfigState& st) {
          // validate() reports the thresholds' order as one problem: point it at the section.
          st.out.origin.set(Setting::thresholds, n.where);
-         read_section(n, {&memory_keys()}, st, &st.out.warnings);
+         read_own(n, {&memory_keys()}, st);
        }},
       {{"lora"}, [](const Node& n, ConfigState& st) {
          st.adapters = n.where;
-         read_section(n, {&finetune_keys()}, st, &st.out.warnings);
+         read_own(n, {&finetune_keys()}, st);
        }},
       section({"peft", "finetune", "fine_tuning"}, finetune_keys),
   };
@@ -531,14 +581,14 @@ const Table& nested_sections() {
 }
 
 void read_training_like(const Node& n, ConfigState& st) {
-  read_section(n, {&training_keys(), &data_keys(), &nested_sections()}, st, &st.out.warnings);
+  read_own(n, {&training_keys(), &data_keys(), &nested_sections()}, st);
 }
 
 const Table& root_sections() {
   static const Table t = {
       {{"model"}, read_model},
       {{"hardware"}, [](const Node& n, ConfigState& st) {
-         read_section(n, {&hardware_keys(), &hardware_section_keys()}, st, &st.out.warnings);
+         read_own(n, {&hardware_keys(), &hardware_section_keys()}, st);
        }},
       {{"training", "policy"}, read_training_like},
       section({"data"}, data_keys),
@@ -552,8 +602,7 @@ const Table& root_sections() {
 // offload_optimizer / offload_param: {"device": "cpu" | "nvme" | "none"}.
 // A memplan YAML document's top level (also the "memplan" block of a DeepSpeed JSON).
 void read_root(const Node& n, ConfigState& st) {
-  read_section(n, {&root_sections(), &training_keys(), &data_keys(), &hardware_keys(), &nested_sections()}, st,
-               &st.out.warnings);
+  read_own(n, {&root_sections(), &training_keys(), &data_keys(), &hardware_keys(), &nested_sections()}, st);
 }
 
 Key<ConfigState> ds_offload(const char* name, Offload what) {
@@ -919,7 +968,7 @@ void read_model(const Node& n, ConfigState& st) {
     st.out.has_model = true;
   }
   const ModelSpec base = st.s().model;
-  read_section(n, {&model_keys()}, st, &st.out.warnings);
+  read_own(n, {&model_keys()}, st);
   if (!st.out.has_model) return;  // only setup-level keys here (use_flash_attention, ...)
   if (from_scratch)
     for (int64_t ModelSpec::*member : {&ModelSpec::hidden_size, &ModelSpec::num_layers, &ModelSpec::num_attention_heads})

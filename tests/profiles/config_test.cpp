@@ -1,6 +1,8 @@
 // load_config on one fixture per dialect the memory guides write (tests/data/profiles/), asserting
 // the setup fields each key lands in and where the file said it.
 #include <doctest/doctest.h>
+#include <filesystem>
+#include <fstream>
 
 #include "profiles/profiles.h"
 
@@ -22,7 +24,12 @@ TEST_CASE("Ava dialect: model/training/data/deepspeed/memory/output sections") {
   const LoadedConfig c = load_config(kData + "ava.yaml");
   const TrainingSetup& s = c.setup;
   CHECK(c.kind == "memplan");
-  CHECK(c.warnings.empty());  // learning_rate, dynamic_batching, silent_mode, buffer_size: ignored quietly
+  // learning_rate and prefetch settings read past; what memplan cannot use is said, each at its key.
+  REQUIRE(c.warnings.size() == 4);  // silent_mode, pool_size_gb, dynamic_batching, buffer_size
+  CHECK(c.warnings[0].render() == kData + "ava.yaml:30:5: warning: unknown key 'silent_mode': memplan does not read it; the estimate "
+                                          "is made without it\nhint: keys read here: target_utilization, warning_threshold, "
+                                          "critical_threshold, emergency_threshold");
+  CHECK(c.warnings[2].message.rfind("unknown key 'dynamic_batching'", 0) == 0);
   REQUIRE(c.has_model);
   CHECK(s.model.name == "ava");
   CHECK(s.model.model_type == "llama");
@@ -65,7 +72,8 @@ TEST_CASE("Ava dialect: model/training/data/deepspeed/memory/output sections") {
 TEST_CASE("GSA dialect: flat micro_batch_size / max_seq_len, inline model with n_layers / d_ffn") {
   const LoadedConfig c = load_config(kData + "gsa_flat.yaml");
   const TrainingSetup& s = c.setup;
-  CHECK(c.warnings.empty());
+  REQUIRE(c.warnings.size() == 1);  // the dialect's own gsa: section, which memplan does not read
+  CHECK(c.warnings[0].message.rfind("unknown key 'gsa'", 0) == 0);
   CHECK(s.batch.micro_batch == 2);
   CHECK(s.batch.grad_accum == 32);
   CHECK(s.batch.seq_len == 1024);
@@ -110,7 +118,8 @@ TEST_CASE("Gearhead dialect: flat batch_size / max_seq_length / bf16: true, mode
 TEST_CASE("NeMo RL policy dialect: policy: section, bfloat16 + mixed_precision, checkpoint_every") {
   const LoadedConfig c = load_config(kData + "nemo_policy.yaml");
   const TrainingSetup& s = c.setup;
-  CHECK(c.warnings.empty());
+  REQUIRE(c.warnings.size() == 1);  // attention_heads: the model's own count stands
+  CHECK(c.warnings[0].message.rfind("unknown key 'attention_heads'", 0) == 0);
   CHECK(s.model.name == "llama-2-13b");
   // DeepSpeed (zero_stage 1) is in charge, so bfloat16 mixed precision is DeepSpeed's regime.
   CHECK(s.precision == Precision::mixed_bf16);
@@ -244,4 +253,19 @@ TEST_CASE("DeepSpeed keys inside zero_optimization and bf16 that change memory: 
   const LoadedConfig small = load_config_text(R"({"zero_optimization": {"stage": 3, "sub_group_size": 1e8}})", path, path);
   REQUIRE(small.warnings.size() == 1);
   CHECK(small.warnings[0].message.find("sub_group_size") != std::string::npos);
+}
+
+TEST_CASE("memplan YAML: a key no table reads is said at its line; a near miss says what it meant; loop settings pass") {
+  const std::string path = (std::filesystem::temp_directory_path() / "memplan-unknown-keys.yaml").string();
+  std::ofstream(path) << "model: gpt2\ntraining:\n  micro_batch_size: 1\n  bogus_key: 1\n  learning_rate: 2.0e-5\n  seq_len: 128\n"
+                         "runtime:\n  torch_versoin: \"2.6\"\nwhatever: 3\n";
+  const LoadedConfig c = load_config(path);
+  REQUIRE(c.warnings.size() == 3);
+  CHECK(c.warnings[0].render().rfind(path + ":4:3: warning: unknown key 'bogus_key': memplan does not read it; the estimate is made "
+                                            "without it\nhint: keys read here: ",
+                                     0) == 0);
+  CHECK(c.warnings[1].render() == path + ":8:3: warning: unknown key 'torch_versoin'\nhint: did you mean 'torch_version'?");
+  CHECK(c.warnings[2].message.rfind("unknown key 'whatever'", 0) == 0);
+  CHECK(c.setup.batch.seq_len == 128);  // read on past them
+  std::filesystem::remove(path);
 }
