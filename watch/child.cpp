@@ -18,7 +18,9 @@ extern char** environ;
 namespace memplan::watch {
 namespace {
 
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+// What a job scheduler or a user sends to stop, checkpoint or re-read its config (SLURM's
+// --signal=USR1@90, torchrun's and Lightning's SIGUSR1/SIGUSR2 handlers) goes on to the command.
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 volatile sig_atomic_t g_child = -1;
 volatile sig_atomic_t g_received = 0;
 struct sigaction g_previous[sizeof kForwarded / sizeof kForwarded[0]];
@@ -41,6 +43,7 @@ bool Child::start(const std::vector<std::string>& argv, int* error) {
   sigemptyset(&none);
   sigemptyset(&defaults);
   for (int s : kForwarded) sigaddset(&defaults, s);
+  sigaddset(&defaults, SIGPIPE);  // memplan ignores it (below); the command gets the default
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
@@ -52,6 +55,14 @@ bool Child::start(const std::vector<std::string>& argv, int* error) {
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   for (size_t i = 0; i < sizeof kForwarded / sizeof kForwarded[0]; ++i) ::sigaction(kForwarded[i], &sa, &g_previous[i]);
+  // A reader of memplan's output that goes away (`memplan watch ... 2>&1 | head -1`) must not kill
+  // the watcher and leave the command unwatched, its exit code and the log's end record lost: its
+  // writes fail with EPIPE instead, and it goes on.
+  struct sigaction ignore;
+  std::memset(&ignore, 0, sizeof ignore);
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGPIPE, &ignore, nullptr);
   handlers_ = true;
   pid_t pid = -1;
   const int rc = ::posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), environ);
@@ -92,6 +103,8 @@ int Child::received_signal() { return g_received; }
 void Child::restore_handlers() {
   if (!handlers_) return;
   for (size_t i = 0; i < sizeof kForwarded / sizeof kForwarded[0]; ++i) ::sigaction(kForwarded[i], &g_previous[i], nullptr);
+  // SIGPIPE stays ignored: what memplan writes after the command ended (its summary) fails
+  // quietly too, and the exit code is the command's.
   handlers_ = false;
 }
 

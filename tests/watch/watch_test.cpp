@@ -3,6 +3,8 @@
 // cannot start, the log and its replay, bad flags, and the GPU samplers (NVML, ROCm SMI) loaded
 // with dlopen from fake_gpu_smi, a stand-in library built beside this test.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <sys/wait.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/stat.h>
@@ -197,6 +199,36 @@ TEST_CASE("watch: a child ended by a signal, and a signal sent to memplan") {
   sender.join();
   CHECK(forwarded.code == 128 + SIGTERM);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+
+  // SIGUSR1 too (SLURM's --signal=USR1@90, a trainer's checkpoint-and-exit handler): the child's
+  // handler runs and its exit code is memplan's.
+  std::thread usr1([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    ::kill(::getpid(), SIGUSR1);
+  });
+  const Run checkpointed = watch({"--source", "process", "--", MEMPLAN_TEST_PYTHON, "-c",
+                                  "import signal, sys, time; signal.signal(signal.SIGUSR1, lambda *a: sys.exit(42)); time.sleep(30)"});
+  usr1.join();
+  CHECK(checkpointed.code == 42);
+}
+
+TEST_CASE("watch: a reader of its output that goes away does not end it: the command's exit code and the log's end record") {
+  const fs::path log = fs::temp_directory_path() / fmt::format("memplan-watch-sigpipe-{}.jsonl", ::getpid());
+  fs::remove(log);
+  // `| head -c 1` closes the pipe after one byte: memplan's later lines meet EPIPE (SIGPIPE ended it: 141).
+  const std::string cmd = fmt::format(
+      "bash -c '\"{}/memplan\" watch --source process --interval 0.2 --log \"{}\" -- \"{}\" -c \"import sys, time; time.sleep(1.2); "
+      "sys.exit(7)\" 2>&1 | head -c 1 >/dev/null; exit ${{PIPESTATUS[0]}}'",
+      MEMPLAN_BUILD_DIR, log.string(), MEMPLAN_TEST_PYTHON);
+  const int status = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 7);
+  std::ifstream in(log);
+  std::string last, line;
+  while (std::getline(in, line)) last = line;
+  CHECK(last.find("\"kind\":\"end\"") != std::string::npos);
+  CHECK(last.find("\"exit_code\":7") != std::string::npos);
+  fs::remove(log);
 }
 
 TEST_CASE("watch: commands that cannot start") {
