@@ -3,6 +3,11 @@
 // live line per interval, the peak against memplan's estimate when setup flags are given, and
 // exits with the command's exit code. --replay reads back a memplan.monitor/v1 log (this
 // command's --log, or the Python monitor's).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -88,23 +93,45 @@ class Log {
   Log(const std::string& path, bool force, std::vector<std::pair<std::string, std::string>> inputs, bool keep) : keep_(keep) {
     if (path.empty()) return;
     profiles::check_can_write(path, {force, Where::at_flag("--log"), "the log", std::move(inputs)});
-    out_.open(path, std::ios::trunc);
-    if (!out_) throw InputError(Where::at_flag("--log"), fmt::format("cannot write '{}'", path), "check the folder exists and is writable");
+    // The log is written as the run goes, so not through a temporary file: a symbolic link there
+    // (allowed with --force) is replaced by the log itself, never followed (truncating its target,
+    // or blocking on a FIFO it names); what is opened must be a regular file.
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && ::unlink(path.c_str()) != 0)
+      throw InputError(Where::at_flag("--log"), fmt::format("cannot replace the link '{}': {}", path, std::strerror(errno)),
+                       "check the folder is writable");
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw InputError(Where::at_flag("--log"), fmt::format("cannot write '{}': {}", path, std::strerror(errno)), "check the folder exists and is writable");
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      fd_ = -1;
+      throw InputError(Where::at_flag("--log"), fmt::format("will not write the log '{}': it is not a regular file", path), "choose another path");
+    }
+    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   }
+  ~Log() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Log(const Log&) = delete;
+  Log& operator=(const Log&) = delete;
   void write(nlohmann::json record) {
-    if (!out_.is_open() && !keep_) return;
+    if (fd_ < 0 && !keep_) return;
     nlohmann::json line = {{"schema", watch::kMonitorSchema}};
     line.update(record);
     const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // invalid UTF-8 (an argv byte) as U+FFFD
     if (keep_) kept_ += text;
-    if (!out_.is_open()) return;
-    out_ << text;
-    out_.flush();
+    if (fd_ < 0) return;
+    for (size_t done = 0; done < text.size();) {  // whole lines, as they come
+      const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // a full disk: the run goes on, the log stops
+      done += static_cast<size_t>(n);
+    }
   }
   const std::string& kept() const { return kept_; }
 
  private:
-  std::ofstream out_;
+  int fd_ = -1;
   bool keep_ = false;
   std::string kept_;
 };

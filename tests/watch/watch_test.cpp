@@ -413,3 +413,33 @@ TEST_CASE("watch --log with an argument that is not UTF-8: logged (U+FFFD), the 
   CHECK(first.find("x\xef\xbf\xbd") != std::string::npos);
   CHECK(last.find("\"kind\":\"end\"") != std::string::npos);
 }
+
+TEST_CASE("watch --log --force replaces a symbolic link with the log, never its target, and never blocks on a FIFO") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("memplan-watch-links-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "precious") << "keep me\n";
+  fs::create_symlink(dir / "precious", dir / "log-link");
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0644) == 0);
+  fs::create_symlink(dir / "fifo", dir / "fifo-link");
+  for (const char* name : {"log-link", "fifo-link"}) {
+    CAPTURE(name);
+    const Run r = watch({"--source", "process", "--log", (dir / name).string(), "--force", "--", "true"});
+    CHECK(r.code == 0);
+    CHECK_FALSE(fs::is_symlink(dir / name));
+    CHECK(fs::is_regular_file(dir / name));
+    std::ifstream in(dir / name);
+    std::string first;
+    std::getline(in, first);
+    CHECK(first.find("memplan.monitor/v1") != std::string::npos);
+  }
+  std::ifstream kept(dir / "precious");
+  std::string text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  CHECK(text == "keep me\n");
+  CHECK(fs::is_fifo(dir / "fifo"));
+  // Without --force a link is refused, as before.
+  fs::create_symlink(dir / "precious", dir / "other-link");
+  const Run refused = watch({"--source", "process", "--log", (dir / "other-link").string(), "--", "true"});
+  CHECK(refused.code == 2);
+  fs::remove_all(dir);
+}
