@@ -3,6 +3,7 @@
 // a bug (exit 3). `memplan measure|calibrate` hand their arguments to the companion program
 // memplan-measure (companion.cpp), the only one that links LibTorch.
 #include "cli/cli.h"
+#include "profiles/files.h"
 
 #include <new>
 #include <stdexcept>
@@ -198,6 +199,7 @@ const std::vector<Registrar>& command_table() {
 }
 
 int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  profiles::forget_files_read();  // this command's inputs only (profiles/files.h)
   return run_app(command_table(), argc, argv, out, err);
 }
 

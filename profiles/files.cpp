@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 namespace memplan::profiles {
 namespace fs = std::filesystem;
@@ -34,12 +36,53 @@ std::vector<std::pair<std::string, std::string>> input_files(const SetupInputs& 
   return out;
 }
 
+namespace {
+struct FilesRead {
+  std::mutex mu;
+  std::map<std::pair<uint64_t, uint64_t>, std::string> files;  // (device, inode) -> the path it was read by
+};
+FilesRead& files_read() {
+  static FilesRead f;
+  return f;
+}
+}  // namespace
+
+void note_file_read(uint64_t device, uint64_t inode, const std::string& path) {
+  FilesRead& f = files_read();
+  std::lock_guard<std::mutex> lock(f.mu);
+  if (f.files.size() < 100000) f.files.emplace(std::make_pair(device, inode), path);
+}
+
+void forget_files_read() {
+  FilesRead& f = files_read();
+  std::lock_guard<std::mutex> lock(f.mu);
+  f.files.clear();
+}
+
 void check_can_write(const std::string& path, const WriteOptions& opt) {
   if (path.empty()) refuse(opt, path, "the path is empty", "name a file");
   for (const auto& [input, flag] : opt.inputs) {
     std::error_code ec;
     if (!input.empty() && fs::equivalent(path, input, ec) && !ec)
       refuse(opt, path, fmt::format("it is the file given as {}", flag),
+             "memplan never replaces a file it reads, --force or not: choose another path");
+  }
+  if (struct stat target {}; ::stat(path.c_str(), &target) == 0) {
+    FilesRead& f = files_read();
+    std::string read_as;
+    {
+      std::lock_guard<std::mutex> lock(f.mu);
+      const auto it = f.files.find({static_cast<uint64_t>(target.st_dev), static_cast<uint64_t>(target.st_ino)});
+      if (it != f.files.end()) {
+        // Still that file under the name it was read by: an inode freed by a deleted file can be
+        // given to another, which memplan never read.
+        struct stat then {};
+        if (::stat(it->second.c_str(), &then) == 0 && then.st_dev == target.st_dev && then.st_ino == target.st_ino) read_as = it->second;
+        else f.files.erase(it);
+      }
+    }
+    if (!read_as.empty())
+      refuse(opt, path, read_as == path ? "memplan read it for this command" : fmt::format("memplan read it for this command (as '{}')", read_as),
              "memplan never replaces a file it reads, --force or not: choose another path");
   }
   struct stat st {};

@@ -30,6 +30,13 @@ std::vector<std::pair<std::string, std::string>> input_files(const SetupInputs& 
 // opt.where when `path` exists and force is off (or is a folder, always), when the folder is
 // missing or not writable, or when writing fails; no temporary is ever left behind.
 void write_file_atomically(const std::string& path, const std::string& text, const WriteOptions& opt);
+// Every file read_text_file read since the last forget_files_read() (the CLI forgets at the start
+// of each command): a config's own references (its deepspeed: JSON, accelerate's
+// deepspeed_config_file, a model's config.json) included. check_can_write refuses each of them,
+// --force or not, by its device and inode, whatever name the output is given.
+void note_file_read(uint64_t device, uint64_t inode, const std::string& path);
+void forget_files_read();
+
 // The checks write_file_atomically makes on the target before writing, for commands that want
 // to refuse before a long run (calibrate).
 void check_can_write(const std::string& path, const WriteOptions& opt);

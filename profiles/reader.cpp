@@ -11,6 +11,7 @@
 // and reports numbers out of range at their position.
 #include "estimator/text.h"
 #include "profiles/reader.h"
+#include "profiles/files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -939,6 +940,7 @@ std::string read_text_file(const std::string& path, const Where& named_at, int64
     ~Closer() { ::close(fd); }
   } closer{fd};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) not_regular(kind_of(st.st_mode));
+  note_file_read(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), path);  // never an output (files.h)
   std::string text;
   text.reserve(static_cast<size_t>(std::max<off_t>(0, std::min<off_t>(st.st_size, lim.max_file_bytes))));
   char buf[65536];

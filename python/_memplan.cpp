@@ -29,6 +29,7 @@
 #include "planner/plan.h"
 #include "planner/request.h"
 #include "profiles/profiles.h"
+#include "profiles/files.h"
 
 namespace py = pybind11;
 
@@ -304,6 +305,7 @@ nlohmann::json plan_document(const profiles::SetupInputs& in, const api::PlanFla
 
 // (memplan.plan/v1 or plan-table/v1, the reader warnings, the exit code) for the keywords.
 std::tuple<py::object, std::vector<std::string>, int> plan(const std::vector<std::string>& args, const Filled& filled, const Renames& renames) {
+  profiles::forget_files_read();  // the files this call reads are its own inputs (profiles/files.h)
   profiles::SetupInputs in;
   api::PlanFlags f;
   parse("plan", args, in, f);

@@ -1750,3 +1750,27 @@ TEST_CASE("plan's re-check line is one a shell reads back word for word: a hosti
   CHECK(std::find(args.begin(), args.end(), name) != args.end());  // --model's value, whole
   fs::remove_all(dir);
 }
+
+TEST_CASE("--out --force never replaces a file the config itself names (its deepspeed: JSON), by any name") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("memplan-out-references-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string ds = "{\"zero_optimization\": {\"stage\": 2}, \"train_micro_batch_size_per_gpu\": 1}\n";
+  std::ofstream(dir / "ds.json") << ds;
+  std::ofstream(dir / "train.yaml") << "model_name_or_path: gpt2\nper_device_train_batch_size: 1\ndeepspeed: ds.json\n";
+  fs::create_hard_link(dir / "ds.json", dir / "same.json");
+  for (const char* out : {"ds.json", "same.json"}) {
+    CAPTURE(out);
+    const Run r = invoke({"plan", "--config", (dir / "train.yaml").string(), "--gpu", "rtx-4090", "--global-batch", "8", "--emit", "deepspeed",
+                          "--out", (dir / out).string(), "--force"});
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, "memplan read it for this command"));
+    CHECK(slurp_file((dir / "ds.json").string()) == ds);
+  }
+  // Another path is written.
+  const Run ok = invoke({"plan", "--config", (dir / "train.yaml").string(), "--gpu", "rtx-4090", "--global-batch", "8", "--emit", "deepspeed",
+                         "--out", (dir / "new.json").string()});
+  CHECK(ok.code <= 1);
+  CHECK(fs::exists(dir / "new.json"));
+  fs::remove_all(dir);
+}
