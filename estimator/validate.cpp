@@ -7,6 +7,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "estimator/attention_kernel.h"
 #include "estimator/fields.h"
@@ -191,6 +192,25 @@ std::vector<Problem> validate(const TrainingSetup& s) {
     p.push_back({path(Choice::offload), "optimizer offload needs ZeRO stage 1 or higher, or FSDP", "use --zero 2 --offload optimizer"});
   if (s.finetune.mode != FinetuneMode::full && (s.finetune.lora_rank < 1 || s.finetune.lora_rank > 100'000))
     p.push_back({memplan::path(Count::lora_rank), fmt::format("must be between 1 and 100000 (got {})", s.finetune.lora_rank), "PEFT's r, usually 8 to 64"});
+  // Adapters on no module: PEFT refuses ("Target modules {...} not found in the base model",
+  // peft/tuners/tuners_utils.py BaseTuner.inject_adapter, its ValueError); a plan of 0 trainable
+  // parameters would only mislead.
+  if (s.finetune.mode != FinetuneMode::full && m.num_layers > 0 && !s.finetune.lora_targets.empty()) {
+    bool any = false;
+    std::vector<std::string> names;
+    for (const bool moe : {false, m.num_experts > 0})
+      for (const Linear& lin : layer_linears(s, moe)) {
+        any = any || lora_on(s, lin.role);
+        const std::string n = role_name(lin.role);
+        if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+      }
+    if (!any)
+      p.push_back({path(List::lora_targets),
+                   fmt::format("the LoRA targets ({}) match no linear layer of {}", fmt::join(s.finetune.lora_targets, ", "), m.name),
+                   fmt::format("PEFT refuses it (target modules not found in the base model); this model's layers have: {} "
+                               "(or all-linear)",
+                               fmt::join(names, ", "))});
+  }
   if (m.quantized.any() && s.finetune.mode == FinetuneMode::full)
     p.push_back({path(Choice::finetune),
                  fmt::format("'{}' is a pre-quantized checkpoint ({}, {:.3g} bits per weight): its weights cannot train, and "

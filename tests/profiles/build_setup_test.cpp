@@ -436,3 +436,18 @@ TEST_CASE("the job's Python's releases (SetupInputs::environment) stand below th
   const BuiltSetup m = build_setup(missing);
   CHECK(m.origin.defaults.at("runtime.torch_version") == "memplan's default release, torch 2.11 (estimator/setup.h Runtime); no python3 on PATH");
 }
+
+TEST_CASE("LoRA targets that match no layer are refused, as PEFT refuses them, with the layers the model has") {
+  SetupInputs in = with_model("gpt2");
+  in.choice_flag(Choice::finetune) = "lora";
+  in.list_flag(List::lora_targets) = "foo";
+  CHECK(render_error(in) ==
+        "error: --lora-targets: the LoRA targets (foo) match no linear layer of gpt2\nhint: PEFT refuses it (target modules not found "
+        "in the base model); this model's layers have: qkv, o, fc_in, down (or all-linear)");
+  in.list_flag(List::lora_targets) = "foo,all-linear";
+  CHECK(render_error(in).empty());
+  SetupInputs llama = with_model("llama-3.2-1b");
+  llama.choice_flag(Choice::finetune) = "qlora";
+  llama.list_flag(List::lora_targets) = "q_proj,v_proj";
+  CHECK(render_error(llama).empty());
+}
