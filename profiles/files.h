@@ -3,6 +3,7 @@
 // read-only file without force, never following a link. And the user's cache folder.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
