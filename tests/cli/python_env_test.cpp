@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/capture.h"
+#include "tests/temp_dir.h"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -25,16 +26,8 @@ using memplan::cli::PythonEnvironment;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "memplan-pyenv.XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+struct TempDir : memplan::testing::TempDir {
+  TempDir() : memplan::testing::TempDir("memplan-pyenv") {}
 };
 
 void write(const fs::path& p, const std::string& text) {
@@ -42,7 +35,7 @@ void write(const fs::path& p, const std::string& text) {
   std::ofstream(p) << text;
 }
 
-std::string shell(const std::string& cmd) { return memplan::testing::capture_output(cmd); }
+using memplan::testing::capture_output;
 
 // A real venv (python3 -m venv --without-pip) at dir/venv; its site-packages folder.
 fs::path make_venv(const fs::path& dir) {
@@ -89,7 +82,7 @@ TEST_CASE("python env: Debian's python3 and its python3-torch, as import torch f
   const auto* torch = found(env, "torch");
   REQUIRE(torch != nullptr);
   // What the interpreter itself says once torch is imported.
-  std::string imported = shell("/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null");
+  std::string imported = capture_output("/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null");
   while (!imported.empty() && (imported.back() == '\n' || imported.back() == '\r')) imported.pop_back();
   CHECK(torch->version == imported);
   CHECK(torch->file == "/usr/lib/python3/dist-packages/torch/version.py");
@@ -185,7 +178,7 @@ TEST_CASE("python env: the command answers for the releases found and says so; a
   install(site, "1.13.1", "4.52.4");
   const std::string python = (tmp.path / "venv" / "bin" / "python3").string();
   auto memplan = [&](const std::string& env, const std::string& args) {
-    return shell(fmt::format("env XDG_CACHE_HOME='{}' {} '{}/memplan' {} 2>&1", (tmp.path / "cache").string(), env, MEMPLAN_BUILD_DIR, args));
+    return capture_output(fmt::format("env XDG_CACHE_HOME='{}' {} '{}/memplan' {} 2>&1", (tmp.path / "cache").string(), env, MEMPLAN_BUILD_DIR, args));
   };
   const std::string args = "estimate --model gpt2 --gpu h100-80gb --micro-batch 1 --seq-len 512";
   auto runtime_line = [](const std::string& out) {

@@ -63,8 +63,7 @@ TEST_CASE("text: thousands separators, signs and the extremes") {
 
 namespace {
 
-// `cmd` through /bin/sh's popen, its stdout.
-std::string run_shell(const std::string& cmd) { return memplan::testing::capture_output(cmd); }
+using memplan::testing::capture_output;
 
 // Strings built from every character class that matters to a shell, a terminal and YAML 1.1.
 std::vector<std::string> hostile_strings() {
@@ -99,7 +98,7 @@ TEST_CASE("text: a shell word reads back as itself in bash, zsh and dash, and ru
       // The script goes through a file, as a pasted line would be read, not through another quoting.
       const std::string file = fmt::format("/tmp/memplan-shell-word-{}.sh", ::getpid());
       std::ofstream(file) << script;
-      const std::string out = run_shell(fmt::format("cd /tmp && {} {} 2>/dev/null", sh, file));
+      const std::string out = capture_output(fmt::format("cd /tmp && {} {} 2>/dev/null", sh, file));
       std::remove(file.c_str());
       CHECK(out == v);
       CHECK_FALSE(std::ifstream("/tmp/" + pwned).good());
@@ -133,7 +132,7 @@ TEST_CASE("text: YAML 1.1 line ends and reordering characters are escapes, read 
     const std::string doc = "# " + comment_text(v) + "\nvalue: " + yaml_scalar(v) + "\n";
     const std::string file = fmt::format("/tmp/memplan-yaml11-{}.yaml", ::getpid());
     std::ofstream(file, std::ios::binary) << doc;
-    const std::string out = run_shell(fmt::format(
+    const std::string out = capture_output(fmt::format(
         "/usr/bin/python3 -c \"import yaml,sys; d=yaml.safe_load(open('{}', encoding='utf-8', errors='surrogateescape')); "
         "sys.stdout.buffer.write((','.join(sorted(d)) + '|' + d['value']).encode('utf-8', 'surrogateescape'))\" 2>&1",
         file));

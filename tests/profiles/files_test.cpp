@@ -2,6 +2,8 @@
 // never leaves a temporary; cache_dir follows XDG_CACHE_HOME / HOME.
 #include <doctest/doctest.h>
 
+#include "tests/temp_dir.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,13 +19,8 @@ using namespace memplan::profiles;
 namespace fs = std::filesystem;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "memplan-files-XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : memplan::testing::TempDir {
+  TempDir() : memplan::testing::TempDir("memplan-files") {}
 };
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
