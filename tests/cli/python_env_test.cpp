@@ -7,7 +7,6 @@
 #include <doctest/doctest.h>
 
 #include "tests/capture.h"
-#include "tests/temp_dir.h"
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -26,8 +25,16 @@ using memplan::cli::PythonEnvironment;
 
 namespace {
 
-struct TempDir : memplan::testing::TempDir {
-  TempDir() : memplan::testing::TempDir("memplan-pyenv") {}
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "memplan-pyenv.XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
 };
 
 void write(const fs::path& p, const std::string& text) {

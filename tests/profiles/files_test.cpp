@@ -2,8 +2,6 @@
 // never leaves a temporary; cache_dir follows XDG_CACHE_HOME / HOME.
 #include <doctest/doctest.h>
 
-#include "tests/temp_dir.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,8 +17,13 @@ using namespace memplan::profiles;
 namespace fs = std::filesystem;
 
 namespace {
-struct TempDir : memplan::testing::TempDir {
-  TempDir() : memplan::testing::TempDir("memplan-files") {}
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "memplan-files-XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
 };
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);

@@ -6,8 +6,6 @@
 // regression to recursion or quadratic time fails or times out rather than passing.
 #include <doctest/doctest.h>
 
-#include "tests/temp_dir.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,8 +26,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir : memplan::testing::TempDir {
-  TempDir() : memplan::testing::TempDir("memplan-reader") {}
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "memplan-reader-XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text) const {
+    const fs::path p = path / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
 };
 
 template <class F>
