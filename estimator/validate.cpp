@@ -99,6 +99,15 @@ std::vector<Problem> validate(const TrainingSetup& s) {
   if (!p.empty()) return p;
   // Layers that are not mixture-of-experts (decoder_sparse_step > 1, first_k_dense_replace) use
   // the dense MLP width.
+  // BertLayer has no mixture-of-experts block (the estimator's BERT layer runs the dense MLP, and
+  // the config reader keeps no expert keys for it).
+  if (m.num_experts > 0 && m.bert_style)
+    p.push_back({path(&ModelSpec::num_experts),
+                 fmt::format("a BERT-style encoder has no mixture-of-experts block (got {} experts)", m.num_experts),
+                 "set num_experts to 0 for this model"});
+  if (m.intermediate_size < 0)
+    p.push_back({path(&ModelSpec::intermediate_size), fmt::format("must not be negative (got {})", m.intermediate_size),
+                 "the dense MLP width; 0 only for a model whose every layer is mixture-of-experts"});
   if (m.num_experts > 0 && (m.first_dense_layers > 0 || m.moe_layer_frequency > 1) && m.intermediate_size < 1)
     p.push_back({path(&ModelSpec::intermediate_size),
                  fmt::format("must be at least 1: the model has dense layers (first {} dense, every {} MoE) and their MLP "
