@@ -380,6 +380,7 @@ nlohmann::json plan_json(const planner::ResolvedPlan& rp, const planner::PlanRes
   }
   doc["search"] = {{"candidates", r.candidates},
                    {"fitting", r.fitting},
+                   {"undecided", r.undecided},
                    {"activation_timelines", r.timelines},
                    {"memory_compositions", r.compositions},
                    {"seconds", r.seconds}};

@@ -87,8 +87,10 @@ void print_plan(std::ostream& report, const planner::ResolvedPlan& rp, const pla
   if (!rp.framework_from_emit.empty())
     report << fmt::format("  planned for {}'s runtime (--emit {}; --framework overrides it)\n", rp.framework_from_emit, f.ask.emit);
   if (rp.built.calibration) report << fmt::format("  calibrated with {}\n", rp.built.calibration->file);
-  report << fmt::format("  searched {} candidates in {:.1f} ms ({} activation timelines, {} memory compositions); {} fit\n",
-                        thousands(r.candidates), 1000 * r.seconds, thousands(r.timelines), thousands(r.compositions), thousands(r.fitting));
+  report << fmt::format("  searched {} candidates in {:.1f} ms ({} activation timelines, {} memory compositions); {} fit{}\n",
+                        thousands(r.candidates), 1000 * r.seconds, thousands(r.timelines), thousands(r.compositions), thousands(r.fitting),
+                        r.undecided > 0 ? fmt::format(", up to {} more in groups that cannot change the plan (not replayed)", thousands(r.undecided))
+                                        : "");
   report << "\n  best (highest modelled throughput that fits, or a simpler plan within 2% of it):\n";
   report << fmt::format("    micro-batch {}, accumulation {}, global batch {}{}\n", w.batch.micro_batch, w.batch.grad_accum,
                         r.best.global_batch, r.batch_note.empty() ? " (exact)" : "");

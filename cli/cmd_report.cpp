@@ -114,7 +114,9 @@ int run_report(Io io, const profiles::SetupInputs& in, const ReportFlags& f) {
     planner::PlanAsk ask;
     ask.global_batch = f.global_batch;
     rp = planner::resolve_plan(in, ask, "", [&](const std::vector<Warning>& warn) { print_warnings(io.err, warn); });
-    const planner::PlanResult p = planner::plan(rp->request, rp->cards);
+    planner::PlanRequest whole = rp->request;
+    whole.resolve_all = true;  // the report lists every group's best beside the plan's
+    const planner::PlanResult p = planner::plan(whole, rp->cards);
     r.plan_budget_bytes = p.budget_bytes;
     r.plan_note = fmt::format("global batch {} x {} tokens ({}), budget {:.0f}% of the card: {} candidates, {} fit{}", rp->request.global_batch,
                               rp->base().batch.seq_len, planner::global_batch_source(rp->ask), 100 * rp->request.budget,

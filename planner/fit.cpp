@@ -370,6 +370,7 @@ FitReport fit(const TrainingSetup& s, const Calibration* cal, const FitAsk& ask)
     req.exact_batch_only = true;
     req.max_micro_batch = base.batch.micro_batch;
     req.explain = false;
+    req.resolve_all = true;  // every group's best is an option listed
     req.calibration = cal;
     PlanResult pr = plan(req);
     r.searched += pr.candidates;

@@ -382,19 +382,25 @@ class Search {
   // there a plan with ZeRO or offload is recommended only when nothing that keeps the step on the
   // GPU fits. The roofline prices the PCIe traffic and the CPU optimizer, not the engine's
   // partitioning hooks.
+  static bool on_gpu(const Candidate& c) {
+    const Sharding sh = sharding_of(c.setup);
+    return sh.zero == 0 && sh.offload == Offload::none && sh.fsdp == FsdpMode::none;
+  }
+  // Whether pick() keeps only candidates that stay on the GPU, given that `gpu_only` is whether
+  // any candidate it may keep does.
+  bool gpu_only_rule() const { return req_.base.parallel.data_parallel() == 1; }
+
+  // `top` (when given) gets the best by better() among those pick() considers.
   template <class Keep>
-  const Candidate* pick(const std::vector<Candidate>& cs, Keep&& keep_any) const {
-    auto on_gpu = [](const Candidate& c) {
-      const Sharding sh = sharding_of(c.setup);
-      return sh.zero == 0 && sh.offload == Offload::none && sh.fsdp == FsdpMode::none;
-    };
+  const Candidate* pick(const std::vector<Candidate>& cs, Keep&& keep_any, const Candidate** top_out = nullptr) const {
     bool gpu_only = false;
-    if (req_.base.parallel.data_parallel() == 1)
+    if (gpu_only_rule())
       for (const Candidate& c : cs) gpu_only = gpu_only || (keep_any(c) && on_gpu(c));
     auto keep = [&](const Candidate& c) { return keep_any(c) && (!gpu_only || on_gpu(c)); };
     const Candidate* top = nullptr;
     for (const Candidate& c : cs)
       if (keep(c) && (!top || better(c, *top))) top = &c;
+    if (top_out) *top_out = top;
     if (!top) return nullptr;
     const Candidate* choice = top;
     for (const Candidate& c : cs) {
@@ -406,11 +412,23 @@ class Search {
     return choice;
   }
 
+  // What the bounds alone say of a group (best_of_group with `optimistic`): where a micro-batch's
+  // bound is within a budget it is taken to fit, so each level's best is at least as good (by
+  // better()) as the group's real best there, and a micro-batch whose bound is over the budget
+  // does not fit. `decided`: no bound left the answer to the replay, so it is the group's exact one.
+  struct Optimistic {
+    bool decided = true;
+    int64_t fitting = 0, host_short = 0;  // the counts best_of_group would add (exact only when decided)
+  };
+
   // The best fitting candidate of one group (everything fixed but the micro-batch) at each budget
   // level, classifying every micro-batch of the range. best[level] stays empty when none fits.
   // `smallest_peak` gets the bound at micro-batch 1 (exact_peak() turns it into the peak); `host_short` counts micro-batches that fit
-  // the GPU but not the node's RAM (level 0).
-  std::vector<std::optional<Candidate>> best_of_group(TrainingSetup t, Bound* smallest_peak = nullptr, bool count = true) {
+  // the GPU but not the node's RAM (level 0). `count_candidates` / `count_fitting`: add to those
+  // counts. With `optimistic`, no replay is made: the bounds decide (see Optimistic), and the
+  // fitting counts go there.
+  std::vector<std::optional<Candidate>> best_of_group(TrainingSetup t, Bound* smallest_peak = nullptr, bool count_candidates = true,
+                                                      bool count_fitting = true, Optimistic* optimistic = nullptr) {
     std::vector<std::optional<Candidate>> best(levels());
     // Each micro-batch's bound, and its exact peak once a budget needs it (the replay).
     std::map<int64_t, Eval> seen;
@@ -434,14 +452,18 @@ class Search {
     auto peak_within = [&](int64_t b, int64_t budget) {
       const Bound& bd = bound_at(b);
       if (bd.lower > budget) return false;
-      return bd.exact || eval_at(b).peak <= budget;
+      if (bd.exact) return true;
+      if (optimistic) return optimistic->decided = false, true;
+      return eval_at(b).peak <= budget;
     };
+    int64_t* const fitting_count = optimistic ? &optimistic->fitting : count_fitting ? &fitting : nullptr;
+    int64_t* const host_short_count = optimistic ? &optimistic->host_short : count_fitting ? &host_short : nullptr;
     const int64_t hi_all = max_b(), split = split_;
     for (size_t level = 0; level < levels(); ++level) {
       auto fits_at = [&](int64_t b) { return host_ok(bound_at(b).host_per_node, level) && peak_within(b, budget_at(level)); };
       for (auto [lo, hi] : {std::pair<int64_t, int64_t>{1, split}, {split + 1, hi_all}}) {
         if (lo > hi) continue;
-        if (level == 0 && count) candidates += hi - lo + 1;
+        if (level == 0 && count_candidates) candidates += hi - lo + 1;
         // Host memory grows with the micro-batch only through the data loader: monotone too.
         if (!fits_at(lo)) continue;
         int64_t good = lo, bad = hi + 1;
@@ -451,7 +473,7 @@ class Search {
           const int64_t mid = good + (bad - good) / 2;
           (fits_at(mid) ? good : bad) = mid;
         }
-        if (level == 0 && count) fitting += good - lo + 1;
+        if (level == 0 && fitting_count) *fitting_count += good - lo + 1;
         for (int64_t b = lo; b <= good; ++b) {
           if (req_.exact_batch_only && !exact(b)) continue;
           t.batch.micro_batch = b;
@@ -462,21 +484,23 @@ class Search {
         }
       }
       if (best[level]) {
-        const Eval& e = eval_at(best[level]->setup.batch.micro_batch);
+        const int64_t b = best[level]->setup.batch.micro_batch;
+        const Bound& bd = bound_at(b);
+        const Eval e = optimistic && !bd.exact ? Eval{bd.lower, bd.host_per_node} : eval_at(b);  // exact: no replay
         best[level]->peak_bytes = e.peak;
         best[level]->host_per_node_bytes = e.host_per_node;
         best[level]->host_fits = true;
       }
     }
     if (smallest_peak) *smallest_peak = bound_at(1);
-    if (count && host_capacity_ > 0) {  // GPU-fitting micro-batches (of those looked at) the node's RAM refuses
+    if (host_short_count && host_capacity_ > 0) {  // GPU-fitting micro-batches (of those looked at) the node's RAM refuses
       std::vector<int64_t> looked;
       for (const auto& kv : bounds) looked.push_back(kv.first);
       for (const auto& kv : seen) looked.push_back(kv.first);
       std::sort(looked.begin(), looked.end());
       looked.erase(std::unique(looked.begin(), looked.end()), looked.end());
       for (int64_t b : looked)
-        if (!host_ok(bound_at(b).host_per_node, 0) && peak_within(b, budget_at(0))) ++host_short;
+        if (!host_ok(bound_at(b).host_per_node, 0) && peak_within(b, budget_at(0))) ++*host_short_count;
     }
     return best;
   }
@@ -625,15 +649,149 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
   std::vector<std::pair<TrainingSetup, Precision>> groups;
   search.for_each_group([&](const TrainingSetup& t, Precision asked) { groups.emplace_back(t, asked); });
   struct GroupSearch {
-    std::vector<std::optional<Candidate>> best;
+    std::vector<std::optional<Candidate>> best;  // exact, once resolved
     Search::Bound p1;
+    std::vector<std::optional<Candidate>> optimistic;  // what the bounds allow (lazy search)
+    Search::Optimistic bounds;
+    bool resolved = false;
   };
   std::vector<GroupSearch> searched(groups.size());
-  for_each_index(
-      groups.size(), [&] { return std::make_unique<Search>(req, space, &timelines); },
-      [&](std::unique_ptr<Search>& w, size_t i) { searched[i].best = w->best_of_group(groups[i].first, &searched[i].p1); },
-      [&](std::unique_ptr<Search>& w) { search.add_counts(*w); });
+  auto make_worker = [&] { return std::make_unique<Search>(req, space, &timelines); };
+  auto merge = [&](std::unique_ptr<Search>& w) { search.add_counts(*w); };
+  // The groups' exact searches (their replays), on several threads.
+  auto resolve = [&](const std::vector<size_t>& which) {
+    for_each_index(
+        which.size(), make_worker,
+        [&](std::unique_ptr<Search>& w, size_t k) {
+          GroupSearch& g = searched[which[k]];
+          g.best = w->best_of_group(groups[which[k]].first, nullptr, /*count_candidates=*/false, /*count_fitting=*/true);
+          g.resolved = true;
+        },
+        merge);
+  };
+  if (req.resolve_all) {
+    for_each_index(
+        groups.size(), make_worker,
+        [&](std::unique_ptr<Search>& w, size_t i) {
+          searched[i].best = w->best_of_group(groups[i].first, &searched[i].p1);
+          searched[i].resolved = true;
+        },
+        merge);
+  } else {
+    // First what the bounds say of every group, without a replay; a group they decide is done.
+    for_each_index(
+        groups.size(), make_worker,
+        [&](std::unique_ptr<Search>& w, size_t i) {
+          GroupSearch& g = searched[i];
+          g.optimistic = w->best_of_group(groups[i].first, &g.p1, /*count_candidates=*/true, /*count_fitting=*/false, &g.bounds);
+          if (g.bounds.decided) {
+            g.best = g.optimistic;
+            g.resolved = true;
+          }
+        },
+        merge);
+    for (const GroupSearch& g : searched)
+      if (g.resolved) search.fitting += g.bounds.fitting, search.host_short += g.bounds.host_short;
+    // Then only the groups that could change what is printed, by their bounds' best: a group
+    // whose optimistic best neither beats the pick's top, nor comes within the throughput
+    // resolution of it (where a simpler plan would be chosen), nor could turn the stay-on-the-GPU
+    // rule, cannot change the pick at that budget, since its real best is no better (Optimistic).
+    // The picks: the request's budget (and the best the --emit format expresses), each tier's,
+    // and each DeepSpeed regime note; then the runners-up, which differ from the winner in one
+    // dimension. Four groups at a time, most promising first, whatever the thread count, so that
+    // the counts printed do not depend on the machine.
+    constexpr size_t kBatch = 4;
+    const auto any = [](const Candidate&) { return true; };
+    auto expressible_setup = [&](const Candidate& c) { return !req.format || can_express(*req.format, c.setup, nullptr); };
+    const size_t pick_levels = req.explain ? search.levels() : 1;
+    auto note_of = [&](size_t g) { return groups[g].second != groups[g].first.precision ? int(groups[g].second) * 16 + int(groups[g].first.precision) : -1; };
+    // The groups that could change the pick at `level` among those `keep` accepts.
+    auto could_change = [&](size_t level, const auto& keep, std::vector<char>& needed) {
+      std::vector<Candidate> known;
+      for (const GroupSearch& g : searched)
+        if (g.resolved && g.best.size() > level && g.best[level] && keep(*g.best[level])) known.push_back(*g.best[level]);
+      const Candidate* top = nullptr;
+      search.pick(known, keep, &top);
+      bool gpu_only = false;
+      if (search.gpu_only_rule())
+        for (const Candidate& c : known) gpu_only = gpu_only || Search::on_gpu(c);
+      auto distance = [&](const Candidate& c) { return std::llabs(c.global_batch - req.global_batch); };
+      for (size_t g = 0; g < searched.size(); ++g) {
+        const GroupSearch& gs = searched[g];
+        if (gs.resolved || gs.optimistic.size() <= level || !gs.optimistic[level]) continue;
+        const Candidate& o = *gs.optimistic[level];
+        if (!keep(o)) continue;
+        bool could = !top;
+        if (search.gpu_only_rule() && !gpu_only && Search::on_gpu(o)) could = true;
+        if (search.gpu_only_rule() && gpu_only && !Search::on_gpu(o)) continue;
+        if (top && !search.better(*top, o)) could = true;
+        if (top && distance(o) <= distance(*top) && o.time.tokens_per_s >= top->time.tokens_per_s * (1 - kThroughputResolution)) could = true;
+        if (could) needed[g] = 1;
+      }
+    };
+    auto resolve_needed = [&](std::vector<char>& needed) {
+      std::vector<size_t> which;
+      for (size_t g = 0; g < needed.size(); ++g)
+        if (needed[g]) which.push_back(g);
+      if (which.empty()) return false;
+      std::stable_sort(which.begin(), which.end(), [&](size_t a, size_t b) {
+        const auto &oa = searched[a].optimistic[0], &ob = searched[b].optimistic[0];
+        if (bool(oa) != bool(ob)) return bool(oa);
+        return oa && search.better(*oa, *ob);
+      });
+      if (which.size() > kBatch) which.resize(kBatch);
+      resolve(which);
+      return true;
+    };
+    for (;;) {
+      std::vector<char> needed(groups.size(), 0);
+      for (size_t level = 0; level < pick_levels; ++level) could_change(level, any, needed);
+      if (req.format) could_change(0, expressible_setup, needed);
+      // A DeepSpeed regime note is printed where a group of that regime fits.
+      std::vector<int> noted;
+      for (size_t g = 0; g < groups.size(); ++g)
+        if (searched[g].resolved && !searched[g].best.empty() && searched[g].best[0] && note_of(g) >= 0) noted.push_back(note_of(g));
+      for (size_t g = 0; g < groups.size(); ++g)
+        if (!searched[g].resolved && note_of(g) >= 0 && searched[g].optimistic[0] &&
+            std::find(noted.begin(), noted.end(), note_of(g)) == noted.end())
+          needed[g] = 1;
+      if (!resolve_needed(needed)) break;
+    }
+    // Nothing fits (why_not's smallest peak and host shortfall are over every group), or the format
+    // cannot express the overall best (its note names the first group it cannot express): every group.
+    std::vector<Candidate> known;
+    std::vector<char> can;
+    for (const GroupSearch& g : searched)
+      if (g.resolved && g.best[0]) known.push_back(*g.best[0]), can.push_back(expressible_setup(*g.best[0]));
+    const Candidate* overall = search.pick(known, any);
+    const Candidate* chosen = search.pick(known, [&](const Candidate& c) { return bool(can[&c - known.data()]); });
+    std::vector<size_t> rest;
+    if (!overall || (req.format && (!chosen || !same_choice(overall->setup, chosen->setup)))) {
+      for (size_t g = 0; g < groups.size(); ++g)
+        if (!searched[g].resolved) rest.push_back(g);
+    } else if (req.explain) {
+      for (size_t g = 0; g < groups.size(); ++g)
+        if (!searched[g].resolved && !differing_dimension(groups[g].first, chosen->setup).empty()) rest.push_back(g);
+    }
+    if (!rest.empty()) resolve(rest);
+    // The bounds' promise kept: no group's real best beats its optimistic one at any budget (if one
+    // did, a group left out might have won; then every group is searched).
+    bool kept = true;
+    for (const GroupSearch& g : searched)
+      for (size_t level = 0; g.resolved && level < g.best.size(); ++level)
+        if (g.best[level] && (!g.optimistic[level] || search.better(*g.best[level], *g.optimistic[level]))) kept = false;
+    if (!kept) {
+      std::vector<size_t> all;
+      for (size_t g = 0; g < groups.size(); ++g)
+        if (!searched[g].resolved) all.push_back(g);
+      resolve(all);
+    }
+  }
   for (size_t g = 0; g < groups.size(); ++g) {
+    if (!searched[g].resolved) {
+      r.undecided += searched[g].bounds.fitting;
+      continue;
+    }
     const TrainingSetup& t = groups[g].first;
     const Precision asked = groups[g].second;
     Search::Bound& p1 = searched[g].p1;

@@ -33,6 +33,10 @@ struct PlanRequest {
   bool exact_batch_only = false;     // only micro-batch x accumulation x ranks == global_batch (fit)
   int64_t max_micro_batch = 1024;
   bool explain = true;               // runners-up and tiers (fit, which ranks every group, skips them)
+  // Every group's exact best (group_bests, fitting): fit and report, which list them. Otherwise
+  // a group is replayed only where its bounds say it could change the pick, the tiers, a note or
+  // a runner-up (the picks are the same either way; tests/planner/plan_test.cpp).
+  bool resolve_all = false;
   const Calibration* calibration = nullptr;
 };
 
@@ -71,7 +75,7 @@ struct PlanResult {
   std::vector<std::string> regime_notes;  // "amp-bf16 runs as mixed-bf16 under DeepSpeed ..."
   std::vector<RunnerUp> runners_up;
   std::vector<TierPlan> tiers;  // safe, balanced, aggressive
-  std::vector<Candidate> group_bests;  // the best fitting candidate of every group, fastest first
+  std::vector<Candidate> group_bests;  // the best fitting candidate of every group resolved (all with resolve_all), fastest first
   std::vector<LeftOut> left_out;       // options the card, framework or constraints ruled out
   int64_t budget_bytes = 0;
   int64_t host_budget_bytes = 0;  // budget x host RAM per node (0: unknown)
@@ -79,7 +83,8 @@ struct PlanResult {
   std::string batch_note;         // when the global batch cannot be met exactly
   // Search statistics.
   int64_t candidates = 0;       // grid points classified
-  int64_t fitting = 0;
+  int64_t fitting = 0;          // candidates that fit, in the groups resolved
+  int64_t undecided = 0;        // candidates of the groups not resolved whose bounds are within the budget (they may fit)
   int64_t timelines = 0;        // activation timelines simulated
   int64_t compositions = 0;     // memory compositions evaluated
   double seconds = 0;

@@ -330,3 +330,79 @@ TEST_CASE("plan: MEMPLAN_THREADS other than a count is an error naming it") {
   CHECK(plan(req).found);
   unsetenv("MEMPLAN_THREADS");
 }
+
+// plan() replays only the groups whose bounds say they could change what it answers
+// (PlanRequest::resolve_all off); with every group replayed the answer is the same: the pick and
+// the --emit pick, the tiers, the runners-up and their reasons, the notes, and when nothing fits,
+// why and where it would. The counts bracket the full search's.
+TEST_CASE("plan: replaying only the groups that could win gives the plan every group's replay gives") {
+  auto same = [](const Candidate& a, const Candidate& b) {
+    CHECK(a.setup.batch.micro_batch == b.setup.batch.micro_batch);
+    CHECK(a.setup.batch.grad_accum == b.setup.batch.grad_accum);
+    CHECK(a.setup.precision == b.setup.precision);
+    CHECK(a.setup.optimizer == b.setup.optimizer);
+    CHECK(to_string(a.setup.checkpointing) == to_string(b.setup.checkpointing));
+    CHECK(a.setup.attention == b.setup.attention);
+    CHECK(a.setup.runtime.liger == b.setup.runtime.liger);
+    CHECK(a.setup.finetune.mode == b.setup.finetune.mode);
+    CHECK(sharding_of(a.setup) == sharding_of(b.setup));
+    CHECK(a.peak_bytes == b.peak_bytes);
+    CHECK(a.host_per_node_bytes == b.host_per_node_bytes);
+    CHECK(a.time.tokens_per_s == b.time.tokens_per_s);
+    CHECK(a.fits == b.fits);
+  };
+  struct Case {
+    const char* model;
+    const char* gpu;
+    int64_t gpus, global, seq;
+    std::optional<EmitFormat> format;
+    int64_t host_gib;
+  };
+  int replayed_fewer = 0;
+  for (const Case& c : {Case{"qwen2.5-0.5b", "rtx-3060-12gb", 1, 32, 384, {}, 0}, Case{"qwen2.5-0.5b", "rtx-3060-12gb", 1, 64, 1024, {}, 0},
+                        Case{"llama-3.2-1b", "rtx-3090", 2, 64, 1024, EmitFormat::deepspeed, 0},
+                        Case{"llama-3.2-1b", "rtx-3090", 2, 64, 1024, EmitFormat::hf, 0}, Case{"llama-3-8b", "a100-40gb", 4, 256, 2048, {}, 0},
+                        Case{"llama-3-8b", "a100-40gb", 1, 16, 2048, {}, 64}, Case{"moe-nano", "l4", 1, 64, 1024, {}, 0},
+                        Case{"gpt2-medium", "rtx-4090", 1, 128, 1024, EmitFormat::lightning, 0},
+                        Case{"llama-2-13b", "rtx-3060-12gb", 1, 16, 4096, {}, 0}}) {
+    CAPTURE(c.model);
+    CAPTURE(c.gpu);
+    CAPTURE(c.gpus);
+    CAPTURE(c.seq);
+    PlanRequest req = request(c.model, c.gpu, c.gpus, c.global, c.seq);
+    req.format = c.format;
+    req.base.parallel.host_memory_bytes = c.host_gib << 30;
+    PlanRequest all = req;
+    all.resolve_all = true;
+    const PlanResult lazy = plan(req), full = plan(all);
+    REQUIRE(lazy.found == full.found);
+    if (full.found) same(lazy.best, full.best);
+    REQUIRE(lazy.unrestricted.has_value() == full.unrestricted.has_value());
+    if (full.unrestricted) same(*lazy.unrestricted, *full.unrestricted);
+    CHECK(lazy.format_note == full.format_note);
+    CHECK(lazy.regime_notes == full.regime_notes);
+    CHECK(lazy.batch_note == full.batch_note);
+    REQUIRE(lazy.tiers.size() == full.tiers.size());
+    for (size_t i = 0; i < full.tiers.size(); ++i) {
+      REQUIRE(lazy.tiers[i].found == full.tiers[i].found);
+      if (full.tiers[i].found) same(lazy.tiers[i].best, full.tiers[i].best);
+    }
+    REQUIRE(lazy.runners_up.size() == full.runners_up.size());
+    for (size_t i = 0; i < full.runners_up.size(); ++i) {
+      CHECK(lazy.runners_up[i].dimension == full.runners_up[i].dimension);
+      CHECK(lazy.runners_up[i].value == full.runners_up[i].value);
+      CHECK(lazy.runners_up[i].why == full.runners_up[i].why);
+      same(lazy.runners_up[i].candidate, full.runners_up[i].candidate);
+    }
+    CHECK(lazy.why_not == full.why_not);
+    CHECK(lazy.smallest_gpu == full.smallest_gpu);
+    CHECK(lazy.smallest_gpu_count == full.smallest_gpu_count);
+    CHECK(lazy.candidates == full.candidates);
+    CHECK(full.undecided == 0);
+    CHECK(lazy.fitting <= full.fitting);
+    CHECK(full.fitting <= lazy.fitting + lazy.undecided);
+    CHECK(lazy.compositions <= full.compositions);
+    if (lazy.compositions < full.compositions) ++replayed_fewer;
+  }
+  CHECK(replayed_fewer >= 4);  // the point of it: most of these replay fewer groups
+}
