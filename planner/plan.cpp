@@ -426,12 +426,15 @@ class Search {
   // `smallest_peak` gets the bound at micro-batch 1 (exact_peak() turns it into the peak); `host_short` counts micro-batches that fit
   // the GPU but not the node's RAM (level 0). `count_candidates` / `count_fitting`: add to those
   // counts. With `optimistic`, no replay is made: the bounds decide (see Optimistic), and the
-  // fitting counts go there.
+  // fitting counts go there. Only the levels in `level_mask` (bit i: level i) are searched, the
+  // others left empty; `memo` keeps the exact peaks between calls for the same group.
   std::vector<std::optional<Candidate>> best_of_group(TrainingSetup t, Bound* smallest_peak = nullptr, bool count_candidates = true,
-                                                      bool count_fitting = true, Optimistic* optimistic = nullptr) {
+                                                      bool count_fitting = true, Optimistic* optimistic = nullptr,
+                                                      uint32_t level_mask = ~0u, std::map<int64_t, Eval>* memo = nullptr) {
     std::vector<std::optional<Candidate>> best(levels());
     // Each micro-batch's bound, and its exact peak once a budget needs it (the replay).
-    std::map<int64_t, Eval> seen;
+    std::map<int64_t, Eval> own;
+    std::map<int64_t, Eval>& seen = memo ? *memo : own;
     std::map<int64_t, Bound> bounds;
     auto at = [&](int64_t b) -> TrainingSetup& {
       t.batch.micro_batch = b;
@@ -460,6 +463,7 @@ class Search {
     int64_t* const host_short_count = optimistic ? &optimistic->host_short : count_fitting ? &host_short : nullptr;
     const int64_t hi_all = max_b(), split = split_;
     for (size_t level = 0; level < levels(); ++level) {
+      if (!(level_mask >> level & 1u)) continue;
       auto fits_at = [&](int64_t b) { return host_ok(bound_at(b).host_per_node, level) && peak_within(b, budget_at(level)); };
       for (auto [lo, hi] : {std::pair<int64_t, int64_t>{1, split}, {split + 1, hi_all}}) {
         if (lo > hi) continue;
@@ -493,7 +497,7 @@ class Search {
       }
     }
     if (smallest_peak) *smallest_peak = bound_at(1);
-    if (host_short_count && host_capacity_ > 0) {  // GPU-fitting micro-batches (of those looked at) the node's RAM refuses
+    if (host_short_count && (level_mask & 1u) && host_capacity_ > 0) {  // GPU-fitting micro-batches (of those looked at) the node's RAM refuses
       std::vector<int64_t> looked;
       for (const auto& kv : bounds) looked.push_back(kv.first);
       for (const auto& kv : seen) looked.push_back(kv.first);
@@ -649,23 +653,31 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
   std::vector<std::pair<TrainingSetup, Precision>> groups;
   search.for_each_group([&](const TrainingSetup& t, Precision asked) { groups.emplace_back(t, asked); });
   struct GroupSearch {
-    std::vector<std::optional<Candidate>> best;  // exact, once resolved
+    std::vector<std::optional<Candidate>> best;  // exact at the levels in `exact`
     Search::Bound p1;
     std::vector<std::optional<Candidate>> optimistic;  // what the bounds allow (lazy search)
     Search::Optimistic bounds;
-    bool resolved = false;
+    uint32_t exact = 0;                  // bit i: best[i] is the exact answer at budget level i
+    std::map<int64_t, Search::Eval> seen;  // its exact peaks, kept between its searches
+    bool exact_at(size_t level) const { return exact >> level & 1u; }
   };
   std::vector<GroupSearch> searched(groups.size());
+  const uint32_t all_levels = (1u << search.levels()) - 1;
   auto make_worker = [&] { return std::make_unique<Search>(req, space, &timelines); };
   auto merge = [&](std::unique_ptr<Search>& w) { search.add_counts(*w); };
-  // The groups' exact searches (their replays), on several threads.
-  auto resolve = [&](const std::vector<size_t>& which) {
+  // The groups' exact searches (their replays) at the levels asked (masks), on several threads.
+  auto resolve = [&](const std::vector<std::pair<size_t, uint32_t>>& which) {
     for_each_index(
         which.size(), make_worker,
         [&](std::unique_ptr<Search>& w, size_t k) {
-          GroupSearch& g = searched[which[k]];
-          g.best = w->best_of_group(groups[which[k]].first, nullptr, /*count_candidates=*/false, /*count_fitting=*/true);
-          g.resolved = true;
+          GroupSearch& g = searched[which[k].first];
+          const uint32_t mask = which[k].second & ~g.exact;
+          if (!mask) return;
+          const auto got = w->best_of_group(groups[which[k].first].first, nullptr, /*count_candidates=*/false, /*count_fitting=*/true,
+                                            nullptr, mask, &g.seen);
+          for (size_t level = 0; level < got.size(); ++level)
+            if (mask >> level & 1u) g.best[level] = got[level];
+          g.exact |= mask;
         },
         merge);
   };
@@ -674,7 +686,7 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
         groups.size(), make_worker,
         [&](std::unique_ptr<Search>& w, size_t i) {
           searched[i].best = w->best_of_group(groups[i].first, &searched[i].p1);
-          searched[i].resolved = true;
+          searched[i].exact = all_levels;
         },
         merge);
   } else {
@@ -684,32 +696,33 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
         [&](std::unique_ptr<Search>& w, size_t i) {
           GroupSearch& g = searched[i];
           g.optimistic = w->best_of_group(groups[i].first, &g.p1, /*count_candidates=*/true, /*count_fitting=*/false, &g.bounds);
+          g.best.assign(g.optimistic.size(), std::nullopt);
           if (g.bounds.decided) {
             g.best = g.optimistic;
-            g.resolved = true;
+            g.exact = all_levels;
           }
         },
         merge);
     for (const GroupSearch& g : searched)
-      if (g.resolved) search.fitting += g.bounds.fitting, search.host_short += g.bounds.host_short;
-    // Then only the groups that could change what is printed, by their bounds' best: a group
-    // whose optimistic best neither beats the pick's top, nor comes within the throughput
-    // resolution of it (where a simpler plan would be chosen), nor could turn the stay-on-the-GPU
-    // rule, cannot change the pick at that budget, since its real best is no better (Optimistic).
-    // The picks: the request's budget (and the best the --emit format expresses), each tier's,
-    // and each DeepSpeed regime note; then the runners-up, which differ from the winner in one
-    // dimension. Four groups at a time, most promising first, whatever the thread count, so that
-    // the counts printed do not depend on the machine.
+      if (g.exact) search.fitting += g.bounds.fitting, search.host_short += g.bounds.host_short;
+    // Then, level by level, only the groups that could change what is printed, by their bounds'
+    // best: a group whose optimistic best at a budget neither beats that pick's top, nor comes
+    // within the throughput resolution of it (where a simpler plan would be chosen), nor could turn
+    // the stay-on-the-GPU rule, cannot change the pick there, since its real best is no better
+    // (Optimistic). The picks: the request's budget (and the best the --emit format expresses),
+    // each tier's, and each DeepSpeed regime note; then the runners-up, which differ from the
+    // winner in one dimension (at the request's budget). Four groups at a time, most promising
+    // first, whatever the thread count, so that the counts printed do not depend on the machine.
     constexpr size_t kBatch = 4;
     const auto any = [](const Candidate&) { return true; };
     auto expressible_setup = [&](const Candidate& c) { return !req.format || can_express(*req.format, c.setup, nullptr); };
     const size_t pick_levels = req.explain ? search.levels() : 1;
     auto note_of = [&](size_t g) { return groups[g].second != groups[g].first.precision ? int(groups[g].second) * 16 + int(groups[g].first.precision) : -1; };
-    // The groups that could change the pick at `level` among those `keep` accepts.
-    auto could_change = [&](size_t level, const auto& keep, std::vector<char>& needed) {
+    // The groups that could change the pick at `level` among those `keep` accepts: their bit set.
+    auto could_change = [&](size_t level, const auto& keep, std::vector<uint32_t>& needed) {
       std::vector<Candidate> known;
       for (const GroupSearch& g : searched)
-        if (g.resolved && g.best.size() > level && g.best[level] && keep(*g.best[level])) known.push_back(*g.best[level]);
+        if (g.exact_at(level) && g.best[level] && keep(*g.best[level])) known.push_back(*g.best[level]);
       const Candidate* top = nullptr;
       search.pick(known, keep, &top);
       bool gpu_only = false;
@@ -718,7 +731,7 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       auto distance = [&](const Candidate& c) { return std::llabs(c.global_batch - req.global_batch); };
       for (size_t g = 0; g < searched.size(); ++g) {
         const GroupSearch& gs = searched[g];
-        if (gs.resolved || gs.optimistic.size() <= level || !gs.optimistic[level]) continue;
+        if (gs.exact_at(level) || !gs.optimistic[level]) continue;
         const Candidate& o = *gs.optimistic[level];
         if (!keep(o)) continue;
         bool could = !top;
@@ -726,16 +739,19 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
         if (search.gpu_only_rule() && gpu_only && !Search::on_gpu(o)) continue;
         if (top && !search.better(*top, o)) could = true;
         if (top && distance(o) <= distance(*top) && o.time.tokens_per_s >= top->time.tokens_per_s * (1 - kThroughputResolution)) could = true;
-        if (could) needed[g] = 1;
+        if (could) needed[g] |= 1u << level;
       }
     };
-    auto resolve_needed = [&](std::vector<char>& needed) {
-      std::vector<size_t> which;
+    auto resolve_needed = [&](const std::vector<uint32_t>& needed) {
+      std::vector<std::pair<size_t, uint32_t>> which;
       for (size_t g = 0; g < needed.size(); ++g)
-        if (needed[g]) which.push_back(g);
+        if (needed[g]) which.emplace_back(g, needed[g]);
       if (which.empty()) return false;
-      std::stable_sort(which.begin(), which.end(), [&](size_t a, size_t b) {
-        const auto &oa = searched[a].optimistic[0], &ob = searched[b].optimistic[0];
+      auto first_level = [](uint32_t m) { return static_cast<size_t>(__builtin_ctz(m)); };
+      std::stable_sort(which.begin(), which.end(), [&](const auto& a, const auto& b) {
+        const size_t la = first_level(a.second), lb = first_level(b.second);
+        if (la != lb) return la < lb;
+        const auto &oa = searched[a.first].optimistic[la], &ob = searched[b.first].optimistic[lb];
         if (bool(oa) != bool(ob)) return bool(oa);
         return oa && search.better(*oa, *ob);
       });
@@ -744,17 +760,17 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       return true;
     };
     for (;;) {
-      std::vector<char> needed(groups.size(), 0);
+      std::vector<uint32_t> needed(groups.size(), 0);
       for (size_t level = 0; level < pick_levels; ++level) could_change(level, any, needed);
       if (req.format) could_change(0, expressible_setup, needed);
       // A DeepSpeed regime note is printed where a group of that regime fits.
       std::vector<int> noted;
       for (size_t g = 0; g < groups.size(); ++g)
-        if (searched[g].resolved && !searched[g].best.empty() && searched[g].best[0] && note_of(g) >= 0) noted.push_back(note_of(g));
+        if (searched[g].exact_at(0) && searched[g].best[0] && note_of(g) >= 0) noted.push_back(note_of(g));
       for (size_t g = 0; g < groups.size(); ++g)
-        if (!searched[g].resolved && note_of(g) >= 0 && searched[g].optimistic[0] &&
+        if (!searched[g].exact_at(0) && note_of(g) >= 0 && searched[g].optimistic[0] &&
             std::find(noted.begin(), noted.end(), note_of(g)) == noted.end())
-          needed[g] = 1;
+          needed[g] |= 1u;
       if (!resolve_needed(needed)) break;
     }
     // Nothing fits (why_not's smallest peak and host shortfall are over every group), or the format
@@ -762,42 +778,42 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
     std::vector<Candidate> known;
     std::vector<char> can;
     for (const GroupSearch& g : searched)
-      if (g.resolved && g.best[0]) known.push_back(*g.best[0]), can.push_back(expressible_setup(*g.best[0]));
+      if (g.exact_at(0) && g.best[0]) known.push_back(*g.best[0]), can.push_back(expressible_setup(*g.best[0]));
     const Candidate* overall = search.pick(known, any);
     const Candidate* chosen = search.pick(known, [&](const Candidate& c) { return bool(can[&c - known.data()]); });
-    std::vector<size_t> rest;
+    std::vector<std::pair<size_t, uint32_t>> rest;
     if (!overall || (req.format && (!chosen || !same_choice(overall->setup, chosen->setup)))) {
       for (size_t g = 0; g < groups.size(); ++g)
-        if (!searched[g].resolved) rest.push_back(g);
+        if (searched[g].exact != all_levels) rest.emplace_back(g, all_levels);
     } else if (req.explain) {
       for (size_t g = 0; g < groups.size(); ++g)
-        if (!searched[g].resolved && !differing_dimension(groups[g].first, chosen->setup).empty()) rest.push_back(g);
+        if (!searched[g].exact_at(0) && !differing_dimension(groups[g].first, chosen->setup).empty()) rest.emplace_back(g, 1u);
     }
     if (!rest.empty()) resolve(rest);
     // The bounds' promise kept: no group's real best beats its optimistic one at any budget (if one
-    // did, a group left out might have won; then every group is searched).
+    // did, a group left out might have won; then every group is searched at every budget).
     bool kept = true;
     for (const GroupSearch& g : searched)
-      for (size_t level = 0; g.resolved && level < g.best.size(); ++level)
-        if (g.best[level] && (!g.optimistic[level] || search.better(*g.best[level], *g.optimistic[level]))) kept = false;
+      for (size_t level = 0; level < g.best.size(); ++level)
+        if (g.exact_at(level) && g.best[level] && (!g.optimistic[level] || search.better(*g.best[level], *g.optimistic[level]))) kept = false;
     if (!kept) {
-      std::vector<size_t> all;
+      std::vector<std::pair<size_t, uint32_t>> all;
       for (size_t g = 0; g < groups.size(); ++g)
-        if (!searched[g].resolved) all.push_back(g);
+        if (searched[g].exact != all_levels) all.emplace_back(g, all_levels);
       resolve(all);
     }
   }
   for (size_t g = 0; g < groups.size(); ++g) {
-    if (!searched[g].resolved) {
+    std::vector<std::optional<Candidate>>& best = searched[g].best;
+    for (size_t i = 0; i + 1 < best.size(); ++i)
+      if (searched[g].exact_at(i + 1) && best[i + 1]) tier_fitting[i].push_back(*best[i + 1]);
+    if (!searched[g].exact_at(0)) {
       r.undecided += searched[g].bounds.fitting;
       continue;
     }
     const TrainingSetup& t = groups[g].first;
     const Precision asked = groups[g].second;
     Search::Bound& p1 = searched[g].p1;
-    std::vector<std::optional<Candidate>>& best = searched[g].best;
-    for (size_t i = 0; i + 1 < best.size(); ++i)
-      if (best[i + 1]) tier_fitting[i].push_back(*best[i + 1]);
     if (!best[0]) {
       TrainingSetup one = t;
       one.batch.micro_batch = 1;
