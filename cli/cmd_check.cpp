@@ -551,9 +551,7 @@ int run_check(Io io, const CheckFlags& f) {
       throw InputError(Where::at_flag("--max-growth"), "growth needs something to grow from",
                        "pass --base-ref GIT_REF or --baseline FILE");
   }
-  if (f.gpu_memory && !profiles::parse_size(*f.gpu_memory))
-    throw InputError(Where::at_flag(memplan::field(Size::gpu_memory).flag), fmt::format("cannot read '{}' as a size", *f.gpu_memory),
-                     "write it like 12GiB, 24GB or 25769803776");
+  if (f.gpu_memory) profiles::read_size(*f.gpu_memory, Where::at_flag(memplan::field(Size::gpu_memory).flag), "a GPU's memory");
   if (f.gpu && !profiles::gpu_catalog().find(*f.gpu)) {
     const auto near = profiles::gpu_catalog().suggest(*f.gpu);
     throw InputError(Where::at_flag(memplan::field(Target::gpu).flag), fmt::format("unknown GPU '{}'", profiles::clip(*f.gpu)),

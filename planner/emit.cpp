@@ -164,9 +164,10 @@ std::string hardware_section(const EmitContext& c) {
   const DeviceSpec& d = c.setup.device;
   if (!c.gpu.empty()) y += fmt::format("  {}: {}\n", field(Target::gpu).key, text::yaml_scalar(c.gpu));
   if (d.kind == DeviceKind::cpu) y += fmt::format("  {}: cpu\n", field(Target::device).key);
-  if (const int64_t card = stated_card_bytes(c); card > 0) y += fmt::format("  {}: {}\n", field(Size::gpu_memory).key, card);
+  // Sizes with their unit, as memplan reads them back (profiles::read_size refuses a bare number).
+  if (const int64_t card = stated_card_bytes(c); card > 0) y += fmt::format("  {}: {}\n", field(Size::gpu_memory).key, text::size_argument(card));
   if (d.allocator_cap_bytes > 0) y += fmt::format("  {}: {}\n", field(Size::allocator_cap).key, allocator_cap_text(d));
-  if (const int64_t host = stated_host_bytes(c); host > 0) y += fmt::format("  {}: {}\n", field(Size::host_memory).key, host);
+  if (const int64_t host = stated_host_bytes(c); host > 0) y += fmt::format("  {}: {}\n", field(Size::host_memory).key, text::size_argument(host));
   y += fmt::format("  {}: {}\n", field(Count::num_gpus).keys[0], c.setup.parallel.num_gpus);
   return y + count_lines(c.setup, "hardware", {Count::num_gpus});
 }
@@ -438,9 +439,9 @@ std::string emit_deepspeed(const EmitContext& c) {
   m["hardware"] = nlohmann::ordered_json::object();
   if (!c.gpu.empty()) m["hardware"][field(Target::gpu).key] = c.gpu;
   if (s.device.kind == DeviceKind::cpu) m["hardware"][field(Target::device).key] = "cpu";
-  if (const int64_t card = stated_card_bytes(c); card > 0) m["hardware"][field(Size::gpu_memory).key] = card;
+  if (const int64_t card = stated_card_bytes(c); card > 0) m["hardware"][field(Size::gpu_memory).key] = text::size_argument(card);
   if (s.device.allocator_cap_bytes > 0) m["hardware"][field(Size::allocator_cap).key] = allocator_cap_text(s.device);
-  if (const int64_t host = stated_host_bytes(c); host > 0) m["hardware"][field(Size::host_memory).key] = host;
+  if (const int64_t host = stated_host_bytes(c); host > 0) m["hardware"][field(Size::host_memory).key] = text::size_argument(host);
   m["hardware"][field(Count::num_gpus).keys[0]] = s.parallel.num_gpus;
   for (const auto& [k, v] : count_entries(s, "hardware", {Count::num_gpus})) m["hardware"][k] = v;
   TrainingSetup budget;

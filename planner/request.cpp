@@ -54,6 +54,7 @@ std::vector<std::pair<std::string, DeviceSpec>> table_devices(const std::string&
       out.emplace_back(fmt::format("{} ({})", g->name, size_label(t.device.capacity_bytes)), t.device);
       continue;
     }
+    if (auto bare = profiles::bare_size_error(item, Where::at_flag("--table"))) throw *bare;
     const auto bytes = profiles::parse_size(item);
     if (!bytes || *bytes <= 0) {
       const auto near = catalog.suggest(item);

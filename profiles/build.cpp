@@ -49,13 +49,7 @@ void apply_choice_flag(const SetupInputs& in, Choice id, BuiltSetup& b) {
 // that fits nothing, said with a straight face), and 12GB and 12GiB differ by 7%.
 void require_unit(const std::string& text, const SizeField& row) {
   if (row.fraction) return;  // a bare number is a fraction of the card
-  const char* flag = row.flag;
-  const auto digit = [](char c) { return (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ' '; };
-  if (!text.empty() && std::all_of(text.begin(), text.end(), digit))
-    throw InputError(Where::at_flag(flag), fmt::format("'{}' has no unit (it would be {} bytes)", clip(text), clip(text)),
-                     fmt::format("write the unit: {0}GiB ({0} x 2^30 bytes, what nvidia-smi's MiB add up to) or {0}GB ({0} x "
-                                 "10^9 bytes, a vendor's spec sheet)",
-                                 clip(text)));
+  if (auto bare = bare_size_error(text, Where::at_flag(row.flag))) throw *bare;
 }
 
 std::optional<int64_t> capacity_flag(const SetupInputs& in) {

@@ -57,6 +57,39 @@ std::optional<int64_t> parse_size(const std::string& text) {
   return static_cast<int64_t>(std::llroundl(v));
 }
 
+std::optional<InputError> bare_size_error(const std::string& text, const Where& where) {
+  const auto bare = [](char c) { return (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ' ' || c == 'e' || c == 'E' || c == '+'; };
+  const size_t digits = static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }));
+  if (text.empty() || digits == 0 || !std::all_of(text.begin(), text.end(), bare)) return std::nullopt;
+  if (text.find_first_of("eE") != std::string::npos) {  // 24e9: say it in both units
+    const long double v = std::strtold(text.c_str(), nullptr);
+    return InputError(where, fmt::format("'{}' has no unit (it would be {} bytes)", clip(text), clip(text)),
+                      fmt::format("write the unit: {:.4g}GB ({:.4g} x 10^9 bytes) or {:.4g}GiB ({:.4g} x 2^30 bytes)",
+                                  static_cast<double>(v / 1e9L), static_cast<double>(v / 1e9L), static_cast<double>(v / 0x1p30L),
+                                  static_cast<double>(v / 0x1p30L)));
+  }
+  const bool whole = std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (whole && text.size() >= 7 && text.size() <= 19) {  // a byte count (older memplan files wrote these): both ways to keep it
+    const long double v = std::strtold(text.c_str(), nullptr);
+    return InputError(where, fmt::format("'{}' has no unit (it would be {} bytes)", clip(text), clip(text)),
+                      fmt::format("write the unit: {}B to keep it in bytes, or {:.4g}GiB ({:.4g}GB)", text, static_cast<double>(v / 0x1p30L),
+                                  static_cast<double>(v / 1e9L)));
+  }
+  return InputError(where, fmt::format("'{}' has no unit (it would be {} bytes)", clip(text), clip(text)),
+                    fmt::format("write the unit: {0}GiB ({0} x 2^30 bytes, what nvidia-smi's MiB add up to) or {0}GB ({0} x "
+                                "10^9 bytes, a vendor's spec sheet)",
+                                clip(text)));
+}
+
+int64_t read_size(const std::string& text, const Where& where, const std::string& what) {
+  if (auto bare = bare_size_error(text, where)) throw *bare;
+  const auto bytes = parse_size(text);
+  if (!bytes)
+    throw InputError(where, fmt::format("cannot read '{}' as {}", clip(text), what), "write a size with its unit, like 12GiB, 24GB or 512MiB");
+  if (*bytes <= 0) throw InputError(where, fmt::format("{} must be above 0 (got '{}')", what, clip(text)), "a size like 12GiB");
+  return *bytes;
+}
+
 int edit_distance(const std::string& a, const std::string& b) {
   std::vector<int> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int>(j);

@@ -154,8 +154,16 @@ ModelSpec load_model(const std::string& name_or_path, const Where& origin, std::
 // ---- sizes -------------------------------------------------------------------------------------
 
 // "12GiB", "12 GiB", "24GB" (decimal: 24e9), "80G" (GiB), "512MiB", "1.5TiB", "12884901888".
-// nullopt when not a size.
+// nullopt when not a size. What memplan reads from a user goes through read_size().
 std::optional<int64_t> parse_size(const std::string& text);
+
+// A size as memplan reads it everywhere (the size flags, a config's hardware: sizes, plan --table,
+// MEMPLAN_MAX_FILE_SIZE): a number with its unit, above 0. A bare number is refused with one hint,
+// here as at every flag: "12" was read as 12 bytes (a card that fits nothing), and 12GB and 12GiB
+// differ by 7%. `what` names the value in the message ("the GPU's memory"); the error is at `where`.
+int64_t read_size(const std::string& text, const Where& where, const std::string& what);
+// The refusal of a bare number (no unit), or nullopt when `text` is not one.
+std::optional<InputError> bare_size_error(const std::string& text, const Where& where);
 
 // ---- training configs ----------------------------------------------------------------------------
 

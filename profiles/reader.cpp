@@ -75,9 +75,10 @@ ReadLimits& limits_slot() {
   static ReadLimits limits = [] {
     ReadLimits l;
     if (const char* env = std::getenv("MEMPLAN_MAX_FILE_SIZE"); env && *env) {
-      const auto bytes = parse_size(env);
+      std::optional<int64_t> bytes;
+      if (!bare_size_error(env, Where{})) bytes = parse_size(env);
       if (!bytes || *bytes <= 0)
-        throw InputError(Where{}, fmt::format("MEMPLAN_MAX_FILE_SIZE='{}' is not a size", clip(env)),
+        throw InputError(Where{}, fmt::format("MEMPLAN_MAX_FILE_SIZE='{}' is not a size with its unit", clip(env)),
                          "write it like 64MiB, or unset it for the defaults (16 MiB; YAML 1 MiB)");
       l.max_file_bytes = l.max_yaml_bytes = *bytes;
     }
@@ -1139,11 +1140,17 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+// A size with its unit, as every size flag takes it (read_size): a bare number, 24 or 24e9, is
+// refused with the flags' hint, not read as bytes.
 int64_t as_size(const Node& n) {
-  if (n.kind == Node::Kind::scalar)
+  if (n.kind == Node::Kind::scalar) {
+    if (auto bare = bare_size_error(n.text, n.where)) {
+      const std::string subject = n.path.empty() ? "the size" : n.path;
+      throw InputError(n.where, fmt::format("{}: {}", subject, bare->message()), bare->hint());
+    }
     if (auto v = parse_size(n.text)) return *v;
-  if (is_plain_scalar(n) && looks_numeric(n.text) && n.text[0] != '-') return as_int(n);  // 24e9
-  type_error(n, "a size like 24GiB, 24GB or 25769803776");
+  }
+  type_error(n, "a size like 24GiB or 24GB");
 }
 
 // ---- keys -------------------------------------------------------------------------------------

@@ -1285,6 +1285,36 @@ TEST_CASE("fit: a step that runs above the target says it runs, and the largest 
 // The command line says what it takes (issue 26): a size without its unit is refused (12 was 12
 // bytes), a GPU model name that fits several cards lists them instead of picking the smallest, and
 // Python's --seq_len is pointed at --seq-len by its own name.
+// One meaning for a size everywhere (issue 55): a bare number is refused with the flags' hint in
+// a config's hardware: sizes (24 and 24e9 were bytes there), in plan --table (12 was a 12-byte
+// card) and in check --gpu-memory, as at every size flag.
+TEST_CASE("sizes need units in files, plan --table and check as at the flags") {
+  memplan::testing::TempDir dir;
+  auto write = [&](const std::string& name, const std::string& text) {
+    const std::string path = dir.path() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  };
+  const std::string small = write("small.yaml", "model:\n  preset: gpt2\nhardware:\n  gpu_memory: 12\n");
+  Run r = invoke({"estimate", "--config", small});
+  CHECK(r.code == 2);
+  CHECK(r.err == small + ":4:3: error: hardware.gpu_memory: '12' has no unit (it would be 12 bytes)\nhint: write the unit: 12GiB (12 x "
+                         "2^30 bytes, what nvidia-smi's MiB add up to) or 12GB (12 x 10^9 bytes, a vendor's spec sheet)\n");
+  const std::string exp = write("exp.yaml", "model:\n  preset: gpt2\nhardware:\n  gpu: t4\n  host_memory: 64e9\n");
+  r = invoke({"fit", "--config", exp});
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, ":5:3: error: hardware.host_memory: '64e9' has no unit (it would be 64e9 bytes)\nhint: write the unit: 64GB (64 x "
+                        "10^9 bytes) or 59.6GiB (59.6 x 2^30 bytes)\n"));
+  const std::string unit = write("unit.yaml", "model:\n  preset: gpt2\nhardware:\n  gpu_memory: 12GiB\n");
+  CHECK(contains(invoke({"estimate", "--config", unit}).out, "device: custom, 12.00 GiB"));
+  r = invoke({"plan", "--model", "gpt2", "--table", "24GiB,12", "--global-batch", "8"});
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "error: --table: '12' has no unit (it would be 12 bytes)\nhint: write the unit: 12GiB"));
+  r = invoke({"check", unit, "--gpu-memory", "16"});
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "error: --gpu-memory: '16' has no unit (it would be 16 bytes)\nhint: write the unit: 16GiB"));
+}
+
 TEST_CASE("flags: sizes need units, ambiguous GPU names list their cards, underscores find their flag") {
   const Run bare = invoke({"estimate", "--model", "gpt2", "--gpu-memory", "12"});
   CHECK(bare.code == 2);
