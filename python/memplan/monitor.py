@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import os
+import stat
 import time
 
 from . import _memplan
@@ -619,12 +620,42 @@ class Monitor:
 # ---- reading logs back ---------------------------------------------------------------------------
 
 
+# The longest line read_log takes: a record is a few hundred bytes (a reading, a verdict); a line
+# past this is not one, and reading it whole could take all of memory.
+MAX_LOG_LINE = 1 << 20
+
+
 def read_log(path):
     """The records of a memplan.monitor/v1 JSON-lines log (Monitor or `memplan watch --log`), as
-    dicts. InputError with file:line:col on a line that is not one."""
+    dicts. InputError with file:line:col on a line that is not one, and on a path that is not a
+    regular file (a FIFO would block the reader, /dev/zero fill its memory)."""
     records = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise InputError(f"cannot open the log: {e.strerror}", file=str(path),
+                         hint="a memplan.monitor/v1 log written by memplan.Monitor(log=...) or memplan watch --log") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError("not a regular file (a FIFO, a device or a folder)", file=str(path),
+                             hint="read_log reads a log file memplan wrote; stream a live run with memplan watch instead")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        f = os.fdopen(fd, encoding="utf-8")
+        fd = -1  # the file object owns it now
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    with f:
+        number = 0
+        while True:
+            line = f.readline(MAX_LOG_LINE + 1)
+            if not line:
+                break
+            number += 1
+            if len(line) > MAX_LOG_LINE:
+                raise InputError(f"a line longer than {MAX_LOG_LINE} characters", file=str(path), line=number, col=1,
+                                 hint="a memplan.monitor/v1 log has one short JSON object per line")
             if not line.strip():
                 continue
             try:

@@ -272,6 +272,26 @@ class BadInput(unittest.TestCase):
                 memplan.read_log(path)
             self.assertEqual((caught.exception.line, caught.exception.col), (2, 2))
 
+    def test_read_log_refuses_what_is_not_a_log_file(self):
+        # A FIFO would block the reader; /dev/zero would fill its memory; a line with no end too.
+        with tempfile.TemporaryDirectory() as d:
+            fifo = os.path.join(d, "fifo")
+            os.mkfifo(fifo)
+            with self.assertRaises(memplan.InputError) as caught:
+                memplan.read_log(fifo)
+            self.assertIn("not a regular file", str(caught.exception))
+            if os.path.exists("/dev/zero"):
+                with self.assertRaises(memplan.InputError):
+                    memplan.read_log("/dev/zero")
+            long = os.path.join(d, "long.jsonl")
+            with open(long, "w") as f:
+                f.write(json.dumps({"schema": "memplan.monitor/v1", "kind": "start"}) + "\n" + "x" * (2 << 20))
+            with self.assertRaises(memplan.InputError) as caught:
+                memplan.read_log(long)
+            self.assertEqual(caught.exception.line, 2)
+            with self.assertRaises(memplan.InputError):
+                memplan.read_log(os.path.join(d, "missing.jsonl"))
+
 
 if __name__ == "__main__":
     unittest.main()
