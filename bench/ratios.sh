@@ -44,7 +44,7 @@ checks=(
   "version / empty|version|empty|1.5|2"
   "estimate / version|estimate|version|2|8"
   "fit / estimate|fit|estimate|2|4"
-  "plan / estimate|plan|estimate|3|80"
+  "plan / estimate|plan|estimate|3|16"
 )
 printf '%-20s %10s %10s %8s %8s %8s  %s\n' "ratio" "num ms" "den ms" "ratio" "target" "guard" "verdict"
 fail=0

@@ -393,21 +393,29 @@ class Search {
   // `top` (when given) gets the best by better() among those pick() considers.
   template <class Keep>
   const Candidate* pick(const std::vector<Candidate>& cs, Keep&& keep_any, const Candidate** top_out = nullptr) const {
+    std::vector<const Candidate*> ps;
+    ps.reserve(cs.size());
+    for (const Candidate& c : cs) ps.push_back(&c);
+    return pick(ps, keep_any, top_out);
+  }
+  // The same over candidates held elsewhere (no copies).
+  template <class Keep>
+  const Candidate* pick(const std::vector<const Candidate*>& cs, Keep&& keep_any, const Candidate** top_out = nullptr) const {
     bool gpu_only = false;
     if (gpu_only_rule())
-      for (const Candidate& c : cs) gpu_only = gpu_only || (keep_any(c) && on_gpu(c));
+      for (const Candidate* c : cs) gpu_only = gpu_only || (keep_any(*c) && on_gpu(*c));
     auto keep = [&](const Candidate& c) { return keep_any(c) && (!gpu_only || on_gpu(c)); };
     const Candidate* top = nullptr;
-    for (const Candidate& c : cs)
-      if (keep(c) && (!top || better(c, *top))) top = &c;
+    for (const Candidate* c : cs)
+      if (keep(*c) && (!top || better(*c, *top))) top = c;
     if (top_out) *top_out = top;
     if (!top) return nullptr;
     const Candidate* choice = top;
-    for (const Candidate& c : cs) {
-      if (!keep(c) || c.global_batch != top->global_batch) continue;
-      if (c.time.tokens_per_s < top->time.tokens_per_s * (1 - kThroughputResolution)) continue;
-      const auto sc = simplicity(c.setup, req_.base), sb = simplicity(choice->setup, req_.base);
-      if (sc < sb || (sc == sb && better(c, *choice))) choice = &c;
+    for (const Candidate* c : cs) {
+      if (!keep(*c) || c->global_batch != top->global_batch) continue;
+      if (c->time.tokens_per_s < top->time.tokens_per_s * (1 - kThroughputResolution)) continue;
+      const auto sc = simplicity(c->setup, req_.base), sb = simplicity(choice->setup, req_.base);
+      if (sc < sb || (sc == sb && better(*c, *choice))) choice = c;
     }
     return choice;
   }
@@ -696,111 +704,117 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
         [&](std::unique_ptr<Search>& w, size_t i) {
           GroupSearch& g = searched[i];
           g.optimistic = w->best_of_group(groups[i].first, &g.p1, /*count_candidates=*/true, /*count_fitting=*/false, &g.bounds);
-          g.best.assign(g.optimistic.size(), std::nullopt);
-          if (g.bounds.decided) {
-            g.best = g.optimistic;
+          if (g.bounds.decided) {  // (its optimistic best is then never read)
+            g.best = std::move(g.optimistic);
+            g.optimistic.clear();
             g.exact = all_levels;
+          } else {
+            g.best.assign(g.optimistic.size(), std::nullopt);
           }
         },
         merge);
-    for (const GroupSearch& g : searched)
+    bool open = false;  // a group the bounds left to the replay
+    for (const GroupSearch& g : searched) {
       if (g.exact) search.fitting += g.bounds.fitting, search.host_short += g.bounds.host_short;
-    // Then, level by level, only the groups that could change what is printed, by their bounds'
-    // best: a group whose optimistic best at a budget neither beats that pick's top, nor comes
-    // within the throughput resolution of it (where a simpler plan would be chosen), nor could turn
-    // the stay-on-the-GPU rule, cannot change the pick there, since its real best is no better
-    // (Optimistic). The picks: the request's budget (and the best the --emit format expresses),
-    // each tier's, and each DeepSpeed regime note; then the runners-up, which differ from the
-    // winner in one dimension (at the request's budget). Four groups at a time, most promising
-    // first, whatever the thread count, so that the counts printed do not depend on the machine.
-    constexpr size_t kBatch = 4;
-    const auto any = [](const Candidate&) { return true; };
-    auto expressible_setup = [&](const Candidate& c) { return !req.format || can_express(*req.format, c.setup, nullptr); };
-    const size_t pick_levels = req.explain ? search.levels() : 1;
-    auto note_of = [&](size_t g) { return groups[g].second != groups[g].first.precision ? int(groups[g].second) * 16 + int(groups[g].first.precision) : -1; };
-    // The groups that could change the pick at `level` among those `keep` accepts: their bit set.
-    auto could_change = [&](size_t level, const auto& keep, std::vector<uint32_t>& needed) {
-      std::vector<Candidate> known;
-      for (const GroupSearch& g : searched)
-        if (g.exact_at(level) && g.best[level] && keep(*g.best[level])) known.push_back(*g.best[level]);
-      const Candidate* top = nullptr;
-      search.pick(known, keep, &top);
-      bool gpu_only = false;
-      if (search.gpu_only_rule())
-        for (const Candidate& c : known) gpu_only = gpu_only || Search::on_gpu(c);
-      auto distance = [&](const Candidate& c) { return std::llabs(c.global_batch - req.global_batch); };
-      for (size_t g = 0; g < searched.size(); ++g) {
-        const GroupSearch& gs = searched[g];
-        if (gs.exact_at(level) || !gs.optimistic[level]) continue;
-        const Candidate& o = *gs.optimistic[level];
-        if (!keep(o)) continue;
-        bool could = !top;
-        if (search.gpu_only_rule() && !gpu_only && Search::on_gpu(o)) could = true;
-        if (search.gpu_only_rule() && gpu_only && !Search::on_gpu(o)) continue;
-        if (top && !search.better(*top, o)) could = true;
-        if (top && distance(o) <= distance(*top) && o.time.tokens_per_s >= top->time.tokens_per_s * (1 - kThroughputResolution)) could = true;
-        if (could) needed[g] |= 1u << level;
+      open = open || !g.exact;
+    }
+    if (open) {
+      // Then, level by level, only the groups that could change what is printed, by their bounds'
+      // best: a group whose optimistic best at a budget neither beats that pick's top, nor comes
+      // within the throughput resolution of it (where a simpler plan would be chosen), nor could turn
+      // the stay-on-the-GPU rule, cannot change the pick there, since its real best is no better
+      // (Optimistic). The picks: the request's budget (and the best the --emit format expresses),
+      // each tier's, and each DeepSpeed regime note; then the runners-up, which differ from the
+      // winner in one dimension (at the request's budget). Four groups at a time, most promising
+      // first, whatever the thread count, so that the counts printed do not depend on the machine.
+      constexpr size_t kBatch = 4;
+      const auto any = [](const Candidate&) { return true; };
+      auto expressible_setup = [&](const Candidate& c) { return !req.format || can_express(*req.format, c.setup, nullptr); };
+      const size_t pick_levels = req.explain ? search.levels() : 1;
+      auto note_of = [&](size_t g) { return groups[g].second != groups[g].first.precision ? int(groups[g].second) * 16 + int(groups[g].first.precision) : -1; };
+      // The groups that could change the pick at `level` among those `keep` accepts: their bit set.
+      auto could_change = [&](size_t level, const auto& keep, std::vector<uint32_t>& needed) {
+        std::vector<const Candidate*> known;
+        for (const GroupSearch& g : searched)
+          if (g.exact_at(level) && g.best[level] && keep(*g.best[level])) known.push_back(&*g.best[level]);
+        const Candidate* top = nullptr;
+        search.pick(known, keep, &top);
+        bool gpu_only = false;
+        if (search.gpu_only_rule())
+          for (const Candidate* c : known) gpu_only = gpu_only || Search::on_gpu(*c);
+        auto distance = [&](const Candidate& c) { return std::llabs(c.global_batch - req.global_batch); };
+        for (size_t g = 0; g < searched.size(); ++g) {
+          const GroupSearch& gs = searched[g];
+          if (gs.exact_at(level) || !gs.optimistic[level]) continue;
+          const Candidate& o = *gs.optimistic[level];
+          if (!keep(o)) continue;
+          bool could = !top;
+          if (search.gpu_only_rule() && !gpu_only && Search::on_gpu(o)) could = true;
+          if (search.gpu_only_rule() && gpu_only && !Search::on_gpu(o)) continue;
+          if (top && !search.better(*top, o)) could = true;
+          if (top && distance(o) <= distance(*top) && o.time.tokens_per_s >= top->time.tokens_per_s * (1 - kThroughputResolution)) could = true;
+          if (could) needed[g] |= 1u << level;
+        }
+      };
+      auto resolve_needed = [&](const std::vector<uint32_t>& needed) {
+        std::vector<std::pair<size_t, uint32_t>> which;
+        for (size_t g = 0; g < needed.size(); ++g)
+          if (needed[g]) which.emplace_back(g, needed[g]);
+        if (which.empty()) return false;
+        auto first_level = [](uint32_t m) { return static_cast<size_t>(__builtin_ctz(m)); };
+        std::stable_sort(which.begin(), which.end(), [&](const auto& a, const auto& b) {
+          const size_t la = first_level(a.second), lb = first_level(b.second);
+          if (la != lb) return la < lb;
+          const auto &oa = searched[a.first].optimistic[la], &ob = searched[b.first].optimistic[lb];
+          if (bool(oa) != bool(ob)) return bool(oa);
+          return oa && search.better(*oa, *ob);
+        });
+        if (which.size() > kBatch) which.resize(kBatch);
+        resolve(which);
+        return true;
+      };
+      for (;;) {
+        std::vector<uint32_t> needed(groups.size(), 0);
+        for (size_t level = 0; level < pick_levels; ++level) could_change(level, any, needed);
+        if (req.format) could_change(0, expressible_setup, needed);
+        // A DeepSpeed regime note is printed where a group of that regime fits.
+        std::vector<int> noted;
+        for (size_t g = 0; g < groups.size(); ++g)
+          if (searched[g].exact_at(0) && searched[g].best[0] && note_of(g) >= 0) noted.push_back(note_of(g));
+        for (size_t g = 0; g < groups.size(); ++g)
+          if (!searched[g].exact_at(0) && note_of(g) >= 0 && searched[g].optimistic[0] &&
+              std::find(noted.begin(), noted.end(), note_of(g)) == noted.end())
+            needed[g] |= 1u;
+        if (!resolve_needed(needed)) break;
       }
-    };
-    auto resolve_needed = [&](const std::vector<uint32_t>& needed) {
-      std::vector<std::pair<size_t, uint32_t>> which;
-      for (size_t g = 0; g < needed.size(); ++g)
-        if (needed[g]) which.emplace_back(g, needed[g]);
-      if (which.empty()) return false;
-      auto first_level = [](uint32_t m) { return static_cast<size_t>(__builtin_ctz(m)); };
-      std::stable_sort(which.begin(), which.end(), [&](const auto& a, const auto& b) {
-        const size_t la = first_level(a.second), lb = first_level(b.second);
-        if (la != lb) return la < lb;
-        const auto &oa = searched[a.first].optimistic[la], &ob = searched[b.first].optimistic[lb];
-        if (bool(oa) != bool(ob)) return bool(oa);
-        return oa && search.better(*oa, *ob);
-      });
-      if (which.size() > kBatch) which.resize(kBatch);
-      resolve(which);
-      return true;
-    };
-    for (;;) {
-      std::vector<uint32_t> needed(groups.size(), 0);
-      for (size_t level = 0; level < pick_levels; ++level) could_change(level, any, needed);
-      if (req.format) could_change(0, expressible_setup, needed);
-      // A DeepSpeed regime note is printed where a group of that regime fits.
-      std::vector<int> noted;
-      for (size_t g = 0; g < groups.size(); ++g)
-        if (searched[g].exact_at(0) && searched[g].best[0] && note_of(g) >= 0) noted.push_back(note_of(g));
-      for (size_t g = 0; g < groups.size(); ++g)
-        if (!searched[g].exact_at(0) && note_of(g) >= 0 && searched[g].optimistic[0] &&
-            std::find(noted.begin(), noted.end(), note_of(g)) == noted.end())
-          needed[g] |= 1u;
-      if (!resolve_needed(needed)) break;
-    }
-    // Nothing fits (why_not's smallest peak and host shortfall are over every group), or the format
-    // cannot express the overall best (its note names the first group it cannot express): every group.
-    std::vector<Candidate> known;
-    std::vector<char> can;
-    for (const GroupSearch& g : searched)
-      if (g.exact_at(0) && g.best[0]) known.push_back(*g.best[0]), can.push_back(expressible_setup(*g.best[0]));
-    const Candidate* overall = search.pick(known, any);
-    const Candidate* chosen = search.pick(known, [&](const Candidate& c) { return bool(can[&c - known.data()]); });
-    std::vector<std::pair<size_t, uint32_t>> rest;
-    if (!overall || (req.format && (!chosen || !same_choice(overall->setup, chosen->setup)))) {
-      for (size_t g = 0; g < groups.size(); ++g)
-        if (searched[g].exact != all_levels) rest.emplace_back(g, all_levels);
-    } else if (req.explain) {
-      for (size_t g = 0; g < groups.size(); ++g)
-        if (!searched[g].exact_at(0) && !differing_dimension(groups[g].first, chosen->setup).empty()) rest.emplace_back(g, 1u);
-    }
-    if (!rest.empty()) resolve(rest);
-    // The bounds' promise kept: no group's real best beats its optimistic one at any budget (if one
-    // did, a group left out might have won; then every group is searched at every budget).
-    bool kept = true;
-    for (const GroupSearch& g : searched)
-      for (size_t level = 0; level < g.best.size(); ++level)
-        if (g.exact_at(level) && g.best[level] && (!g.optimistic[level] || search.better(*g.best[level], *g.optimistic[level]))) kept = false;
-    if (!kept) {
-      std::vector<std::pair<size_t, uint32_t>> all;
-      for (size_t g = 0; g < groups.size(); ++g)
-        if (searched[g].exact != all_levels) all.emplace_back(g, all_levels);
-      resolve(all);
+      // Nothing fits (why_not's smallest peak and host shortfall are over every group), or the format
+      // cannot express the overall best (its note names the first group it cannot express): every group.
+      std::vector<const Candidate*> known;
+      for (const GroupSearch& g : searched)
+        if (g.exact_at(0) && g.best[0]) known.push_back(&*g.best[0]);
+      const Candidate* overall = search.pick(known, any);
+      const Candidate* chosen = search.pick(known, expressible_setup);
+      std::vector<std::pair<size_t, uint32_t>> rest;
+      if (!overall || (req.format && (!chosen || !same_choice(overall->setup, chosen->setup)))) {
+        for (size_t g = 0; g < groups.size(); ++g)
+          if (searched[g].exact != all_levels) rest.emplace_back(g, all_levels);
+      } else if (req.explain) {
+        for (size_t g = 0; g < groups.size(); ++g)
+          if (!searched[g].exact_at(0) && !differing_dimension(groups[g].first, chosen->setup).empty()) rest.emplace_back(g, 1u);
+      }
+      if (!rest.empty()) resolve(rest);
+      // The bounds' promise kept: no group's real best beats its optimistic one at any budget (if one
+      // did, a group left out might have won; then every group is searched at every budget).
+      bool kept = true;
+      for (const GroupSearch& g : searched)
+        for (size_t level = 0; !g.bounds.decided && level < g.best.size(); ++level)
+          if (g.exact_at(level) && g.best[level] && (!g.optimistic[level] || search.better(*g.best[level], *g.optimistic[level]))) kept = false;
+      if (!kept) {
+        std::vector<std::pair<size_t, uint32_t>> all;
+        for (size_t g = 0; g < groups.size(); ++g)
+          if (searched[g].exact != all_levels) all.emplace_back(g, all_levels);
+        resolve(all);
+      }
     }
   }
   for (size_t g = 0; g < groups.size(); ++g) {
