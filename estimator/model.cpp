@@ -140,8 +140,13 @@ static bool role_matches(Role r, const std::string& t) {
     case Role::q: return any({"q", "q_proj", "query"});
     case Role::k: return any({"k", "k_proj", "key"});
     case Role::v: return any({"v", "v_proj", "value"});
-    case Role::qkv: return any({"q", "k", "v", "qkv", "qkv_proj", "c_attn", "query_key_value", "q_proj", "v_proj"});
-    case Role::o: return any({"o", "o_proj", "dense", "out_proj", "c_proj", "attn.c_proj"});
+    // The fused projection by its module's name in each family that has one (GPT-2 and
+    // GPTBigCode c_attn, GPT-NeoX and Falcon query_key_value, Phi-3 qkv_proj, MPT Wqkv, InternLM2
+    // wqkv), or memplan's q/k/v. Not q_proj or v_proj: PEFT matches a target by the module's name
+    // (peft/tuners/tuners_utils.py check_target_module_exists: equal, or ending in ".name"), and on
+    // these models no module has it, so PEFT refuses the config (validate() does too).
+    case Role::qkv: return any({"q", "k", "v", "qkv", "qkv_proj", "c_attn", "query_key_value", "Wqkv", "wqkv"});
+    case Role::o: return any({"o", "o_proj", "dense", "out_proj", "c_proj", "attn.c_proj", "wo"});
     case Role::q_a: return any({"q_a", "q_a_proj"});
     case Role::q_b: return any({"q_b", "q_b_proj"});
     case Role::kv_a: return any({"kv_a", "kv_a_proj_with_mqa"});

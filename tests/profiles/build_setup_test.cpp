@@ -450,4 +450,13 @@ TEST_CASE("LoRA targets that match no layer are refused, as PEFT refuses them, w
   llama.choice_flag(Choice::finetune) = "qlora";
   llama.list_flag(List::lora_targets) = "q_proj,v_proj";
   CHECK(render_error(llama).empty());
+  // GPT-2 has one fused c_attn: no module is named q_proj or v_proj, so PEFT finds none of them;
+  // its own name, and memplan's q and v, are taken.
+  in.list_flag(List::lora_targets) = "q_proj,v_proj";
+  CHECK(render_error(in).find("the LoRA targets (q_proj, v_proj) match no linear layer of gpt2") != std::string::npos);
+  for (const char* ok : {"c_attn", "q,v"}) {
+    CAPTURE(ok);
+    in.list_flag(List::lora_targets) = ok;
+    CHECK(render_error(in).empty());
+  }
 }
