@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -53,6 +54,39 @@ TEST_CASE("a new file is written whole; an existing one only with force") {
   CHECK(error_of(p, "two\n", true).empty());
   CHECK(slurp(p) == "two\n");
   CHECK(entries(t.path) == 1);  // no temporary left
+}
+
+// Two runs writing the same file at once (two plan --out --force in a CI matrix) leave one whole
+// file, never a mix or a torn one, and no temporary: each writes its own temporary and renames it.
+TEST_CASE("two processes writing one file at once leave one of the two, whole") {
+  TempDir t;
+  const std::string p = (t.path / "plan.yaml").string();
+  const std::string a(256 << 10, 'a'), b(256 << 10, 'b');
+  REQUIRE(error_of(p, a, false).empty());
+  pid_t kids[2];
+  for (int k = 0; k < 2; ++k) {
+    kids[k] = ::fork();
+    REQUIRE(kids[k] >= 0);
+    if (kids[k] == 0) {
+      for (int i = 0; i < 100; ++i)
+        if (!error_of(p, k == 0 ? a : b, true).empty()) ::_exit(1);
+      ::_exit(0);
+    }
+  }
+  int torn = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string now = slurp(p);
+    if (now != a && now != b) ++torn;
+  }
+  for (pid_t kid : kids) {
+    int status = 0;
+    REQUIRE(::waitpid(kid, &status, 0) == kid);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  CHECK(torn == 0);
+  const std::string last = slurp(p);
+  CHECK((last == a || last == b));
+  CHECK(entries(t.path) == 1);
 }
 
 TEST_CASE("a user's FILE.tmp is never touched") {
