@@ -129,10 +129,13 @@ void apply_allocator_cap(const SetupInputs& in, const LoadedConfig& cfg, BuiltSe
     const double fraction = std::strtod(text->c_str(), &end);
     if (!end || *end != '\0' || end == text->c_str())
       throw InputError(where, fmt::format("cannot read '{}' as an allocator cap", *text), hint);
-    if (fraction > 1.0)
+    if (fraction > 1.0) {
+      // The unit the size wants, said as every size's refusal says it (11811160064 is bytes, 11 GiB).
+      const std::optional<InputError> bare = bare_size_error(*text, where);
       throw InputError(where, fmt::format("a bare number is a fraction of the card, at most 1 (got '{}')", *text),
-                       fmt::format("a size needs its unit: {}GiB; a fraction is 0 to 1, as set_per_process_memory_fraction takes it",
-                                   *text));
+                       fmt::format("{}; a fraction is 0 to 1, as set_per_process_memory_fraction takes it",
+                                   bare ? bare->hint() : fmt::format("a size needs its unit: {}GiB", *text)));
+    }
     if (s.device.capacity_bytes <= 0)
       throw InputError(where, fmt::format("a fraction ('{}') needs the card's memory", *text),
                        "pass --gpu PRESET or --gpu-memory SIZE, or give the cap as a size (11GiB)");

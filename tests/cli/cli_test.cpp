@@ -533,7 +533,13 @@ TEST_CASE("bad input: exit 2, nothing on stdout, the exact error and hint on std
       {"a bare allocator cap above 1",
        {"estimate", "--model", "gpt2", "--gpu", "h200", "--allocator-cap", "12"},
        "error: --allocator-cap: a bare number is a fraction of the card, at most 1 (got '12')",
-       "hint: a size needs its unit: 12GiB; a fraction is 0 to 1, as set_per_process_memory_fraction takes it"},
+       "hint: write the unit: 12GiB (12 x 2^30 bytes, what nvidia-smi's MiB add up to) or 12GB (12 x 10^9 bytes, a vendor's spec "
+       "sheet); a fraction is 0 to 1, as set_per_process_memory_fraction takes it"},
+      {"a byte count as an allocator cap (issue 54: the hint said 11811160064GiB)",
+       {"estimate", "--model", "gpt2", "--gpu", "h200", "--allocator-cap", "11811160064"},
+       "error: --allocator-cap: a bare number is a fraction of the card, at most 1 (got '11811160064')",
+       "hint: write the unit: 11811160064B to keep it in bytes, or 11GiB (11.81GB); a fraction is 0 to 1, as "
+       "set_per_process_memory_fraction takes it"},
       {"an allocator cap fraction that rounds to nothing",
        {"estimate", "--model", "gpt2", "--gpu-memory", "1GiB", "--allocator-cap", "0.0000000001"},
        "error: --allocator-cap: the allocator cap must be above 0 (got '0.0000000001')",
