@@ -23,6 +23,8 @@ std::string describe(const TrainingSetup& s) {
   if (s.parallel.num_gpus > 1) d += fmt::format(", {} GPUs", s.parallel.num_gpus);
   if (s.parallel.tensor_parallel > 1)
     d += fmt::format(", TP {}{}", s.parallel.tensor_parallel, s.parallel.sequence_parallel ? " with sequence parallelism" : "");
+  if (s.parallel.pipeline_parallel > 1) d += fmt::format(", PP {}", s.parallel.pipeline_parallel);
+  if (s.parallel.expert_parallel > 1) d += fmt::format(", EP {}", s.parallel.expert_parallel);
   if (s.parallel.zero_stage > 0) d += fmt::format(", ZeRO-{}", s.parallel.zero_stage);
   if (s.parallel.offload != Offload::none) d += fmt::format(", offload {}", to_string(s.parallel.offload));
   if (s.finetune.mode != FinetuneMode::full)

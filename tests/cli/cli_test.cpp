@@ -1291,6 +1291,16 @@ TEST_CASE("fit: a step that runs above the target says it runs, and the largest 
 // The command line says what it takes (issue 26): a size without its unit is refused (12 was 12
 // bytes), a GPU model name that fits several cards lists them instead of picking the smallest, and
 // Python's --seq_len is pointed at --seq-len by its own name.
+// The estimate's header names every parallel degree that applies (issue 54: PP was left out).
+TEST_CASE("estimate's header names pipeline and expert parallelism beside TP") {
+  Run r = invoke({"estimate", "--model", "llama-3-8b", "--gpu", "a100-80gb", "--gpus", "4", "--pipeline-parallel", "2"});
+  CHECK(contains(line(r.out, 1), ", 4 GPUs, PP 2"));
+  r = invoke({"estimate", "--model", "llama-3-8b", "--gpu", "a100-80gb", "--gpus", "4", "--tensor-parallel", "2", "--pipeline-parallel", "2"});
+  CHECK(contains(line(r.out, 1), ", 4 GPUs, TP 2, PP 2"));
+  r = invoke({"estimate", "--model", "llama-3-8b", "--gpu", "a100-80gb", "--gpus", "4"});
+  CHECK_FALSE(contains(line(r.out, 1), "PP"));
+}
+
 // One meaning for a size everywhere (issue 55): a bare number is refused with the flags' hint in
 // a config's hardware: sizes (24 and 24e9 were bytes there), in plan --table (12 was a 12-byte
 // card) and in check --gpu-memory, as at every size flag.
