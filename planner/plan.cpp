@@ -359,11 +359,12 @@ class Search {
   }
 
   // Better: meets the global batch exactly, then more tokens/s, then less memory.
+  int64_t batch_distance(const Candidate& c) const { return std::llabs(c.global_batch - req_.global_batch); }
   bool better(const Candidate& a, const Candidate& b) const {
     const bool ea = a.global_batch == req_.global_batch, eb = b.global_batch == req_.global_batch;
     if (ea != eb) return ea;
     if (!ea) {
-      const int64_t da = std::llabs(a.global_batch - req_.global_batch), db = std::llabs(b.global_batch - req_.global_batch);
+      const int64_t da = batch_distance(a), db = batch_distance(b);
       if (da != db) return da < db;
     }
     if (a.time.tokens_per_s != b.time.tokens_per_s) return a.time.tokens_per_s > b.time.tokens_per_s;
@@ -386,21 +387,25 @@ class Search {
     const Sharding sh = sharding_of(c.setup);
     return sh.zero == 0 && sh.offload == Offload::none && sh.fsdp == FsdpMode::none;
   }
-  // Whether pick() keeps only candidates that stay on the GPU, given that `gpu_only` is whether
-  // any candidate it may keep does.
+  // Whether pick() may keep only candidates that stay on the GPU (one data-parallel rank).
   bool gpu_only_rule() const { return req_.base.parallel.data_parallel() == 1; }
 
-  // `top` (when given) gets the best by better() among those pick() considers.
+  // How pick() decided: the best by better() among those it considered, and whether it kept only
+  // candidates that stay on the GPU.
+  struct PickInfo {
+    const Candidate* top = nullptr;
+    bool gpu_only = false;
+  };
   template <class Keep>
-  const Candidate* pick(const std::vector<Candidate>& cs, Keep&& keep_any, const Candidate** top_out = nullptr) const {
+  const Candidate* pick(const std::vector<Candidate>& cs, Keep&& keep_any, PickInfo* info = nullptr) const {
     std::vector<const Candidate*> ps;
     ps.reserve(cs.size());
     for (const Candidate& c : cs) ps.push_back(&c);
-    return pick(ps, keep_any, top_out);
+    return pick(ps, keep_any, info);
   }
   // The same over candidates held elsewhere (no copies).
   template <class Keep>
-  const Candidate* pick(const std::vector<const Candidate*>& cs, Keep&& keep_any, const Candidate** top_out = nullptr) const {
+  const Candidate* pick(const std::vector<const Candidate*>& cs, Keep&& keep_any, PickInfo* info = nullptr) const {
     bool gpu_only = false;
     if (gpu_only_rule())
       for (const Candidate* c : cs) gpu_only = gpu_only || (keep_any(*c) && on_gpu(*c));
@@ -408,7 +413,7 @@ class Search {
     const Candidate* top = nullptr;
     for (const Candidate* c : cs)
       if (keep(*c) && (!top || better(*c, *top))) top = c;
-    if (top_out) *top_out = top;
+    if (info) *info = {top, gpu_only};
     if (!top) return nullptr;
     const Candidate* choice = top;
     for (const Candidate* c : cs) {
@@ -638,6 +643,14 @@ std::string differing_dimension(const TrainingSetup& t, const TrainingSetup& w) 
          : !same_f ? "fine-tuning" : "kernels";
 }
 
+// The note a group of precision `asked` searched as DeepSpeed's `regime` gives ("" when the same).
+std::string regime_note(Precision asked, Precision regime) {
+  if (asked == regime) return "";
+  return fmt::format("{} runs as {} under DeepSpeed (its bf16/fp16 keeps fp32 master weights and states): the DeepSpeed candidates "
+                     "use {}",
+                     to_string(asked), to_string(regime), to_string(regime));
+}
+
 }  // namespace
 
 PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string, DeviceSpec>>& gpus) {
@@ -689,6 +702,13 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
         },
         merge);
   };
+  // Every group not yet exact at every level, to be searched at all of them.
+  auto every_open = [&] {
+    std::vector<std::pair<size_t, uint32_t>> open;
+    for (size_t g = 0; g < groups.size(); ++g)
+      if (searched[g].exact != all_levels) open.emplace_back(g, all_levels);
+    return open;
+  };
   if (req.resolve_all) {
     for_each_index(
         groups.size(), make_worker,
@@ -731,18 +751,16 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       const auto any = [](const Candidate&) { return true; };
       auto expressible_setup = [&](const Candidate& c) { return !req.format || can_express(*req.format, c.setup, nullptr); };
       const size_t pick_levels = req.explain ? search.levels() : 1;
-      auto note_of = [&](size_t g) { return groups[g].second != groups[g].first.precision ? int(groups[g].second) * 16 + int(groups[g].first.precision) : -1; };
+      auto note_of = [&](size_t g) { return regime_note(groups[g].second, groups[g].first.precision); };
       // The groups that could change the pick at `level` among those `keep` accepts: their bit set.
       auto could_change = [&](size_t level, const auto& keep, std::vector<uint32_t>& needed) {
         std::vector<const Candidate*> known;
         for (const GroupSearch& g : searched)
           if (g.exact_at(level) && g.best[level] && keep(*g.best[level])) known.push_back(&*g.best[level]);
-        const Candidate* top = nullptr;
-        search.pick(known, keep, &top);
-        bool gpu_only = false;
-        if (search.gpu_only_rule())
-          for (const Candidate* c : known) gpu_only = gpu_only || Search::on_gpu(*c);
-        auto distance = [&](const Candidate& c) { return std::llabs(c.global_batch - req.global_batch); };
+        Search::PickInfo info;
+        search.pick(known, keep, &info);
+        const Candidate* top = info.top;
+        const bool gpu_only = info.gpu_only;
         for (size_t g = 0; g < searched.size(); ++g) {
           const GroupSearch& gs = searched[g];
           if (gs.exact_at(level) || !gs.optimistic[level]) continue;
@@ -752,7 +770,7 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
           if (search.gpu_only_rule() && !gpu_only && Search::on_gpu(o)) could = true;
           if (search.gpu_only_rule() && gpu_only && !Search::on_gpu(o)) continue;
           if (top && !search.better(*top, o)) could = true;
-          if (top && distance(o) <= distance(*top) && o.time.tokens_per_s >= top->time.tokens_per_s * (1 - kThroughputResolution)) could = true;
+          if (top && search.batch_distance(o) <= search.batch_distance(*top) && o.time.tokens_per_s >= top->time.tokens_per_s * (1 - kThroughputResolution)) could = true;
           if (could) needed[g] |= 1u << level;
         }
       };
@@ -778,11 +796,11 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
         for (size_t level = 0; level < pick_levels; ++level) could_change(level, any, needed);
         if (req.format) could_change(0, expressible_setup, needed);
         // A DeepSpeed regime note is printed where a group of that regime fits.
-        std::vector<int> noted;
+        std::vector<std::string> noted;
         for (size_t g = 0; g < groups.size(); ++g)
-          if (searched[g].exact_at(0) && searched[g].best[0] && note_of(g) >= 0) noted.push_back(note_of(g));
+          if (searched[g].exact_at(0) && searched[g].best[0] && !note_of(g).empty()) noted.push_back(note_of(g));
         for (size_t g = 0; g < groups.size(); ++g)
-          if (!searched[g].exact_at(0) && note_of(g) >= 0 && searched[g].optimistic[0] &&
+          if (!searched[g].exact_at(0) && !note_of(g).empty() && searched[g].optimistic[0] &&
               std::find(noted.begin(), noted.end(), note_of(g)) == noted.end())
             needed[g] |= 1u;
         if (!resolve_needed(needed)) break;
@@ -796,8 +814,7 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       const Candidate* chosen = search.pick(known, expressible_setup);
       std::vector<std::pair<size_t, uint32_t>> rest;
       if (!overall || (req.format && (!chosen || !same_choice(overall->setup, chosen->setup)))) {
-        for (size_t g = 0; g < groups.size(); ++g)
-          if (searched[g].exact != all_levels) rest.emplace_back(g, all_levels);
+        rest = every_open();
       } else if (req.explain) {
         for (size_t g = 0; g < groups.size(); ++g)
           if (!searched[g].exact_at(0) && !differing_dimension(groups[g].first, chosen->setup).empty()) rest.emplace_back(g, 1u);
@@ -809,12 +826,7 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       for (const GroupSearch& g : searched)
         for (size_t level = 0; !g.bounds.decided && level < g.best.size(); ++level)
           if (g.exact_at(level) && g.best[level] && (!g.optimistic[level] || search.better(*g.best[level], *g.optimistic[level]))) kept = false;
-      if (!kept) {
-        std::vector<std::pair<size_t, uint32_t>> all;
-        for (size_t g = 0; g < groups.size(); ++g)
-          if (searched[g].exact != all_levels) all.emplace_back(g, all_levels);
-        resolve(all);
-      }
+      if (!kept) resolve(every_open());
     }
   }
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -836,12 +848,9 @@ PlanResult plan(const PlanRequest& req, const std::vector<std::pair<std::string,
       continue;
     }
     Candidate& c = *best[0];
-    if (asked != t.precision) {
-      const std::string note = fmt::format("{} runs as {} under DeepSpeed (its bf16/fp16 keeps fp32 master weights and states): the "
-                                           "DeepSpeed candidates use {}",
-                                           to_string(asked), to_string(t.precision), to_string(t.precision));
-      if (std::find(r.regime_notes.begin(), r.regime_notes.end(), note) == r.regime_notes.end()) r.regime_notes.push_back(note);
-    }
+    if (const std::string note = regime_note(asked, t.precision);
+        !note.empty() && std::find(r.regime_notes.begin(), r.regime_notes.end(), note) == r.regime_notes.end())
+      r.regime_notes.push_back(note);
     std::string why;
     const bool can = !req.format || can_express(*req.format, c.setup, &why);
     if (!can && first_unexpressed.empty()) first_unexpressed = why;

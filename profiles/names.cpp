@@ -58,24 +58,17 @@ std::optional<int64_t> parse_size(const std::string& text) {
 }
 
 std::optional<InputError> bare_size_error(const std::string& text, const Where& where) {
-  const auto bare = [](char c) { return (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ' ' || c == 'e' || c == 'E' || c == '+'; };
-  const size_t digits = static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }));
-  if (text.empty() || digits == 0 || !std::all_of(text.begin(), text.end(), bare)) return std::nullopt;
-  if (text.find_first_of("eE") != std::string::npos) {  // 24e9: say it in both units
-    const long double v = std::strtold(text.c_str(), nullptr);
-    return InputError(where, fmt::format("'{}' has no unit (it would be {} bytes)", clip(text), clip(text)),
-                      fmt::format("write the unit: {:.4g}GB ({:.4g} x 10^9 bytes) or {:.4g}GiB ({:.4g} x 2^30 bytes)",
-                                  static_cast<double>(v / 1e9L), static_cast<double>(v / 1e9L), static_cast<double>(v / 0x1p30L),
-                                  static_cast<double>(v / 0x1p30L)));
-  }
-  const bool whole = std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (whole && text.size() >= 7 && text.size() <= 19) {  // a byte count (older memplan files wrote these): both ways to keep it
-    const long double v = std::strtold(text.c_str(), nullptr);
-    return InputError(where, fmt::format("'{}' has no unit (it would be {} bytes)", clip(text), clip(text)),
-                      fmt::format("write the unit: {}B to keep it in bytes, or {:.4g}GiB ({:.4g}GB)", text, static_cast<double>(v / 0x1p30L),
-                                  static_cast<double>(v / 1e9L)));
-  }
-  return InputError(where, fmt::format("'{}' has no unit (it would be {} bytes)", clip(text), clip(text)),
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  const auto bare = [&](char c) { return digit(c) || c == '.' || c == '_' || c == ' ' || c == 'e' || c == 'E' || c == '+'; };
+  if (std::none_of(text.begin(), text.end(), digit) || !std::all_of(text.begin(), text.end(), bare)) return std::nullopt;
+  const std::string message = fmt::format("'{}' has no unit (it would be {} bytes)", clip(text), clip(text));
+  const double gb = static_cast<double>(std::strtold(text.c_str(), nullptr) / 1e9L);
+  const double gib = static_cast<double>(std::strtold(text.c_str(), nullptr) / 0x1p30L);
+  if (text.find_first_of("eE") != std::string::npos)  // 24e9: say it in both units
+    return InputError(where, message, fmt::format("write the unit: {0:.4g}GB ({0:.4g} x 10^9 bytes) or {1:.4g}GiB ({1:.4g} x 2^30 bytes)", gb, gib));
+  if (std::all_of(text.begin(), text.end(), digit) && text.size() >= 7 && text.size() <= 19)  // a byte count (older memplan files wrote these)
+    return InputError(where, message, fmt::format("write the unit: {}B to keep it in bytes, or {:.4g}GiB ({:.4g}GB)", text, gib, gb));
+  return InputError(where, message,
                     fmt::format("write the unit: {0}GiB ({0} x 2^30 bytes, what nvidia-smi's MiB add up to) or {0}GB ({0} x "
                                 "10^9 bytes, a vendor's spec sheet)",
                                 clip(text)));

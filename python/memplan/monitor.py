@@ -630,23 +630,18 @@ def read_log(path):
     dicts. InputError with file:line:col on a line that is not one, and on a path that is not a
     regular file (a FIFO would block the reader, /dev/zero fill its memory)."""
     records = []
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    not_regular = InputError("not a regular file (a FIFO, a device or a folder)", file=str(path),
+                             hint="read_log reads a log file memplan wrote; stream a live run with memplan watch instead")
+    try:  # opened without blocking, so that a FIFO is refused rather than waited on
+        f = open(path, encoding="utf-8", opener=lambda p, flags: os.open(p, flags | getattr(os, "O_NONBLOCK", 0)))
+    except IsADirectoryError:
+        raise not_regular from None
     except OSError as e:
         raise InputError(f"cannot open the log: {e.strerror}", file=str(path),
                          hint="a memplan.monitor/v1 log written by memplan.Monitor(log=...) or memplan watch --log") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InputError("not a regular file (a FIFO, a device or a folder)", file=str(path),
-                             hint="read_log reads a log file memplan wrote; stream a live run with memplan watch instead")
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
-        f = os.fdopen(fd, encoding="utf-8")
-        fd = -1  # the file object owns it now
-    finally:
-        if fd >= 0:
-            os.close(fd)
     with f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise not_regular
         number = 0
         while True:
             line = f.readline(MAX_LOG_LINE + 1)
