@@ -223,7 +223,8 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
     if (r.optimizer_in_backward && (s.batch.grad_accum > 1 || !r.zero_grad_set_to_none))
       return "the optimizer step in backward drops each gradient: measure it without accumulation and with set_to_none";
     if (r.keep_cache) return "the harness returns no KV cache: measure without runtime.keep_cache";
-    if (r.zero_grad_after_forward) return "the harness zeroes gradients after the step: measure without runtime.zero_grad_after_forward";
+    if (r.zero_grad_after_forward && r.optimizer_in_backward)
+      return "the optimizer step in backward drops each gradient: measure it without runtime.zero_grad_after_forward";
     if (s.parallel.fsdp != FsdpMode::none) return "FSDP runs across ranks: estimated, not measured";
   }
   if (s.attention == AttentionImpl::flash) return "flash-attn is a CUDA extension: measure --attention sdpa or eager";
@@ -285,6 +286,8 @@ struct RunOutcome {
   int64_t weights = 0, states = 0, forward_end = 0, context = 0, device_used_peak = 0, peak_reserved = 0;
   int64_t context_init = 0;  // CUDA: outside the allocator right after init
   std::string oom;
+  std::vector<cpu_counter::Event> events;  // MeasureOptions::record_events
+  std::vector<size_t> step_begins;
 };
 
 // The lists both Adam kernels below work on: the parameters that have a gradient this step and
@@ -463,6 +466,14 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
   auto say = [&](const std::string& line) { if (opt.progress) opt.progress(line); };
   torch::manual_seed(0);
   const int64_t base = probe->current();
+  const bool recording = opt.record_events && !cuda;
+  if (recording) cpu_counter::start_recording();
+  struct StopRecording {  // also where a step throws
+    bool on;
+    ~StopRecording() {
+      if (on) (void)cpu_counter::stop_recording();
+    }
+  } stop_recording_guard{recording};
   auto now = [&] { return probe->current() - base; };
   auto peak = [&] { return probe->peak() - base; };
 
@@ -503,6 +514,7 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
     for (int step = 1; step <= opt.steps; ++step) {
       StepSample ss;
       ss.step = step;
+      if (recording) out.step_begins.push_back(cpu_counter::recorded_events());
       const auto t0 = std::chrono::steady_clock::now();
       auto sample = [&](Phase phase) {
         PhaseSample p;
@@ -543,6 +555,11 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
           if (s.runtime.keep_logits) held_logits = std::move(logits);
         }
         if (micro > 1) loss = loss / static_cast<double>(micro);
+        // Lightning's closure (loops/optimization/automatic.py @ 2.5.1: training_step, then the
+        // zero_grad of the first micro-batch to accumulate, then backward): the last step's
+        // gradients live through this forward.
+        if (s.runtime.zero_grad_after_forward && m == 1 && !in_backward)
+          zero_grad(optimizer.get(), model->parameters(), s.runtime.zero_grad_set_to_none);
         sample(Phase::forward);
         out.forward_end = now();
         say(fmt::format("step {}/{}: backward{} (loss {:.3f})", step, opt.steps, tag, loss.item<double>()));
@@ -560,7 +577,7 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
       else if (!in_backward) optimizer->step();  // else stepped, and the gradients dropped, in backward
       sample(Phase::optimizer_step);
       if (step == 1) out.states = now() - before_step;
-      if (!in_backward) zero_grad(optimizer.get(), model->parameters(), s.runtime.zero_grad_set_to_none);
+      if (!in_backward && !s.runtime.zero_grad_after_forward) zero_grad(optimizer.get(), model->parameters(), s.runtime.zero_grad_set_to_none);
       ss.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       out.steps.push_back(ss);
     }
@@ -569,6 +586,7 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
     if (what.find("out of memory") == std::string::npos && what.find("OutOfMemory") == std::string::npos) throw;
     out.oom = what.substr(0, what.find('\n'));
   }
+  if (recording) out.events = cpu_counter::stop_recording();
   // What lives outside the allocator once the steps ran (the context, cuBLAS/cuBLASLt handles,
   // cuDNN, loaded modules): cudaMemGetInfo's used minus the allocator's reserved, both now.
   if (cuda) out.context = std::max(out.context_init, probe->device_used() - probe->reserved());
@@ -654,6 +672,8 @@ MeasureResult measure(const TrainingSetup& s, const MeasureOptions& opt) {
   r.device_used_peak = last.device_used_peak;
   r.peak_reserved = last.peak_reserved;
   r.oom = last.oom;
+  r.events = last.events;
+  r.step_begins = last.step_begins;
   if (!last.oom.empty()) r.notes.push_back("out of memory: " + last.oom);
 
   // Per-phase peaks (max over steps) at each depth, then per-layer extrapolation.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/cpu_counter.h"
 #include "estimator/breakdown.h"
 #include "estimator/setup.h"
 
@@ -24,6 +25,8 @@ struct MeasureOptions {
   int threads = 0;             // CPU intra-op threads (0: LibTorch's default)
   int64_t layers = 0;          // measure at this depth (0: full depth, or reduced if too big)
   std::function<void(const std::string&)> progress;  // one line per event ("step 1/2 forward")
+  // CPU: keep every allocation and free of the run, from the model build on (MeasureResult::events).
+  bool record_events = false;
 };
 
 // Peak and resident bytes of one phase of one step. On CPU the counting allocator's bytes;
@@ -65,6 +68,10 @@ struct MeasureResult {
   std::vector<int64_t> phase_peaks;  // per Phase, max over steps (index = Phase)
   std::string oom;                // the out-of-memory error that ended the run early, if one did
   std::vector<std::string> notes;
+  // With record_events (CPU): the run's allocations and frees from the model build on, and where
+  // in them each step begins (before its first forward).
+  std::vector<cpu_counter::Event> events;
+  std::vector<size_t> step_begins;
 };
 
 // Runs opt.steps real steps of the setup on the device and records the peaks.

@@ -118,6 +118,8 @@ class Runner {
     const bool ckpt = opt_.checkpointed;
     if (rec_ && s_.input_ >= 0) rec_->input_key = 0;
     if (rec_ && s_.output_ >= 0) rec_->output_key = st(s_.output_);
+    if (rec_)
+      for (int t : s_.kept_) rec_->kept.push_back(st(t));
     if (s_.input_ >= 0) alloc(0);
     if (ckpt && s_.input_ >= 0) refs_[0] += 1;  // the checkpoint saves its input
     forward(/*grad_mode=*/!ckpt, /*only_recompute=*/false, p.forward);

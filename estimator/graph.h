@@ -118,6 +118,9 @@ struct SimRecord {
   std::vector<SimEvent> backward;  // from the output's gradient arriving to the segment's end
   std::vector<int64_t> autocast_frees;  // weight copies freed when the autocast region exits
   std::vector<int64_t> param_grads;     // parameter gradients alive at the end (.grad)
+  // Storages the loop keeps past the step (Segment::keep): their frees in the record wait until
+  // the loop lets go of them (the allocation sequence frees them after the next forward).
+  std::vector<int64_t> kept;
   int64_t input_key = -1;        // the segment's input storage (the previous segment's output)
   int64_t output_key = -1;       // the output storage (the next segment's input)
   int64_t output_grad_key = -1;  // the output's gradient (made by the next segment's backward)
@@ -158,6 +161,10 @@ class Segment {
   // Keeps tensor `t` alive through the latest op, as a Python variable that still refers to it
   // would (HF's `residual`, an argument held by the caller, a returned attn_weights).
   void hold(int t);
+  // A tensor the training loop keeps past the segment (the returned logits of a loop that keeps
+  // the model's outputs): recorded in SimRecord::kept; the simulation's own profile is unchanged
+  // (the estimator adds what the loop holds to its phases).
+  void keep(int t) { kept_.push_back(t); }
   // Marks the op that produced tensor `t` for recomputation (selective checkpointing).
   void mark_recompute(int t);
   // The gradient category of tensors of this segment (Cat::loss in the head).
@@ -177,6 +184,7 @@ class Segment {
   std::vector<Op> ops_;
   std::vector<int> producer_;  // per tensor: producing op index, -1 for the input
   std::vector<std::pair<int, int>> holds_;  // (tensor, op index it lives through)
+  std::vector<int> kept_;                   // keep()
   int input_ = -1;
   int output_ = -1;
   Cat grad_cat_ = Cat::act_grad;

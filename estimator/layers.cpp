@@ -1649,6 +1649,7 @@ void chunked_loss(Net& n, Segment& seg, T x, bool train_head) {
     mm.params_trainable = trainable;
     const int64_t out_dt = n.ac_ ? Net::c_ : std::max(x.dt, n.e_ == 4 ? x.dt : n.e_);
     chunks.push_back(n.make(std::move(mm), rows * V, out_dt));
+    if (r.keep_logits) seg.keep(chunks.back().id);  // LitGPT's model returns the list, which the loop keeps
   }
   // The loss then walks the returned list, chunk by chunk.
   for (int64_t i = 0; i < k; ++i) {
@@ -1744,6 +1745,7 @@ Segment head_segment(const TrainingSetup& s) {
     }
     n.cat_ = Cat::loss;
     const T logits = n.linear(y, Linear{Role::classifier, h, m.num_labels, m.bert_style}, 0, "score");
+    if (s.runtime.keep_logits) seg.keep(logits.id);
     const T lp = n.softmax(logits, logits.dt, "log_softmax");
     Op nll;
     nll.name = "nll_loss";
@@ -1799,6 +1801,7 @@ Segment head_segment(const TrainingSetup& s) {
   // BertForMaskedLM calls CrossEntropyLoss on the logits as they are.
   const bool upcast = s.runtime.loss_upcast && m.head == HeadKind::causal_lm;
   const T model_logits = logits;  // outputs.logits: alive until the model's forward returns
+  if (s.runtime.keep_logits) seg.keep(model_logits.id);  // and past it where the loop keeps them
   if (s.runtime.compile_loss) {
     // torchtune's model upcasts its logits itself when the loss is not chunked
     // (torchtune/modules/transformer.py @ v0.4.0 TransformerDecoder.forward: output(h).float()),

@@ -31,6 +31,14 @@ namespace memplan {
 
 std::string sequence_not_modelled(const TrainingSetup& s) {
   if (s.device.kind != DeviceKind::cuda) return "not a CUDA device (no caching allocator)";
+  // The allocator model is pinned against torch 2.x's caching allocator (the H200 traces, 2.11);
+  // 1.x's differs (no expandable segments or garbage collection threshold, its own oversize and
+  // release paths), and the published torch 1.10 runs are 10-15% over the 2.x model's reserved.
+  if (!s.runtime.torch_at_least(2, 0)) return "torch 1.x (the allocator model is torch 2.x's caching allocator)";
+  return step_sequence_not_modelled(s);
+}
+
+std::string step_sequence_not_modelled(const TrainingSetup& s) {
   if (s.parallel.num_gpus != 1 || s.parallel.tensor_parallel != 1 || s.parallel.pipeline_parallel != 1 ||
       s.parallel.expert_parallel != 1)
     return "several GPUs (communication buffers and sharding are not in the sequence)";
@@ -56,10 +64,12 @@ std::string sequence_not_modelled(const TrainingSetup& s) {
   }
   const Runtime& r = s.runtime;
   if (r.framework == Framework::deepspeed || r.framework == Framework::megatron) return "DeepSpeed/Megatron runtime";
-  if (r.keep_logits || r.keep_cache || !r.zero_grad_set_to_none || r.zero_grad_after_forward || r.optimizer_in_backward ||
-      r.activation_offload || r.compile || r.fp8)
-    return "a loop other than the HF Trainer's (kept logits, zero_grad, optimizer in backward, offload, compile, fp8)";
-  if (!r.torch_at_least(2, 0)) return "torch 1.x";
+  // Loops other than the HF Trainer's that are in the sequence: kept logits (freed after the next
+  // forward), zero_grad(set_to_none=False) (gradients made once, added into after), gradients
+  // zeroed after the next forward (Lightning).
+  if (r.keep_cache) return "a loop that keeps the KV cache (use_cache outputs)";
+  if (r.optimizer_in_backward || r.activation_offload || r.compile || r.fp8)
+    return "a loop other than the HF Trainer's (optimizer in backward, activation offload, compile, fp8)";
   // Its no-grad forward frees each layer's outputs as it goes: events the records do not hold.
   if (r.reference_model) return "a DPO reference model";
   if (s.model.num_layers < 1) return "no layers";
@@ -80,6 +90,7 @@ namespace {
 struct CompiledEvent {
   int32_t local = 0;
   bool alloc = true;
+  bool kept = false;  // a free of a tensor the loop keeps (SimRecord::kept): it waits
   int64_t bytes = 0;
 };
 struct CompiledRecord {
@@ -100,7 +111,8 @@ CompiledRecord compile(const sim::SimRecord& r) {
   if (r.input_grad_key >= 0) c.input_grad = num(r.input_grad_key);
   for (const auto& [evs, out] : {std::pair{&r.forward, &c.forward}, std::pair{&r.backward, &c.backward}}) {
     out->reserve(evs->size());
-    for (const sim::SimEvent& e : *evs) out->push_back({num(e.key), e.alloc, e.bytes});
+    for (const sim::SimEvent& e : *evs)
+      out->push_back({num(e.key), e.alloc, !e.alloc && std::find(r.kept.begin(), r.kept.end(), e.key) != r.kept.end(), e.bytes});
   }
   for (int64_t k : r.autocast_frees) c.autocast_frees.push_back(num(k));
   for (int64_t k : r.param_grads) c.param_grads.push_back(num(k));
@@ -277,9 +289,12 @@ std::vector<int64_t> parameter_elements(const TrainingSetup& s) {
   return out;
 }
 
+// torch.optim's default: foreach on CUDA from 2.0 (_default_to_fused_or_foreach, torch/optim/
+// optimizer.py @ v2.0.0: CUDA tensors only), the for-loop on CPU and in 1.x (adam.py @ v1.13.1:
+// `if foreach is None: foreach = False`).
 OptimizerImpl optimizer_impl(const TrainingSetup& s) {
   if (s.runtime.optimizer_impl != OptimizerImpl::automatic) return s.runtime.optimizer_impl;
-  return OptimizerImpl::foreach;  // torch >= 2.0 on CUDA
+  return s.runtime.torch_at_least(2, 0) && s.device.kind == DeviceKind::cuda ? OptimizerImpl::foreach : OptimizerImpl::for_loop;
 }
 
 // Everything the unroll reads: the segment records of each micro-step and the few numbers of the
@@ -291,7 +306,13 @@ struct SequencePlan {
   SequencePlan(const SequencePlan&) = delete;  // recs[].layer points into recs[].cache
   int steps = 1;
   int64_t L = 0;                  // layers
-  std::vector<Records> recs;      // per micro-step (1, or 2 with accumulation)
+  // The records: [0] the first micro-step's (gradients made), [1] where there is one, a later
+  // micro-step's (gradients added into: accumulation's micro-steps 2..N, and every micro-step
+  // after the first step when zero_grad keeps the gradients).
+  std::vector<Records> recs;
+  int micro_steps = 1;            // unrolled per step: 1, or 2 with accumulation (the second stands for 2..N)
+  bool grads_kept = false;        // zero_grad(set_to_none=False): the gradients stay, zeroed in place
+  bool zero_grad_after_forward = false;  // Lightning: the last step's gradients freed after the next forward
   bool any_ckpt = false;          // some layer is checkpointed
   std::vector<int64_t> params;    // elements of each parameter tensor, in registration order
   int64_t weight_bytes = 0, state_bytes = 0, grad_bytes = 0;  // per element
@@ -318,7 +339,7 @@ struct SequencePlan {
 };
 
 SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
-  MEMPLAN_CHECK(sequence_not_modelled(s).empty(), "allocation_sequence: setup not modelled");
+  MEMPLAN_CHECK(step_sequence_not_modelled(s).empty(), "allocation_sequence: setup not modelled");
   MEMPLAN_CHECK(steps >= 1, "allocation_sequence: steps >= 1");
   const ModelSpec& m = s.model;
   const int64_t L = m.num_layers;
@@ -331,10 +352,13 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
   // .grad (each contribution a temporary). Micro-steps 3..N repeat micro-step 2, so one of them
   // stands for all (the estimator's steady state is that micro-step too).
   const int micro_steps = s.batch.grad_accum > 1 ? 2 : 1;
+  plan.micro_steps = micro_steps;
+  plan.grads_kept = !s.runtime.zero_grad_set_to_none;
+  plan.zero_grad_after_forward = s.runtime.zero_grad_after_forward;
   std::vector<Records>& recs = plan.recs;
-  recs.resize(static_cast<size_t>(micro_steps));
+  recs.resize(micro_steps > 1 || plan.grads_kept ? 2 : 1);
   bool& any_ckpt = plan.any_ckpt;
-  for (int ms = 0; ms < micro_steps; ++ms) {
+  for (int ms = 0; ms < static_cast<int>(recs.size()); ++ms) {
     Records& R = recs[ms];
     sim::SimOptions so;
     so.grads_persist = ms == 0;
@@ -364,7 +388,8 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
   // The length of what follows: each micro-step replays every record; the build and the
   // optimizer add a few events per parameter tensor.
   size_t per_step = 0;
-  for (const Records& R : recs) {
+  for (int ms = 0; ms < micro_steps; ++ms) {
+    const Records& R = recs[plan.grads_kept ? recs.size() - 1 : static_cast<size_t>(ms)];  // the longer record, kept gradients
     per_step += R.emb.forward.size() + R.emb.backward.size() + R.head.forward.size() + R.head.backward.size();
     for (const sim::SimRecord* r : R.layer) per_step += r->forward.size() + r->backward.size();
   }
@@ -394,7 +419,7 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
   plan.input_bytes = batch_input_bytes(s) / 2;
   plan.shared = shared_tensors(s);
   plan.rotary = m.positions == PositionKind::rotary || m.mla();
-  plan.workspace = s.device.cublas_workspace_bytes;
+  plan.workspace = s.device.kind == DeviceKind::cuda ? s.device.cublas_workspace_bytes : 0;  // cuBLAS's
   plan.impl = optimizer_impl(s);
   plan.optimizer = s.optimizer;
   plan.state_bytes = state_bytes_per_element(s.precision);
@@ -414,7 +439,7 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
   if (max_events > 0 && expected > max_events) return out;
   const int steps = plan.steps;
   const int64_t L = plan.L;
-  const int micro_steps = static_cast<int>(plan.recs.size());
+  const int micro_steps = plan.micro_steps;
   const std::vector<Records>& recs = plan.recs;
   const bool any_ckpt = plan.any_ckpt;
   const std::vector<int64_t>& params = plan.params;
@@ -456,16 +481,21 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
   const int64_t sb = lora ? plan.adapter_trained_bytes : plan.state_bytes;
   const int64_t gb = lora ? plan.adapter_trained_bytes : plan.grad_bytes;
   std::vector<int64_t> states;  // optimizer state ids (kept)
-  std::vector<char> is_grad;    // by id: a .grad of this step (the sweep leaves those)
+  std::vector<char> stays;      // by id: a .grad of this step or a tensor the loop keeps (the sweep leaves those)
+  std::vector<int64_t> held;    // the tensors the loop keeps from the last forward (its logits): freed after the next
+  std::vector<int64_t> to_zero; // zero_grad_after_forward: the last step's gradients, freed after the next forward
 
   for (int step = 0; step < steps; ++step) {
+    out.step_begins.push_back(led.events.size());
     if (step == steps - 1) {
       out.last_step_begin = led.events.size();
       led.reset_peak();
     }
     std::vector<int64_t> param_grads;  // .grad of every parameter, made by micro-step 1
     for (int ms = 0; ms < micro_steps; ++ms) {
-    const Records& R = recs[ms];
+    // Kept gradients: after the first step every micro-step adds into them.
+    const Records& R = recs[plan.grads_kept && step > 0 ? recs.size() - 1 : static_cast<size_t>(ms)];
+    std::vector<int64_t> held_now;  // this forward's kept tensors
     std::vector<Instance> inst(L + 2);    // 0: embedding, 1..L: layers, L+1: head
     for (int64_t k = 0; k < L + 2; ++k) {
       inst[k].rec = &plan.compiled.at(k == 0 ? &R.emb : k == L + 1 ? &R.head : R.layer[k - 1]);
@@ -499,6 +529,8 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
         const int64_t id = in.id(e.local);
         if (e.alloc) {
           led.alloc(id, e.bytes);
+        } else if (e.kept) {
+          if (led.live(id)) held_now.push_back(id);
         } else if (deferred_out && id == deferred) {
           deferred_out->push_back(id);
         } else {
@@ -554,6 +586,14 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
     forward(L + 1, -1, nullptr);
     make_workspace(&fwd_workspace);  // a forward without a GEMM mark: where it ends
     for (int64_t id : autocast_frees) led.free(id);  // autocast exits with the model's forward
+    // The loop binds the new outputs: the last forward's go (nanoGPT's `logits, loss = model(X, Y)`).
+    for (int64_t id : held) led.free(id);
+    held.clear();
+    // Lightning's closure: training_step, then zero_grad (set_to_none), then backward.
+    if (ms == 0) {
+      for (int64_t id : to_zero) led.free(id);
+      to_zero.clear();
+    }
 
     // Backward.
     backward(L + 1);
@@ -567,14 +607,15 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
     backward(0);
     make_workspace(&bwd_workspace);
     // What the walk left alive (the loss, an input gradient nobody consumes) dies with the step.
-    is_grad.resize(static_cast<size_t>(led.ids()), 0);
-    for (int64_t id : param_grads) is_grad[static_cast<size_t>(id)] = 1;
+    stays.resize(static_cast<size_t>(led.ids()), 0);
+    for (int64_t id : param_grads) stays[static_cast<size_t>(id)] = 1;
+    for (int64_t id : held_now) stays[static_cast<size_t>(id)] = 1;
     for (int64_t k = 0; k < L + 2; ++k) {
       const CompiledRecord& r = *inst[k].rec;
       for (const auto* evs : {&r.forward, &r.backward})
         for (const CompiledEvent& e : *evs) {
           const int64_t id = inst[k].id(e.local);
-          if (e.alloc && led.live(id) && !is_grad[static_cast<size_t>(id)]) {
+          if (e.alloc && led.live(id) && !stays[static_cast<size_t>(id)]) {
             out.swept_bytes += step == steps - 1 ? led.bytes(id) : 0;
             if (std::getenv("MEMPLAN_TRACE_SEQ") && step == steps - 1)
               std::fprintf(stderr, "swept: instance %lld key %d bytes %lld\n", static_cast<long long>(k), static_cast<int>(e.local),
@@ -583,6 +624,8 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
           }
         }
     }
+    for (int64_t id : held_now) stays[static_cast<size_t>(id)] = 0;
+    held = std::move(held_now);
     }  // micro-steps
 
     // optimizer.step(). Gradients exist for every trainable parameter; their sizes are the
@@ -631,8 +674,13 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
       default:
         break;
     }
-    // zero_grad(set_to_none=True).
-    for (int64_t id : param_grads) led.free(id);
+    // zero_grad: set_to_none=True frees the gradients (Lightning's after the next forward); False
+    // zeroes them in place.
+    if (plan.zero_grad_after_forward && !plan.grads_kept) {
+      to_zero = std::move(param_grads);
+    } else if (!plan.grads_kept) {
+      for (int64_t id : param_grads) led.free(id);
+    }
   }
   out.peak_bytes = led.peak();
   out.process_peak_bytes = led.process_peak();
@@ -690,6 +738,7 @@ class ReplayMemo {
       }
       add(r.autocast_frees);
       add(r.param_grads);
+      add(r.kept);
       for (int64_t k : {r.input_key, r.output_key, r.output_grad_key, r.input_grad_key, r.forward_gemm, r.backward_gemm})
         add(static_cast<uint64_t>(k));
     }
@@ -698,6 +747,9 @@ class ReplayMemo {
     void add(const SequencePlan& p) {
       add(static_cast<uint64_t>(p.steps));
       add(static_cast<uint64_t>(p.L));
+      add(static_cast<uint64_t>(p.micro_steps));
+      add(p.grads_kept);
+      add(p.zero_grad_after_forward);
       add(p.recs.size());
       for (const Records& R : p.recs) {
         add(R.emb);

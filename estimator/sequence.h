@@ -12,12 +12,14 @@
 // frees the gradients). Sizes are the tensors' own (a (b, s, h) bf16 tensor is b*s*h*2 bytes),
 // because the allocator's segment packing depends on them.
 //
-// Covered: one GPU, no ZeRO/FSDP/offload/pipeline/tensor parallelism, full fine-tuning,
-// AdamW/Adam/SGD(-momentum), fp32/AMP/pure 16-bit precisions, the HF loop (outputs dropped
-// before backward, zero_grad(set_to_none=True)); with gradient accumulation each step is
-// micro-step 1 (gradients made) and one later micro-step (contributions added into them) that
-// stands for micro-steps 2..N. Anything else reports why it is not modelled, and the estimate
-// keeps its percentage for the allocator.
+// Covered: one GPU, no ZeRO/FSDP/offload/pipeline/tensor parallelism, full fine-tuning and LoRA,
+// AdamW/Adam/SGD(-momentum), fp32/AMP/pure 16-bit precisions, torch 1.x and 2.x, the HF loop
+// (outputs dropped before backward, zero_grad(set_to_none=True)) and three others: a loop that
+// keeps the model's outputs (the logits freed when the next forward returns), zero_grad(
+// set_to_none=False) (the gradients made once, added into after) and Lightning's zero_grad after
+// the next forward; with gradient accumulation each step is micro-step 1 (gradients made) and one
+// later micro-step (contributions added into them) that stands for micro-steps 2..N. Anything else
+// reports why it is not modelled, and the estimate keeps its percentage for the allocator.
 //
 // Against the real history (tests/data/gpu/traces/trace-l-qwen05-amp-gc, Qwen2.5-0.5B amp-bf16 full
 // checkpointing 4x1024, step 3): the real step makes 5,234 allocations (57.6 GB of traffic), the
@@ -37,12 +39,19 @@
 
 namespace memplan {
 
-// Why the setup's sequence is not modelled ("" when it is).
+// Why the setup's sequence is not modelled ("" when it is): on a CUDA card, what
+// step_sequence_not_modelled says.
 std::string sequence_not_modelled(const TrainingSetup& s);
+// Why the tensors of the setup's steps are not modelled, on whatever device ("" when they are):
+// allocation_sequence's requirement. On CPU the sequence is what LibTorch's CPU allocator sees
+// (no cuBLAS workspace), which the recorded CPU steps check event by event
+// (tests/calibrate/sequence_events_test.cpp); only CUDA's caching allocator replays it.
+std::string step_sequence_not_modelled(const TrainingSetup& s);
 
 struct AllocationSequence {
   std::vector<AllocatorEvent> events;
   size_t last_step_begin = 0;  // index of the first event of the last step (peaks are reset there)
+  std::vector<size_t> step_begins;  // index of each step's first event (the last is last_step_begin)
   int64_t swept_bytes = 0;     // tensors the segment walk left alive at a step's end, freed there
   size_t expected_events = 0;  // the sequence's length, known before it is unrolled
   int64_t peak_bytes = 0;      // the most tensor bytes alive during the last step (un-rounded)
@@ -52,7 +61,7 @@ struct AllocationSequence {
 // The process's events: the model build and `steps` training steps. Event ids are small: 0, 1, ...,
 // a freed tensor's id taken by the next new one (replay() keeps such ids in a vector). With
 // `max_events` > 0 and a longer sequence (a model with many experts), no events are made
-// (expected_events says how many there would be). REQUIRES: sequence_not_modelled(s) is empty,
+// (expected_events says how many there would be). REQUIRES: step_sequence_not_modelled(s) is empty,
 // steps >= 1.
 AllocationSequence allocation_sequence(const TrainingSetup& s, int steps = 3, size_t max_events = 0);
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "estimator/estimate.h"
 #include "estimator/sequence.h"
@@ -34,5 +35,46 @@ TEST_CASE("replay coverage over the fixtures: the count and every reason for the
               100.0 * replayed / std::max(1, total), total - replayed);
   for (const auto& [reason, n] : why) std::printf("  %4d  %s\n", n, reason.c_str());
   CHECK(total > 150);
-  CHECK(replayed >= 56);  // the count at 7954ed9 (issue 48 counted 62 of 172 files through the CLI at fa570b3); the bar is 95%
+  CHECK(replayed >= 71);  // the count at 7954ed9 (issue 48 counted 62 of 172 files through the CLI at fa570b3); the bar is 95%
+}
+
+// Every replayed fixture's sequence is consistent with the estimator: the same tensors walked in
+// order, so its peak of tensor bytes is the estimate's allocated peak (within 1%), and the walk
+// frees every tensor where the program frees it (nothing swept at a step's end). A new kind of
+// setup in the sequence that drops or keeps a tensor the estimator does not shows here, on the
+// configs people bring. Known inconsistent (found by this test when it came, in a kind replayed
+// before it): the Liger fused-linear-cross-entropy benchmark configs, whose head-only accumulation
+// leaves a tensor of the head's record to the sweep (the HF-loss rows 3.6% and 16% under the
+// estimate); they are listed, and their number may only fall.
+TEST_CASE("replayed fixtures: the sequence's tensor peak is the estimate's allocated peak") {
+  int checked = 0;
+  double worst = 0;
+  std::vector<std::string> inconsistent;
+  for (testing::FixtureSetup& f : testing::fixture_setups()) {
+    const TrainingSetup& s = f.built.setup;
+    if (s.device.kind != DeviceKind::cuda || !validate(s).empty() || !sequence_not_modelled(s).empty()) continue;
+    const ReservedPrediction p = predict_reserved(s, false, 4'000'000);
+    if (!p.modelled) continue;  // a sequence past the event budget (many experts)
+    const MemoryBreakdown b = estimate(s);
+    const PhaseState& pk = b.peak();
+    const int64_t est_alloc = pk.total() - pk[Term::cuda_context] - pk[Term::allocator_overhead];
+    const double err = 100.0 * static_cast<double>(p.peak_requested - est_alloc) / static_cast<double>(est_alloc);
+    const int64_t swept = allocation_sequence(s).swept_bytes;
+    ++checked;
+    if (std::abs(err) <= 1.0 && swept == 0) {
+      worst = std::max(worst, std::abs(err));
+      continue;
+    }
+    std::printf("  inconsistent: %s (tensor peak %+.2f%% of the estimate's, %lld B swept)\n", f.path.c_str(), err,
+                static_cast<long long>(swept));
+    inconsistent.push_back(f.path);
+  }
+  std::printf("\n%d replayed fixtures: %zu inconsistent, the others' tensor peak within %.2f%% of the estimate's allocated peak\n",
+              checked, inconsistent.size(), worst);
+  CHECK(checked >= 70);
+  CHECK(inconsistent.size() <= 4);
+  for (const std::string& path : inconsistent) {
+    CAPTURE(path);
+    CHECK(path.find("examples/published/liger-flce-") == 0);
+  }
 }
