@@ -179,7 +179,14 @@ std::string unsupported(const TrainingSetup& s, const MeasureOptions& opt) {
     return "measure runs one process on one device: ZeRO, offload and multi-GPU parallelism are estimated, not measured";
   switch (s.optimizer) {
     case OptimizerKind::adamw: case OptimizerKind::adam: case OptimizerKind::sgd: case OptimizerKind::sgd_momentum: break;
-    default: return fmt::format("optimizer {} is not measured (AdamW, Adam and SGD with or without momentum are)", to_string(s.optimizer));
+    case OptimizerKind::adafactor: case OptimizerKind::adafactor_momentum:
+      if (s.runtime.optimizer_in_backward) return "Adafactor is measured stepped after backward (transformers' Adafactor, one optimizer)";
+      if (s.runtime.optimizer_impl == OptimizerImpl::foreach || s.runtime.optimizer_impl == OptimizerImpl::fused)
+        return "Adafactor has no foreach or fused step (transformers' loops over the parameters)";
+      break;
+    default:
+      return fmt::format("optimizer {} is not measured (AdamW, Adam, SGD with or without momentum and HF's Adafactor are)",
+                         to_string(s.optimizer));
   }
   switch (s.precision) {
     case Precision::fp32: break;
@@ -390,6 +397,91 @@ class FusedAdam : AdamLists {
   bool decoupled_;
 };
 
+// transformers' Adafactor (src/transformers/optimization.py Adafactor.step @ 005edacb) as the HF
+// Trainer builds it for optim="adafactor" (scale_parameter=False, relative_step=False, a fixed lr),
+// statement by statement with LibTorch ops, so that every tensor it makes is made and freed where
+// Python makes and frees it: the loop's locals `grad`, `p_data_fp32` and `update` stay bound until
+// the next parameter rebinds them (members here), and an expression's temporaries go before its
+// result is bound. beta1 set: the first moment too.
+class HfAdafactor {
+ public:
+  HfAdafactor(std::vector<torch::Tensor> params, double lr, bool momentum) : params_(std::move(params)), lr_(lr), momentum_(momentum) {
+    state_.resize(params_.size());
+  }
+
+  void step() {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      torch::Tensor& p = params_[i];
+      if (!p.grad().defined()) continue;
+      grad_ = p.grad();
+      if (grad_.scalar_type() == torch::kHalf || grad_.scalar_type() == torch::kBFloat16) grad_ = grad_.to(torch::kFloat);
+      State& st = state_[i];
+      const bool factored = grad_.dim() >= 2;
+      if (st.step == 0) {
+        if (momentum_) st.exp_avg = torch::zeros_like(grad_);
+        if (factored) {
+          std::vector<int64_t> shape = grad_.sizes().vec();
+          std::vector<int64_t> row(shape.begin(), shape.end() - 1);
+          std::vector<int64_t> col(shape.begin(), shape.end() - 2);
+          col.push_back(shape.back());
+          st.row = torch::zeros(row).to(grad_);
+          st.col = torch::zeros(col).to(grad_);
+        } else {
+          st.sq = torch::zeros_like(grad_);
+        }
+      }
+      p_fp32_ = p;
+      if (p.scalar_type() == torch::kHalf || p.scalar_type() == torch::kBFloat16) p_fp32_ = p_fp32_.to(torch::kFloat);
+      st.step += 1;
+      const double beta2t = 1.0 - std::pow(static_cast<double>(st.step), kDecayRate);
+      {
+        torch::Tensor u = grad_.pow(2) + kEps0;  // grad**2 is freed with the expression
+        update_ = u;                             // the old update on the binding
+      }
+      if (factored) {
+        st.row.mul_(beta2t).add_(update_.mean(-1), 1.0 - beta2t);
+        st.col.mul_(beta2t).add_(update_.mean(-2), 1.0 - beta2t);
+        update_ = approx_sq_grad(st.row, st.col);
+        update_.mul_(grad_);
+      } else {
+        st.sq.mul_(beta2t).add_(update_, 1.0 - beta2t);
+        update_ = st.sq.rsqrt().mul_(grad_);
+      }
+      update_.div_((rms(update_) / kClip).clamp_(1.0));
+      update_.mul_(lr_);
+      if (momentum_) {
+        st.exp_avg.mul_(kBeta1).add_(update_, 1 - kBeta1);
+        update_ = st.exp_avg;
+      }
+      p_fp32_.add_(-update_);
+      if (p.scalar_type() == torch::kHalf || p.scalar_type() == torch::kBFloat16) p.copy_(p_fp32_);
+    }
+    // step() returns: its locals go.
+    update_ = torch::Tensor();
+    grad_ = torch::Tensor();
+    p_fp32_ = torch::Tensor();
+  }
+
+ private:
+  struct State {
+    int64_t step = 0;
+    torch::Tensor exp_avg, row, col, sq;
+  };
+  static torch::Tensor rms(const torch::Tensor& t) { return t.norm(2) / std::sqrt(static_cast<double>(t.numel())); }
+  static torch::Tensor approx_sq_grad(const torch::Tensor& row, const torch::Tensor& col) {
+    const torch::Tensor r_factor = (row / row.mean(-1, /*keepdim=*/true)).rsqrt_().unsqueeze(-1);
+    const torch::Tensor c_factor = col.unsqueeze(-2).rsqrt();
+    return torch::mul(r_factor, c_factor);
+  }
+  static constexpr double kEps0 = 1e-30, kClip = 1.0, kDecayRate = -0.8, kBeta1 = 0.9;
+  std::vector<torch::Tensor> params_;
+  std::vector<State> state_;
+  torch::Tensor grad_, p_fp32_, update_;
+  double lr_;
+  bool momentum_;
+};
+
 // Optimizer.zero_grad(set_to_none): LibTorch 2.x has the flag (default true, as Python 2.x);
 // 1.13's zero_grad() only zeroes, so set_to_none is done by hand there (libtorch-notes §8).
 void zero_grad(torch::optim::Optimizer* opt, std::vector<torch::Tensor> params, bool set_to_none) {
@@ -484,8 +576,12 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
   std::unique_ptr<ForeachAdam> foreach_optimizer;
   const bool fused = s.runtime.optimizer_impl == OptimizerImpl::fused;
   std::unique_ptr<FusedAdam> fused_optimizer;
+  const bool adafactor = s.optimizer == OptimizerKind::adafactor || s.optimizer == OptimizerKind::adafactor_momentum;
+  std::unique_ptr<HfAdafactor> adafactor_optimizer;
   const bool adamw = s.optimizer == OptimizerKind::adamw;
-  if (foreach)
+  if (adafactor)
+    adafactor_optimizer = std::make_unique<HfAdafactor>(model->parameters(), 1e-3, s.optimizer == OptimizerKind::adafactor_momentum);
+  else if (foreach)
     foreach_optimizer = std::make_unique<ForeachAdam>(model->parameters(), 1e-4, adamw ? 0.01 : 0.0);
   else if (fused)
     fused_optimizer = std::make_unique<FusedAdam>(model->parameters(), 1e-4, adamw ? 0.01 : 0.0, adamw);
@@ -572,7 +668,8 @@ RunOutcome run_steps(const TrainingSetup& s, const MeasureOptions& opt) {
       say(fmt::format("step {}/{}: optimizer step", step, opt.steps));
       const int64_t before_step = now();
       probe->reset_peak();
-      if (foreach) foreach_optimizer->step();
+      if (adafactor) adafactor_optimizer->step();
+      else if (foreach) foreach_optimizer->step();
       else if (fused) fused_optimizer->step();
       else if (!in_backward) optimizer->step();  // else stepped, and the gradients dropped, in backward
       sample(Phase::optimizer_step);

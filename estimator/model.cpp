@@ -241,9 +241,11 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
 
   add("embed_tokens.weight", V * h, 1, ParamGroup::embedding, m.tie_word_embeddings, emb_train, false, V, h);  // (V, h)
   if (m.positions == PositionKind::learned)
-    add("embed_positions.weight", m.max_position_embeddings * h, 1, ParamGroup::embedding, false, emb_train);
+    add("embed_positions.weight", m.max_position_embeddings * h, 1, ParamGroup::embedding, false, emb_train, false,
+        m.max_position_embeddings, h);  // (P, h)
   if (m.type_vocab_size > 0)
-    add("token_type_embeddings.weight", m.type_vocab_size * h, 1, ParamGroup::embedding, false, emb_train);
+    add("token_type_embeddings.weight", m.type_vocab_size * h, 1, ParamGroup::embedding, false, emb_train, false,
+        m.type_vocab_size, h);  // (T, h)
   if (m.bert_style) add("embeddings.LayerNorm", 2 * h, 1, ParamGroup::norm, false, emb_train);  // (h) x2
 
   // Layers are grouped by kind (dense/MoE) and by frozen-ness; count = layers of that group.
@@ -301,14 +303,18 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
       if (m.lm_head_bias) add("lm_head.bias", V, 1, ParamGroup::head, false, head_train);  // (V)
       break;
     case HeadKind::masked_lm:
-      add("cls.transform.dense", h * h + h, 1, ParamGroup::head, true, head_train);   // (h, h) + h
+      add("cls.transform.dense.weight", h * h, 1, ParamGroup::head, true, head_train, false, h, h);  // (h, h)
+      add("cls.transform.dense.bias", h, 1, ParamGroup::head, false, head_train);                  // (h)
       add("cls.transform.LayerNorm", 2 * h, 1, ParamGroup::head, false, head_train);  // (h) x2
-      if (!m.tie_word_embeddings) add("cls.decoder.weight", V * h, 1, ParamGroup::head, true, head_train);
+      if (!m.tie_word_embeddings) add("cls.decoder.weight", V * h, 1, ParamGroup::head, true, head_train, false, V, h);
       add("cls.decoder.bias", V, 1, ParamGroup::head, false, head_train);             // (V)
       break;
     case HeadKind::sequence_classification:
-      if (m.bert_style) add("pooler.dense", h * h + h, 1, ParamGroup::head, true, head_train);
-      add("score.weight", h * m.num_labels, 1, ParamGroup::head, true, head_train);  // (h, num_labels)
+      if (m.bert_style) {
+        add("pooler.dense.weight", h * h, 1, ParamGroup::head, true, head_train, false, h, h);  // (h, h)
+        add("pooler.dense.bias", h, 1, ParamGroup::head, false, head_train);                  // (h)
+      }
+      add("score.weight", h * m.num_labels, 1, ParamGroup::head, true, head_train, false, m.num_labels, h);  // (num_labels, h)
       if (m.bert_style) add("score.bias", m.num_labels, 1, ParamGroup::head, false, head_train);
       break;
   }

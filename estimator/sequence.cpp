@@ -60,7 +60,15 @@ std::string step_sequence_not_modelled(const TrainingSetup& s) {
   }
   switch (s.optimizer) {
     case OptimizerKind::adamw: case OptimizerKind::adam: case OptimizerKind::sgd: case OptimizerKind::sgd_momentum: break;
-    default: return "optimizer other than AdamW/Adam/SGD";
+    case OptimizerKind::adafactor: case OptimizerKind::adafactor_momentum:
+      // The sequence holds one tensor for a layer's `count` expert linears (their stacked
+      // parameter where transformers groups them); Adafactor's per-tensor temporaries would be
+      // those of the stack.
+      if (s.model.num_experts > 0) return "Adafactor on a mixture-of-experts model";
+      if (s.runtime.optimizer_impl == OptimizerImpl::foreach || s.runtime.optimizer_impl == OptimizerImpl::fused)
+        return "Adafactor with a foreach or fused step (transformers' Adafactor loops over the parameters)";
+      break;
+    default: return "optimizer other than AdamW/Adam/SGD/Adafactor (8-bit, paged, Lion)";
   }
   const Runtime& r = s.runtime;
   if (r.framework == Framework::deepspeed || r.framework == Framework::megatron) return "DeepSpeed/Megatron runtime";
@@ -221,12 +229,25 @@ struct Records {
   std::vector<const sim::SimRecord*> layer;
 };
 
+// Adafactor's factored second moment of one parameter tensor: exp_avg_sq_row's and
+// exp_avg_sq_col's elements (prod(shape[:-1]) and prod(shape[:-2]) x shape[-1]); both 0 for a
+// vector, whose second moment is whole.
+struct Factors {
+  int64_t rows = 0, cols = 0;
+};
+
 // The parameter tensors in the order the model registers them (HF modules: embeddings, each
 // layer's linears (weight, bias) then its norms, the final norm, an untied head), in bytes of
-// one element each; the allocator sees one tensor per entry.
-std::vector<int64_t> parameter_elements(const TrainingSetup& s) {
+// one element each; the allocator sees one tensor per entry. `factors` (when given) gets each
+// entry's Factors, from the shapes parameter_tensors() gives.
+std::vector<int64_t> parameter_elements(const TrainingSetup& s, std::vector<Factors>* factors = nullptr) {
   const ModelSpec& m = s.model;
   std::vector<int64_t> out;
+  std::vector<Factors> f;
+  auto push = [&](int64_t elements, int64_t rows = 0, int64_t cols = 0) {
+    out.push_back(elements);
+    f.push_back(rows > 0 && cols > 0 ? Factors{rows, cols} : Factors{});
+  };
   std::vector<ParamTensor> all = parameter_tensors(s);
   // The non-layer tensors from the summary list (embeddings first, head last).
   auto named = [&](const std::string& prefix) {
@@ -239,53 +260,70 @@ std::vector<int64_t> parameter_elements(const TrainingSetup& s) {
     if (p.name.rfind("layers.", 0) == 0) break;
     for (int64_t i = 0; i < p.count; ++i) {
       if (p.name == "embeddings.LayerNorm") {
-        out.push_back(p.elements / 2);
-        out.push_back(p.elements / 2);
+        push(p.elements / 2);
+        push(p.elements / 2);
       } else {
-        out.push_back(p.elements);
+        push(p.elements, p.rows, p.cols);
       }
     }
   }
   const int64_t h = m.hidden_size;
   for (int64_t i = 0; i < m.num_layers; ++i) {
     for (const Linear& lin : layer_linears(s, m.is_moe_layer(i))) {
-      out.push_back(lin.in * lin.out * lin.count);
-      if (lin.bias) out.push_back(lin.out * lin.count);
+      // (out, in), or the experts' stacked (count, out, in): rows count x out, cols count x in.
+      push(lin.in * lin.out * lin.count, lin.out * lin.count, lin.in * lin.count);
+      if (lin.bias) push(lin.out * lin.count);
     }
     int64_t rest = layer_norm_params(m);
     while (rest >= h && h > 0) {
-      out.push_back(h);
+      push(h);
       rest -= h;
     }
     if (rest > 0) {  // q/k norms of head_dim each
       if (m.head_dim > 0 && rest % m.head_dim == 0) {
-        for (int64_t k = 0; k < rest / m.head_dim; ++k) out.push_back(m.head_dim);
+        for (int64_t k = 0; k < rest / m.head_dim; ++k) push(m.head_dim);
       } else {
-        out.push_back(rest);
+        push(rest);
       }
     }
-    if (m.attention_sinks) out.push_back(m.num_attention_heads);
+    if (m.attention_sinks) push(m.num_attention_heads);
   }
   for (const ParamTensor* p : named("norm")) {
     if (p->elements == 2 * h) {
-      out.push_back(h);
-      out.push_back(h);
+      push(h);
+      push(h);
     } else {
-      out.push_back(p->elements);
+      push(p->elements);
     }
   }
   for (const char* prefix : {"lm_head", "cls.", "pooler", "score"})
     for (const ParamTensor* p : named(prefix)) {
-      if (p->name == "cls.transform.dense" || p->name == "pooler.dense") {
-        out.push_back(h * h);
-        out.push_back(h);
-      } else if (p->name == "cls.transform.LayerNorm") {
-        out.push_back(h);
-        out.push_back(h);
+      if (p->name == "cls.transform.LayerNorm") {
+        push(h);
+        push(h);
       } else {
-        out.push_back(p->elements);
+        push(p->elements, p->rows, p->cols);
       }
     }
+  if (factors) *factors = std::move(f);
+  return out;
+}
+
+// LoRA's adapters in the order PEFT's inject_adapter makes them (named_modules: each layer's
+// targeted linears in registration order, lora_A (r, in) then lora_B (out, r)), their elements
+// and Factors.
+std::vector<int64_t> adapter_elements(const TrainingSetup& s, std::vector<Factors>* factors) {
+  std::vector<int64_t> out;
+  factors->clear();
+  const int64_t r = s.finetune.lora_rank;
+  for (int64_t i = 0; i < s.model.num_layers; ++i)
+    for (const Linear& lin : layer_linears(s, s.model.is_moe_layer(i)))
+      if (lora_on(s, lin.role)) {
+        out.push_back(r * lin.in * lin.count);
+        out.push_back(lin.out * r * lin.count);
+        factors->push_back({r * lin.count, lin.in * lin.count});
+        factors->push_back({lin.out * lin.count, r * lin.count});
+      }
   return out;
 }
 
@@ -327,6 +365,9 @@ struct SequencePlan {
   // cast to fp32 one by one afterwards (trained_bytes); the optimizer steps only these.
   std::vector<int64_t> adapters;
   int64_t adapter_made_bytes = 0, adapter_trained_bytes = 0;
+  // Adafactor's factored second moments, entry by entry of what the optimizer steps (params, or
+  // adapters under LoRA).
+  std::vector<Factors> factors;
   SharedTensors shared;
   bool rotary = false;
   int64_t workspace = 0;          // cuBLAS workspace per handle
@@ -393,16 +434,10 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
     per_step += R.emb.forward.size() + R.emb.backward.size() + R.head.forward.size() + R.head.backward.size();
     for (const sim::SimRecord* r : R.layer) per_step += r->forward.size() + r->backward.size();
   }
-  plan.params = parameter_elements(s);
+  plan.params = parameter_elements(s, &plan.factors);
   plan.weight_bytes = weight_bytes_per_param(s.precision);
   if (s.finetune.mode == FinetuneMode::lora) {
-    const int64_t r = s.finetune.lora_rank;
-    for (int64_t i = 0; i < L; ++i)
-      for (const Linear& lin : layer_linears(s, m.is_moe_layer(i)))
-        if (lora_on(s, lin.role)) {
-          plan.adapters.push_back(r * lin.in * lin.count);   // lora_A (r, in)
-          plan.adapters.push_back(lin.out * r * lin.count);  // lora_B (out, r)
-        }
+    plan.adapters = adapter_elements(s, &plan.factors);  // what the optimizer steps
     // peft tuners/tuners_utils.py _move_adapter_to_device_of_base_layer: a floating adapter
     // takes the base weight's device and dtype; then _cast_adapter_dtype (autocast_adapter_dtype
     // True) upcasts fp16/bf16 adapters to fp32 (PEFT 0.21; what the H200's LoRA traces show:
@@ -411,7 +446,9 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
     plan.adapter_trained_bytes = adapter_bytes(s);
   }
   const size_t trained = plan.adapters.empty() ? plan.params.size() : plan.adapters.size();
-  plan.expected_events = static_cast<size_t>(steps) * (per_step + 6 * trained) + plan.params.size() + 3 * plan.adapters.size();
+  const bool adafactor = s.optimizer == OptimizerKind::adafactor || s.optimizer == OptimizerKind::adafactor_momentum;
+  plan.expected_events =
+      static_cast<size_t>(steps) * (per_step + (adafactor ? 20 : 6) * trained) + plan.params.size() + 3 * plan.adapters.size();
   plan.buffers = model_buffer_bytes(s);
   plan.buffer_per_layer = m.causal_mask == MaskKind::bool_buffer && L > 0;
   plan.inv_freq = m.positions == PositionKind::rotary && m.head_dim > 0;
@@ -664,6 +701,70 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
         }
         break;
       }
+      case OptimizerKind::adafactor: case OptimizerKind::adafactor_momentum: {
+        // transformers' Adafactor.step (src/transformers/optimization.py @ 005edacb), one parameter
+        // at a time; its locals `grad`, `p_data_fp32` and `update` stay bound until the next
+        // parameter rebinds them, and go when step() returns. Everything is fp32: a 16-bit gradient
+        // or parameter is upcast into a copy, and the states are made `.to(grad)`.
+        const bool momentum = plan.optimizer == OptimizerKind::adafactor_momentum;
+        const int64_t pb = lora ? plan.adapter_trained_bytes : plan.weight_bytes;
+        int64_t grad_copy = -1, p_copy = -1, update = -1;  // the locals' own tensors (-1: none, or not a temporary)
+        auto make = [&](int64_t bytes) {
+          const int64_t id = led.fresh();
+          led.alloc(id, bytes);
+          return id;
+        };
+        auto drop = [&](int64_t& id) {
+          if (id >= 0) led.free(id);
+          id = -1;
+        };
+        for (size_t k = 0; k < trainable.size(); ++k) {
+          const int64_t n = trainable[k] * 4;
+          const Factors f = k < plan.factors.size() ? plan.factors[k] : Factors{};
+          drop(grad_copy);  // grad = p.grad
+          if (gb != 4) grad_copy = make(n);  // grad = grad.float()
+          if (step == 0) {  // state initialization
+            if (momentum) states.push_back(make(n));  // exp_avg = zeros_like(grad)
+            if (f.rows > 0) {
+              states.push_back(make(f.rows * 4));  // exp_avg_sq_row = zeros(shape[:-1]).to(grad)
+              states.push_back(make(f.cols * 4));  // exp_avg_sq_col
+            } else {
+              states.push_back(make(n));  // exp_avg_sq = zeros_like(grad)
+            }
+          }
+          drop(p_copy);  // p_data_fp32 = p
+          if (pb != 4) p_copy = make(n);  // p_data_fp32 = p_data_fp32.float()
+          // update = (grad**2) + eps[0]: grad**2 goes with the expression, the old update on the binding
+          int64_t sq = make(n), u = make(n);
+          drop(sq);
+          drop(update);
+          update = u;
+          if (f.rows > 0) {
+            int64_t m = make(f.rows * 4);  // exp_avg_sq_row.mul_(beta2t).add_(update.mean(dim=-1))
+            drop(m);
+            m = make(f.cols * 4);  // ... update.mean(dim=-2)
+            drop(m);
+            // _approx_sq_grad: r_factor = (row / row.mean(-1, keepdim)).rsqrt_().unsqueeze(-1),
+            // c_factor = col.unsqueeze(-2).rsqrt(), torch.mul(r_factor, c_factor)
+            int64_t rf = make(f.rows * 4), cf = make(f.cols * 4), approx = make(n);
+            drop(rf);
+            drop(cf);
+            drop(update);
+            update = approx;  // then update.mul_(grad), in place
+          } else {
+            const int64_t r = make(n);  // update = exp_avg_sq.rsqrt().mul_(grad)
+            drop(update);
+            update = r;
+          }
+          if (momentum) drop(update);  // update = exp_avg: a state
+          int64_t neg = make(n);  // p_data_fp32.add_(-update)
+          drop(neg);
+        }
+        drop(update);  // step() returns
+        drop(grad_copy);
+        drop(p_copy);
+        break;
+      }
       case OptimizerKind::sgd_momentum:
         if (step == 0)
           for (int64_t e : trainable) {  // momentum_buffer = torch.clone(grad).detach()
@@ -689,6 +790,11 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
 }
 
 }  // namespace
+
+std::vector<int64_t> stepped_parameter_elements(const TrainingSetup& s) {
+  std::vector<Factors> f;
+  return s.finetune.mode == FinetuneMode::lora ? adapter_elements(s, &f) : parameter_elements(s);
+}
 
 AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t max_events) {
   return unroll(plan_sequence(s, steps), max_events);
@@ -765,6 +871,11 @@ class ReplayMemo {
       add(p.any_ckpt);
       add(p.params);
       add(p.adapters);
+      add(p.factors.size());
+      for (const Factors& f : p.factors) {
+        add(static_cast<uint64_t>(f.rows));
+        add(static_cast<uint64_t>(f.cols));
+      }
       for (int64_t x : {p.adapter_made_bytes, p.adapter_trained_bytes, p.weight_bytes, p.state_bytes, p.grad_bytes, p.buffers, p.inv_freq_bytes, p.input_bytes,
                         p.shared.whole_step_bytes, p.shared.forward_bytes, p.shared.embeds_bytes, p.workspace})
         add(static_cast<uint64_t>(x));

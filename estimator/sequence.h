@@ -13,7 +13,8 @@
 // because the allocator's segment packing depends on them.
 //
 // Covered: one GPU, no ZeRO/FSDP/offload/pipeline/tensor parallelism, full fine-tuning and LoRA,
-// AdamW/Adam/SGD(-momentum), fp32/AMP/pure 16-bit precisions, torch 1.x and 2.x, the HF loop
+// AdamW/Adam/SGD(-momentum) and transformers' Adafactor (with or without beta1; not on MoE),
+// fp32/AMP/pure 16-bit precisions, torch 1.x and 2.x, the HF loop
 // (outputs dropped before backward, zero_grad(set_to_none=True)) and three others: a loop that
 // keeps the model's outputs (the logits freed when the next forward returns), zero_grad(
 // set_to_none=False) (the gradients made once, added into after) and Lightning's zero_grad after
@@ -64,6 +65,12 @@ struct AllocationSequence {
 // (expected_events says how many there would be). REQUIRES: step_sequence_not_modelled(s) is empty,
 // steps >= 1.
 AllocationSequence allocation_sequence(const TrainingSetup& s, int steps = 3, size_t max_events = 0);
+
+// The elements of each tensor the optimizer steps, in the order it steps them (the parameters in
+// registration order; LoRA's adapters in PEFT's order): the sequence's, for the estimator's
+// per-parameter optimizer temporaries (transformers' Adafactor holds the previous parameter's
+// update while it makes the next one's).
+std::vector<int64_t> stepped_parameter_elements(const TrainingSetup& s);
 
 // The allocator settings of the setup (runtime.expandable_segments; PyTorch's defaults otherwise).
 AllocatorConfig allocator_config(const TrainingSetup& s);

@@ -14,6 +14,7 @@
 #include "estimator/layers.h"
 #include "estimator/model.h"
 #include "estimator/runtime.h"
+#include "estimator/sequence.h"
 
 namespace memplan {
 
@@ -124,17 +125,46 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
       if (text) c.transient_formula = fmt::format("exp_avg.clone() and the update: 2 x largest tensor {} x {} B", largest, sb);
       break;
     case OptimizerKind::adafactor: case OptimizerKind::adafactor_momentum: {
-      // HF transformers Adafactor: exp_avg_sq_row/col for matrices (rows + cols), exp_avg_sq for
-      // vectors, in the gradient's dtype; beta1 adds exp_avg (trainable elements).
+      // HF transformers Adafactor (src/transformers/optimization.py Adafactor.step @ 005edacb):
+      // exp_avg_sq_row/col for matrices (rows + cols), exp_avg_sq for vectors; beta1 adds exp_avg
+      // (trainable elements). All fp32: a 16-bit gradient is upcast first (`grad = grad.float()`)
+      // and the states are made `.to(grad)`. Per parameter the step holds grad**2 + eps and the
+      // r x c approximation (or rsqrt of the second moment) while the previous parameter's `update`
+      // is still bound, then -update; 16-bit gradients and parameters add their fp32 copies
+      // (`grad.float()`, `p.float()`), alive through the parameter's update.
       const bool momentum = s.optimizer == OptimizerKind::adafactor_momentum;
-      c.states = (ps.factored + (momentum ? trainable : 0)) * sb;
-      c.transient = 3 * largest * 4;
-      c.per_param_transient = c.transient;
+      // (DeepSpeed's mixed precision steps the fp32 master copy with fp32 gradients: no copies.)
+      const bool master = master_bytes_per_param(s.precision) > 0;
+      const int64_t copies = master ? 0
+                                    : (trained_bytes(s, ps, grad_bytes_per_param(s.precision)) != 4 ? 1 : 0) +
+                                          (trained_bytes(s, ps, weight_bytes_per_param(s.precision)) != 4 ? 1 : 0);
+      const int64_t temps = (momentum ? 2 : 3) + copies;  // with beta1 the previous `update` is exp_avg, a state
+      c.states = (ps.factored + (momentum ? trainable : 0)) * 4;
       if (text)
-        c.states_formula = momentum ? fmt::format("factored second moment sum(rows + cols) {} + first moment {} elements, x {} B",
-                                                  ps.factored, trainable, sb)
-                                    : fmt::format("factored second moment: sum(rows + cols) = {} x {} B (no first moment)", ps.factored, sb);
-      if (text) c.transient_formula = fmt::format("grad^2, the r*c approximation and the update: 3 x largest tensor {} x 4 B", largest);
+        c.states_formula = momentum ? fmt::format("factored second moment sum(rows + cols) {} + first moment {} elements, x 4 B (fp32)",
+                                                  ps.factored, trainable)
+                                    : fmt::format("factored second moment: sum(rows + cols) = {} x 4 B (fp32; no first moment)", ps.factored);
+      const char* held = momentum ? "" : " beside the last parameter's update";
+      const char* upcast = copies ? ", with the fp32 copies of the 16-bit gradient and parameter" : "";
+      // A bound: the largest tensor stepped right after one as large.
+      c.transient = temps * largest * 4;
+      if (text) c.transient_formula = fmt::format("grad^2 + eps and the r*c approximation{}{}: {} x largest tensor {} x 4 B", held, upcast, temps, largest);
+      // One rank holding the whole model: the tensors in the order the step walks them, each one's
+      // (2 + copies) beside the previous one's update.
+      if (s.parallel.num_gpus == 1 && s.parallel.tensor_parallel == 1 && s.parallel.pipeline_parallel == 1) {
+        int64_t worst = 0, prev = 0;
+        for (int64_t e : stepped_parameter_elements(s)) {
+          worst = std::max(worst, (2 + copies) * e + (momentum ? 0 : prev));
+          prev = e;
+        }
+        if (worst > 0 && worst * 4 < c.transient) {
+          c.transient = worst * 4;
+          if (text)
+            c.transient_formula = fmt::format("grad^2 + eps and the r*c approximation{}{}, tensor by tensor in the step's order: {} x 4 B",
+                                              held, upcast, worst);
+        }
+      }
+      c.per_param_transient = c.transient;
       break;
     }
     case OptimizerKind::adamw_8bit: case OptimizerKind::paged_adamw_8bit: {

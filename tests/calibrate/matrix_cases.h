@@ -155,6 +155,11 @@ inline std::vector<MatrixCase> cpu_matrix() {
   add("llama gqa bf16 adamw every:2", tiny_llama(), Precision::bf16, OptimizerKind::adamw, "every:2", 2, 256);
   add("llama mha amp-bf16 sgd full", mha, Precision::amp_bf16, OptimizerKind::sgd, "full", 2, 256);
   add("llama tied fp32 sgd s64", tied, Precision::fp32, OptimizerKind::sgd, "none", 8, 64);
+  // transformers' Adafactor (the harness runs its step), with batches small enough that the
+  // step's temporaries are the peak: fp32, with beta1, and pure bf16 (its fp32 copies).
+  add("llama gqa fp32 adafactor b1 s32", tiny_llama(256, 4, 8, 2, 4096), Precision::fp32, OptimizerKind::adafactor, "none", 1, 32);
+  add("llama gqa fp32 adafactor-beta1 b1 s32", tiny_llama(256, 4, 8, 2, 4096), Precision::fp32, OptimizerKind::adafactor_momentum, "none", 1, 32);
+  add("llama gqa bf16 adafactor b1 s32", tiny_llama(256, 4, 8, 2, 4096), Precision::bf16, OptimizerKind::adafactor, "none", 1, 32);
   ModelSpec moe_small_vocab = tiny_moe();
   moe_small_vocab.vocab_size = 1024;
   add("moe fp32 adamw", moe_small_vocab, Precision::fp32, OptimizerKind::adamw, "none", 2, 256);

@@ -335,6 +335,28 @@ std::vector<EventCase> event_cases() {
     t.runtime.zero_grad_after_forward = true;
     t.batch.grad_accum = 2;
   });
+  // Optimizers: transformers' Adafactor (the harness runs its step statement by statement), on a
+  // batch small enough that the step's temporaries make the peak.
+  auto step_peak = [](TrainingSetup& t, OptimizerKind o) {
+    t.optimizer = o;
+    t.batch.micro_batch = 1;
+    t.batch.seq_len = 16;
+  };
+  add("adafactor", [&](TrainingSetup& t) { step_peak(t, OptimizerKind::adafactor); });
+  add("adafactor with beta1, accumulation 2", [&](TrainingSetup& t) {
+    step_peak(t, OptimizerKind::adafactor_momentum);
+    t.batch.grad_accum = 2;
+  });
+  add("adafactor, pure bf16", [&](TrainingSetup& t) {  // fp32 copies of each gradient and parameter
+    step_peak(t, OptimizerKind::adafactor);
+    t.precision = Precision::bf16;
+  });
+  add("adafactor, lora q,v", [&](TrainingSetup& t) {
+    step_peak(t, OptimizerKind::adafactor);
+    t.finetune.mode = FinetuneMode::lora;
+    t.finetune.lora_rank = 8;
+    t.finetune.lora_alpha = 16;
+  });
   return out;
 }
 
@@ -349,6 +371,10 @@ TEST_CASE("the allocation sequence against recorded CPU steps, event by event") 
               "lifetimes", "at start", "peak");
   for (const EventCase& c : event_cases()) {
     if (only && c.name.find(only) == std::string::npos) continue;
+    if (c.setup.precision == Precision::bf16 && !calibrate::cpu_supports_bf16()) {
+      std::printf("%-48s skipped: no avx512_bf16 on this CPU\n", c.name.c_str());
+      continue;
+    }
     calibrate::MeasureOptions opt;
     opt.device = "cpu";
     opt.threads = 2;
