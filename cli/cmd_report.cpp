@@ -64,9 +64,10 @@ int run_log_report(Io io, const profiles::SetupInputs& in, const ReportFlags& f)
   inputs.emplace_back(f.monitor_log, "--monitor-log");
   const profiles::WriteOptions w{f.force, Where::at_flag("--out"), f.svg.empty() ? "the report" : "the chart", inputs};
   profiles::check_can_write(f.out, w);
-  const std::vector<watch::LogRecord> records = read_monitor_log(f.monitor_log, Where::at_flag("--monitor-log"));
+  RunTraceBuilder trace;
+  for_each_monitor_record(f.monitor_log, Where::at_flag("--monitor-log"), [&](const watch::LogRecord& rec) { trace.add(rec); });
   const auto e = estimate_of_flags(io.err, in);
-  const report::RunTrace r = run_trace(records, e ? &e->breakdown : nullptr);
+  const report::RunTrace r = trace.finish(e ? &e->breakdown : nullptr);
   const std::string out = f.svg.empty() ? report::run_html(r) : report::run_svg(r);
   profiles::write_file_atomically(f.out, out, w);
   io.out << fmt::format("wrote {} ({} of {}, {} bytes)\n", f.out, f.svg.empty() ? "the run's report" : "the run chart", r.title, out.size());

@@ -87,7 +87,8 @@ nlohmann::json devices_json(const std::vector<watch::DeviceReading>& r) {
   return a;
 }
 
-// The memplan.monitor/v1 lines of the run: to --log as they come, and kept for --html.
+// The memplan.monitor/v1 lines of the run: to --log as they come, and folded into the run's
+// trace for --html (its memory bounded: RunTraceBuilder), never kept whole.
 class Log {
  public:
   Log(const std::string& path, bool force, std::vector<std::pair<std::string, std::string>> inputs, bool keep) : keep_(keep) {
@@ -119,7 +120,11 @@ class Log {
     nlohmann::json line = {{"schema", watch::kMonitorSchema}};
     line.update(record);
     const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // invalid UTF-8 (an argv byte) as U+FFFD
-    if (keep_) kept_ += text;
+    if (keep_) {
+      ++lines_;
+      if (std::optional<watch::LogRecord> rec = watch::parse_monitor_line(text.substr(0, text.size() - 1), "(this run)", lines_))
+        trace_.add(*rec);
+    }
     if (fd_ < 0) return;
     for (size_t done = 0; done < text.size();) {  // whole lines, as they come
       const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
@@ -128,12 +133,14 @@ class Log {
       done += static_cast<size_t>(n);
     }
   }
-  const std::string& kept() const { return kept_; }
+  // The run's trace, once (for --html).
+  report::RunTrace trace(const MemoryBreakdown* estimate) { return trace_.finish(estimate); }
 
  private:
   int fd_ = -1;
   bool keep_ = false;
-  std::string kept_;
+  int lines_ = 0;
+  RunTraceBuilder trace_;
 };
 
 std::unique_ptr<watch::Sampler> open_gpu_sampler(const std::string& source, std::string* notes) {
@@ -164,10 +171,15 @@ int replay(Io io, const std::string& path, const WatchFlags& f, const profiles::
     html = profiles::WriteOptions{f.force, Where::at_flag("--html"), "the run's report", inputs};
     profiles::check_can_write(f.html, *html);
   }
-  const std::vector<watch::LogRecord> records = read_monitor_log(path, Where{});
+  // Read twice, a line at a time (a day-long log is never held whole): checked whole first, so that
+  // a bad line is an error before anything is printed, then printed, those same lines only (a log
+  // still being written may have grown since).
+  const int lines = for_each_monitor_record(path, Where{}, [](const watch::LogRecord&) {});
   Thresholds th;
+  RunTraceBuilder trace;
   using Kind = watch::LogRecord::Kind;
-  for (const watch::LogRecord& r : records) {
+  for_each_monitor_record(path, Where{}, [&](const watch::LogRecord& r) {
+    if (html) trace.add(r);
     switch (r.kind) {
       case Kind::start: {
         th = r.thresholds;
@@ -212,10 +224,10 @@ int replay(Io io, const std::string& path, const WatchFlags& f, const profiles::
           io.out << fmt::format("ended after {} steps; worst band {}\n", r.steps, r.worst_band.empty() ? "?" : r.worst_band);
         break;
     }
-  }
+  }, lines);
   if (html) {
     const auto e = estimate_of_flags(io.err, in);
-    profiles::write_file_atomically(f.html, report::run_html(run_trace(records, e ? &e->breakdown : nullptr)), *html);
+    profiles::write_file_atomically(f.html, report::run_html(trace.finish(e ? &e->breakdown : nullptr)), *html);
     io.out << fmt::format("wrote {} (the run's memory over time)\n", f.html);
   }
   return kExitOk;
@@ -361,7 +373,7 @@ int run_watch(Io io, const profiles::SetupInputs& in, const WatchFlags& f) {
              {"band", band}, {"worst_band", to_string(worst)}, {"max_rss_bytes", ended.max_rss_bytes},
              {"estimate_peak_bytes", estimate_peak ? nlohmann::json(*estimate_peak) : nlohmann::json(nullptr)}});
   if (html) {
-    const report::RunTrace r = run_trace(watch::parse_monitor_log(log.kept(), "(this run)"), estimated ? &*estimated : nullptr);
+    const report::RunTrace r = log.trace(estimated ? &*estimated : nullptr);
     profiles::write_file_atomically(f.html, report::run_html(r), *html);
     io.err << fmt::format("  wrote {} (the run's memory over time)\n", f.html);
   }

@@ -901,7 +901,12 @@ std::string read_text_file(const std::string& path, const Where& named_at) {
   return read_text_file(path, named_at, read_limits().max_file_bytes);
 }
 
-std::string read_text_file(const std::string& path, const Where& named_at, int64_t max_bytes) {
+namespace {
+
+// read_text_file's reading: the checks, then the file's bytes handed to `chunk` as they are read
+// (first a null pointer with the size to expect); `chunk` returns false to stop reading.
+template <class Chunk>
+void read_file_chunks(const std::string& path, const Where& named_at, int64_t max_bytes, Chunk&& chunk) {
   ReadLimits lim = read_limits();
   lim.max_file_bytes = max_bytes;
   const bool named = !named_at.empty();
@@ -942,8 +947,8 @@ std::string read_text_file(const std::string& path, const Where& named_at, int64
   } closer{fd};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) not_regular(kind_of(st.st_mode));
   note_file_read(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), path);  // never an output (files.h)
-  std::string text;
-  text.reserve(static_cast<size_t>(std::max<off_t>(0, std::min<off_t>(st.st_size, lim.max_file_bytes))));
+  (void)chunk(nullptr, static_cast<size_t>(std::max<off_t>(0, std::min<off_t>(st.st_size, lim.max_file_bytes))));  // the size to expect
+  int64_t total = 0;
   char buf[65536];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
@@ -960,10 +965,48 @@ std::string read_text_file(const std::string& path, const Where& named_at, int64
       refuse(named ? std::string(std::strerror(err)) : fmt::format("cannot read the file ({})", std::strerror(err)),
              "check the file and the disk");
     }
-    text.append(buf, static_cast<size_t>(n));
-    if (static_cast<int64_t>(text.size()) > lim.max_file_bytes) too_large(static_cast<int64_t>(text.size()));
+    total += n;
+    if (total > lim.max_file_bytes) too_large(total);
+    if (!chunk(buf, static_cast<size_t>(n))) return;  // the reader has what it wants
   }
+}
+
+}  // namespace
+
+std::string read_text_file(const std::string& path, const Where& named_at, int64_t max_bytes) {
+  std::string text;
+  read_file_chunks(path, named_at, max_bytes, [&](const char* data, size_t n) {
+    if (data) text.append(data, n);
+    else text.reserve(n);
+    return true;
+  });
   return text;
+}
+
+void for_each_text_line(const std::string& path, const Where& named_at, int64_t max_bytes, int64_t max_line_bytes,
+                        const std::function<bool(const std::string& line, int number)>& each) {
+  std::string line;
+  int number = 1;
+  bool more = true;
+  read_file_chunks(path, named_at, max_bytes, [&](const char* data, size_t n) {
+    if (!data) return true;
+    for (size_t i = 0; i < n && more;) {
+      const char* nl = static_cast<const char*>(std::memchr(data + i, '\n', n - i));
+      const size_t take = nl ? static_cast<size_t>(nl - (data + i)) : n - i;
+      if (static_cast<int64_t>(line.size() + take) > max_line_bytes)
+        throw InputError(Where::at_file(path, number), fmt::format("line {} is over {} bytes", number, thousands(max_line_bytes)),
+                         "one record per line, each far shorter: is this the file you meant?");
+      line.append(data + i, take);
+      i += take;
+      if (nl) {
+        more = each(line, number++);
+        line.clear();
+        ++i;
+      }
+    }
+    return more;
+  });
+  if (more && !line.empty()) each(line, number);
 }
 
 Node parse_yaml(const std::string& text, const std::string& path) {

@@ -78,6 +78,13 @@ void set_read_limits(const ReadLimits& limits);
 std::string read_text_file(const std::string& path, const Where& named_at = Where{});
 // The same with another byte limit (a monitor log, git's output, a token).
 std::string read_text_file(const std::string& path, const Where& named_at, int64_t max_bytes);
+// The same file read line by line (a line without its '\n'; the last one also when the file does
+// not end in one), each handed to `each` with its 1-based number as it is read, until `each`
+// returns false: memory for one line, whatever the file's length (a day-long monitor log). A line
+// over max_line_bytes is an InputError at its number; the file's checks and max_bytes are
+// read_text_file's.
+void for_each_text_line(const std::string& path, const Where& named_at, int64_t max_bytes, int64_t max_line_bytes,
+                        const std::function<bool(const std::string& line, int number)>& each);
 // A file that may be absent or anything (the HF cache's refs/main, a token file in a shared cache):
 // its text when it is a regular file of at most max_bytes that reads without blocking, else nullopt.
 std::optional<std::string> read_small_file(const std::string& path, int64_t max_bytes);

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <sstream>
 
 #include "estimator/breakdown.h"
 #include "estimator/error.h"
@@ -185,31 +184,27 @@ LogRecord typed(const json& j, const std::string& path, int line) {
 
 }  // namespace
 
-std::vector<LogRecord> parse_monitor_log(const std::string& text, const std::string& path) {
-  std::vector<LogRecord> records;
-  std::istringstream in(text);
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::parse_error& e) {
-      // e.byte is 1-based within the line (the text parsed).
-      const int col = static_cast<int>(std::min<size_t>(e.byte, line.size()));
-      std::string what = e.what();
-      if (const auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
-      throw InputError(Where::at_file(path, number, col > 0 ? col : 1), fmt::format("not a JSON line: {}", what),
-                       "a memplan.monitor/v1 log holds one JSON object per line");
-    }
-    if (!j.is_object() || !j.contains("schema") || j["schema"] != kMonitorSchema || !j.contains("kind"))
-      throw InputError(Where::at_file(path, number, 1), fmt::format("not a {} record", kMonitorSchema),
-                       "memplan watch --log FILE and memplan.Monitor(log=FILE) write these files");
-    records.push_back(typed(j, path, number));
+std::optional<LogRecord> parse_monitor_line(const std::string& line, const std::string& path, int number) {
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return std::nullopt;
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::parse_error& e) {
+    // e.byte is 1-based within the line (the text parsed).
+    const int col = static_cast<int>(std::min<size_t>(e.byte, line.size()));
+    std::string what = e.what();
+    if (const auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
+    throw InputError(Where::at_file(path, number, col > 0 ? col : 1), fmt::format("not a JSON line: {}", what),
+                     "a memplan.monitor/v1 log holds one JSON object per line");
   }
-  if (records.empty())
-    throw InputError(Where::at_file(path), "the log holds no record", "was the training command started with --log?");
-  return records;
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != kMonitorSchema || !j.contains("kind"))
+    throw InputError(Where::at_file(path, number, 1), fmt::format("not a {} record", kMonitorSchema),
+                     "memplan watch --log FILE and memplan.Monitor(log=FILE) write these files");
+  return typed(j, path, number);
+}
+
+void no_records(const std::string& path) {
+  throw InputError(Where::at_file(path), "the log holds no record", "was the training command started with --log?");
 }
 
 }  // namespace memplan::watch

@@ -54,10 +54,13 @@ struct LogRecord {
   std::string worst_band;
 };
 
-// The records of a log's text, in order. InputError at file:line:col for a line that is not JSON
-// or not a memplan.monitor/v1 record, at file:line for a key of the wrong type or out of range
-// (sizes are whole numbers of bytes from 0 to 2^62, times and fractions finite), and at the file
-// when it holds none. The caller reads the file (bounded: profiles' reader).
-std::vector<LogRecord> parse_monitor_log(const std::string& text, const std::string& path);
+// One line of a log (line `number`, 1-based): its record, nullopt for a blank line. InputError at
+// file:line:col for a line that is not JSON or not a memplan.monitor/v1 record, at file:line for
+// a key of the wrong type or out of range (sizes are whole numbers of bytes from 0 to 2^62, times
+// and fractions finite). The caller reads the file a line at a time (bounded: profiles' reader,
+// cli/run_trace.h for_each_monitor_record).
+std::optional<LogRecord> parse_monitor_line(const std::string& line, const std::string& path, int number);
+// The InputError of a log without a record (at the file).
+[[noreturn]] void no_records(const std::string& path);
 
 }  // namespace memplan::watch

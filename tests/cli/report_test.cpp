@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -389,4 +391,58 @@ TEST_CASE("memplan report --probes: a calibration run's probes, measured against
   CHECK(r.err.rfind(bad + ":2:", 0) == 0);
   CHECK_FALSE(fs::exists(dir + "/bad.html"));
   fs::remove_all(dir);
+}
+
+// A day-long monitor log (10 samples a second: 864,000 lines, about 200 MB) is read a line at a
+// time and folded into a bounded trace (issue 55: it took about 1 GB). Measured in forked children,
+// one run against the other: the report of a log ten times as long needs no more than 30 MB more
+// (under 170 bytes per extra line, less than one record's own text; holding the records took about
+// 600), the one spike of each log is its peak in the report, and the long series says it was
+// thinned.
+TEST_CASE("report --monitor-log: a long log is read a line at a time, thinned, its peak kept") {
+  const std::string dir = temp_dir();
+  auto write_log = [&](const std::string& path, int samples, int spike_at) {
+    std::ofstream out(path);
+    out << R"({"schema":"memplan.monitor/v1","kind":"start","source":"watch","command":["train"],"sampler":"nvml"})" "\n";
+    for (int i = 0; i < samples; ++i) {
+      const int64_t used = i == spike_at ? int64_t{9} << 30 : (int64_t{4} << 30) + (i % 1000) * 4096;
+      out << fmt::format(R"({{"schema":"memplan.monitor/v1","kind":"sample","t":{:.1f},"devices":[{{"index":0,"name":"NVIDIA H200","used_bytes":{},"total_bytes":{}}}]}})",
+                         0.1 * i, used, int64_t{140} << 30)
+          << "\n";
+    }
+    out << R"({"schema":"memplan.monitor/v1","kind":"end","t":1.0,"exit_code":0,"peak_bytes":9663676416,"capacity_bytes":150323855360})" "\n";
+  };
+  struct Measured {
+    int code = -1;
+    long max_rss_kib = 0;
+  };
+  auto report_in_child = [&](const std::string& log, const std::string& out) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      const Run r = memplan_run({"report", "--monitor-log", log, "--out", out, "--force"});
+      ::_exit(r.code);
+    }
+    int status = 0;
+    struct rusage ru {};
+    REQUIRE(::wait4(pid, &status, 0, &ru) == pid);
+    return Measured{WIFEXITED(status) ? WEXITSTATUS(status) : -1, ru.ru_maxrss};
+  };
+  write_log(dir + "/short.jsonl", 20'000, 12'345);
+  write_log(dir + "/long.jsonl", 200'000, 123'457);
+  const Measured s = report_in_child(dir + "/short.jsonl", dir + "/short.html");
+  const Measured l = report_in_child(dir + "/long.jsonl", dir + "/long.html");
+  REQUIRE(s.code == 0);
+  REQUIRE(l.code == 0);
+  MESSAGE("max RSS: " << s.max_rss_kib << " KiB for 20,000 samples, " << l.max_rss_kib << " KiB for 200,000");
+  CHECK(l.max_rss_kib - s.max_rss_kib < 30 * 1024);
+  for (const char* name : {"short", "long"}) {
+    CAPTURE(name);
+    const std::string h = slurp(dir + "/" + std::string(name) + ".html");
+    CHECK(unbalanced(h) == "");
+    CHECK(h.find("GPU0 NVIDIA H200: peak 9.00 GiB") != std::string::npos);
+  }
+  // 20,000 samples: every 4th kept as the highest of four; 200,000: of 32 (each series under 8,192 points).
+  CHECK(slurp(dir + "/short.html").find("each point the highest of 4 samples") != std::string::npos);
+  CHECK(slurp(dir + "/long.html").find("each point the highest of 32 samples") != std::string::npos);
 }
