@@ -102,12 +102,23 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
     }
   };
   switch (s.optimizer) {
-    case OptimizerKind::adamw: case OptimizerKind::adam: case OptimizerKind::paged_adamw:
+    case OptimizerKind::adamw: case OptimizerKind::adam:
       c.states = 2 * trainable * sb;
       if (text) c.states_formula = fmt::format("2 moments x {} trainable params x {} B", trainable, sb);
       per_param_loop(2, "sqrt(exp_avg_sq) and its scaled copy");
-      c.paged = s.optimizer == OptimizerKind::paged_adamw;
       break;
+    case OptimizerKind::paged_adamw: {
+      // bitsandbytes' 32-bit PagedAdamW: Optimizer2State.init_state makes both states float32
+      // whatever the parameter's dtype (optim_bits 32: get_state_buffer(p, dtype=torch.float32)),
+      // and its step is one kernel per tensor (optimizer_update_32bit), no parameter-sized
+      // temporaries (bitsandbytes/optim/optimizer.py @ 51294d90). Paged: see OptimizerCost::paged.
+      const int64_t fp32 = 4;
+      c.states = 2 * trainable * fp32;
+      if (text) c.states_formula = fmt::format("2 moments x {} trainable params x 4 B (bitsandbytes keeps 32-bit states in fp32)", trainable);
+      if (text) c.transient_formula = "bitsandbytes' fused 32-bit kernel: no parameter-sized temporaries";
+      c.paged = true;
+      break;
+    }
     case OptimizerKind::sgd:
       if (text) c.states_formula = "plain SGD keeps no state";
       if (text) c.transient_formula = "in-place update";

@@ -877,3 +877,24 @@ TEST_CASE("the memory bands: one definition, each boundary on its side, every ba
     CHECK(v.status == to_string(band_of(v.utilization, s.thresholds)));
   }
 }
+
+// bitsandbytes' 32-bit PagedAdamW keeps both states in fp32 whatever the parameters' dtype
+// (Optimizer2State.init_state, optim_bits 32: get_state_buffer(p, dtype=torch.float32)), paged
+// to the host: 8 B per trainable parameter there on a pure-bf16 model, once priced at 2 x 2 B
+// (issue 54: torchtune's PagedAdamW 14.2 GiB where it is 28.5). torch's AdamW on the same model
+// keeps bf16 states on the device (zeros_like(p)).
+TEST_CASE("invariant: 32-bit paged AdamW states are fp32 on the host, also for bf16 parameters") {
+  TrainingSetup s;
+  s.model = testing::llama2_7b();
+  s.device = cuda_device();
+  s.precision = Precision::bf16;
+  s.optimizer = OptimizerKind::adamw;
+  const MemoryBreakdown torch_adamw = estimate(s);
+  s.optimizer = OptimizerKind::paged_adamw;
+  const MemoryBreakdown paged = estimate(s);
+  const int64_t n = paged.params.trainable;
+  CHECK(at(torch_adamw, Phase::optimizer_step, Term::optimizer_states) == 4 * n);
+  CHECK(at(paged, Phase::optimizer_step, Term::optimizer_states) == 0);
+  CHECK(paged.host_bytes() - torch_adamw.host_bytes() == 8 * n);
+  CHECK(at(paged, Phase::optimizer_step, Term::transient) < at(torch_adamw, Phase::optimizer_step, Term::transient));
+}
