@@ -179,8 +179,15 @@ bool lora_on(const TrainingSetup& s, Role r) {
   return false;
 }
 
-bool base_trainable(const TrainingSetup& s, Role, int64_t layer) {
-  return s.finetune.mode == FinetuneMode::full && !layer_frozen(s, layer);
+bool base_trainable(const TrainingSetup& s, Role r, int64_t layer) {
+  switch (r) {
+    // The head's linears are no layer's: they train as the head does, whatever the first layers'
+    // freezing (HF's lm_head stays trainable when layers are frozen; PEFT SEQ_CLS trains the score).
+    case Role::lm_head: case Role::classifier: case Role::pooler: case Role::mlm_transform:
+      return head_trainable(s);
+    default:
+      return s.finetune.mode == FinetuneMode::full && !layer_frozen(s, layer);
+  }
 }
 bool embeddings_trainable(const TrainingSetup& s) {
   return s.finetune.mode == FinetuneMode::full ? s.finetune.freeze_layers == 0 : s.finetune.train_embeddings;

@@ -405,8 +405,6 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
     so.grads_persist = ms == 0;
     so.record = &R.emb;
     embedding_segment(s).simulate(so);
-    so.record = &R.head;
-    head_segment(s).simulate(so);
     R.layer.resize(L);
     bool input_rg = embeddings_trainable(s);
     for (int64_t i = 0; i < L; ++i) {
@@ -425,6 +423,11 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
       }
       R.layer[i] = &it->second;
     }
+    // The head's input needs a gradient only once something below it trains (as a layer's).
+    sim::SimOptions ho = so;
+    ho.input_requires_grad = input_rg;
+    ho.record = &R.head;
+    head_segment(s).simulate(ho);
   }
   // The length of what follows: each micro-step replays every record; the build and the
   // optimizer add a few events per parameter tensor.

@@ -99,7 +99,10 @@ Timeline activation_timeline(const TrainingSetup& s, bool with_rows) {
     layer[i] = &it->second;
   }
   const sim::Segment head_seg = head_segment(rs);
-  const sim::Profile head = head_seg.simulate(so);
+  // The head's input needs a gradient only once something below it trains (as a layer's).
+  sim::SimOptions ho = so;
+  ho.input_requires_grad = input_rg;
+  const sim::Profile head = head_seg.simulate(ho);
   if (with_rows)
     for (const auto& row : head_seg.saved_rows())
       out.saved_per_layer.push_back({head_seg.name(), row.op, row.bytes, row.cat == sim::Cat::loss ? "loss" : "activation"});

@@ -42,10 +42,9 @@ TEST_CASE("replay coverage over the fixtures: the count and every reason for the
 // order, so its peak of tensor bytes is the estimate's allocated peak (within 1%), and the walk
 // frees every tensor where the program frees it (nothing swept at a step's end). A new kind of
 // setup in the sequence that drops or keeps a tensor the estimator does not shows here, on the
-// configs people bring. Known inconsistent (found by this test when it came, in a kind replayed
-// before it): the Liger fused-linear-cross-entropy benchmark configs, whose head-only accumulation
-// leaves a tensor of the head's record to the sweep (the HF-loss rows 3.6% and 16% under the
-// estimate); they are listed, and their number may only fall.
+// configs people bring. (It found, when it came, the Liger benchmark configs -- a head trained
+// above a frozen layer -- 3.6% and 16% under with 64-512 MiB swept: the head's linear took the
+// first layer's freezing, and the head's input a gradient nothing below needed.)
 TEST_CASE("replayed fixtures: the sequence's tensor peak is the estimate's allocated peak") {
   int checked = 0;
   double worst = 0;
@@ -72,9 +71,5 @@ TEST_CASE("replayed fixtures: the sequence's tensor peak is the estimate's alloc
   std::printf("\n%d replayed fixtures: %zu inconsistent, the others' tensor peak within %.2f%% of the estimate's allocated peak\n",
               checked, inconsistent.size(), worst);
   CHECK(checked >= 70);
-  CHECK(inconsistent.size() <= 4);
-  for (const std::string& path : inconsistent) {
-    CAPTURE(path);
-    CHECK(path.find("examples/published/liger-flce-") == 0);
-  }
+  CHECK(inconsistent.empty());
 }

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "estimator/estimate.h"
+#include "estimator/graph.h"
+#include "estimator/layers.h"
 #include "estimator/model.h"
 #include "tests/estimator/specs.h"
 
@@ -897,4 +899,31 @@ TEST_CASE("invariant: 32-bit paged AdamW states are fp32 on the host, also for b
   CHECK(at(paged, Phase::optimizer_step, Term::optimizer_states) == 0);
   CHECK(paged.host_bytes() - torch_adamw.host_bytes() == 8 * n);
   CHECK(at(paged, Phase::optimizer_step, Term::transient) < at(torch_adamw, Phase::optimizer_step, Term::transient));
+}
+
+// The head's linears are no layer's: with the first layers frozen (full fine-tuning,
+// freeze_layers) the lm_head still trains, and its weight gradient is made in the head's backward
+// (it took layer 0's freezing: the Liger benchmark configs' sequence was 16% under the estimate).
+// With everything below it frozen the head's input needs no gradient: none is made.
+TEST_CASE("invariant: the head trains above frozen layers, and makes no input gradient nothing below needs") {
+  TrainingSetup s;
+  s.model = testing::llama2_7b();
+  s.device = cuda_device();
+  s.precision = Precision::bf16;
+  s.finetune.freeze_layers = 1;
+  s.batch.micro_batch = 1;
+  s.batch.seq_len = 256;
+  const int64_t h = s.model.hidden_size, V = s.model.vocab_size;
+  sim::SimOptions so;
+  const sim::Profile head = head_segment(s).simulate(so);
+  CHECK(head.param_grad_bytes == (V * h + h) * 2);  // lm_head and the final norm, bf16
+  CHECK(head.input_grad_bytes == 256 * h * 2);
+  so.input_requires_grad = false;
+  CHECK(head_segment(s).simulate(so).input_grad_bytes == 0);
+  // Every layer frozen (and so the embeddings): the estimate's backward makes no input gradient
+  // below the head, and still the head's weight gradient.
+  s.finetune.freeze_layers = s.model.num_layers;
+  const MemoryBreakdown b = estimate(s);
+  CHECK(b.params.trainable == V * h + h);
+  CHECK(at(b, Phase::optimizer_step, Term::gradients) == (V * h + h) * 2);
 }
