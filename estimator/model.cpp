@@ -247,6 +247,12 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
   };
 
   add("embed_tokens.weight", V * h, 1, ParamGroup::embedding, m.tie_word_embeddings, emb_train, false, V, h);  // (V, h)
+  // PEFT's modules_to_save trains a deep copy and keeps the module it copied, frozen
+  // (ModulesToSaveWrapper.update: copy.deepcopy(self.original_module), then
+  // original_module.requires_grad_(False); peft/utils/other.py @ v0.13). Tied embeddings aside.
+  const bool peft_copies = lora && !m.tie_word_embeddings;
+  if (peft_copies && s.finetune.train_embeddings)
+    add("embed_tokens.original_module.weight", V * h, 1, ParamGroup::embedding, false, false, false, V, h);  // modules_to_save's original
   if (m.positions == PositionKind::learned)
     add("embed_positions.weight", m.max_position_embeddings * h, 1, ParamGroup::embedding, false, emb_train, false,
         m.max_position_embeddings, h);  // (P, h)
@@ -307,6 +313,8 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
   switch (m.head) {
     case HeadKind::causal_lm:
       if (!m.tie_word_embeddings) add("lm_head.weight", V * h, 1, ParamGroup::head, true, head_train, false, V, h);  // (V, h)
+      if (peft_copies && s.finetune.train_head)
+        add("lm_head.original_module.weight", V * h, 1, ParamGroup::head, false, false, false, V, h);  // modules_to_save's original
       if (m.lm_head_bias) add("lm_head.bias", V, 1, ParamGroup::head, false, head_train);  // (V)
       break;
     case HeadKind::masked_lm:

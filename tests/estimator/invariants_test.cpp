@@ -927,3 +927,22 @@ TEST_CASE("invariant: the head trains above frozen layers, and makes no input gr
   CHECK(b.params.trainable == V * h + h);
   CHECK(at(b, Phase::optimizer_step, Term::gradients) == (V * h + h) * 2);
 }
+
+// PEFT's modules_to_save trains a deep copy of the module and keeps the module it copied, frozen
+// (ModulesToSaveWrapper.update): LoRA with the head and the embeddings trained holds both of each.
+TEST_CASE("invariant: modules_to_save keeps the copied module beside its trained copy") {
+  TrainingSetup s;
+  s.model = testing::llama2_7b();
+  s.device = cuda_device();
+  s.precision = Precision::bf16;
+  s.finetune.mode = FinetuneMode::lora;
+  s.finetune.lora_rank = 16;
+  const MemoryBreakdown plain = estimate(s);
+  s.finetune.train_head = true;
+  s.finetune.train_embeddings = true;
+  const MemoryBreakdown saved = estimate(s);
+  const int64_t vh = s.model.vocab_size * s.model.hidden_size;
+  CHECK(saved.params.total - plain.params.total == 2 * vh);      // the two originals, beside the copies
+  CHECK(saved.params.trainable - plain.params.trainable == 2 * vh);  // the copies train
+  CHECK(at(saved, Phase::optimizer_step, Term::weights) - at(plain, Phase::optimizer_step, Term::weights) == 2 * vh * 2);
+}
