@@ -497,6 +497,13 @@ class Model : public Decoder {
     const int64_t h = m_.hidden_size, V = m_.vocab_size;
     gpt2_ = m_.fused_qkv && m_.causal_mask == MaskKind::bool_buffer;  // GPT-2's block: Conv1D c_attn, bool mask buffer
     const bool lora = s.finetune.mode != FinetuneMode::full;
+    // PEFT's modules_to_save (LoRA with the embeddings or the head trained): the module it copied
+    // stays, frozen, beside the trained copy (ModulesToSaveWrapper.update); tied embeddings aside.
+    const bool peft_copies = lora && !m_.tie_word_embeddings;
+    if (peft_copies && s.finetune.train_embeddings) {
+      p_.trainable = false;
+      wte_original_ = p_.make({V, h});
+    }
     p_.trainable = embeddings_trainable(s);
     wte_ = p_.make({V, h});
     if (m_.positions == PositionKind::learned) wpe_ = p_.make({m_.max_position_embeddings, h});
@@ -581,6 +588,10 @@ class Model : public Decoder {
     }
     p_.trainable = !lora;
     if (m_.final_norm) ln_f_ = Norm(p_, h, rms, m_.norm_bias, m_.norm_weight_fp32);
+    if (peft_copies && s.finetune.train_head) {
+      p_.trainable = false;
+      lm_head_original_ = p_.make({V, h});
+    }
     p_.trainable = head_trainable(s);
     if (!m_.tie_word_embeddings) lm_head_ = p_.make({V, h});
     if (m_.lm_head_bias) lm_head_b_ = p_.make({V}, false, true);
@@ -1062,6 +1073,7 @@ class Model : public Decoder {
   Params p_;
   bool gpt2_ = false;
   Tensor wte_, wpe_, lm_head_, lm_head_b_, inv_freq_;
+  Tensor wte_original_, lm_head_original_;  // modules_to_save: the frozen modules PEFT copied
   std::vector<Layer> layers_;
   Norm ln_f_;
 };

@@ -246,13 +246,13 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
     if (elems > 0 && count > 0) t.push_back({std::move(name), elems, count, g, mm, trainable, quantized, rows, cols});
   };
 
-  add("embed_tokens.weight", V * h, 1, ParamGroup::embedding, m.tie_word_embeddings, emb_train, false, V, h);  // (V, h)
   // PEFT's modules_to_save trains a deep copy and keeps the module it copied, frozen
   // (ModulesToSaveWrapper.update: copy.deepcopy(self.original_module), then
   // original_module.requires_grad_(False); peft/utils/other.py @ v0.13). Tied embeddings aside.
   const bool peft_copies = lora && !m.tie_word_embeddings;
   if (peft_copies && s.finetune.train_embeddings)
     add("embed_tokens.original_module.weight", V * h, 1, ParamGroup::embedding, false, false, false, V, h);  // modules_to_save's original
+  add("embed_tokens.weight", V * h, 1, ParamGroup::embedding, m.tie_word_embeddings, emb_train, false, V, h);  // (V, h)
   if (m.positions == PositionKind::learned)
     add("embed_positions.weight", m.max_position_embeddings * h, 1, ParamGroup::embedding, false, emb_train, false,
         m.max_position_embeddings, h);  // (P, h)
@@ -312,9 +312,9 @@ std::vector<ParamTensor> parameter_tensors(const TrainingSetup& s) {
   const bool head_train = head_trainable(s);
   switch (m.head) {
     case HeadKind::causal_lm:
-      if (!m.tie_word_embeddings) add("lm_head.weight", V * h, 1, ParamGroup::head, true, head_train, false, V, h);  // (V, h)
       if (peft_copies && s.finetune.train_head)
         add("lm_head.original_module.weight", V * h, 1, ParamGroup::head, false, false, false, V, h);  // modules_to_save's original
+      if (!m.tie_word_embeddings) add("lm_head.weight", V * h, 1, ParamGroup::head, true, head_train, false, V, h);  // (V, h)
       if (m.lm_head_bias) add("lm_head.bias", V, 1, ParamGroup::head, false, head_train);  // (V)
       break;
     case HeadKind::masked_lm:

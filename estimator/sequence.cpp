@@ -45,12 +45,13 @@ std::string step_sequence_not_modelled(const TrainingSetup& s) {
   if (s.parallel.zero_stage != 0 || s.parallel.fsdp != FsdpMode::none || s.parallel.offload != Offload::none)
     return "ZeRO, FSDP or offload";
   if (s.parallel.ddp) return "DDP on one GPU (its buckets are not in the sequence)";
-  // LoRA as PEFT builds it (adapters on the base layers' linears, nothing else trained); QLoRA's
-  // quantized base, modules_to_save copies, a classification head and adapters on MoE layers are
-  // not in the sequence.
+  // LoRA as PEFT builds it (adapters on the base layers' linears; modules_to_save's trained copies
+  // of untied embeddings and head beside the frozen originals); QLoRA's quantized base, a
+  // classification head and adapters on MoE layers are not in the sequence.
   if (s.finetune.mode == FinetuneMode::qlora || base_quantized(s)) return "QLoRA or a quantized base (bitsandbytes, a pre-quantized checkpoint)";
   if (s.finetune.mode == FinetuneMode::lora) {
-    if (s.finetune.train_embeddings || s.finetune.train_head) return "LoRA with modules_to_save (embeddings or head trained)";
+    if ((s.finetune.train_embeddings || s.finetune.train_head) && s.model.tie_word_embeddings)
+      return "LoRA with modules_to_save on tied embeddings";
     if (s.model.head == HeadKind::sequence_classification) return "LoRA on a classification head";
     if (s.model.num_experts > 0) return "LoRA on a mixture-of-experts model";
   }
@@ -365,6 +366,14 @@ struct SequencePlan {
   // cast to fp32 one by one afterwards (trained_bytes); the optimizer steps only these.
   std::vector<int64_t> adapters;
   int64_t adapter_made_bytes = 0, adapter_trained_bytes = 0;
+  // What the optimizer steps, in model.parameters() order, each tensor's elements and the bytes
+  // per element of its states and gradient (its own dtype): every parameter under full
+  // fine-tuning; under LoRA the adapters and modules_to_save's trained copies (the embeddings'
+  // first, the head's last: PEFT's copies keep the model's dtype, the adapters are upcast).
+  struct Stepped {
+    int64_t elements = 0, state_bytes = 0, grad_bytes = 0, param_bytes = 0;
+  };
+  std::vector<Stepped> stepped;
   // Adafactor's factored second moments, entry by entry of what the optimizer steps (params, or
   // adapters under LoRA).
   std::vector<Factors> factors;
@@ -448,7 +457,7 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
     plan.adapter_made_bytes = plan.weight_bytes;
     plan.adapter_trained_bytes = adapter_bytes(s);
   }
-  const size_t trained = plan.adapters.empty() ? plan.params.size() : plan.adapters.size();
+  const size_t trained = plan.adapters.empty() ? plan.params.size() : plan.adapters.size() + 2;
   const bool adafactor = s.optimizer == OptimizerKind::adafactor || s.optimizer == OptimizerKind::adafactor_momentum;
   plan.expected_events =
       static_cast<size_t>(steps) * (per_step + (adafactor ? 20 : 6) * trained) + plan.params.size() + 3 * plan.adapters.size();
@@ -464,6 +473,33 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
   plan.optimizer = s.optimizer;
   plan.state_bytes = state_bytes_per_element(s.precision);
   plan.grad_bytes = grad_bytes_per_param(s.precision);
+  if (s.finetune.mode == FinetuneMode::lora) {
+    // modules_to_save: the trained copies of the embeddings and the head (parameter_tensors' names;
+    // the originals, frozen, are built with the model).
+    std::vector<ParamTensor> all = parameter_tensors(s);
+    auto copy_of = [&](const char* name) -> int64_t {
+      for (const ParamTensor& p : all)
+        if (p.name == name && p.trainable) return p.elements;
+      return 0;
+    };
+    std::vector<Factors> f = plan.factors;
+    plan.factors.clear();
+    if (const int64_t e = s.finetune.train_embeddings ? copy_of("embed_tokens.weight") : 0) {
+      plan.stepped.push_back({e, plan.weight_bytes, plan.weight_bytes, plan.weight_bytes});
+      plan.factors.push_back({s.model.vocab_size, s.model.hidden_size});
+    }
+    for (size_t k = 0; k < plan.adapters.size(); ++k) {
+      plan.stepped.push_back({plan.adapters[k], plan.adapter_trained_bytes, plan.adapter_trained_bytes, plan.adapter_trained_bytes});
+      plan.factors.push_back(f[k]);
+    }
+    if (const int64_t e = s.finetune.train_head ? copy_of("lm_head.weight") : 0) {
+      plan.stepped.push_back({e, plan.weight_bytes, plan.weight_bytes, plan.weight_bytes});
+      plan.factors.push_back({s.model.vocab_size, s.model.hidden_size});
+    }
+  } else {
+    for (int64_t e : plan.params) plan.stepped.push_back({e, plan.state_bytes, plan.grad_bytes, plan.weight_bytes});
+  }
+
   for (const Records& R : plan.recs) {
     for (const sim::SimRecord* r : {&R.emb, &R.head}) plan.compiled.emplace(r, compile(*r));
     for (const auto& kv : R.cache) plan.compiled.emplace(&kv.second, compile(kv.second));
@@ -516,10 +552,8 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
   const bool rotary = plan.rotary;
   const int64_t workspace = plan.workspace;
   const OptimizerImpl impl = plan.impl;
-  // Under LoRA the optimizer holds the adapters, its states and the momentum in their dtype.
-  const bool lora = !plan.adapters.empty();
-  const int64_t sb = lora ? plan.adapter_trained_bytes : plan.state_bytes;
-  const int64_t gb = lora ? plan.adapter_trained_bytes : plan.grad_bytes;
+  // What the optimizer steps, each tensor in its dtype (plan.stepped).
+  const std::vector<SequencePlan::Stepped>& stepped = plan.stepped;
   std::vector<int64_t> states;  // optimizer state ids (kept)
   std::vector<char> stays;      // by id: a .grad of this step or a tensor the loop keeps (the sweep leaves those)
   std::vector<int64_t> held;    // the tensors the loop keeps from the last forward (its logits): freed after the next
@@ -670,34 +704,45 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
 
     // optimizer.step(). Gradients exist for every trainable parameter; their sizes are the
     // parameters' in the gradient dtype. States are created in _init_group before the update.
-    const std::vector<int64_t>& trainable = lora ? plan.adapters : params;  // full fine-tuning: every parameter
     switch (plan.optimizer) {
       case OptimizerKind::adamw: case OptimizerKind::adam: {
         if (step == 0)
-          for (int64_t e : trainable) {
+          for (const SequencePlan::Stepped& t : stepped) {
             if (impl == OptimizerImpl::fused) {  // state['step'] on the device
               states.push_back(led.fresh());
               led.alloc(states.back(), 4);
             }
             for (int k = 0; k < 2; ++k) {
               states.push_back(led.fresh());
-              led.alloc(states.back(), e * sb);
+              led.alloc(states.back(), t.elements * t.state_bytes);
             }
           }
         if (impl == OptimizerImpl::foreach) {
-          // _multi_tensor_adamw: exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), one per parameter.
-          std::vector<int64_t> tmp;
-          for (int64_t e : trainable) {
-            tmp.push_back(led.fresh());
-            led.alloc(tmp.back(), e * sb);
+          // _multi_tensor_adamw: exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs), one per
+          // parameter, for each (device, dtype) group in turn (_group_tensors_by_device_and_dtype:
+          // in the order the dtypes first appear); the loop's variable keeps a group's list until
+          // the next group's is bound, the last one's until step() returns.
+          std::vector<int64_t> dtypes;
+          for (const SequencePlan::Stepped& t : stepped)
+            if (std::find(dtypes.begin(), dtypes.end(), t.state_bytes) == dtypes.end()) dtypes.push_back(t.state_bytes);
+          std::vector<int64_t> held_list;
+          for (int64_t dt : dtypes) {
+            std::vector<int64_t> tmp;
+            for (const SequencePlan::Stepped& t : stepped)
+              if (t.state_bytes == dt) {
+                tmp.push_back(led.fresh());
+                led.alloc(tmp.back(), t.elements * dt);
+              }
+            for (int64_t id : held_list) led.free(id);
+            held_list = std::move(tmp);
           }
-          for (int64_t id : tmp) led.free(id);
+          for (int64_t id : held_list) led.free(id);
         } else if (impl == OptimizerImpl::for_loop) {
           // _single_tensor_adamw: (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps).
-          for (int64_t e : trainable) {
+          for (const SequencePlan::Stepped& t : stepped) {
             const int64_t a = led.fresh(), b = led.fresh();
-            led.alloc(a, e * sb);
-            led.alloc(b, e * sb);
+            led.alloc(a, t.elements * t.state_bytes);
+            led.alloc(b, t.elements * t.state_bytes);
             led.free(a);
             led.free(b);
           }
@@ -710,7 +755,6 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
         // parameter rebinds them, and go when step() returns. Everything is fp32: a 16-bit gradient
         // or parameter is upcast into a copy, and the states are made `.to(grad)`.
         const bool momentum = plan.optimizer == OptimizerKind::adafactor_momentum;
-        const int64_t pb = lora ? plan.adapter_trained_bytes : plan.weight_bytes;
         int64_t grad_copy = -1, p_copy = -1, update = -1;  // the locals' own tensors (-1: none, or not a temporary)
         auto make = [&](int64_t bytes) {
           const int64_t id = led.fresh();
@@ -721,8 +765,9 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
           if (id >= 0) led.free(id);
           id = -1;
         };
-        for (size_t k = 0; k < trainable.size(); ++k) {
-          const int64_t n = trainable[k] * 4;
+        for (size_t k = 0; k < stepped.size(); ++k) {
+          const int64_t n = stepped[k].elements * 4;
+          const int64_t gb = stepped[k].grad_bytes, pb = stepped[k].param_bytes;
           const Factors f = k < plan.factors.size() ? plan.factors[k] : Factors{};
           drop(grad_copy);  // grad = p.grad
           if (gb != 4) grad_copy = make(n);  // grad = grad.float()
@@ -770,9 +815,9 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
       }
       case OptimizerKind::sgd_momentum:
         if (step == 0)
-          for (int64_t e : trainable) {  // momentum_buffer = torch.clone(grad).detach()
+          for (const SequencePlan::Stepped& t : stepped) {  // momentum_buffer = torch.clone(grad).detach()
             states.push_back(led.fresh());
-            led.alloc(states.back(), e * gb);
+            led.alloc(states.back(), t.elements * t.grad_bytes);
           }
         break;
       default:
@@ -874,6 +919,9 @@ class ReplayMemo {
       add(p.any_ckpt);
       add(p.params);
       add(p.adapters);
+      add(p.stepped.size());
+      for (const SequencePlan::Stepped& t : p.stepped)
+        for (int64_t x : {t.elements, t.state_bytes, t.grad_bytes, t.param_bytes}) add(static_cast<uint64_t>(x));
       add(p.factors.size());
       for (const Factors& f : p.factors) {
         add(static_cast<uint64_t>(f.rows));

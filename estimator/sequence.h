@@ -12,7 +12,8 @@
 // frees the gradients). Sizes are the tensors' own (a (b, s, h) bf16 tensor is b*s*h*2 bytes),
 // because the allocator's segment packing depends on them.
 //
-// Covered: one GPU, no ZeRO/FSDP/offload/pipeline/tensor parallelism, full fine-tuning and LoRA,
+// Covered: one GPU, no ZeRO/FSDP/offload/pipeline/tensor parallelism, full fine-tuning and LoRA
+// (modules_to_save's copies of untied embeddings and head too),
 // AdamW/Adam/SGD(-momentum) and transformers' Adafactor (with or without beta1; not on MoE),
 // fp32/AMP/pure 16-bit precisions, torch 1.x and 2.x, the HF loop
 // (outputs dropped before backward, zero_grad(set_to_none=True)) and three others: a loop that

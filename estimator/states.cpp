@@ -82,7 +82,13 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
   OptimizerCost c;
   // When only LoRA adapters train, the states take the adapters' dtype (fp32 under PEFT).
   const int64_t trainable = ps.counts.trainable, largest = ps.counts.largest_trainable;
-  const int64_t sb = trained_bytes(s, ps, half_states(s) ? 2 : state_bytes_per_element(s.precision));
+  const int64_t regime_sb = half_states(s) ? 2 : state_bytes_per_element(s.precision);
+  const int64_t sb = trained_bytes(s, ps, regime_sb);
+  // The states' bytes of all trainable tensors: PEFT's fp32 adapters beside modules_to_save's
+  // copies (the model's dtype) when both train, else trainable x sb.
+  const int64_t adapters = ps.counts.adapter;
+  const int64_t all_sb = adapters > 0 && adapters < trainable ? adapters * adapter_bytes(s) + (trainable - adapters) * regime_sb
+                                                              : trainable * sb;
   const OptimizerImpl impl = resolve_impl(s);
   const bool v2 = s.runtime.torch_at_least(2, 0);
   auto per_param_loop = [&](int64_t temps, const char* what) {
@@ -92,8 +98,8 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
         c.transient = 0;
         if (text) c.transient_formula = "fused kernel: no parameter-sized temporaries";
         break;
-      case OptimizerImpl::foreach:
-        c.transient = (v2 ? 1 : 2) * trainable * sb;
+      case OptimizerImpl::foreach:  // (with two dtypes the first group's list lives until the second's is made)
+        c.transient = (v2 ? 1 : 2) * all_sb;
         if (text) c.transient_formula = fmt::format("foreach: {} x trainable params x {} B ({})", v2 ? 1 : 2, sb, what);
         break;
       default:
@@ -103,7 +109,7 @@ OptimizerCost optimizer_cost(const TrainingSetup& s, const ParamSummary& ps, boo
   };
   switch (s.optimizer) {
     case OptimizerKind::adamw: case OptimizerKind::adam:
-      c.states = 2 * trainable * sb;
+      c.states = 2 * all_sb;
       if (text) c.states_formula = fmt::format("2 moments x {} trainable params x {} B", trainable, sb);
       per_param_loop(2, "sqrt(exp_avg_sq) and its scaled copy");
       break;

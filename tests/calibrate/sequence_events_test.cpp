@@ -319,6 +319,20 @@ std::vector<EventCase> event_cases() {
     t.finetune.lora_rank = 8;
     t.finetune.lora_alpha = 16;
   });
+  add("lora q,v with modules_to_save embed_tokens and lm_head", [](TrainingSetup& t) {
+    t.finetune.mode = FinetuneMode::lora;
+    t.finetune.lora_rank = 8;
+    t.finetune.lora_alpha = 16;
+    t.finetune.train_head = true;
+    t.finetune.train_embeddings = true;
+  });
+  add("lora q,v, modules_to_save lm_head, pure bf16", [](TrainingSetup& t) {  // bf16 copy and states, fp32 adapters
+    t.finetune.mode = FinetuneMode::lora;
+    t.finetune.lora_rank = 8;
+    t.finetune.lora_alpha = 16;
+    t.finetune.train_head = true;
+    t.precision = Precision::bf16;
+  });
   // The loops other than the HF Trainer's that the sequence models.
   add("kept logits (nanoGPT, LitGPT)", [](TrainingSetup& t) { t.runtime.keep_logits = true; });
   add("kept logits, accumulation 2", [](TrainingSetup& t) {

@@ -14,6 +14,7 @@
 #include "estimator/graph.h"
 #include "estimator/layers.h"
 #include "estimator/model.h"
+#include "estimator/sequence.h"
 #include "tests/estimator/specs.h"
 
 using namespace memplan;
@@ -880,16 +881,22 @@ TEST_CASE("the memory bands: one definition, each boundary on its side, every ba
   }
 }
 
+// Llama-2-7B on a CUDA card in pure bf16: the setup the tests below vary.
+TrainingSetup bf16_llama2_7b() {
+  TrainingSetup s;
+  s.model = testing::llama2_7b();
+  s.device = cuda_device();
+  s.precision = Precision::bf16;
+  return s;
+}
+
 // bitsandbytes' 32-bit PagedAdamW keeps both states in fp32 whatever the parameters' dtype
 // (Optimizer2State.init_state, optim_bits 32: get_state_buffer(p, dtype=torch.float32)), paged
 // to the host: 8 B per trainable parameter there on a pure-bf16 model, once priced at 2 x 2 B
 // (issue 54: torchtune's PagedAdamW 14.2 GiB where it is 28.5). torch's AdamW on the same model
 // keeps bf16 states on the device (zeros_like(p)).
 TEST_CASE("invariant: 32-bit paged AdamW states are fp32 on the host, also for bf16 parameters") {
-  TrainingSetup s;
-  s.model = testing::llama2_7b();
-  s.device = cuda_device();
-  s.precision = Precision::bf16;
+  TrainingSetup s = bf16_llama2_7b();
   s.optimizer = OptimizerKind::adamw;
   const MemoryBreakdown torch_adamw = estimate(s);
   s.optimizer = OptimizerKind::paged_adamw;
@@ -906,10 +913,7 @@ TEST_CASE("invariant: 32-bit paged AdamW states are fp32 on the host, also for b
 // (it took layer 0's freezing: the Liger benchmark configs' sequence was 16% under the estimate).
 // With everything below it frozen the head's input needs no gradient: none is made.
 TEST_CASE("invariant: the head trains above frozen layers, and makes no input gradient nothing below needs") {
-  TrainingSetup s;
-  s.model = testing::llama2_7b();
-  s.device = cuda_device();
-  s.precision = Precision::bf16;
+  TrainingSetup s = bf16_llama2_7b();
   s.finetune.freeze_layers = 1;
   s.batch.micro_batch = 1;
   s.batch.seq_len = 256;
@@ -931,10 +935,7 @@ TEST_CASE("invariant: the head trains above frozen layers, and makes no input gr
 // PEFT's modules_to_save trains a deep copy of the module and keeps the module it copied, frozen
 // (ModulesToSaveWrapper.update): LoRA with the head and the embeddings trained holds both of each.
 TEST_CASE("invariant: modules_to_save keeps the copied module beside its trained copy") {
-  TrainingSetup s;
-  s.model = testing::llama2_7b();
-  s.device = cuda_device();
-  s.precision = Precision::bf16;
+  TrainingSetup s = bf16_llama2_7b();
   s.finetune.mode = FinetuneMode::lora;
   s.finetune.lora_rank = 16;
   const MemoryBreakdown plain = estimate(s);
@@ -945,4 +946,28 @@ TEST_CASE("invariant: modules_to_save keeps the copied module beside its trained
   CHECK(saved.params.total - plain.params.total == 2 * vh);      // the two originals, beside the copies
   CHECK(saved.params.trainable - plain.params.trainable == 2 * vh);  // the copies train
   CHECK(at(saved, Phase::optimizer_step, Term::weights) - at(plain, Phase::optimizer_step, Term::weights) == 2 * vh * 2);
+}
+
+// The same setup replayed: the sequence steps the adapters (fp32) and the copies (bf16) in
+// model.parameters() order, and its tensor peak is the estimate's allocated peak (the estimate's
+// states and foreach temporaries mix the two dtypes as the sequence does).
+TEST_CASE("invariant: modules_to_save is replayed, its tensor peak the estimate's") {
+  TrainingSetup s = bf16_llama2_7b();
+  s.batch.micro_batch = 1;
+  s.batch.seq_len = 512;
+  s.finetune.mode = FinetuneMode::lora;
+  s.finetune.lora_rank = 16;
+  s.finetune.train_head = true;
+  s.finetune.train_embeddings = true;
+  REQUIRE(sequence_not_modelled(s).empty());
+  const ReservedPrediction p = predict_reserved(s, false);
+  REQUIRE(p.modelled);
+  const MemoryBreakdown b = estimate(s);
+  const PhaseState& pk = b.peak();
+  const int64_t allocated = pk.total() - pk[Term::cuda_context] - pk[Term::allocator_overhead];
+  CHECK(std::abs(static_cast<double>(p.peak_requested - allocated)) <= 0.01 * static_cast<double>(allocated));
+  CHECK(allocation_sequence(s).swept_bytes == 0);
+  // Tied embeddings: PEFT's copy of the embedding leaves the head on the original; not replayed.
+  s.model.tie_word_embeddings = true;
+  CHECK(sequence_not_modelled(s) == "LoRA with modules_to_save on tied embeddings");
 }
