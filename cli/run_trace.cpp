@@ -33,7 +33,6 @@ void RunTraceBuilder::event(report::RunTrace::Event e) {
     r_.events.push_back(std::move(e));
   } else {
     ++dropped_events_;
-    last_t_ = e.t;
   }
 }
 
@@ -111,12 +110,12 @@ void RunTraceBuilder::add(const watch::LogRecord& rec) {
 
 report::RunTrace RunTraceBuilder::finish(const MemoryBreakdown* estimate) {
   report::RunTrace r = std::move(r_);
-  for (size_t i = 0; i < thin_.size() && i < r.series.size(); ++i)
+  for (size_t i = 0; i < thin_.size() && i < r.series.size(); ++i) {
     if (thin_[i].pending > 0) r.series[i].points.push_back(thin_[i].best);
-  for (size_t i = 0; i < thin_.size() && i < r.series.size(); ++i)
     if (thin_[i].stride > 1)
       r.lines.push_back(fmt::format("{}: each point the highest of {} samples (a long log, thinned to at most {})", r.series[i].name,
                                     thin_[i].stride, 2 * kMaxPoints));
+  }
   if (dropped_events_ > 0)
     r.lines.push_back(fmt::format("{} more events not listed (the first {} are)", dropped_events_, kMaxEvents - 1));
   r.version = MEMPLAN_VERSION;

@@ -46,7 +46,6 @@ class RunTraceBuilder {
   std::optional<int64_t> estimate_peak_;
   Band worst_ = Band::normal;
   size_t dropped_events_ = 0;
-  double last_t_ = 0;
 };
 
 // A monitor log's records, in order, each handed to `each` as it is read (one line in memory at a

@@ -313,18 +313,55 @@ std::vector<int64_t> parameter_elements(const TrainingSetup& s, std::vector<Fact
 // LoRA's adapters in the order PEFT's inject_adapter makes them (named_modules: each layer's
 // targeted linears in registration order, lora_A (r, in) then lora_B (out, r)), their elements
 // and Factors.
-std::vector<int64_t> adapter_elements(const TrainingSetup& s, std::vector<Factors>* factors) {
+std::vector<int64_t> adapter_elements(const TrainingSetup& s, std::vector<Factors>* factors = nullptr) {
   std::vector<int64_t> out;
-  factors->clear();
+  std::vector<Factors> f;
   const int64_t r = s.finetune.lora_rank;
   for (int64_t i = 0; i < s.model.num_layers; ++i)
     for (const Linear& lin : layer_linears(s, s.model.is_moe_layer(i)))
       if (lora_on(s, lin.role)) {
         out.push_back(r * lin.in * lin.count);
         out.push_back(lin.out * r * lin.count);
-        factors->push_back({r * lin.count, lin.in * lin.count});
-        factors->push_back({lin.out * lin.count, r * lin.count});
+        f.push_back({r * lin.count, lin.in * lin.count});
+        f.push_back({lin.out * lin.count, r * lin.count});
       }
+  if (factors) *factors = std::move(f);
+  return out;
+}
+
+// What the optimizer steps, in model.parameters() order, each tensor's elements, the bytes per
+// element of its states, gradient and parameter (its own dtype), and Adafactor's factors: every
+// parameter under full fine-tuning; under LoRA the adapters and modules_to_save's trained copies
+// (the embeddings' first, the head's last: PEFT's copies keep the model's dtype, the adapters
+// take adapter_bytes).
+struct Stepped {
+  int64_t elements = 0, state_bytes = 0, grad_bytes = 0, param_bytes = 0;
+  Factors factors;
+};
+std::vector<Stepped> stepped_tensors(const TrainingSetup& s) {
+  const int64_t wb = weight_bytes_per_param(s.precision);
+  std::vector<Stepped> out;
+  std::vector<Factors> f;
+  if (s.finetune.mode != FinetuneMode::lora) {
+    const std::vector<int64_t> params = parameter_elements(s, &f);
+    for (size_t k = 0; k < params.size(); ++k)
+      out.push_back({params[k], state_bytes_per_element(s.precision), grad_bytes_per_param(s.precision), wb, f[k]});
+    return out;
+  }
+  // modules_to_save: the trained copies of the embeddings and the head (parameter_tensors' names;
+  // the originals, frozen, are built with the model).
+  const std::vector<ParamTensor> all = parameter_tensors(s);
+  auto copy_of = [&](const char* name) -> int64_t {
+    for (const ParamTensor& p : all)
+      if (p.name == name && p.trainable) return p.elements;
+    return 0;
+  };
+  const Factors vh{s.model.vocab_size, s.model.hidden_size};
+  if (const int64_t e = s.finetune.train_embeddings ? copy_of("embed_tokens.weight") : 0) out.push_back({e, wb, wb, wb, vh});
+  const int64_t ab = adapter_bytes(s);
+  const std::vector<int64_t> adapters = adapter_elements(s, &f);
+  for (size_t k = 0; k < adapters.size(); ++k) out.push_back({adapters[k], ab, ab, ab, f[k]});
+  if (const int64_t e = s.finetune.train_head ? copy_of("lm_head.weight") : 0) out.push_back({e, wb, wb, wb, vh});
   return out;
 }
 
@@ -366,17 +403,7 @@ struct SequencePlan {
   // cast to fp32 one by one afterwards (trained_bytes); the optimizer steps only these.
   std::vector<int64_t> adapters;
   int64_t adapter_made_bytes = 0, adapter_trained_bytes = 0;
-  // What the optimizer steps, in model.parameters() order, each tensor's elements and the bytes
-  // per element of its states and gradient (its own dtype): every parameter under full
-  // fine-tuning; under LoRA the adapters and modules_to_save's trained copies (the embeddings'
-  // first, the head's last: PEFT's copies keep the model's dtype, the adapters are upcast).
-  struct Stepped {
-    int64_t elements = 0, state_bytes = 0, grad_bytes = 0, param_bytes = 0;
-  };
-  std::vector<Stepped> stepped;
-  // Adafactor's factored second moments, entry by entry of what the optimizer steps (params, or
-  // adapters under LoRA).
-  std::vector<Factors> factors;
+  std::vector<Stepped> stepped;  // what the optimizer steps (stepped_tensors)
   SharedTensors shared;
   bool rotary = false;
   int64_t workspace = 0;          // cuBLAS workspace per handle
@@ -446,18 +473,21 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
     per_step += R.emb.forward.size() + R.emb.backward.size() + R.head.forward.size() + R.head.backward.size();
     for (const sim::SimRecord* r : R.layer) per_step += r->forward.size() + r->backward.size();
   }
-  plan.params = parameter_elements(s, &plan.factors);
+  plan.stepped = stepped_tensors(s);
   plan.weight_bytes = weight_bytes_per_param(s.precision);
   if (s.finetune.mode == FinetuneMode::lora) {
-    plan.adapters = adapter_elements(s, &plan.factors);  // what the optimizer steps
+    plan.params = parameter_elements(s);
+    plan.adapters = adapter_elements(s);
     // peft tuners/tuners_utils.py _move_adapter_to_device_of_base_layer: a floating adapter
     // takes the base weight's device and dtype; then _cast_adapter_dtype (autocast_adapter_dtype
     // True) upcasts fp16/bf16 adapters to fp32 (PEFT 0.21; what the H200's LoRA traces show:
     // tests/data/gpu/h200-knobs/).
     plan.adapter_made_bytes = plan.weight_bytes;
     plan.adapter_trained_bytes = adapter_bytes(s);
+  } else {
+    for (const Stepped& t : plan.stepped) plan.params.push_back(t.elements);  // every parameter
   }
-  const size_t trained = plan.adapters.empty() ? plan.params.size() : plan.adapters.size() + 2;
+  const size_t trained = plan.stepped.size();
   const bool adafactor = s.optimizer == OptimizerKind::adafactor || s.optimizer == OptimizerKind::adafactor_momentum;
   plan.expected_events =
       static_cast<size_t>(steps) * (per_step + (adafactor ? 20 : 6) * trained) + plan.params.size() + 3 * plan.adapters.size();
@@ -473,32 +503,6 @@ SequencePlan plan_sequence(const TrainingSetup& s, int steps) {
   plan.optimizer = s.optimizer;
   plan.state_bytes = state_bytes_per_element(s.precision);
   plan.grad_bytes = grad_bytes_per_param(s.precision);
-  if (s.finetune.mode == FinetuneMode::lora) {
-    // modules_to_save: the trained copies of the embeddings and the head (parameter_tensors' names;
-    // the originals, frozen, are built with the model).
-    std::vector<ParamTensor> all = parameter_tensors(s);
-    auto copy_of = [&](const char* name) -> int64_t {
-      for (const ParamTensor& p : all)
-        if (p.name == name && p.trainable) return p.elements;
-      return 0;
-    };
-    std::vector<Factors> f = plan.factors;
-    plan.factors.clear();
-    if (const int64_t e = s.finetune.train_embeddings ? copy_of("embed_tokens.weight") : 0) {
-      plan.stepped.push_back({e, plan.weight_bytes, plan.weight_bytes, plan.weight_bytes});
-      plan.factors.push_back({s.model.vocab_size, s.model.hidden_size});
-    }
-    for (size_t k = 0; k < plan.adapters.size(); ++k) {
-      plan.stepped.push_back({plan.adapters[k], plan.adapter_trained_bytes, plan.adapter_trained_bytes, plan.adapter_trained_bytes});
-      plan.factors.push_back(f[k]);
-    }
-    if (const int64_t e = s.finetune.train_head ? copy_of("lm_head.weight") : 0) {
-      plan.stepped.push_back({e, plan.weight_bytes, plan.weight_bytes, plan.weight_bytes});
-      plan.factors.push_back({s.model.vocab_size, s.model.hidden_size});
-    }
-  } else {
-    for (int64_t e : plan.params) plan.stepped.push_back({e, plan.state_bytes, plan.grad_bytes, plan.weight_bytes});
-  }
 
   for (const Records& R : plan.recs) {
     for (const sim::SimRecord* r : {&R.emb, &R.head}) plan.compiled.emplace(r, compile(*r));
@@ -553,7 +557,7 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
   const int64_t workspace = plan.workspace;
   const OptimizerImpl impl = plan.impl;
   // What the optimizer steps, each tensor in its dtype (plan.stepped).
-  const std::vector<SequencePlan::Stepped>& stepped = plan.stepped;
+  const std::vector<Stepped>& stepped = plan.stepped;
   std::vector<int64_t> states;  // optimizer state ids (kept)
   std::vector<char> stays;      // by id: a .grad of this step or a tensor the loop keeps (the sweep leaves those)
   std::vector<int64_t> held;    // the tensors the loop keeps from the last forward (its logits): freed after the next
@@ -707,7 +711,7 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
     switch (plan.optimizer) {
       case OptimizerKind::adamw: case OptimizerKind::adam: {
         if (step == 0)
-          for (const SequencePlan::Stepped& t : stepped) {
+          for (const Stepped& t : stepped) {
             if (impl == OptimizerImpl::fused) {  // state['step'] on the device
               states.push_back(led.fresh());
               led.alloc(states.back(), 4);
@@ -723,12 +727,12 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
           // in the order the dtypes first appear); the loop's variable keeps a group's list until
           // the next group's is bound, the last one's until step() returns.
           std::vector<int64_t> dtypes;
-          for (const SequencePlan::Stepped& t : stepped)
+          for (const Stepped& t : stepped)
             if (std::find(dtypes.begin(), dtypes.end(), t.state_bytes) == dtypes.end()) dtypes.push_back(t.state_bytes);
           std::vector<int64_t> held_list;
           for (int64_t dt : dtypes) {
             std::vector<int64_t> tmp;
-            for (const SequencePlan::Stepped& t : stepped)
+            for (const Stepped& t : stepped)
               if (t.state_bytes == dt) {
                 tmp.push_back(led.fresh());
                 led.alloc(tmp.back(), t.elements * dt);
@@ -739,7 +743,7 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
           for (int64_t id : held_list) led.free(id);
         } else if (impl == OptimizerImpl::for_loop) {
           // _single_tensor_adamw: (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps).
-          for (const SequencePlan::Stepped& t : stepped) {
+          for (const Stepped& t : stepped) {
             const int64_t a = led.fresh(), b = led.fresh();
             led.alloc(a, t.elements * t.state_bytes);
             led.alloc(b, t.elements * t.state_bytes);
@@ -768,7 +772,7 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
         for (size_t k = 0; k < stepped.size(); ++k) {
           const int64_t n = stepped[k].elements * 4;
           const int64_t gb = stepped[k].grad_bytes, pb = stepped[k].param_bytes;
-          const Factors f = k < plan.factors.size() ? plan.factors[k] : Factors{};
+          const Factors f = stepped[k].factors;
           drop(grad_copy);  // grad = p.grad
           if (gb != 4) grad_copy = make(n);  // grad = grad.float()
           if (step == 0) {  // state initialization
@@ -815,7 +819,7 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
       }
       case OptimizerKind::sgd_momentum:
         if (step == 0)
-          for (const SequencePlan::Stepped& t : stepped) {  // momentum_buffer = torch.clone(grad).detach()
+          for (const Stepped& t : stepped) {  // momentum_buffer = torch.clone(grad).detach()
             states.push_back(led.fresh());
             led.alloc(states.back(), t.elements * t.grad_bytes);
           }
@@ -920,13 +924,9 @@ class ReplayMemo {
       add(p.params);
       add(p.adapters);
       add(p.stepped.size());
-      for (const SequencePlan::Stepped& t : p.stepped)
-        for (int64_t x : {t.elements, t.state_bytes, t.grad_bytes, t.param_bytes}) add(static_cast<uint64_t>(x));
-      add(p.factors.size());
-      for (const Factors& f : p.factors) {
-        add(static_cast<uint64_t>(f.rows));
-        add(static_cast<uint64_t>(f.cols));
-      }
+      for (const Stepped& t : p.stepped)
+        for (int64_t x : {t.elements, t.state_bytes, t.grad_bytes, t.param_bytes, t.factors.rows, t.factors.cols})
+          add(static_cast<uint64_t>(x));
       for (int64_t x : {p.adapter_made_bytes, p.adapter_trained_bytes, p.weight_bytes, p.state_bytes, p.grad_bytes, p.buffers, p.inv_freq_bytes, p.input_bytes,
                         p.shared.whole_step_bytes, p.shared.forward_bytes, p.shared.embeds_bytes, p.workspace})
         add(static_cast<uint64_t>(x));

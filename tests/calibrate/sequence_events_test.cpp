@@ -250,7 +250,7 @@ Comparison compare(const std::vector<Ev>& seq, const std::vector<Ev>& real, bool
   if (verbose) {
     size_t i = 0, j = 0;
     std::printf("    %-28s | %s\n", "sequence", "recorded");
-    const auto paired_at = lcs(sa, ra, [](const Ev& x, const Ev& y) { return x.bytes == y.bytes; });
+    const auto& paired_at = pairs;
     size_t k = 0;
     while (i < sa.size() || j < ra.size()) {
       if (k < paired_at.size() && paired_at[k].first == i && paired_at[k].second == j) {
