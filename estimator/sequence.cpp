@@ -844,8 +844,9 @@ AllocationSequence unroll(const SequencePlan& plan, size_t max_events) {
 }  // namespace
 
 std::vector<int64_t> stepped_parameter_elements(const TrainingSetup& s) {
-  std::vector<Factors> f;
-  return s.finetune.mode == FinetuneMode::lora ? adapter_elements(s, &f) : parameter_elements(s);
+  std::vector<int64_t> out;
+  for (const Stepped& t : stepped_tensors(s)) out.push_back(t.elements);
+  return out;
 }
 
 AllocationSequence allocation_sequence(const TrainingSetup& s, int steps, size_t max_events) {

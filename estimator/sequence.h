@@ -68,7 +68,8 @@ struct AllocationSequence {
 AllocationSequence allocation_sequence(const TrainingSetup& s, int steps = 3, size_t max_events = 0);
 
 // The elements of each tensor the optimizer steps, in the order it steps them (the parameters in
-// registration order; LoRA's adapters in PEFT's order): the sequence's, for the estimator's
+// registration order; LoRA's adapters in PEFT's order, with modules_to_save's copies of the
+// embeddings first and of the head last): the sequence's, for the estimator's
 // per-parameter optimizer temporaries (transformers' Adafactor holds the previous parameter's
 // update while it makes the next one's).
 std::vector<int64_t> stepped_parameter_elements(const TrainingSetup& s);

@@ -971,3 +971,19 @@ TEST_CASE("invariant: modules_to_save is replayed, its tensor peak the estimate'
   s.model.tie_word_embeddings = true;
   CHECK(sequence_not_modelled(s) == "LoRA with modules_to_save on tied embeddings");
 }
+
+// Adafactor's step walks what the optimizer steps: under LoRA with modules_to_save the head's
+// copy (V x h, fp32 here) is the largest tensor, stepped right after the last adapter: its
+// grad**2 + eps and r x c approximation (2 x V x h x 4 B) and the last adapter's update.
+TEST_CASE("invariant: Adafactor's step under modules_to_save walks the copies too") {
+  TrainingSetup s = bf16_llama2_7b();
+  s.precision = Precision::amp_bf16;  // fp32 parameters and gradients: no upcast copies
+  s.optimizer = OptimizerKind::adafactor;
+  s.finetune.mode = FinetuneMode::lora;
+  s.finetune.lora_rank = 16;
+  s.finetune.train_head = true;
+  const int64_t vh = s.model.vocab_size * s.model.hidden_size, h = s.model.hidden_size, r = 16;
+  const MemoryBreakdown b = estimate(s);
+  // The last adapter is the last layer's v_proj lora_B (h x r).
+  CHECK(at(b, Phase::optimizer_step, Term::transient) == (2 * vh + h * r) * 4);
+}
